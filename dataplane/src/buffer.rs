@@ -1,0 +1,259 @@
+//! The one packet-buffer abstraction of the dataplane.
+//!
+//! Implemented by DPDK mbufs (`io::dpdk::Mbuf`) and by [`OwnedBuf`], so every stage runs in
+//! unit tests without DPDK. A buffer is one contiguous segment with headroom in front of the
+//! packet (for encapsulation) and tailroom behind it.
+
+use thiserror::Error;
+
+/// Headroom every buffer implementation guarantees on receive (DPDK's RTE_PKTMBUF_HEADROOM).
+pub const DEFAULT_HEADROOM: usize = 128;
+
+/// Data room of an owned buffer (matches DPDK's default mbuf data room of 2048 + headroom).
+pub const DEFAULT_DATA_ROOM: usize = 2048;
+
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum BufError {
+    #[error("not enough headroom: need {need}, have {have}")]
+    NoHeadroom { need: usize, have: usize },
+    #[error("not enough tailroom: need {need}, have {have}")]
+    NoTailroom { need: usize, have: usize },
+    #[error("cannot remove {want} bytes from a {len}-byte packet")]
+    TooShort { want: usize, len: usize },
+}
+
+/// Per-packet metadata carried beside the bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Meta {
+    /// Port the packet arrived on.
+    pub rx_port: u16,
+    /// RSS or software flow hash (0 if none).
+    pub hash: u32,
+    /// Arrival or enqueue timestamp in nanoseconds on the worker clock (0 if unset).
+    pub timestamp_ns: u64,
+}
+
+/// A single-segment packet buffer with headroom.
+///
+/// All operations are O(1) pointer/offset moves; none allocates.
+pub trait PacketBuf: Send {
+    /// The packet bytes.
+    fn data(&self) -> &[u8];
+    /// The packet bytes, writable.
+    fn data_mut(&mut self) -> &mut [u8];
+    /// Bytes available in front of the packet.
+    fn headroom(&self) -> usize;
+    /// Bytes available behind the packet.
+    fn tailroom(&self) -> usize;
+    /// Grow the packet by `n` bytes at the front and return them (contents unspecified).
+    fn prepend(&mut self, n: usize) -> Result<&mut [u8], BufError>;
+    /// Remove `n` bytes from the front (decapsulation).
+    fn adj(&mut self, n: usize) -> Result<(), BufError>;
+    /// Grow the packet by `n` bytes at the end and return them (contents unspecified).
+    fn append(&mut self, n: usize) -> Result<&mut [u8], BufError>;
+    /// Remove `n` bytes from the end.
+    fn trim(&mut self, n: usize) -> Result<(), BufError>;
+    /// Metadata.
+    fn meta(&self) -> Meta;
+    /// Replace metadata.
+    fn set_meta(&mut self, meta: Meta);
+
+    fn len(&self) -> usize {
+        self.data().len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A plain heap buffer: the test and pcap-backend implementation of [`PacketBuf`].
+///
+/// Allocated once and recycled through a pool by the backends that use it; creating one is
+/// not meant for the per-packet path.
+#[derive(Clone)]
+pub struct OwnedBuf {
+    room: Box<[u8]>,
+    start: usize,
+    end: usize,
+    meta: Meta,
+}
+
+impl std::fmt::Debug for OwnedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedBuf")
+            .field("len", &self.len())
+            .field("headroom", &self.start)
+            .field("meta", &self.meta)
+            .finish()
+    }
+}
+
+impl OwnedBuf {
+    /// An empty buffer with `headroom` bytes in front and `data_room` bytes for the packet.
+    pub fn with_capacity(headroom: usize, data_room: usize) -> OwnedBuf {
+        OwnedBuf {
+            room: vec![0u8; headroom + data_room].into_boxed_slice(),
+            start: headroom,
+            end: headroom,
+            meta: Meta::default(),
+        }
+    }
+
+    /// An empty buffer with the default headroom and data room.
+    pub fn new() -> OwnedBuf {
+        Self::with_capacity(DEFAULT_HEADROOM, DEFAULT_DATA_ROOM)
+    }
+
+    /// A buffer holding a copy of `bytes`, with default headroom and at least the default room.
+    pub fn from_slice(bytes: &[u8]) -> OwnedBuf {
+        let mut b = Self::with_capacity(DEFAULT_HEADROOM, bytes.len().max(DEFAULT_DATA_ROOM));
+        b.set_data(bytes).expect("sized to fit");
+        b
+    }
+
+    /// Reset to an empty packet with the default headroom (for recycling).
+    pub fn reset(&mut self) {
+        let h = DEFAULT_HEADROOM.min(self.room.len());
+        self.start = h;
+        self.end = h;
+        self.meta = Meta::default();
+    }
+
+    /// Reset and copy `bytes` in as the packet.
+    pub fn set_data(&mut self, bytes: &[u8]) -> Result<(), BufError> {
+        self.reset();
+        let room = self.room.len() - self.start;
+        if bytes.len() > room {
+            return Err(BufError::NoTailroom { need: bytes.len(), have: room });
+        }
+        self.end = self.start + bytes.len();
+        self.room[self.start..self.end].copy_from_slice(bytes);
+        Ok(())
+    }
+}
+
+impl Default for OwnedBuf {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PacketBuf for OwnedBuf {
+    #[inline]
+    fn data(&self) -> &[u8] {
+        &self.room[self.start..self.end]
+    }
+
+    #[inline]
+    fn data_mut(&mut self) -> &mut [u8] {
+        &mut self.room[self.start..self.end]
+    }
+
+    #[inline]
+    fn headroom(&self) -> usize {
+        self.start
+    }
+
+    #[inline]
+    fn tailroom(&self) -> usize {
+        self.room.len() - self.end
+    }
+
+    #[inline]
+    fn prepend(&mut self, n: usize) -> Result<&mut [u8], BufError> {
+        if n > self.start {
+            return Err(BufError::NoHeadroom { need: n, have: self.start });
+        }
+        self.start -= n;
+        Ok(&mut self.room[self.start..self.start + n])
+    }
+
+    #[inline]
+    fn adj(&mut self, n: usize) -> Result<(), BufError> {
+        if n > self.end - self.start {
+            return Err(BufError::TooShort { want: n, len: self.end - self.start });
+        }
+        self.start += n;
+        Ok(())
+    }
+
+    #[inline]
+    fn append(&mut self, n: usize) -> Result<&mut [u8], BufError> {
+        let have = self.room.len() - self.end;
+        if n > have {
+            return Err(BufError::NoTailroom { need: n, have });
+        }
+        let old = self.end;
+        self.end += n;
+        Ok(&mut self.room[old..self.end])
+    }
+
+    #[inline]
+    fn trim(&mut self, n: usize) -> Result<(), BufError> {
+        if n > self.end - self.start {
+            return Err(BufError::TooShort { want: n, len: self.end - self.start });
+        }
+        self.end -= n;
+        Ok(())
+    }
+
+    #[inline]
+    fn meta(&self) -> Meta {
+        self.meta
+    }
+
+    #[inline]
+    fn set_meta(&mut self, meta: Meta) {
+        self.meta = meta;
+    }
+}
+
+/// Conformance checks every [`PacketBuf`] implementation must pass; the DPDK mbuf tests call
+/// this too, so both implementations are held to one contract.
+pub fn conformance<B: PacketBuf>(mut b: B, payload: &[u8]) {
+    assert_eq!(b.data(), payload);
+    let head = b.headroom();
+    assert!(head >= 64, "at least 64 bytes of headroom for encapsulation, got {head}");
+    let hdr = b.prepend(36).expect("prepend within headroom");
+    hdr.fill(0xab);
+    assert_eq!(b.len(), payload.len() + 36);
+    assert_eq!(b.headroom(), head - 36);
+    assert_eq!(&b.data()[..36], &[0xab; 36][..]);
+    assert_eq!(&b.data()[36..], payload);
+    b.adj(36).unwrap();
+    assert_eq!(b.data(), payload);
+    assert!(matches!(b.prepend(head + 1), Err(BufError::NoHeadroom { .. })));
+    assert_eq!(b.data(), payload, "failed prepend leaves the packet unchanged");
+    let tail = b.tailroom();
+    b.append(4).unwrap().copy_from_slice(&[1, 2, 3, 4]);
+    assert_eq!(&b.data()[payload.len()..], &[1, 2, 3, 4]);
+    assert_eq!(b.tailroom(), tail - 4);
+    b.trim(4).unwrap();
+    assert_eq!(b.data(), payload);
+    assert!(b.trim(payload.len() + 1).is_err());
+    assert!(b.adj(payload.len() + 1).is_err());
+    let m = Meta { rx_port: 3, hash: 0xdead_beef, timestamp_ns: 42 };
+    b.set_meta(m);
+    assert_eq!(b.meta(), m);
+    b.data_mut()[0] ^= 0xff;
+    assert_eq!(b.data()[0], payload[0] ^ 0xff);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owned_buf_conforms() {
+        let payload: Vec<u8> = (0..200u8).collect();
+        conformance(OwnedBuf::from_slice(&payload), &payload);
+    }
+
+    #[test]
+    fn oversize_set_data_is_an_error() {
+        let mut b = OwnedBuf::with_capacity(128, 64);
+        assert!(b.set_data(&[0u8; 65]).is_err());
+        assert!(b.set_data(&[0u8; 64]).is_ok());
+    }
+}

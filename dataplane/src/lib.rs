@@ -1,0 +1,8 @@
+//! The Peregrine packet path: buffers, I/O backends, the poll-mode worker runtime and the
+//! stages that run in it.
+
+pub mod buffer;
+pub mod io;
+pub mod runtime;
+
+pub use buffer::{Meta, OwnedBuf, PacketBuf};
