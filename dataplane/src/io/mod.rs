@@ -1,1 +1,87 @@
-//! I/O backends.
+//! I/O backends: DPDK ethdev ports (`dpdk`) and a pure-Rust pcap backend (`pcap`).
+//!
+//! A backend is built once from configuration; it then hands each worker its own
+//! [`WorkerIo`], which owns that worker's rx/tx queues, so the per-packet path shares nothing
+//! between workers.
+
+use crate::buffer::PacketBuf;
+use arrayvec::ArrayVec;
+
+/// Largest burst the runtime moves in one call.
+pub const MAX_BURST: usize = 256;
+
+/// A burst of packets: a fixed-capacity array, never allocated on the packet path.
+pub type Burst<B> = ArrayVec<B, MAX_BURST>;
+
+/// Index of a port in the backend's port list (for DPDK, the ethdev port id).
+pub type PortId = u16;
+
+/// Static facts about one port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortInfo {
+    pub id: PortId,
+    /// The name given in configuration (e.g. "n3", "n6").
+    pub name: String,
+    /// Driver name as the backend reports it (e.g. "net_ring", "pcap").
+    pub driver: String,
+    pub mac: [u8; 6],
+    pub rx_queues: u16,
+    pub tx_queues: u16,
+}
+
+/// Port counters, with the meaning of DPDK's `rte_eth_stats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortStats {
+    pub ipackets: u64,
+    pub opackets: u64,
+    pub ibytes: u64,
+    pub obytes: u64,
+    /// Dropped by the hardware/driver for lack of rx descriptors.
+    pub imissed: u64,
+    pub ierrors: u64,
+    pub oerrors: u64,
+    /// Rx failures for lack of buffers.
+    pub rx_nombuf: u64,
+}
+
+/// One worker's view of the ports: its own queues on each port, its own buffer cache.
+pub trait WorkerIo: Send {
+    type Buf: PacketBuf;
+
+    /// Receive into `out` up to its remaining capacity from `port`/`queue`; returns how many.
+    fn rx_burst(&mut self, port: PortId, queue: u16, out: &mut Burst<Self::Buf>) -> usize;
+
+    /// Send every packet in `pkts` on `port`/`queue`. Packets the port does not accept are
+    /// freed. `pkts` is empty on return. Returns how many were accepted.
+    fn tx_burst(&mut self, port: PortId, queue: u16, pkts: &mut Burst<Self::Buf>) -> usize;
+
+    /// Free a packet that will not be sent.
+    fn release(&mut self, buf: Self::Buf);
+
+    /// An empty buffer to build a packet in (replies, reports); `None` if the pool is dry.
+    fn alloc(&mut self) -> Option<Self::Buf>;
+
+    /// True once every rx source of this worker is finished for good (a pcap file at its end,
+    /// all loops done). Live ports never are.
+    fn rx_exhausted(&self) -> bool {
+        false
+    }
+
+    /// Push out anything buffered (pcap writers). Called when the worker goes idle and at stop.
+    fn flush(&mut self) {}
+}
+
+/// A configured set of ports.
+pub trait Backend {
+    type Io: WorkerIo;
+
+    /// The ports, indexed by [`PortId`].
+    fn ports(&self) -> &[PortInfo];
+
+    /// Take the I/O handle of worker `worker` (0-based, fewer than the configured worker count).
+    /// Each worker's handle is taken once.
+    fn worker_io(&mut self, worker: usize) -> Self::Io;
+
+    /// Counters of one port.
+    fn port_stats(&self, port: PortId) -> PortStats;
+}
