@@ -4,5 +4,6 @@
 pub mod buffer;
 pub mod io;
 pub mod runtime;
+pub mod stages;
 
 pub use buffer::{Meta, OwnedBuf, PacketBuf};

@@ -7,6 +7,8 @@
 use crate::buffer::PacketBuf;
 use arrayvec::ArrayVec;
 
+pub mod memory;
+
 /// Largest burst the runtime moves in one call.
 pub const MAX_BURST: usize = 256;
 
@@ -48,8 +50,10 @@ pub struct PortStats {
 pub trait WorkerIo: Send {
     type Buf: PacketBuf;
 
-    /// Receive into `out` up to its remaining capacity from `port`/`queue`; returns how many.
-    fn rx_burst(&mut self, port: PortId, queue: u16, out: &mut Burst<Self::Buf>) -> usize;
+    /// Receive into `out` at most `max` packets (and no more than its remaining capacity)
+    /// from `port`/`queue`; returns how many were appended.
+    fn rx_burst(&mut self, port: PortId, queue: u16, out: &mut Burst<Self::Buf>, max: usize)
+        -> usize;
 
     /// Send every packet in `pkts` on `port`/`queue`. Packets the port does not accept are
     /// freed. `pkts` is empty on return. Returns how many were accepted.
