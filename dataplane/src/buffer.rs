@@ -125,7 +125,10 @@ impl OwnedBuf {
         self.reset();
         let room = self.room.len() - self.start;
         if bytes.len() > room {
-            return Err(BufError::NoTailroom { need: bytes.len(), have: room });
+            return Err(BufError::NoTailroom {
+                need: bytes.len(),
+                have: room,
+            });
         }
         self.end = self.start + bytes.len();
         self.room[self.start..self.end].copy_from_slice(bytes);
@@ -163,7 +166,10 @@ impl PacketBuf for OwnedBuf {
     #[inline]
     fn prepend(&mut self, n: usize) -> Result<&mut [u8], BufError> {
         if n > self.start {
-            return Err(BufError::NoHeadroom { need: n, have: self.start });
+            return Err(BufError::NoHeadroom {
+                need: n,
+                have: self.start,
+            });
         }
         self.start -= n;
         Ok(&mut self.room[self.start..self.start + n])
@@ -172,7 +178,10 @@ impl PacketBuf for OwnedBuf {
     #[inline]
     fn adj(&mut self, n: usize) -> Result<(), BufError> {
         if n > self.end - self.start {
-            return Err(BufError::TooShort { want: n, len: self.end - self.start });
+            return Err(BufError::TooShort {
+                want: n,
+                len: self.end - self.start,
+            });
         }
         self.start += n;
         Ok(())
@@ -192,7 +201,10 @@ impl PacketBuf for OwnedBuf {
     #[inline]
     fn trim(&mut self, n: usize) -> Result<(), BufError> {
         if n > self.end - self.start {
-            return Err(BufError::TooShort { want: n, len: self.end - self.start });
+            return Err(BufError::TooShort {
+                want: n,
+                len: self.end - self.start,
+            });
         }
         self.end -= n;
         Ok(())
@@ -214,7 +226,10 @@ impl PacketBuf for OwnedBuf {
 pub fn conformance<B: PacketBuf>(mut b: B, payload: &[u8]) {
     assert_eq!(b.data(), payload);
     let head = b.headroom();
-    assert!(head >= 64, "at least 64 bytes of headroom for encapsulation, got {head}");
+    assert!(
+        head >= 64,
+        "at least 64 bytes of headroom for encapsulation, got {head}"
+    );
     let hdr = b.prepend(36).expect("prepend within headroom");
     hdr.fill(0xab);
     assert_eq!(b.len(), payload.len() + 36);
@@ -223,8 +238,15 @@ pub fn conformance<B: PacketBuf>(mut b: B, payload: &[u8]) {
     assert_eq!(&b.data()[36..], payload);
     b.adj(36).unwrap();
     assert_eq!(b.data(), payload);
-    assert!(matches!(b.prepend(head + 1), Err(BufError::NoHeadroom { .. })));
-    assert_eq!(b.data(), payload, "failed prepend leaves the packet unchanged");
+    assert!(matches!(
+        b.prepend(head + 1),
+        Err(BufError::NoHeadroom { .. })
+    ));
+    assert_eq!(
+        b.data(),
+        payload,
+        "failed prepend leaves the packet unchanged"
+    );
     let tail = b.tailroom();
     b.append(4).unwrap().copy_from_slice(&[1, 2, 3, 4]);
     assert_eq!(&b.data()[payload.len()..], &[1, 2, 3, 4]);
@@ -233,7 +255,11 @@ pub fn conformance<B: PacketBuf>(mut b: B, payload: &[u8]) {
     assert_eq!(b.data(), payload);
     assert!(b.trim(payload.len() + 1).is_err());
     assert!(b.adj(payload.len() + 1).is_err());
-    let m = Meta { rx_port: 3, hash: 0xdead_beef, timestamp_ns: 42 };
+    let m = Meta {
+        rx_port: 3,
+        hash: 0xdead_beef,
+        timestamp_ns: 42,
+    };
     b.set_meta(m);
     assert_eq!(b.meta(), m);
     b.data_mut()[0] ^= 0xff;

@@ -213,6 +213,7 @@ fn idle_timeout_ends_live_workers() {
             name: "a".into(),
             live: true,
             rx: frames(10, 0),
+            ..Default::default()
         }],
         1,
     );
