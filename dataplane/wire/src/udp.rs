@@ -79,7 +79,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// The length field: header plus payload, in bytes.
-    pub fn len(&self) -> u16 {
+    pub fn length(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::LENGTH])
     }
 
@@ -90,12 +90,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// The payload, bounded by the length field.
     pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[HEADER_LEN..self.len() as usize]
+        &self.buffer.as_ref()[HEADER_LEN..self.length() as usize]
     }
 
     /// Header and payload, bounded by the length field: the bytes the checksum covers.
     fn datagram(&self) -> &[u8] {
-        &self.buffer.as_ref()[..self.len() as usize]
+        &self.buffer.as_ref()[..self.length() as usize]
     }
 
     /// One's-complement sum of the datagram plus the given pseudo-header sum.
@@ -109,8 +109,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if self.checksum() == 0 {
             return true;
         }
-        self.sum_with(checksum::pseudo_v4(src.octets(), dst.octets(), IP_PROTOCOL, self.len()))
-            == 0xffff
+        self.sum_with(checksum::pseudo_v4(
+            src.octets(),
+            dst.octets(),
+            IP_PROTOCOL,
+            self.length(),
+        )) == 0xffff
     }
 
     /// Verify the checksum over the IPv6 pseudo-header (RFC 8200 section 8.1). A zero
@@ -119,7 +123,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if self.checksum() == 0 {
             return false;
         }
-        let pseudo = checksum::pseudo_v6(src.octets(), dst.octets(), IP_PROTOCOL, self.len() as u32);
+        let pseudo = checksum::pseudo_v6(
+            src.octets(),
+            dst.octets(),
+            IP_PROTOCOL,
+            self.length() as u32,
+        );
         self.sum_with(pseudo) == 0xffff
     }
 
@@ -143,7 +152,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         put16(&mut self.buffer.as_mut()[field::DST_PORT], v);
     }
 
-    pub fn set_len(&mut self, v: u16) {
+    pub fn set_length(&mut self, v: u16) {
         put16(&mut self.buffer.as_mut()[field::LENGTH], v);
     }
 
@@ -153,7 +162,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 
     /// The payload, bounded by the length field.
     pub fn payload_mut(&mut self) -> &mut [u8] {
-        let len = self.len() as usize;
+        let len = self.length() as usize;
         &mut self.buffer.as_mut()[HEADER_LEN..len]
     }
 
@@ -167,14 +176,19 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Compute the checksum over the IPv4 pseudo-header (RFC 768) and store it. The length
     /// field and the payload must already be in place.
     pub fn fill_checksum_v4(&mut self, src: Ipv4Addr, dst: Ipv4Addr) {
-        let pseudo = checksum::pseudo_v4(src.octets(), dst.octets(), IP_PROTOCOL, self.len());
+        let pseudo = checksum::pseudo_v4(src.octets(), dst.octets(), IP_PROTOCOL, self.length());
         self.fill_with(pseudo);
     }
 
     /// Compute the checksum over the IPv6 pseudo-header (RFC 8200 section 8.1) and store it.
     /// The length field and the payload must already be in place.
     pub fn fill_checksum_v6(&mut self, src: Ipv6Addr, dst: Ipv6Addr) {
-        let pseudo = checksum::pseudo_v6(src.octets(), dst.octets(), IP_PROTOCOL, self.len() as u32);
+        let pseudo = checksum::pseudo_v6(
+            src.octets(),
+            dst.octets(),
+            IP_PROTOCOL,
+            self.length() as u32,
+        );
         self.fill_with(pseudo);
     }
 
@@ -210,7 +224,7 @@ impl Repr {
         Ok(Repr {
             src_port: packet.src_port(),
             dst_port: packet.dst_port(),
-            payload_len: packet.len() as usize - HEADER_LEN,
+            payload_len: packet.length() as usize - HEADER_LEN,
         })
     }
 
@@ -233,7 +247,7 @@ impl Repr {
         let mut p = Packet::new_unchecked(buf);
         p.set_src_port(self.src_port);
         p.set_dst_port(self.dst_port);
-        p.set_len(len);
+        p.set_length(len);
         p.set_checksum(0);
         Ok(())
     }
@@ -242,7 +256,9 @@ impl Repr {
 /// Fuzz entry: parse, read every field, verify checksums, re-emit. Must never panic.
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
-    let Ok(p) = Packet::new_checked(data) else { return };
+    let Ok(p) = Packet::new_checked(data) else {
+        return;
+    };
     let _ = (p.src_port(), p.dst_port(), p.checksum(), p.payload().len());
     let a4 = Ipv4Addr::new(10, 0, 0, 1);
     let b4 = Ipv4Addr::new(10, 0, 0, 2);
@@ -251,7 +267,7 @@ pub fn fuzz(data: &[u8]) {
     let _ = p.verify_checksum_v6(a6, a6);
     let _ = p.verify_checksum(IpAddr::V4(a4), IpAddr::V6(a6));
     let r = Repr::parse(&p).expect("checked packet parses");
-    assert_eq!(r.buffer_len(), p.len() as usize);
+    assert_eq!(r.buffer_len(), p.length() as usize);
 
     let mut hdr = [0u8; HEADER_LEN];
     r.emit(&mut hdr).expect("header fits");
@@ -281,7 +297,9 @@ mod tests {
     // DNS query 192.168.1.10:51234 -> 8.8.8.8:53, hand-computed checksum.
     // UDP: src 0xc822, dst 0x0035, len 0x000c, csum ?, payload "abcd".
     fn v4_vector() -> ([u8; 12], Ipv4Addr, Ipv4Addr) {
-        let mut d = [0xc8, 0x22, 0x00, 0x35, 0x00, 0x0c, 0x00, 0x00, b'a', b'b', b'c', b'd'];
+        let mut d = [
+            0xc8, 0x22, 0x00, 0x35, 0x00, 0x0c, 0x00, 0x00, b'a', b'b', b'c', b'd',
+        ];
         // Pseudo-header: c0a8 + 010a + 0808 + 0808 + 0011 + 000c = 0xd1df
         // UDP: c822 + 0035 + 000c + 0000 + 6162 + 6364 = 0x1_8d29 -> 0x8d2a
         // Total: 0xd1df + 0x8d2a = 0x1_5f09 -> 0x5f0a; checksum = !0x5f0a = 0xa0f5.
@@ -296,10 +314,17 @@ mod tests {
         let p = Packet::new_checked(&d[..]).unwrap();
         assert_eq!(p.src_port(), 51234);
         assert_eq!(p.dst_port(), 53);
-        assert_eq!(p.len(), 12);
+        assert_eq!(p.length(), 12);
         assert_eq!(p.checksum(), 0xa0f5);
         assert_eq!(p.payload(), b"abcd");
-        assert_eq!(Repr::parse(&p), Ok(Repr { src_port: 51234, dst_port: 53, payload_len: 4 }));
+        assert_eq!(
+            Repr::parse(&p),
+            Ok(Repr {
+                src_port: 51234,
+                dst_port: 53,
+                payload_len: 4
+            })
+        );
     }
 
     #[test]
@@ -335,7 +360,9 @@ mod tests {
     //   len 0x000c, next header 0x0011
     //   UDP: 0868 + 0868 + 000c + 0000 + 0001 + 0203 = 0x12e0
     //   total: 0x2dba + 0x2dbb + 0x000c + 0x0011 + 0x12e0 = 0x6e72; checksum = 0x918d.
-    const V6: [u8; 12] = [0x08, 0x68, 0x08, 0x68, 0x00, 0x0c, 0x91, 0x8d, 0x00, 0x01, 0x02, 0x03];
+    const V6: [u8; 12] = [
+        0x08, 0x68, 0x08, 0x68, 0x00, 0x0c, 0x91, 0x8d, 0x00, 0x01, 0x02, 0x03,
+    ];
 
     fn v6_addrs() -> (Ipv6Addr, Ipv6Addr) {
         (
@@ -367,7 +394,9 @@ mod tests {
         let mut d = V6;
         d[6] = 0;
         d[7] = 0;
-        assert!(!Packet::new_checked(&d[..]).unwrap().verify_checksum_v6(s, t));
+        assert!(!Packet::new_checked(&d[..])
+            .unwrap()
+            .verify_checksum_v6(s, t));
     }
 
     /// A datagram whose checksum computes to 0 is sent as 0xffff, which verifies.
@@ -415,15 +444,24 @@ mod tests {
     #[test]
     fn emit_then_fill() {
         let (d, s, t) = v4_vector();
-        let r = Repr { src_port: 51234, dst_port: 53, payload_len: 4 };
+        let r = Repr {
+            src_port: 51234,
+            dst_port: 53,
+            payload_len: 4,
+        };
         assert_eq!(r.buffer_len(), 12);
         let mut buf = [0xffu8; 12];
         r.emit(&mut buf[..8]).unwrap();
         buf[8..].copy_from_slice(b"abcd");
-        Packet::new_checked(&mut buf[..]).unwrap().fill_checksum_v4(s, t);
+        Packet::new_checked(&mut buf[..])
+            .unwrap()
+            .fill_checksum_v4(s, t);
         assert_eq!(buf, d);
         assert_eq!(r.emit(&mut [0u8; 7]), Err(Error::BufferTooSmall));
-        let big = Repr { payload_len: 65536 - 8, ..r };
+        let big = Repr {
+            payload_len: 65536 - 8,
+            ..r
+        };
         assert_eq!(big.emit(&mut [0u8; 8]), Err(Error::Malformed));
         assert_eq!(
             Packet::new_unchecked(&mut [0u8; 8][..])
