@@ -29,7 +29,9 @@ pub struct Meta {
     pub rx_port: u16,
     /// RSS or software flow hash (0 if none).
     pub hash: u32,
-    /// Arrival or enqueue timestamp in nanoseconds on the worker clock (0 if unset).
+    /// Arrival timestamp in nanoseconds (0 if unset): the capture time for pcap replays,
+    /// the worker clock for live ports. Stages that need a sojourn time (queues) overwrite it
+    /// with their own enqueue time.
     pub timestamp_ns: u64,
 }
 

@@ -111,10 +111,10 @@ impl<I: WorkerIo> Worker<I> {
                 if self.idle_should_stop(&mut last_rx, polls) {
                     break;
                 }
-            } else if self.stop_after_idle.is_some() && polls % 64 == 0 {
+            } else if self.stop_after_idle.is_some() && polls.is_multiple_of(64) {
                 last_rx = Instant::now();
             }
-            if polls % PUBLISH_EVERY == 0 {
+            if polls.is_multiple_of(PUBLISH_EVERY) {
                 self.shared.store(&self.counters);
                 if self.stop.load(Ordering::Relaxed) {
                     break;
@@ -135,7 +135,7 @@ impl<I: WorkerIo> Worker<I> {
         if self.io.rx_exhausted() {
             return true;
         }
-        if polls % 256 == 0 {
+        if polls.is_multiple_of(256) {
             self.io.flush();
             self.shared.store(&self.counters);
             if let Some(limit) = self.stop_after_idle {
@@ -172,7 +172,7 @@ impl<I: WorkerIo> Worker<I> {
                     self.io.release(pkt);
                 }
                 Disposition::ToControl => {
-                    self.to_control(batch.rx_port, &pkt);
+                    self.send_to_control(batch.rx_port, &pkt);
                     self.io.release(pkt);
                 }
                 Disposition::Continue => {
@@ -190,7 +190,7 @@ impl<I: WorkerIo> Worker<I> {
         }
     }
 
-    fn to_control(&mut self, port: PortId, pkt: &I::Buf) {
+    fn send_to_control(&mut self, port: PortId, pkt: &I::Buf) {
         let bytes = pkt.data();
         let mut data = ArrayVec::new();
         let _ = data.try_extend_from_slice(&bytes[..bytes.len().min(CONTROL_SNAP)]);
