@@ -7,7 +7,10 @@
 use crate::buffer::PacketBuf;
 use arrayvec::ArrayVec;
 
+pub mod dpdk;
 pub mod memory;
+pub mod pcap;
+pub mod pcapfile;
 
 /// Largest burst the runtime moves in one call.
 pub const MAX_BURST: usize = 256;
