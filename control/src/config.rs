@@ -1,0 +1,452 @@
+//! The daemon's TOML configuration.
+//!
+//! Parsing is two steps: serde reads the file (unknown keys are errors, so a typo never
+//! silently falls back to a default), then [`Config::validate`] checks meaning and names the
+//! offending field in every error.
+
+use peregrine_dataplane::stages::l3fwd::{NextHop, RouteSpec};
+use peregrine_wire::ethernet::Address as MacAddr;
+use serde::Deserialize;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+/// A configuration error that names the field and says why.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {reason}")]
+    Read { path: String, reason: String },
+    #[error("{0}")]
+    Syntax(String),
+    #[error("invalid `{field}`: {reason}")]
+    Invalid { field: String, reason: String },
+}
+
+fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { field: field.into(), reason: reason.into() }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub workers: Workers,
+    pub backend: BackendConfig,
+    #[serde(rename = "port")]
+    pub ports: Vec<Port>,
+    pub pipeline: PipelineConfig,
+    #[serde(default, rename = "route")]
+    pub routes: Vec<Route>,
+    /// Directory relative paths are resolved against (the config file's directory).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Workers {
+    /// Number of poll-mode worker threads.
+    #[serde(default = "one")]
+    pub count: usize,
+    /// CPU cores to pin workers to, one per worker (empty: not pinned).
+    #[serde(default)]
+    pub cores: Vec<usize>,
+    /// Packets per rx burst (1..=256; 32 is DPDK's usual).
+    #[serde(default = "default_burst")]
+    pub burst: usize,
+    /// Stop after this long without a packet (0: never). For replays on ports that never end.
+    #[serde(default)]
+    pub stop_after_idle_ms: u64,
+}
+
+fn one() -> usize {
+    1
+}
+fn default_burst() -> usize {
+    32
+}
+
+impl Default for Workers {
+    fn default() -> Self {
+        Workers { count: 1, cores: vec![], burst: 32, stop_after_idle_ms: 0 }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum BackendConfig {
+    /// Pure-Rust pcap replay/capture.
+    Pcap {
+        #[serde(default)]
+        replay: ReplayMode,
+        /// Speed factor for `timed` replay (2.0 = twice as fast as recorded).
+        #[serde(default = "one_f")]
+        speed: f64,
+        /// Times each rx file is replayed; 0 = forever.
+        #[serde(default = "one_u32")]
+        loops: u32,
+        #[serde(default = "default_pool")]
+        pool_size: usize,
+    },
+    /// DPDK ethdev ports (NICs or vdevs).
+    Dpdk {
+        /// EAL arguments, passed through (e.g. "--no-huge", "--vdev=net_ring0").
+        eal_args: Vec<String>,
+        #[serde(default = "default_desc")]
+        rx_desc: u16,
+        #[serde(default = "default_desc")]
+        tx_desc: u16,
+        #[serde(default = "default_mbufs")]
+        mbufs_per_worker: u32,
+        #[serde(default = "default_cache")]
+        mbuf_cache: u32,
+    },
+}
+
+fn one_f() -> f64 {
+    1.0
+}
+fn one_u32() -> u32 {
+    1
+}
+fn default_pool() -> usize {
+    4096
+}
+fn default_desc() -> u16 {
+    1024
+}
+fn default_mbufs() -> u32 {
+    8191
+}
+fn default_cache() -> u32 {
+    256
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplayMode {
+    #[default]
+    Fast,
+    Timed,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Port {
+    pub name: String,
+    /// This port's MAC address (frames to it are ours; we send from it).
+    pub mac: String,
+    /// pcap backend: file to replay as this port's rx.
+    pub rx: Option<PathBuf>,
+    /// pcap backend: file to write this port's tx to.
+    pub tx: Option<PathBuf>,
+    /// dpdk backend: the ethdev name ("net_ring0", a PCI address, ...).
+    pub device: Option<String>,
+    /// dpdk backend: spread rx over queues with RSS when the device can.
+    #[serde(default = "yes")]
+    pub rss: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum PipelineConfig {
+    /// Port-to-port patch panel: pairs of port names.
+    Xconnect { pairs: Vec<[String; 2]> },
+    /// IPv4/IPv6 router: longest-prefix match over `[[route]]`.
+    L3fwd {
+        /// Accept frames whatever their destination MAC (e.g. replays of foreign captures).
+        #[serde(default)]
+        promiscuous: bool,
+    },
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// "10.45.0.0/16" or "2001:db8::/32".
+    pub prefix: String,
+    /// Port name to send on.
+    pub port: String,
+    /// Next hop's MAC address.
+    pub next_hop_mac: String,
+}
+
+/// A route after validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParsedRoute {
+    pub addr: IpAddr,
+    pub len: u8,
+    pub port: u16,
+    pub next_hop: MacAddr,
+}
+
+impl RouteSpec for ParsedRoute {
+    fn prefix(&self) -> (IpAddr, u8) {
+        (self.addr, self.len)
+    }
+
+    fn next_hop(&self) -> NextHop {
+        NextHop { port: self.port, mac: self.next_hop }
+    }
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::Read { path: path.display().to_string(), reason: e.to_string() })?;
+        let mut cfg = Self::parse(&text)?;
+        cfg.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(cfg)
+    }
+
+    /// Parse and validate TOML text (relative paths resolve against the current directory).
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Resolve a configured path against the config file's directory.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base_dir.join(p)
+        }
+    }
+
+    pub fn port_index(&self, name: &str) -> Option<u16> {
+        self.ports.iter().position(|p| p.name == name).map(|i| i as u16)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let w = &self.workers;
+        if w.count == 0 || w.count > 128 {
+            return Err(invalid("workers.count", format!("must be 1..=128, got {}", w.count)));
+        }
+        if !w.cores.is_empty() && w.cores.len() != w.count {
+            return Err(invalid(
+                "workers.cores",
+                format!("lists {} cores for {} workers (give one per worker, or none)", w.cores.len(), w.count),
+            ));
+        }
+        if !(1..=256).contains(&w.burst) {
+            return Err(invalid("workers.burst", format!("must be 1..=256, got {}", w.burst)));
+        }
+        match &self.backend {
+            BackendConfig::Pcap { speed, pool_size, .. } => {
+                if !(speed.is_finite() && *speed > 0.0) {
+                    return Err(invalid("backend.speed", format!("must be a positive number, got {speed}")));
+                }
+                if *pool_size < 2 * w.burst {
+                    return Err(invalid("backend.pool_size", format!("must be at least 2 x burst ({})", 2 * w.burst)));
+                }
+            }
+            BackendConfig::Dpdk { mbufs_per_worker, rx_desc, tx_desc, .. } => {
+                let need = *rx_desc as u32 * self.ports.len() as u32 + 2 * w.burst as u32;
+                if *mbufs_per_worker < need {
+                    return Err(invalid(
+                        "backend.mbufs_per_worker",
+                        format!("{mbufs_per_worker} is too few to fill {} rx rings of {rx_desc} (need >= {need})", self.ports.len()),
+                    ));
+                }
+                for (f, v) in [("backend.rx_desc", rx_desc), ("backend.tx_desc", tx_desc)] {
+                    if *v == 0 || !v.is_power_of_two() {
+                        return Err(invalid(f, format!("must be a power of two, got {v}")));
+                    }
+                }
+            }
+        }
+        if self.ports.is_empty() {
+            return Err(invalid("port", "at least one [[port]] is needed"));
+        }
+        if self.ports.len() > 64 {
+            return Err(invalid("port", "at most 64 ports"));
+        }
+        for (i, p) in self.ports.iter().enumerate() {
+            let f = |k: &str| format!("port[{i}].{k}");
+            if p.name.is_empty() {
+                return Err(invalid(f("name"), "must not be empty"));
+            }
+            if self.ports[..i].iter().any(|q| q.name == p.name) {
+                return Err(invalid(f("name"), format!("`{}` is used by an earlier port", p.name)));
+            }
+            MacAddr::parse(&p.mac).ok_or_else(|| invalid(f("mac"), format!("`{}` is not a MAC address like 02:00:00:00:00:01", p.mac)))?;
+            match self.backend {
+                BackendConfig::Pcap { .. } => {
+                    if p.device.is_some() {
+                        return Err(invalid(f("device"), "is for the dpdk backend; this config uses pcap"));
+                    }
+                    if p.rx.is_none() && p.tx.is_none() {
+                        return Err(invalid(f("rx"), "a pcap port needs an rx file, a tx file, or both"));
+                    }
+                }
+                BackendConfig::Dpdk { .. } => {
+                    if p.device.as_deref().unwrap_or("").is_empty() {
+                        return Err(invalid(f("device"), "a dpdk port needs the ethdev name (e.g. net_ring0)"));
+                    }
+                    if p.rx.is_some() || p.tx.is_some() {
+                        return Err(invalid(f("rx"), "rx/tx files are for the pcap backend (use a net_pcap vdev with dpdk)"));
+                    }
+                }
+            }
+        }
+        match &self.pipeline {
+            PipelineConfig::Xconnect { pairs } => {
+                if pairs.is_empty() {
+                    return Err(invalid("pipeline.pairs", "needs at least one [a, b] pair"));
+                }
+                for (i, [a, b]) in pairs.iter().enumerate() {
+                    for n in [a, b] {
+                        if self.port_index(n).is_none() {
+                            return Err(invalid(format!("pipeline.pairs[{i}]"), format!("no port named `{n}`")));
+                        }
+                    }
+                }
+            }
+            PipelineConfig::L3fwd { .. } => {
+                if self.routes.is_empty() {
+                    return Err(invalid("route", "the l3fwd pipeline needs at least one [[route]]"));
+                }
+            }
+        }
+        self.parsed_routes()?;
+        Ok(())
+    }
+
+    /// Routes with prefixes, ports and MACs parsed.
+    pub fn parsed_routes(&self) -> Result<Vec<ParsedRoute>, ConfigError> {
+        self.routes
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let f = |k: &str| format!("route[{i}].{k}");
+                let (a, l) = r
+                    .prefix
+                    .split_once('/')
+                    .ok_or_else(|| invalid(f("prefix"), format!("`{}` is not ADDRESS/LENGTH", r.prefix)))?;
+                let addr: IpAddr = a.parse().map_err(|_| invalid(f("prefix"), format!("`{a}` is not an IP address")))?;
+                let len: u8 = l.parse().map_err(|_| invalid(f("prefix"), format!("`{l}` is not a prefix length")))?;
+                let max = if addr.is_ipv4() { 32 } else { 128 };
+                if len > max {
+                    return Err(invalid(f("prefix"), format!("length {len} is longer than {max}")));
+                }
+                let port = self.port_index(&r.port).ok_or_else(|| invalid(f("port"), format!("no port named `{}`", r.port)))?;
+                let next_hop = MacAddr::parse(&r.next_hop_mac)
+                    .ok_or_else(|| invalid(f("next_hop_mac"), format!("`{}` is not a MAC address", r.next_hop_mac)))?;
+                Ok(ParsedRoute { addr, len, port, next_hop })
+            })
+            .collect()
+    }
+
+    pub fn port_mac(&self, i: usize) -> MacAddr {
+        MacAddr::parse(&self.ports[i].mac).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[workers]
+count = 2
+burst = 64
+
+[backend]
+kind = "pcap"
+loops = 2
+
+[[port]]
+name = "n3"
+mac = "02:00:00:00:00:03"
+rx = "in.pcap"
+
+[[port]]
+name = "n6"
+mac = "02:00:00:00:00:06"
+tx = "out.pcap"
+
+[pipeline]
+kind = "l3fwd"
+
+[[route]]
+prefix = "10.45.0.0/16"
+port = "n6"
+next_hop_mac = "02:00:00:00:01:06"
+
+[[route]]
+prefix = "2001:db8::/32"
+port = "n3"
+next_hop_mac = "02:00:00:00:01:03"
+"#;
+
+    #[test]
+    fn good_config_parses() {
+        let c = Config::parse(GOOD).unwrap();
+        assert_eq!(c.workers.count, 2);
+        assert_eq!(c.ports.len(), 2);
+        let r = c.parsed_routes().unwrap();
+        assert_eq!(r[0].len, 16);
+        assert_eq!(r[0].port, 1);
+        assert_eq!(r[1].addr, "2001:db8::".parse::<IpAddr>().unwrap());
+    }
+
+    fn err(text: &str) -> String {
+        Config::parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            (GOOD.replace("count = 2", "count = 0"), "workers.count"),
+            (GOOD.replace("burst = 64", "burst = 1000"), "workers.burst"),
+            (GOOD.replace("02:00:00:00:00:06", "02:00:00:00:06"), "port[1].mac"),
+            (GOOD.replace("name = \"n6\"", "name = \"n3\""), "port[1].name"),
+            (GOOD.replace("10.45.0.0/16", "10.45.0.0/33"), "route[0].prefix"),
+            (GOOD.replace("10.45.0.0/16", "10.45.0/16"), "route[0].prefix"),
+            (GOOD.replace("port = \"n6\"", "port = \"n9\""), "route[0].port"),
+            (GOOD.replace("tx = \"out.pcap\"", ""), "port[1].rx"),
+            (GOOD.replace("loops = 2", "loops = 2\nspeed = -1.0"), "backend.speed"),
+            (GOOD.replace("rx = \"in.pcap\"", "rx = \"in.pcap\"\ndevice = \"net_ring0\""), "port[0].device"),
+        ];
+        for (text, field) in cases {
+            let e = err(&text);
+            assert!(e.contains(field), "error `{e}` should name `{field}`");
+        }
+    }
+
+    #[test]
+    fn syntax_and_unknown_keys_are_errors_not_panics() {
+        assert!(err(&GOOD.replace("burst = 64", "burst = \"lots\"")).contains("burst"));
+        assert!(err(&GOOD.replace("burst = 64", "brust = 64")).contains("brust"));
+        assert!(err(&GOOD.replace("kind = \"pcap\"", "kind = \"netmap\"")).contains("netmap"));
+        assert!(err("[[[").len() > 0);
+        assert!(err("").contains("backend"));
+    }
+
+    #[test]
+    fn dpdk_needs_devices_and_enough_mbufs() {
+        let d = r#"
+[backend]
+kind = "dpdk"
+eal_args = ["--no-huge"]
+mbufs_per_worker = 100
+[[port]]
+name = "a"
+mac = "02:00:00:00:00:01"
+device = "net_ring0"
+[pipeline]
+kind = "xconnect"
+pairs = [["a", "a"]]
+"#;
+        assert!(err(d).contains("backend.mbufs_per_worker"));
+        let ok = d.replace("mbufs_per_worker = 100", "");
+        Config::parse(&ok).unwrap();
+        assert!(err(&ok.replace("device = \"net_ring0\"", "")).contains("port[0].device"));
+        assert!(err(&ok.replace("[\"a\", \"a\"]", "[\"a\", \"b\"]")).contains("pipeline.pairs[0]"));
+    }
+}

@@ -1,0 +1,171 @@
+//! `peregrine run`: build the backend and pipelines from configuration, start the workers,
+//! run the control loop until the input ends or a signal arrives, report.
+
+use crate::config::{BackendConfig, Config, ConfigError, PipelineConfig, ReplayMode};
+use crate::summary::Summary;
+use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
+use peregrine_dataplane::io::pcap::{PcapBackend, PcapConfig, PcapPortConfig, Replay};
+use peregrine_dataplane::io::{Backend, PortId, WorkerIo};
+use peregrine_dataplane::runtime::{self, Pipeline, Publisher, Reasons, RuntimeConfig, WorkerSpec};
+use peregrine_dataplane::stages::l3fwd::{L3Fwd, RouteTable};
+use peregrine_dataplane::stages::xconnect::XConnect;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("backend: {0}")]
+    Backend(String),
+    #[error("cannot start workers: {0}")]
+    Spawn(#[from] std::io::Error),
+}
+
+/// Options of `peregrine run` that are not in the config file.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Stop after this long even if input continues.
+    pub duration: Option<Duration>,
+    /// Log aggregate counters this often.
+    pub stats_interval: Option<Duration>,
+    /// Set to stop the run (signal handlers, tests).
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+/// Run the daemon to completion and return its summary.
+pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
+    match &cfg.backend {
+        BackendConfig::Pcap { replay, speed, loops, pool_size } => {
+            let pc = PcapConfig {
+                ports: cfg
+                    .ports
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| PcapPortConfig {
+                        name: p.name.clone(),
+                        rx: p.rx.as_deref().map(|f| cfg.resolve(f)),
+                        tx: p.tx.as_deref().map(|f| cfg.resolve(f)),
+                        mac: cfg.port_mac(i).0,
+                    })
+                    .collect(),
+                workers: cfg.workers.count,
+                replay: match replay {
+                    ReplayMode::Fast => Replay::Fast,
+                    ReplayMode::Timed => Replay::Timed { speed: *speed },
+                },
+                loops: *loops,
+                pool_size: *pool_size,
+            };
+            let backend = PcapBackend::new(pc).map_err(|e| RunError::Backend(e.to_string()))?;
+            let specs = (0..cfg.workers.count)
+                .map(|w| spec(cfg, w, backend.rx_queues_of(w)))
+                .collect();
+            run_on(backend, cfg, specs, opts)
+        }
+        BackendConfig::Dpdk { eal_args, rx_desc, tx_desc, mbufs_per_worker, mbuf_cache } => {
+            let dc = DpdkConfig {
+                eal_args: eal_args.clone(),
+                ports: cfg
+                    .ports
+                    .iter()
+                    .map(|p| DpdkPortConfig {
+                        name: p.name.clone(),
+                        device: p.device.clone().unwrap_or_default(),
+                        rx_desc: *rx_desc,
+                        tx_desc: *tx_desc,
+                        rss: p.rss,
+                    })
+                    .collect(),
+                workers: cfg.workers.count,
+                mbufs_per_worker: *mbufs_per_worker,
+                mbuf_cache: *mbuf_cache,
+                data_room: DpdkConfig::DEFAULT_DATA_ROOM,
+            };
+            let backend = DpdkBackend::new(dc).map_err(|e| RunError::Backend(e.to_string()))?;
+            let nports = cfg.ports.len() as PortId;
+            let specs = (0..cfg.workers.count)
+                .map(|w| spec(cfg, w, (0..nports).map(|p| (p, w as u16)).collect()))
+                .collect();
+            run_on(backend, cfg, specs, opts)
+        }
+    }
+}
+
+fn spec(cfg: &Config, w: usize, rx_queues: Vec<(PortId, u16)>) -> WorkerSpec {
+    WorkerSpec { id: w, core: cfg.workers.cores.get(w).copied(), rx_queues, tx_queue: w as u16 }
+}
+
+fn run_on<Bk>(mut backend: Bk, cfg: &Config, workers: Vec<WorkerSpec>, opts: &RunOptions) -> Result<Summary, RunError>
+where
+    Bk: Backend,
+    Bk::Io: 'static,
+{
+    let rcfg = RuntimeConfig {
+        workers,
+        burst: cfg.workers.burst,
+        stop_after_idle: (cfg.workers.stop_after_idle_ms > 0)
+            .then(|| Duration::from_millis(cfg.workers.stop_after_idle_ms)),
+        control_queue: 1024,
+    };
+    let macs: Vec<_> = (0..cfg.ports.len()).map(|i| cfg.port_mac(i)).collect();
+    // Rules are published as snapshots; the control thread keeps the publisher.
+    let routes = Publisher::new(RouteTable::from_routes(&cfg.parsed_routes()?));
+    let t0 = Instant::now();
+    let running = match &cfg.pipeline {
+        PipelineConfig::Xconnect { pairs } => {
+            let pairs: Vec<(PortId, PortId)> = pairs
+                .iter()
+                .filter_map(|[a, b]| Some((cfg.port_index(a)?, cfg.port_index(b)?)))
+                .collect();
+            runtime::start(
+                &mut backend,
+                &|_w: usize, r: &mut Reasons| Pipeline::<<Bk::Io as WorkerIo>::Buf>::new(vec![Box::new(XConnect::new(&pairs, r))]),
+                &rcfg,
+            )?
+        }
+        PipelineConfig::L3fwd { promiscuous } => runtime::start(
+            &mut backend,
+            &|_w: usize, r: &mut Reasons| {
+                Pipeline::<<Bk::Io as WorkerIo>::Buf>::new(vec![Box::new(L3Fwd::new(routes.reader(), macs.clone(), *promiscuous, r))])
+            },
+            &rcfg,
+        )?,
+    };
+    tracing::info!(workers = rcfg.workers.len(), stages = ?running.stage_names(), "workers started");
+    let stop = running.stop_flag();
+    let mut last_stats = Instant::now();
+    let mut control_pkts = 0u64;
+    while !running.finished() {
+        // Exception packets: counted here; ARP/ND answering lands with the UPF's exception path.
+        while let Ok(p) = running.control_rx().recv_timeout(Duration::from_millis(50)) {
+            control_pkts += 1;
+            tracing::debug!(port = p.port, len = p.len, "exception packet");
+        }
+        if opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        if opts.duration.is_some_and(|d| t0.elapsed() >= d) {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        if let Some(iv) = opts.stats_interval {
+            if last_stats.elapsed() >= iv {
+                last_stats = Instant::now();
+                let c = running.counters();
+                tracing::info!(rx = c.total_rx(), tx = c.total_tx(), dropped = c.total_drops(), "counters");
+            }
+        }
+        routes.reclaim();
+    }
+    let ports = running.ports().to_vec();
+    let stages = running.stage_names().to_vec();
+    let reasons = running.reasons().clone();
+    let nworkers = rcfg.workers.len();
+    let total = running.join();
+    let seconds = t0.elapsed().as_secs_f64();
+    let stats: Vec<_> = (0..ports.len()).map(|p| backend.port_stats(p as PortId)).collect();
+    tracing::debug!(control_pkts, "control thread done");
+    drop(backend);
+    Ok(Summary::new(seconds, nworkers, &stages, &ports, &stats, &total, &reasons))
+}

@@ -1,0 +1,5 @@
+//! The Peregrine daemon: configuration, backend construction, control loop and reporting.
+
+pub mod config;
+pub mod daemon;
+pub mod summary;
