@@ -100,13 +100,7 @@ fn run(fx: &mut Fixture, frames: &[Vec<u8>]) -> (Vec<Disposition>, Vec<Vec<u8>>)
     }
     b.rx_port = 0;
     b.reset_dispositions();
-    fx.stage.process(
-        &mut b,
-        &Context {
-            now_ns: 0,
-            worker: 0,
-        },
-    );
+    fx.stage.process(&mut b, &Context::fixed(0, 0));
     (
         b.disp[..frames.len()].to_vec(),
         b.pkts.iter().map(|p| p.data().to_vec()).collect(),
@@ -114,7 +108,7 @@ fn run(fx: &mut Fixture, frames: &[Vec<u8>]) -> (Vec<Disposition>, Vec<Vec<u8>>)
 }
 
 fn reason(fx: &mut Fixture, name: &'static str) -> Disposition {
-    Disposition::Drop(fx.reasons.register(name))
+    Disposition::drop_as(fx.reasons.register(name))
 }
 
 #[test]
@@ -122,7 +116,7 @@ fn forwards_ipv4_with_ttl_checksum_and_macs_rewritten() {
     let mut fx = fixture();
     let input = v4_frame(PORT0_MAC, Ipv4Addr::new(198, 51, 100, 7), 64);
     let (d, out) = run(&mut fx, &[input.clone()]);
-    assert_eq!(d[0], Disposition::Tx(1));
+    assert_eq!(d[0], Disposition::tx(1));
     let eth = ethernet::Frame::new_checked(&out[0][..]).unwrap();
     assert_eq!(eth.dst_addr(), NH_MAC);
     assert_eq!(eth.src_addr(), PORT1_MAC);
@@ -141,7 +135,7 @@ fn forwards_ipv4_with_ttl_checksum_and_macs_rewritten() {
 fn forwards_ipv6_and_decrements_hop_limit() {
     let mut fx = fixture();
     let (d, out) = run(&mut fx, &[v6_frame("2001:db8:6::99".parse().unwrap(), 2)]);
-    assert_eq!(d[0], Disposition::Tx(1));
+    assert_eq!(d[0], Disposition::tx(1));
     let ip = ipv6::Packet::new_checked(&out[0][14..]).unwrap();
     assert_eq!(ip.hop_limit(), 1);
 }
@@ -188,14 +182,14 @@ fn every_bad_case_has_its_reason() {
             reason(&mut fx, "ipv6_truncated"),
         ),
         (lldp, reason(&mut fx, "unsupported_ethertype")),
-        (arp, Disposition::ToControl),
+        (arp, Disposition::TO_CONTROL),
         (
             v4_frame(Mac::BROADCAST, Ipv4Addr::new(198, 51, 100, 7), 64),
-            Disposition::ToControl,
+            Disposition::TO_CONTROL,
         ),
         (
             v6_frame("ff02::1:ff00:1".parse().unwrap(), 255),
-            Disposition::ToControl,
+            Disposition::TO_CONTROL,
         ),
     ];
     let frames: Vec<_> = cases.iter().map(|(f, _)| f.clone()).collect();
@@ -234,6 +228,6 @@ fn route_updates_reach_the_stage_by_snapshot() {
         },
     );
     let g = p.publish(t);
-    assert_eq!(run(&mut fx, &[f]).0[0], Disposition::Tx(0));
+    assert_eq!(run(&mut fx, &[f]).0[0], Disposition::tx(0));
     assert!(p.all_seen(g));
 }

@@ -86,9 +86,9 @@ impl<B: PacketBuf> Stage<B> for Sieve {
     fn process(&mut self, batch: &mut Batch<B>, _cx: &Context) {
         let odd = self.odd;
         batch.for_each_active(|p| match p.data()[7] {
-            0x42 => Disposition::ToControl,
-            x if x % 2 == 1 => Disposition::Drop(odd),
-            _ => Disposition::Continue,
+            0x42 => Disposition::TO_CONTROL,
+            x if x % 2 == 1 => Disposition::drop_as(odd),
+            _ => Disposition::CONTINUE,
         });
     }
 }
@@ -103,9 +103,9 @@ impl<B: PacketBuf> Stage<B> for Forgetful {
     fn process(&mut self, batch: &mut Batch<B>, _cx: &Context) {
         batch.for_each_active(|p| {
             if p.data()[7] == 0x10 {
-                Disposition::Continue
+                Disposition::CONTINUE
             } else {
-                Disposition::Tx(1)
+                Disposition::tx(1)
             }
         });
     }

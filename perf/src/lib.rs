@@ -1,1 +1,8 @@
-//! perf helpers
+//! Traffic generation, benchmarks and throughput tooling for Peregrine.
+//!
+//! * [`traffic`]: a deterministic 5G user-plane traffic generator (uplink GTP-U on N3,
+//!   downlink IP on N6, labelled anomalies), with pcap output and a JSON manifest; the
+//!   `pg-gen` binary is its command line.
+#![forbid(unsafe_code)]
+
+pub mod traffic;

@@ -5,8 +5,18 @@ use crate::buffer::PacketBuf;
 use crate::io::{Burst, PortId, MAX_BURST};
 
 /// What happens to a packet once the pipeline is done with it.
+///
+/// Packed in one `u32` (kind in the high half, port or reason in the low half) so that the
+/// per-batch loops over dispositions (fill, "still continuing?", "all to one port?") compile
+/// to a few vector instructions; a forwarding budget of a few cycles per packet leaves no
+/// room for a tagged enum's separate tag and payload accesses. Match on [`Disposition::action`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct Disposition(u32);
+
+/// A decoded [`Disposition`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Disposition {
+pub enum Action {
     /// Still being processed: later stages look at it.
     Continue,
     /// Send on this port (on the worker's own tx queue).
@@ -15,6 +25,50 @@ pub enum Disposition {
     Drop(DropReason),
     /// Hand a copy to the control thread (exception path), then free.
     ToControl,
+}
+
+impl Disposition {
+    const KIND_TO_CONTROL: u32 = 1;
+    const KIND_TX: u32 = 2;
+    const KIND_DROP: u32 = 3;
+
+    /// Still being processed.
+    pub const CONTINUE: Disposition = Disposition(0);
+    /// To the control thread.
+    pub const TO_CONTROL: Disposition = Disposition(Self::KIND_TO_CONTROL << 16);
+
+    /// Send on `port`.
+    #[inline(always)]
+    pub const fn tx(port: PortId) -> Disposition {
+        Disposition(Self::KIND_TX << 16 | port as u32)
+    }
+
+    /// Drop, counted under `reason`.
+    #[inline(always)]
+    pub const fn drop_as(reason: DropReason) -> Disposition {
+        Disposition(Self::KIND_DROP << 16 | reason.0 as u32)
+    }
+
+    #[inline(always)]
+    pub const fn action(self) -> Action {
+        match self.0 >> 16 {
+            0 => Action::Continue,
+            Self::KIND_TO_CONTROL => Action::ToControl,
+            Self::KIND_TX => Action::Tx(self.0 as u16),
+            _ => Action::Drop(DropReason(self.0 as u16)),
+        }
+    }
+
+    #[inline(always)]
+    pub const fn is_continue(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl std::fmt::Debug for Disposition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.action().fmt(f)
+    }
 }
 
 /// Up to [`MAX_BURST`] packets from one rx queue, with a disposition per packet.
@@ -38,7 +92,7 @@ impl<B: PacketBuf> Batch<B> {
     pub fn new() -> Self {
         Batch {
             pkts: Burst::new(),
-            disp: [Disposition::Continue; MAX_BURST],
+            disp: [Disposition::CONTINUE; MAX_BURST],
             rx_port: 0,
         }
     }
@@ -54,14 +108,14 @@ impl<B: PacketBuf> Batch<B> {
     /// Mark every packet `Continue`; called after rx, before the first stage.
     pub fn reset_dispositions(&mut self) {
         let n = self.pkts.len();
-        self.disp[..n].fill(Disposition::Continue);
+        self.disp[..n].fill(Disposition::CONTINUE);
     }
 
     /// Run `f` on every packet still `Continue`; `f` returns its new disposition.
     #[inline]
     pub fn for_each_active(&mut self, mut f: impl FnMut(&mut B) -> Disposition) {
         for (pkt, d) in self.pkts.iter_mut().zip(self.disp.iter_mut()) {
-            if *d == Disposition::Continue {
+            if d.is_continue() {
                 *d = f(pkt);
             }
         }
@@ -71,9 +125,8 @@ impl<B: PacketBuf> Batch<B> {
     pub fn set_active(&mut self, d: Disposition) {
         let n = self.pkts.len();
         for x in &mut self.disp[..n] {
-            if *x == Disposition::Continue {
-                *x = d;
-            }
+            // Branch-free so it vectorises.
+            *x = if x.is_continue() { d } else { *x };
         }
     }
 

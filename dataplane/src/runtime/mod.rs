@@ -8,7 +8,7 @@ pub mod snapshot;
 pub mod stage;
 pub mod worker;
 
-pub use batch::{Batch, Disposition};
+pub use batch::{Action, Batch, Disposition};
 pub use counters::Counters;
 pub use reason::{DropReason, Reasons};
 pub use snapshot::{Publisher, Reader};

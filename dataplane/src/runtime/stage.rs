@@ -1,22 +1,72 @@
 //! Named stages and the pipeline that runs them over a batch.
 
-use super::batch::{Batch, Disposition};
+use super::batch::Batch;
 use super::reason::Reasons;
 use crate::buffer::PacketBuf;
+use std::cell::Cell;
+use std::time::Instant;
 
-/// What a stage may see besides the batch. Time is passed in, never read by stages, so
-/// stages are deterministic under test.
-#[derive(Debug, Clone, Copy)]
+/// What a stage may see besides the batch. Time is passed in, never read by stages from the
+/// system, so stages are deterministic under test (`Context::fixed`).
+#[derive(Debug, Clone)]
 pub struct Context {
-    /// Nanoseconds on the worker clock, read once per batch.
-    pub now_ns: u64,
     /// Index of the worker running this batch.
     pub worker: usize,
+    source: TimeSource,
+    cached: Cell<Option<u64>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum TimeSource {
+    Fixed(u64),
+    Since(Instant),
+}
+
+impl Context {
+    /// A context whose clock reads `now_ns` (tests, replays with recorded time).
+    pub fn fixed(now_ns: u64, worker: usize) -> Context {
+        Context {
+            worker,
+            source: TimeSource::Fixed(now_ns),
+            cached: Cell::new(None),
+        }
+    }
+
+    /// A context on the worker clock: nanoseconds since `epoch`, read at most once per batch
+    /// and only if some stage asks (a clock read is a large part of a forwarding budget of a
+    /// few cycles per packet).
+    pub fn live(epoch: Instant, worker: usize) -> Context {
+        Context {
+            worker,
+            source: TimeSource::Since(epoch),
+            cached: Cell::new(None),
+        }
+    }
+
+    /// The batch's time in nanoseconds; the same value for every call within one batch.
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        if let Some(t) = self.cached.get() {
+            return t;
+        }
+        let t = match self.source {
+            TimeSource::Fixed(t) => t,
+            TimeSource::Since(e) => e.elapsed().as_nanos() as u64,
+        };
+        self.cached.set(Some(t));
+        t
+    }
+
+    /// Start a new batch: the next `now_ns` reads the clock again.
+    #[inline]
+    pub fn next_batch(&mut self) {
+        self.cached.set(None);
+    }
 }
 
 /// One processing step applied to a whole batch (BESS/VPP style).
 ///
-/// A stage looks only at packets whose disposition is still [`Disposition::Continue`] and
+/// A stage looks only at packets whose disposition is still [`Disposition::CONTINUE`] and
 /// either leaves them so, or decides their fate. It must not allocate, lock or make
 /// syscalls.
 pub trait Stage<B: PacketBuf>: Send {
@@ -47,14 +97,13 @@ impl<B: PacketBuf> Pipeline<B> {
         self.stages.iter().map(|s| s.name()).collect()
     }
 
-    /// Run every stage; a packet still `Continue` at the end is dropped as
-    /// `no_disposition` so nothing disappears uncounted.
+    /// Run every stage. A packet still `Continue` at the end is counted by the worker's
+    /// dispatch as `no_disposition`, so nothing disappears uncounted.
     #[inline]
     pub fn run(&mut self, batch: &mut Batch<B>, cx: &Context) {
         for s in self.stages.iter_mut() {
             s.process(batch, cx);
         }
-        batch.set_active(Disposition::Drop(Reasons::NO_DISPOSITION));
     }
 }
 

@@ -5,7 +5,7 @@
 //! Nothing on that path allocates, locks or makes a syscall; the control thread reads the
 //! worker's counters from atomics the worker refreshes every few thousand polls.
 
-use super::batch::{Batch, Disposition};
+use super::batch::{Action, Batch};
 use super::counters::{Counters, SharedCounters};
 use super::reason::Reasons;
 use super::stage::{Context, Pipeline, PipelineFactory};
@@ -65,6 +65,8 @@ struct Worker<I: WorkerIo> {
     counters: Counters,
     shared: Arc<SharedCounters>,
     txq: Vec<Burst<I::Buf>>,
+    /// Some `txq` holds packets (set by the slow dispatch path).
+    tx_pending: bool,
     control: Sender<ControlPacket>,
     stop: Arc<AtomicBool>,
     epoch: Instant,
@@ -80,6 +82,7 @@ impl<I: WorkerIo> Worker<I> {
             }
         }
         let mut batch: Batch<I::Buf> = Batch::new();
+        let mut cx = Context::live(self.epoch, self.spec.id);
         let mut polls: u64 = 0;
         let mut last_rx = Instant::now();
         let rxq = std::mem::take(&mut self.spec.rx_queues);
@@ -97,13 +100,11 @@ impl<I: WorkerIo> Worker<I> {
                 self.counters.bursts += 1;
                 batch.rx_port = port;
                 batch.reset_dispositions();
-                let cx = Context {
-                    now_ns: self.epoch.elapsed().as_nanos() as u64,
-                    worker: self.spec.id,
-                };
+                cx.next_batch();
                 self.pipeline.run(&mut batch, &cx);
                 self.dispatch(&mut batch);
                 self.flush_tx();
+                debug_assert!(batch.pkts.is_empty());
             }
             polls += 1;
             if got == 0 {
@@ -151,11 +152,27 @@ impl<I: WorkerIo> Worker<I> {
 
     #[inline]
     fn dispatch(&mut self, batch: &mut Batch<I::Buf>) {
+        // Whole batch to one port (cross-connects, one-way forwarding): hand the batch's
+        // array straight to the driver, no per-packet moves.
+        let n = batch.pkts.len();
+        let first = batch.disp[0];
+        if let Action::Tx(p) = first.action() {
+            // `fold` rather than `all`: no early exit, so it vectorises.
+            let uniform = batch.disp[..n].iter().fold(true, |u, d| u & (*d == first));
+            if uniform && (p as usize) < self.txq.len() && self.txq[p as usize].is_empty() {
+                let sent = self.io.tx_burst(p, self.spec.tx_queue, &mut batch.pkts);
+                self.counters.tx_pkts[p as usize] += sent as u64;
+                if sent < n {
+                    self.counters.drops[Reasons::TX_FULL.0 as usize] += (n - sent) as u64;
+                }
+                return;
+            }
+        }
+        self.tx_pending = true;
         let disp = &batch.disp;
         for (i, pkt) in batch.pkts.drain(..).enumerate() {
-            let d = disp[i];
-            match d {
-                Disposition::Tx(p) => match self.txq.get_mut(p as usize) {
+            match disp[i].action() {
+                Action::Tx(p) => match self.txq.get_mut(p as usize) {
                     Some(q) => {
                         if let Err(e) = q.try_push(pkt) {
                             self.count_drop(Reasons::TX_FULL.0);
@@ -167,15 +184,15 @@ impl<I: WorkerIo> Worker<I> {
                         self.io.release(pkt);
                     }
                 },
-                Disposition::Drop(r) => {
+                Action::Drop(r) => {
                     self.count_drop(r.0);
                     self.io.release(pkt);
                 }
-                Disposition::ToControl => {
+                Action::ToControl => {
                     self.send_to_control(batch.rx_port, &pkt);
                     self.io.release(pkt);
                 }
-                Disposition::Continue => {
+                Action::Continue => {
                     self.count_drop(Reasons::NO_DISPOSITION.0);
                     self.io.release(pkt);
                 }
@@ -210,6 +227,10 @@ impl<I: WorkerIo> Worker<I> {
 
     #[inline]
     fn flush_tx(&mut self) {
+        if !self.tx_pending {
+            return;
+        }
+        self.tx_pending = false;
         let q = self.spec.tx_queue;
         for (port, pkts) in self.txq.iter_mut().enumerate() {
             if pkts.is_empty() {
@@ -270,6 +291,7 @@ where
             counters: Counters::new(ports.len(), reasons.len()),
             shared: sc,
             txq: (0..ports.len()).map(|_| Burst::new()).collect(),
+            tx_pending: false,
             control: ctl_tx.clone(),
             stop: stop.clone(),
             epoch,

@@ -172,35 +172,35 @@ fn forward_one(
     d: &Drops,
 ) -> Disposition {
     let Ok(frame) = ethernet::Frame::new_checked(&*data) else {
-        return Disposition::Drop(d.l2_truncated);
+        return Disposition::drop_as(d.l2_truncated);
     };
     let dst = frame.dst_addr();
     if dst.is_multicast() {
         // Broadcast ARP, IPv6 neighbour discovery and other link-local chatter.
-        return Disposition::ToControl;
+        return Disposition::TO_CONTROL;
     }
     if !promisc && macs.get(rx_port as usize) != Some(&dst) {
-        return Disposition::Drop(d.l2_not_for_us);
+        return Disposition::drop_as(d.l2_not_for_us);
     }
     let Ok((l3, et)) = vlan::l3_offset(data) else {
-        return Disposition::Drop(d.l2_truncated);
+        return Disposition::drop_as(d.l2_truncated);
     };
     let nh = match et {
         ethertype::IPV4 => {
             let mut ip = match ipv4::Packet::new_checked(&mut data[l3..]) {
                 Ok(p) => p,
-                Err(WireError::Truncated) => return Disposition::Drop(d.ipv4_truncated),
-                Err(_) => return Disposition::Drop(d.ipv4_malformed),
+                Err(WireError::Truncated) => return Disposition::drop_as(d.ipv4_truncated),
+                Err(_) => return Disposition::drop_as(d.ipv4_malformed),
             };
             if !ip.verify_checksum() {
-                return Disposition::Drop(d.ipv4_bad_checksum);
+                return Disposition::drop_as(d.ipv4_bad_checksum);
             }
             if ip.ttl() <= 1 {
                 // Time Exceeded is generated on the exception path.
-                return Disposition::Drop(d.ttl_exceeded);
+                return Disposition::drop_as(d.ttl_exceeded);
             }
             let Some(nh) = t.v4.lookup(u32::from(ip.dst_addr())) else {
-                return Disposition::Drop(d.no_route);
+                return Disposition::drop_as(d.no_route);
             };
             ip.decrement_ttl_update_checksum();
             nh
@@ -208,29 +208,29 @@ fn forward_one(
         ethertype::IPV6 => {
             let mut ip = match ipv6::Packet::new_checked(&mut data[l3..]) {
                 Ok(p) => p,
-                Err(WireError::Truncated) => return Disposition::Drop(d.ipv6_truncated),
-                Err(_) => return Disposition::Drop(d.ipv6_malformed),
+                Err(WireError::Truncated) => return Disposition::drop_as(d.ipv6_truncated),
+                Err(_) => return Disposition::drop_as(d.ipv6_malformed),
             };
             let dst = ip.dst_addr();
             if dst.is_multicast() {
-                return Disposition::ToControl;
+                return Disposition::TO_CONTROL;
             }
             if ip.hop_limit() <= 1 {
-                return Disposition::Drop(d.ttl_exceeded);
+                return Disposition::drop_as(d.ttl_exceeded);
             }
             let Some(nh) = t.v6.lookup(u128::from(dst)) else {
-                return Disposition::Drop(d.no_route);
+                return Disposition::drop_as(d.no_route);
             };
             ip.set_hop_limit(ip.hop_limit() - 1);
             nh
         }
-        ethertype::ARP => return Disposition::ToControl,
-        _ => return Disposition::Drop(d.unsupported_ethertype),
+        ethertype::ARP => return Disposition::TO_CONTROL,
+        _ => return Disposition::drop_as(d.unsupported_ethertype),
     };
     let mut frame = ethernet::Frame::new_unchecked(&mut data[..]);
     frame.set_dst_addr(nh.mac);
     frame.set_src_addr(macs.get(nh.port as usize).copied().unwrap_or_default());
-    Disposition::Tx(nh.port)
+    Disposition::tx(nh.port)
 }
 
 impl<B: PacketBuf> Stage<B> for L3Fwd {

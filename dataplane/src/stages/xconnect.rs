@@ -45,8 +45,8 @@ impl<B: PacketBuf> Stage<B> for XConnect {
         // The whole batch came from one port, so the decision is per batch: the packets
         // themselves are never touched, exactly like testpmd's io mode.
         let d = match self.peer.get(batch.rx_port as usize).copied().flatten() {
-            Some(p) => Disposition::Tx(p),
-            None => Disposition::Drop(self.unmapped),
+            Some(p) => Disposition::tx(p),
+            None => Disposition::drop_as(self.unmapped),
         };
         batch.set_active(d);
     }
@@ -62,14 +62,11 @@ mod tests {
         let mut r = Reasons::new();
         let mut x = XConnect::new(&[(0, 1)], &mut r);
         let mut b: Batch<OwnedBuf> = Batch::new();
-        let cx = Context {
-            now_ns: 0,
-            worker: 0,
-        };
+        let cx = Context::fixed(0, 0);
         for (rx, want) in [
-            (0, Disposition::Tx(1)),
-            (1, Disposition::Tx(0)),
-            (2, Disposition::Drop(r.register("xconnect_unmapped"))),
+            (0, Disposition::tx(1)),
+            (1, Disposition::tx(0)),
+            (2, Disposition::drop_as(r.register("xconnect_unmapped"))),
         ] {
             b.pkts.clear();
             b.pkts.push(OwnedBuf::from_slice(&[0u8; 60]));
