@@ -25,7 +25,10 @@ pub enum BufError {
 /// Per-packet metadata carried beside the bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Meta {
-    /// Port the packet arrived on.
+    /// Port the packet arrived on, where the backend records it per packet (pcap and memory
+    /// backends: our port index; DPDK: what the driver wrote, see `io::dpdk::Mbuf`). The
+    /// runtime's authoritative value is per batch (`runtime::Batch::rx_port`); a stage that
+    /// keeps packets beyond their batch (queues) stamps it with `set_meta`.
     pub rx_port: u16,
     /// RSS or software flow hash (0 if none).
     pub hash: u32,

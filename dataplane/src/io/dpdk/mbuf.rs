@@ -76,8 +76,11 @@ pub(super) fn register_dynamic_fields() -> Result<(), DpdkError> {
 ///
 /// # Metadata
 ///
-/// [`Meta::rx_port`] is `mbuf.port` (set by [`DpdkWorkerIo::rx_burst`](super::DpdkWorkerIo) to the
-/// backend's port index), [`Meta::hash`] is `hash.rss` when `RTE_MBUF_F_RX_RSS_HASH` is set (else
+/// [`Meta::rx_port`] is `mbuf.port` as the driver left it (NIC PMDs, net_pcap and net_null
+/// write their ethdev port id; net_ring writes nothing). Rx does not rewrite it: that would
+/// touch every mbuf, the largest single cost of a forwarding loop that otherwise never reads
+/// packet memory. The runtime's authoritative rx port is per batch (`Batch::rx_port`).
+/// [`Meta::hash`] is `hash.rss` when `RTE_MBUF_F_RX_RSS_HASH` is set (else
 /// 0), and [`Meta::timestamp_ns`] is the `peregrine_ts_ns` dynamic field when the
 /// `peregrine_ts_valid` dynamic flag is set (else 0). A freshly allocated mbuf has DPDK's
 /// `rx_port` of `RTE_MBUF_PORT_INVALID` (0xffff), no hash and no timestamp.

@@ -565,9 +565,6 @@ impl WorkerIo for DpdkWorkerIo {
         unsafe {
             let dst = out.as_mut_ptr().add(len).cast::<*mut sys::rte_mbuf>();
             let n = sys::pg_eth_rx_burst(eth, self.queue, dst, room as u16) as usize;
-            for i in 0..n {
-                (**dst.add(i)).port = port;
-            }
             out.set_len(len + n);
             n
         }
