@@ -424,7 +424,7 @@ next_hop_mac = "02:00:00:00:01:03"
         assert!(err(&GOOD.replace("burst = 64", "burst = \"lots\"")).contains("burst"));
         assert!(err(&GOOD.replace("burst = 64", "brust = 64")).contains("brust"));
         assert!(err(&GOOD.replace("kind = \"pcap\"", "kind = \"netmap\"")).contains("netmap"));
-        assert!(err("[[[").len() > 0);
+        assert!(!err("[[[").is_empty());
         assert!(err("").contains("backend"));
     }
 

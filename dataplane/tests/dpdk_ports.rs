@@ -335,7 +335,10 @@ fn net_ring_loops_tx_back_to_rx() {
         // The timestamp dynfield travels with the mbuf; net_ring does not stamp a port, and rx
         // does not touch the mbuf to do so (the runtime keeps the rx port per batch).
         assert_eq!(
-            Meta { rx_port: 0, ..m.meta() },
+            Meta {
+                rx_port: 0,
+                ..m.meta()
+            },
             Meta {
                 rx_port: 0,
                 hash: 0,

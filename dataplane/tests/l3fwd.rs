@@ -102,7 +102,7 @@ fn run(fx: &mut Fixture, frames: &[Vec<u8>]) -> (Vec<Disposition>, Vec<Vec<u8>>)
     b.reset_dispositions();
     fx.stage.process(&mut b, &Context::fixed(0, 0));
     (
-        b.disp[..frames.len()].to_vec(),
+        b.dispositions().collect(),
         b.pkts.iter().map(|p| p.data().to_vec()).collect(),
     )
 }
@@ -115,7 +115,7 @@ fn reason(fx: &mut Fixture, name: &'static str) -> Disposition {
 fn forwards_ipv4_with_ttl_checksum_and_macs_rewritten() {
     let mut fx = fixture();
     let input = v4_frame(PORT0_MAC, Ipv4Addr::new(198, 51, 100, 7), 64);
-    let (d, out) = run(&mut fx, &[input.clone()]);
+    let (d, out) = run(&mut fx, std::slice::from_ref(&input));
     assert_eq!(d[0], Disposition::tx(1));
     let eth = ethernet::Frame::new_checked(&out[0][..]).unwrap();
     assert_eq!(eth.dst_addr(), NH_MAC);
@@ -218,7 +218,7 @@ fn route_updates_reach_the_stage_by_snapshot() {
     };
     let f = v4_frame(PORT0_MAC, Ipv4Addr::new(203, 0, 113, 5), 64);
     let no_route = reason(&mut fx, "no_route");
-    assert_eq!(run(&mut fx, &[f.clone()]).0[0], no_route);
+    assert_eq!(run(&mut fx, std::slice::from_ref(&f)).0[0], no_route);
     t.insert(
         IpAddr::V4(Ipv4Addr::new(203, 0, 113, 0)),
         24,

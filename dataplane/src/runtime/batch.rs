@@ -73,11 +73,18 @@ impl std::fmt::Debug for Disposition {
 
 /// Up to [`MAX_BURST`] packets from one rx queue, with a disposition per packet.
 ///
-/// Lives on the worker's stack or in its state for the whole run: never allocated per burst.
+/// Lives in the worker's state for the whole run: never allocated per burst.
+///
+/// Dispositions are kept lazily, like VPP's "whole frame to one next node": while every
+/// packet shares one disposition (right after rx, or after a stage decided for the whole
+/// batch) only that one value is stored, and the per-packet array is filled the first time a
+/// stage asks for per-packet access. A cross-connect thus costs O(1) per batch, not O(n).
 #[derive(Debug)]
 pub struct Batch<B> {
     pub pkts: Burst<B>,
-    pub disp: [Disposition; MAX_BURST],
+    disp: [Disposition; MAX_BURST],
+    /// `Some(d)`: every packet's disposition is `d` and `disp` is stale.
+    uniform: Option<Disposition>,
     /// Port the whole batch was received on.
     pub rx_port: PortId,
 }
@@ -93,6 +100,7 @@ impl<B: PacketBuf> Batch<B> {
         Batch {
             pkts: Burst::new(),
             disp: [Disposition::CONTINUE; MAX_BURST],
+            uniform: Some(Disposition::CONTINUE),
             rx_port: 0,
         }
     }
@@ -105,15 +113,52 @@ impl<B: PacketBuf> Batch<B> {
         self.pkts.is_empty()
     }
 
-    /// Mark every packet `Continue`; called after rx, before the first stage.
+    /// Mark every packet `Continue`; called after rx, before the first stage. O(1).
+    #[inline]
     pub fn reset_dispositions(&mut self) {
-        let n = self.pkts.len();
-        self.disp[..n].fill(Disposition::CONTINUE);
+        self.uniform = Some(Disposition::CONTINUE);
+    }
+
+    /// The disposition every packet shares, if they all share one.
+    #[inline]
+    pub fn uniform(&self) -> Option<Disposition> {
+        self.uniform
+    }
+
+    /// Packet `i`'s disposition.
+    #[inline]
+    pub fn disposition(&self, i: usize) -> Disposition {
+        self.uniform.unwrap_or(self.disp[i])
+    }
+
+    /// Set packet `i`'s disposition.
+    #[inline]
+    pub fn set_disposition(&mut self, i: usize, d: Disposition) {
+        self.materialize();
+        self.disp[i] = d;
+    }
+
+    /// Every packet's disposition, in order.
+    pub fn dispositions(&self) -> impl Iterator<Item = Disposition> + '_ {
+        (0..self.pkts.len()).map(|i| self.disposition(i))
+    }
+
+    /// Write the shared disposition into the per-packet array.
+    #[inline]
+    fn materialize(&mut self) {
+        if let Some(d) = self.uniform.take() {
+            let n = self.pkts.len();
+            self.disp[..n].fill(d);
+        }
     }
 
     /// Run `f` on every packet still `Continue`; `f` returns its new disposition.
     #[inline]
     pub fn for_each_active(&mut self, mut f: impl FnMut(&mut B) -> Disposition) {
+        match self.uniform {
+            Some(d) if !d.is_continue() => return,
+            _ => self.materialize(),
+        }
         for (pkt, d) in self.pkts.iter_mut().zip(self.disp.iter_mut()) {
             if d.is_continue() {
                 *d = f(pkt);
@@ -121,21 +166,113 @@ impl<B: PacketBuf> Batch<B> {
         }
     }
 
-    /// Set every still-`Continue` packet to `d`.
+    /// Set every still-`Continue` packet to `d`. O(1) when the whole batch is still
+    /// `Continue`.
+    #[inline]
     pub fn set_active(&mut self, d: Disposition) {
-        let n = self.pkts.len();
-        for x in &mut self.disp[..n] {
-            // Branch-free so it vectorises.
-            *x = if x.is_continue() { d } else { *x };
+        match self.uniform {
+            Some(u) if u.is_continue() => self.uniform = Some(d),
+            Some(_) => {}
+            None => {
+                let n = self.pkts.len();
+                for x in &mut self.disp[..n] {
+                    // Branch-free so it vectorises.
+                    *x = if x.is_continue() { d } else { *x };
+                }
+            }
         }
     }
 
     /// Append a packet made by a stage (a reply, say) with its disposition. Returns the
     /// packet back if the batch is full.
     pub fn push(&mut self, pkt: B, d: Disposition) -> Result<(), B> {
+        if self.pkts.is_full() {
+            return Err(pkt);
+        }
+        self.materialize();
         let i = self.pkts.len();
-        self.pkts.try_push(pkt).map_err(|e| e.element())?;
+        self.pkts.push(pkt);
         self.disp[i] = d;
         Ok(())
+    }
+
+    /// Move the packets out with their dispositions (the worker's dispatch), leaving the
+    /// batch empty.
+    #[inline]
+    pub fn drain(&mut self) -> impl Iterator<Item = (B, Disposition)> + '_ {
+        self.materialize();
+        let disp = &self.disp;
+        self.pkts.drain(..).zip(disp.iter().copied())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::DropReason;
+    use crate::OwnedBuf;
+
+    fn batch(n: usize) -> Batch<OwnedBuf> {
+        let mut b = Batch::new();
+        for i in 0..n {
+            b.pkts.push(OwnedBuf::from_slice(&[i as u8]));
+        }
+        b.reset_dispositions();
+        b
+    }
+
+    #[test]
+    fn uniform_until_a_stage_goes_per_packet() {
+        let mut b = batch(5);
+        assert_eq!(b.uniform(), Some(Disposition::CONTINUE));
+        b.set_active(Disposition::tx(3));
+        assert_eq!(b.uniform(), Some(Disposition::tx(3)));
+        assert!(b.dispositions().all(|d| d == Disposition::tx(3)));
+        // Nothing is active any more: per-packet stages see nothing.
+        let mut seen = 0;
+        b.for_each_active(|_| {
+            seen += 1;
+            Disposition::CONTINUE
+        });
+        assert_eq!(seen, 0);
+    }
+
+    #[test]
+    fn per_packet_decisions_then_set_active_fills_only_the_rest() {
+        let mut b = batch(4);
+        let r = Disposition::drop_as(DropReason(7));
+        b.for_each_active(|p| {
+            if p.data()[0] % 2 == 0 {
+                r
+            } else {
+                Disposition::CONTINUE
+            }
+        });
+        assert_eq!(b.uniform(), None);
+        b.set_active(Disposition::TO_CONTROL);
+        let got: Vec<_> = b.dispositions().collect();
+        assert_eq!(
+            got,
+            vec![r, Disposition::TO_CONTROL, r, Disposition::TO_CONTROL]
+        );
+        b.set_disposition(1, Disposition::tx(0));
+        assert_eq!(b.disposition(1), Disposition::tx(0));
+        let drained: Vec<_> = b.drain().map(|(p, d)| (p.data()[0], d)).collect();
+        assert_eq!(drained.len(), 4);
+        assert_eq!(drained[1], (1, Disposition::tx(0)));
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn reset_after_a_per_packet_batch_is_uniform_again() {
+        let mut b = batch(3);
+        b.set_disposition(0, Disposition::TO_CONTROL);
+        b.reset_dispositions();
+        assert!(b.dispositions().all(|d| d.is_continue()));
+        assert!(b
+            .push(OwnedBuf::from_slice(&[9]), Disposition::tx(1))
+            .is_ok());
+        assert_eq!(b.disposition(3), Disposition::tx(1));
+        assert_eq!(b.disposition(0), Disposition::CONTINUE);
     }
 }

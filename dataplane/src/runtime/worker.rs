@@ -152,26 +152,25 @@ impl<I: WorkerIo> Worker<I> {
 
     #[inline]
     fn dispatch(&mut self, batch: &mut Batch<I::Buf>) {
-        // Whole batch to one port (cross-connects, one-way forwarding): hand the batch's
-        // array straight to the driver, no per-packet moves.
-        let n = batch.pkts.len();
-        let first = batch.disp[0];
-        if let Action::Tx(p) = first.action() {
-            // `fold` rather than `all`: no early exit, so it vectorises.
-            let uniform = batch.disp[..n].iter().fold(true, |u, d| u & (*d == first));
-            if uniform && (p as usize) < self.txq.len() && self.txq[p as usize].is_empty() {
-                let sent = self.io.tx_burst(p, self.spec.tx_queue, &mut batch.pkts);
-                self.counters.tx_pkts[p as usize] += sent as u64;
-                if sent < n {
-                    self.counters.drops[Reasons::TX_FULL.0 as usize] += (n - sent) as u64;
+        // Whole batch decided at once (cross-connects, one-way forwarding): hand the batch's
+        // array straight to the driver, no per-packet work at all.
+        if let Some(d) = batch.uniform() {
+            if let Action::Tx(p) = d.action() {
+                if (p as usize) < self.txq.len() && self.txq[p as usize].is_empty() {
+                    let n = batch.pkts.len();
+                    let sent = self.io.tx_burst(p, self.spec.tx_queue, &mut batch.pkts);
+                    self.counters.tx_pkts[p as usize] += sent as u64;
+                    if sent < n {
+                        self.counters.drops[Reasons::TX_FULL.0 as usize] += (n - sent) as u64;
+                    }
+                    return;
                 }
-                return;
             }
         }
         self.tx_pending = true;
-        let disp = &batch.disp;
-        for (i, pkt) in batch.pkts.drain(..).enumerate() {
-            match disp[i].action() {
+        let rx_port = batch.rx_port;
+        for (pkt, d) in batch.drain() {
+            match d.action() {
                 Action::Tx(p) => match self.txq.get_mut(p as usize) {
                     Some(q) => {
                         if let Err(e) = q.try_push(pkt) {
@@ -189,7 +188,7 @@ impl<I: WorkerIo> Worker<I> {
                     self.io.release(pkt);
                 }
                 Action::ToControl => {
-                    self.send_to_control(batch.rx_port, &pkt);
+                    self.send_to_control(rx_port, &pkt);
                     self.io.release(pkt);
                 }
                 Action::Continue => {

@@ -73,7 +73,7 @@ mod tests {
             b.rx_port = rx;
             b.reset_dispositions();
             Stage::<OwnedBuf>::process(&mut x, &mut b, &cx);
-            assert_eq!(b.disp[0], want);
+            assert_eq!(b.disposition(0), want);
         }
     }
 }
