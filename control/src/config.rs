@@ -22,7 +22,10 @@ pub enum ConfigError {
 }
 
 fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid { field: field.into(), reason: reason.into() }
+    ConfigError::Invalid {
+        field: field.into(),
+        reason: reason.into(),
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -67,7 +70,12 @@ fn default_burst() -> usize {
 
 impl Default for Workers {
     fn default() -> Self {
-        Workers { count: 1, cores: vec![], burst: 32, stop_after_idle_ms: 0 }
+        Workers {
+            count: 1,
+            cores: vec![],
+            burst: 32,
+            stop_after_idle_ms: 0,
+        }
     }
 }
 
@@ -189,17 +197,39 @@ impl RouteSpec for ParsedRoute {
     }
 
     fn next_hop(&self) -> NextHop {
-        NextHop { port: self.port, mac: self.next_hop }
+        NextHop {
+            port: self.port,
+            mac: self.next_hop,
+        }
     }
 }
 
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::Read { path: path.display().to_string(), reason: e.to_string() })?;
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
         let mut cfg = Self::parse(&text)?;
         cfg.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        cfg.check_files()?;
         Ok(cfg)
+    }
+
+    /// Input files must exist and be readable (output files are created at run time).
+    pub fn check_files(&self) -> Result<(), ConfigError> {
+        for (i, p) in self.ports.iter().enumerate() {
+            if let Some(rx) = &p.rx {
+                let full = self.resolve(rx);
+                if let Err(e) = std::fs::File::open(&full) {
+                    return Err(invalid(
+                        format!("port[{i}].rx"),
+                        format!("cannot open {}: {e}", full.display()),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Parse and validate TOML text (relative paths resolve against the current directory).
@@ -219,33 +249,59 @@ impl Config {
     }
 
     pub fn port_index(&self, name: &str) -> Option<u16> {
-        self.ports.iter().position(|p| p.name == name).map(|i| i as u16)
+        self.ports
+            .iter()
+            .position(|p| p.name == name)
+            .map(|i| i as u16)
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let w = &self.workers;
         if w.count == 0 || w.count > 128 {
-            return Err(invalid("workers.count", format!("must be 1..=128, got {}", w.count)));
+            return Err(invalid(
+                "workers.count",
+                format!("must be 1..=128, got {}", w.count),
+            ));
         }
         if !w.cores.is_empty() && w.cores.len() != w.count {
             return Err(invalid(
                 "workers.cores",
-                format!("lists {} cores for {} workers (give one per worker, or none)", w.cores.len(), w.count),
+                format!(
+                    "lists {} cores for {} workers (give one per worker, or none)",
+                    w.cores.len(),
+                    w.count
+                ),
             ));
         }
         if !(1..=256).contains(&w.burst) {
-            return Err(invalid("workers.burst", format!("must be 1..=256, got {}", w.burst)));
+            return Err(invalid(
+                "workers.burst",
+                format!("must be 1..=256, got {}", w.burst),
+            ));
         }
         match &self.backend {
-            BackendConfig::Pcap { speed, pool_size, .. } => {
+            BackendConfig::Pcap {
+                speed, pool_size, ..
+            } => {
                 if !(speed.is_finite() && *speed > 0.0) {
-                    return Err(invalid("backend.speed", format!("must be a positive number, got {speed}")));
+                    return Err(invalid(
+                        "backend.speed",
+                        format!("must be a positive number, got {speed}"),
+                    ));
                 }
                 if *pool_size < 2 * w.burst {
-                    return Err(invalid("backend.pool_size", format!("must be at least 2 x burst ({})", 2 * w.burst)));
+                    return Err(invalid(
+                        "backend.pool_size",
+                        format!("must be at least 2 x burst ({})", 2 * w.burst),
+                    ));
                 }
             }
-            BackendConfig::Dpdk { mbufs_per_worker, rx_desc, tx_desc, .. } => {
+            BackendConfig::Dpdk {
+                mbufs_per_worker,
+                rx_desc,
+                tx_desc,
+                ..
+            } => {
                 let need = *rx_desc as u32 * self.ports.len() as u32 + 2 * w.burst as u32;
                 if *mbufs_per_worker < need {
                     return Err(invalid(
@@ -272,24 +328,44 @@ impl Config {
                 return Err(invalid(f("name"), "must not be empty"));
             }
             if self.ports[..i].iter().any(|q| q.name == p.name) {
-                return Err(invalid(f("name"), format!("`{}` is used by an earlier port", p.name)));
+                return Err(invalid(
+                    f("name"),
+                    format!("`{}` is used by an earlier port", p.name),
+                ));
             }
-            MacAddr::parse(&p.mac).ok_or_else(|| invalid(f("mac"), format!("`{}` is not a MAC address like 02:00:00:00:00:01", p.mac)))?;
+            MacAddr::parse(&p.mac).ok_or_else(|| {
+                invalid(
+                    f("mac"),
+                    format!("`{}` is not a MAC address like 02:00:00:00:00:01", p.mac),
+                )
+            })?;
             match self.backend {
                 BackendConfig::Pcap { .. } => {
                     if p.device.is_some() {
-                        return Err(invalid(f("device"), "is for the dpdk backend; this config uses pcap"));
+                        return Err(invalid(
+                            f("device"),
+                            "is for the dpdk backend; this config uses pcap",
+                        ));
                     }
                     if p.rx.is_none() && p.tx.is_none() {
-                        return Err(invalid(f("rx"), "a pcap port needs an rx file, a tx file, or both"));
+                        return Err(invalid(
+                            f("rx"),
+                            "a pcap port needs an rx file, a tx file, or both",
+                        ));
                     }
                 }
                 BackendConfig::Dpdk { .. } => {
                     if p.device.as_deref().unwrap_or("").is_empty() {
-                        return Err(invalid(f("device"), "a dpdk port needs the ethdev name (e.g. net_ring0)"));
+                        return Err(invalid(
+                            f("device"),
+                            "a dpdk port needs the ethdev name (e.g. net_ring0)",
+                        ));
                     }
                     if p.rx.is_some() || p.tx.is_some() {
-                        return Err(invalid(f("rx"), "rx/tx files are for the pcap backend (use a net_pcap vdev with dpdk)"));
+                        return Err(invalid(
+                            f("rx"),
+                            "rx/tx files are for the pcap backend (use a net_pcap vdev with dpdk)",
+                        ));
                     }
                 }
             }
@@ -302,14 +378,20 @@ impl Config {
                 for (i, [a, b]) in pairs.iter().enumerate() {
                     for n in [a, b] {
                         if self.port_index(n).is_none() {
-                            return Err(invalid(format!("pipeline.pairs[{i}]"), format!("no port named `{n}`")));
+                            return Err(invalid(
+                                format!("pipeline.pairs[{i}]"),
+                                format!("no port named `{n}`"),
+                            ));
                         }
                     }
                 }
             }
             PipelineConfig::L3fwd { .. } => {
                 if self.routes.is_empty() {
-                    return Err(invalid("route", "the l3fwd pipeline needs at least one [[route]]"));
+                    return Err(invalid(
+                        "route",
+                        "the l3fwd pipeline needs at least one [[route]]",
+                    ));
                 }
             }
         }
@@ -324,20 +406,37 @@ impl Config {
             .enumerate()
             .map(|(i, r)| {
                 let f = |k: &str| format!("route[{i}].{k}");
-                let (a, l) = r
-                    .prefix
-                    .split_once('/')
-                    .ok_or_else(|| invalid(f("prefix"), format!("`{}` is not ADDRESS/LENGTH", r.prefix)))?;
-                let addr: IpAddr = a.parse().map_err(|_| invalid(f("prefix"), format!("`{a}` is not an IP address")))?;
-                let len: u8 = l.parse().map_err(|_| invalid(f("prefix"), format!("`{l}` is not a prefix length")))?;
+                let (a, l) = r.prefix.split_once('/').ok_or_else(|| {
+                    invalid(f("prefix"), format!("`{}` is not ADDRESS/LENGTH", r.prefix))
+                })?;
+                let addr: IpAddr = a
+                    .parse()
+                    .map_err(|_| invalid(f("prefix"), format!("`{a}` is not an IP address")))?;
+                let len: u8 = l
+                    .parse()
+                    .map_err(|_| invalid(f("prefix"), format!("`{l}` is not a prefix length")))?;
                 let max = if addr.is_ipv4() { 32 } else { 128 };
                 if len > max {
-                    return Err(invalid(f("prefix"), format!("length {len} is longer than {max}")));
+                    return Err(invalid(
+                        f("prefix"),
+                        format!("length {len} is longer than {max}"),
+                    ));
                 }
-                let port = self.port_index(&r.port).ok_or_else(|| invalid(f("port"), format!("no port named `{}`", r.port)))?;
-                let next_hop = MacAddr::parse(&r.next_hop_mac)
-                    .ok_or_else(|| invalid(f("next_hop_mac"), format!("`{}` is not a MAC address", r.next_hop_mac)))?;
-                Ok(ParsedRoute { addr, len, port, next_hop })
+                let port = self
+                    .port_index(&r.port)
+                    .ok_or_else(|| invalid(f("port"), format!("no port named `{}`", r.port)))?;
+                let next_hop = MacAddr::parse(&r.next_hop_mac).ok_or_else(|| {
+                    invalid(
+                        f("next_hop_mac"),
+                        format!("`{}` is not a MAC address", r.next_hop_mac),
+                    )
+                })?;
+                Ok(ParsedRoute {
+                    addr,
+                    len,
+                    port,
+                    next_hop,
+                })
             })
             .collect()
     }
@@ -404,14 +503,38 @@ next_hop_mac = "02:00:00:00:01:03"
         let cases = [
             (GOOD.replace("count = 2", "count = 0"), "workers.count"),
             (GOOD.replace("burst = 64", "burst = 1000"), "workers.burst"),
-            (GOOD.replace("02:00:00:00:00:06", "02:00:00:00:06"), "port[1].mac"),
-            (GOOD.replace("name = \"n6\"", "name = \"n3\""), "port[1].name"),
-            (GOOD.replace("10.45.0.0/16", "10.45.0.0/33"), "route[0].prefix"),
-            (GOOD.replace("10.45.0.0/16", "10.45.0/16"), "route[0].prefix"),
-            (GOOD.replace("port = \"n6\"", "port = \"n9\""), "route[0].port"),
+            (
+                GOOD.replace("02:00:00:00:00:06", "02:00:00:00:06"),
+                "port[1].mac",
+            ),
+            (
+                GOOD.replace("name = \"n6\"", "name = \"n3\""),
+                "port[1].name",
+            ),
+            (
+                GOOD.replace("10.45.0.0/16", "10.45.0.0/33"),
+                "route[0].prefix",
+            ),
+            (
+                GOOD.replace("10.45.0.0/16", "10.45.0/16"),
+                "route[0].prefix",
+            ),
+            (
+                GOOD.replace("port = \"n6\"", "port = \"n9\""),
+                "route[0].port",
+            ),
             (GOOD.replace("tx = \"out.pcap\"", ""), "port[1].rx"),
-            (GOOD.replace("loops = 2", "loops = 2\nspeed = -1.0"), "backend.speed"),
-            (GOOD.replace("rx = \"in.pcap\"", "rx = \"in.pcap\"\ndevice = \"net_ring0\""), "port[0].device"),
+            (
+                GOOD.replace("loops = 2", "loops = 2\nspeed = -1.0"),
+                "backend.speed",
+            ),
+            (
+                GOOD.replace(
+                    "rx = \"in.pcap\"",
+                    "rx = \"in.pcap\"\ndevice = \"net_ring0\"",
+                ),
+                "port[0].device",
+            ),
         ];
         for (text, field) in cases {
             let e = err(&text);

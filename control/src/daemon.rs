@@ -37,7 +37,12 @@ pub struct RunOptions {
 /// Run the daemon to completion and return its summary.
 pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
     match &cfg.backend {
-        BackendConfig::Pcap { replay, speed, loops, pool_size } => {
+        BackendConfig::Pcap {
+            replay,
+            speed,
+            loops,
+            pool_size,
+        } => {
             let pc = PcapConfig {
                 ports: cfg
                     .ports
@@ -64,7 +69,13 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
                 .collect();
             run_on(backend, cfg, specs, opts)
         }
-        BackendConfig::Dpdk { eal_args, rx_desc, tx_desc, mbufs_per_worker, mbuf_cache } => {
+        BackendConfig::Dpdk {
+            eal_args,
+            rx_desc,
+            tx_desc,
+            mbufs_per_worker,
+            mbuf_cache,
+        } => {
             let dc = DpdkConfig {
                 eal_args: eal_args.clone(),
                 ports: cfg
@@ -94,10 +105,20 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
 }
 
 fn spec(cfg: &Config, w: usize, rx_queues: Vec<(PortId, u16)>) -> WorkerSpec {
-    WorkerSpec { id: w, core: cfg.workers.cores.get(w).copied(), rx_queues, tx_queue: w as u16 }
+    WorkerSpec {
+        id: w,
+        core: cfg.workers.cores.get(w).copied(),
+        rx_queues,
+        tx_queue: w as u16,
+    }
 }
 
-fn run_on<Bk>(mut backend: Bk, cfg: &Config, workers: Vec<WorkerSpec>, opts: &RunOptions) -> Result<Summary, RunError>
+fn run_on<Bk>(
+    mut backend: Bk,
+    cfg: &Config,
+    workers: Vec<WorkerSpec>,
+    opts: &RunOptions,
+) -> Result<Summary, RunError>
 where
     Bk: Backend,
     Bk::Io: 'static,
@@ -121,14 +142,23 @@ where
                 .collect();
             runtime::start(
                 &mut backend,
-                &|_w: usize, r: &mut Reasons| Pipeline::<<Bk::Io as WorkerIo>::Buf>::new(vec![Box::new(XConnect::new(&pairs, r))]),
+                &|_w: usize, r: &mut Reasons| {
+                    Pipeline::<<Bk::Io as WorkerIo>::Buf>::new(vec![Box::new(XConnect::new(
+                        &pairs, r,
+                    ))])
+                },
                 &rcfg,
             )?
         }
         PipelineConfig::L3fwd { promiscuous } => runtime::start(
             &mut backend,
             &|_w: usize, r: &mut Reasons| {
-                Pipeline::<<Bk::Io as WorkerIo>::Buf>::new(vec![Box::new(L3Fwd::new(routes.reader(), macs.clone(), *promiscuous, r))])
+                Pipeline::<<Bk::Io as WorkerIo>::Buf>::new(vec![Box::new(L3Fwd::new(
+                    routes.reader(),
+                    macs.clone(),
+                    *promiscuous,
+                    r,
+                ))])
             },
             &rcfg,
         )?,
@@ -143,7 +173,11 @@ where
             control_pkts += 1;
             tracing::debug!(port = p.port, len = p.len, "exception packet");
         }
-        if opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
+        if opts
+            .stop
+            .as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+        {
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         if opts.duration.is_some_and(|d| t0.elapsed() >= d) {
@@ -153,7 +187,12 @@ where
             if last_stats.elapsed() >= iv {
                 last_stats = Instant::now();
                 let c = running.counters();
-                tracing::info!(rx = c.total_rx(), tx = c.total_tx(), dropped = c.total_drops(), "counters");
+                tracing::info!(
+                    rx = c.total_rx(),
+                    tx = c.total_tx(),
+                    dropped = c.total_drops(),
+                    "counters"
+                );
             }
         }
         routes.reclaim();
@@ -164,8 +203,12 @@ where
     let nworkers = rcfg.workers.len();
     let total = running.join();
     let seconds = t0.elapsed().as_secs_f64();
-    let stats: Vec<_> = (0..ports.len()).map(|p| backend.port_stats(p as PortId)).collect();
+    let stats: Vec<_> = (0..ports.len())
+        .map(|p| backend.port_stats(p as PortId))
+        .collect();
     tracing::debug!(control_pkts, "control thread done");
     drop(backend);
-    Ok(Summary::new(seconds, nworkers, &stages, &ports, &stats, &total, &reasons))
+    Ok(Summary::new(
+        seconds, nworkers, &stages, &ports, &stats, &total, &reasons,
+    ))
 }

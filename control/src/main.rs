@@ -10,7 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
-#[command(name = "peregrine", version, about = "Peregrine: a DPDK userspace dataplane (vUPF with in-band telemetry)")]
+#[command(
+    name = "peregrine",
+    version,
+    about = "Peregrine: a DPDK userspace dataplane (vUPF with in-band telemetry)"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -47,7 +51,12 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::CheckConfig { config } => match Config::load(&config) {
             Ok(c) => {
-                println!("{}: ok ({} ports, {} workers)", config.display(), c.ports.len(), c.workers.count);
+                println!(
+                    "{}: ok ({} ports, {} workers)",
+                    config.display(),
+                    c.ports.len(),
+                    c.workers.count
+                );
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -55,7 +64,12 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Cmd::Run { config, duration, stats_interval, summary_json } => {
+        Cmd::Run {
+            config,
+            duration,
+            stats_interval,
+            summary_json,
+        } => {
             let cfg = match Config::load(&config) {
                 Ok(c) => c,
                 Err(e) => {
@@ -71,15 +85,20 @@ fn main() -> ExitCode {
                 }
             }
             let opts = RunOptions {
-                duration: duration.filter(|d| d.is_finite() && *d > 0.0).map(Duration::from_secs_f64),
-                stats_interval: stats_interval.filter(|d| d.is_finite() && *d > 0.0).map(Duration::from_secs_f64),
+                duration: duration
+                    .filter(|d| d.is_finite() && *d > 0.0)
+                    .map(Duration::from_secs_f64),
+                stats_interval: stats_interval
+                    .filter(|d| d.is_finite() && *d > 0.0)
+                    .map(Duration::from_secs_f64),
                 stop: Some(stop),
             };
             match daemon::run(&cfg, &opts) {
                 Ok(summary) => {
                     print!("{}", summary.render());
                     if let Some(p) = summary_json {
-                        let json = serde_json::to_string_pretty(&summary).expect("summary serialises");
+                        let json =
+                            serde_json::to_string_pretty(&summary).expect("summary serialises");
                         if let Err(e) = std::fs::write(&p, json) {
                             eprintln!("cannot write {}: {e}", p.display());
                             return ExitCode::FAILURE;

@@ -80,7 +80,11 @@ impl Summary {
     /// The human-readable report printed at the end of `peregrine run`.
     pub fn render(&self) -> String {
         let mut s = String::new();
-        let rate = if self.seconds > 0.0 { self.packets_in as f64 / self.seconds / 1e6 } else { 0.0 };
+        let rate = if self.seconds > 0.0 {
+            self.packets_in as f64 / self.seconds / 1e6
+        } else {
+            0.0
+        };
         let _ = writeln!(
             s,
             "peregrine: {} worker(s), pipeline [{}], {:.3} s, {:.3} Mpps in",
@@ -89,7 +93,11 @@ impl Summary {
             self.seconds,
             rate
         );
-        let _ = writeln!(s, "{:<10} {:<10} {:>12} {:>12} {:>10} {:>10}", "port", "driver", "rx", "tx", "missed", "nombuf");
+        let _ = writeln!(
+            s,
+            "{:<10} {:<10} {:>12} {:>12} {:>10} {:>10}",
+            "port", "driver", "rx", "tx", "missed", "nombuf"
+        );
         for p in &self.ports {
             let _ = writeln!(
                 s,

@@ -1,0 +1,349 @@
+//! End to end: the real `peregrine` binary on the pcap backend and on DPDK vdevs.
+
+use peregrine_dataplane::io::pcapfile::{PcapReader, PcapWriter, Resolution};
+use peregrine_perf::traffic::{self, TrafficSpec};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_peregrine"))
+}
+
+fn read_pcap(p: &Path) -> Vec<Vec<u8>> {
+    let mut r = PcapReader::open(p).unwrap();
+    let mut out = vec![];
+    let mut buf = vec![];
+    while r.next_packet(&mut buf).unwrap().is_some() {
+        out.push(buf.clone());
+    }
+    out
+}
+
+/// The downlink half of a generated workload, with no anomalies: every packet is routable.
+fn write_dl(dir: &Path, packets: u64) -> (PathBuf, usize) {
+    let spec = TrafficSpec {
+        packets,
+        ul_ratio: 0.0,
+        anomalies: 0,
+        ..TrafficSpec::default()
+    };
+    let path = dir.join("dl.pcap");
+    let mut w = PcapWriter::create(&path, Resolution::Nano).unwrap();
+    let mut n = 0;
+    for p in traffic::generate(&spec) {
+        w.write(p.ts_ns, &p.frame).unwrap();
+        n += 1;
+    }
+    w.flush().unwrap();
+    (path, n)
+}
+
+const ROUTES: &str = r#"
+[pipeline]
+kind = "l3fwd"
+
+[[route]]
+prefix = "10.45.0.0/16"
+port = "n3"
+next_hop_mac = "02:00:00:00:03:01"
+
+[[route]]
+prefix = "2001:db8::/32"
+port = "n3"
+next_hop_mac = "02:00:00:00:03:01"
+"#;
+
+fn summary(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn drop_count(s: &serde_json::Value, reason: &str) -> u64 {
+    s["drops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d[0] == reason)
+        .map(|d| d[1].as_u64().unwrap())
+        .unwrap_or(0)
+}
+
+#[test]
+fn pcap_backend_routes_generated_traffic() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dl, n) = write_dl(dir.path(), 2000);
+    let cfg = format!(
+        r#"
+[workers]
+count = 2
+
+[backend]
+kind = "pcap"
+
+[[port]]
+name = "n3"
+mac = "02:00:00:00:00:03"
+tx = "n3-out.pcap"
+
+[[port]]
+name = "n6"
+mac = "02:00:00:00:00:06"
+rx = "{}"
+{ROUTES}"#,
+        dl.display()
+    );
+    std::fs::write(dir.path().join("p.toml"), cfg).unwrap();
+    let out = bin()
+        .args(["run", "--config"])
+        .arg(dir.path().join("p.toml"))
+        .arg("--summary-json")
+        .arg(dir.path().join("s.json"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!(
+            "packets: in {n}, out {n}, to control 0, dropped 0"
+        )),
+        "{stdout}"
+    );
+    let s = summary(&dir.path().join("s.json"));
+    assert_eq!(s["packets_in"], n as u64);
+    let sent = read_pcap(&dir.path().join("n3-out.pcap"));
+    assert_eq!(sent.len(), n);
+    let input = read_pcap(&dl);
+    for (a, b) in input.iter().zip(&sent) {
+        assert_eq!(&b[0..6], &[2, 0, 0, 0, 3, 1], "dst MAC is the next hop");
+        assert_eq!(&b[6..12], &[2, 0, 0, 0, 0, 3], "src MAC is n3");
+        assert_eq!(a.len(), b.len());
+    }
+}
+
+#[test]
+fn bad_config_names_the_field_and_never_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("[backend]\nkind = \"pcap\"\n[[port]]\nname = \"a\"\nmac = \"nope\"\nrx = \"x\"\n[pipeline]\nkind = \"xconnect\"\npairs = [[\"a\",\"a\"]]\n", "port[0].mac"),
+        ("[workers]\ncount = 0\n[backend]\nkind = \"pcap\"\n[[port]]\nname = \"a\"\nmac = \"02:00:00:00:00:01\"\nrx = \"x\"\n[pipeline]\nkind = \"xconnect\"\npairs = [[\"a\",\"a\"]]\n", "workers.count"),
+        ("[backend]\nkind = \"pcap\"\n[[port]]\nname = \"a\"\nmac = \"02:00:00:00:00:01\"\nrx = \"/nonexistent.pcap\"\n[pipeline]\nkind = \"xconnect\"\npairs = [[\"a\",\"a\"]]\n", "nonexistent"),
+        ("this is not toml", "expected"),
+    ];
+    for (i, (text, want)) in cases.iter().enumerate() {
+        let p = dir.path().join(format!("bad{i}.toml"));
+        std::fs::write(&p, text).unwrap();
+        for sub in [&["check-config"][..], &["run", "--config"][..]] {
+            let out = bin().args(sub).arg(&p).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{err}");
+            assert!(err.contains(want), "`{err}` should mention `{want}`");
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+    let out = bin()
+        .args(["check-config", "/nonexistent/x.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = bin()
+        .args(["check-config"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn sigterm_stops_a_live_run_and_prints_final_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dl, _) = write_dl(dir.path(), 100);
+    // loops = 0 replays forever: only the signal ends the run.
+    let cfg = format!(
+        "[backend]\nkind = \"pcap\"\nloops = 0\n[[port]]\nname = \"n3\"\nmac = \"02:00:00:00:00:03\"\ntx = \"o.pcap\"\n[[port]]\nname = \"n6\"\nmac = \"02:00:00:00:00:06\"\nrx = \"{}\"\n{ROUTES}",
+        dl.display()
+    );
+    std::fs::write(dir.path().join("p.toml"), cfg).unwrap();
+    let child = bin()
+        .args(["run", "--config"])
+        .arg(dir.path().join("p.toml"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = Instant::now();
+    let st = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(5), "stopped promptly");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("packets: in "), "{stdout}");
+    assert!(
+        !stdout.contains("packets: in 0,"),
+        "it forwarded something before the signal: {stdout}"
+    );
+}
+
+/// DPDK `net_pcap` vdevs: the real DPDK ethdev path (EAL, mempools, queues, mbufs) fed by a
+/// pcap, without hugepages.
+#[test]
+fn dpdk_net_pcap_vdevs_route_generated_traffic() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dl, n) = write_dl(dir.path(), 3000);
+    let out_pcap = dir.path().join("n3-out.pcap");
+    let sink = dir.path().join("n6-out.pcap");
+    let cfg = format!(
+        r#"
+[workers]
+count = 1
+stop_after_idle_ms = 300
+
+[backend]
+kind = "dpdk"
+eal_args = ["--no-huge", "--no-pci", "-m", "256", "--no-shconf", "--no-telemetry", "-l", "0",
+            "--vdev=net_pcap0,tx_pcap={}", "--vdev=net_pcap1,rx_pcap={},tx_pcap={}"]
+rx_desc = 512
+tx_desc = 512
+mbufs_per_worker = 4095
+mbuf_cache = 128
+
+[[port]]
+name = "n3"
+mac = "02:00:00:00:00:03"
+device = "net_pcap0"
+
+[[port]]
+name = "n6"
+mac = "02:00:00:00:00:06"
+device = "net_pcap1"
+{ROUTES}"#,
+        out_pcap.display(),
+        dl.display(),
+        sink.display()
+    );
+    std::fs::write(dir.path().join("d.toml"), cfg).unwrap();
+    let out = bin()
+        .args(["run", "--config"])
+        .arg(dir.path().join("d.toml"))
+        .arg("--summary-json")
+        .arg(dir.path().join("s.json"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = summary(&dir.path().join("s.json"));
+    assert_eq!(s["packets_in"], n as u64, "{stdout}");
+    assert_eq!(s["packets_out"], n as u64, "{stdout}");
+    assert_eq!(
+        s["ports"][1]["stats_ipackets"], n as u64,
+        "rte_eth_stats agree"
+    );
+    assert_eq!(s["ports"][0]["driver"], "net_pcap");
+    assert_eq!(drop_count(&s, "no_route"), 0);
+    let sent = read_pcap(&out_pcap);
+    assert_eq!(sent.len(), n);
+    assert!(sent.iter().all(|f| f[0..6] == [2, 0, 0, 0, 3, 1]));
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The bundled traffic is exactly what `pg-gen --preset quickstart` makes.
+#[test]
+fn bundled_quickstart_traffic_is_reproducible() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = traffic::Preset::Quickstart.spec();
+    traffic::write_pcaps(
+        &spec,
+        dir.path().join("ul.pcap"),
+        dir.path().join("dl.pcap"),
+    )
+    .unwrap();
+    for (ours, bundled) in [
+        ("ul.pcap", "quickstart-ul.pcap"),
+        ("dl.pcap", "quickstart-dl.pcap"),
+    ] {
+        let a = std::fs::read(dir.path().join(ours)).unwrap();
+        let b = std::fs::read(repo().join("examples/traffic").join(bundled)).unwrap();
+        assert!(a == b, "{bundled} differs from the generator's output: regenerate it (see examples/quickstart.toml)");
+    }
+}
+
+/// The README's main job: the quickstart config, as shipped, accounts for every packet.
+#[test]
+fn quickstart_job_accounts_for_every_packet() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin()
+        .args(["run", "--config"])
+        .arg(repo().join("examples/quickstart.toml"))
+        .arg("--summary-json")
+        .arg(dir.path().join("s.json"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = summary(&dir.path().join("s.json"));
+    let m: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("examples/traffic/quickstart.json")).unwrap(),
+    )
+    .unwrap();
+    let anomalies = &m["counts"]["anomalies"];
+    let both =
+        |k: &str| anomalies[k]["ul"].as_u64().unwrap() + anomalies[k]["dl"].as_u64().unwrap();
+    assert_eq!(s["packets_in"], 10_000);
+    assert_eq!(
+        s["packets_in"].as_u64().unwrap(),
+        s["packets_out"].as_u64().unwrap()
+            + s["dropped"].as_u64().unwrap()
+            + s["to_control"].as_u64().unwrap()
+    );
+    // The generator's labelled anomalies land on the named reasons.
+    assert_eq!(
+        drop_count(&s, "ipv4_bad_checksum"),
+        both("bad_ipv4_checksum")
+    );
+    assert_eq!(
+        drop_count(&s, "unsupported_ethertype"),
+        both("unknown_ethertype")
+    );
+    assert_eq!(
+        drop_count(&s, "ipv4_truncated") + drop_count(&s, "ipv6_truncated"),
+        both("truncated")
+    );
+    assert_eq!(s["to_control"], both("arp_request"));
+    // Downlink TTL-1 and no-route anomalies are on the outer (only) header; uplink ones are
+    // inside the tunnel, which a router does not open.
+    assert_eq!(
+        drop_count(&s, "ttl_exceeded"),
+        anomalies["ttl1"]["dl"].as_u64().unwrap()
+    );
+    assert_eq!(
+        drop_count(&s, "no_route"),
+        anomalies["no_route"]["dl"].as_u64().unwrap()
+    );
+}
