@@ -83,11 +83,16 @@ impl std::fmt::Debug for Disposition {
 pub struct Batch<B> {
     pub pkts: Burst<B>,
     disp: [Disposition; MAX_BURST],
-    /// `Some(d)`: every packet's disposition is `d` and `disp` is stale.
-    uniform: Option<Disposition>,
+    /// Not [`MIXED`]: every packet's disposition is this and `disp` is stale. A sentinel
+    /// rather than an `Option` so it is written and read as one 32-bit word (an 8-byte
+    /// `Option` written as two halves and read whole stalls store forwarding every batch).
+    uniform: Disposition,
     /// Port the whole batch was received on.
     pub rx_port: PortId,
 }
+
+/// `Batch::uniform` value meaning "dispositions differ; read the array".
+const MIXED: Disposition = Disposition(u32::MAX);
 
 impl<B: PacketBuf> Default for Batch<B> {
     fn default() -> Self {
@@ -100,7 +105,7 @@ impl<B: PacketBuf> Batch<B> {
         Batch {
             pkts: Burst::new(),
             disp: [Disposition::CONTINUE; MAX_BURST],
-            uniform: Some(Disposition::CONTINUE),
+            uniform: Disposition::CONTINUE,
             rx_port: 0,
         }
     }
@@ -116,19 +121,23 @@ impl<B: PacketBuf> Batch<B> {
     /// Mark every packet `Continue`; called after rx, before the first stage. O(1).
     #[inline]
     pub fn reset_dispositions(&mut self) {
-        self.uniform = Some(Disposition::CONTINUE);
+        self.uniform = Disposition::CONTINUE;
     }
 
     /// The disposition every packet shares, if they all share one.
     #[inline]
     pub fn uniform(&self) -> Option<Disposition> {
-        self.uniform
+        (self.uniform != MIXED).then_some(self.uniform)
     }
 
     /// Packet `i`'s disposition.
     #[inline]
     pub fn disposition(&self, i: usize) -> Disposition {
-        self.uniform.unwrap_or(self.disp[i])
+        if self.uniform != MIXED {
+            self.uniform
+        } else {
+            self.disp[i]
+        }
     }
 
     /// Set packet `i`'s disposition.
@@ -146,19 +155,20 @@ impl<B: PacketBuf> Batch<B> {
     /// Write the shared disposition into the per-packet array.
     #[inline]
     fn materialize(&mut self) {
-        if let Some(d) = self.uniform.take() {
+        if self.uniform != MIXED {
             let n = self.pkts.len();
-            self.disp[..n].fill(d);
+            self.disp[..n].fill(self.uniform);
+            self.uniform = MIXED;
         }
     }
 
     /// Run `f` on every packet still `Continue`; `f` returns its new disposition.
     #[inline]
     pub fn for_each_active(&mut self, mut f: impl FnMut(&mut B) -> Disposition) {
-        match self.uniform {
-            Some(d) if !d.is_continue() => return,
-            _ => self.materialize(),
+        if self.uniform != MIXED && !self.uniform.is_continue() {
+            return;
         }
+        self.materialize();
         for (pkt, d) in self.pkts.iter_mut().zip(self.disp.iter_mut()) {
             if d.is_continue() {
                 *d = f(pkt);
@@ -170,15 +180,13 @@ impl<B: PacketBuf> Batch<B> {
     /// `Continue`.
     #[inline]
     pub fn set_active(&mut self, d: Disposition) {
-        match self.uniform {
-            Some(u) if u.is_continue() => self.uniform = Some(d),
-            Some(_) => {}
-            None => {
-                let n = self.pkts.len();
-                for x in &mut self.disp[..n] {
-                    // Branch-free so it vectorises.
-                    *x = if x.is_continue() { d } else { *x };
-                }
+        if self.uniform.is_continue() {
+            self.uniform = d;
+        } else if self.uniform == MIXED {
+            let n = self.pkts.len();
+            for x in &mut self.disp[..n] {
+                // Branch-free so it vectorises.
+                *x = if x.is_continue() { d } else { *x };
             }
         }
     }

@@ -1,0 +1,11 @@
+//! Fuzz a whole frame the way the dataplane reads one: Ethernet, VLAN tags, IPv4/IPv6 and
+//! the IPv6 extension chain, UDP/TCP/ICMP, GTP-U with its extension chain and PDU Session
+//! Container, then the inner IPv4/IPv6 packet and its L4 header (see `walk.rs`).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../walk.rs"]
+mod walk;
+
+fuzz_target!(|data: &[u8]| walk::frame(data));

@@ -1,0 +1,6 @@
+//! Fuzz `peregrine_wire::tcp`: parse, read every field, round-trip the `Repr`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| peregrine_wire::tcp::fuzz(data));
