@@ -9,7 +9,7 @@ use peregrine_dataplane::io::{Backend, PortId, WorkerIo};
 use peregrine_dataplane::runtime::{self, Pipeline, Publisher, Reasons, RuntimeConfig, WorkerSpec};
 use peregrine_dataplane::stages::l3fwd::{L3Fwd, RouteTable};
 use peregrine_dataplane::stages::xconnect::XConnect;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,10 @@ pub struct RunOptions {
     pub stats_interval: Option<Duration>,
     /// Set to stop the run (signal handlers, tests).
     pub stop: Option<Arc<AtomicBool>>,
+    /// Set to re-read the configuration file and publish its routes (SIGHUP).
+    pub reload: Option<Arc<AtomicBool>>,
+    /// The file to re-read on reload.
+    pub config_path: Option<std::path::PathBuf>,
 }
 
 /// Run the daemon to completion and return its summary.
@@ -101,6 +105,51 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
                 .collect();
             run_on(backend, cfg, specs, opts)
         }
+    }
+}
+
+/// Re-read the configuration and publish its route table to the workers without stopping
+/// them. Only routes change at run time; ports, workers and backend need a restart, and a
+/// file that changes them (or does not validate) is refused with the old table kept.
+fn reload_routes(running_cfg: &Config, opts: &RunOptions, routes: &Publisher<RouteTable>) {
+    let Some(path) = &opts.config_path else {
+        return;
+    };
+    let new = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(%e, "reload refused, keeping the running routes");
+            return;
+        }
+    };
+    if new.ports != running_cfg.ports
+        || new.workers != running_cfg.workers
+        || new.backend != running_cfg.backend
+    {
+        tracing::error!("reload refused: only [[route]] may change at run time; restart for ports, workers or backend");
+        return;
+    }
+    let table = match new.parsed_routes() {
+        Ok(r) => RouteTable::from_routes(&r),
+        Err(e) => {
+            tracing::error!(%e, "reload refused, keeping the running routes");
+            return;
+        }
+    };
+    let t0 = Instant::now();
+    let g = routes.publish(table);
+    match routes.wait_seen(g, Duration::from_secs(1)) {
+        Some(d) => tracing::info!(
+            routes = new.routes.len(),
+            generation = g,
+            latency_us = d.as_micros() as u64,
+            "routes published"
+        ),
+        None => tracing::warn!(
+            generation = g,
+            waited_ms = t0.elapsed().as_millis() as u64,
+            "routes published; not every worker has picked them up yet"
+        ),
     }
 }
 
@@ -176,12 +225,12 @@ where
         if opts
             .stop
             .as_ref()
-            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+            .is_some_and(|s| s.load(Ordering::Relaxed))
         {
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            stop.store(true, Ordering::Relaxed);
         }
         if opts.duration.is_some_and(|d| t0.elapsed() >= d) {
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            stop.store(true, Ordering::Relaxed);
         }
         if let Some(iv) = opts.stats_interval {
             if last_stats.elapsed() >= iv {
@@ -194,6 +243,13 @@ where
                     "counters"
                 );
             }
+        }
+        if opts
+            .reload
+            .as_ref()
+            .is_some_and(|r| r.swap(false, Ordering::Relaxed))
+        {
+            reload_routes(cfg, opts, &routes);
         }
         routes.reclaim();
     }

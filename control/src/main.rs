@@ -23,6 +23,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Run the dataplane until its input ends, the duration passes, or SIGINT/SIGTERM.
+    /// SIGHUP re-reads the file and publishes its routes to the running workers.
     Run {
         #[arg(long, short)]
         config: PathBuf,
@@ -84,7 +85,15 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             }
+            let reload = Arc::new(AtomicBool::new(false));
+            if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
+            {
+                eprintln!("cannot install signal handler: {e}");
+                return ExitCode::FAILURE;
+            }
             let opts = RunOptions {
+                reload: Some(reload),
+                config_path: Some(config.clone()),
                 duration: duration
                     .filter(|d| d.is_finite() && *d > 0.0)
                     .map(Duration::from_secs_f64),

@@ -55,8 +55,13 @@ pub trait WorkerIo: Send {
 
     /// Receive into `out` at most `max` packets (and no more than its remaining capacity)
     /// from `port`/`queue`; returns how many were appended.
-    fn rx_burst(&mut self, port: PortId, queue: u16, out: &mut Burst<Self::Buf>, max: usize)
-        -> usize;
+    fn rx_burst(
+        &mut self,
+        port: PortId,
+        queue: u16,
+        out: &mut Burst<Self::Buf>,
+        max: usize,
+    ) -> usize;
 
     /// Send every packet in `pkts` on `port`/`queue`. Packets the port does not accept are
     /// freed. `pkts` is empty on return. Returns how many were accepted.

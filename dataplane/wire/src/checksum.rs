@@ -114,7 +114,11 @@ mod tests {
         let data: [u8; 301] = core::array::from_fn(|i| (i * 7 + 3) as u8);
         let mut naive: u32 = 0;
         for p in data.chunks(2) {
-            let w = if p.len() == 2 { u16::from_be_bytes([p[0], p[1]]) } else { (p[0] as u16) << 8 };
+            let w = if p.len() == 2 {
+                u16::from_be_bytes([p[0], p[1]])
+            } else {
+                (p[0] as u16) << 8
+            };
             naive += w as u32;
         }
         assert_eq!(fold(sum(&data)), fold(naive));

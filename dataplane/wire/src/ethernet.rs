@@ -40,7 +40,11 @@ impl Address {
 impl fmt::Display for Address {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let a = self.0;
-        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", a[0], a[1], a[2], a[3], a[4], a[5])
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            a[0], a[1], a[2], a[3], a[4], a[5]
+        )
     }
 }
 
@@ -151,7 +155,11 @@ pub struct Repr {
 impl Repr {
     pub fn parse<T: AsRef<[u8]>>(frame: &Frame<T>) -> Result<Repr> {
         frame.check_len()?;
-        Ok(Repr { src: frame.src_addr(), dst: frame.dst_addr(), ethertype: frame.ethertype() })
+        Ok(Repr {
+            src: frame.src_addr(),
+            dst: frame.dst_addr(),
+            ethertype: frame.ethertype(),
+        })
     }
 
     pub const fn header_len(&self) -> usize {
@@ -213,7 +221,10 @@ mod tests {
 
     #[test]
     fn truncated() {
-        assert_eq!(Frame::new_checked(&FRAME[..13]).unwrap_err(), Error::Truncated);
+        assert_eq!(
+            Frame::new_checked(&FRAME[..13]).unwrap_err(),
+            Error::Truncated
+        );
     }
 
     #[test]

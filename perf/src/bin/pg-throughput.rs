@@ -305,7 +305,8 @@ fn main() {
     // Adjacent rounds share the host's state of the moment: their ratio is steadier than
     // the ratio of two medians when the host drifts.
     let pair_ratios: Vec<f64> = ours_pps.iter().zip(&tpmd_pps).map(|(a, b)| a / b).collect();
-    let best = ours_pps.iter().cloned().fold(0.0, f64::max) / tpmd_pps.iter().cloned().fold(0.0, f64::max);
+    let best =
+        ours_pps.iter().cloned().fold(0.0, f64::max) / tpmd_pps.iter().cloned().fold(0.0, f64::max);
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
