@@ -85,6 +85,26 @@ fn tshark_problems(pcap: &Path) -> Option<usize> {
     Some(text.lines().filter(|l| !l.trim().is_empty()).count())
 }
 
+/// Run `peregrine run` on `config` to completion; returns stdout and the JSON summary.
+fn run_to_end(config: &Path, dir: &Path) -> (String, serde_json::Value) {
+    let json = dir.join("s.json");
+    let out = bin()
+        .args(["run", "--config"])
+        .arg(config)
+        .arg("--summary-json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = summary(&json);
+    (stdout, s)
+}
+
 fn summary(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -124,26 +144,13 @@ rx = "{}"
         dl.display()
     );
     std::fs::write(dir.path().join("p.toml"), cfg).unwrap();
-    let out = bin()
-        .args(["run", "--config"])
-        .arg(dir.path().join("p.toml"))
-        .arg("--summary-json")
-        .arg(dir.path().join("s.json"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (stdout, s) = run_to_end(&dir.path().join("p.toml"), dir.path());
     assert!(
         stdout.contains(&format!(
             "packets: in {n}, out {n}, to control 0, dropped 0"
         )),
         "{stdout}"
     );
-    let s = summary(&dir.path().join("s.json"));
     assert_eq!(s["packets_in"], n as u64);
     let sent = read_pcap(&dir.path().join("n3-out.pcap"));
     assert_eq!(sent.len(), n);
@@ -274,20 +281,7 @@ device = "net_pcap1"
         sink.display()
     );
     std::fs::write(dir.path().join("d.toml"), cfg).unwrap();
-    let out = bin()
-        .args(["run", "--config"])
-        .arg(dir.path().join("d.toml"))
-        .arg("--summary-json")
-        .arg(dir.path().join("s.json"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s = summary(&dir.path().join("s.json"));
+    let (stdout, s) = run_to_end(&dir.path().join("d.toml"), dir.path());
     assert_eq!(s["packets_in"], n as u64, "{stdout}");
     assert_eq!(s["packets_out"], n as u64, "{stdout}");
     assert_eq!(
