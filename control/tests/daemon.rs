@@ -324,20 +324,8 @@ fn bundled_quickstart_traffic_is_reproducible() {
 #[test]
 fn quickstart_job_accounts_for_every_packet() {
     let dir = tempfile::tempdir().unwrap();
-    let out = bin()
-        .args(["run", "--config"])
-        .arg(repo().join("examples/quickstart.toml"))
-        .arg("--summary-json")
-        .arg(dir.path().join("s.json"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s = summary(&dir.path().join("s.json"));
+    let (stdout, s) = run_to_end(&repo().join("examples/quickstart.toml"), dir.path());
+    assert!(stdout.contains("dropped by reason:"), "{stdout}");
     let m: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(repo().join("examples/traffic/quickstart.json")).unwrap(),
     )
