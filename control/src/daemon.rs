@@ -179,6 +179,14 @@ where
             .then(|| Duration::from_millis(cfg.workers.stop_after_idle_ms)),
         control_queue: 1024,
     };
+    for p in backend.ports() {
+        match backend.link(p.id) {
+            Some(l) => {
+                tracing::info!(port = %p.name, driver = %p.driver, up = l.up, speed_mbps = l.speed_mbps, full_duplex = l.full_duplex, "link")
+            }
+            None => tracing::info!(port = %p.name, driver = %p.driver, "port ready"),
+        }
+    }
     let macs: Vec<_> = (0..cfg.ports.len()).map(|i| cfg.port_mac(i)).collect();
     // Rules are published as snapshots; the control thread keeps the publisher.
     let routes = Publisher::new(RouteTable::from_routes(&cfg.parsed_routes()?));

@@ -303,6 +303,12 @@ fn net_ring_loops_tx_back_to_rx() {
     assert_eq!(info.driver, "net_ring");
     assert_eq!((info.rx_queues, info.tx_queues), (2, 2));
     assert_eq!(be.rx_queues_of(1), vec![(0, 1)]);
+    // The ring PMD reports a started port as up, at its nominal 10G full duplex.
+    let link = be.link(0).expect("ethdev link state");
+    assert!(link.up, "{link:?}");
+    assert_eq!(link.speed_mbps, 10_000);
+    assert!(link.full_duplex);
+    assert!(be.link(7).is_none());
     let mut io0 = be.worker_io(0);
     let mut io1 = be.worker_io(1);
 

@@ -49,6 +49,15 @@ pub struct PortStats {
     pub rx_nombuf: u64,
 }
 
+/// Link state of a port (DPDK's `rte_eth_link`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortLink {
+    pub up: bool,
+    /// Mbit/s; 0 when unknown.
+    pub speed_mbps: u32,
+    pub full_duplex: bool,
+}
+
 /// One worker's view of the ports: its own queues on each port, its own buffer cache.
 pub trait WorkerIo: Send {
     type Buf: PacketBuf;
@@ -96,4 +105,9 @@ pub trait Backend {
 
     /// Counters of one port.
     fn port_stats(&self, port: PortId) -> PortStats;
+
+    /// Link state of one port, where the backend has such a thing (files do not).
+    fn link(&self, _port: PortId) -> Option<PortLink> {
+        None
+    }
 }

@@ -1,7 +1,7 @@
 //! Ethdev ports: configuration, the [`Backend`] and the per-worker [`WorkerIo`].
 
 use super::{register_thread, DpdkError, Eal, Mbuf, Mempool};
-use crate::io::{Backend, Burst, PortId, PortInfo, PortStats, WorkerIo, MAX_BURST};
+use crate::io::{Backend, Burst, PortId, PortInfo, PortLink, PortStats, WorkerIo, MAX_BURST};
 use peregrine_dpdk_sys as sys;
 use std::ffi::{CStr, CString};
 use std::fmt;
@@ -490,6 +490,18 @@ impl Backend for DpdkBackend {
             oerrors: s.oerrors,
             rx_nombuf: s.rx_nombuf,
         }
+    }
+
+    fn link(&self, port: PortId) -> Option<PortLink> {
+        let p = self.shared.ports.get(port as usize)?;
+        let mut l = sys::rte_eth_link::default();
+        // SAFETY: valid port; l is a valid out-pointer; the no-wait variant does not block.
+        let rc = unsafe { sys::rte_eth_link_get_nowait(p.eth_id, &mut l) };
+        (rc == 0).then(|| PortLink {
+            up: l.link_status() != 0,
+            speed_mbps: l.link_speed,
+            full_duplex: l.link_duplex() != 0,
+        })
     }
 }
 
