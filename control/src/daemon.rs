@@ -67,6 +67,14 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
                 loops: *loops,
                 pool_size: *pool_size,
             };
+            // Output files go where the config says, directories included.
+            for p in pc.ports.iter().filter_map(|p| p.tx.as_deref()) {
+                if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|e| {
+                        RunError::Backend(format!("cannot create {}: {e}", dir.display()))
+                    })?;
+                }
+            }
             let backend = PcapBackend::new(pc).map_err(|e| RunError::Backend(e.to_string()))?;
             let specs = (0..cfg.workers.count)
                 .map(|w| spec(cfg, w, backend.rx_queues_of(w)))
