@@ -3,7 +3,7 @@
 use super::{register_thread, DpdkError, Eal, Mbuf, Mempool};
 use crate::io::{Backend, Burst, PortId, PortInfo, PortLink, PortStats, WorkerIo, MAX_BURST};
 use peregrine_dpdk_sys as sys;
-use std::ffi::{CStr, CString};
+use std::ffi::{c_void, CStr, CString};
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -460,8 +460,17 @@ impl Backend for DpdkBackend {
             "worker {worker}'s I/O was taken already"
         );
         self.taken[worker] = true;
+        let queue = worker as u16;
         DpdkWorkerIo {
             eth_ids: self.shared.ports.iter().map(|p| p.eth_id).collect(),
+            // SAFETY: every port was started in `new` with `workers` queues, and is stopped
+            // only after this I/O (which holds `shared`) is dropped.
+            paths: self
+                .shared
+                .ports
+                .iter()
+                .map(|p| unsafe { QueuePath::resolve(p.eth_id, queue) })
+                .collect(),
             pool: self.shared.pools[worker].as_ptr(),
             queue: worker as u16,
             thread_ready: false,
@@ -514,6 +523,8 @@ impl Backend for DpdkBackend {
 pub struct DpdkWorkerIo {
     /// Ethdev id of each of our ports.
     eth_ids: Box<[u16]>,
+    /// Per port, this worker's queue's PMD burst functions, resolved once after start.
+    paths: Box<[QueuePath]>,
     /// This worker's pool (owned by `shared`).
     pool: *mut sys::rte_mempool,
     queue: u16,
@@ -523,8 +534,59 @@ pub struct DpdkWorkerIo {
 }
 
 // SAFETY: the raw pool pointer is owned by `shared` (which lives as long as `self`), and pool
-// operations are thread-safe; the queues are used only through `&mut self`.
+// operations are thread-safe; the queues (and their PMD queue pointers in `paths`) are used
+// only through `&mut self`.
 unsafe impl Send for DpdkWorkerIo {}
+
+/// A queue's fast path: the PMD's burst function and queue object, as `rte_eth_rx_burst` /
+/// `rte_eth_tx_burst` look them up in `rte_eth_fp_ops` on every call. Resolving them once
+/// saves two dependent loads and a callback check per burst; `None` (a callback is installed,
+/// or the port is not started) falls back to the full inline call through the shim.
+#[derive(Debug, Clone, Copy)]
+struct QueuePath {
+    rx: Option<(RxFn, *mut c_void)>,
+    tx: Option<(TxFn, *mut c_void)>,
+}
+
+type RxFn = unsafe extern "C" fn(*mut c_void, *mut *mut sys::rte_mbuf, u16) -> u16;
+type TxFn = unsafe extern "C" fn(*mut c_void, *mut *mut sys::rte_mbuf, u16) -> u16;
+
+impl QueuePath {
+    /// # Safety
+    /// `eth` must be a started port with a configured queue `queue`. The result stays valid
+    /// until the port is stopped, which the backend does only after every worker I/O is gone.
+    unsafe fn resolve(eth: u16, queue: u16) -> QueuePath {
+        if eth as usize >= sys::RTE_MAX_ETHPORTS as usize {
+            return QueuePath { rx: None, tx: None };
+        }
+        // SAFETY: in bounds; the entry is written by rte_eth_dev_start before we read it and
+        // not again until stop (caller's contract).
+        let ops = unsafe { &*core::ptr::addr_of!(sys::rte_eth_fp_ops[eth as usize]) };
+        let pick = |f: Option<RxFn>, q: &sys::rte_ethdev_qdata| -> Option<(RxFn, *mut c_void)> {
+            let f = f?;
+            if q.data.is_null() {
+                return None;
+            }
+            // SAFETY: `data`/`clbk` are arrays of at least `queue + 1` entries for a configured
+            // queue (RTE_MAX_QUEUES_PER_PORT entries in 22.11).
+            let (qd, cb) = unsafe {
+                (
+                    *q.data.add(queue as usize),
+                    if q.clbk.is_null() {
+                        core::ptr::null_mut()
+                    } else {
+                        *q.clbk.add(queue as usize)
+                    },
+                )
+            };
+            (!qd.is_null() && cb.is_null()).then_some((f, qd))
+        };
+        QueuePath {
+            rx: pick(ops.rx_pkt_burst, &ops.rxq),
+            tx: pick(ops.tx_pkt_burst, &ops.txq),
+        }
+    }
+}
 
 impl fmt::Debug for DpdkWorkerIo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -576,7 +638,10 @@ impl WorkerIo for DpdkWorkerIo {
         // hands to `out`. Our queue is used only by this worker (`&mut self`).
         unsafe {
             let dst = out.as_mut_ptr().add(len).cast::<*mut sys::rte_mbuf>();
-            let n = sys::pg_eth_rx_burst(eth, self.queue, dst, room as u16) as usize;
+            let n = match self.paths.get(port as usize).and_then(|p| p.rx) {
+                Some((f, qd)) => f(qd, dst, room as u16) as usize,
+                None => sys::pg_eth_rx_burst(eth, self.queue, dst, room as u16) as usize,
+            };
             out.set_len(len + n);
             n
         }
@@ -599,7 +664,10 @@ impl WorkerIo for DpdkWorkerIo {
         unsafe {
             let base = pkts.as_mut_ptr().cast::<*mut sys::rte_mbuf>();
             pkts.set_len(0);
-            let sent = sys::pg_eth_tx_burst(eth, self.queue, base, n as u16) as usize;
+            let sent = match self.paths.get(port as usize).and_then(|p| p.tx) {
+                Some((f, qd)) => f(qd, base, n as u16) as usize,
+                None => sys::pg_eth_tx_burst(eth, self.queue, base, n as u16) as usize,
+            };
             if sent < n {
                 sys::pg_pktmbuf_free_bulk(base.add(sent), (n - sent) as u32);
             }
