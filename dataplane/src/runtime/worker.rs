@@ -156,7 +156,10 @@ impl<I: WorkerIo> Worker<I> {
         // array straight to the driver, no per-packet work at all.
         if let Some(d) = batch.uniform() {
             if let Action::Tx(p) = d.action() {
-                if (p as usize) < self.txq.len() && self.txq[p as usize].is_empty() {
+                // The per-port tx queues are empty here: `flush_tx` drains them after every
+                // batch, so sending this batch first cannot reorder anything.
+                if (p as usize) < self.txq.len() {
+                    debug_assert!(self.txq[p as usize].is_empty());
                     let n = batch.pkts.len();
                     let sent = self.io.tx_burst(p, self.spec.tx_queue, &mut batch.pkts);
                     self.counters.tx_pkts[p as usize] += sent as u64;
