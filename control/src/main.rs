@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use peregrine_control::config::Config;
 use peregrine_control::daemon::{self, RunOptions};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -47,6 +48,7 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
     match cli.cmd {
