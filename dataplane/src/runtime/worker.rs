@@ -58,6 +58,13 @@ pub struct RuntimeConfig {
 
 const PUBLISH_EVERY: u64 = 1024;
 
+/// When traffic was last seen, for `stop_after_idle`: busy polls only set a flag.
+#[derive(Debug)]
+struct IdleClock {
+    since: Instant,
+    saw_rx: bool,
+}
+
 struct Worker<I: WorkerIo> {
     spec: WorkerSpec,
     io: I,
@@ -84,7 +91,10 @@ impl<I: WorkerIo> Worker<I> {
         let mut batch: Batch<I::Buf> = Batch::new();
         let mut cx = Context::live(self.epoch, self.spec.id);
         let mut polls: u64 = 0;
-        let mut last_rx = Instant::now();
+        let mut idle = IdleClock {
+            since: Instant::now(),
+            saw_rx: false,
+        };
         let rxq = std::mem::take(&mut self.spec.rx_queues);
         loop {
             let mut got = 0usize;
@@ -109,11 +119,11 @@ impl<I: WorkerIo> Worker<I> {
             polls += 1;
             if got == 0 {
                 self.counters.idle_polls += 1;
-                if self.idle_should_stop(&mut last_rx, polls) {
+                if self.idle_should_stop(&mut idle, polls) {
                     break;
                 }
-            } else if self.stop_after_idle.is_some() && polls.is_multiple_of(64) {
-                last_rx = Instant::now();
+            } else {
+                idle.saw_rx = true;
             }
             if polls.is_multiple_of(PUBLISH_EVERY) {
                 self.shared.store(&self.counters);
@@ -129,7 +139,7 @@ impl<I: WorkerIo> Worker<I> {
 
     /// Called on an empty poll: flushes writers now and then and decides whether to stop.
     #[cold]
-    fn idle_should_stop(&mut self, last_rx: &mut Instant, polls: u64) -> bool {
+    fn idle_should_stop(&mut self, idle: &mut IdleClock, polls: u64) -> bool {
         if self.stop.load(Ordering::Relaxed) {
             return true;
         }
@@ -140,12 +150,14 @@ impl<I: WorkerIo> Worker<I> {
             self.io.flush();
             self.shared.store(&self.counters);
             if let Some(limit) = self.stop_after_idle {
-                if last_rx.elapsed() >= limit {
+                // The clock is read here, on the idle path, never per busy poll.
+                if std::mem::take(&mut idle.saw_rx) {
+                    idle.since = Instant::now();
+                } else if idle.since.elapsed() >= limit {
                     return true;
                 }
             }
         }
-        let _ = last_rx;
         std::hint::spin_loop();
         false
     }
