@@ -20,4 +20,5 @@ pub fn all(data: &[u8]) {
     crate::gtpu::fuzz(data);
     crate::pdu_session::fuzz(data);
     crate::gtpu_msg::fuzz(data);
+    crate::ioam::fuzz(data);
 }

@@ -1,0 +1,403 @@
+//! The Linux kernel as an independent IOAM transit node (RFC 9197 / RFC 9486).
+//!
+//! Three network namespaces, src - rtr - dst, joined by veth pairs. `rtr` forwards IPv6 and
+//! has IOAM enabled on its ingress interface (`net.ipv6.conf.IF.ioam6_enabled=1`, node ID
+//! `net.ipv6.ioam6_id`, interface IDs `ioam6_id`, `ip ioam namespace add 123`). From src
+//! we send an Ethernet frame built only with our emitters: IPv6 + Hop-by-Hop (PadN + IOAM
+//! Pre-allocated Trace, namespace 123, trace type bits 0-3, 4 entries, the first filled by
+//! our `fill_next`) + UDP, written with an AF_PACKET socket from Python. In dst a Python
+//! AF_PACKET receiver captures it; we parse it and check that Linux filled the next entry:
+//! RemainingLen down by NodeLen, Hop_Lim = 63, node_id = rtr's ioam6_id, interface IDs,
+//! timestamps set, and our entry intact behind it.
+//!
+//! Needs root, `ip` with `ip ioam`, python3 and a kernel with IOAM; otherwise it prints why
+//! and passes (also under `CI`: a kernel without IOAM is not a test failure).
+
+use peregrine_wire::ethernet::{self, ethertype, Address};
+use peregrine_wire::ioam::{self, NodeData, TraceOption, TraceRepr, TraceType};
+use peregrine_wire::ipv4::ip_protocol;
+use peregrine_wire::ipv6option::option_type::IOAM_HBH;
+use peregrine_wire::{ipv6, udp};
+use std::io::{BufRead, BufReader, Read};
+use std::net::{IpAddr, Ipv6Addr};
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const NAMESPACE: u16 = 123;
+const RTR_NODE_ID: u32 = 0x42;
+const RTR_IN_IF_ID: u16 = 11;
+const RTR_OUT_IF_ID: u16 = 22;
+const TRACE_TYPE: TraceType = TraceType(
+    TraceType::HOP_LIM_NODE_ID
+        | TraceType::IF_IDS
+        | TraceType::TIMESTAMP_SECS
+        | TraceType::TIMESTAMP_FRAC,
+);
+const MAC_SRC: Address = Address([0x02, 0, 0, 0, 1, 1]);
+const MAC_RTR_IN: Address = Address([0x02, 0, 0, 0, 1, 2]);
+const MAC_RTR_OUT: &str = "02:00:00:00:02:02";
+const MAC_DST: &str = "02:00:00:00:02:01";
+const SRC: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
+const DST: Ipv6Addr = Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 1);
+const DPORT: u16 = 5001;
+
+/// The entry our own "source" hop fills before sending.
+fn our_hop() -> NodeData<'static> {
+    NodeData {
+        hop_limit: Some(64),
+        node_id: Some(0x00_0001),
+        ingress_if_id: Some(1),
+        egress_if_id: Some(2),
+        timestamp_secs: Some(0x1111_1111),
+        timestamp_frac: Some(0x2222),
+        ..NodeData::default()
+    }
+}
+
+fn frame() -> Vec<u8> {
+    let repr = TraceRepr::pre_allocated(NAMESPACE, TRACE_TYPE, 4).expect("repr");
+    let mut ext = vec![0u8; ioam::hbh_with_trace_len(&repr)];
+    ioam::emit_hbh_with_trace(ip_protocol::UDP, &repr, &mut ext).expect("emit");
+    let body = ioam::find_in_header(&ext, IOAM_HBH)
+        .expect("parses")
+        .expect("has IOAM")
+        .body;
+    TraceOption::new_checked(&mut ext[body])
+        .expect("trace")
+        .fill_next(&our_hop())
+        .expect("room");
+    let payload = b"peregrine ioam transit";
+    let u = udp::Repr {
+        src_port: 40000,
+        dst_port: DPORT,
+        payload_len: payload.len(),
+    };
+    let mut l4 = vec![0u8; u.buffer_len()];
+    u.emit(&mut l4).expect("udp emit");
+    l4[udp::HEADER_LEN..].copy_from_slice(payload);
+    udp::Packet::new_checked(&mut l4[..])
+        .expect("udp")
+        .fill_checksum(IpAddr::V6(SRC), IpAddr::V6(DST))
+        .expect("same family");
+    let ip = ipv6::Repr {
+        src: SRC,
+        dst: DST,
+        next_header: ip_protocol::HOPOPT,
+        payload_len: ext.len() + l4.len(),
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+    };
+    let e = ethernet::Repr {
+        src: MAC_SRC,
+        dst: MAC_RTR_IN,
+        ethertype: ethertype::IPV6,
+    };
+    let mut f = vec![0u8; ethernet::HEADER_LEN + ip.buffer_len()];
+    e.emit(&mut f).expect("ethernet emit");
+    ip.emit(&mut f[ethernet::HEADER_LEN..]).expect("ipv6 emit");
+    let p = ethernet::HEADER_LEN + ipv6::HEADER_LEN;
+    f[p..p + ext.len()].copy_from_slice(&ext);
+    f[p + ext.len()..].copy_from_slice(&l4);
+    f
+}
+
+fn skip(why: &str) {
+    eprintln!("skipping Linux IOAM transit test: {why}");
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn run(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "`{}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Three namespaces and their veths; deleted on drop, also when the test fails.
+struct Topology {
+    p: String,
+}
+
+impl Topology {
+    fn ns(&self, n: &str) -> String {
+        format!("{}-{n}", self.p)
+    }
+
+    fn dev(&self, n: &str) -> String {
+        format!("{}{n}", self.p)
+    }
+
+    fn setup(&self) -> Result<(), String> {
+        let (src, rtr, dst) = (self.ns("src"), self.ns("rtr"), self.ns("dst"));
+        let (s, r1, r2, d) = (self.dev("s"), self.dev("r1"), self.dev("r2"), self.dev("d"));
+        for n in [&src, &rtr, &dst] {
+            run(&["ip", "netns", "add", n])?;
+            run(&["ip", "-n", n, "link", "set", "lo", "up"])?;
+        }
+        let mac_s = MAC_SRC.to_string();
+        let mac_r1 = MAC_RTR_IN.to_string();
+        run(&[
+            "ip", "link", "add", &s, "address", &mac_s, "type", "veth", "peer", "name", &r1,
+            "address", &mac_r1,
+        ])?;
+        run(&[
+            "ip",
+            "link",
+            "add",
+            &r2,
+            "address",
+            MAC_RTR_OUT,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &d,
+            "address",
+            MAC_DST,
+        ])?;
+        for (dev, ns) in [(&s, &src), (&r1, &rtr), (&r2, &rtr), (&d, &dst)] {
+            run(&["ip", "link", "set", dev, "netns", ns])?;
+        }
+        for (ns, dev, addr) in [
+            (&src, &s, "fd00:1::1/64"),
+            (&rtr, &r1, "fd00:1::2/64"),
+            (&rtr, &r2, "fd00:2::2/64"),
+            (&dst, &d, "fd00:2::1/64"),
+        ] {
+            run(&["ip", "-n", ns, "addr", "add", addr, "dev", dev, "nodad"])?;
+            run(&["ip", "-n", ns, "link", "set", dev, "up"])?;
+        }
+        run(&[
+            "ip",
+            "-n",
+            &dst,
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            "fd00:2::2",
+        ])?;
+        run(&[
+            "ip",
+            "-n",
+            &rtr,
+            "-6",
+            "neigh",
+            "add",
+            "fd00:2::1",
+            "lladdr",
+            MAC_DST,
+            "dev",
+            &r2,
+            "nud",
+            "permanent",
+        ])?;
+        let sysctl = |k: String, v: String| {
+            run(&[
+                "ip",
+                "netns",
+                "exec",
+                &rtr,
+                "sysctl",
+                "-qw",
+                &format!("{k}={v}"),
+            ])
+        };
+        sysctl("net.ipv6.conf.all.forwarding".into(), "1".into())?;
+        sysctl("net.ipv6.ioam6_id".into(), RTR_NODE_ID.to_string())?;
+        sysctl(format!("net.ipv6.conf.{r1}.ioam6_enabled"), "1".into())?;
+        sysctl(
+            format!("net.ipv6.conf.{r1}.ioam6_id"),
+            RTR_IN_IF_ID.to_string(),
+        )?;
+        sysctl(
+            format!("net.ipv6.conf.{r2}.ioam6_id"),
+            RTR_OUT_IF_ID.to_string(),
+        )?;
+        run(&[
+            "ip",
+            "-n",
+            &rtr,
+            "ioam",
+            "namespace",
+            "add",
+            &NAMESPACE.to_string(),
+        ])?;
+        Ok(())
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        for n in ["src", "rtr", "dst"] {
+            let _ = run(&["ip", "netns", "del", &self.ns(n)]);
+        }
+        // Veths not yet moved into a namespace if setup stopped half way.
+        for d in ["s", "r2"] {
+            let _ = Command::new("ip")
+                .args(["link", "del", &self.dev(d)])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+const RECEIVER: &str = r#"
+import select, socket, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x86dd))
+s.bind((sys.argv[1], 0))
+print("ready", flush=True)
+end = time.time() + float(sys.argv[2])
+while time.time() < end:
+    r, _, _ = select.select([s], [], [], max(0.0, end - time.time()))
+    if not r:
+        break
+    f, addr = s.recvfrom(65535)
+    if addr[2] == socket.PACKET_OUTGOING or len(f) < 62 or f[20] != 0:
+        continue
+    l4 = 54 + (f[55] + 1) * 8
+    if f[54] == 17 and len(f) >= l4 + 4 and int.from_bytes(f[l4 + 2:l4 + 4], "big") == int(sys.argv[3]):
+        print(f.hex(), flush=True)
+        sys.exit(0)
+sys.exit(3)
+"#;
+
+const SENDER: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((sys.argv[1], 0))
+s.send(bytes.fromhex(sys.argv[2]))
+"#;
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex"))
+        .collect()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[test]
+fn linux_transit_fills_our_preallocated_trace() {
+    if !is_root() {
+        return skip("not root");
+    }
+    if let Err(e) =
+        run(&["ip", "ioam", "help"]).or_else(|_| run(&["ip", "ioam", "namespace", "show"]))
+    {
+        return skip(&format!("no `ip ioam` ({e})"));
+    }
+    if !std::path::Path::new("/proc/sys/net/ipv6/ioam6_id").exists() {
+        return skip("kernel without IOAM (no net.ipv6.ioam6_id)");
+    }
+    if run(&["python3", "-c", "import socket; socket.AF_PACKET"]).is_err() {
+        return skip("python3 with AF_PACKET not available");
+    }
+    let topo = Topology {
+        p: format!("pio{}", std::process::id() % 100_000),
+    };
+    if let Err(e) = topo.setup() {
+        return skip(&format!("cannot build the namespaces: {e}"));
+    }
+
+    let sent = frame();
+    let mut rx = Command::new("ip")
+        .args(["netns", "exec", &topo.ns("dst"), "python3", "-c", RECEIVER])
+        .args([topo.dev("d"), "5".into(), DPORT.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start receiver");
+    let mut out = BufReader::new(rx.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("read receiver");
+    assert_eq!(line.trim(), "ready", "receiver did not start");
+    run(&[
+        "ip",
+        "netns",
+        "exec",
+        &topo.ns("src"),
+        "python3",
+        "-c",
+        SENDER,
+        &topo.dev("s"),
+        &hex(&sent),
+    ])
+    .expect("send");
+    let mut got = String::new();
+    out.read_to_string(&mut got).expect("read receiver");
+    let status = rx.wait().expect("receiver exits");
+    let mut err = String::new();
+    if let Some(mut e) = rx.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    assert!(
+        status.success(),
+        "nothing arrived at dst (rc {status}): {err}; Linux dropped our IOAM packet?"
+    );
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs();
+    let rcvd = unhex(got.trim());
+
+    let ip = ipv6::Packet::new_checked(&rcvd[ethernet::HEADER_LEN..]).expect("ipv6");
+    assert_eq!(ip.hop_limit(), 63, "rtr forwarded it");
+    let ext = &rcvd[ethernet::HEADER_LEN + ipv6::HEADER_LEN..];
+    let found = ioam::find_in_header(ext, IOAM_HBH)
+        .expect("parses")
+        .expect("IOAM still there");
+    let t = TraceOption::new_checked(&ext[found.body.clone()]).expect("trace");
+    assert_eq!(t.namespace_id(), NAMESPACE);
+    assert_eq!(t.trace_type(), TRACE_TYPE);
+    assert_eq!(t.node_len(), 4);
+    assert!(!t.overflow());
+    assert_eq!(
+        t.remaining_len(),
+        16 - 2 * 4,
+        "RemainingLen: 16 allocated, minus our entry and Linux's"
+    );
+    let entries: Vec<NodeData> = t.entries().collect::<Result<_, _>>().expect("entries");
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    let linux = entries[0];
+    assert_eq!(entries[1], our_hop(), "our entry is intact");
+    assert_eq!(linux.hop_limit, Some(63), "Hop_Lim after decrement");
+    assert_eq!(linux.node_id, Some(RTR_NODE_ID));
+    assert_eq!(linux.ingress_if_id, Some(RTR_IN_IF_ID));
+    assert_eq!(linux.egress_if_id, Some(RTR_OUT_IF_ID));
+    let secs = u64::from(linux.timestamp_secs.expect("seconds"));
+    assert!(secs.abs_diff(now) < 60, "timestamp {secs} vs now {now}");
+    let frac = linux.timestamp_frac.expect("fraction");
+    assert!(frac < 1_000_000, "Linux writes microseconds: {frac}");
+    // Nothing else changed: free space still zero, headers before it identical.
+    assert!(t.free_space().expect("free").iter().all(|&b| b == 0));
+    let sent_ext = &sent[ethernet::HEADER_LEN + ipv6::HEADER_LEN..];
+    assert_eq!(&ext[..found.body.start], &sent_ext[..found.body.start]);
+    eprintln!(
+        "Linux filled our trace: node_id {:#x}, hop_lim {}, if {}/{}, ts {}.{:06}",
+        RTR_NODE_ID, 63, RTR_IN_IF_ID, RTR_OUT_IF_ID, secs, frac
+    );
+}

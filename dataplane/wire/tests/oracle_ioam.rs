@@ -1,0 +1,399 @@
+//! Independent oracles for `peregrine_wire::ioam` (RFC 9197 / RFC 9486):
+//!
+//! * emit direction: an IPv6 packet with a Hop-by-Hop header (PadN, then an IOAM
+//!   Pre-allocated Trace Option: namespace 123, trace type bits 0-3, 4 entries of which 2
+//!   were filled by our `fill_next`) and a UDP datagram, built only with our emitters, is
+//!   decoded by Wireshark (`tshark -T json`) to the values we set, with no malformed marker
+//!   or warning/error expert info;
+//! * parse direction: Scapy (which has no IOAM layer) builds the same option by hand as
+//!   `HBHOptUnknown(otype=0x31, optdata=...)`; we parse it to the same fields, and its
+//!   bytes equal ours.
+//!
+//! Each oracle skips (with a message) when its tool is missing, unless `CI` is set, in
+//! which case a missing tool is a failure.
+
+use peregrine_wire::ethernet::{self, ethertype, Address};
+use peregrine_wire::ioam::{self, NodeData, TraceOption, TraceRepr, TraceType};
+use peregrine_wire::ipv4::ip_protocol;
+use peregrine_wire::ipv6option::option_type::IOAM_HBH;
+use peregrine_wire::{ipv6, udp};
+use serde_json::Value;
+use std::net::{IpAddr, Ipv6Addr};
+use std::process::Command;
+
+const NAMESPACE: u16 = 123;
+const TRACE_TYPE: TraceType = TraceType(
+    TraceType::HOP_LIM_NODE_ID
+        | TraceType::IF_IDS
+        | TraceType::TIMESTAMP_SECS
+        | TraceType::TIMESTAMP_FRAC,
+);
+const SRC: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 1, 0, 0, 0, 1);
+const DST: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 2, 0, 0, 0, 2);
+
+/// The two hops that filled the trace, in the order they filled it.
+fn hops() -> [NodeData<'static>; 2] {
+    [
+        NodeData {
+            hop_limit: Some(63),
+            node_id: Some(0x0a_0b0c),
+            ingress_if_id: Some(5),
+            egress_if_id: Some(6),
+            timestamp_secs: Some(1_700_000_000),
+            timestamp_frac: Some(123_456),
+            ..NodeData::default()
+        },
+        NodeData {
+            hop_limit: Some(62),
+            node_id: Some(0x0a_0b0d),
+            ingress_if_id: Some(0x0102),
+            egress_if_id: Some(0x0304),
+            timestamp_secs: Some(1_700_000_001),
+            timestamp_frac: Some(654_321),
+            ..NodeData::default()
+        },
+    ]
+}
+
+/// Hop-by-Hop header with the trace, 4 entries pre-allocated and 2 filled by `fill_next`.
+fn hbh() -> Vec<u8> {
+    let repr = TraceRepr::pre_allocated(NAMESPACE, TRACE_TYPE, 4).expect("repr");
+    let mut b = vec![0u8; ioam::hbh_with_trace_len(&repr)];
+    let n = ioam::emit_hbh_with_trace(ip_protocol::UDP, &repr, &mut b).expect("emit");
+    assert_eq!(n, b.len());
+    let found = ioam::find_in_header(&b, IOAM_HBH)
+        .expect("parses")
+        .expect("has IOAM");
+    assert!(found.is_aligned());
+    let mut t = TraceOption::new_checked(&mut b[found.body]).expect("trace");
+    for h in hops() {
+        t.fill_next(&h).expect("room");
+    }
+    b
+}
+
+/// Ethernet / IPv6 / HbH / UDP, with our emitters only.
+fn frame() -> Vec<u8> {
+    let ext = hbh();
+    let payload = b"peregrine ioam";
+    let u = udp::Repr {
+        src_port: 40000,
+        dst_port: 5001,
+        payload_len: payload.len(),
+    };
+    let mut l4 = vec![0u8; u.buffer_len()];
+    u.emit(&mut l4).expect("udp emit");
+    l4[udp::HEADER_LEN..].copy_from_slice(payload);
+    udp::Packet::new_checked(&mut l4[..])
+        .expect("udp")
+        .fill_checksum(IpAddr::V6(SRC), IpAddr::V6(DST))
+        .expect("same family");
+    let ip = ipv6::Repr {
+        src: SRC,
+        dst: DST,
+        next_header: ip_protocol::HOPOPT,
+        payload_len: ext.len() + l4.len(),
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+    };
+    let mut p = vec![0u8; ip.buffer_len()];
+    ip.emit(&mut p).expect("ipv6 emit");
+    p[ipv6::HEADER_LEN..][..ext.len()].copy_from_slice(&ext);
+    p[ipv6::HEADER_LEN + ext.len()..].copy_from_slice(&l4);
+    let e = ethernet::Repr {
+        src: Address([0x02, 0, 0x5e, 0x10, 0, 0x0a]),
+        dst: Address([0x02, 0, 0x5e, 0x10, 0, 0x0b]),
+        ethertype: ethertype::IPV6,
+    };
+    let mut f = vec![0u8; ethernet::HEADER_LEN + p.len()];
+    e.emit(&mut f).expect("ethernet emit");
+    f[ethernet::HEADER_LEN..].copy_from_slice(&p);
+    f
+}
+
+/// A classic pcap file (microsecond timestamps, LINKTYPE_ETHERNET = 1).
+fn pcap(frames: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    out.extend_from_slice(&0i32.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&65535u32.to_le_bytes());
+    out.extend_from_slice(&1u32.to_le_bytes());
+    for f in frames {
+        let len = u32::try_from(f.len()).expect("frame fits a pcap record");
+        out.extend_from_slice(&1_700_000_000u32.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(f);
+    }
+    out
+}
+
+/// Whether `tool` runs. When it does not: `false` (skip) normally, a panic under `CI`.
+fn tool_present(tool: &str, args: &[&str]) -> bool {
+    if Command::new(tool)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{tool} not usable, and CI is set: CI must install it");
+    }
+    eprintln!("skipping: {tool} not usable");
+    false
+}
+
+/// Every value stored under `key` anywhere inside `v`, arrays flattened.
+fn find_all<'a>(v: &'a Value, key: &str, out: &mut Vec<&'a Value>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                if k == key {
+                    match x {
+                        Value::Array(xs) => out.extend(xs),
+                        x => out.push(x),
+                    }
+                }
+                find_all(x, key, out);
+            }
+        }
+        Value::Array(xs) => xs.iter().for_each(|x| find_all(x, key, out)),
+        _ => {}
+    }
+}
+
+/// tshark's rendering of a hex field `digits` wide.
+fn hex(v: impl Into<u64>, digits: usize) -> String {
+    format!("0x{:0digits$x}", v.into())
+}
+
+fn strings(v: &Value, key: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    find_all(v, key, &mut found);
+    found
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Malformed markers and expert info of warning/error severity or in the malformed group
+/// (`PI_WARN` 0x00600000, `PI_MALFORMED` 0x07000000, epan/proto.h).
+fn malformed(v: &Value, path: &str, out: &mut Vec<String>) {
+    const PI_SEVERITY_MASK: u64 = 0x00f0_0000;
+    const PI_WARN: u64 = 0x0060_0000;
+    const PI_MALFORMED: u64 = 0x0700_0000;
+    let num = |x: Option<&Value>| {
+        x.and_then(Value::as_str)
+            .and_then(|s| s.parse::<u64>().ok())
+    };
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let here = format!("{path}/{k}");
+                if k.starts_with("_ws.malformed") || k.starts_with("ipv6.opt.ioam.trace.invalid") {
+                    out.push(format!("{here}: {x}"));
+                }
+                if k == "_ws.expert" {
+                    let experts = match x {
+                        Value::Array(xs) => xs.iter().collect(),
+                        x => vec![x],
+                    };
+                    for ex in experts {
+                        let sev = num(ex.get("_ws.expert.severity")).unwrap_or(0);
+                        let group = num(ex.get("_ws.expert.group")).unwrap_or(0);
+                        if sev & PI_SEVERITY_MASK >= PI_WARN || group == PI_MALFORMED {
+                            out.push(format!("{here}: {ex}"));
+                        }
+                    }
+                }
+                malformed(x, &here, out);
+            }
+        }
+        Value::Array(xs) => xs.iter().for_each(|x| malformed(x, path, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn tshark_decodes_our_ioam_trace() {
+    if !tool_present("tshark", &["--version"]) {
+        return;
+    }
+    let f = frame();
+    let path = std::env::temp_dir().join(format!("peregrine-ioam-{}.pcap", std::process::id()));
+    std::fs::write(&path, pcap(&[&f])).expect("write pcap");
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(&path)
+        .args(["-T", "json", "--no-duplicate-keys"])
+        .args(["-o", "udp.check_checksum:TRUE"])
+        .output()
+        .expect("run tshark");
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "tshark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let packets: Vec<Value> = serde_json::from_slice(&out.stdout).expect("tshark JSON");
+    assert_eq!(packets.len(), 1);
+    let layers = &packets[0]["_source"]["layers"];
+    let mut fails = Vec::new();
+    malformed(layers, "", &mut fails);
+    let [h1, h2] = hops();
+    // Most recent hop first in the node data list.
+    let want: &[(&str, Vec<String>)] = &[
+        ("ipv6.opt.type", vec!["0x01".into(), "0x31".into()]),
+        ("ipv6.opt.ioam.opt_type", vec!["0".into()]),
+        ("ipv6.opt.ioam.trace.ns", vec!["123".into()]),
+        ("ipv6.opt.ioam.trace.nodelen", vec!["4".into()]),
+        ("ipv6.opt.ioam.trace.remlen", vec!["8".into()]),
+        ("ipv6.opt.ioam.trace.flag.o", vec!["0".into()]),
+        ("ipv6.opt.ioam.trace.type.bit0", vec!["1".into()]),
+        ("ipv6.opt.ioam.trace.type.bit1", vec!["1".into()]),
+        ("ipv6.opt.ioam.trace.type.bit2", vec!["1".into()]),
+        ("ipv6.opt.ioam.trace.type.bit3", vec!["1".into()]),
+        ("ipv6.opt.ioam.trace.type.bit4", vec!["0".into()]),
+        ("ipv6.opt.ioam.trace.type.bit8", vec!["0".into()]),
+        ("ipv6.opt.ioam.trace.free_space", vec![]),
+        (
+            "ipv6.opt.ioam.trace.node.hlim",
+            vec![
+                h2.hop_limit.unwrap().to_string(),
+                h1.hop_limit.unwrap().to_string(),
+            ],
+        ),
+        (
+            "ipv6.opt.ioam.trace.node.id",
+            vec![hex(h2.node_id.unwrap(), 6), hex(h1.node_id.unwrap(), 6)],
+        ),
+        (
+            "ipv6.opt.ioam.trace.node.iif",
+            vec![
+                hex(h2.ingress_if_id.unwrap(), 4),
+                hex(h1.ingress_if_id.unwrap(), 4),
+            ],
+        ),
+        (
+            "ipv6.opt.ioam.trace.node.eif",
+            vec![
+                hex(h2.egress_if_id.unwrap(), 4),
+                hex(h1.egress_if_id.unwrap(), 4),
+            ],
+        ),
+        (
+            "ipv6.opt.ioam.trace.node.tss",
+            vec![
+                hex(h2.timestamp_secs.unwrap(), 8),
+                hex(h1.timestamp_secs.unwrap(), 8),
+            ],
+        ),
+        (
+            "ipv6.opt.ioam.trace.node.tsf",
+            vec![
+                hex(h2.timestamp_frac.unwrap(), 8),
+                hex(h1.timestamp_frac.unwrap(), 8),
+            ],
+        ),
+        ("udp.checksum.status", vec!["1".into()]),
+        ("udp.dstport", vec!["5001".into()]),
+    ];
+    for (field, values) in want {
+        let got = strings(layers, field);
+        if values.is_empty() {
+            if got.is_empty() {
+                fails.push(format!("{field}: missing"));
+            }
+        } else if &got != values {
+            fails.push(format!("{field}: want {values:?}, tshark says {got:?}"));
+        }
+    }
+    if !fails.is_empty() || std::env::var_os("PEREGRINE_ORACLE_DUMP").is_some() {
+        eprintln!("{}", serde_json::to_string_pretty(&layers["ipv6"]).unwrap());
+    }
+    assert!(fails.is_empty(), "tshark disagrees:\n{}", fails.join("\n"));
+    eprintln!(
+        "tshark: {} IOAM fields as we set them, no expert errors",
+        want.len()
+    );
+}
+
+/// Scapy builds the option by hand (struct.pack of RFC 9197's layout) as an unknown
+/// Hop-by-Hop option; we parse every field, and the header equals ours byte for byte.
+#[test]
+fn we_parse_what_scapy_builds() {
+    if !tool_present("python3", &["-c", "import scapy.all"]) {
+        return;
+    }
+    let script = r#"
+import struct
+from scapy.all import IPv6, IPv6ExtHdrHopByHop, HBHOptUnknown, PadN, UDP, Raw, raw
+def entry(hl, nid, iif, eif, s, f):
+    return struct.pack(">IHHII", (hl << 24) | nid, iif, eif, s, f)
+# Namespace-ID | NodeLen(5) Flags(4) RemainingLen(7) | Trace-Type(24) Reserved(8)
+hdr = struct.pack(">HHI", 123, (4 << 11) | (0 << 7) | 8, 0xf00000 << 8)
+data = bytes(32) + entry(62, 0x0a0b0d, 0x0102, 0x0304, 1700000001, 654321) \
+     + entry(63, 0x0a0b0c, 5, 6, 1700000000, 123456)
+opt = HBHOptUnknown(otype=0x31, optdata=bytes([0, 0]) + hdr + data)
+p = IPv6(src="fd00:0:0:1::1", dst="fd00:0:0:2::2", hlim=64) / \
+    IPv6ExtHdrHopByHop(options=[PadN(optdata=b""), opt]) / \
+    UDP(sport=40000, dport=5001) / Raw(b"peregrine ioam")
+print(raw(p).hex())
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "scapy failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hex = String::from_utf8(out.stdout).expect("utf8");
+    let hex = hex.trim();
+    let pkt: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+        .collect();
+    let ip = ipv6::Packet::new_checked(&pkt[..]).expect("ipv6");
+    assert_eq!(ip.next_header(), ip_protocol::HOPOPT);
+    let ext = &pkt[ipv6::HEADER_LEN..];
+    let found = ioam::find_in_header(ext, IOAM_HBH)
+        .expect("parses")
+        .expect("has IOAM");
+    assert_eq!(found.ioam_type, ioam::option_type::PRE_ALLOCATED_TRACE);
+    assert!(
+        found.is_aligned(),
+        "scapy put the option at {}",
+        found.offset
+    );
+    let t = TraceOption::new_checked(&ext[found.body.clone()]).expect("trace");
+    let r = TraceRepr::parse(&t).expect("repr");
+    assert_eq!(
+        r,
+        TraceRepr {
+            namespace_id: NAMESPACE,
+            node_len: 4,
+            flags: 0,
+            remaining_len: 8,
+            trace_type: TRACE_TYPE,
+            data_len: 64,
+        }
+    );
+    let entries: Vec<NodeData> = t.entries().collect::<Result<_, _>>().expect("entries");
+    let [h1, h2] = hops();
+    assert_eq!(entries, [h2, h1]);
+    // Our Hop-by-Hop header (emit + 2 x fill_next) is byte-identical to Scapy's.
+    let ours = hbh();
+    assert_eq!(&ext[..ours.len()], &ours[..]);
+    eprintln!(
+        "scapy: {} byte HbH with IOAM trace parsed and matched",
+        ours.len()
+    );
+}
