@@ -1,0 +1,9 @@
+//! IPv6 in-band telemetry for Peregrine (seed 003, RFC 9197/9486 IOAM on the wire).
+//!
+//! Modules so far:
+//! - [`qos_monitor`]: the seed's QoS Monitor (section III-F): throughput, delay, jitter and packet
+//!   loss per namespace over 1 s / 10 s / 60 s windows, per hop pair and end to end, plus the
+//!   path composition rules of the seed's equations (1)-(3).
+#![forbid(unsafe_code)]
+
+pub mod qos_monitor;
