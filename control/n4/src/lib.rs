@@ -1,0 +1,970 @@
+//! The UPF side of N4 (3GPP TS 29.244): PFCP associations, heartbeats and sessions, as an
+//! I/O-free state machine in the quinn-proto style.
+//!
+//! [`Node::handle`] takes one received datagram, the peer address and the current time, and
+//! returns what to send and what happened ([`Output`]); [`Node::poll_timers`] drives the
+//! heartbeats we send (section 6.2.2). Nothing here reads a clock or a socket, so every
+//! behaviour is deterministic and testable with a fake clock.
+//!
+//! Behaviour, by section of TS 29.244:
+//! * 6.2.2 Heartbeat: answered with our stable Recovery Time Stamp (7.4.2), from any peer. We
+//!   send a Heartbeat Request to each associated peer every `heartbeat_interval`; after
+//!   `heartbeat_retries` unanswered ones the peer is declared down and its association and
+//!   sessions are released. Any Heartbeat Response from the peer clears the counter.
+//! * 6.2.6 / 6.2.7 / 6.2.8 Association Setup / Update / Release (7.4.4). A repeated Setup from
+//!   an associated peer with a new Recovery Time Stamp means the CP function restarted: its
+//!   sessions are deleted. Update / Release from a peer without association: cause 72.
+//! * 6.3.2 / 6.3.3 / 6.3.4 Session Establishment / Modification / Deletion (7.5.2 - 7.5.7):
+//!   validated completely before any state changes (see [`session`]); causes 65, 72, 73, 75,
+//!   71 as documented on each handler.
+//! * 6.4 Reliable delivery: a request repeating the (peer, sequence number, type) of one
+//!   answered within `response_retention` gets the cached response bytes again and is not
+//!   re-applied. The cache is bounded by `response_cache_capacity` (oldest evicted first).
+//! * 7.6 Error handling: undecodable messages follow [`peregrine_pfcp::DecodeError::action`]:
+//!   discard, Version Not Supported Response (7.4.4.7), or a response of the request's type
+//!   with the Cause and Offending IE, when the header (type and sequence number) is readable.
+//!   Malformed Heartbeat Requests are discarded (the response has no Cause IE), as are
+//!   malformed responses.
+#![forbid(unsafe_code)]
+
+pub mod session;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+use peregrine_pfcp::cause;
+use peregrine_pfcp::ie::{ie_type as t, Bitmap, FSeid, Grouped, NodeId};
+use peregrine_pfcp::message::{
+    msg_type as mt, AssociationRequest, AssociationResponse, Heartbeat,
+    SessionEstablishmentRequest, SessionEstablishmentResponse, SessionModificationRequest,
+    SessionResponse,
+};
+use peregrine_pfcp::{Action, Body, Message};
+
+use session::{Edits, TeidAlloc};
+pub use session::{Far, ForwardingParameters, LocalFTeid, Pdi, Pdr, Qer, Reject, Session, Urr};
+
+/// UP Function Features bits (section 8.2.25), octet 5 in bits 0-7 as in
+/// [`peregrine_pfcp::ie::Bitmap`].
+pub mod up_features {
+    /// Octet 5 bit 5: F-TEID allocation / release in the UP function.
+    pub const FTUP: u64 = 0x10;
+}
+
+/// Time in nanoseconds since an arbitrary origin chosen by the caller (monotonic).
+pub type Nanos = u64;
+
+/// Static configuration of a [`Node`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// Our Node ID (section 8.2.38). When it is an IP address it is also the address of our
+    /// UP F-SEID; otherwise the N3 addresses are used.
+    pub node_id: NodeId,
+    /// Our Recovery Time Stamp (section 8.2.65), NTP seconds; stable for the node's lifetime.
+    pub recovery_time_stamp: u32,
+    /// N3 addresses for F-TEID allocation (CHOOSE), by family.
+    pub n3_addresses: (Option<Ipv4Addr>, Option<Ipv6Addr>),
+    /// Size of the session table; beyond it Establishment gets cause 75.
+    pub max_sessions: usize,
+    /// UP Function Features advertised in Association Setup Response; FTUP enables CHOOSE.
+    pub up_features: Bitmap,
+    pub heartbeat_interval: Duration,
+    /// Unanswered Heartbeat Requests after which the peer is declared down.
+    pub heartbeat_retries: u32,
+    /// How long answered requests are remembered for duplicate detection (section 6.4).
+    pub response_retention: Duration,
+    /// Most responses remembered.
+    pub response_cache_capacity: usize,
+}
+
+impl NodeConfig {
+    /// Defaults: FTUP, 100k sessions, heartbeat every 10 s with 3 retries, 30 s / 4096
+    /// response cache.
+    pub fn new(node_id: NodeId, recovery_time_stamp: u32, n3_ipv4: Option<Ipv4Addr>) -> Self {
+        NodeConfig {
+            node_id,
+            recovery_time_stamp,
+            n3_addresses: (n3_ipv4, None),
+            max_sessions: 100_000,
+            up_features: Bitmap(up_features::FTUP),
+            heartbeat_interval: Duration::from_secs(10),
+            heartbeat_retries: 3,
+            response_retention: Duration::from_secs(30),
+            response_cache_capacity: 4096,
+        }
+    }
+}
+
+/// Something for the caller to do or know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Send `bytes` as one UDP datagram to `to`.
+    Send {
+        to: SocketAddr,
+        bytes: Vec<u8>,
+    },
+    Event(Event),
+}
+
+/// Why an association ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DownReason {
+    /// Association Release Request from the peer.
+    Released,
+    /// `heartbeat_retries` Heartbeat Requests went unanswered.
+    HeartbeatTimeout,
+}
+
+/// State changes, for the rule compiler and for logging.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    AssociationUp {
+        peer: SocketAddr,
+        node_id: NodeId,
+    },
+    AssociationDown {
+        peer: SocketAddr,
+        reason: DownReason,
+    },
+    SessionCreated {
+        seid: u64,
+    },
+    SessionModified {
+        seid: u64,
+    },
+    SessionDeleted {
+        seid: u64,
+    },
+}
+
+/// Heartbeat bookkeeping of one association.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HeartbeatState {
+    next_at: Nanos,
+    unanswered: u32,
+}
+
+/// A PFCP association with a CP function (section 6.2.6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Association {
+    pub peer: SocketAddr,
+    pub node_id: NodeId,
+    /// CP Function Features if the peer sent them (kept as received).
+    pub cp_features: Option<Bitmap>,
+    pub recovery_time_stamp: Option<u32>,
+    /// Our SEIDs of the sessions the peer owns.
+    pub sessions: BTreeSet<u64>,
+    hb: HeartbeatState,
+}
+
+#[derive(Debug)]
+struct Cached {
+    msg_type: u8,
+    at: Nanos,
+    bytes: Vec<u8>,
+}
+
+/// The UPF's N4 endpoint.
+#[derive(Debug)]
+pub struct Node {
+    config: NodeConfig,
+    associations: BTreeMap<SocketAddr, Association>,
+    sessions: BTreeMap<u64, Session>,
+    /// Local TEID -> owning session.
+    teids: BTreeMap<u32, u64>,
+    next_seid: u64,
+    next_teid: u32,
+    next_seq: u32,
+    cache: HashMap<(SocketAddr, u32), Cached>,
+    cache_order: VecDeque<(Nanos, SocketAddr, u32)>,
+}
+
+/// Header fields readable without a full decode.
+#[derive(Debug, Clone, Copy)]
+struct Peek {
+    version: u8,
+    msg_type: u8,
+    seq: u32,
+    seid: Option<u64>,
+}
+
+fn peek(b: &[u8]) -> Option<Peek> {
+    let f = *b.first()?;
+    let msg_type = *b.get(1)?;
+    let s = f & 1 != 0;
+    let (seq_at, seid) = if s {
+        let v = b.get(4..12)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(v);
+        (12, Some(u64::from_be_bytes(a)))
+    } else {
+        (4, None)
+    };
+    let q = b.get(seq_at..seq_at + 3)?;
+    Some(Peek {
+        version: f >> 5,
+        msg_type,
+        seq: u32::from_be_bytes([0, q[0], q[1], q[2]]),
+        seid,
+    })
+}
+
+fn is_answered_request(m: u8) -> bool {
+    matches!(
+        m,
+        mt::HEARTBEAT_REQUEST
+            | mt::ASSOCIATION_SETUP_REQUEST
+            | mt::ASSOCIATION_UPDATE_REQUEST
+            | mt::ASSOCIATION_RELEASE_REQUEST
+            | mt::SESSION_ESTABLISHMENT_REQUEST
+            | mt::SESSION_MODIFICATION_REQUEST
+            | mt::SESSION_DELETION_REQUEST
+    )
+}
+
+fn nanos(d: Duration) -> Nanos {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Node {
+    pub fn new(config: NodeConfig) -> Node {
+        Node {
+            config,
+            associations: BTreeMap::new(),
+            sessions: BTreeMap::new(),
+            teids: BTreeMap::new(),
+            next_seid: 1,
+            next_teid: 1,
+            next_seq: 1,
+            cache: HashMap::new(),
+            cache_order: VecDeque::new(),
+        }
+    }
+
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
+    }
+
+    /// Session snapshot for the rule compiler, in SEID order.
+    pub fn sessions(&self) -> impl Iterator<Item = &Session> {
+        self.sessions.values()
+    }
+
+    pub fn session(&self, up_seid: u64) -> Option<&Session> {
+        self.sessions.get(&up_seid)
+    }
+
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    pub fn associations(&self) -> impl Iterator<Item = &Association> {
+        self.associations.values()
+    }
+
+    pub fn association(&self, peer: SocketAddr) -> Option<&Association> {
+        self.associations.get(&peer)
+    }
+
+    /// Entries of the duplicate-detection cache (for tests and metrics).
+    pub fn cached_responses(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// A textual dump of all protocol state (associations, sessions, TEID table), excluding the
+    /// response cache: equal dumps mean equal state.
+    pub fn debug_snapshot(&self) -> String {
+        format!(
+            "{:?}\n{:?}\n{:?}",
+            self.associations, self.sessions, self.teids
+        )
+    }
+
+    /// Check the cross-table invariants; `Err` names the first broken one.
+    pub fn check_consistency(&self) -> Result<(), String> {
+        if self.sessions.len() > self.config.max_sessions {
+            return Err("session table over capacity".into());
+        }
+        for (&seid, s) in &self.sessions {
+            if s.up_seid != seid || seid == 0 {
+                return Err(format!("session key {seid} != {}", s.up_seid));
+            }
+            s.check_refs()
+                .map_err(|e| format!("session {seid} dangling ref {e:?}"))?;
+            let a = self
+                .associations
+                .get(&s.peer)
+                .ok_or(format!("session {seid} without association"))?;
+            if !a.sessions.contains(&seid) {
+                return Err(format!("session {seid} not listed by its association"));
+            }
+            for teid in s.teids() {
+                if self.teids.get(&teid) != Some(&seid) {
+                    return Err(format!("teid {teid} of session {seid} not owned"));
+                }
+            }
+        }
+        for (&teid, &seid) in &self.teids {
+            let s = self
+                .sessions
+                .get(&seid)
+                .ok_or(format!("teid {teid} owned by missing session {seid}"))?;
+            if !s.teids().contains(&teid) {
+                return Err(format!("teid {teid} not used by session {seid}"));
+            }
+        }
+        for (peer, a) in &self.associations {
+            for seid in &a.sessions {
+                match self.sessions.get(seid) {
+                    Some(s) if s.peer == *peer => {}
+                    _ => return Err(format!("association {peer} lists bad session {seid}")),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// When [`Node::poll_timers`] next has something to do.
+    pub fn next_timer(&self) -> Option<Nanos> {
+        self.associations.values().map(|a| a.hb.next_at).min()
+    }
+
+    /// Heartbeats to associated peers (section 6.2.2): a Heartbeat Request every
+    /// `heartbeat_interval`; when `heartbeat_retries` requests are unanswered at the next due
+    /// time, the association and its sessions are released (`AssociationDown`).
+    pub fn poll_timers(&mut self, now: Nanos) -> Vec<Output> {
+        let mut out = Vec::new();
+        let due: Vec<SocketAddr> = self
+            .associations
+            .values()
+            .filter(|a| a.hb.next_at <= now)
+            .map(|a| a.peer)
+            .collect();
+        let interval = nanos(self.config.heartbeat_interval);
+        for peer in due {
+            let exhausted = self
+                .associations
+                .get(&peer)
+                .is_some_and(|a| a.hb.unanswered >= self.config.heartbeat_retries);
+            if exhausted {
+                self.release(peer, DownReason::HeartbeatTimeout, &mut out);
+                continue;
+            }
+            let seq = self.alloc_seq();
+            let msg = Message {
+                seq,
+                seid: None,
+                priority: None,
+                fo: false,
+                body: Body::HeartbeatRequest(Heartbeat {
+                    recovery_time_stamp: self.config.recovery_time_stamp,
+                    extra: Vec::new(),
+                }),
+            };
+            if let Some(a) = self.associations.get_mut(&peer) {
+                a.hb.unanswered += 1;
+                a.hb.next_at = now.saturating_add(interval);
+            }
+            if let Ok(bytes) = msg.to_vec() {
+                out.push(Output::Send { to: peer, bytes });
+            }
+        }
+        out
+    }
+
+    fn alloc_seq(&mut self) -> u32 {
+        let s = self.next_seq;
+        self.next_seq = (self.next_seq + 1) & 0x00ff_ffff;
+        if self.next_seq == 0 {
+            self.next_seq = 1;
+        }
+        s
+    }
+
+    fn expire_cache(&mut self, now: Nanos) {
+        let keep = nanos(self.config.response_retention);
+        while let Some(&(at, peer, seq)) = self.cache_order.front() {
+            let expired = at.saturating_add(keep) <= now;
+            if !expired && self.cache.len() <= self.config.response_cache_capacity {
+                break;
+            }
+            self.cache_order.pop_front();
+            if self.cache.get(&(peer, seq)).is_some_and(|c| c.at == at) {
+                self.cache.remove(&(peer, seq));
+            }
+        }
+    }
+
+    /// Process one datagram from `peer` received at `now`.
+    pub fn handle(&mut self, now: Nanos, peer: SocketAddr, datagram: &[u8]) -> Vec<Output> {
+        let mut out = Vec::new();
+        self.expire_cache(now);
+        let pk = peek(datagram);
+        // Section 6.4: a retransmitted request gets the same answer, not a second execution.
+        if let Some(p) = pk.filter(|p| p.version == 1 && is_answered_request(p.msg_type)) {
+            if let Some(c) = self.cache.get(&(peer, p.seq)) {
+                if c.msg_type == p.msg_type {
+                    out.push(Output::Send {
+                        to: peer,
+                        bytes: c.bytes.clone(),
+                    });
+                    return out;
+                }
+            }
+        }
+        match Message::parse(datagram) {
+            Ok(m) => self.dispatch(now, peer, m, &mut out),
+            Err(e) => match e.action() {
+                Action::Discard => {}
+                Action::VersionNotSupported => {
+                    // Section 7.4.4.7: header only, echoing the sequence number if readable.
+                    let msg = Message {
+                        seq: pk.map_or(0, |p| p.seq),
+                        seid: None,
+                        priority: None,
+                        fo: false,
+                        body: Body::VersionNotSupportedResponse,
+                    };
+                    if let Ok(bytes) = msg.to_vec() {
+                        out.push(Output::Send { to: peer, bytes });
+                    }
+                }
+                Action::Reject {
+                    cause,
+                    offending_ie,
+                } => {
+                    if let Some(p) = pk.filter(|p| {
+                        p.version == 1
+                            && is_answered_request(p.msg_type)
+                            && p.msg_type != mt::HEARTBEAT_REQUEST
+                    }) {
+                        let rej = Reject {
+                            cause,
+                            offending_ie,
+                        };
+                        let cp_seid = p
+                            .seid
+                            .and_then(|s| self.sessions.get(&s))
+                            .map_or(0, |s| s.cp_f_seid.seid);
+                        if let Some(body) = self.reject_body(p.msg_type, rej) {
+                            let seid = mt::is_session(p.msg_type).then_some(cp_seid);
+                            self.respond(now, peer, p.seq, seid, body, &mut out);
+                        }
+                    }
+                }
+            },
+        }
+        out
+    }
+
+    /// Response body of the request type `req` carrying a rejection.
+    fn reject_body(&self, req: u8, r: Reject) -> Option<Body> {
+        let assoc = |rts| AssociationResponse {
+            node_id: self.config.node_id.clone(),
+            cause: r.cause,
+            recovery_time_stamp: rts,
+            up_function_features: None,
+            extra: Vec::new(),
+        };
+        let sess = SessionResponse {
+            cause: r.cause,
+            offending_ie: r.offending_ie,
+            created_pdr: Vec::new(),
+            usage_report: Vec::new(),
+            extra: Vec::new(),
+        };
+        Some(match req {
+            mt::ASSOCIATION_SETUP_REQUEST => {
+                Body::AssociationSetupResponse(assoc(Some(self.config.recovery_time_stamp)))
+            }
+            mt::ASSOCIATION_UPDATE_REQUEST => Body::AssociationUpdateResponse(assoc(None)),
+            mt::ASSOCIATION_RELEASE_REQUEST => Body::AssociationReleaseResponse(assoc(None)),
+            mt::SESSION_ESTABLISHMENT_REQUEST => {
+                Body::SessionEstablishmentResponse(SessionEstablishmentResponse {
+                    node_id: self.config.node_id.clone(),
+                    cause: r.cause,
+                    offending_ie: r.offending_ie,
+                    up_f_seid: None,
+                    created_pdr: Vec::new(),
+                    extra: Vec::new(),
+                })
+            }
+            mt::SESSION_MODIFICATION_REQUEST => Body::SessionModificationResponse(sess),
+            mt::SESSION_DELETION_REQUEST => Body::SessionDeletionResponse(sess),
+            _ => return None,
+        })
+    }
+
+    /// Emit, cache (section 6.4) and queue a response.
+    fn respond(
+        &mut self,
+        now: Nanos,
+        peer: SocketAddr,
+        seq: u32,
+        seid: Option<u64>,
+        body: Body,
+        out: &mut Vec<Output>,
+    ) {
+        let req_type = body.msg_type() - 1;
+        let msg = Message {
+            seq,
+            seid,
+            priority: None,
+            fo: false,
+            body,
+        };
+        let Ok(bytes) = msg.to_vec() else { return };
+        self.cache.insert(
+            (peer, seq),
+            Cached {
+                msg_type: req_type,
+                at: now,
+                bytes: bytes.clone(),
+            },
+        );
+        self.cache_order.push_back((now, peer, seq));
+        self.expire_cache(now);
+        out.push(Output::Send { to: peer, bytes });
+    }
+
+    fn dispatch(&mut self, now: Nanos, peer: SocketAddr, m: Message, out: &mut Vec<Output>) {
+        let seq = m.seq;
+        match m.body {
+            Body::HeartbeatRequest(_) => {
+                let body = Body::HeartbeatResponse(Heartbeat {
+                    recovery_time_stamp: self.config.recovery_time_stamp,
+                    extra: Vec::new(),
+                });
+                self.respond(now, peer, seq, None, body, out);
+            }
+            Body::HeartbeatResponse(_) => {
+                if let Some(a) = self.associations.get_mut(&peer) {
+                    a.hb.unanswered = 0;
+                }
+            }
+            Body::AssociationSetupRequest(r) => self.association_setup(now, peer, seq, r, out),
+            Body::AssociationUpdateRequest(r) => {
+                let cause = match self.associations.get_mut(&peer) {
+                    Some(a) => {
+                        if r.up_function_features.is_some() {
+                            a.cp_features = r.up_function_features;
+                        }
+                        cause::REQUEST_ACCEPTED
+                    }
+                    None => cause::NO_ESTABLISHED_PFCP_ASSOCIATION,
+                };
+                let body = self.assoc_response(cause, false);
+                self.respond(
+                    now,
+                    peer,
+                    seq,
+                    None,
+                    Body::AssociationUpdateResponse(body),
+                    out,
+                );
+            }
+            Body::AssociationReleaseRequest(_) => {
+                let cause = if self.associations.contains_key(&peer) {
+                    self.release(peer, DownReason::Released, out);
+                    cause::REQUEST_ACCEPTED
+                } else {
+                    cause::NO_ESTABLISHED_PFCP_ASSOCIATION
+                };
+                let body = self.assoc_response(cause, false);
+                self.respond(
+                    now,
+                    peer,
+                    seq,
+                    None,
+                    Body::AssociationReleaseResponse(body),
+                    out,
+                );
+            }
+            Body::SessionEstablishmentRequest(r) => self.establish(now, peer, seq, r, out),
+            Body::SessionModificationRequest(r) => {
+                self.modify(now, peer, seq, m.seid.unwrap_or(0), r, out)
+            }
+            Body::SessionDeletionRequest(_) => {
+                let seid = m.seid.unwrap_or(0);
+                let (cause, hdr) = match self.remove_session(seid) {
+                    Some(s) => {
+                        out.push(Output::Event(Event::SessionDeleted { seid }));
+                        (cause::REQUEST_ACCEPTED, s.cp_f_seid.seid)
+                    }
+                    None => (cause::SESSION_CONTEXT_NOT_FOUND, 0),
+                };
+                let body = Body::SessionDeletionResponse(SessionResponse {
+                    cause,
+                    offending_ie: None,
+                    created_pdr: Vec::new(),
+                    usage_report: Vec::new(),
+                    extra: Vec::new(),
+                });
+                self.respond(now, peer, seq, Some(hdr), body, out);
+            }
+            // Responses to requests we never send, Session Report Request (UP -> CP only),
+            // Version Not Supported: nothing to do.
+            _ => {}
+        }
+    }
+
+    fn assoc_response(&self, cause: u8, setup: bool) -> AssociationResponse {
+        let ok = setup && cause::is_accepted(cause);
+        AssociationResponse {
+            node_id: self.config.node_id.clone(),
+            cause,
+            recovery_time_stamp: setup.then_some(self.config.recovery_time_stamp),
+            up_function_features: ok.then_some(self.config.up_features),
+            extra: Vec::new(),
+        }
+    }
+
+    /// Association Setup (section 6.2.6.2): accepted, answered with our Node ID, Recovery Time
+    /// Stamp and UP Function Features. A repeated setup from the same peer with a different
+    /// Recovery Time Stamp means the CP function restarted: its sessions are deleted.
+    fn association_setup(
+        &mut self,
+        now: Nanos,
+        peer: SocketAddr,
+        seq: u32,
+        r: AssociationRequest,
+        out: &mut Vec<Output>,
+    ) {
+        let restarted = self
+            .associations
+            .get(&peer)
+            .is_some_and(|a| a.recovery_time_stamp != r.recovery_time_stamp);
+        if restarted {
+            let seids: Vec<u64> = self.associations[&peer].sessions.iter().copied().collect();
+            for seid in seids {
+                self.remove_session(seid);
+                out.push(Output::Event(Event::SessionDeleted { seid }));
+            }
+        }
+        let next_at = now.saturating_add(nanos(self.config.heartbeat_interval));
+        let a = self
+            .associations
+            .entry(peer)
+            .or_insert_with(|| Association {
+                peer,
+                node_id: r.node_id.clone(),
+                cp_features: None,
+                recovery_time_stamp: None,
+                sessions: BTreeSet::new(),
+                hb: HeartbeatState {
+                    next_at,
+                    unanswered: 0,
+                },
+            });
+        a.node_id = r.node_id.clone();
+        a.cp_features = r.up_function_features;
+        a.recovery_time_stamp = r.recovery_time_stamp;
+        a.hb = HeartbeatState {
+            next_at,
+            unanswered: 0,
+        };
+        out.push(Output::Event(Event::AssociationUp {
+            peer,
+            node_id: r.node_id,
+        }));
+        let body = self.assoc_response(cause::REQUEST_ACCEPTED, true);
+        self.respond(
+            now,
+            peer,
+            seq,
+            None,
+            Body::AssociationSetupResponse(body),
+            out,
+        );
+    }
+
+    fn release(&mut self, peer: SocketAddr, reason: DownReason, out: &mut Vec<Output>) {
+        let Some(a) = self.associations.get(&peer) else {
+            return;
+        };
+        let seids: Vec<u64> = a.sessions.iter().copied().collect();
+        for seid in seids {
+            self.remove_session(seid);
+            out.push(Output::Event(Event::SessionDeleted { seid }));
+        }
+        self.associations.remove(&peer);
+        out.push(Output::Event(Event::AssociationDown { peer, reason }));
+    }
+
+    fn remove_session(&mut self, seid: u64) -> Option<Session> {
+        let s = self.sessions.remove(&seid)?;
+        for teid in s.teids() {
+            if self.teids.get(&teid) == Some(&seid) {
+                self.teids.remove(&teid);
+            }
+        }
+        if let Some(a) = self.associations.get_mut(&s.peer) {
+            a.sessions.remove(&seid);
+        }
+        Some(s)
+    }
+
+    /// TEIDs of `s` must not belong to another session (cause 73, Offending IE F-TEID).
+    fn check_teids(&self, s: &Session) -> Result<(), Reject> {
+        for teid in s.teids() {
+            if self.teids.get(&teid).is_some_and(|&o| o != s.up_seid) {
+                return Err(Reject::rule(t::F_TEID));
+            }
+        }
+        Ok(())
+    }
+
+    /// Install a validated session (new or replacing its previous version).
+    fn commit(&mut self, s: Session) {
+        let seid = s.up_seid;
+        if let Some(old) = self.sessions.get(&seid) {
+            for teid in old.teids() {
+                self.teids.remove(&teid);
+            }
+        }
+        for teid in s.teids() {
+            self.teids.insert(teid, seid);
+        }
+        if let Some(a) = self.associations.get_mut(&s.peer) {
+            a.sessions.insert(seid);
+        }
+        self.sessions.insert(seid, s);
+    }
+
+    fn up_f_seid(&self, seid: u64) -> FSeid {
+        let (ipv4, ipv6) = match &self.config.node_id {
+            NodeId::Ipv4(a) => (Some(*a), None),
+            NodeId::Ipv6(a) => (None, Some(*a)),
+            NodeId::Fqdn(_) => self.config.n3_addresses,
+        };
+        FSeid { seid, ipv4, ipv6 }
+    }
+
+    fn alloc_seid(&mut self) -> u64 {
+        loop {
+            let s = self.next_seid;
+            self.next_seid = self.next_seid.wrapping_add(1).max(1);
+            if s != 0 && !self.sessions.contains_key(&s) {
+                return s;
+            }
+        }
+    }
+
+    fn validate_establishment(
+        &self,
+        peer: SocketAddr,
+        seid: u64,
+        r: &SessionEstablishmentRequest,
+    ) -> Result<(Session, Vec<Grouped>, u32), Reject> {
+        if !self.associations.contains_key(&peer) {
+            return Err(Reject {
+                cause: cause::NO_ESTABLISHED_PFCP_ASSOCIATION,
+                offending_ie: None,
+            });
+        }
+        if self.sessions.len() >= self.config.max_sessions {
+            return Err(Reject {
+                cause: cause::NO_RESOURCES_AVAILABLE,
+                offending_ie: None,
+            });
+        }
+        let mut s = Session::new(seid, r.cp_f_seid, peer);
+        let ftup = self.config.up_features.contains(up_features::FTUP);
+        let mut alloc = TeidAlloc::new(
+            &self.teids,
+            seid,
+            self.config.n3_addresses,
+            ftup,
+            self.next_teid,
+        );
+        let edits = Edits {
+            create_pdr: &r.create_pdr,
+            create_far: &r.create_far,
+            create_urr: &r.create_urr,
+            create_qer: &r.create_qer,
+            ..Edits::default()
+        };
+        s.apply(&edits, &mut alloc)?;
+        self.check_teids(&s)?;
+        let next = alloc.next_teid();
+        Ok((s, alloc.created, next))
+    }
+
+    /// Session Establishment (section 6.3.2, 7.5.2 / 7.5.3). Rejections: 72 without
+    /// association, 75 when the session table is full, 73 for a rule that cannot be created
+    /// (duplicate ID, dangling FAR / QER / URR reference, TEID clash, unserved F-TEID family),
+    /// 71 for CHOOSE without FTUP, 66 / 67 for missing IEs. Nothing changes on rejection.
+    fn establish(
+        &mut self,
+        now: Nanos,
+        peer: SocketAddr,
+        seq: u32,
+        r: SessionEstablishmentRequest,
+        out: &mut Vec<Output>,
+    ) {
+        let hdr = r.cp_f_seid.seid;
+        let candidate = {
+            let mut s = self.next_seid.max(1);
+            while self.sessions.contains_key(&s) {
+                s = s.wrapping_add(1).max(1);
+            }
+            s
+        };
+        let body = match self.validate_establishment(peer, candidate, &r) {
+            Ok((s, created, next_teid)) => {
+                let seid = self.alloc_seid();
+                debug_assert_eq!(seid, candidate);
+                self.next_teid = next_teid;
+                self.commit(s);
+                out.push(Output::Event(Event::SessionCreated { seid }));
+                SessionEstablishmentResponse {
+                    node_id: self.config.node_id.clone(),
+                    cause: cause::REQUEST_ACCEPTED,
+                    offending_ie: None,
+                    up_f_seid: Some(self.up_f_seid(seid)),
+                    created_pdr: created,
+                    extra: Vec::new(),
+                }
+            }
+            Err(rej) => SessionEstablishmentResponse {
+                node_id: self.config.node_id.clone(),
+                cause: rej.cause,
+                offending_ie: rej.offending_ie,
+                up_f_seid: None,
+                created_pdr: Vec::new(),
+                extra: Vec::new(),
+            },
+        };
+        self.respond(
+            now,
+            peer,
+            seq,
+            Some(hdr),
+            Body::SessionEstablishmentResponse(body),
+            out,
+        );
+    }
+
+    /// Session Modification (section 6.3.3, 7.5.4 / 7.5.5): unknown SEID gets 65 with header
+    /// SEID 0 (section 7.2.2.4.2); the edits are applied to a scratch copy and committed only
+    /// if all succeed (removing or updating a missing rule, creating a duplicate, or leaving a
+    /// PDR with a dangling reference: 73). A CP F-SEID in the request replaces the stored one.
+    fn modify(
+        &mut self,
+        now: Nanos,
+        peer: SocketAddr,
+        seq: u32,
+        seid: u64,
+        r: SessionModificationRequest,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(cur) = self.sessions.get(&seid) else {
+            let body = self.reject_body(
+                mt::SESSION_MODIFICATION_REQUEST,
+                Reject {
+                    cause: cause::SESSION_CONTEXT_NOT_FOUND,
+                    offending_ie: None,
+                },
+            );
+            if let Some(b) = body {
+                self.respond(now, peer, seq, Some(0), b, out);
+            }
+            return;
+        };
+        let hdr = cur.cp_f_seid.seid;
+        let mut s = cur.clone();
+        if let Some(f) = r.cp_f_seid {
+            s.cp_f_seid = f;
+        }
+        let ftup = self.config.up_features.contains(up_features::FTUP);
+        let mut alloc = TeidAlloc::new(
+            &self.teids,
+            seid,
+            self.config.n3_addresses,
+            ftup,
+            self.next_teid,
+        );
+        let edits = Edits {
+            remove_pdr: &r.remove_pdr,
+            remove_far: &r.remove_far,
+            remove_urr: &r.remove_urr,
+            remove_qer: &r.remove_qer,
+            create_pdr: &r.create_pdr,
+            create_far: &r.create_far,
+            create_urr: &r.create_urr,
+            create_qer: &r.create_qer,
+            update_pdr: &r.update_pdr,
+            update_far: &r.update_far,
+            update_urr: &r.update_urr,
+            update_qer: &r.update_qer,
+        };
+        let result = s
+            .apply(&edits, &mut alloc)
+            .and_then(|()| self.check_teids(&s));
+        let next_teid = alloc.next_teid();
+        let created = std::mem::take(&mut alloc.created);
+        let resp = match result {
+            Ok(()) => {
+                let hdr = s.cp_f_seid.seid;
+                self.next_teid = next_teid;
+                self.commit(s);
+                out.push(Output::Event(Event::SessionModified { seid }));
+                (
+                    hdr,
+                    SessionResponse {
+                        cause: cause::REQUEST_ACCEPTED,
+                        offending_ie: None,
+                        created_pdr: created,
+                        usage_report: Vec::new(),
+                        extra: Vec::new(),
+                    },
+                )
+            }
+            Err(rej) => (
+                hdr,
+                SessionResponse {
+                    cause: rej.cause,
+                    offending_ie: rej.offending_ie,
+                    created_pdr: Vec::new(),
+                    usage_report: Vec::new(),
+                    extra: Vec::new(),
+                },
+            ),
+        };
+        self.respond(
+            now,
+            peer,
+            seq,
+            Some(resp.0),
+            Body::SessionModificationResponse(resp.1),
+            out,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peek_reads_what_it_can() {
+        assert!(peek(&[]).is_none());
+        assert!(peek(&[0x20, 1, 0, 0]).is_none());
+        let p = peek(&[0x20, 5, 0, 4, 0, 1, 2, 0]).unwrap();
+        assert_eq!((p.version, p.msg_type, p.seq, p.seid), (1, 5, 0x102, None));
+        let mut s = vec![0x21, 52, 0, 12, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 3, 0];
+        let p = peek(&s).unwrap();
+        assert_eq!((p.seq, p.seid), (3, Some(9)));
+        s.truncate(14);
+        assert!(peek(&s).is_none());
+    }
+
+    #[test]
+    fn sequence_numbers_stay_24_bit_and_nonzero() {
+        let mut n = Node::new(NodeConfig::new(NodeId::Ipv4(Ipv4Addr::LOCALHOST), 1, None));
+        n.next_seq = 0x00ff_ffff;
+        assert_eq!(n.alloc_seq(), 0x00ff_ffff);
+        assert_eq!(n.alloc_seq(), 1);
+    }
+}

@@ -1,0 +1,205 @@
+//! Deterministic mutation loop: ~50k valid-then-mutated requests through `Node::handle`. The
+//! node must never panic, must keep its cross-table invariants, must answer only with
+//! decodable datagrams, and a rejected session request must leave the state unchanged.
+
+mod common;
+
+use common::*;
+use peregrine_n4::{Node, Output};
+use peregrine_pfcp::ie::{ie_type as t, Bitmap, GateStatus, Ie};
+use peregrine_pfcp::message::SessionModificationRequest;
+use peregrine_pfcp::{cause, Body, Message};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn template(rng: &mut Rng, seq: u32, seids: &[u64]) -> Vec<u8> {
+    let seid = if seids.is_empty() || rng.below(8) == 0 {
+        rng.below(64)
+    } else {
+        seids[rng.below(seids.len() as u64) as usize]
+    };
+    let id = rng.below(4) as u16 + 1;
+    match rng.below(12) {
+        0 => heartbeat_req(seq),
+        1 => setup_req(seq, rng.below(3) as u32),
+        2 => assoc_req(seq, false),
+        3 if rng.below(4) == 0 => assoc_req(seq, true),
+        3..=5 => est_bytes(seq, est(rng.next())),
+        6 => delete_bytes(seq, seid),
+        7 => modify_bytes(
+            seq,
+            seid,
+            SessionModificationRequest {
+                create_pdr: vec![pdr_ul(id + 2, Some(rng.below(3) as u8), id as u32)],
+                create_far: vec![far_n6(id as u32)],
+                ..Default::default()
+            },
+        ),
+        8 => modify_bytes(
+            seq,
+            seid,
+            SessionModificationRequest {
+                remove_pdr: vec![g(t::REMOVE_PDR, vec![Ie::PdrId(id)])],
+                remove_far: vec![g(t::REMOVE_FAR, vec![Ie::FarId(id as u32)])],
+                ..Default::default()
+            },
+        ),
+        9 => modify_bytes(
+            seq,
+            seid,
+            SessionModificationRequest {
+                update_qer: vec![g(
+                    t::UPDATE_QER,
+                    vec![Ie::QerId(1), Ie::GateStatus(GateStatus { ul: 1, dl: 0 })],
+                )],
+                update_far: vec![g(
+                    t::UPDATE_FAR,
+                    vec![Ie::FarId(id as u32), Ie::ApplyAction(Bitmap(1))],
+                )],
+                update_pdr: vec![g(
+                    t::UPDATE_PDR,
+                    vec![Ie::PdrId(id), Ie::FarId(rng.below(3) as u32)],
+                )],
+                ..Default::default()
+            },
+        ),
+        10 => modify_bytes(
+            seq,
+            seid,
+            SessionModificationRequest {
+                create_qer: vec![qer(id as u32)],
+                create_urr: vec![urr(id as u32)],
+                remove_urr: vec![g(t::REMOVE_URR, vec![Ie::UrrId(id as u32)])],
+                ..Default::default()
+            },
+        ),
+        _ => heartbeat_resp(seq),
+    }
+}
+
+fn mutate(rng: &mut Rng, b: &mut Vec<u8>) {
+    for _ in 0..=rng.below(3) {
+        if b.is_empty() {
+            b.push(rng.next() as u8);
+        }
+        let at = rng.below(b.len() as u64) as usize;
+        match rng.below(6) {
+            0 => b[at] ^= 1 << rng.below(8),
+            1 => b[at] = rng.next() as u8,
+            2 => b.truncate(at),
+            3 => b.insert(at, rng.next() as u8),
+            4 => {
+                // Grow or shrink the message length field, or an IE length.
+                if b.len() > 3 {
+                    let i = 2 + 2 * rng.below(((b.len() - 2) / 2) as u64) as usize;
+                    if i + 1 < b.len() {
+                        let v = u16::from_be_bytes([b[i], b[i + 1]])
+                            .wrapping_add(rng.below(9) as u16)
+                            .wrapping_sub(4);
+                        b[i..i + 2].copy_from_slice(&v.to_be_bytes());
+                    }
+                }
+            }
+            _ => {
+                let end = (at + 1 + rng.below(16) as usize).min(b.len());
+                let chunk = b[at..end].to_vec();
+                b.splice(at..at, chunk);
+            }
+        }
+    }
+}
+
+#[test]
+fn fifty_thousand_mutations() {
+    let mut c = config();
+    c.max_sessions = 24;
+    c.response_cache_capacity = 64;
+    let mut n = Node::new(c);
+    n.handle(0, smf(), &setup_req(1, 0));
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut now = 0u64;
+    let (mut accepted, mut rejected, mut silent) = (0u32, 0u32, 0u32);
+    for i in 0..50_000u32 {
+        now += rng.below(SEC / 2);
+        let seids: Vec<u64> = n.sessions().map(|s| s.up_seid).collect();
+        // Reuse sequence numbers now and then, to exercise the duplicate cache.
+        let seq = if rng.below(10) == 0 {
+            rng.below(32) as u32
+        } else {
+            1000 + i
+        };
+        let mut b = template(&mut rng, seq, &seids);
+        if rng.below(10) < 7 {
+            mutate(&mut rng, &mut b);
+        }
+        let peer = if rng.below(20) == 0 { smf2() } else { smf() };
+        let check = i % 25 == 0;
+        let before = check.then(|| n.debug_snapshot());
+        let out = n.handle(now, peer, &b);
+        let after = check.then(|| n.debug_snapshot());
+        if i % 7 == 0 {
+            for o in n.poll_timers(now) {
+                if let Output::Send { bytes, .. } = o {
+                    Message::parse(&bytes).unwrap();
+                }
+            }
+            // Keep the association alive most of the time.
+            if rng.below(2) == 0 {
+                n.handle(now, smf(), &heartbeat_resp(1));
+            }
+        }
+        if let Err(e) = n.check_consistency() {
+            panic!("iteration {i}: {e}\ninput {b:02x?}");
+        }
+        let sends: Vec<&Vec<u8>> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Send { bytes, .. } => Some(bytes),
+                _ => None,
+            })
+            .collect();
+        assert!(sends.len() <= 1);
+        let Some(bytes) = sends.first() else {
+            silent += 1;
+            continue;
+        };
+        let m = Message::parse(bytes).unwrap_or_else(|e| panic!("iteration {i}: bad response {e}"));
+        let rej = match &m.body {
+            Body::SessionEstablishmentResponse(r) => Some(r.cause),
+            Body::SessionModificationResponse(r) | Body::SessionDeletionResponse(r) => {
+                Some(r.cause)
+            }
+            _ => None,
+        };
+        match rej {
+            Some(c) if !cause::is_accepted(c) => {
+                rejected += 1;
+                if let (Some(before), Some(after)) = (&before, &after) {
+                    assert_eq!(after, before, "iteration {i}: rejection changed state");
+                }
+            }
+            Some(_) => accepted += 1,
+            None => {}
+        }
+        // Re-associate if the peer went away, so sessions keep coming.
+        if n.association(smf()).is_none() {
+            n.handle(now, smf(), &setup_req(0x00ff_fff0 + (i % 8), 0));
+        }
+    }
+    assert!(accepted > 1000, "accepted {accepted}");
+    assert!(rejected > 1000, "rejected {rejected}");
+    assert!(silent > 1000, "silent {silent}");
+}
