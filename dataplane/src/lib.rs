@@ -3,6 +3,7 @@
 
 pub mod buffer;
 pub mod io;
+pub mod qos;
 pub mod runtime;
 pub mod stages;
 

@@ -1,0 +1,17 @@
+//! Quality of service: RFC 2698 TrTCM meters for QER enforcement and the per-port egress
+//! scheduler (8 queues, strict priority plus deficit round robin), the Kestrel UPF model
+//! (DESIGN.md §2).
+//!
+//! Everything takes time as an argument (`runtime::Context::now_ns`), so tests run on a fake
+//! clock, and nothing allocates per packet.
+
+pub mod scheduler;
+pub mod trtcm;
+
+pub use scheduler::{
+    Dequeued, QfiMap, QueueClass, QueueConfig, QueueStats, Scheduler, SchedulerConfig,
+    ShaperConfig, NUM_QFI, NUM_QUEUES,
+};
+pub use trtcm::{
+    kbps_to_bytes_per_s, Colour, ColourMode, QosConfigError, TokenBucket, TrTcm, TrTcmConfig,
+};
