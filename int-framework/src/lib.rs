@@ -6,4 +6,6 @@
 //!   path composition rules of the seed's equations (1)-(3).
 #![forbid(unsafe_code)]
 
+pub mod namespace;
 pub mod qos_monitor;
+pub mod request;

@@ -1,0 +1,1444 @@
+//! The INT manager's rule request API (seed 003, section III-B "INTManager"), I/O-free.
+//!
+//! The controller sends the INTManager requests over a request/reply socket and "every
+//! configuration sent by the control plane gets an immediate confirmation" (III-B). This module is
+//! the message layer only: it decodes a request from JSON or CBOR bytes into a validated
+//! [`Request`], and encodes the [`Reply`]. Applying a request to the namespace table is
+//! [`crate::namespace::NamespaceTable::handle`]; the transport (ZeroMQ in the seed) is elsewhere.
+//!
+//! # Schema
+//! A message is a map with exactly one key naming the request, whose value is a map of fields.
+//! The install message is the seed's **Listing 1** ("INT Request message format"), with its field
+//! names reproduced exactly:
+//!
+//! ```text
+//! "int_request": {
+//!   "ns_id":        <number, namespace id>,                   1..=65535
+//!   "app_id":       <number, application id>,                 0..=2^32-1
+//!   "src_ip":       <string, IPv6 source address>,
+//!   "dst_ip":       <string, IPv6 destination address>,
+//!   "src_port":     <number, source port, 0 for any>,         0..=65535
+//!   "dst_port":     <number, dest. port, 0 for any>,          0..=65535
+//!   "protocol":     <string, TCP/UDP/ICMP>,                   case-insensitive
+//!   "trace_type":   <string, trace type in hex>,              e.g. "0x7000E000", Table I bits only
+//!   "mode":         <string, count/frequency/probability>,
+//!   "mode_setting": <number, value for mode> }
+//! ```
+//!
+//! (The seed's text has OCR damage: `"src ip"` and `"mode setting"` are `src_ip` and
+//! `mode_setting`, like their neighbours.) Listing 1 is a template with placeholders, not a
+//! concrete message; the seed's experiments (section IV-A) use trace type `0x7000E000`.
+//!
+//! Optional extensions of the install message (not in Listing 1; they are the modifiable fields of
+//! **Listing 2**, lines 6-9, so that a rule can be installed already configured; omitted means the
+//! default shown): `"transmit_report": bool` (true), `"piggyback_report": bool` (false),
+//! `"extract_report": bool` (false), `"hop_enabled": bool` (true).
+//!
+//! The other requests (the seed names the operations in III-B but gives no message format; these
+//! are ours, in the same style):
+//!
+//! ```text
+//! {"int_modify": {"ns_id": n, any non-empty subset of:
+//!     "mode", "mode_setting", "trace_type", "transmit_report", "piggyback_report",
+//!     "extract_report", "hop_enabled",
+//!     "enable_hops": [node id, ...], "disable_hops": [node id, ...] }}
+//! {"int_remove": {"ns_id": n}}
+//! {"int_list":   {}}
+//! {"int_stats":  {} | {"ns_id": n}}
+//! ```
+//!
+//! Modes (III-B): `count` = one INT packet every N packets (N integer, 1..=2^32-1); `frequency` =
+//! one INT packet every N milliseconds (N integer, 1..=[`MAX_FREQUENCY_MS`]); `probability` =
+//! "with a probability of N%" (N a number in (0, 100]; the seed states it in percent, so the
+//! setting is a percentage, not a fraction; [`Mode::probability`] gives the fraction in [0, 1]).
+//!
+//! CBOR (RFC 8949) uses the same logical schema: text-string keys, the same values. Both decoders
+//! reject unknown fields, duplicate fields, trailing bytes, payloads over [`MAX_PAYLOAD`] and
+//! nesting deeper than [`MAX_DEPTH`] (JSON: checked on the raw bytes before parsing; CBOR: a
+//! recursion limit, and anywhere the schema expects a map or scalar a nested array is rejected by
+//! type before it is descended). A `null` value counts as an absent field.
+//!
+//! # In-band form
+//! After installation the INTSource sends the request in-band in the first data packet, as IPv6
+//! option type [`OPTION_TYPE_INT_REQUEST`] (0x32) carrying "the JSON message ... encoded ... using
+//! CBOR" (III-B, Fig. 3). [`Rule::to_cbor`] produces exactly that: the CBOR encoding of the
+//! `{"int_request": {...}}` message, with optional flags left out when they are at their default.
+//! The option data must fit [`MAX_OPTION_PAYLOAD`] bytes ([`Rule::to_option_payload`]). 0x32 is not
+//! IANA-assigned: experimental (DESIGN.md section 3).
+
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::net::Ipv6Addr;
+
+/// IPv6 option type of the in-band INT request (seed III-B, Fig. 3). Experimental, unassigned.
+pub const OPTION_TYPE_INT_REQUEST: u8 = 0x32;
+/// Largest in-band request payload: the option's data length is one byte, and we keep the whole
+/// option (type, length, data) within 255 bytes.
+pub const MAX_OPTION_PAYLOAD: usize = 253;
+/// Largest request message accepted by [`decode_json`] / [`decode_cbor`].
+pub const MAX_PAYLOAD: usize = 64 * 1024;
+/// Deepest nesting of arrays/maps accepted (the schema itself needs 3).
+pub const MAX_DEPTH: usize = 8;
+/// Largest `frequency` mode setting: one INT packet per hour.
+pub const MAX_FREQUENCY_MS: u64 = 3_600_000;
+/// Most node ids in one `enable_hops` / `disable_hops` list.
+pub const MAX_HOP_LIST: usize = 64;
+
+/// Trace type (seed section III-A, Table I): 32 bits, the most significant 16 for the E2E part,
+/// the least significant 16 for the HbH part. Bit numbers follow Table I (bit 0 = MSB).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TraceType(pub u32);
+
+impl TraceType {
+    /// Bit 0: E2E INT packet counter (debugging).
+    pub const E2E_INT_COUNTER: u32 = 0x8000_0000;
+    /// Bit 1: E2E 64-bit source timestamp.
+    pub const E2E_TIMESTAMP: u32 = 0x4000_0000;
+    /// Bit 2: E2E 32-bit transmitted packet counter.
+    pub const E2E_TX_COUNTER: u32 = 0x2000_0000;
+    /// Bit 3: E2E 32-bit transmitted byte counter.
+    pub const E2E_TX_BYTES: u32 = 0x1000_0000;
+    /// Bit 16: HbH 16-bit TX and RX packet counters.
+    pub const HBH_TXRX_COUNTER: u32 = 0x0000_8000;
+    /// Bit 17: HbH 64-bit timestamp.
+    pub const HBH_TIMESTAMP: u32 = 0x0000_4000;
+    /// Bit 18: HbH 32-bit TX and RX byte counters.
+    pub const HBH_TXRX_BYTES: u32 = 0x0000_2000;
+    /// All bits Table I allocates; the rest ("not allocated") are rejected.
+    pub const KNOWN: u32 = 0xF000_E000;
+    /// The trace type of the seed's experiments (section IV-A): E2E bits 1-3, HbH bits 16-18.
+    pub const SEED_EXPERIMENTS: TraceType = TraceType(0x7000_E000);
+
+    /// E2E half (most significant 16 bits).
+    pub fn e2e(self) -> u16 {
+        (self.0 >> 16) as u16
+    }
+    /// HbH half (least significant 16 bits).
+    pub fn hbh(self) -> u16 {
+        self.0 as u16
+    }
+    fn to_hex(self) -> String {
+        format!("0x{:08X}", self.0)
+    }
+}
+
+/// Transport protocol of the 5-tuple (Listing 1: "TCP/UDP/ICMP"; ICMP means ICMPv6 on IPv6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// TCP (6).
+    Tcp,
+    /// UDP (17).
+    Udp,
+    /// ICMPv6 (58).
+    Icmp,
+}
+
+impl Protocol {
+    /// IPv6 next-header value.
+    pub fn number(self) -> u8 {
+        match self {
+            Protocol::Tcp => 6,
+            Protocol::Udp => 17,
+            Protocol::Icmp => 58,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+            Protocol::Icmp => "icmp",
+        }
+    }
+}
+
+/// Which sampling mode (III-B), without its setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ModeKind {
+    /// `"count"`.
+    Count,
+    /// `"frequency"`.
+    Frequency,
+    /// `"probability"`.
+    Probability,
+}
+
+impl ModeKind {
+    fn name(self) -> &'static str {
+        match self {
+            ModeKind::Count => "count",
+            ModeKind::Frequency => "frequency",
+            ModeKind::Probability => "probability",
+        }
+    }
+    fn parse(s: &str) -> Result<Self, RequestError> {
+        match s {
+            "count" => Ok(ModeKind::Count),
+            "frequency" => Ok(ModeKind::Frequency),
+            "probability" => Ok(ModeKind::Probability),
+            _ => Err(RequestError::UnknownMode { value: truncate(s) }),
+        }
+    }
+}
+
+/// Sampling mode with its setting (III-B: "the mode defines the sampling method (i.e. when the
+/// INTSource will generate a packet with INT headers)").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mode {
+    /// One INT packet every `n` packets.
+    Count(u32),
+    /// One INT packet every `ms` milliseconds.
+    Frequency(u32),
+    /// INT on each packet with probability `percent` % (0 < percent <= 100).
+    Probability(f64),
+}
+
+impl Mode {
+    /// The mode's kind.
+    pub fn kind(self) -> ModeKind {
+        match self {
+            Mode::Count(_) => ModeKind::Count,
+            Mode::Frequency(_) => ModeKind::Frequency,
+            Mode::Probability(_) => ModeKind::Probability,
+        }
+    }
+    /// The `mode_setting` value.
+    pub fn setting(self) -> f64 {
+        match self {
+            Mode::Count(n) | Mode::Frequency(n) => n as f64,
+            Mode::Probability(p) => p,
+        }
+    }
+    /// For [`Mode::Probability`], the probability as a fraction in [0, 1].
+    pub fn probability(self) -> Option<f64> {
+        match self {
+            Mode::Probability(p) => Some(p / 100.0),
+            _ => None,
+        }
+    }
+
+    /// Builds and validates a mode from its kind and `mode_setting`.
+    pub fn from_parts(kind: ModeKind, setting: f64) -> Result<Mode, RequestError> {
+        match kind {
+            ModeKind::Count => {
+                if setting == 0.0 {
+                    return Err(RequestError::ZeroPacketCount);
+                }
+                match exact_uint(setting) {
+                    Some(n) if n <= u32::MAX as u64 => Ok(Mode::Count(n as u32)),
+                    _ => Err(RequestError::BadModeSetting {
+                        mode: "count",
+                        value: setting,
+                        reason: "packet count must be an integer in 1..=4294967295",
+                    }),
+                }
+            }
+            ModeKind::Frequency => match exact_uint(setting) {
+                Some(0) => Err(RequestError::FrequencyOutOfRange { value: setting }),
+                Some(n) if n <= MAX_FREQUENCY_MS => Ok(Mode::Frequency(n as u32)),
+                _ => Err(RequestError::FrequencyOutOfRange { value: setting }),
+            },
+            ModeKind::Probability => {
+                if setting.is_finite() && setting > 0.0 && setting <= 100.0 {
+                    Ok(Mode::Probability(setting))
+                } else {
+                    Err(RequestError::ProbabilityOutOfRange { value: setting })
+                }
+            }
+        }
+    }
+
+    fn setting_scalar(self) -> Scalar {
+        match self {
+            Mode::Count(n) | Mode::Frequency(n) => Scalar::U(n as u64),
+            Mode::Probability(p) => Scalar::F(p),
+        }
+    }
+}
+
+fn exact_uint(v: f64) -> Option<u64> {
+    if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v < 9_007_199_254_740_992.0 {
+        Some(v as u64)
+    } else {
+        None
+    }
+}
+
+/// What the INTSink does with reports and whether INTInter collects (Listing 2, lines 6-9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Flags {
+    /// Publish the report to the controller.
+    pub transmit_report: bool,
+    /// Send the report in-band back to the source.
+    pub piggyback_report: bool,
+    /// An intermediate node removes an in-band report and transmits it to the controller.
+    pub extract_report: bool,
+    /// INTInter elements collect HbH metadata for this namespace.
+    pub hop_enabled: bool,
+}
+
+impl Default for Flags {
+    fn default() -> Self {
+        Flags {
+            transmit_report: true,
+            piggyback_report: false,
+            extract_report: false,
+            hop_enabled: true,
+        }
+    }
+}
+
+/// A validated INT rule: the fields of Listing 1 plus the flags of Listing 2 lines 6-9.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "WireRule", into = "WireRule")]
+pub struct Rule {
+    /// `ns_id`: the namespace, unique key of the rule (III-A), 1..=65535.
+    pub ns_id: u16,
+    /// `app_id`: correlates the rules of one application.
+    pub app_id: u32,
+    /// `src_ip`.
+    pub src_ip: Ipv6Addr,
+    /// `dst_ip`.
+    pub dst_ip: Ipv6Addr,
+    /// `src_port`, 0 = any.
+    pub src_port: u16,
+    /// `dst_port`, 0 = any.
+    pub dst_port: u16,
+    /// `protocol`.
+    pub protocol: Protocol,
+    /// `trace_type`.
+    pub trace_type: TraceType,
+    /// `mode` and `mode_setting`.
+    pub mode: Mode,
+    /// Report handling and hop collection flags.
+    pub flags: Flags,
+}
+
+/// The fields a modify request may change (III-B: "the items of lines 6 to 9 of Listing 2 can be
+/// modified through API calls ... (also mode and mode setting)"), plus trace type and per-node
+/// hop enable/disable. `None` / empty = unchanged.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ModifyFields {
+    /// New sampling mode kind.
+    pub mode: Option<ModeKind>,
+    /// New `mode_setting`; validated against the resulting mode when applied.
+    pub mode_setting: Option<f64>,
+    /// New trace type.
+    pub trace_type: Option<TraceType>,
+    /// New `transmit_report`.
+    pub transmit_report: Option<bool>,
+    /// New `piggyback_report`.
+    pub piggyback_report: Option<bool>,
+    /// New `extract_report`.
+    pub extract_report: Option<bool>,
+    /// New namespace-wide `hop_enabled`.
+    pub hop_enabled: Option<bool>,
+    /// Node ids whose collection is forced on (overrides `hop_enabled`).
+    pub enable_hops: Vec<u16>,
+    /// Node ids whose collection is forced off (overrides `hop_enabled`).
+    pub disable_hops: Vec<u16>,
+}
+
+impl ModifyFields {
+    /// True if nothing would change.
+    pub fn is_empty(&self) -> bool {
+        *self == ModifyFields::default()
+    }
+}
+
+/// A request to the INT manager.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// `int_request`: install a rule (Listing 1).
+    Install(Rule),
+    /// `int_modify`: change some fields of an installed rule.
+    Modify {
+        /// Namespace to modify.
+        namespace: u16,
+        /// What to change.
+        changes: ModifyFields,
+    },
+    /// `int_remove`: remove a rule.
+    Remove {
+        /// Namespace to remove.
+        namespace: u16,
+    },
+    /// `int_list`: list installed rules.
+    List,
+    /// `int_stats`: counters of one namespace or all.
+    Stats {
+        /// Namespace, or all if `None`.
+        namespace: Option<u16>,
+    },
+}
+
+/// Counters and in-band request state of one namespace (Listing 2, lines 3-5 and 10).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct NamespaceStats {
+    /// Namespace.
+    pub ns_id: u16,
+    /// Application id.
+    pub app_id: u32,
+    /// Packets of the flow transmitted (seen at the source).
+    pub tx_packets: u64,
+    /// Bytes of the flow transmitted.
+    pub tx_bytes: u64,
+    /// Packets of the flow received.
+    pub rx_packets: u64,
+    /// Bytes of the flow received.
+    pub rx_bytes: u64,
+    /// INT-carrying packets generated.
+    pub int_packets: u64,
+    /// `request_sent`.
+    pub request_sent: bool,
+    /// `last_request_tx`, ns.
+    pub last_request_tx_ns: Option<u64>,
+    /// `last_int_tx`, ns.
+    pub last_int_tx_ns: Option<u64>,
+}
+
+/// Successful reply payloads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ReplyBody {
+    /// Rule installed.
+    Installed {
+        /// Namespace.
+        ns_id: u16,
+    },
+    /// Rule modified.
+    Modified {
+        /// Namespace.
+        ns_id: u16,
+    },
+    /// Rule removed.
+    Removed {
+        /// Namespace.
+        ns_id: u16,
+    },
+    /// Installed rules, by namespace.
+    List {
+        /// The rules.
+        rules: Vec<Rule>,
+    },
+    /// Counters.
+    Stats {
+        /// Per namespace.
+        stats: Vec<NamespaceStats>,
+    },
+}
+
+/// The immediate reply to every request (III-B).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Reply {
+    /// Success.
+    Ok(ReplyBody),
+    /// Failure, with an HTTP-like code (400 invalid request, 404 unknown namespace, 409 duplicate
+    /// namespace, 413 too large, 507 table full) and a message naming the field and the reason.
+    Error {
+        /// Error class.
+        code: u16,
+        /// Human-readable reason.
+        message: String,
+    },
+}
+
+impl Reply {
+    /// Error reply from anything with a code and a message.
+    pub fn error(code: u16, message: impl fmt::Display) -> Reply {
+        Reply::Error {
+            code,
+            message: message.to_string(),
+        }
+    }
+    /// JSON encoding.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+    /// CBOR encoding.
+    pub fn to_cbor(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        // Writing to a Vec cannot fail and every value here is serializable.
+        let _ = ciborium::ser::into_writer(self, &mut out);
+        out
+    }
+    /// Decodes a JSON reply (for clients and tests).
+    pub fn from_json(bytes: &[u8]) -> Result<Reply, RequestError> {
+        check_json(bytes)?;
+        serde_json::from_slice(bytes).map_err(|e| RequestError::Malformed(e.to_string()))
+    }
+    /// Decodes a CBOR reply (for clients and tests).
+    pub fn from_cbor(bytes: &[u8]) -> Result<Reply, RequestError> {
+        cbor_from(bytes)
+    }
+}
+
+/// Why a request was rejected. Every variant names the offending field and the reason.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RequestError {
+    /// Message longer than [`MAX_PAYLOAD`].
+    #[error("payload too large: {len} bytes, limit {max}")]
+    PayloadTooLarge {
+        /// Length.
+        len: usize,
+        /// Limit.
+        max: usize,
+    },
+    /// Arrays/maps nested deeper than [`MAX_DEPTH`].
+    #[error("nesting too deep: limit {max} levels")]
+    NestingTooDeep {
+        /// Limit.
+        max: usize,
+    },
+    /// Not valid JSON/CBOR, or not the schema's shape: unknown request or unknown field,
+    /// duplicate field, trailing bytes (the decoder's message names the field where it can).
+    #[error("malformed request: {0}")]
+    Malformed(String),
+    /// A required field is absent.
+    #[error("missing field `{field}`")]
+    MissingField {
+        /// Field.
+        field: &'static str,
+    },
+    /// A field has the wrong JSON/CBOR type.
+    #[error("field `{field}`: expected {expected}, got {got}")]
+    WrongType {
+        /// Field.
+        field: &'static str,
+        /// Expected type.
+        expected: &'static str,
+        /// Actual type.
+        got: &'static str,
+    },
+    /// `ns_id` not in 1..=65535.
+    #[error("field `ns_id`: namespace {value} out of range 1..=65535")]
+    NamespaceOutOfRange {
+        /// Value.
+        value: String,
+    },
+    /// `app_id` not in 0..=2^32-1.
+    #[error("field `app_id`: {value} out of range 0..=4294967295")]
+    AppIdOutOfRange {
+        /// Value.
+        value: String,
+    },
+    /// `src_ip` / `dst_ip` is not an IPv6 address.
+    #[error("field `{field}`: {value:?} is not an IPv6 address")]
+    BadIpAddress {
+        /// Field.
+        field: &'static str,
+        /// Value.
+        value: String,
+    },
+    /// Port above 65535 (or negative / fractional).
+    #[error("field `{field}`: port {value} out of range 0..=65535")]
+    PortOutOfRange {
+        /// Field.
+        field: &'static str,
+        /// Value.
+        value: String,
+    },
+    /// Non-zero port with ICMP.
+    #[error("field `{field}`: ICMP has no ports, must be 0")]
+    PortWithIcmp {
+        /// Field.
+        field: &'static str,
+    },
+    /// `protocol` not TCP/UDP/ICMP.
+    #[error("field `protocol`: unknown protocol {value:?} (expected TCP, UDP or ICMP)")]
+    UnknownProtocol {
+        /// Value.
+        value: String,
+    },
+    /// `trace_type` not a hex string of at most 32 bits, or zero.
+    #[error("field `trace_type`: {value:?} {reason}")]
+    BadTraceType {
+        /// Value.
+        value: String,
+        /// Reason.
+        reason: &'static str,
+    },
+    /// `trace_type` sets bits Table I does not allocate.
+    #[error(
+        "field `trace_type`: bits {unknown:#010X} are not allocated in Table I (allowed {:#010X})",
+        TraceType::KNOWN
+    )]
+    UnknownTraceTypeBits {
+        /// The unallocated bits that were set.
+        unknown: u32,
+    },
+    /// `mode` not count/frequency/probability.
+    #[error("field `mode`: unknown mode {value:?} (expected count, frequency or probability)")]
+    UnknownMode {
+        /// Value.
+        value: String,
+    },
+    /// `mode_setting` 0 with mode count.
+    #[error("field `mode_setting`: packet count must not be 0")]
+    ZeroPacketCount,
+    /// `mode_setting` with mode frequency is 0, fractional or above [`MAX_FREQUENCY_MS`].
+    #[error(
+        "field `mode_setting`: frequency {value} ms out of range 1..={MAX_FREQUENCY_MS} (integer)"
+    )]
+    FrequencyOutOfRange {
+        /// Value.
+        value: f64,
+    },
+    /// `mode_setting` with mode probability is not in (0, 100] percent.
+    #[error("field `mode_setting`: probability {value} % out of range (0, 100] (the seed's N%; 100 = every packet)")]
+    ProbabilityOutOfRange {
+        /// Value.
+        value: f64,
+    },
+    /// Other invalid `mode_setting`.
+    #[error("field `mode_setting`: {value} invalid for mode {mode}: {reason}")]
+    BadModeSetting {
+        /// Mode.
+        mode: &'static str,
+        /// Value.
+        value: f64,
+        /// Reason.
+        reason: &'static str,
+    },
+    /// `enable_hops` / `disable_hops` list problem.
+    #[error("field `{field}`: {reason}")]
+    BadHopList {
+        /// Field.
+        field: &'static str,
+        /// Reason.
+        reason: String,
+    },
+    /// `int_modify` with nothing to change.
+    #[error("int_modify for namespace {ns_id} changes nothing")]
+    EmptyModify {
+        /// Namespace.
+        ns_id: u16,
+    },
+    /// In-band payload larger than [`MAX_OPTION_PAYLOAD`].
+    #[error("in-band INT request is {len} bytes, the 0x32 option holds at most {max}")]
+    OptionTooLarge {
+        /// Length.
+        len: usize,
+        /// Limit.
+        max: usize,
+    },
+    /// CBOR in-band payload was a valid request but not `int_request`.
+    #[error("in-band payload is not an int_request")]
+    NotAnInstall,
+}
+
+impl RequestError {
+    /// HTTP-like code for [`Reply::Error`]: 413 for size limits, 400 otherwise.
+    pub fn code(&self) -> u16 {
+        match self {
+            RequestError::PayloadTooLarge { .. } | RequestError::OptionTooLarge { .. } => 413,
+            _ => 400,
+        }
+    }
+    /// The matching error reply.
+    pub fn to_reply(&self) -> Reply {
+        Reply::error(self.code(), self)
+    }
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(64).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wire layer: every field is a `Scalar`, so type errors can name the field.
+
+/// Any JSON/CBOR value, reduced to what the schema needs. Arrays and maps are drained (depth is
+/// bounded by [`MAX_DEPTH`]) and remembered only by kind.
+#[derive(Debug, Clone, PartialEq)]
+enum Scalar {
+    U(u64),
+    I(i64),
+    F(f64),
+    S(String),
+    B(bool),
+    Other(&'static str),
+}
+
+impl Scalar {
+    fn kind(&self) -> &'static str {
+        match self {
+            Scalar::U(_) | Scalar::I(_) | Scalar::F(_) => "number",
+            Scalar::S(_) => "string",
+            Scalar::B(_) => "boolean",
+            Scalar::Other(k) => k,
+        }
+    }
+    fn show(&self) -> String {
+        match self {
+            Scalar::U(v) => v.to_string(),
+            Scalar::I(v) => v.to_string(),
+            Scalar::F(v) => v.to_string(),
+            Scalar::S(s) => format!("{:?}", truncate(s)),
+            Scalar::B(b) => b.to_string(),
+            Scalar::Other(k) => (*k).to_string(),
+        }
+    }
+    fn number(&self, field: &'static str) -> Result<f64, RequestError> {
+        match *self {
+            Scalar::U(v) => Ok(v as f64),
+            Scalar::I(v) => Ok(v as f64),
+            Scalar::F(v) => Ok(v),
+            _ => Err(wrong(field, "number", self)),
+        }
+    }
+    /// Unsigned integer (integral floats accepted); `Err(None)` = a number but not such an
+    /// integer, `Err(Some(e))` = not a number.
+    fn uint(&self, field: &'static str) -> Result<u64, Option<RequestError>> {
+        match *self {
+            Scalar::U(v) => Ok(v),
+            Scalar::I(_) => Err(None),
+            Scalar::F(v) => exact_uint(v).ok_or(None),
+            _ => Err(Some(wrong(field, "number", self))),
+        }
+    }
+    fn string(&self, field: &'static str) -> Result<&str, RequestError> {
+        match self {
+            Scalar::S(s) => Ok(s),
+            _ => Err(wrong(field, "string", self)),
+        }
+    }
+    fn boolean(&self, field: &'static str) -> Result<bool, RequestError> {
+        match *self {
+            Scalar::B(b) => Ok(b),
+            _ => Err(wrong(field, "boolean", self)),
+        }
+    }
+}
+
+fn wrong(field: &'static str, expected: &'static str, got: &Scalar) -> RequestError {
+    RequestError::WrongType {
+        field,
+        expected,
+        got: got.kind(),
+    }
+}
+
+impl Serialize for Scalar {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Scalar::U(v) => s.serialize_u64(*v),
+            Scalar::I(v) => s.serialize_i64(*v),
+            Scalar::F(v) => s.serialize_f64(*v),
+            Scalar::S(v) => s.serialize_str(v),
+            Scalar::B(v) => s.serialize_bool(*v),
+            Scalar::Other(_) => s.serialize_unit(),
+        }
+    }
+}
+
+struct ScalarVisitor;
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = Scalar;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a scalar value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Scalar, E> {
+        Ok(Scalar::B(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
+        Ok(Scalar::U(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
+        Ok(if v >= 0 {
+            Scalar::U(v as u64)
+        } else {
+            Scalar::I(v)
+        })
+    }
+    fn visit_u128<E>(self, _v: u128) -> Result<Scalar, E> {
+        Ok(Scalar::Other("big integer"))
+    }
+    fn visit_i128<E>(self, v: i128) -> Result<Scalar, E> {
+        Ok(match i64::try_from(v) {
+            Ok(v) => Scalar::I(v),
+            Err(_) => Scalar::Other("big integer"),
+        })
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
+        Ok(Scalar::F(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
+        Ok(Scalar::S(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Scalar, E> {
+        Ok(Scalar::S(v))
+    }
+    fn visit_bytes<E>(self, _v: &[u8]) -> Result<Scalar, E> {
+        Ok(Scalar::Other("byte string"))
+    }
+    fn visit_none<E>(self) -> Result<Scalar, E> {
+        Ok(Scalar::Other("null"))
+    }
+    fn visit_unit<E>(self) -> Result<Scalar, E> {
+        Ok(Scalar::Other("null"))
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Scalar, D::Error> {
+        d.deserialize_any(ScalarVisitor)
+    }
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Scalar, D::Error> {
+        d.deserialize_any(ScalarVisitor)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Scalar, A::Error> {
+        while a.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Other("array"))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Scalar, A::Error> {
+        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Other("map"))
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Scalar, D::Error> {
+        d.deserialize_any(ScalarVisitor)
+    }
+}
+
+/// A list of scalars, or a remembered non-list.
+#[derive(Debug, Clone, PartialEq)]
+enum ScalarList {
+    List(Vec<Scalar>),
+    NotList(Scalar),
+}
+
+impl Serialize for ScalarList {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ScalarList::List(v) => v.serialize(s),
+            ScalarList::NotList(v) => v.serialize(s),
+        }
+    }
+}
+
+struct ListVisitor;
+
+impl<'de> Visitor<'de> for ListVisitor {
+    type Value = ScalarList;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<ScalarList, A::Error> {
+        let mut v = Vec::new();
+        while let Some(x) = a.next_element::<Scalar>()? {
+            if v.len() > MAX_HOP_LIST {
+                // Keep draining (bounded by the payload cap) but stop storing.
+                continue;
+            }
+            v.push(x);
+        }
+        Ok(ScalarList::List(v))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<ScalarList, A::Error> {
+        ScalarVisitor.visit_map(a).map(ScalarList::NotList)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<ScalarList, E> {
+        Ok(ScalarList::NotList(Scalar::B(v)))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<ScalarList, E> {
+        Ok(ScalarList::NotList(Scalar::U(v)))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<ScalarList, E> {
+        Ok(ScalarList::NotList(Scalar::I(v)))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<ScalarList, E> {
+        Ok(ScalarList::NotList(Scalar::F(v)))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<ScalarList, E> {
+        Ok(ScalarList::NotList(Scalar::S(v.to_owned())))
+    }
+    fn visit_bytes<E>(self, _v: &[u8]) -> Result<ScalarList, E> {
+        Ok(ScalarList::NotList(Scalar::Other("byte string")))
+    }
+    fn visit_unit<E>(self) -> Result<ScalarList, E> {
+        Ok(ScalarList::NotList(Scalar::Other("null")))
+    }
+    fn visit_none<E>(self) -> Result<ScalarList, E> {
+        Ok(ScalarList::NotList(Scalar::Other("null")))
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<ScalarList, D::Error> {
+        d.deserialize_any(ListVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for ScalarList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ScalarList, D::Error> {
+        d.deserialize_any(ListVisitor)
+    }
+}
+
+/// Listing 1, field for field (plus the optional Listing 2 flags).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireRule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ns_id: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    app_id: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    src_ip: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dst_ip: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    src_port: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dst_port: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    protocol: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    trace_type: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mode: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mode_setting: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    transmit_report: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    piggyback_report: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    extract_report: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hop_enabled: Option<Scalar>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireModify {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ns_id: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mode: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mode_setting: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    trace_type: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    transmit_report: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    piggyback_report: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    extract_report: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hop_enabled: Option<Scalar>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    enable_hops: Option<ScalarList>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    disable_hops: Option<ScalarList>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireNs {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ns_id: Option<Scalar>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireEmpty {}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+enum WireRequest {
+    #[serde(rename = "int_request")]
+    Install(WireRule),
+    #[serde(rename = "int_modify")]
+    Modify(WireModify),
+    #[serde(rename = "int_remove")]
+    Remove(WireNs),
+    #[serde(rename = "int_list")]
+    List(WireEmpty),
+    #[serde(rename = "int_stats")]
+    Stats(WireNs),
+}
+
+fn required<'a>(v: &'a Option<Scalar>, field: &'static str) -> Result<&'a Scalar, RequestError> {
+    v.as_ref().ok_or(RequestError::MissingField { field })
+}
+
+fn parse_ns(v: &Scalar) -> Result<u16, RequestError> {
+    match v.uint("ns_id") {
+        Ok(n) if (1..=65535).contains(&n) => Ok(n as u16),
+        Err(Some(e)) => Err(e),
+        _ => Err(RequestError::NamespaceOutOfRange { value: v.show() }),
+    }
+}
+
+fn parse_port(v: &Scalar, field: &'static str) -> Result<u16, RequestError> {
+    match v.uint(field) {
+        Ok(n) if n <= 65535 => Ok(n as u16),
+        Err(Some(e)) => Err(e),
+        _ => Err(RequestError::PortOutOfRange {
+            field,
+            value: v.show(),
+        }),
+    }
+}
+
+fn parse_ip(v: &Scalar, field: &'static str) -> Result<Ipv6Addr, RequestError> {
+    let s = v.string(field)?;
+    s.parse::<Ipv6Addr>()
+        .map_err(|_| RequestError::BadIpAddress {
+            field,
+            value: truncate(s),
+        })
+}
+
+fn parse_protocol(v: &Scalar) -> Result<Protocol, RequestError> {
+    let s = v.string("protocol")?;
+    match s.to_ascii_lowercase().as_str() {
+        "tcp" => Ok(Protocol::Tcp),
+        "udp" => Ok(Protocol::Udp),
+        "icmp" | "icmpv6" => Ok(Protocol::Icmp),
+        _ => Err(RequestError::UnknownProtocol { value: truncate(s) }),
+    }
+}
+
+fn parse_trace_type(v: &Scalar) -> Result<TraceType, RequestError> {
+    let s = v.string("trace_type")?;
+    let bad = |reason| RequestError::BadTraceType {
+        value: truncate(s),
+        reason,
+    };
+    let hex = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
+    if hex.is_empty() || hex.len() > 8 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad("is not a hex number of at most 8 digits"));
+    }
+    let value = u32::from_str_radix(hex, 16).map_err(|_| bad("is not a hex number"))?;
+    let unknown = value & !TraceType::KNOWN;
+    if unknown != 0 {
+        return Err(RequestError::UnknownTraceTypeBits { unknown });
+    }
+    if value == 0 {
+        return Err(bad("selects no metadata"));
+    }
+    Ok(TraceType(value))
+}
+
+fn parse_mode_kind(v: &Scalar) -> Result<ModeKind, RequestError> {
+    ModeKind::parse(v.string("mode")?)
+}
+
+fn parse_hops(v: &ScalarList, field: &'static str) -> Result<Vec<u16>, RequestError> {
+    let items = match v {
+        ScalarList::List(items) => items,
+        ScalarList::NotList(s) => return Err(wrong(field, "array", s)),
+    };
+    if items.len() > MAX_HOP_LIST {
+        return Err(RequestError::BadHopList {
+            field,
+            reason: format!("more than {MAX_HOP_LIST} node ids"),
+        });
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for it in items {
+        match it.uint(field) {
+            Ok(n) if (1..=65535).contains(&n) => out.push(n as u16),
+            Err(Some(e)) => return Err(e),
+            _ => {
+                return Err(RequestError::BadHopList {
+                    field,
+                    reason: format!("node id {} out of range 1..=65535", it.show()),
+                })
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+impl TryFrom<WireRule> for Rule {
+    type Error = RequestError;
+    fn try_from(w: WireRule) -> Result<Rule, RequestError> {
+        let ns_id = parse_ns(required(&w.ns_id, "ns_id")?)?;
+        let app = required(&w.app_id, "app_id")?;
+        let app_id = match app.uint("app_id") {
+            Ok(n) if n <= u32::MAX as u64 => n as u32,
+            Err(Some(e)) => return Err(e),
+            _ => return Err(RequestError::AppIdOutOfRange { value: app.show() }),
+        };
+        let src_ip = parse_ip(required(&w.src_ip, "src_ip")?, "src_ip")?;
+        let dst_ip = parse_ip(required(&w.dst_ip, "dst_ip")?, "dst_ip")?;
+        let src_port = parse_port(required(&w.src_port, "src_port")?, "src_port")?;
+        let dst_port = parse_port(required(&w.dst_port, "dst_port")?, "dst_port")?;
+        let protocol = parse_protocol(required(&w.protocol, "protocol")?)?;
+        if protocol == Protocol::Icmp {
+            if src_port != 0 {
+                return Err(RequestError::PortWithIcmp { field: "src_port" });
+            }
+            if dst_port != 0 {
+                return Err(RequestError::PortWithIcmp { field: "dst_port" });
+            }
+        }
+        let trace_type = parse_trace_type(required(&w.trace_type, "trace_type")?)?;
+        let kind = parse_mode_kind(required(&w.mode, "mode")?)?;
+        let setting = required(&w.mode_setting, "mode_setting")?.number("mode_setting")?;
+        let mode = Mode::from_parts(kind, setting)?;
+        let d = Flags::default();
+        let flag = |v: &Option<Scalar>, f: &'static str, def: bool| match v {
+            Some(s) => s.boolean(f),
+            None => Ok(def),
+        };
+        let flags = Flags {
+            transmit_report: flag(&w.transmit_report, "transmit_report", d.transmit_report)?,
+            piggyback_report: flag(&w.piggyback_report, "piggyback_report", d.piggyback_report)?,
+            extract_report: flag(&w.extract_report, "extract_report", d.extract_report)?,
+            hop_enabled: flag(&w.hop_enabled, "hop_enabled", d.hop_enabled)?,
+        };
+        Ok(Rule {
+            ns_id,
+            app_id,
+            src_ip,
+            dst_ip,
+            src_port,
+            dst_port,
+            protocol,
+            trace_type,
+            mode,
+            flags,
+        })
+    }
+}
+
+impl From<Rule> for WireRule {
+    fn from(r: Rule) -> WireRule {
+        let d = Flags::default();
+        let flag = |v: bool, def: bool| (v != def).then_some(Scalar::B(v));
+        WireRule {
+            ns_id: Some(Scalar::U(r.ns_id as u64)),
+            app_id: Some(Scalar::U(r.app_id as u64)),
+            src_ip: Some(Scalar::S(r.src_ip.to_string())),
+            dst_ip: Some(Scalar::S(r.dst_ip.to_string())),
+            src_port: Some(Scalar::U(r.src_port as u64)),
+            dst_port: Some(Scalar::U(r.dst_port as u64)),
+            protocol: Some(Scalar::S(r.protocol.name().to_owned())),
+            trace_type: Some(Scalar::S(r.trace_type.to_hex())),
+            mode: Some(Scalar::S(r.mode.kind().name().to_owned())),
+            mode_setting: Some(r.mode.setting_scalar()),
+            transmit_report: flag(r.flags.transmit_report, d.transmit_report),
+            piggyback_report: flag(r.flags.piggyback_report, d.piggyback_report),
+            extract_report: flag(r.flags.extract_report, d.extract_report),
+            hop_enabled: flag(r.flags.hop_enabled, d.hop_enabled),
+        }
+    }
+}
+
+fn validate(w: WireRequest) -> Result<Request, RequestError> {
+    Ok(match w {
+        WireRequest::Install(r) => Request::Install(Rule::try_from(r)?),
+        WireRequest::Modify(m) => {
+            let namespace = parse_ns(required(&m.ns_id, "ns_id")?)?;
+            let opt_bool = |v: &Option<Scalar>, f| v.as_ref().map(|s| s.boolean(f)).transpose();
+            let mode = m.mode.as_ref().map(parse_mode_kind).transpose()?;
+            let mode_setting = m
+                .mode_setting
+                .as_ref()
+                .map(|s| s.number("mode_setting"))
+                .transpose()?;
+            if let Some(v) = mode_setting {
+                if !v.is_finite() || v <= 0.0 {
+                    // Invalid for every mode; report it against the mode it would apply to.
+                    match mode {
+                        Some(k) => {
+                            Mode::from_parts(k, v)?;
+                        }
+                        None if v == 0.0 => {
+                            return Err(RequestError::BadModeSetting {
+                                mode: "any",
+                                value: v,
+                                reason: "must be positive",
+                            })
+                        }
+                        None => {
+                            return Err(RequestError::BadModeSetting {
+                                mode: "any",
+                                value: v,
+                                reason: "must be a positive finite number",
+                            })
+                        }
+                    }
+                }
+            }
+            if let (Some(k), Some(v)) = (mode, mode_setting) {
+                Mode::from_parts(k, v)?;
+            }
+            let enable_hops = match &m.enable_hops {
+                Some(l) => parse_hops(l, "enable_hops")?,
+                None => Vec::new(),
+            };
+            let disable_hops = match &m.disable_hops {
+                Some(l) => parse_hops(l, "disable_hops")?,
+                None => Vec::new(),
+            };
+            if let Some(n) = enable_hops.iter().find(|n| disable_hops.contains(n)) {
+                return Err(RequestError::BadHopList {
+                    field: "disable_hops",
+                    reason: format!("node id {n} is also in enable_hops"),
+                });
+            }
+            let changes = ModifyFields {
+                mode,
+                mode_setting,
+                trace_type: m.trace_type.as_ref().map(parse_trace_type).transpose()?,
+                transmit_report: opt_bool(&m.transmit_report, "transmit_report")?,
+                piggyback_report: opt_bool(&m.piggyback_report, "piggyback_report")?,
+                extract_report: opt_bool(&m.extract_report, "extract_report")?,
+                hop_enabled: opt_bool(&m.hop_enabled, "hop_enabled")?,
+                enable_hops,
+                disable_hops,
+            };
+            if changes.is_empty() {
+                return Err(RequestError::EmptyModify { ns_id: namespace });
+            }
+            Request::Modify { namespace, changes }
+        }
+        WireRequest::Remove(n) => Request::Remove {
+            namespace: parse_ns(required(&n.ns_id, "ns_id")?)?,
+        },
+        WireRequest::List(WireEmpty {}) => Request::List,
+        WireRequest::Stats(n) => Request::Stats {
+            namespace: n.ns_id.as_ref().map(parse_ns).transpose()?,
+        },
+    })
+}
+
+impl Request {
+    fn to_wire(&self) -> WireRequest {
+        let u = |n: u16| Some(Scalar::U(n as u64));
+        match self {
+            Request::Install(r) => WireRequest::Install(r.clone().into()),
+            Request::Modify { namespace, changes } => {
+                let hops = |v: &Vec<u16>| {
+                    (!v.is_empty())
+                        .then(|| ScalarList::List(v.iter().map(|n| Scalar::U(*n as u64)).collect()))
+                };
+                WireRequest::Modify(WireModify {
+                    ns_id: u(*namespace),
+                    mode: changes.mode.map(|k| Scalar::S(k.name().to_owned())),
+                    mode_setting: changes.mode_setting.map(|v| match exact_uint(v) {
+                        Some(n) => Scalar::U(n),
+                        None => Scalar::F(v),
+                    }),
+                    trace_type: changes.trace_type.map(|t| Scalar::S(t.to_hex())),
+                    transmit_report: changes.transmit_report.map(Scalar::B),
+                    piggyback_report: changes.piggyback_report.map(Scalar::B),
+                    extract_report: changes.extract_report.map(Scalar::B),
+                    hop_enabled: changes.hop_enabled.map(Scalar::B),
+                    enable_hops: hops(&changes.enable_hops),
+                    disable_hops: hops(&changes.disable_hops),
+                })
+            }
+            Request::Remove { namespace } => WireRequest::Remove(WireNs {
+                ns_id: u(*namespace),
+            }),
+            Request::List => WireRequest::List(WireEmpty {}),
+            Request::Stats { namespace } => WireRequest::Stats(WireNs {
+                ns_id: namespace.and_then(u),
+            }),
+        }
+    }
+
+    /// JSON encoding (the schema in the module docs).
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.to_wire()).unwrap_or_default()
+    }
+
+    /// CBOR encoding (same logical schema).
+    pub fn to_cbor(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let _ = ciborium::ser::into_writer(&self.to_wire(), &mut out);
+        out
+    }
+}
+
+/// Rejects oversized payloads and JSON nested deeper than [`MAX_DEPTH`] before parsing.
+fn check_json(bytes: &[u8]) -> Result<(), RequestError> {
+    if bytes.len() > MAX_PAYLOAD {
+        return Err(RequestError::PayloadTooLarge {
+            len: bytes.len(),
+            max: MAX_PAYLOAD,
+        });
+    }
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    for &b in bytes {
+        if in_str {
+            if esc {
+                esc = false;
+            } else if b == b'\\' {
+                esc = true;
+            } else if b == b'"' {
+                in_str = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(RequestError::NestingTooDeep { max: MAX_DEPTH });
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Decodes and validates a JSON request (schema in the module docs; install = seed Listing 1).
+pub fn decode_json(bytes: &[u8]) -> Result<Request, RequestError> {
+    check_json(bytes)?;
+    let wire: WireRequest =
+        serde_json::from_slice(bytes).map_err(|e| RequestError::Malformed(e.to_string()))?;
+    validate(wire)
+}
+
+fn cbor_from<T: de::DeserializeOwned>(bytes: &[u8]) -> Result<T, RequestError> {
+    if bytes.len() > MAX_PAYLOAD {
+        return Err(RequestError::PayloadTooLarge {
+            len: bytes.len(),
+            max: MAX_PAYLOAD,
+        });
+    }
+    let mut rest = bytes;
+    // ciborium counts the top-level item too, hence + 1.
+    let v =
+        ciborium::de::from_reader_with_recursion_limit(&mut rest, MAX_DEPTH + 1).map_err(|e| {
+            match e {
+                ciborium::de::Error::RecursionLimitExceeded => {
+                    RequestError::NestingTooDeep { max: MAX_DEPTH }
+                }
+                ciborium::de::Error::Semantic(_, m) => RequestError::Malformed(m),
+                ciborium::de::Error::Syntax(off) => {
+                    RequestError::Malformed(format!("invalid CBOR at byte {off}"))
+                }
+                ciborium::de::Error::Io(_) => RequestError::Malformed("truncated CBOR".into()),
+            }
+        })?;
+    if !rest.is_empty() {
+        return Err(RequestError::Malformed(format!(
+            "{} trailing bytes after the CBOR item",
+            rest.len()
+        )));
+    }
+    Ok(v)
+}
+
+/// Decodes and validates a CBOR request (same logical schema as JSON, RFC 8949).
+pub fn decode_cbor(bytes: &[u8]) -> Result<Request, RequestError> {
+    validate(cbor_from(bytes)?)
+}
+
+impl Rule {
+    /// The in-band INT request payload (seed III-B, Fig. 3, option 0x32): the CBOR encoding of
+    /// the Listing 1 message `{"int_request": {...}}`. Not size-checked; see
+    /// [`Rule::to_option_payload`].
+    pub fn to_cbor(&self) -> Vec<u8> {
+        Request::Install(self.clone()).to_cbor()
+    }
+
+    /// [`Rule::to_cbor`], checked to fit the 0x32 option ([`MAX_OPTION_PAYLOAD`] bytes).
+    pub fn to_option_payload(&self) -> Result<Vec<u8>, RequestError> {
+        let v = self.to_cbor();
+        if v.len() > MAX_OPTION_PAYLOAD {
+            return Err(RequestError::OptionTooLarge {
+                len: v.len(),
+                max: MAX_OPTION_PAYLOAD,
+            });
+        }
+        Ok(v)
+    }
+
+    /// Parses a 0x32 option payload: at most [`MAX_OPTION_PAYLOAD`] bytes, an `int_request`.
+    pub fn from_cbor(bytes: &[u8]) -> Result<Rule, RequestError> {
+        if bytes.len() > MAX_OPTION_PAYLOAD {
+            return Err(RequestError::OptionTooLarge {
+                len: bytes.len(),
+                max: MAX_OPTION_PAYLOAD,
+            });
+        }
+        match decode_cbor(bytes)? {
+            Request::Install(r) => Ok(r),
+            _ => Err(RequestError::NotAnInstall),
+        }
+    }
+
+    /// Does this rule match a packet's 5-tuple? Ports 0 in the rule match any port (Listing 1).
+    pub fn matches(&self, src: Ipv6Addr, dst: Ipv6Addr, proto: u8, sport: u16, dport: u16) -> bool {
+        self.src_ip == src
+            && self.dst_ip == dst
+            && self.protocol.number() == proto
+            && (self.src_port == 0 || self.src_port == sport)
+            && (self.dst_port == 0 || self.dst_port == dport)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_type_halves() {
+        let t = TraceType::SEED_EXPERIMENTS;
+        assert_eq!(t.e2e(), 0x7000);
+        assert_eq!(t.hbh(), 0xE000);
+        assert_eq!(t.to_hex(), "0x7000E000");
+    }
+
+    #[test]
+    fn json_depth_scan_ignores_brackets_in_strings() {
+        let s = format!("{{\"a\":\"{}\"}}", "[".repeat(100));
+        assert!(check_json(s.as_bytes()).is_ok());
+        let s = "[".repeat(MAX_DEPTH + 1);
+        assert_eq!(
+            check_json(s.as_bytes()),
+            Err(RequestError::NestingTooDeep { max: MAX_DEPTH })
+        );
+    }
+
+    #[test]
+    fn mode_bounds() {
+        assert_eq!(Mode::from_parts(ModeKind::Count, 1.0), Ok(Mode::Count(1)));
+        assert_eq!(
+            Mode::from_parts(ModeKind::Count, 0.0),
+            Err(RequestError::ZeroPacketCount)
+        );
+        assert!(Mode::from_parts(ModeKind::Count, 1.5).is_err());
+        assert!(Mode::from_parts(ModeKind::Frequency, MAX_FREQUENCY_MS as f64).is_ok());
+        assert!(Mode::from_parts(ModeKind::Frequency, MAX_FREQUENCY_MS as f64 + 1.0).is_err());
+        assert_eq!(
+            Mode::from_parts(ModeKind::Probability, 12.5)
+                .unwrap()
+                .probability(),
+            Some(0.125)
+        );
+        for bad in [0.0, -1.0, 100.5, f64::NAN, f64::INFINITY] {
+            assert!(Mode::from_parts(ModeKind::Probability, bad).is_err());
+        }
+    }
+
+    #[test]
+    fn scalar_rejects_nested_values_by_kind() {
+        let r = decode_json(br#"{"int_remove":{"ns_id":[1,[2]]}}"#);
+        assert_eq!(
+            r,
+            Err(RequestError::WrongType {
+                field: "ns_id",
+                expected: "number",
+                got: "array"
+            })
+        );
+    }
+}
