@@ -6,5 +6,6 @@ pub mod io;
 pub mod qos;
 pub mod runtime;
 pub mod stages;
+pub mod upf;
 
 pub use buffer::{Meta, OwnedBuf, PacketBuf};

@@ -37,10 +37,38 @@ impl Disposition {
     /// To the control thread.
     pub const TO_CONTROL: Disposition = Disposition(Self::KIND_TO_CONTROL << 16);
 
-    /// Send on `port`.
+    /// Low-half bits of a `Tx` disposition that hold the port.
+    const PORT_MASK: u32 = 0x0FFF;
+    /// Set in a `Tx` disposition that names an egress queue (bits 12..=14).
+    const QID_SET: u32 = 0x8000;
+
+    /// Send on `port` (on the port's default egress queue when it has a scheduler).
+    /// Ports are numbered below 4096.
     #[inline(always)]
     pub const fn tx(port: PortId) -> Disposition {
-        Disposition(Self::KIND_TX << 16 | port as u32)
+        Disposition(Self::KIND_TX << 16 | (port as u32 & Self::PORT_MASK))
+    }
+
+    /// Send on `port` through egress queue `qid` (0..8) of the port's scheduler; the same
+    /// as [`tx`](Self::tx) on a port without one.
+    #[inline(always)]
+    pub const fn tx_queue(port: PortId, qid: u8) -> Disposition {
+        Disposition(
+            Self::KIND_TX << 16
+                | Self::QID_SET
+                | ((qid as u32 & 7) << 12)
+                | (port as u32 & Self::PORT_MASK),
+        )
+    }
+
+    /// The egress queue a `Tx` disposition names, if it names one.
+    #[inline(always)]
+    pub const fn qid(self) -> Option<u8> {
+        if self.0 >> 16 == Self::KIND_TX && self.0 & Self::QID_SET != 0 {
+            Some(((self.0 >> 12) & 7) as u8)
+        } else {
+            None
+        }
     }
 
     /// Drop, counted under `reason`.
@@ -54,7 +82,7 @@ impl Disposition {
         match self.0 >> 16 {
             0 => Action::Continue,
             Self::KIND_TO_CONTROL => Action::ToControl,
-            Self::KIND_TX => Action::Tx(self.0 as u16),
+            Self::KIND_TX => Action::Tx((self.0 & Self::PORT_MASK) as u16),
             _ => Action::Drop(DropReason(self.0 as u16)),
         }
     }
@@ -269,6 +297,17 @@ mod tests {
         assert_eq!(drained.len(), 4);
         assert_eq!(drained[1], (1, Disposition::tx(0)));
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn tx_queue_carries_port_and_qid() {
+        let d = Disposition::tx_queue(5, 6);
+        assert_eq!(d.action(), Action::Tx(5));
+        assert_eq!(d.qid(), Some(6));
+        assert_eq!(Disposition::tx(5).qid(), None);
+        assert_eq!(Disposition::tx(5).action(), Action::Tx(5));
+        assert_eq!(Disposition::drop_as(DropReason(0x9fff)).qid(), None);
+        assert_ne!(d, Disposition::tx(5));
     }
 
     #[test]
