@@ -2,4 +2,6 @@
 
 pub mod config;
 pub mod daemon;
+pub mod metrics;
+pub mod n4;
 pub mod summary;
