@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""An SMF simulator built on Scapy's PFCP layer (scapy.contrib.pfcp), for end-to-end tests.
+
+It drives a UPF over N4 (UDP) the way an SMF does (TS 29.244): Heartbeat, Association Setup,
+N Session Establishments (F-TEID CHOOSE, UE IPv4, QFI, OHR, FARs with Outer Header
+Creation, a QER with gate and MBR, a URR with periodic reporting), N Session Modifications
+(a handover: the downlink FAR points at another gNB/TEID), then N Session Deletions. All the
+while it answers the UPF's Heartbeat Requests and Session Report Requests and decodes every
+usage report it gets. Requests are pipelined with a window, as a real SMF does under load.
+
+Every response is decoded with Scapy and checked (type, sequence number, SEID, cause, the
+mandatory IEs). The result is one JSON object on stdout; the exit status is 0 only if every
+check passed. Written independently of Peregrine's PFCP codec: it is the oracle.
+"""
+import argparse
+import json
+import socket
+import sys
+import time
+
+try:
+    from scapy.contrib.pfcp import *  # noqa: F401,F403
+except ImportError:
+    sys.exit(3)
+
+REQUEST_ACCEPTED = 1
+
+
+def ies_of(pkt):
+    return list(getattr(pkt, "IE_list", []) or [])
+
+
+def find(ies, cls):
+    for ie in ies:
+        if isinstance(ie, cls):
+            return ie
+    return None
+
+
+def find_all(ies, cls):
+    return [ie for ie in ies if isinstance(ie, cls)]
+
+
+class Smf:
+    def __init__(self, upf, ue_base, gnb, gnb2, mbr_kbps, period, window, timeout):
+        self.upf = upf
+        fam = socket.AF_INET6 if ":" in upf[0] else socket.AF_INET
+        self.sock = socket.socket(fam, socket.SOCK_DGRAM)
+        self.sock.bind(("::" if fam == socket.AF_INET6 else "127.0.0.1", 0))
+        self.sock.settimeout(0.05)
+        self.local = self.sock.getsockname()[0]
+        self.seq = 1
+        self.ue_base = ue_base
+        self.gnb, self.gnb2 = gnb, gnb2
+        self.mbr = mbr_kbps
+        self.period = period
+        self.window = window
+        self.timeout = timeout
+        self.pending = {}  # seq -> (kind, key, sent_at, bytes, tries)
+        self.errors = []
+        self.stats = {
+            "heartbeats_answered_by_upf": 0, "upf_heartbeat_requests": 0,
+            "session_reports": 0, "usage_reports": 0, "usage_report_triggers": {},
+            "usage_ul_bytes": 0, "usage_dl_bytes": 0, "deletion_usage_reports": 0,
+            "retransmissions": 0,
+        }
+        self.sessions = {}  # cp seid -> {"up_seid", "teid", "ue"}
+
+    # -- sending -----------------------------------------------------------------------
+    def next_seq(self):
+        s = self.seq
+        self.seq = (self.seq % 0xFFFFFF) + 1
+        return s
+
+    def send(self, kind, key, body, seid=None):
+        seq = self.next_seq()
+        hdr = PFCP(version=1, S=0 if seid is None else 1, seq=seq, seid=seid or 0)
+        raw = bytes(hdr / body)
+        self.sock.sendto(raw, self.upf)
+        self.pending[seq] = [kind, key, time.time(), raw, 0]
+        return seq
+
+    # -- receiving -----------------------------------------------------------------------
+    def pump(self, until_empty=False, deadline=None):
+        """Receive and handle datagrams; retransmit requests unanswered for 2 s (T1)."""
+        while True:
+            try:
+                data, peer = self.sock.recvfrom(65535)
+            except socket.timeout:
+                data = None
+            if data is not None:
+                self.handle(data, peer)
+            now = time.time()
+            for seq, p in list(self.pending.items()):
+                if now - p[2] > 2.0:
+                    if p[4] >= 3:
+                        self.errors.append(f"{p[0]} {p[1]}: no response after 3 retransmissions")
+                        del self.pending[seq]
+                    else:
+                        p[2], p[4] = now, p[4] + 1
+                        self.stats["retransmissions"] += 1
+                        self.sock.sendto(p[3], self.upf)
+            if data is None and (not until_empty or not self.pending):
+                return
+            if deadline is not None and now > deadline:
+                return
+
+    def handle(self, data, peer):
+        try:
+            pkt = PFCP(data)
+        except Exception as e:  # noqa: BLE001
+            self.errors.append(f"undecodable datagram from UPF: {e}")
+            return
+        body = pkt.payload
+        if isinstance(body, PFCPHeartbeatRequest):
+            self.stats["upf_heartbeat_requests"] += 1
+            resp = PFCP(version=1, S=0, seq=pkt.seq) / PFCPHeartbeatResponse(
+                IE_list=[IE_RecoveryTimeStamp(timestamp=0xE6F00001)])
+            self.sock.sendto(bytes(resp), peer)
+            return
+        if isinstance(body, PFCPSessionReportRequest):
+            self.on_report(pkt, body, peer)
+            return
+        p = self.pending.pop(pkt.seq, None)
+        if p is None:
+            return  # a late duplicate of something already answered
+        kind, key = p[0], p[1]
+        ies = ies_of(body)
+        cause = find(ies, IE_Cause)
+        if cause is None:
+            if not isinstance(body, PFCPHeartbeatResponse):
+                self.errors.append(f"{kind} {key}: response without Cause")
+            else:
+                self.stats["heartbeats_answered_by_upf"] += 1
+            return
+        if cause.cause != REQUEST_ACCEPTED:
+            off = find(ies, IE_OffendingIE)
+            self.errors.append(f"{kind} {key}: cause {cause.cause} offending {off.type if off else None}")
+            return
+        getattr(self, "on_" + kind)(key, pkt, body, ies)
+
+    def on_association(self, key, pkt, body, ies):
+        if not isinstance(body, PFCPAssociationSetupResponse):
+            self.errors.append("association: wrong response type")
+        f = find(ies, IE_UPFunctionFeatures)
+        self.stats["ftup"] = bool(f is not None and f.FTUP)
+        self.stats["upf_recovery_ts"] = find(ies, IE_RecoveryTimeStamp).timestamp
+
+    def on_establish(self, key, pkt, body, ies):
+        if not isinstance(body, PFCPSessionEstablishmentResponse) or pkt.seid != key:
+            self.errors.append(f"establish {key}: wrong type or SEID {pkt.seid}")
+            return
+        fseid = find(ies, IE_FSEID)
+        created = find_all(ies, IE_CreatedPDR)
+        teids = [find(ies_of(c), IE_FTEID) for c in created]
+        teids = [t for t in teids if t is not None]
+        if fseid is None or not teids:
+            self.errors.append(f"establish {key}: no UP F-SEID or no allocated F-TEID")
+            return
+        s = self.sessions[key]
+        s["up_seid"] = fseid.seid
+        s["teid"] = teids[0].TEID
+        s["n3"] = teids[0].ipv4
+
+    def on_modify(self, key, pkt, body, ies):
+        if not isinstance(body, PFCPSessionModificationResponse) or pkt.seid != key:
+            self.errors.append(f"modify {key}: wrong type or SEID")
+
+    def on_delete(self, key, pkt, body, ies):
+        if not isinstance(body, PFCPSessionDeletionResponse) or pkt.seid != key:
+            self.errors.append(f"delete {key}: wrong type or SEID")
+            return
+        reps = find_all(ies, IE_UsageReport_SDR)
+        self.stats["deletion_usage_reports"] += len(reps)
+        for r in reps:
+            self.count_usage(r)
+
+    def on_heartbeat(self, key, pkt, body, ies):
+        pass
+
+    def count_usage(self, rep):
+        rie = ies_of(rep)
+        vm = find(rie, IE_VolumeMeasurement)
+        if find(rie, IE_URR_Id) is None or find(rie, IE_UR_SEQN) is None:
+            self.errors.append("usage report without URR ID or UR-SEQN")
+        if vm is not None:
+            self.stats["usage_ul_bytes"] += vm.uplink if vm.ULVOL else 0
+            self.stats["usage_dl_bytes"] += vm.downlink if vm.DLVOL else 0
+        trig = find(rie, IE_UsageReportTrigger)
+        if trig is not None:
+            for name in ("PERIO", "VOLTH", "TIMTH", "VOLQU", "TERMR", "IMMER"):
+                if getattr(trig, name, 0):
+                    t = self.stats["usage_report_triggers"]
+                    t[name] = t.get(name, 0) + 1
+
+    def on_report(self, pkt, body, peer):
+        self.stats["session_reports"] += 1
+        ies = ies_of(body)
+        if find(ies, IE_ReportType) is None:
+            self.errors.append("session report without Report Type")
+        for r in find_all(ies, IE_UsageReport_SRR):
+            self.stats["usage_reports"] += 1
+            self.count_usage(r)
+        known = pkt.seid in self.sessions
+        resp = PFCP(version=1, S=1, seq=pkt.seq, seid=self.sessions[pkt.seid]["up_seid"] if known else 0) \
+            / PFCPSessionReportResponse(IE_list=[IE_Cause(cause=REQUEST_ACCEPTED if known else 65)])
+        if not known:
+            self.errors.append(f"session report for unknown CP SEID {pkt.seid}")
+        self.sock.sendto(bytes(resp), peer)
+
+    # -- the procedures ----------------------------------------------------------------------
+    def node_id(self):
+        return IE_NodeId(id_type=0, ipv4="127.0.0.1")
+
+    def heartbeat(self):
+        self.send("heartbeat", 0, PFCPHeartbeatRequest(IE_list=[IE_RecoveryTimeStamp(timestamp=0xE6F00001)]))
+        self.pump(until_empty=True, deadline=time.time() + self.timeout)
+
+    def associate(self):
+        self.send("association", 0, PFCPAssociationSetupRequest(IE_list=[
+            self.node_id(), IE_RecoveryTimeStamp(timestamp=0xE6F00001)]))
+        self.pump(until_empty=True, deadline=time.time() + self.timeout)
+
+    def ue(self, i):
+        b = [int(x) for x in self.ue_base.split(".")]
+        n = (b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3]) + i
+        return f"{n >> 24 & 255}.{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}"
+
+    def establishment(self, cp_seid, i):
+        ue = self.ue(i)
+        self.sessions[cp_seid] = {"ue": ue}
+        qfi = 9
+        urr = [IE_URR_Id(id=1),
+               IE_MeasurementMethod(VOLUM=1, DURAT=1),
+               IE_ReportingTriggers(periodic_reporting=1)]
+        if self.period:
+            urr.append(IE_MeasurementPeriod(period=self.period))
+        return PFCPSessionEstablishmentRequest(IE_list=[
+            self.node_id(),
+            IE_FSEID(v4=1, seid=cp_seid, ipv4="127.0.0.1"),
+            IE_CreatePDR(IE_list=[
+                IE_PDR_Id(id=1), IE_Precedence(precedence=100),
+                IE_PDI(IE_list=[IE_SourceInterface(interface=0),
+                                IE_FTEID(V4=1, CH=1, CHID=1, choose_id=1),
+                                IE_NetworkInstance(instance="internet"),
+                                IE_UE_IP_Address(V4=1, SD=0, ipv4=ue),
+                                IE_QFI(QFI=qfi)]),
+                IE_OuterHeaderRemoval(header=0),
+                IE_FAR_Id(id=1), IE_QER_Id(id=1), IE_URR_Id(id=1)]),
+            IE_CreatePDR(IE_list=[
+                IE_PDR_Id(id=2), IE_Precedence(precedence=100),
+                IE_PDI(IE_list=[IE_SourceInterface(interface=1),
+                                IE_NetworkInstance(instance="internet"),
+                                IE_UE_IP_Address(V4=1, SD=1, ipv4=ue)]),
+                IE_FAR_Id(id=2), IE_QER_Id(id=1), IE_URR_Id(id=1)]),
+            IE_CreateFAR(IE_list=[IE_FAR_Id(id=1), IE_ApplyAction(FORW=1),
+                                  IE_ForwardingParameters(IE_list=[IE_DestinationInterface(interface=1),
+                                                                   IE_NetworkInstance(instance="internet")])]),
+            IE_CreateFAR(IE_list=[IE_FAR_Id(id=2), IE_ApplyAction(FORW=1),
+                                  IE_ForwardingParameters(IE_list=[
+                                      IE_DestinationInterface(interface=0),
+                                      IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=0x100000 + i, ipv4=self.gnb)])]),
+            IE_CreateURR(IE_list=urr),
+            IE_CreateQER(IE_list=[IE_QER_Id(id=1), IE_GateStatus(ul=0, dl=0),
+                                  IE_MBR(ul=self.mbr, dl=self.mbr), IE_QFI(QFI=qfi)]),
+        ])
+
+    def modification(self, cp_seid, i):
+        return PFCPSessionModificationRequest(IE_list=[
+            IE_UpdateFAR(IE_list=[
+                IE_FAR_Id(id=2), IE_ApplyAction(FORW=1),
+                IE_UpdateForwardingParameters(IE_list=[
+                    IE_DestinationInterface(interface=0),
+                    IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=0x200000 + i, ipv4=self.gnb2)])]),
+        ])
+
+    def windowed(self, kind, items, make):
+        t0 = time.time()
+        for key, i in items:
+            while len(self.pending) >= self.window:
+                self.pump()
+            seid = 0 if kind == "establish" else self.sessions.get(key, {}).get("up_seid")
+            if seid is None:
+                self.errors.append(f"{kind} {key}: session was never established")
+                continue
+            self.send(kind, key, make(key, i), seid=seid)
+        self.pump(until_empty=True, deadline=time.time() + self.timeout)
+        return time.time() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--upf", default="127.0.0.1:8805")
+    ap.add_argument("--sessions", type=int, default=1000)
+    ap.add_argument("--ue-base", default="10.60.0.1")
+    ap.add_argument("--gnb", default="192.168.1.10")
+    ap.add_argument("--gnb2", default="192.168.1.11")
+    ap.add_argument("--mbr-kbps", type=int, default=100000)
+    ap.add_argument("--period", type=int, default=1, help="URR measurement period, s (0: none)")
+    ap.add_argument("--report-wait", type=float, default=2.5,
+                    help="seconds to wait for periodic usage reports before deleting")
+    ap.add_argument("--window", type=int, default=64)
+    ap.add_argument("--timeout", type=float, default=20.0)
+    a = ap.parse_args()
+    host, port = a.upf.rsplit(":", 1)
+    smf = Smf((host.strip("[]"), int(port)), a.ue_base, a.gnb, a.gnb2, a.mbr_kbps, a.period,
+              a.window, a.timeout)
+    smf.heartbeat()
+    smf.associate()
+    keys = [(0x5000 + i, i) for i in range(a.sessions)]
+    t_est = smf.windowed("establish", keys, smf.establishment)
+    established = sum(1 for s in smf.sessions.values() if "up_seid" in s)
+    t_mod = smf.windowed("modify", keys, smf.modification)
+    end = time.time() + a.report_wait
+    while time.time() < end:
+        smf.pump()
+    t_del = smf.windowed("delete", keys, lambda k, i: PFCPSessionDeletionRequest(IE_list=[]))
+    smf.heartbeat()
+    out = dict(smf.stats)
+    out.update({
+        "sessions": a.sessions, "established": established,
+        "teids_unique": len({s.get("teid") for s in smf.sessions.values()}) == established,
+        "establish_s": round(t_est, 3), "modify_s": round(t_mod, 3), "delete_s": round(t_del, 3),
+        "errors": smf.errors[:20], "error_count": len(smf.errors),
+    })
+    print(json.dumps(out))
+    sys.exit(0 if not smf.errors and established == a.sessions else 1)
+
+
+if __name__ == "__main__":
+    main()
