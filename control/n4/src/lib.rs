@@ -25,25 +25,45 @@
 //!   with the Cause and Offending IE, when the header (type and sequence number) is readable.
 //!   Malformed Heartbeat Requests are discarded (the response has no Cause IE), as are
 //!   malformed responses.
+//! * 5.2.2 Usage reporting (see [`usage`]): the daemon feeds cumulative usage per URR with
+//!   [`Node::update_usage`]; volume threshold / quota crossings, time thresholds and periodic
+//!   reports become Session Report Requests (7.5.8, Report Type USAR) sent from our own
+//!   sequence space and retransmitted every `t1` up to `n1` times (6.4). Session Deletion
+//!   Responses carry a final Usage Report per URR (7.5.7, trigger TERMR); Modification
+//!   Responses carry one per removed (TERMR) or queried (IMMER) URR (7.5.5). Responses get the
+//!   latest usage from a [`UsageSource`] ([`Node::handle_with`]).
+//! * 5.2.3 Buffering: [`Node::downlink_data`] sends one Session Report Request with a
+//!   Downlink Data Report per buffering episode of a FAR with BUFF and NOCP; Create / Update /
+//!   Remove BAR keep the session's BAR ([`Bar`]).
+//! * Rejections with cause 73 name the rule at fault in a Failed Rule ID (8.2.80).
+//! * [`Node::stats`]: message, cause, decode-error and report counters for Prometheus.
 #![forbid(unsafe_code)]
 
 pub mod session;
+pub mod usage;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use peregrine_pfcp::cause;
-use peregrine_pfcp::ie::{ie_type as t, Bitmap, FSeid, Grouped, NodeId};
+use peregrine_pfcp::ie::{
+    apply_action, ie_type as t, report_type, usage_report_trigger as urt, Bitmap, FSeid,
+    FailedRuleId, Grouped, Ie, NodeId,
+};
 use peregrine_pfcp::message::{
     msg_type as mt, AssociationRequest, AssociationResponse, Heartbeat,
     SessionEstablishmentRequest, SessionEstablishmentResponse, SessionModificationRequest,
-    SessionResponse,
+    SessionReportRequest, SessionResponse,
 };
 use peregrine_pfcp::{Action, Body, Message};
 
+pub use session::{
+    Bar, Far, ForwardingParameters, LocalFTeid, Pdi, Pdr, Qer, Reject, Session, Urr,
+};
 use session::{Edits, TeidAlloc};
-pub use session::{Far, ForwardingParameters, LocalFTeid, Pdi, Pdr, Qer, Reject, Session, Urr};
+use usage::Meter;
+pub use usage::{LastFed, Usage, UsageSource};
 
 /// UP Function Features bits (section 8.2.25), octet 5 in bits 0-7 as in
 /// [`peregrine_pfcp::ie::Bitmap`].
@@ -76,11 +96,17 @@ pub struct NodeConfig {
     pub response_retention: Duration,
     /// Most responses remembered.
     pub response_cache_capacity: usize,
+    /// T1: retransmission timer of our Session Report Requests (section 6.4).
+    pub t1: Duration,
+    /// N1: retransmissions before a report is given up.
+    pub n1: u32,
+    /// NTP seconds at node time 0, for Start / End Time and Time of First / Last Packet.
+    pub ntp_origin: u32,
 }
 
 impl NodeConfig {
     /// Defaults: FTUP, 100k sessions, heartbeat every 10 s with 3 retries, 30 s / 4096
-    /// response cache.
+    /// response cache, T1 3 s / N1 3, NTP origin = the Recovery Time Stamp.
     pub fn new(node_id: NodeId, recovery_time_stamp: u32, n3_ipv4: Option<Ipv4Addr>) -> Self {
         NodeConfig {
             node_id,
@@ -92,6 +118,10 @@ impl NodeConfig {
             heartbeat_retries: 3,
             response_retention: Duration::from_secs(30),
             response_cache_capacity: 4096,
+            t1: Duration::from_secs(3),
+            n1: 3,
+            // The caller's clock origin is taken to be the node's start.
+            ntp_origin: recovery_time_stamp,
         }
     }
 }
@@ -136,6 +166,61 @@ pub enum Event {
     SessionDeleted {
         seid: u64,
     },
+    /// The URR's Volume Quota is used up: stop forwarding its traffic (section 5.2.2.2).
+    QuotaExhausted {
+        seid: u64,
+        urr_id: u32,
+    },
+    /// A Session Report Request went unanswered after N1 retransmissions.
+    ReportTimedOut {
+        seid: u64,
+        seq: u32,
+    },
+}
+
+/// Counters for Prometheus, counted in [`Node::handle`], [`Node::poll_timers`],
+/// [`Node::update_usage`] and [`Node::downlink_data`]. Keys are PFCP message types (table
+/// 7.3-1) and causes (section 8.2.1).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct N4Stats {
+    /// Datagrams received, by message type (when the header is readable).
+    pub rx: BTreeMap<u8, u64>,
+    /// Datagrams sent, by message type (retransmissions included).
+    pub tx: BTreeMap<u8, u64>,
+    /// Responses sent, by (response message type, cause).
+    pub responses: BTreeMap<(u8, u8), u64>,
+    /// Undecodable datagrams, by [`peregrine_pfcp::DecodeError::kind`].
+    pub decode_errors: BTreeMap<&'static str, u64>,
+    /// Retransmitted requests answered from the response cache (section 6.4).
+    pub duplicates: u64,
+    /// Session Report Requests sent (first transmissions).
+    pub reports_sent: u64,
+    pub reports_retransmitted: u64,
+    /// Answered with an acceptance cause.
+    pub reports_acknowledged: u64,
+    /// Answered with a rejection cause.
+    pub reports_rejected: u64,
+    /// Given up after N1 retransmissions.
+    pub reports_timed_out: u64,
+    /// Session Report Responses matching no outstanding request.
+    pub reports_unexpected_responses: u64,
+    /// Gauges, as of the last call.
+    pub sessions: u64,
+    pub associations: u64,
+}
+
+fn bump<K: Ord>(m: &mut BTreeMap<K, u64>, k: K) {
+    *m.entry(k).or_insert(0) += 1;
+}
+
+/// An outstanding Session Report Request (section 6.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PendingReport {
+    peer: SocketAddr,
+    seid: u64,
+    bytes: Vec<u8>,
+    next_at: Nanos,
+    retransmissions: u32,
 }
 
 /// Heartbeat bookkeeping of one association.
@@ -178,6 +263,13 @@ pub struct Node {
     next_seq: u32,
     cache: HashMap<(SocketAddr, u32), Cached>,
     cache_order: VecDeque<(Nanos, SocketAddr, u32)>,
+    /// Usage measurement per (UP SEID, URR ID); exactly the URRs of the sessions.
+    meters: BTreeMap<(u64, u32), Meter>,
+    /// Our outstanding Session Report Requests by sequence number.
+    pending: BTreeMap<u32, PendingReport>,
+    /// (UP SEID, FAR ID) whose buffering episode has been reported (DLDR).
+    dldr_reported: BTreeSet<(u64, u32)>,
+    stats: N4Stats,
 }
 
 /// Header fields readable without a full decode.
@@ -239,7 +331,34 @@ impl Node {
             next_seq: 1,
             cache: HashMap::new(),
             cache_order: VecDeque::new(),
+            meters: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            dldr_reported: BTreeSet::new(),
+            stats: N4Stats::default(),
         }
+    }
+
+    /// Message and report counters.
+    pub fn stats(&self) -> &N4Stats {
+        &self.stats
+    }
+
+    /// Outstanding Session Report Requests.
+    pub fn pending_reports(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Count what we send and refresh the gauges.
+    fn account(&mut self, out: &[Output]) {
+        for o in out {
+            if let Output::Send { bytes, .. } = o {
+                if let Some(&ty) = bytes.get(1) {
+                    bump(&mut self.stats.tx, ty);
+                }
+            }
+        }
+        self.stats.sessions = self.sessions.len() as u64;
+        self.stats.associations = self.associations.len() as u64;
     }
 
     pub fn config(&self) -> &NodeConfig {
@@ -276,8 +395,8 @@ impl Node {
     /// response cache: equal dumps mean equal state.
     pub fn debug_snapshot(&self) -> String {
         format!(
-            "{:?}\n{:?}\n{:?}",
-            self.associations, self.sessions, self.teids
+            "{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+            self.associations, self.sessions, self.teids, self.meters, self.dldr_reported
         )
     }
 
@@ -322,12 +441,42 @@ impl Node {
                 }
             }
         }
+        let urrs: BTreeSet<(u64, u32)> = self
+            .sessions
+            .values()
+            .flat_map(|s| s.urrs.keys().map(move |&u| (s.up_seid, u)))
+            .collect();
+        if !self.meters.keys().copied().eq(urrs.iter().copied()) {
+            return Err("usage meters do not match the sessions' URRs".into());
+        }
+        if let Some(p) = self
+            .pending
+            .values()
+            .find(|p| !self.sessions.contains_key(&p.seid))
+        {
+            return Err(format!("report pending for missing session {}", p.seid));
+        }
+        if let Some((seid, far)) = self
+            .dldr_reported
+            .iter()
+            .find(|(s, f)| !self.sessions.get(s).is_some_and(|s| s.fars.contains_key(f)))
+        {
+            return Err(format!(
+                "DLDR episode of missing FAR {far} of session {seid}"
+            ));
+        }
         Ok(())
     }
 
-    /// When [`Node::poll_timers`] next has something to do.
+    /// When [`Node::poll_timers`] next has something to do. Scans every URR: O(URRs).
     pub fn next_timer(&self) -> Option<Nanos> {
-        self.associations.values().map(|a| a.hb.next_at).min()
+        let hb = self.associations.values().map(|a| a.hb.next_at);
+        let rtx = self.pending.values().map(|p| p.next_at);
+        let urr = self.meters.iter().filter_map(|(&(seid, id), m)| {
+            let u = self.sessions.get(&seid)?.urrs.get(&id)?;
+            m.next_due(u)
+        });
+        hb.chain(rtx).chain(urr).min()
     }
 
     /// Heartbeats to associated peers (section 6.2.2): a Heartbeat Request every
@@ -370,6 +519,171 @@ impl Node {
                 out.push(Output::Send { to: peer, bytes });
             }
         }
+        self.retransmit_reports(now, &mut out);
+        let due: Vec<(u64, u32)> = self
+            .meters
+            .iter()
+            .filter(|(&(seid, id), m)| {
+                self.sessions
+                    .get(&seid)
+                    .and_then(|s| s.urrs.get(&id))
+                    .and_then(|u| m.next_due(u))
+                    .is_some_and(|at| at <= now)
+            })
+            .map(|(&k, _)| k)
+            .collect();
+        for (seid, urr_id) in due {
+            self.check_urr(now, seid, urr_id, &mut out);
+        }
+        self.account(&out);
+        out
+    }
+
+    /// Section 6.4: resend unanswered Session Report Requests every T1; after N1
+    /// retransmissions give up (`ReportTimedOut`).
+    fn retransmit_reports(&mut self, now: Nanos, out: &mut Vec<Output>) {
+        let t1 = nanos(self.config.t1);
+        let due: Vec<u32> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.next_at <= now)
+            .map(|(&s, _)| s)
+            .collect();
+        for seq in due {
+            let Some(p) = self.pending.get_mut(&seq) else {
+                continue;
+            };
+            if p.retransmissions >= self.config.n1 {
+                let seid = p.seid;
+                self.pending.remove(&seq);
+                self.stats.reports_timed_out += 1;
+                out.push(Output::Event(Event::ReportTimedOut { seid, seq }));
+                continue;
+            }
+            p.retransmissions += 1;
+            p.next_at = now.saturating_add(t1);
+            self.stats.reports_retransmitted += 1;
+            out.push(Output::Send {
+                to: p.peer,
+                bytes: p.bytes.clone(),
+            });
+        }
+    }
+
+    /// Feed the cumulative usage of a URR (see [`Usage`]) and send the Session Report Request
+    /// its volume threshold or quota calls for, if any (section 5.2.2.2). Unknown session or
+    /// URR: nothing.
+    pub fn update_usage(
+        &mut self,
+        now: Nanos,
+        up_seid: u64,
+        urr_id: u32,
+        usage: Usage,
+    ) -> Vec<Output> {
+        let mut out = Vec::new();
+        if let Some(m) = self.meters.get_mut(&(up_seid, urr_id)) {
+            m.feed(usage);
+            self.check_urr(now, up_seid, urr_id, &mut out);
+        }
+        self.account(&out);
+        out
+    }
+
+    /// Evaluate the URR's triggers and report if one holds.
+    fn check_urr(&mut self, now: Nanos, seid: u64, urr_id: u32, out: &mut Vec<Output>) {
+        let Some(urr) = self.sessions.get(&seid).and_then(|s| s.urrs.get(&urr_id)) else {
+            return;
+        };
+        let Some(m) = self.meters.get_mut(&(seid, urr_id)) else {
+            return;
+        };
+        let bits = m.due(urr, now);
+        if bits == 0 {
+            return;
+        }
+        let g = m.report(urr, t::USAGE_REPORT_SRR, bits, now, self.config.ntp_origin);
+        if bits & urt::VOLQU != 0 {
+            out.push(Output::Event(Event::QuotaExhausted { seid, urr_id }));
+        }
+        self.send_report(
+            now,
+            seid,
+            SessionReportRequest {
+                report_type: Bitmap(report_type::USAR),
+                downlink_data_report: None,
+                usage_report: vec![g],
+                extra: Vec::new(),
+            },
+            out,
+        );
+    }
+
+    /// Send a Session Report Request (section 7.5.8) for session `seid` to its CP function
+    /// and keep it for retransmission.
+    fn send_report(
+        &mut self,
+        now: Nanos,
+        seid: u64,
+        r: SessionReportRequest,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(s) = self.sessions.get(&seid) else {
+            return;
+        };
+        let (peer, hdr) = (s.peer, s.cp_f_seid.seid);
+        let seq = self.alloc_seq();
+        let msg = Message {
+            seq,
+            seid: Some(hdr),
+            priority: None,
+            fo: false,
+            body: Body::SessionReportRequest(r),
+        };
+        let Ok(bytes) = msg.to_vec() else { return };
+        self.pending.insert(
+            seq,
+            PendingReport {
+                peer,
+                seid,
+                bytes: bytes.clone(),
+                next_at: now.saturating_add(nanos(self.config.t1)),
+                retransmissions: 0,
+            },
+        );
+        self.stats.reports_sent += 1;
+        out.push(Output::Send { to: peer, bytes });
+    }
+
+    /// The dataplane buffered the first downlink packet for `pdr_id` (section 5.2.3.1). If
+    /// the PDR's FAR buffers and asks to notify the CP function (BUFF and NOCP), send one
+    /// Session Report Request with a Downlink Data Report; further packets of the same
+    /// buffering episode send nothing. The episode ends when the FAR is updated or removed
+    /// (e.g. to FORW after paging). The BAR's Suggested Buffering Packets Count sizes the
+    /// dataplane's buffer and does not change reporting.
+    pub fn downlink_data(&mut self, now: Nanos, up_seid: u64, pdr_id: u16) -> Vec<Output> {
+        let mut out = Vec::new();
+        let far = self.sessions.get(&up_seid).and_then(|s| {
+            let f = s.fars.get(&s.pdrs.get(&pdr_id)?.far_id)?;
+            let notify = f
+                .apply_action
+                .contains(apply_action::BUFF | apply_action::NOCP);
+            notify.then_some(f.id)
+        });
+        if let Some(far) = far {
+            if self.dldr_reported.insert((up_seid, far)) {
+                let r = SessionReportRequest {
+                    report_type: Bitmap(report_type::DLDR),
+                    downlink_data_report: Some(Grouped::new(
+                        t::DOWNLINK_DATA_REPORT,
+                        vec![Ie::PdrId(pdr_id)],
+                    )),
+                    usage_report: Vec::new(),
+                    extra: Vec::new(),
+                };
+                self.send_report(now, up_seid, r, &mut out);
+            }
+        }
+        self.account(&out);
         out
     }
 
@@ -396,11 +710,40 @@ impl Node {
         }
     }
 
-    /// Process one datagram from `peer` received at `now`.
+    /// Process one datagram from `peer` received at `now`; responses that carry usage
+    /// report the usage last fed with [`Node::update_usage`].
     pub fn handle(&mut self, now: Nanos, peer: SocketAddr, datagram: &[u8]) -> Vec<Output> {
+        self.handle_with(now, peer, datagram, &mut LastFed)
+    }
+
+    /// [`Node::handle`], asking `usage` for the latest usage of each URR a response reports
+    /// (Session Deletion, Remove / Query URR), after the request has been validated.
+    pub fn handle_with(
+        &mut self,
+        now: Nanos,
+        peer: SocketAddr,
+        datagram: &[u8],
+        usage: &mut dyn UsageSource,
+    ) -> Vec<Output> {
         let mut out = Vec::new();
+        self.handle_inner(now, peer, datagram, usage, &mut out);
+        self.account(&out);
+        out
+    }
+
+    fn handle_inner(
+        &mut self,
+        now: Nanos,
+        peer: SocketAddr,
+        datagram: &[u8],
+        usage: &mut dyn UsageSource,
+        out: &mut Vec<Output>,
+    ) {
         self.expire_cache(now);
         let pk = peek(datagram);
+        if let Some(p) = pk {
+            bump(&mut self.stats.rx, p.msg_type);
+        }
         // Section 6.4: a retransmitted request gets the same answer, not a second execution.
         if let Some(p) = pk.filter(|p| p.version == 1 && is_answered_request(p.msg_type)) {
             if let Some(c) = self.cache.get(&(peer, p.seq)) {
@@ -409,12 +752,17 @@ impl Node {
                         to: peer,
                         bytes: c.bytes.clone(),
                     });
-                    return out;
+                    self.stats.duplicates += 1;
+                    return;
                 }
             }
         }
-        match Message::parse(datagram) {
-            Ok(m) => self.dispatch(now, peer, m, &mut out),
+        let parsed = Message::parse(datagram);
+        if let Err(e) = &parsed {
+            bump(&mut self.stats.decode_errors, e.kind());
+        }
+        match parsed {
+            Ok(m) => self.dispatch(now, peer, m, usage, out),
             Err(e) => match e.action() {
                 Action::Discard => {}
                 Action::VersionNotSupported => {
@@ -439,23 +787,19 @@ impl Node {
                             && is_answered_request(p.msg_type)
                             && p.msg_type != mt::HEARTBEAT_REQUEST
                     }) {
-                        let rej = Reject {
-                            cause,
-                            offending_ie,
-                        };
+                        let rej = Reject::new(cause, offending_ie);
                         let cp_seid = p
                             .seid
                             .and_then(|s| self.sessions.get(&s))
                             .map_or(0, |s| s.cp_f_seid.seid);
                         if let Some(body) = self.reject_body(p.msg_type, rej) {
                             let seid = mt::is_session(p.msg_type).then_some(cp_seid);
-                            self.respond(now, peer, p.seq, seid, body, &mut out);
+                            self.respond(now, peer, p.seq, seid, body, out);
                         }
                     }
                 }
             },
         }
-        out
     }
 
     /// Response body of the request type `req` carrying a rejection.
@@ -472,7 +816,7 @@ impl Node {
             offending_ie: r.offending_ie,
             created_pdr: Vec::new(),
             usage_report: Vec::new(),
-            extra: Vec::new(),
+            extra: failed_rule_ie(&r),
         };
         Some(match req {
             mt::ASSOCIATION_SETUP_REQUEST => {
@@ -487,7 +831,7 @@ impl Node {
                     offending_ie: r.offending_ie,
                     up_f_seid: None,
                     created_pdr: Vec::new(),
-                    extra: Vec::new(),
+                    extra: failed_rule_ie(&r),
                 })
             }
             mt::SESSION_MODIFICATION_REQUEST => Body::SessionModificationResponse(sess),
@@ -507,6 +851,9 @@ impl Node {
         out: &mut Vec<Output>,
     ) {
         let req_type = body.msg_type() - 1;
+        if let Some(c) = response_cause(&body) {
+            bump(&mut self.stats.responses, (body.msg_type(), c));
+        }
         let msg = Message {
             seq,
             seid,
@@ -528,7 +875,14 @@ impl Node {
         out.push(Output::Send { to: peer, bytes });
     }
 
-    fn dispatch(&mut self, now: Nanos, peer: SocketAddr, m: Message, out: &mut Vec<Output>) {
+    fn dispatch(
+        &mut self,
+        now: Nanos,
+        peer: SocketAddr,
+        m: Message,
+        usage: &mut dyn UsageSource,
+        out: &mut Vec<Output>,
+    ) {
         let seq = m.seq;
         match m.body {
             Body::HeartbeatRequest(_) => {
@@ -583,10 +937,17 @@ impl Node {
             }
             Body::SessionEstablishmentRequest(r) => self.establish(now, peer, seq, r, out),
             Body::SessionModificationRequest(r) => {
-                self.modify(now, peer, seq, m.seid.unwrap_or(0), r, out)
+                self.modify(now, peer, seq, m.seid.unwrap_or(0), r, usage, out)
             }
             Body::SessionDeletionRequest(_) => {
                 let seid = m.seid.unwrap_or(0);
+                // Section 7.5.7: a final Usage Report per URR (trigger TERMR).
+                let ids: Vec<u32> = self
+                    .sessions
+                    .get(&seid)
+                    .map(|s| s.urrs.keys().copied().collect())
+                    .unwrap_or_default();
+                let reports = self.final_reports(now, seid, &ids, t::USAGE_REPORT_SDR, usage);
                 let (cause, hdr) = match self.remove_session(seid) {
                     Some(s) => {
                         out.push(Output::Event(Event::SessionDeleted { seid }));
@@ -598,15 +959,74 @@ impl Node {
                     cause,
                     offending_ie: None,
                     created_pdr: Vec::new(),
-                    usage_report: Vec::new(),
+                    usage_report: reports,
                     extra: Vec::new(),
                 });
                 self.respond(now, peer, seq, Some(hdr), body, out);
             }
+            Body::SessionReportResponse(r) => self.report_answered(peer, seq, r.cause),
             // Responses to requests we never send, Session Report Request (UP -> CP only),
             // Version Not Supported: nothing to do.
             _ => {}
         }
+    }
+
+    /// Session Report Response (section 7.5.9) to one of our requests: accepted completes
+    /// it; 65 (the CP function has no such session) drops every report of the session;
+    /// other rejections complete it too (counted). Retransmitted responses match nothing.
+    fn report_answered(&mut self, peer: SocketAddr, seq: u32, c: u8) {
+        let Some(p) = self.pending.get(&seq).filter(|p| p.peer == peer) else {
+            self.stats.reports_unexpected_responses += 1;
+            return;
+        };
+        let seid = p.seid;
+        self.pending.remove(&seq);
+        if cause::is_accepted(c) {
+            self.stats.reports_acknowledged += 1;
+        } else {
+            self.stats.reports_rejected += 1;
+            if c == cause::SESSION_CONTEXT_NOT_FOUND {
+                self.pending.retain(|_, p| p.seid != seid);
+            }
+        }
+    }
+
+    /// Usage Reports of type `ie_type` with trigger TERMR (removed URR, deleted session) for
+    /// `ids` of session `seid`, after asking `usage` for the latest counters.
+    fn final_reports(
+        &mut self,
+        now: Nanos,
+        seid: u64,
+        ids: &[u32],
+        ie_type: u16,
+        usage: &mut dyn UsageSource,
+    ) -> Vec<Grouped> {
+        self.usage_reports(now, seid, ids, ie_type, urt::TERMR, usage)
+    }
+
+    fn usage_reports(
+        &mut self,
+        now: Nanos,
+        seid: u64,
+        ids: &[u32],
+        ie_type: u16,
+        trigger: u64,
+        usage: &mut dyn UsageSource,
+    ) -> Vec<Grouped> {
+        let mut v = Vec::new();
+        let Some(s) = self.sessions.get(&seid) else {
+            return v;
+        };
+        for id in ids {
+            let (Some(u), Some(m)) = (s.urrs.get(id), self.meters.get_mut(&(seid, *id))) else {
+                continue;
+            };
+            if let Some(x) = usage.usage(seid, *id) {
+                m.feed(x);
+            }
+            v.push(m.report(u, ie_type, trigger, now, self.config.ntp_origin));
+        }
+        v
     }
 
     fn assoc_response(&self, cause: u8, setup: bool) -> AssociationResponse {
@@ -694,6 +1114,9 @@ impl Node {
 
     fn remove_session(&mut self, seid: u64) -> Option<Session> {
         let s = self.sessions.remove(&seid)?;
+        self.meters.retain(|&(x, _), _| x != seid);
+        self.pending.retain(|_, p| p.seid != seid);
+        self.dldr_reported.retain(|&(x, _)| x != seid);
         for teid in s.teids() {
             if self.teids.get(&teid) == Some(&seid) {
                 self.teids.remove(&teid);
@@ -709,10 +1132,44 @@ impl Node {
     fn check_teids(&self, s: &Session) -> Result<(), Reject> {
         for teid in s.teids() {
             if self.teids.get(&teid).is_some_and(|&o| o != s.up_seid) {
-                return Err(Reject::rule(t::F_TEID));
+                let r = Reject::rule(t::F_TEID);
+                return Err(match s.pdr_with_teid(teid) {
+                    Some(p) => r.at(FailedRuleId::Pdr(p)),
+                    None => r,
+                });
             }
         }
         Ok(())
+    }
+
+    /// Bring the usage meters and DLDR episodes of session `seid` in line with its rules
+    /// after a commit: new URRs start measuring now, removed ones are dropped, updated ones
+    /// re-arm; an updated or removed FAR ends its buffering episode.
+    fn sync_session_state(
+        &mut self,
+        now: Nanos,
+        seid: u64,
+        updated_urr: &[(u32, bool)],
+        updated_far: &[u32],
+    ) {
+        let Some(s) = self.sessions.get(&seid) else {
+            return;
+        };
+        self.meters
+            .retain(|&(x, id), _| x != seid || s.urrs.contains_key(&id));
+        for (id, u) in &s.urrs {
+            self.meters
+                .entry((seid, *id))
+                .or_insert_with(|| Meter::new(u, now));
+        }
+        for &(id, quota) in updated_urr {
+            if let (Some(u), Some(m)) = (s.urrs.get(&id), self.meters.get_mut(&(seid, id))) {
+                m.rearm(u, quota, now);
+            }
+        }
+        self.dldr_reported.retain(|&(x, far)| {
+            x != seid || (s.fars.contains_key(&far) && !updated_far.contains(&far))
+        });
     }
 
     /// Install a validated session (new or replacing its previous version).
@@ -758,16 +1215,10 @@ impl Node {
         r: &SessionEstablishmentRequest,
     ) -> Result<(Session, Vec<Grouped>, u32), Reject> {
         if !self.associations.contains_key(&peer) {
-            return Err(Reject {
-                cause: cause::NO_ESTABLISHED_PFCP_ASSOCIATION,
-                offending_ie: None,
-            });
+            return Err(Reject::new(cause::NO_ESTABLISHED_PFCP_ASSOCIATION, None));
         }
         if self.sessions.len() >= self.config.max_sessions {
-            return Err(Reject {
-                cause: cause::NO_RESOURCES_AVAILABLE,
-                offending_ie: None,
-            });
+            return Err(Reject::new(cause::NO_RESOURCES_AVAILABLE, None));
         }
         let mut s = Session::new(seid, r.cp_f_seid, peer);
         let ftup = self.config.up_features.contains(up_features::FTUP);
@@ -783,6 +1234,7 @@ impl Node {
             create_far: &r.create_far,
             create_urr: &r.create_urr,
             create_qer: &r.create_qer,
+            create_bar: r.create_bar.as_ref(),
             ..Edits::default()
         };
         s.apply(&edits, &mut alloc)?;
@@ -817,6 +1269,7 @@ impl Node {
                 debug_assert_eq!(seid, candidate);
                 self.next_teid = next_teid;
                 self.commit(s);
+                self.sync_session_state(now, seid, &[], &[]);
                 out.push(Output::Event(Event::SessionCreated { seid }));
                 SessionEstablishmentResponse {
                     node_id: self.config.node_id.clone(),
@@ -833,7 +1286,7 @@ impl Node {
                 offending_ie: rej.offending_ie,
                 up_f_seid: None,
                 created_pdr: Vec::new(),
-                extra: Vec::new(),
+                extra: failed_rule_ie(&rej),
             },
         };
         self.respond(
@@ -850,6 +1303,9 @@ impl Node {
     /// SEID 0 (section 7.2.2.4.2); the edits are applied to a scratch copy and committed only
     /// if all succeed (removing or updating a missing rule, creating a duplicate, or leaving a
     /// PDR with a dangling reference: 73). A CP F-SEID in the request replaces the stored one.
+    /// On success the response carries a Usage Report (SMR) per removed URR (TERMR, measured
+    /// up to the removal) and per queried URR (IMMER); querying an unknown URR is 73.
+    #[allow(clippy::too_many_arguments)]
     fn modify(
         &mut self,
         now: Nanos,
@@ -857,15 +1313,13 @@ impl Node {
         seq: u32,
         seid: u64,
         r: SessionModificationRequest,
+        usage: &mut dyn UsageSource,
         out: &mut Vec<Output>,
     ) {
         let Some(cur) = self.sessions.get(&seid) else {
             let body = self.reject_body(
                 mt::SESSION_MODIFICATION_REQUEST,
-                Reject {
-                    cause: cause::SESSION_CONTEXT_NOT_FOUND,
-                    offending_ie: None,
-                },
+                Reject::new(cause::SESSION_CONTEXT_NOT_FOUND, None),
             );
             if let Some(b) = body {
                 self.respond(now, peer, seq, Some(0), b, out);
@@ -898,17 +1352,55 @@ impl Node {
             update_far: &r.update_far,
             update_urr: &r.update_urr,
             update_qer: &r.update_qer,
+            remove_bar: r.remove_bar.as_ref(),
+            create_bar: r.create_bar.as_ref(),
+            update_bar: r.update_bar.as_ref(),
         };
+        let removed_urrs: Vec<u32> = ids_of(&r.remove_urr, t::URR_ID)
+            .filter(|id| cur.urrs.contains_key(id))
+            .collect();
+        let queried: Vec<u32> = ids_of(&r.query_urr, t::URR_ID).collect();
         let result = s
             .apply(&edits, &mut alloc)
-            .and_then(|()| self.check_teids(&s));
+            .and_then(|()| self.check_teids(&s))
+            .and_then(
+                |()| match queried.iter().find(|id| !s.urrs.contains_key(id)) {
+                    Some(&id) => Err(Reject::rule(t::URR_ID).at(FailedRuleId::Urr(id))),
+                    None => Ok(()),
+                },
+            );
         let next_teid = alloc.next_teid();
         let created = std::mem::take(&mut alloc.created);
         let resp = match result {
             Ok(()) => {
                 let hdr = s.cp_f_seid.seid;
+                // Removed URRs report while their meters still exist.
+                let mut reports =
+                    self.final_reports(now, seid, &removed_urrs, t::USAGE_REPORT_SMR, usage);
                 self.next_teid = next_teid;
                 self.commit(s);
+                // A URR removed and re-created by the same request measures afresh.
+                for id in &removed_urrs {
+                    self.meters.remove(&(seid, *id));
+                }
+                let updated_urr: Vec<(u32, bool)> = r
+                    .update_urr
+                    .iter()
+                    .filter_map(|g| match g.get(t::URR_ID) {
+                        Some(Ie::UrrId(id)) => Some((*id, g.get(t::VOLUME_QUOTA).is_some())),
+                        _ => None,
+                    })
+                    .collect();
+                let updated_far: Vec<u32> = ids_of(&r.update_far, t::FAR_ID).collect();
+                self.sync_session_state(now, seid, &updated_urr, &updated_far);
+                reports.extend(self.usage_reports(
+                    now,
+                    seid,
+                    &queried,
+                    t::USAGE_REPORT_SMR,
+                    urt::IMMER,
+                    usage,
+                ));
                 out.push(Output::Event(Event::SessionModified { seid }));
                 (
                     hdr,
@@ -916,7 +1408,7 @@ impl Node {
                         cause: cause::REQUEST_ACCEPTED,
                         offending_ie: None,
                         created_pdr: created,
-                        usage_report: Vec::new(),
+                        usage_report: reports,
                         extra: Vec::new(),
                     },
                 )
@@ -928,7 +1420,7 @@ impl Node {
                     offending_ie: rej.offending_ie,
                     created_pdr: Vec::new(),
                     usage_report: Vec::new(),
-                    extra: Vec::new(),
+                    extra: failed_rule_ie(&rej),
                 },
             ),
         };
@@ -941,6 +1433,33 @@ impl Node {
             out,
         );
     }
+}
+
+/// The Failed Rule ID IE of a rejection, if it names one.
+fn failed_rule_ie(r: &Reject) -> Vec<Ie> {
+    r.failed_rule.map(Ie::FailedRuleId).into_iter().collect()
+}
+
+/// The Cause of a response body, for the statistics.
+fn response_cause(b: &Body) -> Option<u8> {
+    match b {
+        Body::AssociationSetupResponse(r)
+        | Body::AssociationUpdateResponse(r)
+        | Body::AssociationReleaseResponse(r) => Some(r.cause),
+        Body::SessionEstablishmentResponse(r) => Some(r.cause),
+        Body::SessionModificationResponse(r)
+        | Body::SessionDeletionResponse(r)
+        | Body::SessionReportResponse(r) => Some(r.cause),
+        _ => None,
+    }
+}
+
+/// The IDs (URR ID or FAR ID, by `ie`) of a list of grouped IEs.
+fn ids_of(gs: &[Grouped], ie: u16) -> impl Iterator<Item = u32> + '_ {
+    gs.iter().filter_map(move |g| match g.get(ie) {
+        Some(Ie::UrrId(x) | Ie::FarId(x)) => Some(*x),
+        _ => None,
+    })
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use peregrine_pfcp::cause;
 use peregrine_pfcp::ie::{
-    ie_type as t, BitRate, Bitmap, FSeid, FTeid, GateStatus, Grouped, Ie, OuterHeaderCreation,
-    OuterHeaderRemoval, SdfFilter, UeIpAddress, Volume,
+    ie_type as t, BitRate, Bitmap, FSeid, FTeid, FailedRuleId, GateStatus, Grouped, Ie,
+    OuterHeaderCreation, OuterHeaderRemoval, SdfFilter, UeIpAddress, Volume,
 };
 
 /// Why a rule edit was refused: the Cause (section 8.2.1) and Offending IE (section 8.2.22)
@@ -17,26 +17,34 @@ use peregrine_pfcp::ie::{
 pub struct Reject {
     pub cause: u8,
     pub offending_ie: Option<u16>,
+    /// Failed Rule ID (section 8.2.80), sent with cause 73 when the failing rule is known.
+    pub failed_rule: Option<FailedRuleId>,
 }
 
 impl Reject {
-    pub(crate) fn rule(ie: u16) -> Reject {
+    pub(crate) fn new(cause: u8, offending_ie: Option<u16>) -> Reject {
         Reject {
-            cause: cause::RULE_CREATION_MODIFICATION_FAILURE,
-            offending_ie: Some(ie),
+            cause,
+            offending_ie,
+            failed_rule: None,
         }
+    }
+    pub(crate) fn rule(ie: u16) -> Reject {
+        Reject::new(cause::RULE_CREATION_MODIFICATION_FAILURE, Some(ie))
     }
     pub(crate) fn missing(ie: u16) -> Reject {
-        Reject {
-            cause: cause::MANDATORY_IE_MISSING,
-            offending_ie: Some(ie),
-        }
+        Reject::new(cause::MANDATORY_IE_MISSING, Some(ie))
     }
     pub(crate) fn conditional(ie: u16) -> Reject {
-        Reject {
-            cause: cause::CONDITIONAL_IE_MISSING,
-            offending_ie: Some(ie),
+        Reject::new(cause::CONDITIONAL_IE_MISSING, Some(ie))
+    }
+    /// Name the failing rule; kept only for cause 73 (tables 7.5.3.1-1 / 7.5.5.1-1: Failed
+    /// Rule ID is present when the cause is "Rule creation/modification failure").
+    pub(crate) fn at(mut self, rule: FailedRuleId) -> Reject {
+        if self.cause == cause::RULE_CREATION_MODIFICATION_FAILURE && self.failed_rule.is_none() {
+            self.failed_rule = Some(rule);
         }
+        self
     }
 }
 
@@ -100,6 +108,18 @@ pub struct Far {
     /// Apply Action (section 8.2.26), see [`peregrine_pfcp::ie::apply_action`].
     pub apply_action: Bitmap,
     pub forwarding: Option<ForwardingParameters>,
+    /// BAR ID (section 8.2.88): the session's BAR applies while buffering.
+    pub bar_id: Option<u8>,
+}
+
+/// Buffering Action Rule (table 7.5.2.6-1), the basic form: buffering itself is the
+/// dataplane's; the N4 node keeps the rule and reports the first downlink packet (see
+/// [`crate::Node::downlink_data`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bar {
+    pub id: u8,
+    /// Suggested Buffering Packets Count (section 8.2.112), for the dataplane's buffer.
+    pub suggested_buffering_packets_count: Option<u8>,
 }
 
 /// QoS Enforcement Rule (table 7.5.2.5-1). No MBR means no limit (section 5.4.4).
@@ -141,6 +161,8 @@ pub struct Session {
     pub fars: BTreeMap<u32, Far>,
     pub qers: BTreeMap<u32, Qer>,
     pub urrs: BTreeMap<u32, Urr>,
+    /// At most one BAR per session (Create BAR appears once, table 7.5.2.1-1).
+    pub bar: Option<Bar>,
 }
 
 macro_rules! find {
@@ -235,10 +257,10 @@ impl<'a> TeidAlloc<'a> {
             }
             FTeid::Choose { v4, v6, choose_id } => {
                 if !self.ftup {
-                    return Err(Reject {
-                        cause: cause::INVALID_F_TEID_ALLOCATION_OPTION,
-                        offending_ie: Some(t::F_TEID),
-                    });
+                    return Err(Reject::new(
+                        cause::INVALID_F_TEID_ALLOCATION_OPTION,
+                        Some(t::F_TEID),
+                    ));
                 }
                 let shared = choose_id.and_then(|c| self.chid.get(&c).copied());
                 let local = match shared {
@@ -249,10 +271,9 @@ impl<'a> TeidAlloc<'a> {
                         if ipv4.is_none() && ipv6.is_none() {
                             return Err(Reject::rule(t::F_TEID));
                         }
-                        let teid = self.alloc().ok_or(Reject {
-                            cause: cause::NO_RESOURCES_AVAILABLE,
-                            offending_ie: Some(t::F_TEID),
-                        })?;
+                        let teid = self
+                            .alloc()
+                            .ok_or(Reject::new(cause::NO_RESOURCES_AVAILABLE, Some(t::F_TEID)))?;
                         let l = LocalFTeid { teid, ipv4, ipv6 };
                         if let Some(c) = choose_id {
                             self.chid.insert(c, l);
@@ -342,6 +363,15 @@ pub(crate) fn far_from_create(g: &Grouped) -> Result<Far, Reject> {
             Some(f) => Some(fwd_from(f)?),
             None => None,
         },
+        bar_id: find!(g, Ie::BarId),
+    })
+}
+
+/// Create BAR (table 7.5.2.6-1) / Update BAR (table 7.5.4.14-1).
+pub(crate) fn bar_from(g: &Grouped) -> Result<Bar, Reject> {
+    Ok(Bar {
+        id: find!(g, Ie::BarId).ok_or(Reject::missing(t::BAR_ID))?,
+        suggested_buffering_packets_count: find!(g, Ie::SuggestedBufferingPacketsCount),
     })
 }
 
@@ -394,6 +424,9 @@ pub(crate) struct Edits<'a> {
     pub update_far: &'a [Grouped],
     pub update_urr: &'a [Grouped],
     pub update_qer: &'a [Grouped],
+    pub remove_bar: Option<&'a Grouped>,
+    pub create_bar: Option<&'a Grouped>,
+    pub update_bar: Option<&'a Grouped>,
 }
 
 impl Session {
@@ -406,6 +439,7 @@ impl Session {
             fars: BTreeMap::new(),
             qers: BTreeMap::new(),
             urrs: BTreeMap::new(),
+            bar: None,
         }
     }
 
@@ -421,51 +455,97 @@ impl Session {
     /// that every PDR's FAR / QER / URR references resolve (section 7.5.4: the request is
     /// applied as a whole or rejected). Any error leaves the caller to drop the scratch copy.
     pub(crate) fn apply(&mut self, e: &Edits<'_>, alloc: &mut TeidAlloc<'_>) -> Result<(), Reject> {
+        use FailedRuleId as R;
         for g in e.remove_pdr {
             let id = g.pdr_id().ok_or(Reject::missing(t::PDR_ID))?;
-            self.pdrs.remove(&id).ok_or(Reject::rule(t::PDR_ID))?;
+            self.pdrs
+                .remove(&id)
+                .ok_or(Reject::rule(t::PDR_ID).at(R::Pdr(id)))?;
         }
         for g in e.remove_far {
             let id = g.far_id().ok_or(Reject::missing(t::FAR_ID))?;
-            self.fars.remove(&id).ok_or(Reject::rule(t::FAR_ID))?;
+            self.fars
+                .remove(&id)
+                .ok_or(Reject::rule(t::FAR_ID).at(R::Far(id)))?;
         }
         for g in e.remove_urr {
             let id = find!(g, Ie::UrrId).ok_or(Reject::missing(t::URR_ID))?;
-            self.urrs.remove(&id).ok_or(Reject::rule(t::URR_ID))?;
+            self.urrs
+                .remove(&id)
+                .ok_or(Reject::rule(t::URR_ID).at(R::Urr(id)))?;
         }
         for g in e.remove_qer {
             let id = find!(g, Ie::QerId).ok_or(Reject::missing(t::QER_ID))?;
-            self.qers.remove(&id).ok_or(Reject::rule(t::QER_ID))?;
+            self.qers
+                .remove(&id)
+                .ok_or(Reject::rule(t::QER_ID).at(R::Qer(id)))?;
+        }
+        if let Some(g) = e.remove_bar {
+            let id = find!(g, Ie::BarId).ok_or(Reject::missing(t::BAR_ID))?;
+            if self.bar.as_ref().map(|b| b.id) != Some(id) {
+                return Err(Reject::rule(t::BAR_ID).at(R::Bar(id)));
+            }
+            self.bar = None;
         }
         for g in e.create_far {
             let f = far_from_create(g)?;
-            insert_new(&mut self.fars, f.id, f, t::FAR_ID)?;
+            let id = f.id;
+            insert_new(&mut self.fars, id, f, t::FAR_ID).map_err(|r| r.at(R::Far(id)))?;
         }
         for g in e.create_qer {
             let q = qer_from_create(g)?;
-            insert_new(&mut self.qers, q.id, q, t::QER_ID)?;
+            let id = q.id;
+            insert_new(&mut self.qers, id, q, t::QER_ID).map_err(|r| r.at(R::Qer(id)))?;
         }
         for g in e.create_urr {
             let u = urr_from_create(g)?;
-            insert_new(&mut self.urrs, u.id, u, t::URR_ID)?;
+            let id = u.id;
+            insert_new(&mut self.urrs, id, u, t::URR_ID).map_err(|r| r.at(R::Urr(id)))?;
+        }
+        if let Some(g) = e.create_bar {
+            let b = bar_from(g)?;
+            if self.bar.is_some() {
+                return Err(Reject::rule(t::BAR_ID).at(R::Bar(b.id)));
+            }
+            self.bar = Some(b);
         }
         for g in e.create_pdr {
+            let at = |r: Reject| match g.pdr_id() {
+                Some(id) => r.at(R::Pdr(id)),
+                None => r,
+            };
             // Reject a duplicate before resolving its F-TEID.
             if g.pdr_id().is_some_and(|id| self.pdrs.contains_key(&id)) {
-                return Err(Reject::rule(t::PDR_ID));
+                return Err(at(Reject::rule(t::PDR_ID)));
             }
-            let p = pdr_from_create(g, alloc)?;
-            insert_new(&mut self.pdrs, p.id, p, t::PDR_ID)?;
+            let p = pdr_from_create(g, alloc).map_err(at)?;
+            insert_new(&mut self.pdrs, p.id, p, t::PDR_ID).map_err(at)?;
         }
         for g in e.update_pdr {
-            self.update_pdr(g)?;
+            self.update_pdr(g)
+                .map_err(|r| g.pdr_id().map_or(r, |id| r.at(R::Pdr(id))))?;
         }
         for g in e.update_far {
-            self.update_far(g)?;
+            self.update_far(g)
+                .map_err(|r| g.far_id().map_or(r, |id| r.at(R::Far(id))))?;
+        }
+        if let Some(g) = e.update_bar {
+            let b = bar_from(g)?;
+            match &mut self.bar {
+                Some(cur) if cur.id == b.id => {
+                    if b.suggested_buffering_packets_count.is_some() {
+                        cur.suggested_buffering_packets_count = b.suggested_buffering_packets_count;
+                    }
+                }
+                _ => return Err(Reject::rule(t::BAR_ID).at(R::Bar(b.id))),
+            }
         }
         for g in e.update_qer {
             let id = find!(g, Ie::QerId).ok_or(Reject::missing(t::QER_ID))?;
-            let q = self.qers.get_mut(&id).ok_or(Reject::rule(t::QER_ID))?;
+            let q = self
+                .qers
+                .get_mut(&id)
+                .ok_or(Reject::rule(t::QER_ID).at(R::Qer(id)))?;
             if let Some(v) = find!(g, Ie::GateStatus) {
                 q.gate = v;
             }
@@ -481,7 +561,10 @@ impl Session {
         }
         for g in e.update_urr {
             let id = find!(g, Ie::UrrId).ok_or(Reject::missing(t::URR_ID))?;
-            let u = self.urrs.get_mut(&id).ok_or(Reject::rule(t::URR_ID))?;
+            let u = self
+                .urrs
+                .get_mut(&id)
+                .ok_or(Reject::rule(t::URR_ID).at(R::Urr(id)))?;
             if let Some(v) = find!(g, Ie::MeasurementMethod) {
                 u.measurement_method = v;
             }
@@ -574,24 +657,41 @@ impl Session {
                 fp.outer_header_creation = Some(v);
             }
         }
+        if let Some(v) = find!(g, Ie::BarId) {
+            f.bar_id = Some(v);
+        }
         Ok(())
     }
 
-    /// Every PDR's FAR, QER and URR IDs name rules of this session (cause 73, Offending IE the
-    /// dangling ID's type).
+    /// Every PDR's FAR, QER and URR IDs and every FAR's BAR ID name rules of this session
+    /// (cause 73, Offending IE the dangling ID's type, Failed Rule ID the referring rule).
     pub(crate) fn check_refs(&self) -> Result<(), Reject> {
         for p in self.pdrs.values() {
+            let at = FailedRuleId::Pdr(p.id);
             if !self.fars.contains_key(&p.far_id) {
-                return Err(Reject::rule(t::FAR_ID));
+                return Err(Reject::rule(t::FAR_ID).at(at));
             }
             if p.qer_ids.iter().any(|q| !self.qers.contains_key(q)) {
-                return Err(Reject::rule(t::QER_ID));
+                return Err(Reject::rule(t::QER_ID).at(at));
             }
             if p.urr_ids.iter().any(|u| !self.urrs.contains_key(u)) {
-                return Err(Reject::rule(t::URR_ID));
+                return Err(Reject::rule(t::URR_ID).at(at));
+            }
+        }
+        for f in self.fars.values() {
+            if f.bar_id.is_some() && f.bar_id != self.bar.as_ref().map(|b| b.id) {
+                return Err(Reject::rule(t::BAR_ID).at(FailedRuleId::Far(f.id)));
             }
         }
         Ok(())
+    }
+
+    /// The PDR using local TEID `teid`, if any.
+    pub(crate) fn pdr_with_teid(&self, teid: u32) -> Option<u16> {
+        self.pdrs
+            .values()
+            .find(|p| p.pdi.f_teid.is_some_and(|f| f.teid == teid))
+            .map(|p| p.id)
     }
 }
 

@@ -5,9 +5,9 @@
 mod common;
 
 use common::*;
-use peregrine_n4::{Node, Output};
+use peregrine_n4::{Node, Output, Usage};
 use peregrine_pfcp::ie::{ie_type as t, Bitmap, GateStatus, Ie};
-use peregrine_pfcp::message::SessionModificationRequest;
+use peregrine_pfcp::message::{SessionModificationRequest, SessionResponse};
 use peregrine_pfcp::{cause, Body, Message};
 
 struct Rng(u64);
@@ -25,14 +25,14 @@ impl Rng {
     }
 }
 
-fn template(rng: &mut Rng, seq: u32, seids: &[u64]) -> Vec<u8> {
+fn template(rng: &mut Rng, seq: u32, seids: &[u64], reports: &[u32]) -> Vec<u8> {
     let seid = if seids.is_empty() || rng.below(8) == 0 {
         rng.below(64)
     } else {
         seids[rng.below(seids.len() as u64) as usize]
     };
     let id = rng.below(4) as u16 + 1;
-    match rng.below(12) {
+    match rng.below(14) {
         0 => heartbeat_req(seq),
         1 => setup_req(seq, rng.below(3) as u32),
         2 => assoc_req(seq, false),
@@ -86,7 +86,69 @@ fn template(rng: &mut Rng, seq: u32, seids: &[u64]) -> Vec<u8> {
                 ..Default::default()
             },
         ),
+        11 => modify_bytes(
+            seq,
+            seid,
+            SessionModificationRequest {
+                query_urr: vec![g(t::QUERY_URR, vec![Ie::UrrId(id as u32)])],
+                update_urr: vec![g(
+                    t::UPDATE_URR,
+                    vec![
+                        Ie::UrrId(1),
+                        Ie::ReportingTriggers(Bitmap(0x0107)),
+                        Ie::VolumeQuota(peregrine_pfcp::ie::Volume {
+                            total: Some(rng.below(1 << 20)),
+                            ..Default::default()
+                        }),
+                        Ie::TimeThreshold(rng.below(5) as u32),
+                        Ie::MeasurementPeriod(rng.below(3) as u32),
+                    ],
+                )],
+                ..Default::default()
+            },
+        ),
+        12 => msg(
+            // Mostly a report we sent, sometimes a stray sequence number.
+            reports
+                .get(rng.below(reports.len() as u64 + 1) as usize)
+                .copied()
+                .unwrap_or(rng.below(64) as u32),
+            Some(seid),
+            Body::SessionReportResponse(SessionResponse {
+                cause: [1, 65, 64][rng.below(3) as usize],
+                offending_ie: None,
+                created_pdr: vec![],
+                usage_report: vec![],
+                extra: vec![],
+            }),
+        ),
         _ => heartbeat_resp(seq),
+    }
+}
+
+/// Feed usage for a random URR (cumulative, sometimes going backwards) and a downlink packet
+/// for a random PDR; every report must decode and no report may name a missing session.
+fn feed(n: &mut Node, rng: &mut Rng, now: u64, seids: &[u64], reports: &mut Vec<u32>) {
+    let Some(&seid) = seids.get(rng.below(seids.len() as u64 + 1) as usize) else {
+        return;
+    };
+    let u = Usage {
+        ul_bytes: rng.below(1 << 24),
+        dl_bytes: rng.below(1 << 24),
+        ul_pkts: rng.below(1 << 12),
+        dl_pkts: rng.below(1 << 12),
+        first_pkt_ns: (rng.below(2) == 0).then(|| rng.next()),
+        last_pkt_ns: (rng.below(2) == 0).then(|| rng.next()),
+    };
+    let mut outs = n.update_usage(now, seid, rng.below(5) as u32, u);
+    outs.extend(n.downlink_data(now, seid, rng.below(5) as u16));
+    for o in outs {
+        if let Output::Send { bytes, .. } = o {
+            reports.push(Message::parse(&bytes).unwrap().seq);
+        }
+    }
+    if reports.len() > 16 {
+        reports.drain(..8);
     }
 }
 
@@ -132,6 +194,7 @@ fn fifty_thousand_mutations() {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut now = 0u64;
     let (mut accepted, mut rejected, mut silent) = (0u32, 0u32, 0u32);
+    let mut reports: Vec<u32> = Vec::new();
     for i in 0..50_000u32 {
         now += rng.below(SEC / 2);
         let seids: Vec<u64> = n.sessions().map(|s| s.up_seid).collect();
@@ -141,15 +204,29 @@ fn fifty_thousand_mutations() {
         } else {
             1000 + i
         };
-        let mut b = template(&mut rng, seq, &seids);
+        let mut b = template(&mut rng, seq, &seids, &reports);
         if rng.below(10) < 7 {
             mutate(&mut rng, &mut b);
         }
         let peer = if rng.below(20) == 0 { smf2() } else { smf() };
         let check = i % 25 == 0;
         let before = check.then(|| n.debug_snapshot());
-        let out = n.handle(now, peer, &b);
+        let out = if rng.below(4) == 0 {
+            // Responses ask a usage source; it must not be consulted for rejections.
+            let mut src = |_: u64, _: u32| {
+                Some(Usage {
+                    ul_bytes: rng.below(1 << 30),
+                    ..Default::default()
+                })
+            };
+            n.handle_with(now, peer, &b, &mut src)
+        } else {
+            n.handle(now, peer, &b)
+        };
         let after = check.then(|| n.debug_snapshot());
+        if i % 3 == 0 {
+            feed(&mut n, &mut rng, now, &seids, &mut reports);
+        }
         if i % 7 == 0 {
             for o in n.poll_timers(now) {
                 if let Output::Send { bytes, .. } = o {
@@ -202,4 +279,11 @@ fn fifty_thousand_mutations() {
     assert!(accepted > 1000, "accepted {accepted}");
     assert!(rejected > 1000, "rejected {rejected}");
     assert!(silent > 1000, "silent {silent}");
+    let st = n.stats();
+    assert!(st.reports_sent > 100, "{st:?}");
+    assert!(
+        st.reports_retransmitted > 0 && st.reports_acknowledged > 0,
+        "{st:?}"
+    );
+    assert!(st.decode_errors.values().sum::<u64>() > 1000, "{st:?}");
 }

@@ -90,6 +90,22 @@ impl DecodeError {
         })
     }
 
+    /// A stable short name of the variant, for metrics labels.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DecodeError::Truncated => "truncated",
+            DecodeError::UnsupportedVersion(_) => "unsupported_version",
+            DecodeError::UnknownMessageType(_) => "unknown_message_type",
+            DecodeError::InvalidLength { .. } => "invalid_length",
+            DecodeError::SeidFlag { .. } => "seid_flag",
+            DecodeError::IeLength { .. } => "ie_length",
+            DecodeError::MandatoryIeMissing { .. } => "mandatory_ie_missing",
+            DecodeError::ConditionalIeMissing { .. } => "conditional_ie_missing",
+            DecodeError::IeIncorrect { .. } => "ie_incorrect",
+            DecodeError::NestingTooDeep { .. } => "nesting_too_deep",
+        }
+    }
+
     /// Type of the IE to report in the Offending IE (section 8.2.22), if any.
     pub fn offending_ie(&self) -> Option<u16> {
         match *self {

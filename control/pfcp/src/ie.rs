@@ -46,6 +46,8 @@ pub mod ie_type {
     pub const UPDATE_PDR: u16 = 9;
     pub const UPDATE_FAR: u16 = 10;
     pub const UPDATE_FORWARDING_PARAMETERS: u16 = 11;
+    /// Update BAR in Session Report Response (table 7.5.9.2-1).
+    pub const UPDATE_BAR_SRR: u16 = 12;
     pub const UPDATE_URR: u16 = 13;
     pub const UPDATE_QER: u16 = 14;
     pub const REMOVE_PDR: u16 = 15;
@@ -80,6 +82,10 @@ pub mod ie_type {
     pub const TIME_OF_FIRST_PACKET: u16 = 69;
     pub const TIME_OF_LAST_PACKET: u16 = 70;
     pub const VOLUME_QUOTA: u16 = 73;
+    pub const START_TIME: u16 = 75;
+    pub const END_TIME: u16 = 76;
+    /// Query URR in Session Modification Request (table 7.5.4.10-1).
+    pub const QUERY_URR: u16 = 77;
     /// Usage Report in Session Modification Response (table 7.5.5.2-1).
     pub const USAGE_REPORT_SMR: u16 = 78;
     /// Usage Report in Session Deletion Response (table 7.5.7.2-1).
@@ -90,6 +96,8 @@ pub mod ie_type {
     pub const DOWNLINK_DATA_REPORT: u16 = 83;
     pub const OUTER_HEADER_CREATION: u16 = 84;
     pub const CREATE_BAR: u16 = 85;
+    /// Update BAR in Session Modification Request (table 7.5.4.14-1).
+    pub const UPDATE_BAR: u16 = 86;
     pub const REMOVE_BAR: u16 = 87;
     pub const BAR_ID: u16 = 88;
     pub const UE_IP_ADDRESS: u16 = 93;
@@ -98,7 +106,9 @@ pub mod ie_type {
     pub const UR_SEQN: u16 = 104;
     pub const FAR_ID: u16 = 108;
     pub const QER_ID: u16 = 109;
+    pub const FAILED_RULE_ID: u16 = 114;
     pub const QFI: u16 = 124;
+    pub const SUGGESTED_BUFFERING_PACKETS_COUNT: u16 = 140;
 
     /// Whether `t` is one of the grouped IEs decoded as [`super::Grouped`].
     pub const fn is_grouped(t: u16) -> bool {
@@ -126,6 +136,9 @@ pub mod ie_type {
                 | DOWNLINK_DATA_REPORT
                 | CREATE_BAR
                 | REMOVE_BAR
+                | UPDATE_BAR
+                | UPDATE_BAR_SRR
+                | QUERY_URR
         )
     }
 
@@ -140,12 +153,12 @@ pub mod ie_type {
             CREATE_QER => &[QER_ID, GATE_STATUS],     // table 7.5.2.5-1
             CREATED_PDR | UPDATE_PDR | REMOVE_PDR | DOWNLINK_DATA_REPORT => &[PDR_ID],
             UPDATE_FAR | REMOVE_FAR => &[FAR_ID],
-            UPDATE_URR | REMOVE_URR => &[URR_ID],
+            UPDATE_URR | REMOVE_URR | QUERY_URR => &[URR_ID],
             UPDATE_QER | REMOVE_QER => &[QER_ID],
             USAGE_REPORT_SMR | USAGE_REPORT_SDR | USAGE_REPORT_SRR => {
                 &[URR_ID, UR_SEQN, USAGE_REPORT_TRIGGER]
             }
-            CREATE_BAR | REMOVE_BAR => &[BAR_ID],
+            CREATE_BAR | REMOVE_BAR | UPDATE_BAR | UPDATE_BAR_SRR => &[BAR_ID],
             _ => &[],
         }
     }
@@ -256,6 +269,38 @@ pub mod measurement_method {
     pub const DURAT: u64 = 0x01;
     pub const VOLUM: u64 = 0x02;
     pub const EVENT: u64 = 0x04;
+}
+
+/// Reporting Triggers bits (section 8.2.19), octet 5 in bits 0-7, octet 6 in bits 8-15.
+pub mod reporting_triggers {
+    pub const PERIO: u64 = 0x01;
+    pub const VOLTH: u64 = 0x02;
+    pub const TIMTH: u64 = 0x04;
+    pub const VOLQU: u64 = 0x0100;
+    pub const TIMQU: u64 = 0x0200;
+}
+
+/// Usage Report Trigger bits (section 8.2.41), octet 5 in bits 0-7, octet 6 in bits 8-15.
+pub mod usage_report_trigger {
+    pub const PERIO: u64 = 0x01;
+    pub const VOLTH: u64 = 0x02;
+    pub const TIMTH: u64 = 0x04;
+    /// Immediate report (Query URR).
+    pub const IMMER: u64 = 0x80;
+    pub const VOLQU: u64 = 0x0100;
+    pub const TIMQU: u64 = 0x0200;
+    /// Termination report (Remove URR, session deletion).
+    pub const TERMR: u64 = 0x0800;
+}
+
+/// Failed Rule ID (section 8.2.80): the rule whose creation or modification failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailedRuleId {
+    Pdr(u16),
+    Far(u32),
+    Qer(u32),
+    Urr(u32),
+    Bar(u8),
 }
 
 /// F-TEID (section 8.2.3).
@@ -553,6 +598,13 @@ pub enum Ie {
     QerId(u32),
     UrrId(u32),
     BarId(u8),
+    /// NTP seconds (section 8.2.83).
+    StartTime(u32),
+    /// NTP seconds (section 8.2.84).
+    EndTime(u32),
+    FailedRuleId(FailedRuleId),
+    /// Section 8.2.112.
+    SuggestedBufferingPacketsCount(u8),
     /// 6-bit QoS Flow Identifier.
     Qfi(u8),
     Grouped(Grouped),
@@ -776,6 +828,10 @@ impl Ie {
             Ie::QerId(_) => t::QER_ID,
             Ie::UrrId(_) => t::URR_ID,
             Ie::BarId(_) => t::BAR_ID,
+            Ie::StartTime(_) => t::START_TIME,
+            Ie::EndTime(_) => t::END_TIME,
+            Ie::FailedRuleId(_) => t::FAILED_RULE_ID,
+            Ie::SuggestedBufferingPacketsCount(_) => t::SUGGESTED_BUFFERING_PACKETS_COUNT,
             Ie::Qfi(_) => t::QFI,
             Ie::Grouped(g) => g.ie_type,
             Ie::Raw(r) => r.ie_type,
@@ -859,6 +915,19 @@ impl Ie {
             t::QER_ID => r.u32().map(Ie::QerId),
             t::URR_ID => r.u32().map(Ie::UrrId),
             t::BAR_ID => r.u8().map(Ie::BarId),
+            t::START_TIME => r.u32().map(Ie::StartTime),
+            t::END_TIME => r.u32().map(Ie::EndTime),
+            t::FAILED_RULE_ID => (|| {
+                Some(Ie::FailedRuleId(match r.u8()? & 0x1f {
+                    0 => FailedRuleId::Pdr(r.u16()?),
+                    1 => FailedRuleId::Far(r.u32()?),
+                    2 => FailedRuleId::Qer(r.u32()?),
+                    3 => FailedRuleId::Urr(r.u32()?),
+                    4 => FailedRuleId::Bar(r.u8()?),
+                    _ => return None,
+                }))
+            })(),
+            t::SUGGESTED_BUFFERING_PACKETS_COUNT => r.u8().map(Ie::SuggestedBufferingPacketsCount),
             t::QFI => r.u8().map(|x| Ie::Qfi(x & 0x3f)),
             _ => Some(Ie::Raw(RawIe {
                 ie_type: ty,
@@ -884,7 +953,18 @@ impl Ie {
 
     fn emit_value(&self, out: &mut Vec<u8>) -> Result<(), EmitError> {
         match self {
-            Ie::Cause(x) | Ie::BarId(x) => out.push(*x),
+            Ie::Cause(x) | Ie::BarId(x) | Ie::SuggestedBufferingPacketsCount(x) => out.push(*x),
+            Ie::FailedRuleId(f) => {
+                let (ty, v, n) = match *f {
+                    FailedRuleId::Pdr(x) => (0, x as u64, 2),
+                    FailedRuleId::Far(x) => (1, x as u64, 4),
+                    FailedRuleId::Qer(x) => (2, x as u64, 4),
+                    FailedRuleId::Urr(x) => (3, x as u64, 4),
+                    FailedRuleId::Bar(x) => (4, x as u64, 1),
+                };
+                out.push(ty);
+                put_be(out, v, n);
+            }
             Ie::SourceInterface(x) | Ie::DestinationInterface(x) => out.push(x & 0x0f),
             Ie::Qfi(x) => out.push(x & 0x3f),
             Ie::FTeid(f) => match *f {
@@ -952,6 +1032,8 @@ impl Ie {
             | Ie::TimeOfFirstPacket(x)
             | Ie::TimeOfLastPacket(x)
             | Ie::RecoveryTimeStamp(x)
+            | Ie::StartTime(x)
+            | Ie::EndTime(x)
             | Ie::UrSeqn(x)
             | Ie::FarId(x)
             | Ie::QerId(x)
@@ -1205,6 +1287,33 @@ mod tests {
         rt(Ie::QerId(4));
         rt(Ie::UrrId(5));
         rt(Ie::BarId(6));
+        assert_eq!(
+            rt(Ie::StartTime(0xe6f0_0001)),
+            [0, 75, 0, 4, 0xe6, 0xf0, 0, 1]
+        );
+        rt(Ie::EndTime(0xe6f0_0002));
+        assert_eq!(
+            rt(Ie::SuggestedBufferingPacketsCount(10)),
+            [0, 140, 0, 1, 10]
+        );
+        assert_eq!(
+            rt(Ie::FailedRuleId(FailedRuleId::Pdr(0x102))),
+            [0, 114, 0, 3, 0, 1, 2]
+        );
+        rt(Ie::FailedRuleId(FailedRuleId::Far(7)));
+        rt(Ie::FailedRuleId(FailedRuleId::Qer(8)));
+        assert_eq!(
+            rt(Ie::FailedRuleId(FailedRuleId::Urr(9))),
+            [0, 114, 0, 5, 3, 0, 0, 0, 9]
+        );
+        rt(Ie::FailedRuleId(FailedRuleId::Bar(1)));
+        // Rule ID type 5..31 is not defined; a value too short for its type is incorrect.
+        for bad in [&[0u8, 114, 0, 2, 5, 0][..], &[0, 114, 0, 2, 1, 0]] {
+            assert_eq!(
+                parse_list(bad, 0).unwrap_err(),
+                DecodeError::IeIncorrect { ie_type: 114 }
+            );
+        }
         rt(Ie::Qfi(9));
         rt(Ie::Raw(RawIe {
             ie_type: 1000,

@@ -121,6 +121,9 @@ pub struct SessionModificationRequest {
     pub update_far: Vec<Grouped>,
     pub update_urr: Vec<Grouped>,
     pub update_qer: Vec<Grouped>,
+    pub update_bar: Option<Grouped>,
+    /// Query URR (table 7.5.4.10-1): report these URRs' usage in the response.
+    pub query_urr: Vec<Grouped>,
     pub extra: Vec<Ie>,
 }
 
@@ -157,6 +160,9 @@ pub struct SessionReportRequest {
 }
 
 /// The message body, by type.
+// One body per datagram on the control plane: the size difference costs nothing worth a Box
+// in every match of every user.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Body {
     HeartbeatRequest(Heartbeat),
@@ -375,6 +381,8 @@ impl Body {
                     update_far: take_all!(s, t::UPDATE_FAR),
                     update_urr: take_all!(s, t::UPDATE_URR),
                     update_qer: take_all!(s, t::UPDATE_QER),
+                    update_bar: take!(s, t::UPDATE_BAR, Ie::Grouped),
+                    query_urr: take_all!(s, t::QUERY_URR),
                     extra: Vec::new(),
                 })
             }
@@ -521,6 +529,8 @@ impl Body {
                 g(&mut v, &b.update_far);
                 g(&mut v, &b.update_urr);
                 g(&mut v, &b.update_qer);
+                v.extend(b.update_bar.clone().map(Ie::Grouped));
+                g(&mut v, &b.query_urr);
                 v.extend(b.extra.iter().cloned());
             }
             Body::SessionModificationResponse(b)

@@ -26,7 +26,9 @@ fn ie_json(ie: &Ie) -> Value {
         Ie::Cause(x) | Ie::SourceInterface(x) | Ie::DestinationInterface(x) | Ie::BarId(x) => {
             json!(x)
         }
-        Ie::Qfi(x) => json!(x),
+        Ie::Qfi(x) | Ie::SuggestedBufferingPacketsCount(x) => json!(x),
+        Ie::StartTime(x) | Ie::EndTime(x) => json!(x),
+        Ie::FailedRuleId(f) => json!(format!("{f:?}")),
         Ie::PdrId(x) | Ie::OffendingIe(x) => json!(x),
         Ie::Precedence(x)
         | Ie::FarId(x)

@@ -4,114 +4,11 @@
 //! `CI` is set.
 
 mod common;
+mod tshark;
 
 use peregrine_pfcp::Message;
-use serde_json::Value;
 use std::collections::BTreeMap;
-use std::process::Command;
-
-fn csum(data: &[u8]) -> u16 {
-    let mut s: u32 = data
-        .chunks(2)
-        .map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32)
-        .sum();
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
-}
-
-/// Ethernet / IPv4 / UDP (8805 -> 8805, no UDP checksum) around `payload`.
-fn frame(payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00];
-    let total = (20 + 8 + payload.len()) as u16;
-    let mut ip = vec![0x45, 0];
-    ip.extend_from_slice(&total.to_be_bytes());
-    ip.extend_from_slice(&[0, 1, 0x40, 0, 64, 17, 0, 0]);
-    ip.extend_from_slice(&common::SMF.octets());
-    ip.extend_from_slice(&common::UPF.octets());
-    let c = csum(&ip);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&ip);
-    let port = peregrine_pfcp::PORT.to_be_bytes();
-    f.extend_from_slice(&port);
-    f.extend_from_slice(&port);
-    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(payload);
-    f
-}
-
-/// A classic little-endian pcap file with Ethernet link type.
-fn pcap(frames: &[Vec<u8>]) -> Vec<u8> {
-    let mut p = Vec::new();
-    p.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    p.extend_from_slice(&2u16.to_le_bytes());
-    p.extend_from_slice(&4u16.to_le_bytes());
-    for x in [0u32, 0, 65535, 1] {
-        p.extend_from_slice(&x.to_le_bytes());
-    }
-    for (i, f) in frames.iter().enumerate() {
-        for x in [
-            1_700_000_000u32 + i as u32,
-            0,
-            f.len() as u32,
-            f.len() as u32,
-        ] {
-            p.extend_from_slice(&x.to_le_bytes());
-        }
-        p.extend_from_slice(f);
-    }
-    p
-}
-
-/// Every (field name, value) pair of a tshark JSON layer tree.
-fn flatten(v: &Value, out: &mut BTreeMap<String, Vec<String>>) {
-    match v {
-        Value::Object(m) => {
-            for (k, x) in m {
-                match x {
-                    Value::String(s) => out.entry(k.clone()).or_default().push(s.clone()),
-                    Value::Array(a) if a.iter().all(Value::is_string) => {
-                        for s in a {
-                            out.entry(k.clone())
-                                .or_default()
-                                .push(s.as_str().unwrap_or_default().to_string());
-                        }
-                    }
-                    _ => {
-                        out.entry(k.clone()).or_default();
-                        flatten(x, out)
-                    }
-                }
-            }
-        }
-        Value::Array(a) => a.iter().for_each(|x| flatten(x, out)),
-        _ => {}
-    }
-}
-
-fn tshark_json(path: &std::path::Path) -> Option<Value> {
-    let ci = std::env::var_os("CI").is_some();
-    match Command::new("tshark")
-        .args(["-n", "-r"])
-        .arg(path)
-        .args(["-T", "json"])
-        .output()
-    {
-        Ok(o) if o.status.success() => Some(serde_json::from_slice(&o.stdout).unwrap()),
-        r => {
-            let why = format!("tshark unavailable: {r:?}");
-            assert!(!ci, "{why}");
-            eprintln!("skipping tshark oracle: {why}");
-            None
-        }
-    }
-}
-
-fn has(f: &BTreeMap<String, Vec<String>>, key: &str, val: &str) -> bool {
-    f.get(key).is_some_and(|v| v.iter().any(|x| x == val))
-}
+use tshark::{flatten, frame, has, pcap, tshark_json};
 
 #[test]
 fn tshark_decodes_our_messages() {

@@ -173,6 +173,8 @@ pub fn usage_report(ty: u16) -> Grouped {
             Ie::UrrId(1),
             Ie::UrSeqn(7),
             Ie::UsageReportTrigger(Bitmap(0x02)),
+            Ie::StartTime(0xe6f0_0000),
+            Ie::EndTime(0xe6f0_0020),
             Ie::VolumeMeasurement(Volume {
                 total: Some(3000),
                 ul: Some(1000),
@@ -361,6 +363,11 @@ pub fn all() -> Vec<Message> {
                     t::UPDATE_QER,
                     vec![Ie::QerId(1), Ie::GateStatus(GateStatus { ul: 1, dl: 1 })],
                 )],
+                update_bar: Some(grouped(
+                    t::UPDATE_BAR,
+                    vec![Ie::BarId(1), Ie::SuggestedBufferingPacketsCount(20)],
+                )),
+                query_urr: vec![grouped(t::QUERY_URR, vec![Ie::UrrId(1)])],
                 extra: vec![],
             }),
         ),

@@ -1,0 +1,325 @@
+//! Usage measurement and reporting per URR (TS 29.244 section 5.2.2), I/O-free.
+//!
+//! The daemon sums the dataplane's per-worker counters and feeds the cumulative [`Usage`] of
+//! each (UP SEID, URR ID) since the URR was created. A [`Meter`] keeps, per URR, the
+//! cumulative usage at the start of the current measurement interval, so every report carries
+//! the usage since the previous report of that URR (section 5.2.2.3.1: the measurement is
+//! reset after each report) and the volume threshold re-arms from the reported point.
+//!
+//! Simplifications, by design:
+//! * Duration Measurement (section 8.2.45) is the wall-clock time of the interval; there is
+//!   no Inactivity Detection Time.
+//! * Volume Quota (section 5.2.2.2) is counted from the moment the quota was provisioned
+//!   (Create URR, or Update URR carrying a Volume Quota), independently of other reports; it
+//!   is reported once when exhausted.
+//! * Time of First / Last Packet of an interval: the cumulative times, the first one clamped
+//!   to the interval start when the URR saw packets before the interval.
+
+use peregrine_pfcp::ie::{
+    measurement_method as mm, reporting_triggers as rt, usage_report_trigger as urt, Bitmap,
+    Grouped, Ie, Volume,
+};
+
+use crate::{Nanos, Urr};
+
+const NS: u64 = 1_000_000_000;
+
+/// Cumulative usage of one URR since its creation, as counted by the dataplane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    pub ul_bytes: u64,
+    pub dl_bytes: u64,
+    pub ul_pkts: u64,
+    pub dl_pkts: u64,
+    /// Arrival of the first packet counted, on the node's clock.
+    pub first_pkt_ns: Option<Nanos>,
+    pub last_pkt_ns: Option<Nanos>,
+}
+
+impl Usage {
+    fn total_bytes(&self) -> u64 {
+        self.ul_bytes.saturating_add(self.dl_bytes)
+    }
+    fn total_pkts(&self) -> u64 {
+        self.ul_pkts.saturating_add(self.dl_pkts)
+    }
+    /// `self - base`, saturating: counters that went backwards read as no traffic.
+    fn since(&self, base: &Usage) -> Usage {
+        Usage {
+            ul_bytes: self.ul_bytes.saturating_sub(base.ul_bytes),
+            dl_bytes: self.dl_bytes.saturating_sub(base.dl_bytes),
+            ul_pkts: self.ul_pkts.saturating_sub(base.ul_pkts),
+            dl_pkts: self.dl_pkts.saturating_sub(base.dl_pkts),
+            first_pkt_ns: self.first_pkt_ns,
+            last_pkt_ns: self.last_pkt_ns,
+        }
+    }
+}
+
+/// Where responses that carry usage (Session Deletion Response, Session Modification Response
+/// with Remove / Query URR) get the latest cumulative usage. `None` keeps the last value fed
+/// with [`crate::Node::update_usage`].
+pub trait UsageSource {
+    fn usage(&mut self, up_seid: u64, urr_id: u32) -> Option<Usage>;
+}
+
+/// A [`UsageSource`] with nothing new: the last fed usage is reported.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LastFed;
+
+impl UsageSource for LastFed {
+    fn usage(&mut self, _: u64, _: u32) -> Option<Usage> {
+        None
+    }
+}
+
+impl<F: FnMut(u64, u32) -> Option<Usage>> UsageSource for F {
+    fn usage(&mut self, up_seid: u64, urr_id: u32) -> Option<Usage> {
+        self(up_seid, urr_id)
+    }
+}
+
+/// Whether a volume (total / UL / DL octets, whichever is present) is reached by `u`.
+fn reached(v: &Volume, u: &Usage) -> bool {
+    v.total.is_some_and(|x| u.total_bytes() >= x)
+        || v.ul.is_some_and(|x| u.ul_bytes >= x)
+        || v.dl.is_some_and(|x| u.dl_bytes >= x)
+}
+
+fn secs(s: u32) -> Nanos {
+    u64::from(s).saturating_mul(NS)
+}
+
+/// Measurement state of one URR.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Meter {
+    /// UR-SEQN of the next report (section 8.2.54).
+    seqn: u32,
+    /// Latest cumulative usage fed.
+    last: Usage,
+    /// Cumulative usage at the start of the current measurement interval.
+    base: Usage,
+    /// Start of the current interval.
+    start: Nanos,
+    /// Cumulative usage when the Volume Quota was provisioned.
+    quota_base: Usage,
+    quota_reported: bool,
+    /// Next periodic report (PERIO with a non-zero Measurement Period).
+    next_period: Option<Nanos>,
+}
+
+impl Meter {
+    pub(crate) fn new(urr: &Urr, now: Nanos) -> Meter {
+        let mut m = Meter {
+            seqn: 0,
+            last: Usage::default(),
+            base: Usage::default(),
+            start: now,
+            quota_base: Usage::default(),
+            quota_reported: false,
+            next_period: None,
+        };
+        m.arm_period(urr, now);
+        m
+    }
+
+    fn arm_period(&mut self, urr: &Urr, now: Nanos) {
+        self.next_period = match urr.measurement_period {
+            Some(p) if p > 0 && urr.reporting_triggers.contains(rt::PERIO) => {
+                Some(now.saturating_add(secs(p)))
+            }
+            _ => None,
+        };
+    }
+
+    /// Update URR (table 7.5.4.4-1) applied: thresholds are read from the rule on each
+    /// check; a new Volume Quota counts from now; the measurement period restarts.
+    pub(crate) fn rearm(&mut self, urr: &Urr, quota_updated: bool, now: Nanos) {
+        if quota_updated {
+            self.quota_base = self.last;
+            self.quota_reported = false;
+        }
+        self.arm_period(urr, now);
+    }
+
+    pub(crate) fn feed(&mut self, u: Usage) {
+        self.last = u;
+    }
+
+    /// When this meter next needs [`Meter::due`] checked by the timer.
+    pub(crate) fn next_due(&self, urr: &Urr) -> Option<Nanos> {
+        let timth = urr
+            .time_threshold
+            .filter(|&s| s > 0 && urr.reporting_triggers.contains(rt::TIMTH))
+            .map(|s| self.start.saturating_add(secs(s)));
+        match (self.next_period, timth) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Usage Report Trigger bits (section 8.2.41) that hold now: volume threshold and quota
+    /// from the fed usage, time threshold and period from `now`. Marks the quota reported
+    /// and advances the period; the caller then builds the report.
+    pub(crate) fn due(&mut self, urr: &Urr, now: Nanos) -> u64 {
+        let trig = urr.reporting_triggers;
+        let mut bits = 0;
+        if trig.contains(rt::VOLTH)
+            && urr
+                .volume_threshold
+                .is_some_and(|v| reached(&v, &self.last.since(&self.base)))
+        {
+            bits |= urt::VOLTH;
+        }
+        if trig.contains(rt::VOLQU)
+            && !self.quota_reported
+            && urr
+                .volume_quota
+                .is_some_and(|v| reached(&v, &self.last.since(&self.quota_base)))
+        {
+            bits |= urt::VOLQU;
+            self.quota_reported = true;
+        }
+        if trig.contains(rt::TIMTH)
+            && urr
+                .time_threshold
+                .is_some_and(|s| s > 0 && now >= self.start.saturating_add(secs(s)))
+        {
+            bits |= urt::TIMTH;
+        }
+        if let Some(at) = self.next_period.filter(|&at| at <= now) {
+            bits |= urt::PERIO;
+            let p = secs(urr.measurement_period.unwrap_or(0)).max(1);
+            // Skip periods missed while not polled: one report covers them.
+            let missed = (now - at) / p + 1;
+            self.next_period = Some(at.saturating_add(missed.saturating_mul(p)));
+        }
+        bits
+    }
+
+    /// A Usage Report group of type `ie_type` (78 / 79 / 80; tables 7.5.5.2-1, 7.5.7.2-1,
+    /// 7.5.8.3-1) with the usage since the last report, then start a new interval.
+    /// `ntp_origin` is the NTP second at node time 0.
+    pub(crate) fn report(
+        &mut self,
+        urr: &Urr,
+        ie_type: u16,
+        trigger: u64,
+        now: Nanos,
+        ntp_origin: u32,
+    ) -> Grouped {
+        let ntp = |ns: Nanos| ntp_origin.wrapping_add((ns / NS) as u32);
+        let d = self.last.since(&self.base);
+        let mut ies = vec![
+            Ie::UrrId(urr.id),
+            Ie::UrSeqn(self.seqn),
+            Ie::UsageReportTrigger(Bitmap(trigger)),
+            Ie::StartTime(ntp(self.start)),
+            Ie::EndTime(ntp(now)),
+        ];
+        if urr.measurement_method.contains(mm::VOLUM) {
+            ies.push(Ie::VolumeMeasurement(Volume {
+                total: Some(d.total_bytes()),
+                ul: Some(d.ul_bytes),
+                dl: Some(d.dl_bytes),
+                total_packets: Some(d.total_pkts()),
+                ul_packets: Some(d.ul_pkts),
+                dl_packets: Some(d.dl_pkts),
+            }));
+        }
+        if urr.measurement_method.contains(mm::DURAT) {
+            let dur = now.saturating_sub(self.start) / NS;
+            ies.push(Ie::DurationMeasurement(
+                u32::try_from(dur).unwrap_or(u32::MAX),
+            ));
+        }
+        if d.total_pkts() > 0 {
+            if let Some(f) = d.first_pkt_ns {
+                ies.push(Ie::TimeOfFirstPacket(ntp(f.max(self.start))));
+            }
+            if let Some(l) = d.last_pkt_ns {
+                ies.push(Ie::TimeOfLastPacket(ntp(l)));
+            }
+        }
+        self.seqn = self.seqn.wrapping_add(1);
+        self.base = self.last;
+        self.start = now;
+        Grouped::new(ie_type, ies)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use peregrine_pfcp::ie::ie_type as t;
+    use peregrine_pfcp::ie::Bitmap;
+
+    fn urr(triggers: u64) -> Urr {
+        Urr {
+            id: 1,
+            measurement_method: Bitmap(mm::VOLUM | mm::DURAT),
+            reporting_triggers: Bitmap(triggers),
+            volume_threshold: Some(Volume {
+                total: Some(1000),
+                ..Default::default()
+            }),
+            time_threshold: Some(30),
+            volume_quota: Some(Volume {
+                dl: Some(5000),
+                ..Default::default()
+            }),
+            measurement_period: Some(10),
+        }
+    }
+
+    fn usage(ul: u64, dl: u64) -> Usage {
+        Usage {
+            ul_bytes: ul,
+            dl_bytes: dl,
+            ul_pkts: ul / 100,
+            dl_pkts: dl / 100,
+            first_pkt_ns: Some(1),
+            last_pkt_ns: Some(2),
+        }
+    }
+
+    #[test]
+    fn threshold_rearms_from_reported_point() {
+        let u = urr(rt::VOLTH);
+        let mut m = Meter::new(&u, 0);
+        m.feed(usage(400, 500));
+        assert_eq!(m.due(&u, 0), 0);
+        m.feed(usage(500, 500));
+        assert_eq!(m.due(&u, 0), urt::VOLTH);
+        let g = m.report(&u, t::USAGE_REPORT_SRR, urt::VOLTH, 3 * NS, 100);
+        assert!(g.ies.contains(&Ie::DurationMeasurement(3)));
+        assert!(g.ies.contains(&Ie::StartTime(100)));
+        assert!(g.ies.contains(&Ie::EndTime(103)));
+        assert_eq!(m.due(&u, 0), 0);
+        m.feed(usage(1000, 999));
+        assert_eq!(m.due(&u, 0), 0);
+        m.feed(usage(1000, 1000));
+        assert_eq!(m.due(&u, 0), urt::VOLTH);
+    }
+
+    #[test]
+    fn quota_once_period_skips_and_backwards_counters() {
+        let u = urr(rt::VOLQU | rt::PERIO);
+        let mut m = Meter::new(&u, 0);
+        m.feed(usage(0, 5000));
+        assert_eq!(m.due(&u, 0), urt::VOLQU);
+        assert_eq!(m.due(&u, 0), 0);
+        assert_eq!(m.next_due(&u), Some(10 * NS));
+        // Polled late: one PERIO, next one aligned to the period grid.
+        assert_eq!(m.due(&u, 35 * NS), urt::PERIO);
+        assert_eq!(m.next_due(&u), Some(40 * NS));
+        m.report(&u, t::USAGE_REPORT_SRR, urt::PERIO, 35 * NS, 0);
+        m.feed(usage(0, 10));
+        let g = m.report(&u, t::USAGE_REPORT_SRR, urt::PERIO, 40 * NS, 0);
+        let vol = g.ies.iter().find_map(|i| match i {
+            Ie::VolumeMeasurement(v) => Some(*v),
+            _ => None,
+        });
+        assert_eq!(vol.and_then(|v| v.dl), Some(0));
+    }
+}
