@@ -129,6 +129,7 @@ fn ours(mut backend: DpdkBackend, a: &Args) -> (f64, u64) {
         burst: a.burst,
         stop_after_idle: None,
         control_queue: 16,
+        egress: Vec::new(),
     };
     let run = runtime::start(
         &mut pre,
