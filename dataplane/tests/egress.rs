@@ -419,8 +419,10 @@ fn bad_egress_config_is_refused() {
     let c = cfg(&be, vec![None, None, Some(EgressConfig::default())]);
     let e = runtime::start(&mut be, &mark_pipeline, &c).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
-    let mut bad = EgressConfig::default();
-    bad.default_qid = 8;
+    let bad = EgressConfig {
+        default_qid: 8,
+        ..EgressConfig::default()
+    };
     let c = cfg(&be, vec![None, Some(bad)]);
     assert!(runtime::start(&mut be, &mark_pipeline, &c).is_err());
     let mut bad = EgressConfig::default();

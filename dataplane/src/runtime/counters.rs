@@ -174,13 +174,13 @@ pub const SOJOURN_BINS: usize = 8;
 /// span 1 µs to 4 ms); bin 7 holds everything from 4096 µs up.
 pub const SOJOURN_BIN_EDGES_US: [u64; SOJOURN_BINS - 1] = [1, 4, 16, 64, 256, 1024, 4096];
 
-/// The histogram bin of a sojourn time: `floor((bits(us) + 1) / 2)`, capped at the last bin,
+/// The histogram bin of a sojourn time: `ceil(bits(us) / 2)`, capped at the last bin,
 /// which reproduces [`SOJOURN_BIN_EDGES_US`] without a search.
 #[inline]
 pub fn sojourn_bin(sojourn_ns: u64) -> usize {
     let us = sojourn_ns / 1000;
     let bits = (u64::BITS - us.leading_zeros()) as usize;
-    ((bits + 1) / 2).min(SOJOURN_BINS - 1)
+    bits.div_ceil(2).min(SOJOURN_BINS - 1)
 }
 
 /// One egress queue's counters on one port (cumulative since start, except the depths).
@@ -361,10 +361,12 @@ mod tests {
 
     #[test]
     fn qid_counters_window_and_sum() {
-        let mut a = QidCounters::default();
-        a.enq_pkts = 10;
+        let mut a = QidCounters {
+            enq_pkts: 10,
+            depth_pkts: 4,
+            ..QidCounters::default()
+        };
         a.record_sojourn(2_000);
-        a.depth_pkts = 4;
         let before = a;
         a.enq_pkts = 15;
         a.record_sojourn(6_000);
