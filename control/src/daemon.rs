@@ -186,6 +186,7 @@ where
         stop_after_idle: (cfg.workers.stop_after_idle_ms > 0)
             .then(|| Duration::from_millis(cfg.workers.stop_after_idle_ms)),
         control_queue: 1024,
+        egress: Vec::new(),
     };
     for p in backend.ports() {
         match backend.link(p.id) {

@@ -175,6 +175,7 @@ fn forwarding_allocates_nothing_per_packet() {
         burst: 32,
         stop_after_idle: None,
         control_queue: 16,
+        egress: Vec::new(),
     };
     let run = runtime::start(
         &mut pre,

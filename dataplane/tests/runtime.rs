@@ -32,6 +32,7 @@ fn cfg(workers: usize, backend: &MemBackend) -> RuntimeConfig {
         burst: 32,
         stop_after_idle: None,
         control_queue: 64,
+        egress: Vec::new(),
     }
 }
 

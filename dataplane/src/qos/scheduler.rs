@@ -420,6 +420,16 @@ impl<B: PacketBuf> Scheduler<B> {
         n
     }
 
+    /// Dequeue up to `max` packets at `now_ns` in scheduling order but ignoring the shaper
+    /// (shutdown: what is queued goes out as fast as the port takes it). The shaper's tokens
+    /// are left as they were. Counted as dequeues, with sojourn times.
+    pub fn flush_burst(&mut self, now_ns: u64, max: usize, f: impl FnMut(Dequeued<B>)) -> usize {
+        let shaper = self.shaper.take();
+        let n = self.dequeue_burst(now_ns, max, f);
+        self.shaper = shaper;
+        n
+    }
+
     /// Packets queued on `qid`.
     pub fn queue_len(&self, qid: u8) -> usize {
         self.rings[usize::from(qid).min(NUM_QUEUES - 1)].len

@@ -3,13 +3,15 @@
 
 pub mod batch;
 pub mod counters;
+pub mod egress;
 pub mod reason;
 pub mod snapshot;
 pub mod stage;
 pub mod worker;
 
 pub use batch::{Action, Batch, Disposition};
-pub use counters::Counters;
+pub use counters::{Counters, EgressCounters, QidCounters, SOJOURN_BINS, SOJOURN_BIN_EDGES_US};
+pub use egress::{EgressConfig, EgressConfigError};
 pub use reason::{DropReason, Reasons};
 pub use snapshot::{Publisher, Reader};
 pub use stage::{Context, Pipeline, PipelineFactory, Stage};

@@ -22,6 +22,8 @@ impl Reasons {
     pub const CONTROL_QUEUE_FULL: DropReason = DropReason(2);
     /// A stage chose a tx port that does not exist.
     pub const BAD_TX_PORT: DropReason = DropReason(3);
+    /// The packet's egress queue (per-port scheduler, 8 QIDs) was full: a tail drop.
+    pub const EGRESS_QUEUE_FULL: DropReason = DropReason(4);
 
     pub fn new() -> Reasons {
         Reasons {
@@ -30,6 +32,7 @@ impl Reasons {
                 "tx_full",
                 "control_queue_full",
                 "bad_tx_port",
+                "egress_queue_full",
             ],
         }
     }
@@ -83,6 +86,8 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(r.name(b), "no_route");
         assert_eq!(r.name(Reasons::TX_FULL), "tx_full");
+        assert_eq!(r.name(Reasons::EGRESS_QUEUE_FULL), "egress_queue_full");
+        assert_eq!(r.register("egress_queue_full"), Reasons::EGRESS_QUEUE_FULL);
         assert_eq!(r.name(DropReason(999)), "unknown");
     }
 }

@@ -4,13 +4,20 @@
 //! Per burst: rx -> stages -> dispatch (tx per port / drop by reason / to control) -> tx.
 //! Nothing on that path allocates, locks or makes a syscall; the control thread reads the
 //! worker's counters from atomics the worker refreshes every few thousand polls.
+//!
+//! Ports configured with an egress scheduler ([`RuntimeConfig::egress`]) queue their `Tx`
+//! packets per QID in the worker's own `qos::Scheduler`; the worker dequeues a burst per
+//! such port after every batch and on idle polls (so a shaper drains without new traffic),
+//! and at stop sends whatever is still queued, shaper or not.
 
 use super::batch::{Action, Batch};
-use super::counters::{Counters, SharedCounters};
+use super::counters::{Counters, EgressCounters, SharedCounters};
+use super::egress::{EgressConfig, EgressConfigError, EgressPort, NO_EGRESS};
 use super::reason::Reasons;
 use super::stage::{Context, Pipeline, PipelineFactory};
 use crate::buffer::PacketBuf;
 use crate::io::{Backend, Burst, PortId, PortInfo, WorkerIo, MAX_BURST};
+use crate::qos::Scheduler;
 use arrayvec::ArrayVec;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,9 +61,17 @@ pub struct RuntimeConfig {
     pub stop_after_idle: Option<Duration>,
     /// Capacity of the worker -> control exception queue (per runtime).
     pub control_queue: usize,
+    /// Egress scheduling per port, indexed by port; missing or `None` entries send straight
+    /// to the driver (the unscheduled path, unchanged). Each worker gets its own schedulers.
+    pub egress: Vec<Option<EgressConfig>>,
 }
 
 const PUBLISH_EVERY: u64 = 1024;
+
+/// A worker whose rx is exhausted keeps serving its (shaped) egress queues until they are
+/// empty, unless they have not moved for this long (a shaper that can never pass the head
+/// packet); then the stop flush sends the rest unshaped.
+const EGRESS_STALL_NS: u64 = 1_000_000_000;
 
 /// When traffic was last seen, for `stop_after_idle`: busy polls only set a flag.
 #[derive(Debug)]
@@ -79,6 +94,11 @@ struct Worker<I: WorkerIo> {
     epoch: Instant,
     burst: usize,
     stop_after_idle: Option<Duration>,
+    /// Per port: index into `egress`, or [`NO_EGRESS`].
+    egress_slot: Vec<u16>,
+    egress: Vec<EgressPort<I::Buf>>,
+    /// Worker-clock time of the last dequeue from any scheduler.
+    egress_progress_ns: u64,
 }
 
 impl<I: WorkerIo> Worker<I> {
@@ -112,13 +132,21 @@ impl<I: WorkerIo> Worker<I> {
                 batch.reset_dispositions();
                 cx.next_batch();
                 self.pipeline.run(&mut batch, &cx);
-                self.dispatch(&mut batch);
+                self.dispatch(&mut batch, &cx);
+                if !self.egress.is_empty() {
+                    self.service_egress(|| cx.now_ns());
+                }
                 self.flush_tx();
                 debug_assert!(batch.pkts.is_empty());
             }
             polls += 1;
             if got == 0 {
                 self.counters.idle_polls += 1;
+                if !self.egress.is_empty() {
+                    let epoch = self.epoch;
+                    self.service_egress(|| epoch.elapsed().as_nanos() as u64);
+                    self.flush_tx();
+                }
                 if self.idle_should_stop(&mut idle, polls) {
                     break;
                 }
@@ -126,15 +154,92 @@ impl<I: WorkerIo> Worker<I> {
                 idle.saw_rx = true;
             }
             if polls.is_multiple_of(PUBLISH_EVERY) {
-                self.shared.store(&self.counters);
+                self.publish();
                 if self.stop.load(Ordering::Relaxed) {
                     break;
                 }
             }
         }
+        self.flush_egress();
         self.io.flush();
-        self.shared.store(&self.counters);
+        self.publish();
         self.counters
+    }
+
+    /// Copy the schedulers' counters and depths into `counters`, then publish them.
+    fn publish(&mut self) {
+        for (e, c) in self.egress.iter().zip(self.counters.egress.iter_mut()) {
+            for (qid, q) in c.queues.iter_mut().enumerate() {
+                let st = e.sched.stats(qid as u8);
+                q.enq_pkts = st.enq_pkts;
+                q.enq_bytes = st.enq_bytes;
+                q.deq_pkts = st.deq_pkts;
+                q.deq_bytes = st.deq_bytes;
+                q.drop_pkts = st.drop_pkts;
+                q.drop_bytes = st.drop_bytes;
+                q.depth_pkts = e.sched.queue_len(qid as u8) as u64;
+                q.depth_bytes = e.sched.queue_bytes(qid as u8);
+            }
+        }
+        self.shared.store(&self.counters);
+    }
+
+    /// Packets queued in this worker's schedulers.
+    #[inline]
+    fn egress_backlog(&self) -> usize {
+        self.egress.iter().map(|e| e.sched.len()).sum()
+    }
+
+    /// Dequeue up to a burst from every non-empty scheduler into its port's tx queue; `now`
+    /// is read only if some scheduler holds packets. `flush_tx` sends them.
+    #[inline]
+    fn service_egress(&mut self, now: impl FnOnce() -> u64) {
+        if self.egress_backlog() == 0 {
+            return;
+        }
+        let now_ns = now();
+        let mut moved = 0;
+        for (e, c) in self.egress.iter_mut().zip(self.counters.egress.iter_mut()) {
+            if e.sched.is_empty() {
+                continue;
+            }
+            let q = &mut self.txq[e.port as usize];
+            let room = self.burst.min(q.remaining_capacity());
+            moved += e.sched.dequeue_burst(now_ns, room, |d| {
+                c.queues[usize::from(d.qid)].record_sojourn(d.sojourn_ns);
+                q.push(d.pkt);
+            });
+        }
+        if moved > 0 {
+            self.tx_pending = true;
+            self.egress_progress_ns = now_ns;
+        }
+    }
+
+    /// At stop: send everything still queued, ignoring shapers; what the driver does not
+    /// take is counted `tx_full` by `flush_tx`, so nothing is lost uncounted.
+    fn flush_egress(&mut self) {
+        if self.egress_backlog() == 0 {
+            return;
+        }
+        let now_ns = self.epoch.elapsed().as_nanos() as u64;
+        for i in 0..self.egress.len() {
+            loop {
+                let e = &mut self.egress[i];
+                let c = &mut self.counters.egress[i];
+                let q = &mut self.txq[e.port as usize];
+                let room = q.remaining_capacity();
+                let n = e.sched.flush_burst(now_ns, room, |d| {
+                    c.queues[usize::from(d.qid)].record_sojourn(d.sojourn_ns);
+                    q.push(d.pkt);
+                });
+                if n == 0 {
+                    break;
+                }
+                self.tx_pending = true;
+                self.flush_tx();
+            }
+        }
     }
 
     /// Called on an empty poll: flushes writers now and then and decides whether to stop.
@@ -144,11 +249,17 @@ impl<I: WorkerIo> Worker<I> {
             return true;
         }
         if self.io.rx_exhausted() {
-            return true;
+            // A replay's shaped queues drain at the shaper's rate before the worker stops.
+            let now_ns = self.epoch.elapsed().as_nanos() as u64;
+            if self.egress_backlog() == 0
+                || now_ns.saturating_sub(self.egress_progress_ns) > EGRESS_STALL_NS
+            {
+                return true;
+            }
         }
         if polls.is_multiple_of(256) {
             self.io.flush();
-            self.shared.store(&self.counters);
+            self.publish();
             if let Some(limit) = self.stop_after_idle {
                 // The clock is read here, on the idle path, never per busy poll.
                 if std::mem::take(&mut idle.saw_rx) {
@@ -163,14 +274,15 @@ impl<I: WorkerIo> Worker<I> {
     }
 
     #[inline]
-    fn dispatch(&mut self, batch: &mut Batch<I::Buf>) {
+    fn dispatch(&mut self, batch: &mut Batch<I::Buf>, cx: &Context) {
         // Whole batch decided at once (cross-connects, one-way forwarding): hand the batch's
         // array straight to the driver, no per-packet work at all.
         if let Some(d) = batch.uniform() {
             if let Action::Tx(p) = d.action() {
                 // The per-port tx queues are empty here: `flush_tx` drains them after every
-                // batch, so sending this batch first cannot reorder anything.
-                if (p as usize) < self.txq.len() {
+                // batch, so sending this batch first cannot reorder anything. A scheduled
+                // port takes the per-packet path below (enqueue).
+                if self.egress_slot.get(p as usize) == Some(&NO_EGRESS) {
                     debug_assert!(self.txq[p as usize].is_empty());
                     let n = batch.pkts.len();
                     let sent = self.io.tx_burst(p, self.spec.tx_queue, &mut batch.pkts);
@@ -186,11 +298,19 @@ impl<I: WorkerIo> Worker<I> {
         let rx_port = batch.rx_port;
         for (pkt, d) in batch.drain() {
             match d.action() {
-                Action::Tx(p) => match self.txq.get_mut(p as usize) {
-                    Some(q) => {
-                        if let Err(e) = q.try_push(pkt) {
+                Action::Tx(p) => match self.egress_slot.get(p as usize) {
+                    Some(&NO_EGRESS) => {
+                        if let Err(e) = self.txq[p as usize].try_push(pkt) {
                             self.count_drop(Reasons::TX_FULL.0);
                             self.io.release(e.element());
+                        }
+                    }
+                    Some(&slot) => {
+                        let e = &mut self.egress[usize::from(slot)];
+                        let qid = d.qid().unwrap_or(e.default_qid);
+                        if let Err(pkt) = e.sched.enqueue(pkt, qid, cx.now_ns()) {
+                            self.count_drop(Reasons::EGRESS_QUEUE_FULL.0);
+                            self.io.release(pkt);
                         }
                     }
                     None => {
@@ -281,6 +401,23 @@ where
 {
     let burst = cfg.burst.clamp(1, MAX_BURST);
     let ports = backend.ports().to_vec();
+    let invalid = |e: EgressConfigError| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+    // (port, config) of every scheduled port, checked before any thread starts.
+    let mut egress_cfg = Vec::new();
+    for (port, c) in cfg.egress.iter().enumerate() {
+        if let Some(c) = c {
+            if port >= ports.len() {
+                return Err(invalid(EgressConfigError::NoSuchPort(port)));
+            }
+            c.validate().map_err(invalid)?;
+            egress_cfg.push((port as PortId, *c));
+        }
+    }
+    let egress_ports: Vec<PortId> = egress_cfg.iter().map(|(p, _)| *p).collect();
+    let mut egress_slot = vec![NO_EGRESS; ports.len()];
+    for (slot, &p) in egress_ports.iter().enumerate() {
+        egress_slot[p as usize] = slot as u16;
+    }
     let mut reasons = Reasons::new();
     let pipelines: Vec<_> = cfg
         .workers
@@ -297,12 +434,33 @@ where
     let mut handles = Vec::new();
     let mut shared = Vec::new();
     for (spec, pipeline) in cfg.workers.iter().cloned().zip(pipelines) {
-        let sc = Arc::new(SharedCounters::new(ports.len(), reasons.len()));
+        let sc = Arc::new(SharedCounters::with_egress(
+            ports.len(),
+            reasons.len(),
+            &egress_ports,
+        ));
         shared.push(sc.clone());
+        let mut counters = Counters::new(ports.len(), reasons.len());
+        counters.egress = egress_ports
+            .iter()
+            .map(|&p| EgressCounters::new(p))
+            .collect();
+        // Per-worker schedulers, all rings allocated here, before the worker runs.
+        let egress = egress_cfg
+            .iter()
+            .map(|(port, c)| {
+                Ok(EgressPort {
+                    port: *port,
+                    sched: Scheduler::new(&c.scheduler, 0)
+                        .map_err(|e| invalid(EgressConfigError::Scheduler(e)))?,
+                    default_qid: c.default_qid,
+                })
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
         let w = Worker {
             io: backend.worker_io(spec.id),
             pipeline,
-            counters: Counters::new(ports.len(), reasons.len()),
+            counters,
             shared: sc,
             txq: (0..ports.len()).map(|_| Burst::new()).collect(),
             tx_pending: false,
@@ -312,6 +470,9 @@ where
             burst,
             stop_after_idle: cfg.stop_after_idle,
             spec,
+            egress_slot: egress_slot.clone(),
+            egress,
+            egress_progress_ns: 0,
         };
         let name = format!("pg-worker-{}", w.spec.id);
         handles.push(
@@ -351,6 +512,12 @@ impl Running {
 
     pub fn stage_names(&self) -> &[&'static str] {
         &self.stage_names
+    }
+
+    /// Per-port, per-QID egress counters of every scheduled port, summed over workers, as
+    /// last published (also in [`counters`](Self::counters)`().egress`).
+    pub fn egress(&self) -> Vec<EgressCounters> {
+        self.counters().egress
     }
 
     /// Exception packets from the workers.

@@ -14,7 +14,9 @@
 use clap::Parser;
 use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
 use peregrine_dataplane::io::{Backend, Burst, PortId, PortInfo, PortStats, WorkerIo};
-use peregrine_dataplane::runtime::{self, Pipeline, Reasons, RuntimeConfig, WorkerSpec};
+use peregrine_dataplane::runtime::{
+    self, EgressConfig, Pipeline, Reasons, RuntimeConfig, WorkerSpec,
+};
 use peregrine_dataplane::stages::xconnect::XConnect;
 use peregrine_dataplane::PacketBuf;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -66,6 +68,10 @@ struct Args {
     inject: usize,
     #[arg(long, default_value = "dpdk-testpmd")]
     testpmd: String,
+    /// Give both ports an egress scheduler (default 8 queues, SP + DRR, no shaper), so every
+    /// packet is enqueued and dequeued by the worker: the cost of the scheduled path.
+    #[arg(long)]
+    egress: bool,
     /// Internal: run one measurement of our side in this process and print `pps allocs`.
     #[arg(long, hide = true)]
     child: bool,
@@ -129,6 +135,11 @@ fn ours(mut backend: DpdkBackend, a: &Args) -> (f64, u64) {
         burst: a.burst,
         stop_after_idle: None,
         control_queue: 16,
+        egress: if a.egress {
+            vec![Some(EgressConfig::default()); 2]
+        } else {
+            Vec::new()
+        },
     };
     let run = runtime::start(
         &mut pre,
@@ -166,6 +177,7 @@ fn ours_child(a: &Args) -> Result<(f64, u64), String> {
             "--inject",
             &a.inject.to_string(),
         ])
+        .args(a.egress.then_some("--egress"))
         .output()
         .map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stdout);
