@@ -230,7 +230,8 @@ pub fn icmpv4_frag_needed<B: PacketBuf>(
         dont_frag: false,
     }
     .emit(&mut data[ethernet::HEADER_LEN..]);
-    let mut icmp = icmpv4::Packet::new_unchecked(&mut data[ethernet::HEADER_LEN + ipv4::HEADER_LEN..]);
+    let mut icmp =
+        icmpv4::Packet::new_unchecked(&mut data[ethernet::HEADER_LEN + ipv4::HEADER_LEN..]);
     icmp.set_msg_type(icmpv4::msg_type::DST_UNREACHABLE);
     icmp.set_msg_code(icmpv4::unreachable::FRAG_NEEDED);
     icmp.set_rest_of_header(u32::from(mtu));
@@ -264,7 +265,8 @@ pub fn icmpv6_too_big<B: PacketBuf>(
         flow_label: 0,
     }
     .emit(&mut data[ethernet::HEADER_LEN..]);
-    let mut icmp = icmpv6::Packet::new_unchecked(&mut data[ethernet::HEADER_LEN + ipv6::HEADER_LEN..]);
+    let mut icmp =
+        icmpv6::Packet::new_unchecked(&mut data[ethernet::HEADER_LEN + ipv6::HEADER_LEN..]);
     icmp.set_msg_type(icmpv6::msg_type::PKT_TOO_BIG);
     icmp.set_msg_code(0);
     icmp.set_rest_of_header(mtu);

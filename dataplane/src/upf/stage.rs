@@ -62,7 +62,9 @@ use crate::upf::tables::{
 };
 use peregrine_wire::ethernet::{self, ethertype, Address as MacAddr};
 use peregrine_wire::ipv4::ip_protocol;
-use peregrine_wire::{gtpu, gtpu_msg, icmpv4, ipv4, ipv6, ipv6ext, tcp, udp, vlan, Error as WireError};
+use peregrine_wire::{
+    gtpu, gtpu_msg, icmpv4, ipv4, ipv6, ipv6ext, tcp, udp, vlan, Error as WireError,
+};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
@@ -297,14 +299,19 @@ fn parse_ip(b: &[u8], v6: bool, verify_csum: bool) -> Result<Flow, IpErr> {
         };
         let len = ip.total_len();
         let payload = &b[ipv6::HEADER_LEN..len];
-        let (proto, off, frag, later) = if ip.next_header() == ip_protocol::UDP
-            || ip.next_header() == ip_protocol::TCP
-        {
-            (ip.next_header(), 0, false, false)
-        } else {
-            let c = ipv6ext::parse_chain(ip.next_header(), payload).map_err(|_| IpErr::V6Malformed)?;
-            (c.upper, c.upper_offset, c.fragment.is_some(), c.later_fragment)
-        };
+        let (proto, off, frag, later) =
+            if ip.next_header() == ip_protocol::UDP || ip.next_header() == ip_protocol::TCP {
+                (ip.next_header(), 0, false, false)
+            } else {
+                let c = ipv6ext::parse_chain(ip.next_header(), payload)
+                    .map_err(|_| IpErr::V6Malformed)?;
+                (
+                    c.upper,
+                    c.upper_offset,
+                    c.fragment.is_some(),
+                    c.later_fragment,
+                )
+            };
         let f = Flow {
             v6: true,
             src: u128::from(ip.src_addr()),
@@ -393,7 +400,11 @@ fn prefix_match(p: &IpPrefix, v6: bool, a: u128) -> bool {
                 return false;
             }
             let len = u32::from(len.min(128));
-            let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len)
+            };
             a & mask == u128::from(net) & mask
         }
     }
@@ -435,7 +446,8 @@ fn select_pdr<'s>(
         if pdr.direction != dir {
             return None;
         }
-        if pdr.qfi.is_some() && pdr.qfi != qfi {
+        // Only GTP-U packets carry a QFI to match; a downlink PDR's QFI is the one to mark.
+        if dir == Direction::Uplink && pdr.qfi.is_some() && pdr.qfi != qfi {
             return None;
         }
         let (lo, hi) = pdr.filters;
@@ -605,8 +617,9 @@ impl Work<'_> {
                 let seq = g.seq_number().unwrap_or(0);
                 return self.echo_reply(p, l3, l4, f, seq);
             }
-            gtpu::msg_type::ECHO_RESPONSE
-            | gtpu::msg_type::SUPPORTED_EXT_HEADERS_NOTIFICATION => return Disposition::TO_CONTROL,
+            gtpu::msg_type::ECHO_RESPONSE | gtpu::msg_type::SUPPORTED_EXT_HEADERS_NOTIFICATION => {
+                return Disposition::TO_CONTROL
+            }
             gtpu::msg_type::ERROR_INDICATION => {
                 self.stats.count(Total::ErrorIndicationsReceived);
                 return Disposition::TO_CONTROL;
@@ -952,14 +965,17 @@ mod tests {
             dst_ports: Some((5000, 5010)),
         };
         assert!(filter_match(&f, &flow(false, ue, srv, 17, Some((1, 5005)))));
-        assert!(!filter_match(&f, &flow(false, ue, srv, 17, Some((1, 5011)))));
+        assert!(!filter_match(
+            &f,
+            &flow(false, ue, srv, 17, Some((1, 5011)))
+        ));
         assert!(!filter_match(&f, &flow(false, ue, srv, 6, Some((1, 5005)))));
-        assert!(!filter_match(&f, &flow(false, srv, ue, 17, Some((1, 5005)))));
+        assert!(!filter_match(
+            &f,
+            &flow(false, srv, ue, 17, Some((1, 5005)))
+        ));
         // ICMP has no ports: a filter with ports does not match it.
-        let icmp = FlowFilter {
-            proto: None,
-            ..f
-        };
+        let icmp = FlowFilter { proto: None, ..f };
         assert!(!filter_match(&icmp, &flow(false, ue, srv, 1, None)));
         // Family mismatch never matches; /0 matches all of its family.
         let any6 = FlowFilter {

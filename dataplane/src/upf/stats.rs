@@ -265,7 +265,10 @@ mod tests {
         s.qfi_drop(Direction::Downlink, 9);
         s.qfi_colour(Direction::Downlink, 9, Colour::Yellow);
         let q = s.qfi(Direction::Downlink, 9);
-        assert_eq!((q.pkts, q.bytes, q.drops, q.yellow, q.red), (1, 10, 1, 1, 0));
+        assert_eq!(
+            (q.pkts, q.bytes, q.drops, q.yellow, q.red),
+            (1, 10, 1, 1, 0)
+        );
         assert_eq!(s.qfi(Direction::Uplink, 9), QfiUsage::default());
         s.count(Total::Buffered);
         assert_eq!(s.totals().buffered, 1);
