@@ -718,7 +718,7 @@ fn mutated_frames_never_panic() {
     gtpu_msg::Repr::EchoRequest { seq: 1 }
         .emit(&mut echo)
         .unwrap();
-    let seeds = vec![
+    let seeds = [
         ul_frame(false, TEID, Some(9), &udp4(ue_v4(0), server_v4(), 53, 64)),
         ul_frame(true, TEID, Some(5), &udp6(ue_v6(0), server_v6(), 53, 64)),
         ul_frame(false, 0x55, None, &udp4(ue_v4(0), server_v4(), 53, 64)),
@@ -734,7 +734,7 @@ fn mutated_frames_never_panic() {
             let i = (rnd(&mut s) % f.len() as u64) as usize;
             f[i] ^= 1 << (rnd(&mut s) % 8);
         }
-        if rnd(&mut s) % 3 == 0 {
+        if rnd(&mut s).is_multiple_of(3) {
             let n = (rnd(&mut s) % f.len() as u64) as usize;
             f.truncate(n);
         }

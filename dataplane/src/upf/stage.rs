@@ -873,9 +873,9 @@ impl Work<'_> {
             return self.drop_q(dir, qfi, d.mtu_exceeded);
         }
         let from = if inner.v6 {
-            self.cfg.n6_v6.map(|a| IpAddr::V6(a))
+            self.cfg.n6_v6.map(IpAddr::V6)
         } else {
-            self.cfg.n6_v4.map(|a| IpAddr::V4(a))
+            self.cfg.n6_v4.map(IpAddr::V4)
         };
         let Some(from) = from else {
             return self.drop_q(dir, qfi, d.mtu_exceeded);
