@@ -84,8 +84,11 @@ fn bench_upf(c: &mut Criterion) {
             for (name, port, frames) in cases {
                 let mut bufs: Vec<OwnedBuf> =
                     frames.iter().map(|f| OwnedBuf::from_slice(f)).collect();
-                let cx = Context::fixed(1_000, 0);
-                let step = |bufs: &mut Vec<OwnedBuf>, rig: &mut Rig| {
+                // The clock advances 1 ms per batch so the meters refill (PIR 2^40 B/s).
+                let mut now = 0u64;
+                let mut step = |bufs: &mut Vec<OwnedBuf>, rig: &mut Rig| {
+                    now += 1_000_000;
+                    let cx = Context::fixed(now, 0);
                     rig.batch.rx_port = port;
                     for (mut b, f) in bufs.drain(..).zip(&frames) {
                         b.set_data(f).unwrap();
