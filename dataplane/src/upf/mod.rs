@@ -1,6 +1,11 @@
 //! The UPF packet path (TS 23.501 section 6.2.3, TS 29.244 section 5.2): compiled PFCP
-//! rule tables and the stages that apply them.
+//! rule tables and the stage that applies them.
 
+pub mod encap;
+pub mod stage;
+pub mod stats;
 pub mod tables;
 
+pub use stage::{Upf, UpfConfig};
+pub use stats::{QfiUsage, UpfStats, UpfTotals, UrrUsage};
 pub use tables::{Shard, UpfTables};

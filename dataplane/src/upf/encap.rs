@@ -1,0 +1,283 @@
+//! Header writing for the UPF stage: GTP-U encapsulation (TS 29.281 section 5, with the PDU
+//! Session Container of TS 38.415 section 5.5.2), in-place replies to a GTP-U peer (Echo
+//! Response and Error Indication, TS 29.281 sections 7.2.2 and 7.3.1) and in-place ICMP
+//! "too big" errors (RFC 1191 / RFC 4443 section 3.2). Nothing here allocates.
+
+use crate::buffer::{BufError, PacketBuf};
+use crate::upf::tables::OuterHeader;
+use peregrine_wire::ethernet::{self, ethertype, Address as MacAddr};
+use peregrine_wire::ipv4::ip_protocol;
+use peregrine_wire::{gtpu, icmpv4, icmpv6, ipv4, ipv6, pdu_session, udp};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// Why an encapsulation could not be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EncapError {
+    /// Outer peer and local address of different families, or a QFI above 63.
+    BadOuter,
+    /// Not enough headroom / tailroom.
+    Buf(BufError),
+}
+
+impl From<BufError> for EncapError {
+    fn from(e: BufError) -> Self {
+        EncapError::Buf(e)
+    }
+}
+
+/// GTP-U header with the 4-octet optional block and a one-unit PDU Session Container.
+pub const GTPU_PSC_LEN: usize = gtpu::OPT_HEADER_LEN + 4;
+
+/// Bytes added in front of an inner IP packet by [`encap_gtpu`], without Ethernet: outer
+/// IPv4 20 or IPv6 40, UDP 8, GTP-U 12, PDU Session Container 4.
+pub const fn overhead(v6_outer: bool) -> usize {
+    (if v6_outer {
+        ipv6::HEADER_LEN
+    } else {
+        ipv4::HEADER_LEN
+    }) + udp::HEADER_LEN
+        + GTPU_PSC_LEN
+}
+
+/// Resize the packet to exactly `n` bytes (grow or shrink at the tail).
+pub fn set_len<B: PacketBuf>(p: &mut B, n: usize) -> Result<(), BufError> {
+    let len = p.len();
+    if n > len {
+        p.append(n - len).map(|_| ())
+    } else {
+        p.trim(len - n)
+    }
+}
+
+/// Which PDU Session Container to add: DL PDU SESSION INFORMATION (type 0) toward a gNB or
+/// downstream UPF, UL (type 1) when relaying uplink over N9 (TS 38.415 section 5.5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Psc {
+    Dl,
+    Ul,
+}
+
+/// Encapsulate the packet, which must hold exactly one inner IP packet, as a G-PDU:
+/// prepend Ethernet (`dst_mac`, `src_mac`), outer IPv4 (TTL 64, DF, header checksum, UDP
+/// checksum 0 as RFC 768 allows) or IPv6 (hop limit 64, UDP checksum always computed,
+/// RFC 8200 section 8.1), UDP (`src_port` -> 2152) and GTP-U with the E flag and a PDU
+/// Session Container carrying `qfi`.
+pub fn encap_gtpu<B: PacketBuf>(
+    p: &mut B,
+    outer: &OuterHeader,
+    qfi: u8,
+    psc: Psc,
+    src_port: u16,
+    dst_mac: MacAddr,
+    src_mac: MacAddr,
+) -> Result<(), EncapError> {
+    let inner_len = p.len();
+    let ext = match psc {
+        Psc::Dl => pdu_session::Repr::Dl {
+            qfi,
+            rqi: false,
+            ppi: None,
+        },
+        Psc::Ul => pdu_session::Repr::Ul { qfi },
+    };
+    let gtp = gtpu::Repr {
+        msg_type: gtpu::msg_type::G_PDU,
+        teid: outer.teid,
+        seq: None,
+        npdu: None,
+        ext: Some(ext),
+        payload_len: inner_len,
+    };
+    let (ohl, et) = match (outer.local, outer.peer) {
+        (IpAddr::V4(_), IpAddr::V4(_)) => (ipv4::HEADER_LEN, ethertype::IPV4),
+        (IpAddr::V6(_), IpAddr::V6(_)) => (ipv6::HEADER_LEN, ethertype::IPV6),
+        _ => return Err(EncapError::BadOuter),
+    };
+    if qfi > 63 {
+        return Err(EncapError::BadOuter);
+    }
+    let udp_off = ethernet::HEADER_LEN + ohl;
+    let gtp_off = udp_off + udp::HEADER_LEN;
+    let total = gtp_off + gtp.header_len();
+    let udp_payload = gtp.buffer_len();
+    let hdr = p.prepend(total)?;
+    ethernet::Repr {
+        src: src_mac,
+        dst: dst_mac,
+        ethertype: et,
+    }
+    .emit(hdr)
+    .map_err(|_| EncapError::BadOuter)?;
+    gtp.emit(&mut hdr[gtp_off..])
+        .map_err(|_| EncapError::BadOuter)?;
+    udp::Repr {
+        src_port,
+        dst_port: gtpu::PORT,
+        payload_len: udp_payload,
+    }
+    .emit(&mut hdr[udp_off..])
+    .map_err(|_| EncapError::BadOuter)?;
+    match (outer.local, outer.peer) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => ipv4::Repr {
+            src,
+            dst,
+            protocol: ip_protocol::UDP,
+            payload_len: udp::HEADER_LEN + udp_payload,
+            ttl: 64,
+            dscp_ecn: 0,
+            ident: 0,
+            dont_frag: true,
+        }
+        .emit(&mut hdr[ethernet::HEADER_LEN..])
+        .map_err(|_| EncapError::BadOuter)?,
+        (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            ipv6::Repr {
+                src,
+                dst,
+                next_header: ip_protocol::UDP,
+                payload_len: udp::HEADER_LEN + udp_payload,
+                hop_limit: 64,
+                traffic_class: 0,
+                flow_label: 0,
+            }
+            .emit(&mut hdr[ethernet::HEADER_LEN..])
+            .map_err(|_| EncapError::BadOuter)?;
+            // Over IPv6 a zero UDP checksum is not allowed for GTP-U (RFC 8200 section 8.1).
+            udp::Packet::new_unchecked(&mut p.data_mut()[udp_off..]).fill_checksum_v6(src, dst);
+        }
+        _ => return Err(EncapError::BadOuter),
+    }
+    Ok(())
+}
+
+/// Turn a received UDP datagram around in place, after the caller wrote `udp_payload_len`
+/// bytes of new UDP payload behind the UDP header at `l4` and sized the frame to end there:
+/// swap the Ethernet addresses (source = `our_mac`), the IP addresses and set hop limit /
+/// TTL 64, set the UDP ports and every length, and fill the IPv4 header checksum and the
+/// UDP checksum (0 over IPv4, computed over IPv6). The outer IP header at `l3` must have
+/// been checked by the caller (it was parsed to find `l4`).
+pub fn reply_udp_in_place(
+    data: &mut [u8],
+    l3: usize,
+    l4: usize,
+    v6: bool,
+    udp_payload_len: usize,
+    ports: (u16, u16),
+    our_mac: MacAddr,
+) {
+    let udp_len = udp::HEADER_LEN + udp_payload_len;
+    {
+        let mut f = ethernet::Frame::new_unchecked(&mut data[..]);
+        let peer = f.src_addr();
+        f.set_dst_addr(peer);
+        f.set_src_addr(our_mac);
+    }
+    if v6 {
+        let mut ip = ipv6::Packet::new_unchecked(&mut data[l3..]);
+        let (s, d) = (ip.src_addr(), ip.dst_addr());
+        ip.set_src_addr(d);
+        ip.set_dst_addr(s);
+        ip.set_hop_limit(64);
+        ip.set_payload_len((l4 - l3 - ipv6::HEADER_LEN + udp_len) as u16);
+        let mut u = udp::Packet::new_unchecked(&mut data[l4..l4 + udp_len]);
+        u.set_src_port(ports.0);
+        u.set_dst_port(ports.1);
+        u.set_length(udp_len as u16);
+        u.fill_checksum_v6(d, s);
+    } else {
+        let mut ip = ipv4::Packet::new_unchecked(&mut data[l3..]);
+        let (s, d) = (ip.src_addr(), ip.dst_addr());
+        ip.set_src_addr(d);
+        ip.set_dst_addr(s);
+        ip.set_ttl(64);
+        ip.set_total_len((l4 - l3 + udp_len) as u16);
+        ip.set_ident(0);
+        ip.clear_flags();
+        ip.fill_checksum();
+        let mut u = udp::Packet::new_unchecked(&mut data[l4..l4 + udp_len]);
+        u.set_src_port(ports.0);
+        u.set_dst_port(ports.1);
+        u.set_length(udp_len as u16);
+        u.set_checksum(0);
+    }
+}
+
+/// Replace the packet (exactly one IPv4 packet, from `src`) with an ICMPv4 Destination
+/// Unreachable / Fragmentation Needed (RFC 792, RFC 1191 section 4) from `from` quoting as
+/// much of it as fits in 576 bytes, in an Ethernet frame to `dst_mac`.
+pub fn icmpv4_frag_needed<B: PacketBuf>(
+    p: &mut B,
+    from: Ipv4Addr,
+    to: Ipv4Addr,
+    mtu: u16,
+    dst_mac: MacAddr,
+    src_mac: MacAddr,
+) -> Result<(), BufError> {
+    let quote = p.len().min(icmpv4::MAX_QUOTE_LEN);
+    set_len(p, quote)?;
+    let hl = ethernet::HEADER_LEN + ipv4::HEADER_LEN + icmpv4::HEADER_LEN;
+    p.prepend(hl)?;
+    let data = p.data_mut();
+    write_eth(data, dst_mac, src_mac, ethertype::IPV4);
+    let _ = ipv4::Repr {
+        src: from,
+        dst: to,
+        protocol: ip_protocol::ICMP,
+        payload_len: icmpv4::HEADER_LEN + quote,
+        ttl: 64,
+        dscp_ecn: 0,
+        ident: 0,
+        dont_frag: false,
+    }
+    .emit(&mut data[ethernet::HEADER_LEN..]);
+    let mut icmp =
+        icmpv4::Packet::new_unchecked(&mut data[ethernet::HEADER_LEN + ipv4::HEADER_LEN..]);
+    icmp.set_msg_type(icmpv4::msg_type::DST_UNREACHABLE);
+    icmp.set_msg_code(icmpv4::unreachable::FRAG_NEEDED);
+    icmp.set_rest_of_header(u32::from(mtu));
+    icmp.fill_checksum();
+    Ok(())
+}
+
+/// Replace the packet (exactly one IPv6 packet) with an ICMPv6 Packet Too Big (RFC 4443
+/// section 3.2) from `from` to `to` quoting as much of it as fits in 1280 bytes.
+pub fn icmpv6_too_big<B: PacketBuf>(
+    p: &mut B,
+    from: Ipv6Addr,
+    to: Ipv6Addr,
+    mtu: u32,
+    dst_mac: MacAddr,
+    src_mac: MacAddr,
+) -> Result<(), BufError> {
+    let quote = p.len().min(icmpv6::MAX_QUOTE_LEN);
+    set_len(p, quote)?;
+    let hl = ethernet::HEADER_LEN + ipv6::HEADER_LEN + icmpv6::HEADER_LEN;
+    p.prepend(hl)?;
+    let data = p.data_mut();
+    write_eth(data, dst_mac, src_mac, ethertype::IPV6);
+    let _ = ipv6::Repr {
+        src: from,
+        dst: to,
+        next_header: ip_protocol::IPV6_ICMP,
+        payload_len: icmpv6::HEADER_LEN + quote,
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+    }
+    .emit(&mut data[ethernet::HEADER_LEN..]);
+    let mut icmp =
+        icmpv6::Packet::new_unchecked(&mut data[ethernet::HEADER_LEN + ipv6::HEADER_LEN..]);
+    icmp.set_msg_type(icmpv6::msg_type::PKT_TOO_BIG);
+    icmp.set_msg_code(0);
+    icmp.set_rest_of_header(mtu);
+    icmp.fill_checksum(from, to);
+    Ok(())
+}
+
+/// Write an Ethernet header at the start of `data` (at least 14 bytes).
+pub fn write_eth(data: &mut [u8], dst: MacAddr, src: MacAddr, et: u16) {
+    let mut f = ethernet::Frame::new_unchecked(data);
+    f.set_dst_addr(dst);
+    f.set_src_addr(src);
+    f.set_ethertype(et);
+}

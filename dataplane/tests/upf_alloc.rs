@@ -1,0 +1,114 @@
+//! Forwarding through the `Upf` stage does not allocate: a counting global allocator
+//! watches 20 000 batches of uplink decap, downlink encap (IPv4 and IPv6 outer, metered),
+//! echo replies and Error Indications; the count must not move.
+
+mod upf_support;
+
+use peregrine_dataplane::qos::{ColourMode, TrTcmConfig};
+use peregrine_dataplane::runtime::{Action, Context, Disposition};
+use peregrine_dataplane::OwnedBuf;
+use peregrine_wire::gtpu_msg;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use upf_support::*;
+
+struct Counting;
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn upf_forwarding_allocates_nothing() {
+    let meter = TrTcmConfig {
+        cir: 0,
+        cbs: 0,
+        pir: 1 << 40,
+        pbs: 1 << 20,
+        mode: ColourMode::Blind,
+    };
+    let mut u = ul(Some(9));
+    u.qers = vec![qer(None, true, Some((meter, 1, 1)))];
+    u.urrs = vec![1];
+    let mut d4 = dl(0x22, IpAddr::V4(gnb_v4()));
+    d4.qers = vec![qer(Some(9), true, Some((meter, 2, 1)))];
+    let mut tb = TableBuilder::default();
+    tb.add(Key::Teid(0x11), &[u])
+        .add(Key::Ue4(ue_v4(0)), &[d4])
+        .add(Key::Ue6(ue_v6(0)), &[dl(0x33, IpAddr::V6(gnb_v6()))]);
+    let mut rig = Rig::new(tb.build(), UpfConfigExt::with_pps(1_000_000_000));
+    let mut echo = vec![0u8; 12];
+    gtpu_msg::Repr::EchoRequest { seq: 1 }
+        .emit(&mut echo)
+        .unwrap();
+    let frames = [
+        (
+            0u16,
+            ul_frame(false, 0x11, Some(9), &udp4(ue_v4(0), server_v4(), 53, 64)),
+        ),
+        (
+            0,
+            ul_frame(true, 0x11, Some(9), &udp6(ue_v6(0), server_v6(), 53, 64)),
+        ),
+        (
+            0,
+            ul_frame(false, 0x99, Some(9), &udp4(ue_v4(0), server_v4(), 53, 64)),
+        ),
+        (
+            0,
+            udp_frame(IpAddr::V4(gnb_v4()), IpAddr::V4(upf_v4()), 9, 2152, &echo),
+        ),
+        (1, dl_frame(&udp4(server_v4(), ue_v4(0), 80, 512))),
+        (1, dl_frame(&udp6(server_v6(), ue_v6(0), 80, 512))),
+    ];
+    // One reusable buffer per frame; the batch is refilled in place.
+    let mut bufs: Vec<Option<OwnedBuf>> = frames
+        .iter()
+        .map(|(_, f)| Some(OwnedBuf::from_slice(f)))
+        .collect();
+    let mut run = |bufs: &mut Vec<Option<OwnedBuf>>, i: u64| {
+        let mut ok = 0;
+        for (k, (port, f)) in frames.iter().enumerate() {
+            let mut b = bufs[k].take().unwrap();
+            b.set_data(f).unwrap();
+            rig.batch.rx_port = *port;
+            let _ = rig.batch.push(b, Disposition::CONTINUE);
+            let cx = Context::fixed(i * 1_000, 0);
+            rig.pipe.run(&mut rig.batch, &cx);
+            let (b, d) = rig.batch.drain().next().unwrap();
+            if matches!(d.action(), Action::Tx(_)) {
+                ok += 1;
+            }
+            bufs[k] = Some(b);
+        }
+        ok
+    };
+    assert_eq!(run(&mut bufs, 0), frames.len(), "every case is sent");
+    let before = ALLOCS.load(Ordering::SeqCst);
+    let mut sent = 0;
+    for i in 1..20_000 {
+        sent += run(&mut bufs, i);
+    }
+    let after = ALLOCS.load(Ordering::SeqCst);
+    assert_eq!(sent, 19_999 * frames.len());
+    assert_eq!(after - before, 0, "allocations on the UPF path");
+}
