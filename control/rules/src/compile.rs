@@ -937,3 +937,48 @@ impl Compiler {
         sh
     }
 }
+
+/// Estimated bytes of a [`BTreeMap`](std::collections::BTreeMap) with `n` entries: std's
+/// B-tree leaves hold up to 11 entries (a full node is allocated even for one), internal
+/// nodes add 12 child pointers.
+fn btree_bytes<K, V>(n: usize) -> usize {
+    const CAP: usize = 11;
+    if n == 0 {
+        return 0;
+    }
+    let leaf = 16 + CAP * (size_of::<K>() + size_of::<V>());
+    // Sequentially built trees end up about 2/3 full.
+    let leaves = if n <= CAP { 1 } else { n.div_ceil(8) };
+    let internal = if leaves > 1 { leaves.div_ceil(8) } else { 0 };
+    leaves * leaf + internal * (leaf + (CAP + 1) * 8)
+}
+
+/// Estimated bytes of one N4 session as the node stores it (the struct, its four B-tree
+/// maps, and the heap behind PDIs and forwarding parameters), for the memory budget.
+pub fn session_bytes_estimate(s: &Session) -> usize {
+    use peregrine_n4::{Far, Pdr, Qer, Urr};
+    let mut b = size_of::<Session>()
+        + btree_bytes::<u16, Pdr>(s.pdrs.len())
+        + btree_bytes::<u32, Far>(s.fars.len())
+        + btree_bytes::<u32, Qer>(s.qers.len())
+        + btree_bytes::<u32, Urr>(s.urrs.len());
+    for p in s.pdrs.values() {
+        b += p.pdi.sdf_filters.capacity() * size_of::<peregrine_pfcp::ie::SdfFilter>();
+        b += p
+            .pdi
+            .sdf_filters
+            .iter()
+            .filter_map(|f| f.flow_description.as_ref().map(Vec::capacity))
+            .sum::<usize>();
+        b += p.pdi.network_instance.as_ref().map_or(0, Vec::capacity);
+        b += (p.qer_ids.capacity() + p.urr_ids.capacity()) * 4;
+    }
+    for f in s.fars.values() {
+        b += f
+            .forwarding
+            .as_ref()
+            .and_then(|f| f.network_instance.as_ref())
+            .map_or(0, Vec::capacity);
+    }
+    b
+}

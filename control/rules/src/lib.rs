@@ -14,5 +14,7 @@ pub mod compile;
 pub mod sdf;
 pub mod static_sessions;
 
-pub use compile::{CompileError, CompileErrorKind, Compiler, CompilerConfig, CompilerStats};
+pub use compile::{
+    session_bytes_estimate, CompileError, CompileErrorKind, Compiler, CompilerConfig, CompilerStats,
+};
 pub use sdf::{parse_flow_description, FlowDescription, SdfError};

@@ -279,7 +279,8 @@ pub struct SyntheticParams {
     pub outer: OuterMix,
     /// UE IPv4 pool base: UE `i` gets base + i + 1.
     pub ue_pool_v4: Ipv4Addr,
-    /// UE IPv6 pool base: UE `i` gets `::1` in the `i`-th /64 above it.
+    /// UE IPv6 pool base: UE `i` gets `::1` in the `i`-th /64 above it (`i` is OR-ed into
+    /// bits 64.., as `pg-gen` does, so those bits of the base must be zero for `n` UEs).
     pub ue_pool_v6: Ipv6Addr,
     /// gNB 0's N3 addresses; gNB `i` has these plus `i`.
     pub gnb_v4: Ipv4Addr,
