@@ -857,9 +857,26 @@ impl Compiler {
     }
 
     fn build_shard(&self, idx: usize) -> Shard {
-        let mut sh = Shard::default();
+        // The previous version's sizes are a good guess: one change moves a few entries.
+        let old = &self.tables.shards[idx];
+        let slack = |n: usize| n + 8;
+        let map = |n: usize| FxHashMap::with_capacity_and_hasher(slack(n), Default::default());
+        let mut sh = Shard {
+            by_teid: map(old.by_teid.len()),
+            by_ue_v4: map(old.by_ue_v4.len()),
+            by_ue_v6: FxHashMap::with_capacity_and_hasher(
+                slack(old.by_ue_v6.len()),
+                Default::default(),
+            ),
+            pdr_order: Vec::with_capacity(slack(old.pdr_order.len())),
+            pdrs: Vec::with_capacity(slack(old.pdrs.len())),
+            filters: Vec::with_capacity(slack(old.filters.len())),
+            fars: Vec::with_capacity(slack(old.fars.len())),
+            qers: Vec::with_capacity(slack(old.qers.len())),
+            sessions: Vec::with_capacity(slack(old.sessions.len())),
+        };
         // (key, precedence, PDR ID, shard PDR index): sorted into the candidate lists.
-        let mut entries: Vec<(Key, u32, u16, u32)> = Vec::new();
+        let mut entries: Vec<(Key, u32, u16, u32)> = Vec::with_capacity(slack(old.pdr_order.len()));
         let mut far_map: Vec<u32> = Vec::new();
         let mut qer_map: Vec<u32> = Vec::new();
         for seid in &self.members[idx] {
@@ -910,7 +927,6 @@ impl Compiler {
             }
         }
         entries.sort_unstable();
-        sh.pdr_order.reserve_exact(entries.len());
         let mut i = 0;
         while i < entries.len() {
             let k = entries[i].0;
@@ -926,14 +942,18 @@ impl Compiler {
                 Key::UeV6(v) => sh.by_ue_v6.insert(v, r),
             };
         }
-        sh.pdrs.shrink_to_fit();
-        sh.filters.shrink_to_fit();
-        sh.fars.shrink_to_fit();
-        sh.qers.shrink_to_fit();
-        sh.sessions.shrink_to_fit();
-        sh.by_teid.shrink_to_fit();
-        sh.by_ue_v4.shrink_to_fit();
-        sh.by_ue_v6.shrink_to_fit();
+        // Trim only when a vector grew by doubling (first build, growth): a trim copies.
+        fn trim<T>(v: &mut Vec<T>) {
+            if v.capacity() > v.len() + v.len() / 8 + 8 {
+                v.shrink_to_fit();
+            }
+        }
+        trim(&mut sh.pdr_order);
+        trim(&mut sh.pdrs);
+        trim(&mut sh.filters);
+        trim(&mut sh.fars);
+        trim(&mut sh.qers);
+        trim(&mut sh.sessions);
         sh
     }
 }
