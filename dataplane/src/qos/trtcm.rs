@@ -185,6 +185,26 @@ fn qer_burst(rate_bytes_per_s: u64) -> u64 {
         .max(QER_MIN_BURST_BYTES)
 }
 
+/// The TrTCM parameters of a 3GPP QER direction (TS 29.244 §7.5.2.5): MBR → PIR, GBR → CIR,
+/// both kbit/s; `None` when there is no MBR (no limit). The rule compiler puts this in the
+/// compiled tables and [`TrTcm::from_qer_kbps`] builds its meter from it, so both agree.
+/// GBR above MBR is clamped to the MBR; bursts as documented on [`TrTcm::from_qer_kbps`].
+pub fn qer_config_kbps(
+    mbr_kbps: Option<u64>,
+    gbr_kbps: Option<u64>,
+    mode: ColourMode,
+) -> Option<TrTcmConfig> {
+    let pir = kbps_to_bytes_per_s(mbr_kbps?);
+    let cir = kbps_to_bytes_per_s(gbr_kbps.unwrap_or(0)).min(pir);
+    Some(TrTcmConfig {
+        cir,
+        cbs: qer_burst(cir),
+        pir,
+        pbs: qer_burst(pir),
+        mode,
+    })
+}
+
 /// An RFC 2698 Two Rate Three Color Marker, or an unlimited meter that marks everything green.
 #[derive(Debug, Clone)]
 pub struct TrTcm {
@@ -236,19 +256,10 @@ impl TrTcm {
         mode: ColourMode,
         now_ns: u64,
     ) -> TrTcm {
-        let Some(mbr) = mbr_kbps else {
-            return TrTcm::unlimited();
-        };
-        let pir = kbps_to_bytes_per_s(mbr);
-        let cir = kbps_to_bytes_per_s(gbr_kbps.unwrap_or(0)).min(pir);
-        let cfg = TrTcmConfig {
-            cir,
-            cbs: qer_burst(cir),
-            pir,
-            pbs: qer_burst(pir),
-            mode,
-        };
-        TrTcm::new(cfg, now_ns).expect("cir clamped to pir")
+        match qer_config_kbps(mbr_kbps, gbr_kbps, mode) {
+            None => TrTcm::unlimited(),
+            Some(cfg) => TrTcm::new(cfg, now_ns).expect("cir clamped to pir"),
+        }
     }
 
     /// Whether this is the unlimited (always green) meter.

@@ -1,0 +1,1004 @@
+//! The rule compiler: N4 sessions (TS 29.244 section 5.2) to the sharded [`UpfTables`].
+//!
+//! Mapping (see `dataplane/src/upf/tables.rs` for the contract):
+//! * A PDR with a local F-TEID is filed under that TEID (uplink from ACCESS; from CORE it is
+//!   N9 traffic, direction downlink). A PDR from CORE / SGi-LAN without F-TEID is filed under
+//!   the UE IPv4 address and / or the UE IPv6 /64 of its PDI. A PDR from CP-function is not
+//!   filed (those packets never reach the N3/N6 lookups). Candidates under one key are
+//!   ordered by precedence (section 5.2.1: lower value first), ties by PDR ID.
+//! * Outer Header Removal (section 8.2.64) descriptions 0, 1 and 6 are GTP-U decapsulation;
+//!   any other is refused (we cannot remove it, and ignoring it would corrupt packets).
+//! * Apply Action (section 8.2.26): exactly one of DROP / FORW / BUFF; NOCP is honoured with
+//!   BUFF and ignored otherwise; DUPL is refused (duplication is not implemented, and ignoring
+//!   it would silently lose the copies).
+//! * Outer Header Creation (section 8.2.56) GTP-U/UDP/IPv4 or IPv6 gives an [`OuterHeader`]
+//!   whose source is our local address of the peer's family (preferring one the session's
+//!   F-TEIDs use); other descriptions are refused.
+//! * A QER (section 7.5.2.5) becomes one [`QerRule`] per direction a PDR uses it in: gate,
+//!   MBR → PIR and GBR → CIR ([`qer_config_kbps`]), QFI. Each metered direction owns a meter
+//!   slot; a direction without MBR needs none (`MeterRef { slot: NONE, generation: 0 }`).
+//! * Each URR of the session owns a usage-counter slot.
+//!
+//! Slots are stable for a rule's life. Freed slots are reused last-freed-first; a slot's
+//! generation is bumped when it is handed out again and when its meter config changes, and
+//! starts at 1, so a worker's zeroed state never matches a live rule.
+//!
+//! Errors (the Cause of section 8.2.1 and the Offending IE of section 8.2.22) are computed
+//! before anything changes: [`Compiler::check`] and [`Compiler::upsert`] share [`plan`],
+//! and a refused `upsert` leaves the compiler as it was.
+//!
+//! [`plan`]: Compiler::check
+
+use crate::sdf::{self, SdfError};
+use arrayvec::ArrayVec;
+use peregrine_dataplane::qos::trtcm::{qer_config_kbps, ColourMode, TrTcmConfig};
+use peregrine_dataplane::upf::tables::{
+    iface, shard_of, Direction, FarAction, FarRule, FlowFilter, MeterRef, OuterHeader, PdrRule,
+    QerRule, SessionInfo, Shard, UpfTables, UrrRef, MAX_QERS_PER_PDR, MAX_URRS_PER_PDR, NONE,
+    NUM_SHARDS,
+};
+use peregrine_n4::{Reject, Session};
+use peregrine_pfcp::cause;
+use peregrine_pfcp::ie::{apply_action as aa, ie_type as t, ohc};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
+use std::mem::size_of;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Static configuration of a [`Compiler`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompilerConfig {
+    /// Our N3/N9 GTP-U addresses: outer sources for encapsulation, and the addresses the
+    /// workers treat as ours.
+    pub local_v4: Vec<Ipv4Addr>,
+    pub local_v6: Vec<Ipv6Addr>,
+    /// Meter slots (one per metered QER direction) available in total.
+    pub max_meter_slots: u32,
+    /// Usage-counter slots (one per URR) available in total.
+    pub max_urr_slots: u32,
+}
+
+/// What exactly was wrong, for logs.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CompileErrorKind {
+    #[error("PDR {pdr_id}: SDF filter: {error}")]
+    Sdf { pdr_id: u16, error: SdfError },
+    #[error("PDR {pdr_id}: SDF filter without flow description or with ToS/SPI/flow label, which are not supported")]
+    SdfUnsupported { pdr_id: u16 },
+    #[error("PDR {pdr_id}: no F-TEID (access) or UE IP address (core) to file it under")]
+    NoLookupKey { pdr_id: u16 },
+    #[error("PDR {pdr_id}: source interface {value} is not supported")]
+    SourceInterface { pdr_id: u16, value: u8 },
+    #[error("PDR {pdr_id}: its TEID or UE address belongs to session {owner:#x}")]
+    KeyInUse { pdr_id: u16, owner: u64 },
+    #[error("PDR {pdr_id}: outer header removal description {description} is not supported")]
+    OuterHeaderRemoval { pdr_id: u16, description: u8 },
+    #[error("PDR {pdr_id}: more than {MAX_QERS_PER_PDR} QERs")]
+    TooManyQers { pdr_id: u16 },
+    #[error("PDR {pdr_id}: more than {MAX_URRS_PER_PDR} URRs")]
+    TooManyUrrs { pdr_id: u16 },
+    #[error("PDR {pdr_id}: refers to a missing rule (IE type {ie})")]
+    DanglingReference { pdr_id: u16, ie: u16 },
+    #[error("FAR {far_id}: apply action {bits:#x} is not exactly one of DROP, FORW, BUFF, or asks for DUPL")]
+    ApplyAction { far_id: u32, bits: u64 },
+    #[error("FAR {far_id}: FORW without forwarding parameters")]
+    NoForwardingParameters { far_id: u32 },
+    #[error("FAR {far_id}: outer header creation {description:#06x} is not GTP-U/UDP/IP with TEID and address")]
+    OuterHeaderCreation { far_id: u32, description: u16 },
+    #[error("FAR {far_id}: no local {family} address for the outer header")]
+    NoLocalAddress { far_id: u32, family: &'static str },
+    #[error("no meter slot left")]
+    MeterSlotsExhausted,
+    #[error("no usage-counter slot left")]
+    UrrSlotsExhausted,
+}
+
+/// A refused session: the PFCP Cause and Offending IE for the response, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("cause {cause}, offending IE {offending_ie:?}: {kind}")]
+pub struct CompileError {
+    pub cause: u8,
+    pub offending_ie: Option<u16>,
+    pub kind: CompileErrorKind,
+}
+
+impl CompileError {
+    /// Cause 73 "Rule creation/modification failure" with Offending IE `ie`.
+    fn rule(ie: u16, kind: CompileErrorKind) -> CompileError {
+        CompileError {
+            cause: cause::RULE_CREATION_MODIFICATION_FAILURE,
+            offending_ie: Some(ie),
+            kind,
+        }
+    }
+
+    /// The N4 node's form of the error, for its response.
+    pub fn reject(&self) -> Reject {
+        Reject {
+            cause: self.cause,
+            offending_ie: self.offending_ie,
+        }
+    }
+}
+
+/// Sizes and counts, for monitoring and the memory budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CompilerStats {
+    pub sessions: usize,
+    /// PDRs filed in the tables (CP-function PDRs are not).
+    pub pdrs: usize,
+    pub meter_slots_used: u32,
+    pub urr_slots_used: u32,
+    /// Estimated heap + inline bytes of the per-session compiled pieces and their map.
+    pub compiled_bytes: usize,
+    /// Estimated bytes of the current shards (rules, filters, maps).
+    pub shard_bytes: usize,
+    /// Estimated bytes of the key-owner maps and the shard membership sets.
+    pub index_bytes: usize,
+}
+
+impl CompilerStats {
+    pub fn total_bytes(&self) -> usize {
+        self.compiled_bytes + self.shard_bytes + self.index_bytes
+    }
+}
+
+/// A lookup key; its shard is [`shard_of`] of its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Key {
+    Teid(u32),
+    UeV4(u32),
+    UeV6(u64),
+}
+
+impl Key {
+    fn shard(self) -> usize {
+        match self {
+            Key::Teid(k) | Key::UeV4(k) => shard_of(u64::from(k)),
+            Key::UeV6(k) => shard_of(k),
+        }
+    }
+}
+
+/// A compiled PDR; FAR and QERs by index into its session's vectors.
+#[derive(Debug, Clone, PartialEq)]
+struct CPdr {
+    keys: ArrayVec<Key, 2>,
+    precedence: u32,
+    pdr_id: u16,
+    direction: Direction,
+    qfi: Option<u8>,
+    remove_gtpu: bool,
+    filters: Box<[FlowFilter]>,
+    far: u16,
+    qers: ArrayVec<u16, MAX_QERS_PER_PDR>,
+    urrs: [UrrRef; MAX_URRS_PER_PDR],
+}
+
+/// A QER compiled for one direction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct CQer {
+    direction: Direction,
+    rule: QerRule,
+}
+
+/// One session's compiled pieces, independent of shards.
+#[derive(Debug, Clone, PartialEq)]
+struct CSession {
+    pdrs: Vec<CPdr>,
+    fars: Vec<FarRule>,
+    qers: Vec<CQer>,
+    /// (URR ID, slot).
+    urrs: Vec<(u32, u32)>,
+    /// Shards the session's keys fall in, sorted, unique.
+    shards: Vec<u16>,
+}
+
+impl CSession {
+    fn keys(&self) -> impl Iterator<Item = (Key, u16)> + '_ {
+        self.pdrs
+            .iter()
+            .flat_map(|p| p.keys.iter().map(move |k| (*k, p.pdr_id)))
+    }
+
+    fn bytes(&self) -> usize {
+        size_of::<CSession>()
+            + self.pdrs.capacity() * size_of::<CPdr>()
+            + self
+                .pdrs
+                .iter()
+                .map(|p| p.filters.len() * size_of::<FlowFilter>())
+                .sum::<usize>()
+            + self.fars.capacity() * size_of::<FarRule>()
+            + self.qers.capacity() * size_of::<CQer>()
+            + self.urrs.capacity() * size_of::<(u32, u32)>()
+            + self.shards.capacity() * size_of::<u16>()
+    }
+}
+
+/// Slot numbers with a free list and per-slot generations.
+#[derive(Debug, Clone)]
+struct Slots {
+    max: u32,
+    /// Next never-used slot (also the high-water mark).
+    next: u32,
+    free: Vec<u32>,
+    gens: Vec<u32>,
+}
+
+impl Slots {
+    fn new(max: u32) -> Slots {
+        Slots {
+            max,
+            next: 0,
+            free: Vec::new(),
+            gens: Vec::new(),
+        }
+    }
+
+    fn available(&self) -> u64 {
+        self.free.len() as u64 + u64::from(self.max - self.next)
+    }
+
+    fn used(&self) -> u32 {
+        self.next - self.free.len() as u32
+    }
+
+    fn gen(&self, slot: u32) -> u32 {
+        self.gens.get(slot as usize).copied().unwrap_or(0)
+    }
+
+    /// The slot the `i`-th next [`Self::alloc`] returns (LIFO free list, then fresh ones),
+    /// with the generation it will have. `i < available()`.
+    fn peek(&self, i: usize) -> MeterRef {
+        let slot = if i < self.free.len() {
+            self.free[self.free.len() - 1 - i]
+        } else {
+            self.next + (i - self.free.len()) as u32
+        };
+        MeterRef {
+            slot,
+            generation: next_gen(self.gen(slot)),
+        }
+    }
+
+    fn alloc(&mut self) -> MeterRef {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.next += 1;
+                self.next - 1
+            }
+        };
+        self.bump(slot)
+    }
+
+    fn bump(&mut self, slot: u32) -> MeterRef {
+        let i = slot as usize;
+        if self.gens.len() <= i {
+            self.gens.resize(i + 1, 0);
+        }
+        self.gens[i] = next_gen(self.gens[i]);
+        MeterRef {
+            slot,
+            generation: self.gens[i],
+        }
+    }
+
+    fn release(&mut self, slot: u32) {
+        self.free.push(slot);
+    }
+}
+
+fn next_gen(g: u32) -> u32 {
+    g.wrapping_add(1).max(1)
+}
+
+/// Slot changes an accepted plan makes.
+#[derive(Debug, Default)]
+struct SlotDelta {
+    new: usize,
+    bumped: Vec<u32>,
+    freed: Vec<u32>,
+}
+
+/// A checked, compiled session ready to commit.
+#[derive(Debug)]
+struct Plan {
+    cs: CSession,
+    meters: SlotDelta,
+    urrs: SlotDelta,
+}
+
+/// PFCP session state to [`UpfTables`] (module docs give the mapping).
+#[derive(Debug)]
+pub struct Compiler {
+    cfg: CompilerConfig,
+    tables: UpfTables,
+    sessions: FxHashMap<u64, CSession>,
+    /// Owner session of every filed key (TEIDs and UE addresses are exclusive).
+    owners: FxHashMap<Key, u64>,
+    /// Sessions with at least one key in each shard.
+    members: Vec<BTreeSet<u64>>,
+    dirty: Vec<bool>,
+    meters: Slots,
+    urr_slots: Slots,
+}
+
+impl Compiler {
+    pub fn new(cfg: CompilerConfig) -> Compiler {
+        let tables = UpfTables {
+            local_v4: cfg.local_v4.clone(),
+            local_v6: cfg.local_v6.clone(),
+            ..UpfTables::default()
+        };
+        Compiler {
+            meters: Slots::new(cfg.max_meter_slots),
+            urr_slots: Slots::new(cfg.max_urr_slots),
+            cfg,
+            tables,
+            sessions: FxHashMap::default(),
+            owners: FxHashMap::default(),
+            members: vec![BTreeSet::new(); NUM_SHARDS],
+            dirty: vec![false; NUM_SHARDS],
+        }
+    }
+
+    /// Validate and compile `s` without changing anything: `Ok` means [`Self::upsert`] of
+    /// the same session would succeed now.
+    pub fn check(&self, s: &Session) -> Result<(), CompileError> {
+        self.plan(s).map(|_| ())
+    }
+
+    /// Stage the new state of one session (after establishment or modification). On error
+    /// nothing changes, the session's previous rules stay in force.
+    pub fn upsert(&mut self, s: &Session) -> Result<(), CompileError> {
+        let plan = self.plan(s)?;
+        self.commit(s.up_seid, plan);
+        Ok(())
+    }
+
+    /// Drop a session (deletion, or association loss). Unknown SEIDs are ignored.
+    pub fn remove(&mut self, up_seid: u64) {
+        let Some(old) = self.sessions.remove(&up_seid) else {
+            return;
+        };
+        self.unfile(up_seid, &old);
+        for q in &old.qers {
+            if q.rule.meter.slot != NONE {
+                self.meters.release(q.rule.meter.slot);
+            }
+        }
+        for &(_, slot) in &old.urrs {
+            self.urr_slots.release(slot);
+        }
+    }
+
+    /// Rebuild the shards touched since the last call and return the new snapshot; untouched
+    /// shards are shared (`Arc`) with the previous one.
+    pub fn build(&mut self) -> UpfTables {
+        for i in 0..NUM_SHARDS {
+            if std::mem::take(&mut self.dirty[i]) {
+                self.tables.shards[i] = Arc::new(self.build_shard(i));
+            }
+        }
+        self.tables.meter_slots = self.meters.next;
+        self.tables.urr_slots = self.urr_slots.next;
+        self.tables.clone()
+    }
+
+    /// The usage-counter slot of URR `urr_id` of session `up_seid`.
+    pub fn urr_slot(&self, up_seid: u64, urr_id: u32) -> Option<u32> {
+        let cs = self.sessions.get(&up_seid)?;
+        cs.urrs.iter().find(|u| u.0 == urr_id).map(|u| u.1)
+    }
+
+    /// The meter of QER `qer_id` of session `up_seid` in direction `dir`, if the QER is used
+    /// in that direction and has an MBR there.
+    pub fn meter(&self, up_seid: u64, qer_id: u32, dir: Direction) -> Option<MeterRef> {
+        let cs = self.sessions.get(&up_seid)?;
+        cs.qers
+            .iter()
+            .find(|q| q.rule.qer_id == qer_id && q.direction == dir && q.rule.meter.slot != NONE)
+            .map(|q| q.rule.meter)
+    }
+
+    pub fn stats(&self) -> CompilerStats {
+        let map_bytes = |cap: usize, entry: usize| {
+            // hashbrown: buckets = capacity * 8 / 7 rounded up, one control byte each.
+            let buckets = (cap * 8).div_ceil(7).next_power_of_two();
+            if cap == 0 {
+                0
+            } else {
+                buckets * (entry + 1)
+            }
+        };
+        let compiled_bytes = map_bytes(
+            self.sessions.capacity(),
+            size_of::<(u64, CSession)>() - size_of::<CSession>(),
+        ) + self.sessions.values().map(CSession::bytes).sum::<usize>();
+        let mut shard_bytes = 0;
+        let mut pdrs = 0;
+        for sh in &self.tables.shards {
+            pdrs += sh.pdrs.len();
+            shard_bytes += size_of::<Shard>()
+                + map_bytes(sh.by_teid.capacity(), size_of::<(u32, (u32, u32))>())
+                + map_bytes(sh.by_ue_v4.capacity(), size_of::<(u32, (u32, u32))>())
+                + map_bytes(sh.by_ue_v6.capacity(), size_of::<(u64, (u32, u32))>())
+                + sh.pdr_order.capacity() * 4
+                + sh.pdrs.capacity() * size_of::<PdrRule>()
+                + sh.filters.capacity() * size_of::<FlowFilter>()
+                + sh.fars.capacity() * size_of::<FarRule>()
+                + sh.qers.capacity() * size_of::<QerRule>()
+                + sh.sessions.capacity() * size_of::<SessionInfo>();
+        }
+        // BTreeSet<u64>: leaves of 11 keys, about 2/3 full after ascending inserts -> ~16 B
+        // per member; the owner map is a hashbrown map.
+        let members: usize = self.members.iter().map(|m| m.len() * 16).sum();
+        let index_bytes = members
+            + map_bytes(self.owners.capacity(), size_of::<(Key, u64)>())
+            + (self.meters.gens.capacity() + self.meters.free.capacity()) * 4
+            + (self.urr_slots.gens.capacity() + self.urr_slots.free.capacity()) * 4;
+        CompilerStats {
+            sessions: self.sessions.len(),
+            pdrs,
+            meter_slots_used: self.meters.used(),
+            urr_slots_used: self.urr_slots.used(),
+            compiled_bytes,
+            shard_bytes,
+            index_bytes,
+        }
+    }
+
+    // ---- internals ----
+
+    fn unfile(&mut self, seid: u64, cs: &CSession) {
+        for (k, _) in cs.keys() {
+            if self.owners.get(&k) == Some(&seid) {
+                self.owners.remove(&k);
+            }
+        }
+        for &sh in &cs.shards {
+            self.members[sh as usize].remove(&seid);
+            self.dirty[sh as usize] = true;
+        }
+    }
+
+    fn commit(&mut self, seid: u64, plan: Plan) {
+        let Plan { cs, meters, urrs } = plan;
+        // Allocate first, free after: the plan peeked at the allocators in this order.
+        for _ in 0..meters.new {
+            self.meters.alloc();
+        }
+        for &s in &meters.bumped {
+            self.meters.bump(s);
+        }
+        for _ in 0..urrs.new {
+            self.urr_slots.alloc();
+        }
+        for &s in &meters.freed {
+            self.meters.release(s);
+        }
+        for &s in &urrs.freed {
+            self.urr_slots.release(s);
+        }
+        if let Some(old) = self.sessions.remove(&seid) {
+            self.unfile(seid, &old);
+        }
+        for (k, _) in cs.keys() {
+            self.owners.insert(k, seid);
+        }
+        for &sh in &cs.shards {
+            self.members[sh as usize].insert(seid);
+            self.dirty[sh as usize] = true;
+        }
+        self.sessions.insert(seid, cs);
+    }
+
+    /// Local outer source of family `v6`, preferring an address of the session's F-TEIDs.
+    fn local_addr(&self, s: &Session, v6: bool) -> Option<IpAddr> {
+        let fteids = || s.pdrs.values().filter_map(|p| p.pdi.f_teid);
+        if v6 {
+            fteids()
+                .filter_map(|f| f.ipv6)
+                .find(|a| self.cfg.local_v6.contains(a))
+                .or_else(|| self.cfg.local_v6.first().copied())
+                .map(IpAddr::V6)
+        } else {
+            fteids()
+                .filter_map(|f| f.ipv4)
+                .find(|a| self.cfg.local_v4.contains(a))
+                .or_else(|| self.cfg.local_v4.first().copied())
+                .map(IpAddr::V4)
+        }
+    }
+
+    fn compile_far(&self, s: &Session, far: &peregrine_n4::Far) -> Result<FarRule, CompileError> {
+        let far_id = far.id;
+        let bits = far.apply_action.0;
+        let bad = || {
+            CompileError::rule(
+                t::APPLY_ACTION,
+                CompileErrorKind::ApplyAction { far_id, bits },
+            )
+        };
+        if bits & aa::DUPL != 0 {
+            return Err(bad());
+        }
+        let action = match bits & (aa::DROP | aa::FORW | aa::BUFF) {
+            aa::DROP => FarAction::Drop,
+            aa::FORW => FarAction::Forward,
+            aa::BUFF => FarAction::Buffer {
+                notify_cp: bits & aa::NOCP != 0,
+            },
+            _ => return Err(bad()),
+        };
+        let fp = far.forwarding.as_ref();
+        if action == FarAction::Forward && fp.is_none() {
+            return Err(CompileError {
+                cause: cause::CONDITIONAL_IE_MISSING,
+                offending_ie: Some(t::FORWARDING_PARAMETERS),
+                kind: CompileErrorKind::NoForwardingParameters { far_id },
+            });
+        }
+        let outer = match fp.and_then(|f| f.outer_header_creation) {
+            None => None,
+            Some(o) => {
+                let bad = || {
+                    CompileError::rule(
+                        t::OUTER_HEADER_CREATION,
+                        CompileErrorKind::OuterHeaderCreation {
+                            far_id,
+                            description: o.description,
+                        },
+                    )
+                };
+                if o.description & !ohc::TEID_PRESENT != 0 {
+                    return Err(bad());
+                }
+                let teid = o.teid.ok_or_else(bad)?;
+                // Both flags (dual-stack peer): IPv4 if we have an IPv4 address.
+                let want_v4 = o.description & ohc::GTPU_UDP_IPV4 != 0
+                    && o.ipv4.is_some()
+                    && (o.description & ohc::GTPU_UDP_IPV6 == 0 || !self.cfg.local_v4.is_empty());
+                let (peer, v6) = match (want_v4, o.ipv4, o.ipv6) {
+                    (true, Some(a), _) => (IpAddr::V4(a), false),
+                    (false, _, Some(a)) if o.description & ohc::GTPU_UDP_IPV6 != 0 => {
+                        (IpAddr::V6(a), true)
+                    }
+                    _ => return Err(bad()),
+                };
+                let local = self.local_addr(s, v6).ok_or(CompileError::rule(
+                    t::OUTER_HEADER_CREATION,
+                    CompileErrorKind::NoLocalAddress {
+                        far_id,
+                        family: if v6 { "IPv6" } else { "IPv4" },
+                    },
+                ))?;
+                Some(OuterHeader { teid, peer, local })
+            }
+        };
+        let dst_iface = match fp {
+            Some(f) => f.destination_interface,
+            // DROP / BUFF without forwarding parameters: nothing leaves an interface.
+            None => iface::CP_FUNCTION,
+        };
+        Ok(FarRule {
+            far_id,
+            action,
+            dst_iface,
+            outer,
+        })
+    }
+
+    /// Validate and compile `s`, and work out its slot changes against the current state.
+    fn plan(&self, s: &Session) -> Result<Plan, CompileError> {
+        let seid = s.up_seid;
+        let old = self.sessions.get(&seid);
+        let mut fars = Vec::with_capacity(s.fars.len());
+        for far in s.fars.values() {
+            fars.push(self.compile_far(s, far)?);
+        }
+        let mut pdrs = Vec::with_capacity(s.pdrs.len());
+        let mut qers: Vec<CQer> = Vec::new();
+        let mut meters = SlotDelta::default();
+        let mut urrs = SlotDelta::default();
+        // URR slots: keep the session's existing ones, peek new ones.
+        let mut urr_slots = Vec::with_capacity(s.urrs.len());
+        for &id in s.urrs.keys() {
+            let slot = match old.and_then(|o| o.urrs.iter().find(|u| u.0 == id)) {
+                Some(&(_, slot)) => slot,
+                None => {
+                    if urrs.new as u64 >= self.urr_slots.available() {
+                        return Err(CompileError {
+                            cause: cause::NO_RESOURCES_AVAILABLE,
+                            offending_ie: Some(t::URR_ID),
+                            kind: CompileErrorKind::UrrSlotsExhausted,
+                        });
+                    }
+                    urrs.new += 1;
+                    self.urr_slots.peek(urrs.new - 1).slot
+                }
+            };
+            urr_slots.push((id, slot));
+        }
+        if let Some(o) = old {
+            urrs.freed = o
+                .urrs
+                .iter()
+                .filter(|u| !s.urrs.contains_key(&u.0))
+                .map(|u| u.1)
+                .collect();
+        }
+        for p in s.pdrs.values() {
+            let pdr_id = p.id;
+            let pdi = &p.pdi;
+            let (direction, keys) = match (pdi.source_interface, pdi.f_teid) {
+                (iface::ACCESS, Some(f)) => (Direction::Uplink, vec![Key::Teid(f.teid)]),
+                (iface::CORE, Some(f)) => (Direction::Downlink, vec![Key::Teid(f.teid)]),
+                (iface::CORE | iface::SGI_LAN, None) => {
+                    let mut k = Vec::new();
+                    if let Some(u) = pdi.ue_ip {
+                        if let Some(a) = u.ipv4 {
+                            k.push(Key::UeV4(u32::from(a)));
+                        }
+                        if let Some(a) = u.ipv6 {
+                            k.push(Key::UeV6((u128::from(a) >> 64) as u64));
+                        }
+                    }
+                    if k.is_empty() {
+                        return Err(CompileError::rule(
+                            t::UE_IP_ADDRESS,
+                            CompileErrorKind::NoLookupKey { pdr_id },
+                        ));
+                    }
+                    (Direction::Downlink, k)
+                }
+                (iface::ACCESS, None) => {
+                    return Err(CompileError::rule(
+                        t::F_TEID,
+                        CompileErrorKind::NoLookupKey { pdr_id },
+                    ))
+                }
+                // Packets the CP function sends us are not looked up in these tables.
+                (iface::CP_FUNCTION, _) => (Direction::Uplink, Vec::new()),
+                (value, _) => {
+                    return Err(CompileError::rule(
+                        t::SOURCE_INTERFACE,
+                        CompileErrorKind::SourceInterface { pdr_id, value },
+                    ))
+                }
+            };
+            for &k in &keys {
+                if let Some(&owner) = self.owners.get(&k) {
+                    if owner != seid {
+                        let ie = if matches!(k, Key::Teid(_)) {
+                            t::F_TEID
+                        } else {
+                            t::UE_IP_ADDRESS
+                        };
+                        return Err(CompileError::rule(
+                            ie,
+                            CompileErrorKind::KeyInUse { pdr_id, owner },
+                        ));
+                    }
+                }
+            }
+            let remove_gtpu = match p.outer_header_removal {
+                None => false,
+                Some(o) if matches!(o.description, 0 | 1 | 6) => true,
+                Some(o) => {
+                    return Err(CompileError::rule(
+                        t::OUTER_HEADER_REMOVAL,
+                        CompileErrorKind::OuterHeaderRemoval {
+                            pdr_id,
+                            description: o.description,
+                        },
+                    ))
+                }
+            };
+            let mut filters = Vec::new();
+            for f in &pdi.sdf_filters {
+                let fd = match (
+                    &f.flow_description,
+                    f.tos_traffic_class,
+                    f.spi,
+                    f.flow_label,
+                ) {
+                    (Some(fd), None, None, None) => fd,
+                    _ => {
+                        return Err(CompileError::rule(
+                            t::SDF_FILTER,
+                            CompileErrorKind::SdfUnsupported { pdr_id },
+                        ))
+                    }
+                };
+                let d = sdf::FlowDescription::parse(fd).map_err(|error| {
+                    CompileError::rule(t::SDF_FILTER, CompileErrorKind::Sdf { pdr_id, error })
+                })?;
+                d.orient(direction, &mut filters);
+            }
+            let dangling =
+                |ie| CompileError::rule(ie, CompileErrorKind::DanglingReference { pdr_id, ie });
+            let far = fars
+                .iter()
+                .position(|f| f.far_id == p.far_id)
+                .ok_or_else(|| dangling(t::FAR_ID))? as u16;
+            if p.qer_ids.len() > MAX_QERS_PER_PDR {
+                return Err(CompileError::rule(
+                    t::QER_ID,
+                    CompileErrorKind::TooManyQers { pdr_id },
+                ));
+            }
+            if p.urr_ids.len() > MAX_URRS_PER_PDR {
+                return Err(CompileError::rule(
+                    t::URR_ID,
+                    CompileErrorKind::TooManyUrrs { pdr_id },
+                ));
+            }
+            let mut pq = ArrayVec::new();
+            for &qid in &p.qer_ids {
+                let q = s.qers.get(&qid).ok_or_else(|| dangling(t::QER_ID))?;
+                let idx = match qers
+                    .iter()
+                    .position(|c| c.rule.qer_id == qid && c.direction == direction)
+                {
+                    Some(i) => i,
+                    None => {
+                        let rule = self.compile_qer(old, q, direction, &mut meters)?;
+                        qers.push(CQer { direction, rule });
+                        qers.len() - 1
+                    }
+                };
+                pq.push(idx as u16);
+            }
+            let mut pu = [UrrRef::NONE; MAX_URRS_PER_PDR];
+            for (slot, id) in pu.iter_mut().zip(&p.urr_ids) {
+                let &(_, s) = urr_slots
+                    .iter()
+                    .find(|u| u.0 == *id)
+                    .ok_or_else(|| dangling(t::URR_ID))?;
+                *slot = UrrRef { slot: s };
+            }
+            pdrs.push(CPdr {
+                keys: keys.into_iter().collect(),
+                precedence: p.precedence,
+                pdr_id,
+                direction,
+                qfi: pdi.qfi,
+                remove_gtpu,
+                filters: filters.into_boxed_slice(),
+                far,
+                qers: pq,
+                urrs: pu,
+            });
+        }
+        if let Some(o) = old {
+            for q in &o.qers {
+                let kept = qers.iter().any(|c| c.rule.meter.slot == q.rule.meter.slot);
+                if q.rule.meter.slot != NONE && !kept {
+                    meters.freed.push(q.rule.meter.slot);
+                }
+            }
+        }
+        let mut shards: Vec<u16> = pdrs
+            .iter()
+            .flat_map(|p| p.keys.iter().map(|k| k.shard() as u16))
+            .collect();
+        shards.sort_unstable();
+        shards.dedup();
+        shards.shrink_to_fit();
+        Ok(Plan {
+            cs: CSession {
+                pdrs,
+                fars,
+                qers,
+                urrs: urr_slots,
+                shards,
+            },
+            meters,
+            urrs,
+        })
+    }
+
+    fn compile_qer(
+        &self,
+        old: Option<&CSession>,
+        q: &peregrine_n4::Qer,
+        dir: Direction,
+        delta: &mut SlotDelta,
+    ) -> Result<QerRule, CompileError> {
+        let (gate, mbr, gbr) = match dir {
+            Direction::Uplink => (q.gate.ul, q.mbr.map(|m| m.ul), q.gbr.map(|g| g.ul)),
+            Direction::Downlink => (q.gate.dl, q.mbr.map(|m| m.dl), q.gbr.map(|g| g.dl)),
+        };
+        let meter_cfg: Option<TrTcmConfig> = qer_config_kbps(mbr, gbr, ColourMode::Blind);
+        let prev = old.and_then(|o| {
+            o.qers
+                .iter()
+                .find(|c| c.rule.qer_id == q.id && c.direction == dir && c.rule.meter.slot != NONE)
+        });
+        let meter = match (meter_cfg, prev) {
+            (None, _) => MeterRef {
+                slot: NONE,
+                generation: 0,
+            },
+            (Some(c), Some(p)) if p.rule.meter_cfg == Some(c) => p.rule.meter,
+            (Some(_), Some(p)) => {
+                // Same slot, new config: the workers re-create the meter.
+                delta.bumped.push(p.rule.meter.slot);
+                MeterRef {
+                    slot: p.rule.meter.slot,
+                    generation: next_gen(self.meters.gen(p.rule.meter.slot)),
+                }
+            }
+            (Some(_), None) => {
+                if delta.new as u64 >= self.meters.available() {
+                    return Err(CompileError {
+                        cause: cause::NO_RESOURCES_AVAILABLE,
+                        offending_ie: Some(t::QER_ID),
+                        kind: CompileErrorKind::MeterSlotsExhausted,
+                    });
+                }
+                delta.new += 1;
+                self.meters.peek(delta.new - 1)
+            }
+        };
+        Ok(QerRule {
+            qer_id: q.id,
+            // Section 8.2.7: 0 = OPEN; 1 = CLOSED (spare values treated as closed).
+            gate_open: gate == 0,
+            meter_cfg,
+            meter,
+            qfi: q.qfi,
+        })
+    }
+
+    fn build_shard(&self, idx: usize) -> Shard {
+        // The previous version's sizes are a good guess: one change moves a few entries.
+        let old = &self.tables.shards[idx];
+        let slack = |n: usize| n + 8;
+        let map = |n: usize| FxHashMap::with_capacity_and_hasher(slack(n), Default::default());
+        let mut sh = Shard {
+            by_teid: map(old.by_teid.len()),
+            by_ue_v4: map(old.by_ue_v4.len()),
+            by_ue_v6: FxHashMap::with_capacity_and_hasher(
+                slack(old.by_ue_v6.len()),
+                Default::default(),
+            ),
+            pdr_order: Vec::with_capacity(slack(old.pdr_order.len())),
+            pdrs: Vec::with_capacity(slack(old.pdrs.len())),
+            filters: Vec::with_capacity(slack(old.filters.len())),
+            fars: Vec::with_capacity(slack(old.fars.len())),
+            qers: Vec::with_capacity(slack(old.qers.len())),
+            sessions: Vec::with_capacity(slack(old.sessions.len())),
+        };
+        // (key, precedence, PDR ID, shard PDR index): sorted into the candidate lists.
+        let mut entries: Vec<(Key, u32, u16, u32)> = Vec::with_capacity(slack(old.pdr_order.len()));
+        let mut far_map: Vec<u32> = Vec::new();
+        let mut qer_map: Vec<u32> = Vec::new();
+        for seid in &self.members[idx] {
+            let Some(cs) = self.sessions.get(seid) else {
+                continue;
+            };
+            let session = sh.sessions.len() as u32;
+            sh.sessions.push(SessionInfo { up_seid: *seid });
+            far_map.clear();
+            far_map.resize(cs.fars.len(), NONE);
+            qer_map.clear();
+            qer_map.resize(cs.qers.len(), NONE);
+            for p in &cs.pdrs {
+                if !p.keys.iter().any(|k| k.shard() == idx) {
+                    continue;
+                }
+                let far = &mut far_map[p.far as usize];
+                if *far == NONE {
+                    *far = sh.fars.len() as u32;
+                    sh.fars.push(cs.fars[p.far as usize]);
+                }
+                let mut qers = [NONE; MAX_QERS_PER_PDR];
+                for (dst, &qi) in qers.iter_mut().zip(&p.qers) {
+                    let m = &mut qer_map[qi as usize];
+                    if *m == NONE {
+                        *m = sh.qers.len() as u32;
+                        sh.qers.push(cs.qers[qi as usize].rule);
+                    }
+                    *dst = *m;
+                }
+                let f0 = sh.filters.len() as u32;
+                sh.filters.extend_from_slice(&p.filters);
+                let pi = sh.pdrs.len() as u32;
+                sh.pdrs.push(PdrRule {
+                    pdr_id: p.pdr_id,
+                    session,
+                    direction: p.direction,
+                    qfi: p.qfi,
+                    filters: (f0, sh.filters.len() as u32),
+                    remove_gtpu: p.remove_gtpu,
+                    far: *far,
+                    qers,
+                    urrs: p.urrs,
+                });
+                for &k in p.keys.iter().filter(|k| k.shard() == idx) {
+                    entries.push((k, p.precedence, p.pdr_id, pi));
+                }
+            }
+        }
+        entries.sort_unstable();
+        let mut i = 0;
+        while i < entries.len() {
+            let k = entries[i].0;
+            let start = sh.pdr_order.len() as u32;
+            while i < entries.len() && entries[i].0 == k {
+                sh.pdr_order.push(entries[i].3);
+                i += 1;
+            }
+            let r = (start, sh.pdr_order.len() as u32);
+            match k {
+                Key::Teid(v) => sh.by_teid.insert(v, r),
+                Key::UeV4(v) => sh.by_ue_v4.insert(v, r),
+                Key::UeV6(v) => sh.by_ue_v6.insert(v, r),
+            };
+        }
+        // Trim only when a vector grew by doubling (first build, growth): a trim copies.
+        fn trim<T>(v: &mut Vec<T>) {
+            if v.capacity() > v.len() + v.len() / 8 + 8 {
+                v.shrink_to_fit();
+            }
+        }
+        trim(&mut sh.pdr_order);
+        trim(&mut sh.pdrs);
+        trim(&mut sh.filters);
+        trim(&mut sh.fars);
+        trim(&mut sh.qers);
+        trim(&mut sh.sessions);
+        sh
+    }
+}
+
+/// Estimated bytes of a [`BTreeMap`](std::collections::BTreeMap) with `n` entries: std's
+/// B-tree leaves hold up to 11 entries (a full node is allocated even for one), internal
+/// nodes add 12 child pointers.
+fn btree_bytes<K, V>(n: usize) -> usize {
+    const CAP: usize = 11;
+    if n == 0 {
+        return 0;
+    }
+    let leaf = 16 + CAP * (size_of::<K>() + size_of::<V>());
+    // Sequentially built trees end up about 2/3 full.
+    let leaves = if n <= CAP { 1 } else { n.div_ceil(8) };
+    let internal = if leaves > 1 { leaves.div_ceil(8) } else { 0 };
+    leaves * leaf + internal * (leaf + (CAP + 1) * 8)
+}
+
+/// Estimated bytes of one N4 session as the node stores it (the struct, its four B-tree
+/// maps, and the heap behind PDIs and forwarding parameters), for the memory budget.
+pub fn session_bytes_estimate(s: &Session) -> usize {
+    use peregrine_n4::{Far, Pdr, Qer, Urr};
+    let mut b = size_of::<Session>()
+        + btree_bytes::<u16, Pdr>(s.pdrs.len())
+        + btree_bytes::<u32, Far>(s.fars.len())
+        + btree_bytes::<u32, Qer>(s.qers.len())
+        + btree_bytes::<u32, Urr>(s.urrs.len());
+    for p in s.pdrs.values() {
+        b += p.pdi.sdf_filters.capacity() * size_of::<peregrine_pfcp::ie::SdfFilter>();
+        b += p
+            .pdi
+            .sdf_filters
+            .iter()
+            .filter_map(|f| f.flow_description.as_ref().map(Vec::capacity))
+            .sum::<usize>();
+        b += p.pdi.network_instance.as_ref().map_or(0, Vec::capacity);
+        b += (p.qer_ids.capacity() + p.urr_ids.capacity()) * 4;
+    }
+    for f in s.fars.values() {
+        b += f
+            .forwarding
+            .as_ref()
+            .and_then(|f| f.network_instance.as_ref())
+            .map_or(0, Vec::capacity);
+    }
+    b
+}

@@ -1,0 +1,20 @@
+//! The PFCP rule compiler of the Peregrine UPF (DESIGN.md section 1: "PFCP session state
+//! machine -> rule compiler -> snapshot publish"). It turns the N4 node's sessions
+//! ([`peregrine_n4::Session`], TS 29.244 section 5.2) into the sharded, immutable
+//! [`UpfTables`](peregrine_dataplane::upf::UpfTables) the workers read, rebuilding only the
+//! shards a change touches.
+//!
+//! * [`sdf`]: SDF Filter Flow Description parser (TS 29.212 section 5.4.2, RFC 6733 4.3).
+//! * [`compile`]: the [`Compiler`] (validation, slot allocation, shard building).
+//! * [`static_sessions`]: sessions from the daemon config, and synthetic ones matching
+//!   `pg-gen`.
+#![forbid(unsafe_code)]
+
+pub mod compile;
+pub mod sdf;
+pub mod static_sessions;
+
+pub use compile::{
+    session_bytes_estimate, CompileError, CompileErrorKind, Compiler, CompilerConfig, CompilerStats,
+};
+pub use sdf::{parse_flow_description, FlowDescription, SdfError};
