@@ -21,7 +21,7 @@ pub enum ConfigError {
     Invalid { field: String, reason: String },
 }
 
-fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         field: field.into(),
         reason: reason.into(),
@@ -39,6 +39,8 @@ pub struct Config {
     pub pipeline: PipelineConfig,
     #[serde(default, rename = "route")]
     pub routes: Vec<Route>,
+    /// The UPF pipeline's section.
+    pub upf: Option<crate::upf::UpfSection>,
     /// Directory relative paths are resolved against (the config file's directory).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -166,6 +168,11 @@ pub enum PipelineConfig {
     /// IPv4/IPv6 router: longest-prefix match over `[[route]]`.
     L3fwd {
         /// Accept frames whatever their destination MAC (e.g. replays of foreign captures).
+        #[serde(default)]
+        promiscuous: bool,
+    },
+    /// The 5G UPF: GTP-U on N3/N9, IP on N6, PFCP rules (see `[upf]`); routes give next hops.
+    Upf {
         #[serde(default)]
         promiscuous: bool,
     },
@@ -384,6 +391,18 @@ impl Config {
                             ));
                         }
                     }
+                }
+            }
+            PipelineConfig::Upf { .. } => {
+                let Some(u) = &self.upf else {
+                    return Err(invalid("upf", "the upf pipeline needs an [upf] section"));
+                };
+                u.validate(|n| self.port_index(n))?;
+                if self.routes.is_empty() {
+                    return Err(invalid(
+                        "route",
+                        "the upf pipeline needs [[route]]s to the gNBs (n3) and the data network (n6)",
+                    ));
                 }
             }
             PipelineConfig::L3fwd { .. } => {

@@ -3,12 +3,14 @@
 
 use crate::config::{BackendConfig, Config, ConfigError, PipelineConfig, ReplayMode};
 use crate::summary::Summary;
+use crate::upf::UpfRuntime;
 use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
 use peregrine_dataplane::io::pcap::{PcapBackend, PcapConfig, PcapPortConfig, Replay};
 use peregrine_dataplane::io::{Backend, PortId, WorkerIo};
 use peregrine_dataplane::runtime::{self, Pipeline, Publisher, Reasons, RuntimeConfig, WorkerSpec};
 use peregrine_dataplane::stages::l3fwd::{L3Fwd, RouteTable};
 use peregrine_dataplane::stages::xconnect::XConnect;
+use peregrine_dataplane::upf::Upf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -186,7 +188,7 @@ where
         stop_after_idle: (cfg.workers.stop_after_idle_ms > 0)
             .then(|| Duration::from_millis(cfg.workers.stop_after_idle_ms)),
         control_queue: 1024,
-        egress: Vec::new(),
+        egress: vec![None; cfg.ports.len()],
     };
     for p in backend.ports() {
         match backend.link(p.id) {
@@ -200,7 +202,37 @@ where
     // Rules are published as snapshots; the control thread keeps the publisher.
     let routes = Publisher::new(RouteTable::from_routes(&cfg.parsed_routes()?));
     let t0 = Instant::now();
+    let mut upf: Option<UpfRuntime> = None;
+    let mut rcfg = rcfg;
     let running = match &cfg.pipeline {
+        PipelineConfig::Upf { promiscuous } => {
+            let section = cfg.upf.as_ref().ok_or_else(|| {
+                RunError::Config(crate::config::invalid("upf", "missing [upf] section"))
+            })?;
+            rcfg.egress = section.egress_configs(cfg.ports.len(), |n| cfg.port_index(n));
+            let u = UpfRuntime::prepare(section, rcfg.workers.len(), t0)?;
+            let (tables, stats, ucfg) = (
+                u.publisher.clone(),
+                u.stats.clone(),
+                u.stage_config(*promiscuous),
+            );
+            let running = runtime::start(
+                &mut backend,
+                &|w: usize, r: &mut Reasons| {
+                    Pipeline::<<Bk::Io as WorkerIo>::Buf>::new(vec![Box::new(Upf::new(
+                        tables.reader(),
+                        routes.reader(),
+                        macs.clone(),
+                        ucfg.clone(),
+                        stats[w].clone(),
+                        r,
+                    ))])
+                },
+                &rcfg,
+            )?;
+            upf = Some(u.start_control(section)?);
+            running
+        }
         PipelineConfig::Xconnect { pairs } => {
             let pairs: Vec<(PortId, PortId)> = pairs
                 .iter()
@@ -238,6 +270,12 @@ where
         while let Ok(p) = running.control_rx().recv_timeout(Duration::from_millis(50)) {
             control_pkts += 1;
             tracing::debug!(port = p.port, len = p.len, "exception packet");
+            if let Some(u) = &upf {
+                u.on_control_packet(&p);
+            }
+        }
+        if let Some(u) = &mut upf {
+            u.tick(&running);
         }
         if opts
             .stop
@@ -281,7 +319,9 @@ where
         .collect();
     tracing::debug!(control_pkts, "control thread done");
     drop(backend);
-    Ok(Summary::new(
-        seconds, nworkers, &stages, &ports, &stats, &total, &reasons,
-    ))
+    let mut summary = Summary::new(seconds, nworkers, &stages, &ports, &stats, &total, &reasons);
+    if let Some(u) = upf {
+        summary.upf = Some(u.finish());
+    }
+    Ok(summary)
 }

@@ -5,3 +5,4 @@ pub mod daemon;
 pub mod metrics;
 pub mod n4;
 pub mod summary;
+pub mod upf;

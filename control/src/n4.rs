@@ -8,7 +8,9 @@
 //! workers' next batch. Then run the node's timers (heartbeats, report retransmissions).
 //! Workers never wait for any of this: they pick the new snapshot up with one atomic load.
 
-use peregrine_n4::{Event, Node, NodeConfig, Output, Reject, Session};
+use crossbeam_channel::{Receiver, Sender};
+use peregrine_n4::usage::{Usage, UsageSource};
+use peregrine_n4::{Event, N4Stats, Node, NodeConfig, Output, Reject, Session};
 use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
@@ -27,16 +29,30 @@ const MAX_DATAGRAM: usize = 65_535;
 /// Publish-latency samples kept for percentiles.
 const LATENCY_SAMPLES: usize = 65_536;
 
-/// The rule side the endpoint drives: the compiler plus the snapshot publisher.
+/// The rule side the endpoint drives: the compiler plus the snapshot publisher, and the
+/// dataplane's usage counters.
 pub trait SessionRules: Send {
-    /// Stage the current state of a session (created or modified). A rejection means the
-    /// rules cannot be compiled; the endpoint then deletes the session from the node.
+    /// Would this session's rules compile? Asked before the node commits a session, so a
+    /// session whose rules cannot be installed is refused with a PFCP cause, not accepted.
+    fn check(&self, s: &Session) -> Result<(), Reject>;
+    /// Stage the current state of a session (created or modified).
     fn upsert(&mut self, s: &Session) -> Result<(), Reject>;
     /// Stage the removal of a session.
     fn remove(&mut self, up_seid: u64);
-    /// Publish what was staged since the last call (nothing staged: nothing to do). Returns
-    /// how long the new snapshot took to reach every worker, when that was measured.
+    /// Publish what was staged since the last call. Returns how long the new snapshot took
+    /// to reach every worker, when that was measured.
     fn publish(&mut self) -> Option<Duration>;
+    /// Cumulative usage of a URR as the dataplane counted it.
+    fn usage(&mut self, up_seid: u64, urr_id: u32) -> Option<Usage>;
+    /// The URR's volume quota is used up: stop forwarding what it counts (staged).
+    fn quota_exhausted(&mut self, s: &Session, urr_id: u32);
+}
+
+/// Requests from other threads to the N4 thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum N4Command {
+    /// A buffering FAR got downlink data (the exception path saw a buffered packet).
+    DownlinkData { up_seid: u64, pdr_id: u16 },
 }
 
 /// Where the endpoint listens and how its node behaves.
@@ -45,6 +61,8 @@ pub struct N4Config {
     /// Addresses to bind (IPv4 and/or IPv6), usually port 8805.
     pub listen: Vec<SocketAddr>,
     pub node: NodeConfig,
+    /// How often URR usage is read from the dataplane and checked against triggers.
+    pub usage_interval: Duration,
 }
 
 /// Event counts of the endpoint.
@@ -67,6 +85,8 @@ pub struct N4Status {
     pub counts: N4Counts,
     pub sessions: usize,
     pub associations: usize,
+    /// The node's own PFCP counters.
+    pub pfcp: N4Stats,
     /// Rule-publish latencies in microseconds (the last [`LATENCY_SAMPLES`]).
     pub publish_latency_us: VecDeque<u32>,
 }
@@ -88,6 +108,7 @@ impl N4Status {
 #[derive(Debug)]
 pub struct N4Endpoint {
     addrs: Vec<SocketAddr>,
+    commands: Sender<N4Command>,
     status: Arc<Mutex<N4Status>>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
@@ -114,7 +135,11 @@ impl N4Endpoint {
             .collect::<Result<Vec<_>, _>>()?;
         let status = Arc::new(Mutex::new(N4Status::default()));
         let stop = Arc::new(AtomicBool::new(false));
+        let (commands, cmd_rx) = crossbeam_channel::bounded(4096);
         let mut lp = Loop {
+            commands: cmd_rx,
+            usage_interval: cfg.usage_interval,
+            next_usage: 0,
             node: Node::new(cfg.node),
             rules,
             sockets,
@@ -131,6 +156,7 @@ impl N4Endpoint {
             .spawn(move || lp.run(&st))?;
         Ok(N4Endpoint {
             addrs,
+            commands,
             status,
             stop,
             handle: Some(handle),
@@ -140,6 +166,11 @@ impl N4Endpoint {
     /// The bound addresses (with the ports picked for port 0).
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.addrs
+    }
+
+    /// Queue a command for the N4 thread (never blocks; a full queue drops it).
+    pub fn command(&self, c: N4Command) -> bool {
+        self.commands.try_send(c).is_ok()
     }
 
     pub fn status(&self) -> N4Status {
@@ -156,7 +187,24 @@ impl Drop for N4Endpoint {
     }
 }
 
+/// What the node asks of its surroundings while handling a request: the dataplane's usage
+/// counts and whether the compiler can install a session's rules.
+struct Env<'a, R>(&'a mut R);
+
+impl<R: SessionRules> UsageSource for Env<'_, R> {
+    fn usage(&mut self, up_seid: u64, urr_id: u32) -> Option<Usage> {
+        self.0.usage(up_seid, urr_id)
+    }
+
+    fn check_rules(&mut self, s: &Session) -> Result<(), Reject> {
+        self.0.check(s)
+    }
+}
+
 struct Loop<R> {
+    commands: Receiver<N4Command>,
+    usage_interval: Duration,
+    next_usage: u64,
     node: Node,
     rules: R,
     sockets: Vec<UdpSocket>,
@@ -188,8 +236,20 @@ impl<R: SessionRules> Loop<R> {
             if self.node.next_timer().is_some_and(|t| t <= now) {
                 let out = self.node.poll_timers(now);
                 self.apply(None, out);
-                self.finish_burst();
             }
+            while let Ok(c) = self.commands.try_recv() {
+                match c {
+                    N4Command::DownlinkData { up_seid, pdr_id } => {
+                        let out = self.node.downlink_data(now, up_seid, pdr_id);
+                        self.apply(None, out);
+                    }
+                }
+            }
+            if now >= self.next_usage {
+                self.next_usage = now + self.usage_interval.as_nanos() as u64;
+                self.collect_usage(now);
+            }
+            self.finish_burst();
         }
     }
 
@@ -246,8 +306,26 @@ impl<R: SessionRules> Loop<R> {
     fn on_datagram(&mut self, sock: usize, peer: SocketAddr, data: &[u8]) {
         self.counts.datagrams_in += 1;
         let now = self.now();
-        let out = self.node.handle(now, peer, data);
+        let out = self
+            .node
+            .handle_with(now, peer, data, &mut Env(&mut self.rules));
         self.apply(Some(sock), out);
+    }
+
+    /// Feed every URR's cumulative usage to the node, which sends the Session Report
+    /// Requests its thresholds, quotas and periods call for.
+    fn collect_usage(&mut self, now: u64) {
+        let urrs: Vec<(u64, u32)> = self
+            .node
+            .sessions()
+            .flat_map(|s| s.urrs.keys().map(move |u| (s.up_seid, *u)))
+            .collect();
+        for (seid, urr) in urrs {
+            if let Some(u) = self.rules.usage(seid, urr) {
+                let out = self.node.update_usage(now, seid, urr, u);
+                self.apply(None, out);
+            }
+        }
     }
 
     fn apply(&mut self, sock: Option<usize>, out: Vec<Output>) {
@@ -302,6 +380,16 @@ impl<R: SessionRules> Loop<R> {
                 self.rules.remove(seid);
                 self.dirty = true;
             }
+            Event::QuotaExhausted { seid, urr_id } => {
+                if let Some(s) = self.node.session(seid) {
+                    tracing::info!(seid, urr_id, "volume quota exhausted: forwarding stops");
+                    self.rules.quota_exhausted(s, urr_id);
+                    self.dirty = true;
+                }
+            }
+            Event::ReportTimedOut { seid, seq } => {
+                tracing::warn!(seid, seq, "Session Report Request unanswered")
+            }
             Event::AssociationUp { peer, .. } => tracing::info!(%peer, "PFCP association up"),
             Event::AssociationDown { peer, reason } => {
                 tracing::warn!(%peer, ?reason, "PFCP association down")
@@ -329,10 +417,14 @@ impl<R: SessionRules> Loop<R> {
             }
         }
         if let Ok(mut st) = self.status.lock() {
-            if st.counts == self.counts && self.latency.is_empty() {
+            if st.counts == self.counts
+                && self.latency.is_empty()
+                && st.pfcp.reports_sent == self.node.stats().reports_sent
+            {
                 return;
             }
             st.counts = self.counts;
+            st.pfcp.clone_from(self.node.stats());
             st.sessions = self.node.session_count();
             st.associations = self.node.associations().count();
             for l in self.latency.drain(..) {
@@ -358,6 +450,13 @@ mod tests {
     struct Count(Arc<Mutex<(u32, u32, u32)>>);
 
     impl SessionRules for Count {
+        fn check(&self, _s: &Session) -> Result<(), Reject> {
+            Ok(())
+        }
+        fn usage(&mut self, _seid: u64, _urr: u32) -> Option<Usage> {
+            None
+        }
+        fn quota_exhausted(&mut self, _s: &Session, _urr: u32) {}
         fn upsert(&mut self, _s: &Session) -> Result<(), Reject> {
             self.0.lock().unwrap().0 += 1;
             Ok(())
@@ -401,6 +500,7 @@ mod tests {
             N4Config {
                 listen: vec!["127.0.0.1:0".parse().unwrap()],
                 node,
+                usage_interval: Duration::from_millis(100),
             },
             Count::default(),
         )

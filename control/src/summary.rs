@@ -31,6 +31,9 @@ pub struct Summary {
     pub ports: Vec<PortSummary>,
     /// Every registered reason, zero or not, in registration order.
     pub drops: Vec<(String, u64)>,
+    /// The UPF pipeline's figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upf: Option<crate::upf::UpfSummary>,
 }
 
 impl Summary {
@@ -74,6 +77,7 @@ impl Summary {
                 .enumerate()
                 .map(|(i, n)| (n.to_string(), c.drops.get(i).copied().unwrap_or(0)))
                 .collect(),
+            upf: None,
         }
     }
 
@@ -120,6 +124,36 @@ impl Summary {
         }
         if !any {
             let _ = writeln!(s, "  (none)");
+        }
+        if let Some(u) = &self.upf {
+            let _ = writeln!(
+                s,
+                "upf: {} session(s), {} echo replies, {} error indications sent",
+                u.sessions, u.echo_replies, u.error_indications_sent
+            );
+            if u.pfcp_datagrams_in > 0 {
+                let _ = writeln!(
+                    s,
+                    "pfcp: {} datagrams in, {} out, {} rule publishes, publish latency p99 {} us",
+                    u.pfcp_datagrams_in,
+                    u.pfcp_datagrams_out,
+                    u.rule_publishes,
+                    u.publish_latency_p99_us
+                        .map_or("-".into(), |v| v.to_string())
+                );
+            }
+            let _ = writeln!(
+                s,
+                "{:<9} {:>4} {:>10} {:>12} {:>8} {:>10} {:>10} {:>8}",
+                "per QFI", "qfi", "packets", "bytes", "drops", "green", "yellow", "red"
+            );
+            for r in &u.qfi {
+                let _ = writeln!(
+                    s,
+                    "{:<9} {:>4} {:>10} {:>12} {:>8} {:>10} {:>10} {:>8}",
+                    r.direction, r.qfi, r.packets, r.bytes, r.drops, r.green, r.yellow, r.red
+                );
+            }
         }
         s
     }

@@ -354,16 +354,76 @@ fn quickstart_job_accounts_for_every_packet() {
         both("truncated")
     );
     assert_eq!(s["to_control"], both("arp_request"));
-    // Downlink TTL-1 and no-route anomalies are on the outer (only) header; uplink ones are
-    // inside the tunnel, which a router does not open.
-    assert_eq!(
-        drop_count(&s, "ttl_exceeded"),
-        anomalies["ttl1"]["dl"].as_u64().unwrap()
-    );
+    // The UPF opens the tunnel: inner TTL-1 and no-route anomalies count in both directions.
+    assert_eq!(drop_count(&s, "ttl_exceeded"), both("ttl1"));
     assert_eq!(
         drop_count(&s, "no_route"),
+        anomalies["no_route"]["ul"].as_u64().unwrap()
+    );
+    // Downlink to an address that is no UE's has no session.
+    assert_eq!(
+        drop_count(&s, "downlink_no_session"),
         anomalies["no_route"]["dl"].as_u64().unwrap()
     );
+    // Echo Requests are answered, unknown TEIDs get Error Indications (TS 29.281 7.2, 7.3).
+    assert_eq!(s["upf"]["echo_replies"], both("echo_request"));
+    assert_eq!(s["upf"]["error_indications_sent"], both("unknown_teid"));
+    assert_eq!(s["upf"]["sessions"], 64);
+    assert!(stdout.contains("per QFI"), "{stdout}");
+    // Per-QFI counts add up to what was forwarded or dropped in sessions.
+    let per_qfi: u64 = s["upf"]["qfi"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["packets"].as_u64().unwrap())
+        .sum();
+    let replies = both("echo_request") + both("unknown_teid");
+    assert_eq!(per_qfi + replies, s["packets_out"].as_u64().unwrap());
+    // tshark, an independent decoder, finds every byte we sent well-formed, and every
+    // downlink G-PDU carries a PDU Session Container with a QFI.
+    for f in ["n3-tx.pcap", "n6-tx.pcap"] {
+        if let Some(n) = tshark_problems(&repo().join("out").join(f)) {
+            assert_eq!(n, 0, "{f}: tshark found problems");
+        }
+    }
+    if let Some(fields) = tshark_fields(
+        &repo().join("out/n3-tx.pcap"),
+        "gtp.message == 255",
+        &["gtp.teid", "gtp.ext_hdr.pdu_ses_con.qos_flow_id"],
+    ) {
+        let dl = s["ports"][0]["tx"].as_u64().unwrap() - replies;
+        assert_eq!(fields.len() as u64, dl);
+        assert!(
+            fields.iter().all(|r| r[0] != "0" && !r[1].is_empty()),
+            "{fields:?}"
+        );
+    }
+}
+
+/// tshark's values of `fields` for the frames of `pcap` matching `filter`; `None` when tshark
+/// is missing outside CI.
+fn tshark_fields(pcap: &Path, filter: &str, fields: &[&str]) -> Option<Vec<Vec<String>>> {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r").arg(pcap).args(["-Y", filter, "-T", "fields"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = match cmd.output() {
+        Ok(o) => o,
+        Err(_) if std::env::var_os("CI").is_none() => return None,
+        Err(e) => panic!("tshark is required in CI: {e}"),
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.split('\t').map(str::to_string).collect())
+            .collect(),
+    )
 }
 
 /// SIGHUP publishes a new route table to running workers (snapshot swap): traffic that had

@@ -935,7 +935,7 @@ impl Node {
                     out,
                 );
             }
-            Body::SessionEstablishmentRequest(r) => self.establish(now, peer, seq, r, out),
+            Body::SessionEstablishmentRequest(r) => self.establish(now, peer, seq, r, usage, out),
             Body::SessionModificationRequest(r) => {
                 self.modify(now, peer, seq, m.seid.unwrap_or(0), r, usage, out)
             }
@@ -1253,6 +1253,7 @@ impl Node {
         peer: SocketAddr,
         seq: u32,
         r: SessionEstablishmentRequest,
+        env: &mut dyn UsageSource,
         out: &mut Vec<Output>,
     ) {
         let hdr = r.cp_f_seid.seid;
@@ -1263,7 +1264,10 @@ impl Node {
             }
             s
         };
-        let body = match self.validate_establishment(peer, candidate, &r) {
+        let checked = self
+            .validate_establishment(peer, candidate, &r)
+            .and_then(|v| env.check_rules(&v.0).map(|()| v));
+        let body = match checked {
             Ok((s, created, next_teid)) => {
                 let seid = self.alloc_seid();
                 debug_assert_eq!(seid, candidate);
@@ -1368,7 +1372,8 @@ impl Node {
                     Some(&id) => Err(Reject::rule(t::URR_ID).at(FailedRuleId::Urr(id))),
                     None => Ok(()),
                 },
-            );
+            )
+            .and_then(|()| usage.check_rules(&s));
         let next_teid = alloc.next_teid();
         let created = std::mem::take(&mut alloc.created);
         let resp = match result {

@@ -59,8 +59,17 @@ impl Usage {
 /// Where responses that carry usage (Session Deletion Response, Session Modification Response
 /// with Remove / Query URR) get the latest cumulative usage. `None` keeps the last value fed
 /// with [`crate::Node::update_usage`].
+///
+/// The same environment also vets a session's rules before the node commits them
+/// ([`UsageSource::check_rules`]): the UPF's rule compiler can refuse what it cannot
+/// install, and the request is then rejected with the cause it gives, state unchanged.
 pub trait UsageSource {
     fn usage(&mut self, up_seid: u64, urr_id: u32) -> Option<Usage>;
+
+    /// Can this session (as it would be after the request) be installed? Default: yes.
+    fn check_rules(&mut self, _s: &crate::Session) -> Result<(), crate::Reject> {
+        Ok(())
+    }
 }
 
 /// A [`UsageSource`] with nothing new: the last fed usage is reported.

@@ -116,9 +116,31 @@ impl CompileError {
 
     /// The N4 node's form of the error, for its response.
     pub fn reject(&self) -> Reject {
+        use peregrine_pfcp::ie::FailedRuleId as F;
+        use CompileErrorKind as K;
+        let failed_rule = match self.kind {
+            K::Sdf { pdr_id, .. }
+            | K::SdfUnsupported { pdr_id }
+            | K::NoLookupKey { pdr_id }
+            | K::SourceInterface { pdr_id, .. }
+            | K::KeyInUse { pdr_id, .. }
+            | K::OuterHeaderRemoval { pdr_id, .. }
+            | K::TooManyQers { pdr_id }
+            | K::TooManyUrrs { pdr_id }
+            | K::DanglingReference { pdr_id, .. } => Some(F::Pdr(pdr_id)),
+            K::ApplyAction { far_id, .. }
+            | K::NoForwardingParameters { far_id }
+            | K::OuterHeaderCreation { far_id, .. }
+            | K::NoLocalAddress { far_id, .. } => Some(F::Far(far_id)),
+            K::MeterSlotsExhausted | K::UrrSlotsExhausted => None,
+        };
         Reject {
             cause: self.cause,
             offending_ie: self.offending_ie,
+            // Section 8.2.80: only with cause 73.
+            failed_rule: failed_rule.filter(|_| {
+                self.cause == peregrine_pfcp::cause::RULE_CREATION_MODIFICATION_FAILURE
+            }),
         }
     }
 }

@@ -219,6 +219,7 @@ pub fn to_sessions(cfg: &[StaticSession], n3: N3Addresses) -> Result<Vec<Session
                 network_instance: None,
                 outer_header_creation: ohc,
             }),
+            bar_id: None,
         };
         out.push(Session {
             up_seid: c.seid,
@@ -229,6 +230,7 @@ pub fn to_sessions(cfg: &[StaticSession], n3: N3Addresses) -> Result<Vec<Session
             },
             // No CP function owns a static session.
             peer: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+            bar: None,
             pdrs: BTreeMap::from([(1, ul), (2, dl)]),
             fars: BTreeMap::from([(1, far(1, 1, None)), (2, far(2, 0, Some(ohc_ie)))]),
             qers: BTreeMap::from([(
