@@ -210,7 +210,7 @@ where
                 RunError::Config(crate::config::invalid("upf", "missing [upf] section"))
             })?;
             rcfg.egress = section.egress_configs(cfg.ports.len(), |n| cfg.port_index(n));
-            let u = UpfRuntime::prepare(section, rcfg.workers.len(), t0)?;
+            let u = UpfRuntime::prepare(section, rcfg.workers.len())?;
             let (tables, stats, ucfg) = (
                 u.publisher.clone(),
                 u.stats.clone(),

@@ -18,7 +18,7 @@ use peregrine_rules::static_sessions::{
 };
 use peregrine_rules::{Compiler, CompilerConfig};
 use serde::Deserialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -333,10 +333,9 @@ pub struct DaemonRules {
     pub compiler: Compiler,
     pub publisher: Arc<Publisher<UpfTables>>,
     pub stats: Vec<Arc<UpfStats>>,
-    /// (SEID, URR ID) whose volume quota is used up: their PDRs' FARs are compiled as DROP.
-    exhausted: BTreeSet<(u64, u32)>,
-    /// The node's current version of sessions with an exhausted quota, to recompile.
-    epoch: Instant,
+    /// (SEID, URR ID) whose volume quota is used up, with that quota: their PDRs' FARs are
+    /// compiled as DROP until the SMF provisions a new quota (Update URR).
+    exhausted: BTreeMap<(u64, u32), Option<peregrine_pfcp::ie::Volume>>,
 }
 
 impl std::fmt::Debug for DaemonRules {
@@ -352,24 +351,26 @@ impl DaemonRules {
         compiler: Compiler,
         publisher: Arc<Publisher<UpfTables>>,
         stats: Vec<Arc<UpfStats>>,
-        epoch: Instant,
     ) -> DaemonRules {
         DaemonRules {
             compiler,
             publisher,
             stats,
-            exhausted: BTreeSet::new(),
-            epoch,
+            exhausted: BTreeMap::new(),
         }
     }
 
     /// A session with the FARs of PDRs that count against an exhausted quota set to DROP
     /// (TS 29.244 section 5.2.2.2: forwarding stops when the quota is reached).
-    fn enforce_quota(&self, s: &Session) -> Option<Session> {
+    fn enforce_quota(&mut self, s: &Session) -> Option<Session> {
+        // A new quota (or a removed URR) lifts the block.
+        self.exhausted.retain(|(seid, urr), q| {
+            *seid != s.up_seid || s.urrs.get(urr).is_some_and(|u| u.volume_quota == *q)
+        });
         let ids: Vec<u32> = self
             .exhausted
             .range((s.up_seid, 0)..=(s.up_seid, u32::MAX))
-            .map(|(_, u)| *u)
+            .map(|((_, u), _)| *u)
             .collect();
         if ids.is_empty() {
             return None;
@@ -407,14 +408,7 @@ impl SessionRules for DaemonRules {
 
     fn remove(&mut self, up_seid: u64) {
         self.compiler.remove(up_seid);
-        let gone: Vec<_> = self
-            .exhausted
-            .range((up_seid, 0)..=(up_seid, u32::MAX))
-            .copied()
-            .collect();
-        for k in gone {
-            self.exhausted.remove(&k);
-        }
+        self.exhausted.retain(|(seid, _), _| *seid != up_seid);
     }
 
     fn publish(&mut self) -> Option<Duration> {
@@ -439,8 +433,8 @@ impl SessionRules for DaemonRules {
                 last = last.max(w.last_pkt_ns);
             }
         }
-        // Worker time and node time share the daemon's epoch.
-        let _ = self.epoch;
+        // Worker clocks start a few milliseconds before the N4 clock; Time of First / Last
+        // Packet is reported to the second, so the offset is not corrected.
         if first != u64::MAX {
             u.first_pkt_ns = Some(first);
             u.last_pkt_ns = Some(last);
@@ -449,7 +443,8 @@ impl SessionRules for DaemonRules {
     }
 
     fn quota_exhausted(&mut self, session: &Session, urr_id: u32) {
-        self.exhausted.insert((session.up_seid, urr_id));
+        let quota = session.urrs.get(&urr_id).and_then(|u| u.volume_quota);
+        self.exhausted.insert((session.up_seid, urr_id), quota);
         if let Err(r) = self.upsert(session) {
             tracing::error!(
                 seid = session.up_seid,
@@ -865,7 +860,6 @@ pub struct UpfRuntime {
     last_tick: Instant,
     qfi_map: QfiMap,
     section: UpfSection,
-    epoch: Instant,
 }
 
 impl std::fmt::Debug for UpfRuntime {
@@ -882,7 +876,6 @@ impl UpfRuntime {
     pub fn prepare(
         section: &UpfSection,
         workers: usize,
-        epoch: Instant,
     ) -> Result<UpfRuntime, crate::daemon::RunError> {
         let mut compiler = section.compiler_with_static_sessions()?;
         let static_sessions = compiler.stats().sessions;
@@ -902,7 +895,6 @@ impl UpfRuntime {
             last_tick: Instant::now(),
             qfi_map: section.qfi_map(),
             section: section.clone(),
-            epoch,
         })
     }
 
@@ -935,12 +927,7 @@ impl UpfRuntime {
             node.n3_addresses.1 = s.n3_v6();
             node.max_sessions = s.max_sessions;
             node.heartbeat_interval = Duration::from_secs(s.heartbeat_interval_s);
-            let rules = DaemonRules::new(
-                compiler,
-                self.publisher.clone(),
-                self.stats.clone(),
-                self.epoch,
-            );
+            let rules = DaemonRules::new(compiler, self.publisher.clone(), self.stats.clone());
             let ep = crate::n4::N4Endpoint::start(
                 crate::n4::N4Config {
                     listen: s.pfcp.clone(),
