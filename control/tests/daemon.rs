@@ -495,3 +495,51 @@ fn sighup_publishes_new_routes_under_traffic() {
         "the only drops are the pre-reload no-routes"
     );
 }
+
+/// The README's claim: the same job on the DPDK ethdev path (net_pcap vdevs, no hugepages)
+/// gives the same counts as the pure-Rust pcap backend.
+#[test]
+fn dpdk_pcap_example_matches_the_quickstart() {
+    let dir = tempfile::tempdir().unwrap();
+    // The quickstart config with its outputs in the temporary directory (the quickstart test
+    // reads the repository's out/ files).
+    let qs = std::fs::read_to_string(repo().join("examples/quickstart.toml"))
+        .unwrap()
+        .replace(
+            "\"traffic/",
+            &format!("\"{}/examples/traffic/", repo().display()),
+        )
+        .replace("\"../out/", &format!("\"{}/", dir.path().display()));
+    std::fs::write(dir.path().join("q.toml"), qs).unwrap();
+    let (_, pcap) = run_to_end(&dir.path().join("q.toml"), dir.path());
+    // dpdk-pcap.toml's paths are relative to the repository root, where the README runs it.
+    let json = dir.path().join("d.json");
+    let out = bin()
+        .current_dir(repo())
+        .args([
+            "run",
+            "--config",
+            "examples/dpdk-pcap.toml",
+            "--summary-json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dpdk = summary(&json);
+    for k in [
+        "packets_in",
+        "packets_out",
+        "to_control",
+        "dropped",
+        "drops",
+    ] {
+        assert_eq!(pcap[k], dpdk[k], "{k}");
+    }
+    assert_eq!(pcap["upf"]["qfi"], dpdk["upf"]["qfi"]);
+    assert_eq!(dpdk["ports"][0]["driver"], "net_pcap");
+}
