@@ -9,65 +9,11 @@
 //! out again on every pass. A small test stage restores the TTL before l3fwd (as if each
 //! pass were a fresh packet) so they are not dropped after 64 hops.
 
-use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
-use peregrine_dataplane::io::{Backend, Burst, PortId, PortInfo, PortStats, WorkerIo};
+mod common;
+
 use peregrine_dataplane::qos::{SchedulerConfig, ShaperConfig};
-use peregrine_dataplane::runtime::{
-    self, Action, Batch, Context, Disposition, EgressConfig, Pipeline, Publisher, Reasons,
-    RuntimeConfig, Stage, WorkerSpec,
-};
-use peregrine_dataplane::stages::l3fwd::{L3Fwd, NextHop, RouteTable};
+use peregrine_dataplane::runtime::{Action, Batch, Context, Disposition, EgressConfig, Stage};
 use peregrine_dataplane::PacketBuf;
-use peregrine_wire::ethernet::{self, ethertype, Address as Mac};
-use peregrine_wire::{checksum, ipv4};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
-
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-const MAC0: Mac = Mac([2, 0, 0, 0, 0, 0x10]);
-const MAC1: Mac = Mac([2, 0, 0, 0, 0, 0x11]);
-
-/// Puts TTL back to 64 with a full header checksum, so packets can loop forever.
-struct RefreshTtl;
-
-impl<B: PacketBuf> Stage<B> for RefreshTtl {
-    fn name(&self) -> &'static str {
-        "refresh_ttl"
-    }
-    fn process(&mut self, batch: &mut Batch<B>, _cx: &Context) {
-        for p in batch.pkts.iter_mut() {
-            if let Ok(mut ip) = ipv4::Packet::new_checked(&mut p.data_mut()[14..]) {
-                ip.set_ttl(64);
-                ip.fill_checksum();
-            }
-        }
-    }
-}
 
 /// After l3fwd: send the packets through the QIDs of their port in turn.
 struct SpreadQids(u8);
@@ -86,151 +32,22 @@ impl<B: PacketBuf> Stage<B> for SpreadQids {
     }
 }
 
-fn frame(dst_mac: Mac, dst: Ipv4Addr) -> Vec<u8> {
-    let mut f = vec![0u8; 60];
-    ethernet::Repr {
-        src: Mac([2, 0, 0, 0, 0, 0x99]),
-        dst: dst_mac,
-        ethertype: ethertype::IPV4,
-    }
-    .emit(&mut f)
-    .unwrap();
-    ipv4::Repr {
-        src: Ipv4Addr::new(192, 0, 2, 1),
-        dst,
-        protocol: 17,
-        payload_len: 26,
-        ttl: 64,
-        dscp_ecn: 0,
-        ident: 1,
-        dont_frag: false,
-    }
-    .emit(&mut f[14..])
-    .unwrap();
-    assert_eq!(checksum::checksum(&f[14..34]), 0);
-    f
-}
-
-struct Preloaded(DpdkBackend, Option<<DpdkBackend as Backend>::Io>);
-
-impl Backend for Preloaded {
-    type Io = <DpdkBackend as Backend>::Io;
-    fn ports(&self) -> &[PortInfo] {
-        self.0.ports()
-    }
-    fn worker_io(&mut self, _w: usize) -> Self::Io {
-        self.1.take().unwrap()
-    }
-    fn port_stats(&self, p: PortId) -> PortStats {
-        self.0.port_stats(p)
-    }
-}
-
 #[test]
 fn scheduled_egress_allocates_nothing_per_packet() {
-    let eal: Vec<String> = [
-        "-l",
-        "0",
-        "--no-huge",
-        "--no-pci",
-        "-m",
-        "128",
-        "--no-shconf",
-        "--no-telemetry",
-        "--log-level=lib.eal:error",
-        "--vdev=net_ring0",
-        "--vdev=net_ring1",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let mut be = DpdkBackend::new(DpdkConfig {
-        eal_args: eal,
-        ports: vec![
-            DpdkPortConfig::new("a", "net_ring0"),
-            DpdkPortConfig::new("b", "net_ring1"),
-        ],
-        workers: 1,
-        mbufs_per_worker: 4095,
-        mbuf_cache: 64,
-        data_room: DpdkConfig::DEFAULT_DATA_ROOM,
-    })
-    .expect("net_ring backend");
-    let mut io = be.worker_io(0);
-    // Port 0 receives packets for 198.51.100.0/24 (routed to port 1) and the reverse.
-    for (port, mac, dst) in [
-        (0u16, MAC0, Ipv4Addr::new(198, 51, 100, 1)),
-        (1, MAC1, Ipv4Addr::new(203, 0, 113, 1)),
-    ] {
-        let mut b = Burst::new();
-        for _ in 0..64 {
-            let f = frame(mac, dst);
-            let mut m = io.alloc().unwrap();
-            m.append(f.len()).unwrap().copy_from_slice(&f);
-            b.push(m);
-        }
-        assert_eq!(io.tx_burst(port, 0, &mut b), 64);
-    }
-    let mut t = RouteTable::default();
-    // Next-hop MAC = the receiving port's own MAC, so the looped frame is "for us" again.
-    t.insert(
-        IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)),
-        24,
-        NextHop { port: 1, mac: MAC1 },
-    );
-    t.insert(
-        IpAddr::V4(Ipv4Addr::new(203, 0, 113, 0)),
-        24,
-        NextHop { port: 0, mac: MAC0 },
-    );
-    // Each packet is routed out of its port, loops back in (the ring), and is routed again:
-    // every pass goes through the full l3fwd checks and rewrite.
-    let routes = Publisher::new(t);
-    let mut pre = Preloaded(be, Some(io));
-    let cfg = RuntimeConfig {
-        workers: vec![WorkerSpec {
-            id: 0,
-            core: None,
-            rx_queues: vec![(0, 0), (1, 0)],
-            tx_queue: 0,
-        }],
-        burst: 32,
-        stop_after_idle: None,
-        control_queue: 16,
-        egress: vec![
-            Some(EgressConfig::default()),
-            // 6 MB/s of 60-byte frames: ~100k packets/s, below what the worker forwards,
-            // so port 1's queues stay backlogged and idle polls drain them.
-            Some(EgressConfig::new(SchedulerConfig {
-                shaper: Some(ShaperConfig {
-                    rate_bytes_per_s: 6_000_000,
-                    burst_bytes: 1_000,
-                }),
-                ..SchedulerConfig::default()
-            })),
-        ],
-    };
-    let run = runtime::start(
-        &mut pre,
-        &|_w: usize, r: &mut Reasons| {
-            Pipeline::new(vec![
-                Box::new(RefreshTtl),
-                Box::new(L3Fwd::new(routes.reader(), vec![MAC0, MAC1], false, r)),
-                Box::new(SpreadQids(0)),
-            ])
-        },
-        &cfg,
-    )
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let before_pkts = run.counters().total_rx();
-    let before = ALLOCS.load(Ordering::SeqCst);
-    std::thread::sleep(Duration::from_millis(700));
-    let after = ALLOCS.load(Ordering::SeqCst);
-    let after_pkts = run.counters().total_rx();
-    run.request_stop();
-    let total = run.join();
-    let forwarded = after_pkts - before_pkts;
+    let egress = vec![
+        Some(EgressConfig::default()),
+        // 6 MB/s of 60-byte frames: ~100k packets/s, below what the worker forwards, so
+        // port 1's queues stay backlogged and idle polls drain them.
+        Some(EgressConfig::new(SchedulerConfig {
+            shaper: Some(ShaperConfig {
+                rate_bytes_per_s: 6_000_000,
+                burst_bytes: 1_000,
+            }),
+            ..SchedulerConfig::default()
+        })),
+    ];
+    let (run, _routes) = common::start_ring_loop(egress, || Some(Box::new(SpreadQids(0))));
+    let (forwarded, allocs, total) = common::measure(run);
     let e = total.egress_of(1).expect("port 1 scheduled");
     for (qid, q) in e.queues.iter().enumerate() {
         assert!(q.deq_pkts > 1000, "QID {qid} barely used: {q:?}");
@@ -246,9 +63,7 @@ fn scheduled_egress_allocates_nothing_per_packet() {
     );
     assert_eq!(total.total_drops(), 0, "{total:?}");
     assert_eq!(
-        after - before,
-        0,
-        "{} allocations while forwarding {forwarded} packets",
-        after - before
+        allocs, 0,
+        "{allocs} allocations while forwarding {forwarded} packets"
     );
 }

@@ -2,40 +2,16 @@
 //! watches 20 000 batches of uplink decap, downlink encap (IPv4 and IPv6 outer, metered),
 //! echo replies and Error Indications; the count must not move.
 
+mod common;
 mod upf_support;
 
 use peregrine_dataplane::qos::{ColourMode, TrTcmConfig};
 use peregrine_dataplane::runtime::{Action, Context, Disposition};
 use peregrine_dataplane::OwnedBuf;
 use peregrine_wire::gtpu_msg;
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use upf_support::*;
-
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 #[test]
 fn upf_forwarding_allocates_nothing() {
@@ -103,12 +79,12 @@ fn upf_forwarding_allocates_nothing() {
         ok
     };
     assert_eq!(run(&mut bufs, 0), frames.len(), "every case is sent");
-    let before = ALLOCS.load(Ordering::SeqCst);
+    let before = common::ALLOCS.load(Ordering::SeqCst);
     let mut sent = 0;
     for i in 1..20_000 {
         sent += run(&mut bufs, i);
     }
-    let after = ALLOCS.load(Ordering::SeqCst);
+    let after = common::ALLOCS.load(Ordering::SeqCst);
     assert_eq!(sent, 19_999 * frames.len());
     assert_eq!(after - before, 0, "allocations on the UPF path");
 }

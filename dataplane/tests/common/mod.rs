@@ -1,0 +1,213 @@
+//! Shared by the dataplane's allocation tests: a counting global allocator and a DPDK
+//! `net_ring` loop that keeps one worker forwarding the same packets through real stages.
+#![allow(dead_code)]
+
+use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
+use peregrine_dataplane::io::{Backend, Burst, PortId, PortInfo, PortStats, WorkerIo};
+use peregrine_dataplane::runtime::{
+    self, Batch, Context, Counters, EgressConfig, Pipeline, Publisher, Reasons, Running,
+    RuntimeConfig, Stage, WorkerSpec,
+};
+use peregrine_dataplane::stages::l3fwd::{L3Fwd, NextHop, RouteTable};
+use peregrine_dataplane::PacketBuf;
+use peregrine_wire::ethernet::{self, ethertype, Address as Mac};
+use peregrine_wire::{checksum, ipv4};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Counts every allocation and reallocation of the test binary.
+pub struct Counting;
+pub static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+pub static GLOBAL: Counting = Counting;
+
+pub const MAC0: Mac = Mac([2, 0, 0, 0, 0, 0x10]);
+pub const MAC1: Mac = Mac([2, 0, 0, 0, 0, 0x11]);
+
+/// Puts TTL back to 64 with a full header checksum, so packets can loop forever.
+pub struct RefreshTtl;
+
+impl<B: PacketBuf> Stage<B> for RefreshTtl {
+    fn name(&self) -> &'static str {
+        "refresh_ttl"
+    }
+    fn process(&mut self, batch: &mut Batch<B>, _cx: &Context) {
+        for p in batch.pkts.iter_mut() {
+            if let Ok(mut ip) = ipv4::Packet::new_checked(&mut p.data_mut()[14..]) {
+                ip.set_ttl(64);
+                ip.fill_checksum();
+            }
+        }
+    }
+}
+
+pub fn frame(dst_mac: Mac, dst: Ipv4Addr) -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    ethernet::Repr {
+        src: Mac([2, 0, 0, 0, 0, 0x99]),
+        dst: dst_mac,
+        ethertype: ethertype::IPV4,
+    }
+    .emit(&mut f)
+    .unwrap();
+    ipv4::Repr {
+        src: Ipv4Addr::new(192, 0, 2, 1),
+        dst,
+        protocol: 17,
+        payload_len: 26,
+        ttl: 64,
+        dscp_ecn: 0,
+        ident: 1,
+        dont_frag: false,
+    }
+    .emit(&mut f[14..])
+    .unwrap();
+    assert_eq!(checksum::checksum(&f[14..34]), 0);
+    f
+}
+
+pub struct Preloaded(DpdkBackend, Option<<DpdkBackend as Backend>::Io>);
+
+impl Backend for Preloaded {
+    type Io = <DpdkBackend as Backend>::Io;
+    fn ports(&self) -> &[PortInfo] {
+        self.0.ports()
+    }
+    fn worker_io(&mut self, _w: usize) -> Self::Io {
+        self.1.take().unwrap()
+    }
+    fn port_stats(&self, p: PortId) -> PortStats {
+        self.0.port_stats(p)
+    }
+}
+
+/// The loop's packet buffer (a DPDK mbuf).
+pub type Buf = <<Preloaded as Backend>::Io as WorkerIo>::Buf;
+
+/// Start one worker forwarding 128 packets in a loop between two `net_ring` ports through
+/// `RefreshTtl`, the real `l3fwd` and `extra` (if any), with the given egress schedulers.
+pub fn start_ring_loop(
+    egress: Vec<Option<EgressConfig>>,
+    extra: impl Fn() -> Option<Box<dyn Stage<Buf>>>,
+) -> (Running, Publisher<RouteTable>) {
+    let eal: Vec<String> = [
+        "-l",
+        "0",
+        "--no-huge",
+        "--no-pci",
+        "-m",
+        "128",
+        "--no-shconf",
+        "--no-telemetry",
+        "--log-level=lib.eal:error",
+        "--vdev=net_ring0",
+        "--vdev=net_ring1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut be = DpdkBackend::new(DpdkConfig {
+        eal_args: eal,
+        ports: vec![
+            DpdkPortConfig::new("a", "net_ring0"),
+            DpdkPortConfig::new("b", "net_ring1"),
+        ],
+        workers: 1,
+        mbufs_per_worker: 4095,
+        mbuf_cache: 64,
+        data_room: DpdkConfig::DEFAULT_DATA_ROOM,
+    })
+    .expect("net_ring backend");
+    let mut io = be.worker_io(0);
+    // Port 0 receives packets for 198.51.100.0/24 (routed to port 1) and the reverse.
+    for (port, mac, dst) in [
+        (0u16, MAC0, Ipv4Addr::new(198, 51, 100, 1)),
+        (1, MAC1, Ipv4Addr::new(203, 0, 113, 1)),
+    ] {
+        let mut b = Burst::new();
+        for _ in 0..64 {
+            let f = frame(mac, dst);
+            let mut m = io.alloc().unwrap();
+            m.append(f.len()).unwrap().copy_from_slice(&f);
+            b.push(m);
+        }
+        assert_eq!(io.tx_burst(port, 0, &mut b), 64);
+    }
+    let mut t = RouteTable::default();
+    // Next-hop MAC = the receiving port's own MAC, so the looped frame is "for us" again.
+    t.insert(
+        IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)),
+        24,
+        NextHop { port: 1, mac: MAC1 },
+    );
+    t.insert(
+        IpAddr::V4(Ipv4Addr::new(203, 0, 113, 0)),
+        24,
+        NextHop { port: 0, mac: MAC0 },
+    );
+    // Each packet is routed out of its port, loops back in (the ring), and is routed again:
+    // every pass goes through the full l3fwd checks and rewrite.
+    let routes = Publisher::new(t);
+    let mut pre = Preloaded(be, Some(io));
+    let cfg = RuntimeConfig {
+        workers: vec![WorkerSpec {
+            id: 0,
+            core: None,
+            rx_queues: vec![(0, 0), (1, 0)],
+            tx_queue: 0,
+        }],
+        burst: 32,
+        stop_after_idle: None,
+        control_queue: 16,
+        egress,
+    };
+    let run = runtime::start(
+        &mut pre,
+        &|_w: usize, r: &mut Reasons| {
+            let mut stages: Vec<Box<dyn Stage<_>>> = vec![
+                Box::new(RefreshTtl),
+                Box::new(L3Fwd::new(routes.reader(), vec![MAC0, MAC1], false, r)),
+            ];
+            stages.extend(extra());
+            Pipeline::new(stages)
+        },
+        &cfg,
+    )
+    .unwrap();
+    (run, routes)
+}
+
+/// Let the loop warm up for 300 ms, then count packets and allocations over 700 ms; stop
+/// and return (packets forwarded in the window, allocations in the window, final counters).
+pub fn measure(run: Running) -> (u64, u64, Counters) {
+    std::thread::sleep(Duration::from_millis(300));
+    let before_pkts = run.counters().total_rx();
+    let before = ALLOCS.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(700));
+    let after = ALLOCS.load(Ordering::SeqCst);
+    let after_pkts = run.counters().total_rx();
+    run.request_stop();
+    let total = run.join();
+    (after_pkts - before_pkts, after - before, total)
+}
