@@ -123,7 +123,11 @@ impl Topology {
             ])?;
             // No IPv6 on the host sides: the root namespace's kernel stays out of the way
             // (no router solicitations or DAD probes into the UPF's ports).
-            run(&["sysctl", "-qw", &format!("net.ipv6.conf.{host}.disable_ipv6=1")])?;
+            run(&[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{host}.disable_ipv6=1"),
+            ])?;
         }
         run(&["ip", "link", "set", &g, "netns", &gnb])?;
         run(&["ip", "link", "set", &d, "netns", &dn])?;
@@ -158,14 +162,43 @@ impl Topology {
             run(&["ip", "-n", ns, "link", "set", dev, "up"])?;
             for upf in [upf_v4, upf_v6] {
                 run(&[
-                    "ip", "-n", ns, "neigh", "replace", upf, "lladdr", mac, "dev", dev, "nud",
+                    "ip",
+                    "-n",
+                    ns,
+                    "neigh",
+                    "replace",
+                    upf,
+                    "lladdr",
+                    mac,
+                    "dev",
+                    dev,
+                    "nud",
                     "permanent",
                 ])?;
             }
         }
         // The data network reaches the UEs through the UPF's N6 address.
-        run(&["ip", "-n", &dn, "route", "add", "10.45.0.0/16", "via", N6_V4])?;
-        run(&["ip", "-n", &dn, "-6", "route", "add", "2001:db8:45::/48", "via", N6_V6])?;
+        run(&[
+            "ip",
+            "-n",
+            &dn,
+            "route",
+            "add",
+            "10.45.0.0/16",
+            "via",
+            N6_V4,
+        ])?;
+        run(&[
+            "ip",
+            "-n",
+            &dn,
+            "-6",
+            "route",
+            "add",
+            "2001:db8:45::/48",
+            "via",
+            N6_V6,
+        ])?;
         for dev in [&n3, &n6] {
             run(&["ip", "link", "set", dev, "up"])?;
         }
@@ -196,6 +229,9 @@ struct Guard(Option<Child>);
 impl Guard {
     fn term(&mut self) -> Option<std::process::ExitStatus> {
         let mut c = self.0.take()?;
+        if let Ok(Some(st)) = c.try_wait() {
+            return Some(st);
+        }
         let _ = Command::new("kill")
             .args(["-TERM", &c.id().to_string()])
             .status();
@@ -340,7 +376,13 @@ fn live_upf_in_namespaces_over_af_packet() {
     if run(&["ip", "netns", "list"]).is_err() {
         return skip("no `ip netns`");
     }
-    if run(&["python3", "-c", "import scapy.contrib.pfcp, scapy.contrib.gtp"]).is_err() {
+    if run(&[
+        "python3",
+        "-c",
+        "import scapy.contrib.pfcp, scapy.contrib.gtp",
+    ])
+    .is_err()
+    {
         return skip("python3 with Scapy (pfcp, gtp) not available");
     }
     let have_tshark = run(&["tshark", "--version"]).is_ok();
@@ -416,7 +458,16 @@ fn live_upf_in_namespaces_over_af_packet() {
             .arg(smf_dir().join("smf_sim.py"))
             .args(["--scenario", "live", "--upf", &format!("127.0.0.1:{pfcp}")])
             .args(["--ue-base", "10.45.0.2", "--ue6-base", "2001:db8:45::1"])
-            .args(["--gnb", GNB_V4, "--gnb6", GNB_V6, "--period", "1", "--timeout", "5"])
+            .args([
+                "--gnb",
+                GNB_V4,
+                "--gnb6",
+                GNB_V6,
+                "--period",
+                "1",
+                "--timeout",
+                "5",
+            ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -451,11 +502,20 @@ fn live_upf_in_namespaces_over_af_packet() {
         .expect("run gnb_dn.py");
     assert!(
         traffic.status.success(),
-        "gnb_dn.py failed: {}",
+        "gnb_dn.py failed ({}): {}{}",
+        traffic.status,
+        String::from_utf8_lossy(&traffic.stdout),
         String::from_utf8_lossy(&traffic.stderr)
     );
     let obs: serde_json::Value = serde_json::from_slice(&traffic.stdout).expect("gnb_dn JSON");
     eprintln!("observed: {obs}");
+    // The daemon's side of the story, for whoever reads a failure.
+    let page0 = scrape(metrics);
+    let drops: Vec<&str> = page0
+        .lines()
+        .filter(|l| l.starts_with("peregrine_drops_total{") && !l.ends_with(" 0"))
+        .collect();
+    eprintln!("daemon drops after the traffic: {drops:?}");
     assert_eq!(obs["unexpected"], serde_json::json!([]), "{obs}");
 
     for name in ["v4", "v6", "ohr6", "qfi"] {
@@ -472,13 +532,36 @@ fn live_upf_in_namespaces_over_af_packet() {
         // Downlink: one encapsulation, exactly as the FAR and QER say.
         assert_eq!(o["dl_got"], COUNT, "{name}: downlink encapsulated: {o}");
         assert_eq!(o["dl_inner_ok"], COUNT, "{name}: inner bytes: {o}");
-        assert_eq!(o["dl_teids"], serde_json::json!([s["dl_teid"]]), "{name}: TEID");
-        assert_eq!(o["dl_outer_src"], serde_json::json!([n3]), "{name}: outer src");
-        assert_eq!(o["dl_outer_dst"], serde_json::json!([gnb]), "{name}: outer dst");
-        assert_eq!(o["dl_qfis"], serde_json::json!([s["qfi"]]), "{name}: DL QFI");
-        assert_eq!(o["dl_psc_types"], serde_json::json!([0]), "{name}: DL PDU type");
+        assert_eq!(
+            o["dl_teids"],
+            serde_json::json!([s["dl_teid"]]),
+            "{name}: TEID"
+        );
+        assert_eq!(
+            o["dl_outer_src"],
+            serde_json::json!([n3]),
+            "{name}: outer src"
+        );
+        assert_eq!(
+            o["dl_outer_dst"],
+            serde_json::json!([gnb]),
+            "{name}: outer dst"
+        );
+        assert_eq!(
+            o["dl_qfis"],
+            serde_json::json!([s["qfi"]]),
+            "{name}: DL QFI"
+        );
+        assert_eq!(
+            o["dl_psc_types"],
+            serde_json::json!([0]),
+            "{name}: DL PDU type"
+        );
         assert_eq!(o["dl_eth_ok"], COUNT, "{name}: N3 MACs: {o}");
-        assert_eq!(o["dl_udp_csum_ok"], COUNT, "{name}: outer UDP checksum: {o}");
+        assert_eq!(
+            o["dl_udp_csum_ok"], COUNT,
+            "{name}: outer UDP checksum: {o}"
+        );
     }
     // An uplink PDR matching QFI 7 does not take QFI 8.
     let q = &obs["sessions"]["qfi"];
@@ -486,7 +569,11 @@ fn live_upf_in_namespaces_over_af_packet() {
     assert_eq!(q["ul_wrong_qfi_got"], 0, "{q}");
     // The closed gate lets nothing through either way.
     let g = &obs["sessions"]["gate"];
-    assert_eq!((g["ul_got"].as_u64(), g["dl_got"].as_u64()), (Some(0), Some(0)), "{g}");
+    assert_eq!(
+        (g["ul_got"].as_u64(), g["dl_got"].as_u64()),
+        (Some(0), Some(0)),
+        "{g}"
+    );
     // Echo (TS 29.281 7.2.2): answered from our N3 address with the request's sequence.
     for (fam, src) in [("4", N3_V4), ("6", N3_V6)] {
         let e = &obs["echo"][fam];
@@ -499,7 +586,10 @@ fn live_upf_in_namespaces_over_af_packet() {
     let ei = obs["error_indication"].as_array().unwrap();
     assert_eq!(ei.len(), 1, "{ei:?}");
     assert_eq!(ei[0]["teid_data_i"], 0xDEAD_BEEFu64, "{ei:?}");
-    assert_eq!((ei[0]["src"].as_str(), ei[0]["dst"].as_str()), (Some(N3_V4), Some(GNB_V4)));
+    assert_eq!(
+        (ei[0]["src"].as_str(), ei[0]["dst"].as_str()),
+        (Some(N3_V4), Some(GNB_V4))
+    );
     assert_eq!(ei[0]["udp_dport"], 2152);
 
     // Let at least one periodic usage report (1 s) cover the traffic, then scrape once.
@@ -512,9 +602,19 @@ fn live_upf_in_namespaces_over_af_packet() {
         "{page}"
     );
     assert_eq!(sample(&page, "peregrine_upf_sessions"), Some(5.0), "{page}");
-    assert_eq!(sample(&page, "peregrine_pfcp_sessions"), Some(5.0), "{page}");
-    assert!(page.contains("peregrine_pfcp_messages_received_total{type="), "{page}");
-    assert!(page.contains("peregrine_pfcp_responses_total{type="), "{page}");
+    assert_eq!(
+        sample(&page, "peregrine_pfcp_sessions"),
+        Some(5.0),
+        "{page}"
+    );
+    assert!(
+        page.contains("peregrine_pfcp_messages_received_total{type="),
+        "{page}"
+    );
+    assert!(
+        page.contains("peregrine_pfcp_responses_total{type="),
+        "{page}"
+    );
     for (dir_, qfi, name) in [
         ("uplink", 9, "v4"),
         ("downlink", 9, "v4"),
@@ -525,7 +625,10 @@ fn live_upf_in_namespaces_over_af_packet() {
             &page,
             &format!("peregrine_qfi_packets_total{{direction=\"{dir_}\",qfi=\"{qfi}\"}}"),
         );
-        assert!(v >= Some(COUNT as f64), "{name}: QFI {qfi} {dir_}: {v:?}\n{page}");
+        assert!(
+            v >= Some(COUNT as f64),
+            "{name}: QFI {qfi} {dir_}: {v:?}\n{page}"
+        );
     }
 
     // Delete the sessions; the SMF prints its usage accounting.
@@ -534,20 +637,33 @@ fn live_upf_in_namespaces_over_af_packet() {
     let smf_status = smf.child().wait().expect("smf exits");
     assert!(smf_status.success(), "SMF: {fin}");
     assert_eq!(fin["error_count"], 0, "{fin}");
-    assert!(fin["usage_reports"].as_u64() > Some(0), "periodic reports: {fin}");
+    assert!(
+        fin["usage_reports"].as_u64() > Some(0),
+        "periodic reports: {fin}"
+    );
     assert!(fin["deletion_usage_reports"].as_u64() >= Some(5), "{fin}");
     for name in ["v4", "v6", "ohr6", "qfi"] {
         let u = &session(&fin, name)["usage"];
         let o = &obs["sessions"][name];
-        let ul = u["periodic_ul_bytes"].as_u64().unwrap_or(0) + u["deletion_ul_bytes"].as_u64().unwrap_or(0);
-        let dl = u["periodic_dl_bytes"].as_u64().unwrap_or(0) + u["deletion_dl_bytes"].as_u64().unwrap_or(0);
+        let ul = u["periodic_ul_bytes"].as_u64().unwrap_or(0)
+            + u["deletion_ul_bytes"].as_u64().unwrap_or(0);
+        let dl = u["periodic_dl_bytes"].as_u64().unwrap_or(0)
+            + u["deletion_dl_bytes"].as_u64().unwrap_or(0);
         // The URR counts the T-PDUs (inner IP bytes, TS 29.244 5.2.2.2) it forwarded.
-        assert_eq!(ul, o["ul_bytes_sent"].as_u64().unwrap(), "{name} UL usage: {u}");
-        assert_eq!(dl, o["dl_bytes_sent"].as_u64().unwrap(), "{name} DL usage: {u}");
-        assert!(
-            u["periodic_ul_bytes"].as_u64() > Some(0),
-            "{name}: periodic reports carried the traffic: {u}"
+        assert_eq!(
+            ul,
+            o["ul_bytes_sent"].as_u64().unwrap(),
+            "{name} UL usage: {u}"
         );
+        assert_eq!(
+            dl,
+            o["dl_bytes_sent"].as_u64().unwrap(),
+            "{name} DL usage: {u}"
+        );
+        // The traffic ended 2.5 s before the deletion: 1 s periodic reports carried all of
+        // it, and the deletion's final report (one per URR) has nothing left to add.
+        assert_eq!(u["periodic_ul_bytes"], ul, "{name}: periodic reports: {u}");
+        assert_eq!(u["periodic_dl_bytes"], dl, "{name}: periodic reports: {u}");
         assert_eq!(u["deletion_reports"], 1, "{name}: {u}");
     }
 
@@ -557,6 +673,11 @@ fn live_upf_in_namespaces_over_af_packet() {
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&summary_path).unwrap()).unwrap();
     assert_eq!(summary_drop(&s, "gate_closed"), gate_sent, "{s}");
+    assert_eq!(
+        summary_drop(&s, "uplink_no_pdr"),
+        q["ul_wrong_qfi_sent"].as_u64().unwrap(),
+        "the wrong-QFI uplink found no PDR: {s}"
+    );
     assert_eq!(s["upf"]["echo_replies"], 2, "{s}");
     assert_eq!(s["upf"]["error_indications_sent"], 1, "{s}");
 
@@ -564,8 +685,16 @@ fn live_upf_in_namespaces_over_af_packet() {
     if have_tshark {
         tshark.term();
         let decode = ["-d", &format!("udp.port=={pfcp},pfcp")];
-        let all = run(&["tshark", "-r", n4_pcap.to_str().unwrap(), decode[0], decode[1], "-Y", "pfcp"])
-            .expect("tshark read");
+        let all = run(&[
+            "tshark",
+            "-r",
+            n4_pcap.to_str().unwrap(),
+            decode[0],
+            decode[1],
+            "-Y",
+            "pfcp",
+        ])
+        .expect("tshark read");
         let n_msgs = all.lines().count();
         let bad = run(&[
             "tshark",
@@ -577,9 +706,15 @@ fn live_upf_in_namespaces_over_af_packet() {
             "_ws.malformed || _ws.expert.severity >= warning",
         ])
         .expect("tshark read");
-        assert!(n_msgs >= 2 * (2 + 5 + 5), "PFCP messages captured: {n_msgs}\n{all}");
+        assert!(
+            n_msgs >= 2 * (2 + 5 + 5),
+            "PFCP messages captured: {n_msgs}\n{all}"
+        );
         assert!(bad.trim().is_empty(), "tshark flags PFCP messages:\n{bad}");
         eprintln!("tshark: {n_msgs} PFCP messages, none malformed or with warnings");
     }
-    eprintln!("live UPF test took {:.1} s", t_start.elapsed().as_secs_f64());
+    eprintln!(
+        "live UPF test took {:.1} s",
+        t_start.elapsed().as_secs_f64()
+    );
 }

@@ -34,9 +34,10 @@ try:
                                    GTPEchoResponse, GTPErrorIndication, IE_TEIDI,
                                    IE_GSNAddress, IE_Recovery)
     from scapy.layers.inet import in4_chksum
-    from scapy.utils6 import in6_chksum
+    from scapy.layers.inet6 import in6_chksum
     from scapy.utils import checksum
-except ImportError:
+except ImportError as e:
+    print(f"Scapy is missing: {e}", file=sys.stderr)
     sys.exit(3)
 
 ETH_P_ALL = 3
@@ -161,7 +162,8 @@ def main():
         for i in range(a.count):
             pl = f"dl {name} {i} ".encode() + bytes(range(30 + 17 * i))
             inner = inner_packet(fam, dn, s["ue"], DN_PORT, UE_PORT, pl)
-            frames.append((dn_raw, bytes(Ether(src=a.dn_mac, dst=a.n6_mac) / Raw(inner))))
+            frames.append((dn_raw, bytes(Ether(src=a.dn_mac, dst=a.n6_mac, type=0x86DD if fam == 6 else 0x0800)
+                                         / Raw(inner))))
             sent_dl[pl] = (name, inner)
             o["dl_sent"] += 1
             o["dl_bytes_sent"] += len(inner)
