@@ -29,10 +29,9 @@ import sys
 import time
 
 try:
-    from scapy.all import Ether, IP, IPv6, UDP, Raw, conf  # noqa: F401
+    from scapy.all import Ether, IP, IPv6, UDP, Raw
     from scapy.contrib.gtp import (GTP_U_Header, GTPPDUSessionContainer, GTPEchoRequest,
-                                   GTPEchoResponse, GTPErrorIndication, IE_TEIDI,
-                                   IE_GSNAddress, IE_Recovery)
+                                   IE_TEIDI, IE_GSNAddress, IE_Recovery)
     from scapy.layers.inet import in4_chksum
     from scapy.layers.inet6 import in6_chksum
     from scapy.utils import checksum
