@@ -160,7 +160,8 @@ class Smf:
         s = self.sessions[key]
         s["up_seid"] = fseid.seid
         s["teid"] = teids[0].TEID
-        s["n3"] = teids[0].ipv4
+        s["n3"] = teids[0].ipv4 if teids[0].V4 else None
+        s["n3_v6"] = teids[0].ipv6 if teids[0].V6 else None
 
     def on_modify(self, key, pkt, body, ies):
         if not isinstance(body, PFCPSessionModificationResponse) or pkt.seid != key:
@@ -173,25 +174,37 @@ class Smf:
         reps = find_all(ies, IE_UsageReport_SDR)
         self.stats["deletion_usage_reports"] += len(reps)
         for r in reps:
-            self.count_usage(r)
+            self.count_usage(r, key, "deletion")
 
     def on_heartbeat(self, key, pkt, body, ies):
         pass
 
-    def count_usage(self, rep):
+    def count_usage(self, rep, cp_seid=None, where="report"):
         rie = ies_of(rep)
         vm = find(rie, IE_VolumeMeasurement)
         if find(rie, IE_URR_Id) is None or find(rie, IE_UR_SEQN) is None:
             self.errors.append("usage report without URR ID or UR-SEQN")
         if vm is not None:
-            self.stats["usage_ul_bytes"] += vm.uplink if vm.ULVOL else 0
-            self.stats["usage_dl_bytes"] += vm.downlink if vm.DLVOL else 0
+            ul = vm.uplink if vm.ULVOL else 0
+            dl = vm.downlink if vm.DLVOL else 0
+            self.stats["usage_ul_bytes"] += ul
+            self.stats["usage_dl_bytes"] += dl
+            s = self.sessions.get(cp_seid)
+            if s is not None:
+                u = s.setdefault("usage", {})
+                for k, v in ((where + "_ul_bytes", ul), (where + "_dl_bytes", dl), (where + "_reports", 1)):
+                    u[k] = u.get(k, 0) + v
         trig = find(rie, IE_UsageReportTrigger)
         if trig is not None:
             for name in ("PERIO", "VOLTH", "TIMTH", "VOLQU", "TERMR", "IMMER"):
                 if getattr(trig, name, 0):
                     t = self.stats["usage_report_triggers"]
                     t[name] = t.get(name, 0) + 1
+
+    @staticmethod
+    def is_periodic(rep):
+        trig = find(ies_of(rep), IE_UsageReportTrigger)
+        return bool(trig is not None and getattr(trig, "PERIO", 0))
 
     def on_report(self, pkt, body, peer):
         self.stats["session_reports"] += 1
@@ -200,7 +213,7 @@ class Smf:
             self.errors.append("session report without Report Type")
         for r in find_all(ies, IE_UsageReport_SRR):
             self.stats["usage_reports"] += 1
-            self.count_usage(r)
+            self.count_usage(r, pkt.seid, "periodic" if self.is_periodic(r) else "report")
         known = pkt.seid in self.sessions
         resp = PFCP(version=1, S=1, seq=pkt.seq, seid=self.sessions[pkt.seid]["up_seid"] if known else 0) \
             / PFCPSessionReportResponse(IE_list=[IE_Cause(cause=REQUEST_ACCEPTED if known else 65)])
@@ -265,6 +278,49 @@ class Smf:
                                   IE_MBR(ul=self.mbr, dl=self.mbr), IE_QFI(QFI=qfi)]),
         ])
 
+    def scenario_establishment(self, cp_seid, sc):
+        """One session of the live scenario: `sc` says the UE family, the Outer Header
+        Removal description (0 IPv4, 1 IPv6, 6 either: TS 29.244 8.2.64), the gate, the
+        QER's QFI and whether the uplink PDR also matches on that QFI (PDI QFI)."""
+        v6 = sc["family"] == 6
+        self.sessions[cp_seid] = {"name": sc["name"], "ue": sc["ue"], "qfi": sc["qfi"],
+                                  "ohr": sc["ohr"], "gate_closed": sc["gate_closed"],
+                                  "dl_teid": sc["dl_teid"], "gnb": sc["gnb"]}
+        ue_ul = IE_UE_IP_Address(V6=1, SD=0, ipv6=sc["ue"]) if v6 else IE_UE_IP_Address(V4=1, SD=0, ipv4=sc["ue"])
+        ue_dl = IE_UE_IP_Address(V6=1, SD=1, ipv6=sc["ue"]) if v6 else IE_UE_IP_Address(V4=1, SD=1, ipv4=sc["ue"])
+        fteid = IE_FTEID(V6=1, CH=1, CHID=1, choose_id=1) if v6 else IE_FTEID(V4=1, CH=1, CHID=1, choose_id=1)
+        ohc = IE_OuterHeaderCreation(GTPUUDPIPV6=1, TEID=sc["dl_teid"], ipv6=sc["gnb"]) if v6 \
+            else IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=sc["dl_teid"], ipv4=sc["gnb"])
+        pdi_ul = [IE_SourceInterface(interface=0), fteid, IE_NetworkInstance(instance="internet"), ue_ul]
+        if sc["pdi_qfi"]:
+            pdi_ul.append(IE_QFI(QFI=sc["qfi"]))
+        urr = [IE_URR_Id(id=1), IE_MeasurementMethod(VOLUM=1, DURAT=1),
+               IE_ReportingTriggers(periodic_reporting=1)]
+        if self.period:
+            urr.append(IE_MeasurementPeriod(period=self.period))
+        gate = 1 if sc["gate_closed"] else 0
+        return PFCPSessionEstablishmentRequest(IE_list=[
+            self.node_id(),
+            IE_FSEID(v4=1, seid=cp_seid, ipv4="127.0.0.1"),
+            IE_CreatePDR(IE_list=[
+                IE_PDR_Id(id=1), IE_Precedence(precedence=100), IE_PDI(IE_list=pdi_ul),
+                IE_OuterHeaderRemoval(header=sc["ohr"]),
+                IE_FAR_Id(id=1), IE_QER_Id(id=1), IE_URR_Id(id=1)]),
+            IE_CreatePDR(IE_list=[
+                IE_PDR_Id(id=2), IE_Precedence(precedence=100),
+                IE_PDI(IE_list=[IE_SourceInterface(interface=1),
+                                IE_NetworkInstance(instance="internet"), ue_dl]),
+                IE_FAR_Id(id=2), IE_QER_Id(id=1), IE_URR_Id(id=1)]),
+            IE_CreateFAR(IE_list=[IE_FAR_Id(id=1), IE_ApplyAction(FORW=1),
+                                  IE_ForwardingParameters(IE_list=[IE_DestinationInterface(interface=1),
+                                                                   IE_NetworkInstance(instance="internet")])]),
+            IE_CreateFAR(IE_list=[IE_FAR_Id(id=2), IE_ApplyAction(FORW=1),
+                                  IE_ForwardingParameters(IE_list=[IE_DestinationInterface(interface=0), ohc])]),
+            IE_CreateURR(IE_list=urr),
+            IE_CreateQER(IE_list=[IE_QER_Id(id=1), IE_GateStatus(ul=gate, dl=gate),
+                                  IE_MBR(ul=self.mbr, dl=self.mbr), IE_QFI(QFI=sc["qfi"])]),
+        ])
+
     def modification(self, cp_seid, i):
         return PFCPSessionModificationRequest(IE_list=[
             IE_UpdateFAR(IE_list=[
@@ -288,6 +344,59 @@ class Smf:
         return time.time() - t0
 
 
+def live_scenarios(a):
+    """The sessions of `--scenario live` (see `run_live`)."""
+    ue6 = a.ue6_base.rsplit(":", 1)[0] + ":"
+    base = [int(x) for x in a.ue_base.split(".")]
+
+    def ue4(i):
+        return ".".join(map(str, base[:3] + [base[3] + i]))
+    return [
+        {"name": "v4", "family": 4, "ue": ue4(0), "ohr": 0, "qfi": 9, "pdi_qfi": False,
+         "gate_closed": False, "gnb": a.gnb, "dl_teid": 0x100001},
+        {"name": "v6", "family": 6, "ue": ue6 + "2", "ohr": 1, "qfi": 6, "pdi_qfi": False,
+         "gate_closed": False, "gnb": a.gnb6, "dl_teid": 0x100002},
+        {"name": "ohr6", "family": 4, "ue": ue4(2), "ohr": 6, "qfi": 8, "pdi_qfi": False,
+         "gate_closed": False, "gnb": a.gnb, "dl_teid": 0x100003},
+        {"name": "gate", "family": 4, "ue": ue4(3), "ohr": 0, "qfi": 9, "pdi_qfi": False,
+         "gate_closed": True, "gnb": a.gnb, "dl_teid": 0x100004},
+        {"name": "qfi", "family": 4, "ue": ue4(4), "ohr": 0, "qfi": 7, "pdi_qfi": True,
+         "gate_closed": False, "gnb": a.gnb, "dl_teid": 0x100005},
+    ]
+
+
+def run_live(smf, a):
+    """`--scenario live`: associate, establish the scenario's sessions, print them as one
+    JSON line ({"sessions": [...]}: UP F-TEID, UE, QFI, the FAR's DL TEID...), then serve
+    the UPF (heartbeats, Session Report Requests with usage) until a line arrives on stdin,
+    then delete every session and print the final JSON (per-session usage: periodic and
+    deletion volumes)."""
+    import select
+    smf.heartbeat()
+    smf.associate()
+    scs = live_scenarios(a)
+    keys = [(0x7000 + i, i) for i in range(len(scs))]
+    smf.windowed("establish", keys, lambda k, i: smf.scenario_establishment(k, scs[i]))
+    established = sum(1 for s in smf.sessions.values() if "up_seid" in s)
+    print(json.dumps({"sessions": [dict(s, cp_seid=k) for k, s in smf.sessions.items()],
+                      "errors": smf.errors[:20]}), flush=True)
+    end = time.time() + a.timeout * 10
+    while time.time() < end:
+        smf.pump()
+        r, _, _ = select.select([sys.stdin], [], [], 0)
+        if r:
+            sys.stdin.readline()
+            break
+    smf.windowed("delete", keys, lambda k, i: PFCPSessionDeletionRequest(IE_list=[]))
+    smf.heartbeat()
+    out = dict(smf.stats)
+    out.update({"sessions": [dict(s, cp_seid=k) for k, s in smf.sessions.items()],
+                "established": established, "errors": smf.errors[:20],
+                "error_count": len(smf.errors)})
+    print(json.dumps(out), flush=True)
+    sys.exit(0 if not smf.errors and established == len(scs) else 1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--upf", default="127.0.0.1:8805")
@@ -301,10 +410,18 @@ def main():
                     help="seconds to wait for periodic usage reports before deleting")
     ap.add_argument("--window", type=int, default=64)
     ap.add_argument("--timeout", type=float, default=20.0)
+    ap.add_argument("--scenario", choices=["load", "live"], default="load",
+                    help="load: N sessions, handover, delete (default); live: the end-to-end "
+                    "test's sessions, kept until a line arrives on stdin")
+    ap.add_argument("--gnb6", default="2001:db8:3::10", help="IPv6 gNB (live scenario)")
+    ap.add_argument("--ue6-base", default="2001:db8:45::1", help="IPv6 UE prefix base (live scenario)")
     a = ap.parse_args()
     host, port = a.upf.rsplit(":", 1)
     smf = Smf((host.strip("[]"), int(port)), a.ue_base, a.gnb, a.gnb2, a.mbr_kbps, a.period,
               a.window, a.timeout)
+    if a.scenario == "live":
+        run_live(smf, a)
+        return
     smf.heartbeat()
     smf.associate()
     keys = [(0x5000 + i, i) for i in range(a.sessions)]

@@ -1,0 +1,723 @@
+//! Live end to end: the real `peregrine` daemon as a UPF on DPDK `net_af_packet` ports, an
+//! SMF simulator (Scapy's PFCP layer) over N4, and a Scapy gNB and data network in network
+//! namespaces.
+//!
+//! ```text
+//!  netns gnb                 root namespace                         netns dn
+//!  [ {p}g ]=veth=[ {p}n3 ]--net_af_packet0  peregrine  net_af_packet1--[ {p}n6 ]=veth=[ {p}d ]
+//!  192.0.2.10                N3 192.0.2.1, 2001:db8:3::1    N6 198.51.100.254   198.51.100.10
+//!  2001:db8:3::10            N4 127.0.0.1:PORT (smf_sim.py --scenario live)      2001:db8:6::10
+//! ```
+//!
+//! The SMF establishes five sessions (IPv4 UE / IPv4 outer with OHR 0, IPv6 UE / IPv6 outer
+//! with OHR 1, OHR 6, a closed gate, an uplink PDR that matches a QFI), `gnb_dn.py` sends
+//! uplink G-PDUs with a UL PDU Session Container and downlink IP, and sniffs both sides with
+//! AF_PACKET. Checked: decapsulation (inner bytes equal but for TTL / hop limit - 1), the
+//! downlink encapsulation (TEID from the FAR's Outer Header Creation, outer addresses, DL PDU
+//! Session Container QFI = the QER's, UDP checksum over IPv6), Echo Response, Error
+//! Indication for an unknown TEID (TS 29.281 7.3.1), the closed gate (nothing out, counted as
+//! `gate_closed`), the URR volumes in periodic and deletion usage reports against the bytes
+//! sent, the Prometheus page, and tshark's verdict on every PFCP message on the wire.
+//!
+//! Needs root, `ip netns`, python3 with Scapy and tshark; outside CI it prints why and passes
+//! when they are missing, under `CI` it fails.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const N3_MAC: &str = "02:00:00:00:00:03";
+const N6_MAC: &str = "02:00:00:00:00:06";
+const GNB_MAC: &str = "02:00:00:00:03:01";
+const DN_MAC: &str = "02:00:00:00:06:01";
+const N3_V4: &str = "192.0.2.1";
+const N3_V6: &str = "2001:db8:3::1";
+const GNB_V4: &str = "192.0.2.10";
+const GNB_V6: &str = "2001:db8:3::10";
+const N6_V4: &str = "198.51.100.254";
+const N6_V6: &str = "2001:db8:6::fe";
+const DN_V4: &str = "198.51.100.10";
+const DN_V6: &str = "2001:db8:6::10";
+/// Packets per session and direction.
+const COUNT: u64 = 5;
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Skip outside CI, fail in CI.
+fn skip(why: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "live UPF test cannot run in CI: {why}"
+    );
+    eprintln!("skipping live UPF test: {why}");
+}
+
+fn run(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "`{}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("free UDP port")
+        .port()
+}
+
+fn free_tcp_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("free TCP port")
+        .port()
+}
+
+/// The two namespaces and their veths; deleted on drop, also when the test fails.
+struct Topology {
+    p: String,
+}
+
+impl Topology {
+    fn ns(&self, n: &str) -> String {
+        format!("{}-{n}", self.p)
+    }
+
+    fn dev(&self, n: &str) -> String {
+        format!("{}{n}", self.p)
+    }
+
+    fn setup(&self) -> Result<(), String> {
+        let (gnb, dn) = (self.ns("gnb"), self.ns("dn"));
+        let (n3, g, n6, d) = (self.dev("n3"), self.dev("g"), self.dev("n6"), self.dev("d"));
+        for n in [&gnb, &dn] {
+            run(&["ip", "netns", "add", n])?;
+            run(&["ip", "-n", n, "link", "set", "lo", "up"])?;
+        }
+        // Host sides carry the daemon's port MACs: the UPF stage drops unicast frames to
+        // other MACs, and af_packet ports keep the kernel interface's address.
+        for (host, hmac, peer, pmac) in [(&n3, N3_MAC, &g, GNB_MAC), (&n6, N6_MAC, &d, DN_MAC)] {
+            run(&[
+                "ip", "link", "add", host, "address", hmac, "type", "veth", "peer", "name", peer,
+                "address", pmac,
+            ])?;
+            // No IPv6 on the host sides: the root namespace's kernel stays out of the way
+            // (no router solicitations or DAD probes into the UPF's ports).
+            run(&[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{host}.disable_ipv6=1"),
+            ])?;
+        }
+        run(&["ip", "link", "set", &g, "netns", &gnb])?;
+        run(&["ip", "link", "set", &d, "netns", &dn])?;
+        for (ns, dev, addrs, upf_v4, upf_v6, mac) in [
+            (
+                &gnb,
+                &g,
+                [format!("{GNB_V4}/24"), format!("{GNB_V6}/64")],
+                N3_V4,
+                N3_V6,
+                N3_MAC,
+            ),
+            (
+                &dn,
+                &d,
+                [format!("{DN_V4}/24"), format!("{DN_V6}/64")],
+                N6_V4,
+                N6_V6,
+                N6_MAC,
+            ),
+        ] {
+            let sysctl = |k: &str| run(&["ip", "netns", "exec", ns, "sysctl", "-qw", k]);
+            sysctl(&format!("net.ipv6.conf.{dev}.accept_dad=0"))?;
+            sysctl("net.ipv6.conf.all.accept_dad=0")?;
+            sysctl(&format!("net.ipv6.conf.{dev}.router_solicitations=0"))?;
+            sysctl("net.ipv4.conf.all.rp_filter=0")?;
+            sysctl("net.ipv4.conf.default.rp_filter=0")?;
+            sysctl(&format!("net.ipv4.conf.{dev}.rp_filter=0"))?;
+            for a in &addrs {
+                run(&["ip", "-n", ns, "addr", "add", a, "dev", dev, "nodad"])?;
+            }
+            run(&["ip", "-n", ns, "link", "set", dev, "up"])?;
+            for upf in [upf_v4, upf_v6] {
+                run(&[
+                    "ip",
+                    "-n",
+                    ns,
+                    "neigh",
+                    "replace",
+                    upf,
+                    "lladdr",
+                    mac,
+                    "dev",
+                    dev,
+                    "nud",
+                    "permanent",
+                ])?;
+            }
+        }
+        // The data network reaches the UEs through the UPF's N6 address.
+        run(&[
+            "ip",
+            "-n",
+            &dn,
+            "route",
+            "add",
+            "10.45.0.0/16",
+            "via",
+            N6_V4,
+        ])?;
+        run(&[
+            "ip",
+            "-n",
+            &dn,
+            "-6",
+            "route",
+            "add",
+            "2001:db8:45::/48",
+            "via",
+            N6_V6,
+        ])?;
+        for dev in [&n3, &n6] {
+            run(&["ip", "link", "set", dev, "up"])?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        for n in ["gnb", "dn"] {
+            let _ = run(&["ip", "netns", "del", &self.ns(n)]);
+        }
+        // Deleting one end of a veth deletes both; these may already be gone with the
+        // namespaces.
+        for d in ["n3", "n6"] {
+            let _ = Command::new("ip")
+                .args(["link", "del", &self.dev(d)])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// A child process stopped on drop: SIGTERM (the daemon writes its summary), then SIGKILL
+/// if it has not exited within 5 s.
+struct Guard(Option<Child>);
+
+impl Guard {
+    fn term(&mut self) -> Option<std::process::ExitStatus> {
+        let mut c = self.0.take()?;
+        if let Ok(Some(st)) = c.try_wait() {
+            return Some(st);
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(st)) = c.try_wait() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = c.kill();
+        c.wait().ok()
+    }
+
+    fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("running")
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.term();
+    }
+}
+
+fn smf_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/smf")
+}
+
+/// GET /metrics.
+fn scrape(port: u16) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect metrics");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read metrics");
+    out
+}
+
+/// The value of one Prometheus sample (`name{labels}` exactly as rendered), if present.
+fn sample(page: &str, series: &str) -> Option<f64> {
+    page.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l[series.len()..].trim().parse().ok())
+}
+
+fn read_json_line(r: &mut BufReader<ChildStdout>, what: &str) -> serde_json::Value {
+    let mut line = String::new();
+    r.read_line(&mut line).expect("read");
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{what}: `{line}`: {e}"))
+}
+
+fn session<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no session {name} in {v}"))
+}
+
+fn config(topo: &Topology, pfcp: u16, metrics: u16) -> String {
+    format!(
+        r#"
+[workers]
+count = 1
+
+[backend]
+kind = "dpdk"
+eal_args = ["--no-huge", "--no-pci", "-m", "256", "--no-shconf", "--no-telemetry", "-l", "0",
+            "--file-prefix={p}", "--log-level=lib.eal:error",
+            "--vdev=net_af_packet0,iface={n3}", "--vdev=net_af_packet1,iface={n6}"]
+rx_desc = 512
+tx_desc = 512
+mbufs_per_worker = 4095
+mbuf_cache = 128
+
+[[port]]
+name = "n3"
+mac = "{N3_MAC}"
+device = "net_af_packet0"
+
+[[port]]
+name = "n6"
+mac = "{N6_MAC}"
+device = "net_af_packet1"
+
+[pipeline]
+kind = "upf"
+
+[upf]
+node_id = "127.0.0.1"
+n3 = ["{N3_V4}", "{N3_V6}"]
+n6 = ["{N6_V4}", "{N6_V6}"]
+pfcp = ["127.0.0.1:{pfcp}"]
+metrics = "127.0.0.1:{metrics}"
+max_sessions = 64
+
+[[route]]
+prefix = "192.0.2.0/24"
+port = "n3"
+next_hop_mac = "{GNB_MAC}"
+
+[[route]]
+prefix = "2001:db8:3::/48"
+port = "n3"
+next_hop_mac = "{GNB_MAC}"
+
+[[route]]
+prefix = "198.51.100.0/24"
+port = "n6"
+next_hop_mac = "{DN_MAC}"
+
+[[route]]
+prefix = "2001:db8:6::/48"
+port = "n6"
+next_hop_mac = "{DN_MAC}"
+"#,
+        p = topo.p,
+        n3 = topo.dev("n3"),
+        n6 = topo.dev("n6"),
+    )
+}
+
+fn summary_drop(s: &serde_json::Value, reason: &str) -> u64 {
+    s["drops"]
+        .as_array()
+        .expect("drops")
+        .iter()
+        .find(|d| d[0] == reason)
+        .and_then(|d| d[1].as_u64())
+        .unwrap_or(0)
+}
+
+#[test]
+fn live_upf_in_namespaces_over_af_packet() {
+    let t_start = Instant::now();
+    if !is_root() {
+        return skip("not root");
+    }
+    if run(&["ip", "netns", "list"]).is_err() {
+        return skip("no `ip netns`");
+    }
+    if run(&[
+        "python3",
+        "-c",
+        "import scapy.contrib.pfcp, scapy.contrib.gtp",
+    ])
+    .is_err()
+    {
+        return skip("python3 with Scapy (pfcp, gtp) not available");
+    }
+    let have_tshark = run(&["tshark", "--version"]).is_ok();
+    if !have_tshark {
+        assert!(std::env::var_os("CI").is_none(), "tshark is required in CI");
+        eprintln!("tshark missing: the PFCP wire check is skipped");
+    }
+    let topo = Topology {
+        p: format!("plu{}", std::process::id() % 100_000),
+    };
+    if let Err(e) = topo.setup() {
+        return skip(&format!("cannot build the namespaces: {e}"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (pfcp, metrics) = (free_udp_port(), free_tcp_port());
+
+    // The oracle for N4: tshark on lo for the whole run.
+    let n4_pcap = dir.path().join("n4.pcapng");
+    let mut tshark = Guard(None);
+    if have_tshark {
+        let mut c = Command::new("tshark")
+            .args(["-i", "lo", "-f", &format!("udp port {pfcp}"), "-w"])
+            .arg(&n4_pcap)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tshark");
+        let mut err = BufReader::new(c.stderr.take().unwrap());
+        let mut line = String::new();
+        while err.read_line(&mut line).unwrap_or(0) > 0 && !line.contains("Capturing on") {
+            line.clear();
+        }
+        assert!(line.contains("Capturing on"), "tshark did not start");
+        // Keep draining its stderr so it never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut err, &mut std::io::sink());
+        });
+        tshark = Guard(Some(c));
+    }
+
+    let cfg_path = dir.path().join("live.toml");
+    std::fs::write(&cfg_path, config(&topo, pfcp, metrics)).unwrap();
+    let summary_path = dir.path().join("summary.json");
+    let log = std::fs::File::create(dir.path().join("daemon.log")).unwrap();
+    let mut daemon = Guard(Some(
+        Command::new(env!("CARGO_BIN_EXE_peregrine"))
+            .args(["run", "--config"])
+            .arg(&cfg_path)
+            .arg("--summary-json")
+            .arg(&summary_path)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start peregrine"),
+    ));
+    let daemon_log = || std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default();
+    // Ready when the metrics endpoint answers (N4 is bound before it).
+    let t0 = Instant::now();
+    while TcpStream::connect(("127.0.0.1", metrics)).is_err() {
+        if let Ok(Some(st)) = daemon.child().try_wait() {
+            panic!("peregrine exited early ({st}):\n{}", daemon_log());
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "peregrine did not start:\n{}",
+            daemon_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // The SMF establishes the scenario's sessions and reports them.
+    let mut smf = Guard(Some(
+        Command::new("python3")
+            .arg(smf_dir().join("smf_sim.py"))
+            .args(["--scenario", "live", "--upf", &format!("127.0.0.1:{pfcp}")])
+            .args(["--ue-base", "10.45.0.2", "--ue6-base", "2001:db8:45::1"])
+            .args([
+                "--gnb",
+                GNB_V4,
+                "--gnb6",
+                GNB_V6,
+                "--period",
+                "1",
+                "--timeout",
+                "5",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start smf_sim.py"),
+    ));
+    let mut smf_out = BufReader::new(smf.child().stdout.take().unwrap());
+    let est = read_json_line(&mut smf_out, "SMF sessions");
+    assert_eq!(est["errors"], serde_json::json!([]), "SMF errors: {est}");
+    assert_eq!(est["sessions"].as_array().map(Vec::len), Some(5), "{est}");
+    for s in est["sessions"].as_array().unwrap() {
+        assert!(s["up_seid"].is_u64() && s["teid"].as_u64() > Some(0), "{s}");
+    }
+    assert_eq!(session(&est, "v4")["n3"], N3_V4, "F-TEID IPv4 is our N3");
+    assert_eq!(session(&est, "v6")["n3_v6"], N3_V6, "F-TEID IPv6 is our N3");
+    let sessions_json = dir.path().join("sessions.json");
+    std::fs::write(&sessions_json, est.to_string()).unwrap();
+
+    // The gNB and the data network.
+    let dn_ns = format!("/run/netns/{}", topo.ns("dn"));
+    let traffic = Command::new("ip")
+        .args(["netns", "exec", &topo.ns("gnb"), "python3"])
+        .arg(smf_dir().join("gnb_dn.py"))
+        .arg("--sessions")
+        .arg(&sessions_json)
+        .args(["--dn-netns", &dn_ns])
+        .args(["--gnb-if", &topo.dev("g"), "--dn-if", &topo.dev("d")])
+        .args(["--gnb-mac", GNB_MAC, "--dn-mac", DN_MAC, "--n3-mac", N3_MAC])
+        .args(["--n6-mac", N6_MAC, "--n3", N3_V4, "--n3-v6", N3_V6])
+        .args(["--gnb", GNB_V4, "--gnb6", GNB_V6, "--dn-host", DN_V4])
+        .args(["--dn-host6", DN_V6, "--count", &COUNT.to_string()])
+        .output()
+        .expect("run gnb_dn.py");
+    assert!(
+        traffic.status.success(),
+        "gnb_dn.py failed ({}): {}{}",
+        traffic.status,
+        String::from_utf8_lossy(&traffic.stdout),
+        String::from_utf8_lossy(&traffic.stderr)
+    );
+    let obs: serde_json::Value = serde_json::from_slice(&traffic.stdout).expect("gnb_dn JSON");
+    eprintln!("observed: {obs}");
+    // The daemon's side of the story, for whoever reads a failure.
+    let page0 = scrape(metrics);
+    let drops: Vec<&str> = page0
+        .lines()
+        .filter(|l| l.starts_with("peregrine_drops_total{") && !l.ends_with(" 0"))
+        .collect();
+    eprintln!("daemon drops after the traffic: {drops:?}");
+    assert_eq!(obs["unexpected"], serde_json::json!([]), "{obs}");
+
+    for name in ["v4", "v6", "ohr6", "qfi"] {
+        let s = session(&est, name);
+        let o = &obs["sessions"][name];
+        let v6 = name == "v6";
+        let (n3, gnb) = if v6 { (N3_V6, GNB_V6) } else { (N3_V4, GNB_V4) };
+        // Uplink: decapsulated, routed to the DN with TTL / hop limit - 1, nothing else
+        // changed (OHR 6 included: it means GTP-U/UDP/IP of either family).
+        assert_eq!(o["ul_sent"], COUNT, "{name}: {o}");
+        assert_eq!(o["ul_got"], COUNT, "{name}: uplink decapsulated: {o}");
+        assert_eq!(o["ul_inner_ok"], COUNT, "{name}: inner bytes: {o}");
+        assert_eq!(o["ul_eth_ok"], COUNT, "{name}: N6 MACs: {o}");
+        // Downlink: one encapsulation, exactly as the FAR and QER say.
+        assert_eq!(o["dl_got"], COUNT, "{name}: downlink encapsulated: {o}");
+        assert_eq!(o["dl_inner_ok"], COUNT, "{name}: inner bytes: {o}");
+        assert_eq!(
+            o["dl_teids"],
+            serde_json::json!([s["dl_teid"]]),
+            "{name}: TEID"
+        );
+        assert_eq!(
+            o["dl_outer_src"],
+            serde_json::json!([n3]),
+            "{name}: outer src"
+        );
+        assert_eq!(
+            o["dl_outer_dst"],
+            serde_json::json!([gnb]),
+            "{name}: outer dst"
+        );
+        assert_eq!(
+            o["dl_qfis"],
+            serde_json::json!([s["qfi"]]),
+            "{name}: DL QFI"
+        );
+        assert_eq!(
+            o["dl_psc_types"],
+            serde_json::json!([0]),
+            "{name}: DL PDU type"
+        );
+        assert_eq!(o["dl_eth_ok"], COUNT, "{name}: N3 MACs: {o}");
+        assert_eq!(
+            o["dl_udp_csum_ok"], COUNT,
+            "{name}: outer UDP checksum: {o}"
+        );
+    }
+    // An uplink PDR matching QFI 7 does not take QFI 8.
+    let q = &obs["sessions"]["qfi"];
+    assert!(q["ul_wrong_qfi_sent"].as_u64() > Some(0), "{q}");
+    assert_eq!(q["ul_wrong_qfi_got"], 0, "{q}");
+    // The closed gate lets nothing through either way.
+    let g = &obs["sessions"]["gate"];
+    assert_eq!(
+        (g["ul_got"].as_u64(), g["dl_got"].as_u64()),
+        (Some(0), Some(0)),
+        "{g}"
+    );
+    // Echo (TS 29.281 7.2.2): answered from our N3 address with the request's sequence.
+    for (fam, src) in [("4", N3_V4), ("6", N3_V6)] {
+        let e = &obs["echo"][fam];
+        assert_eq!(e["got"], 1, "echo over IPv{fam}: {e}");
+        assert_eq!(e["seq"], 0x1230 + fam.parse::<u64>().unwrap(), "{e}");
+        assert_eq!(e["src"], src, "{e}");
+        assert_eq!(e["recovery_ie"], true, "{e}");
+    }
+    // Error Indication for the unknown TEID (TS 29.281 7.3.1), back to the sender.
+    let ei = obs["error_indication"].as_array().unwrap();
+    assert_eq!(ei.len(), 1, "{ei:?}");
+    assert_eq!(ei[0]["teid_data_i"], 0xDEAD_BEEFu64, "{ei:?}");
+    assert_eq!(
+        (ei[0]["src"].as_str(), ei[0]["dst"].as_str()),
+        (Some(N3_V4), Some(GNB_V4))
+    );
+    assert_eq!(ei[0]["udp_dport"], 2152);
+    assert_eq!(ei[0]["gsn"], N3_V4, "GTP-U Peer Address IE: {ei:?}");
+
+    // Let at least one periodic usage report (1 s) cover the traffic, then scrape once.
+    std::thread::sleep(Duration::from_millis(1500));
+    let page = scrape(metrics);
+    let gate_sent = g["ul_sent"].as_u64().unwrap() + g["dl_sent"].as_u64().unwrap();
+    assert_eq!(
+        sample(&page, "peregrine_drops_total{reason=\"gate_closed\"}"),
+        Some(gate_sent as f64),
+        "{page}"
+    );
+    assert_eq!(sample(&page, "peregrine_upf_sessions"), Some(5.0), "{page}");
+    assert_eq!(
+        sample(&page, "peregrine_pfcp_sessions"),
+        Some(5.0),
+        "{page}"
+    );
+    assert!(
+        page.contains("peregrine_pfcp_messages_received_total{type="),
+        "{page}"
+    );
+    assert!(
+        page.contains("peregrine_pfcp_responses_total{type="),
+        "{page}"
+    );
+    for (dir_, qfi, name) in [
+        ("uplink", 9, "v4"),
+        ("downlink", 9, "v4"),
+        ("downlink", 6, "v6"),
+        ("downlink", 7, "qfi"),
+    ] {
+        let v = sample(
+            &page,
+            &format!("peregrine_qfi_packets_total{{direction=\"{dir_}\",qfi=\"{qfi}\"}}"),
+        );
+        assert!(
+            v >= Some(COUNT as f64),
+            "{name}: QFI {qfi} {dir_}: {v:?}\n{page}"
+        );
+    }
+
+    // Delete the sessions; the SMF prints its usage accounting.
+    writeln!(smf.child().stdin.as_mut().unwrap()).unwrap();
+    let fin = read_json_line(&mut smf_out, "SMF final");
+    let smf_status = smf.child().wait().expect("smf exits");
+    assert!(smf_status.success(), "SMF: {fin}");
+    assert_eq!(fin["error_count"], 0, "{fin}");
+    assert!(
+        fin["usage_reports"].as_u64() > Some(0),
+        "periodic reports: {fin}"
+    );
+    assert!(fin["deletion_usage_reports"].as_u64() >= Some(5), "{fin}");
+    for name in ["v4", "v6", "ohr6", "qfi"] {
+        let u = &session(&fin, name)["usage"];
+        let o = &obs["sessions"][name];
+        let ul = u["periodic_ul_bytes"].as_u64().unwrap_or(0)
+            + u["deletion_ul_bytes"].as_u64().unwrap_or(0);
+        let dl = u["periodic_dl_bytes"].as_u64().unwrap_or(0)
+            + u["deletion_dl_bytes"].as_u64().unwrap_or(0);
+        // The URR counts the T-PDUs (inner IP bytes, TS 29.244 5.2.2.2) it forwarded.
+        assert_eq!(
+            ul,
+            o["ul_bytes_sent"].as_u64().unwrap(),
+            "{name} UL usage: {u}"
+        );
+        assert_eq!(
+            dl,
+            o["dl_bytes_sent"].as_u64().unwrap(),
+            "{name} DL usage: {u}"
+        );
+        // The traffic ended 2.5 s before the deletion: 1 s periodic reports carried all of
+        // it, and the deletion's final report (one per URR) has nothing left to add.
+        assert_eq!(u["periodic_ul_bytes"], ul, "{name}: periodic reports: {u}");
+        assert_eq!(u["periodic_dl_bytes"], dl, "{name}: periodic reports: {u}");
+        assert_eq!(u["deletion_reports"], 1, "{name}: {u}");
+    }
+
+    // Stop the daemon; its summary agrees on the gate.
+    let st = daemon.term().expect("daemon ran");
+    assert!(st.success(), "peregrine: {st}\n{}", daemon_log());
+    assert!(!daemon_log().contains("panicked"), "{}", daemon_log());
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary_path).unwrap()).unwrap();
+    assert_eq!(summary_drop(&s, "gate_closed"), gate_sent, "{s}");
+    assert_eq!(
+        summary_drop(&s, "uplink_no_pdr"),
+        q["ul_wrong_qfi_sent"].as_u64().unwrap(),
+        "the wrong-QFI uplink found no PDR: {s}"
+    );
+    assert_eq!(s["upf"]["echo_replies"], 2, "{s}");
+    assert_eq!(s["upf"]["error_indications_sent"], 1, "{s}");
+
+    // tshark: every PFCP message either side sent decodes cleanly.
+    if have_tshark {
+        tshark.term();
+        let decode = ["-d", &format!("udp.port=={pfcp},pfcp")];
+        let all = run(&[
+            "tshark",
+            "-r",
+            n4_pcap.to_str().unwrap(),
+            decode[0],
+            decode[1],
+            "-Y",
+            "pfcp",
+        ])
+        .expect("tshark read");
+        let n_msgs = all.lines().count();
+        let bad = run(&[
+            "tshark",
+            "-r",
+            n4_pcap.to_str().unwrap(),
+            decode[0],
+            decode[1],
+            "-Y",
+            "_ws.malformed || _ws.expert.severity >= warning",
+        ])
+        .expect("tshark read");
+        assert!(
+            n_msgs >= 2 * (2 + 5 + 5),
+            "PFCP messages captured: {n_msgs}\n{all}"
+        );
+        assert!(bad.trim().is_empty(), "tshark flags PFCP messages:\n{bad}");
+        eprintln!("tshark: {n_msgs} PFCP messages, none malformed or with warnings");
+    }
+    eprintln!(
+        "live UPF test took {:.1} s",
+        t_start.elapsed().as_secs_f64()
+    );
+}
