@@ -387,9 +387,7 @@ pub fn run(tc: &TestCase, rc: &RunConfig) -> RunOutput {
             n.tx_bytes = n.tx_bytes.wrapping_add(PACKET_LEN);
             let int = match rc.strategy {
                 Strategy::Count(k) => counts.sent.is_multiple_of(u64::from(k)),
-                Strategy::Frequency(ms) => {
-                    last_int_tx.is_none_or(|l| t - l >= u64::from(ms) * MS)
-                }
+                Strategy::Frequency(ms) => last_int_tx.is_none_or(|l| t - l >= u64::from(ms) * MS),
                 Strategy::Probability(p) => sample_rng.next_f64() * 100.0 < p,
             };
             if int {

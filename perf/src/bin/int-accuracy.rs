@@ -147,7 +147,12 @@ fn table(
     let _ = writeln!(md);
     let _ = writeln!(md, "|---|---|{}", "---|".repeat(runs.len()));
     for k in 0..=LINKS {
-        let _ = write!(md, "| {} | {} |", row_name(k), f(Some(truth(&runs[0].expected[k])), prec));
+        let _ = write!(
+            md,
+            "| {} | {} |",
+            row_name(k),
+            f(Some(truth(&runs[0].expected[k])), prec)
+        );
         for r in runs {
             let _ = write!(md, " {} |", f(pick(r).mean[k], prec));
         }
@@ -187,9 +192,18 @@ fn markdown(records: &[RunRecord], args: &Args) -> String {
     );
 
     let _ = writeln!(md, "## Test case 1: throughput (Mbit/s), seed Table III\n");
-    let _ = writeln!(md, "Limits 100 / 40 / 20 / 10 Mbit/s on hops 1-4, none on hop 5.\n");
+    let _ = writeln!(
+        md,
+        "Limits 100 / 40 / 20 / 10 Mbit/s on hops 1-4, none on hop 5.\n"
+    );
     let c1 = by_case(1);
-    table(&mut md, &c1, |e| e.throughput_mbps, |r| &r.throughput_mbps, 2);
+    table(
+        &mut md,
+        &c1,
+        |e| e.throughput_mbps,
+        |r| &r.throughput_mbps,
+        2,
+    );
     let _ = writeln!(
         md,
         "Seed Table III (tc-netem, measured): hop 1-5 and E2E 44.41/43.81/43.81, 39.56/39.10/39.10, \
@@ -222,12 +236,27 @@ fn markdown(records: &[RunRecord], args: &Args) -> String {
     );
 
     let c3 = by_case(3);
-    let _ = writeln!(md, "## Test case 3: delay (ms) with jitter, seed Table IVb\n");
+    let _ = writeln!(
+        md,
+        "## Test case 3: delay (ms) with jitter, seed Table IVb\n"
+    );
     table(&mut md, &c3, |e| e.delay_ms, |r| &r.delay_ms, 3);
     let _ = writeln!(md, "Jitter (ms; the monitor's mean |ΔD|) against the *configured* jitter, as the seed compares (E2E configured = sqrt of the summed squares, the seed's 5 ms):\n");
-    table(&mut md, &c3, |e| e.jitter_cfg_ms, |r| &r.jitter_ms_vs_configured, 3);
+    table(
+        &mut md,
+        &c3,
+        |e| e.jitter_cfg_ms,
+        |r| &r.jitter_ms_vs_configured,
+        3,
+    );
     let _ = writeln!(md, "The same jitter against its expectation for uniform jitter, E|ΔD| = 2J/3 per link (E2E: Monte Carlo of the summed link jitters):\n");
-    table(&mut md, &c3, |e| e.jitter_mad_ms, |r| &r.jitter_ms_vs_mean_abs_diff, 3);
+    table(
+        &mut md,
+        &c3,
+        |e| e.jitter_mad_ms,
+        |r| &r.jitter_ms_vs_mean_abs_diff,
+        3,
+    );
     let _ = writeln!(
         md,
         "Seed Table IVb (count strategy, constant/bursty): delay 10.23/10.14, 5.01/5.10, 5.07/5.11, \
@@ -235,9 +264,21 @@ fn markdown(records: &[RunRecord], args: &Args) -> String {
          0.70/0.61, 0.59/0.76, 1.19/1.26, 2.80/2.91, E2E 3.43/3.39, **jitter MAE 1.2815 / 1.2511**.\n"
     );
 
-    let _ = writeln!(md, "## Test case 4: packet loss ratio (%), seed Table IVc\n");
+    let _ = writeln!(
+        md,
+        "## Test case 4: packet loss ratio (%), seed Table IVc\n"
+    );
     let _ = writeln!(md, "Our loss settings 1 / 2 / 5 / 2 / 1 % (the seed's values are missing from our copy). Per hop: `1 - ΔRX_j/ΔTX_i` from the 16-bit HbH counters; E2E: source TX vs sink RX 32-bit counters.\n");
-    table(&mut md, &by_case(4), |e| e.loss * 100.0, |r| &r.loss_percent, 3);
-    let _ = writeln!(md, "Seed Table IVc: **MAE under 0.17 %** (text of section V-A).\n");
+    table(
+        &mut md,
+        &by_case(4),
+        |e| e.loss * 100.0,
+        |r| &r.loss_percent,
+        3,
+    );
+    let _ = writeln!(
+        md,
+        "Seed Table IVc: **MAE under 0.17 %** (text of section V-A).\n"
+    );
     md
 }
