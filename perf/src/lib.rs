@@ -3,6 +3,9 @@
 //! * [`traffic`]: a deterministic 5G user-plane traffic generator (uplink GTP-U on N3,
 //!   downlink IP on N6, labelled anomalies), with pcap output and a JSON manifest; the
 //!   `pg-gen` binary is its command line.
+//! * [`int_accuracy`]: the seed-003 INT accuracy experiment (Tables II-IV) over emulated
+//!   links; the `int-accuracy` binary runs it.
 #![forbid(unsafe_code)]
 
+pub mod int_accuracy;
 pub mod traffic;
