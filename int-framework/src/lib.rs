@@ -4,8 +4,10 @@
 //! - [`qos_monitor`]: the seed's QoS Monitor (section III-F): throughput, delay, jitter and packet
 //!   loss per namespace over 1 s / 10 s / 60 s windows, per hop pair and end to end, plus the
 //!   path composition rules of the seed's equations (1)-(3).
+//! - [`report`]: the INT sink's fixed-size raw report ([`report::IntReport`]).
 #![forbid(unsafe_code)]
 
 pub mod namespace;
 pub mod qos_monitor;
+pub mod report;
 pub mod request;
