@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod namespace;
+pub mod option;
 pub mod qos_monitor;
 pub mod report;
 pub mod request;
