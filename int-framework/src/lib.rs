@@ -12,3 +12,4 @@ pub mod option;
 pub mod qos_monitor;
 pub mod report;
 pub mod request;
+pub mod stages;

@@ -600,7 +600,8 @@ pub fn find_inband(hdr: &[u8]) -> Result<Option<InBandRepr<'_>>> {
 /// The RFC 9197 trace type for the HbH half of a seed trace type: bit 0 (Hop_Lim, node_id)
 /// always; seed bit 17 (timestamp) -> bits 2 and 3 (seconds, nanoseconds); seed bit 16
 /// (TX/RX packets, 16 bits each) -> bit 5 (namespace data, short); seed bit 18 (TX/RX
-/// bytes, 32 bits each) -> bit 10 (namespace data, wide). Linux fills all of these.
+/// bytes, 32 bits each), or E2E bits 2-3 (the source's TX packets and bytes, carried in the
+/// source's own entry) -> bit 10 (namespace data, wide). Linux fills all of these.
 pub fn ioam_trace_type(tt: TraceType) -> ioam::TraceType {
     use ioam::TraceType as T;
     let h = tt.hbh();
@@ -611,7 +612,8 @@ pub fn ioam_trace_type(tt: TraceType) -> ioam::TraceType {
     if h & HBH_PKTS != 0 {
         v |= T::NAMESPACE_DATA;
     }
-    if h & HBH_BYTES != 0 {
+    // The source's own entry carries the E2E TX counters in the wide data (docs/int.md).
+    if h & HBH_BYTES != 0 || tt.e2e() & (E2E_TXP | E2E_TXB) != 0 {
         v |= T::NAMESPACE_DATA_WIDE;
     }
     ioam::TraceType(v)
@@ -693,7 +695,12 @@ pub fn node_data_to_hop(d: &NodeData<'_>) -> HopData {
 pub fn fuzz(data: &[u8]) {
     let mut out = [0u8; 2048];
     if let Ok(h) = parse_seed_header(data) {
-        let hops: usize = h.trace.hops().map_while(|r| r.ok()).map(|x| x.buffer_len()).sum();
+        let hops: usize = h
+            .trace
+            .hops()
+            .map_while(|r| r.ok())
+            .map(|x| x.buffer_len())
+            .sum();
         let area = h.trace.hop_area();
         if hops == area.len() {
             let n = emit_seed_header(
@@ -800,8 +807,8 @@ mod tests {
             ..Default::default()
         };
         let mut one = [0u8; 64];
-        let n1 = emit_seed_header(6, 9, TraceType(0x4000_C000), Some(&a), &[], None, &mut one)
-            .unwrap();
+        let n1 =
+            emit_seed_header(6, 9, TraceType(0x4000_C000), Some(&a), &[], None, &mut one).unwrap();
         let h1 = parse_seed_header(&one[..n1]).unwrap();
         let mut two = [0u8; 64];
         let n2 = emit_seed_header(
@@ -828,7 +835,10 @@ mod tests {
             Err(Error::Unsupported)
         );
         assert_eq!(SeedHopRepr::parse(&[0, 1, 0x80]), Err(Error::Truncated));
-        assert_eq!(SeedHopRepr::parse(&[0, 1, 0x80, 0, 1]), Err(Error::Truncated));
+        assert_eq!(
+            SeedHopRepr::parse(&[0, 1, 0x80, 0, 1]),
+            Err(Error::Truncated)
+        );
         assert_eq!(SeedE2eRepr::parse(&[0x08, 0]), Err(Error::Unsupported));
         assert_eq!(SeedE2eRepr::parse(&[0x40, 0, 1]), Err(Error::Truncated));
         assert_eq!(SeedE2eRepr::parse(&[0, 0, 1]), Err(Error::Malformed));
@@ -866,7 +876,10 @@ mod tests {
         let n = emit_inband_header(17, &r, &mut b).unwrap();
         assert_eq!(&b[..n], &[17, 0, 0x32, 4, 0xa1, 0x61, 0x61, 0x01]);
         assert_eq!(find_inband(&b[..n]), Ok(Some(r)));
-        assert_eq!(find_inband(&[17, 0, 0x33, 0, 1, 2, 0, 0]), Err(Error::Malformed));
+        assert_eq!(
+            find_inband(&[17, 0, 0x33, 0, 1, 2, 0, 0]),
+            Err(Error::Malformed)
+        );
         assert_eq!(find_inband(&[17, 0, 1, 4, 0, 0, 0, 0]), Ok(None));
     }
 

@@ -203,3 +203,192 @@ mod tests {
         assert_eq!(raw.hops[3].node_id, 4);
     }
 }
+
+/// Bytes of the fixed part of [`IntReport::encode_compact`].
+const COMPACT_FIXED: usize = 2 + 4 + 4 + 1 + 1 + 1 + 4 + 8 + 4 + 4 + 4 + 8 + 4 + 4 + 4 + 1;
+/// Bytes per hop in [`IntReport::encode_compact`].
+const COMPACT_HOP: usize = 4 + 2 + 1 + 8 + 2 + 2 + 4 + 4;
+
+impl IntReport {
+    /// A compact binary form for the piggy-backed report option (0x33, at most 255 bytes):
+    /// big-endian fixed fields, then as many hops (path order) as fit in `buf`; `None`
+    /// fields are flagged absent. Addresses are not carried (the receiver knows the flow).
+    /// Returns the length; a `buf` shorter than the fixed part is `None`.
+    pub fn encode_compact(&self, buf: &mut [u8]) -> Option<usize> {
+        let room = buf.len().min(255).checked_sub(COMPACT_FIXED)?;
+        let hops = self.hops().len().min(room / COMPACT_HOP);
+        let mut w = Writer { buf, pos: 0 };
+        w.put(&self.ns_id.to_be_bytes());
+        w.put(&self.app_id.to_be_bytes());
+        w.put(&self.trace_type.to_be_bytes());
+        w.put(&[self.encoding as u8]);
+        let truncated = self.hops_truncated || hops < self.hops().len();
+        w.put(&[truncated as u8]);
+        let e = &self.e2e;
+        let present = e.int_counter.is_some() as u8
+            | (e.timestamp_ns.is_some() as u8) << 1
+            | (e.tx_packets.is_some() as u8) << 2
+            | (e.tx_bytes.is_some() as u8) << 3;
+        w.put(&[present]);
+        w.put(&e.int_counter.unwrap_or(0).to_be_bytes());
+        w.put(&e.timestamp_ns.unwrap_or(0).to_be_bytes());
+        w.put(&e.tx_packets.unwrap_or(0).to_be_bytes());
+        w.put(&e.tx_bytes.unwrap_or(0).to_be_bytes());
+        w.put(&self.sink_node_id.to_be_bytes());
+        w.put(&self.arrival_ns.to_be_bytes());
+        w.put(&self.packet_len.to_be_bytes());
+        w.put(&self.sink_rx_packets.to_be_bytes());
+        w.put(&self.sink_rx_bytes.to_be_bytes());
+        w.put(&[hops as u8]);
+        for h in &self.hops()[..hops] {
+            let p = h.timestamp_ns.is_some() as u8
+                | (h.tx_packets.is_some() as u8) << 1
+                | (h.rx_packets.is_some() as u8) << 2
+                | (h.tx_bytes.is_some() as u8) << 3
+                | (h.rx_bytes.is_some() as u8) << 4;
+            w.put(&h.node_id.to_be_bytes());
+            w.put(&h.entry_trace_type.to_be_bytes());
+            w.put(&[p]);
+            w.put(&h.timestamp_ns.unwrap_or(0).to_be_bytes());
+            w.put(&h.tx_packets.unwrap_or(0).to_be_bytes());
+            w.put(&h.rx_packets.unwrap_or(0).to_be_bytes());
+            w.put(&h.tx_bytes.unwrap_or(0).to_be_bytes());
+            w.put(&h.rx_bytes.unwrap_or(0).to_be_bytes());
+        }
+        Some(w.pos)
+    }
+
+    /// Inverse of [`encode_compact`](Self::encode_compact); `None` for anything malformed.
+    pub fn decode_compact(b: &[u8]) -> Option<IntReport> {
+        let mut r = Reader { b, pos: 0 };
+        let mut out = IntReport {
+            ns_id: u16::from_be_bytes(r.get()?),
+            app_id: u32::from_be_bytes(r.get()?),
+            trace_type: u32::from_be_bytes(r.get()?),
+            ..Default::default()
+        };
+        out.encoding = match r.get::<1>()?[0] {
+            0 => Encoding::Ioam,
+            1 => Encoding::Seed,
+            _ => return None,
+        };
+        out.hops_truncated = match r.get::<1>()?[0] {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
+        let present = r.get::<1>()?[0];
+        let opt = |bit: u8, v| (present & (1 << bit) != 0).then_some(v);
+        out.e2e.int_counter = opt(0, u32::from_be_bytes(r.get()?));
+        out.e2e.timestamp_ns = (present & 2 != 0).then_some(u64::from_be_bytes(r.get()?));
+        out.e2e.tx_packets = opt(2, u32::from_be_bytes(r.get()?));
+        out.e2e.tx_bytes = opt(3, u32::from_be_bytes(r.get()?));
+        out.sink_node_id = u32::from_be_bytes(r.get()?);
+        out.arrival_ns = u64::from_be_bytes(r.get()?);
+        out.packet_len = u32::from_be_bytes(r.get()?);
+        out.sink_rx_packets = u32::from_be_bytes(r.get()?);
+        out.sink_rx_bytes = u32::from_be_bytes(r.get()?);
+        let hops = r.get::<1>()?[0] as usize;
+        if hops > MAX_HOPS {
+            return None;
+        }
+        for _ in 0..hops {
+            let node_id = u32::from_be_bytes(r.get()?);
+            let entry_trace_type = u16::from_be_bytes(r.get()?);
+            let p = r.get::<1>()?[0];
+            let ts = u64::from_be_bytes(r.get()?);
+            let txp = u16::from_be_bytes(r.get()?);
+            let rxp = u16::from_be_bytes(r.get()?);
+            let txb = u32::from_be_bytes(r.get()?);
+            let rxb = u32::from_be_bytes(r.get()?);
+            out.push_hop(HopData {
+                node_id,
+                entry_trace_type,
+                timestamp_ns: (p & 1 != 0).then_some(ts),
+                tx_packets: (p & 2 != 0).then_some(txp),
+                rx_packets: (p & 4 != 0).then_some(rxp),
+                tx_bytes: (p & 8 != 0).then_some(txb),
+                rx_bytes: (p & 16 != 0).then_some(rxb),
+            });
+        }
+        (r.pos == b.len()).then_some(out)
+    }
+}
+
+struct Writer<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, v: &[u8]) {
+        // Callers size the buffer first (COMPACT_FIXED + hops * COMPACT_HOP).
+        self.buf[self.pos..self.pos + v.len()].copy_from_slice(v);
+        self.pos += v.len();
+    }
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn get<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let v = self.b.get(self.pos..self.pos + N)?.try_into().ok()?;
+        self.pos += N;
+        Some(v)
+    }
+}
+
+#[cfg(test)]
+mod compact_tests {
+    use super::*;
+
+    #[test]
+    fn compact_round_trip_fits_an_option_and_rejects_garbage() {
+        let mut r = IntReport {
+            ns_id: 9,
+            app_id: 77,
+            trace_type: 0x7000_e000,
+            encoding: Encoding::Seed,
+            e2e: E2eData {
+                int_counter: None,
+                timestamp_ns: Some(5),
+                tx_packets: Some(6),
+                tx_bytes: Some(7),
+            },
+            sink_node_id: 3,
+            arrival_ns: 99,
+            packet_len: 100,
+            sink_rx_packets: 4,
+            sink_rx_bytes: 400,
+            ..Default::default()
+        };
+        for i in 0..10u32 {
+            r.push_hop(HopData {
+                node_id: i,
+                entry_trace_type: 0xe000,
+                timestamp_ns: Some(i as u64),
+                tx_packets: Some(1),
+                rx_packets: None,
+                tx_bytes: Some(2),
+                rx_bytes: Some(3),
+            });
+        }
+        let mut b = [0u8; 300];
+        let n = r.encode_compact(&mut b).unwrap();
+        assert!(n <= 255);
+        let back = IntReport::decode_compact(&b[..n]).unwrap();
+        assert!(back.hops_truncated);
+        assert_eq!(back.hops(), &r.hops()[..back.hops().len()]);
+        assert_eq!(back.e2e, r.e2e);
+        assert_eq!(back.ns_id, 9);
+        for end in 0..n {
+            assert!(IntReport::decode_compact(&b[..end]).is_none());
+        }
+        let mut m = b;
+        m[10] = 7;
+        assert!(IntReport::decode_compact(&m[..n]).is_none());
+    }
+}
