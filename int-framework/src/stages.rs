@@ -157,8 +157,16 @@ impl Piggyback {
 fn resize_at<B: PacketBuf>(b: &mut B, at: usize, old: usize, new: usize) -> Result<(), BufError> {
     if new > old {
         let d = new - old;
-        b.prepend(d)?;
-        b.data_mut().copy_within(d..d + at, 0);
+        if b.headroom() >= d {
+            // Usually only the L2 and IPv6 headers move.
+            b.prepend(d)?;
+            b.data_mut().copy_within(d..d + at, 0);
+        } else {
+            // Not enough headroom (a long request or report option): move the rest back.
+            let len = b.len();
+            b.append(d)?;
+            b.data_mut().copy_within(at + old..len, at + new);
+        }
     } else if old > new {
         let d = old - new;
         b.data_mut().copy_within(0..at, d);
@@ -724,21 +732,27 @@ impl IntTransit {
         let Some(flow) = flow_of(b.data(), off) else {
             return Disposition::CONTINUE;
         };
+        let at = off + ipv6::HEADER_LEN;
+        let carried = if flow.next_header == ip_protocol::HOPOPT {
+            match classify(&self.cfg, &b.data()[at..]) {
+                Ok(c) => c,
+                Err(_) => return Disposition::drop_as(self.drops.malformed),
+            }
+        } else {
+            Carried::None
+        };
         let table = self.table.cached();
-        // Count every packet of a monitored flow, INT or not (Listing 2 counters).
+        // Count every packet of a monitored flow, INT or not (Listing 2 counters), without
+        // the INT headers, so that every node counts the same bytes for the same packet.
+        let int_len = match carried {
+            Carried::None => 0,
+            _ => int_headers_len(&b.data()[at..]),
+        };
         let counted = lookup(table, &flow).map(|n| {
             let c = self.counters.entry(n.ns_id()).or_default();
-            c.add(flow.len);
+            c.add(flow.len - int_len);
             (n.ns_id(), *c)
         });
-        if flow.next_header != ip_protocol::HOPOPT {
-            return Disposition::CONTINUE;
-        }
-        let at = off + ipv6::HEADER_LEN;
-        let carried = match classify(&self.cfg, &b.data()[at..]) {
-            Ok(c) => c,
-            Err(_) => return Disposition::drop_as(self.drops.malformed),
-        };
         match carried {
             Carried::None => Disposition::CONTINUE,
             Carried::InBand(InBandKind::Request, _) => {
@@ -911,6 +925,25 @@ impl IntTransit {
             Err(_) => Disposition::drop_as(self.drops.malformed),
         }
     }
+}
+
+/// Length of the INT headers at the start of `hdr`: the Hop-by-Hop header, plus a
+/// Destination Options header right after it that holds an IOAM E2E option.
+fn int_headers_len(hdr: &[u8]) -> usize {
+    let Ok(h) = OptionsHeader::new_checked(hdr) else {
+        return 0;
+    };
+    let len = h.header_len();
+    if h.next_header() == ip_protocol::IPV6_OPTS {
+        if let Some(rest) = hdr.get(len..) {
+            if let Ok(Some(_)) = ioam::find_in_header(rest, ipv6_opt::IOAM_DEST) {
+                if let Ok(d) = OptionsHeader::new_checked(rest) {
+                    return len + d.header_len();
+                }
+            }
+        }
+    }
+    len
 }
 
 fn inband_event(hdr: &[u8], from: Ipv6Addr, kind: InBandKind) -> Option<IntEvent> {
