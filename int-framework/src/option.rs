@@ -408,11 +408,9 @@ impl SeedE2eRepr {
         let b = buf.get_mut(..len).ok_or(Error::BufferTooSmall)?;
         b[..2].copy_from_slice(&self.trace_type().to_be_bytes());
         let mut p = 2;
-        for v in [self.int_counter] {
-            if let Some(v) = v {
-                b[p..p + 4].copy_from_slice(&v.to_be_bytes());
-                p += 4;
-            }
+        if let Some(v) = self.int_counter {
+            b[p..p + 4].copy_from_slice(&v.to_be_bytes());
+            p += 4;
         }
         if let Some(ts) = self.timestamp_ns {
             b[p..p + 8].copy_from_slice(&ts.to_be_bytes());

@@ -110,6 +110,8 @@ impl IntConfig {
 pub type InBandBytes = [u8; MAX_INBAND_PAYLOAD];
 
 /// What the elements hand to the control core. Fixed size, `Copy`.
+// Unboxed on purpose: a boxed report would allocate per packet.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy)]
 pub enum IntEvent {
     /// A raw report from the sink, with what the namespace says to do with it.
