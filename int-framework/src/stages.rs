@@ -752,7 +752,7 @@ impl IntTransit {
         };
         let counted = lookup(table, &flow).map(|n| {
             let c = self.counters.entry(n.ns_id()).or_default();
-            c.add(flow.len - int_len);
+            c.add(flow.len.saturating_sub(int_len));
             (n.ns_id(), *c)
         });
         match carried {
@@ -1122,7 +1122,7 @@ impl IntSink {
             return Disposition::drop_as(self.drops.malformed);
         }
         fix_ipv6(b.data_mut(), off, next_header, -(len as isize));
-        let plen = flow.len - len;
+        let plen = flow.len.saturating_sub(len);
         let c = self.counters.entry(ns).or_default();
         c.add(plen);
         report.app_id = app_id;
