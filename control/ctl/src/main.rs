@@ -24,7 +24,11 @@ const EXIT_USAGE: u8 = 2;
 const EXIT_TRANSPORT: u8 = 3;
 
 #[derive(Parser, Debug)]
-#[command(name = "peregrinectl", version, about = "Control Peregrine's endpoints")]
+#[command(
+    name = "peregrinectl",
+    version,
+    about = "Control Peregrine's endpoints"
+)]
 struct Cli {
     /// INT manager rule API (ZeroMQ REQ/REP).
     #[arg(long, global = true, default_value = DEFAULT_RULES_ENDPOINT)]
@@ -312,7 +316,11 @@ fn call(cli: &Cli, req: &Request) -> Result<Reply, Fail> {
     s.set_sndtimeo(ms).map_err(|e| transport("sndtimeo", e))?;
     s.connect(&cli.rules)
         .map_err(|e| transport(&format!("connect {}", cli.rules), e))?;
-    let msg = if cli.cbor { req.to_cbor() } else { req.to_json() };
+    let msg = if cli.cbor {
+        req.to_cbor()
+    } else {
+        req.to_json()
+    };
     let timeout = || {
         Fail(
             EXIT_TRANSPORT,
@@ -454,7 +462,9 @@ fn watch(cli: &Cli, w: &WatchArgs) -> Result<(), Fail> {
         s.set_subscribe(prefix.as_bytes())
             .map_err(|e| transport("subscribe", e))?;
     }
-    let deadline = w.duration_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+    let deadline = w
+        .duration_ms
+        .map(|ms| Instant::now() + Duration::from_millis(ms));
     let mut seen = 0u64;
     loop {
         if w.count.is_some_and(|c| seen >= c) {
@@ -473,15 +483,16 @@ fn watch(cli: &Cli, w: &WatchArgs) -> Result<(), Fail> {
         {
             continue;
         }
-        let frames = s
-            .recv_multipart(0)
-            .map_err(|e| transport("recv", e))?;
+        let frames = s.recv_multipart(0).map_err(|e| transport("recv", e))?;
         let [topic, payload] = frames.as_slice() else {
             eprintln!("peregrinectl: ignoring a {}-frame message", frames.len());
             continue;
         };
         let Some((kind, app, ns)) = std::str::from_utf8(topic).ok().and_then(parse_topic) else {
-            eprintln!("peregrinectl: ignoring topic {:?}", String::from_utf8_lossy(topic));
+            eprintln!(
+                "peregrinectl: ignoring topic {:?}",
+                String::from_utf8_lossy(topic)
+            );
             continue;
         };
         if w.app.is_some_and(|a| a != app) || w.ns.is_some_and(|n| n != ns) {

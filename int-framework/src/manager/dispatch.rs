@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// Encoding of a rule API message, detected per message: a message whose first byte is ASCII
-/// (JSON whitespace, `{`, or anything else a human might type) is JSON; one starting with a byte
-/// >= 0x80 is CBOR (a CBOR request is a map, major type 5, initial byte 0xA0..=0xBF, possibly
-/// after a tag 0xC0..=0xDB; no JSON text can start with such a byte). The reply uses the same
+/// (JSON whitespace, `{`, or anything else a human might type) is JSON; one starting with a
+/// non-ASCII byte (0x80 and above) is CBOR: a CBOR request is a map, major type 5, initial byte
+/// 0xA0..=0xBF, possibly after a tag 0xC0..=0xDB, and no JSON text can start with such a byte. The reply uses the same
 /// encoding; an empty message gets a JSON reply.
 pub fn detect_encoding(msg: &[u8]) -> Encoding {
     match msg.first() {
@@ -207,7 +207,10 @@ impl ManagerCore {
         if msg.is_empty() {
             self.counters.rejected.empty += 1;
             return Handled {
-                reply: reply(&Reply::error(400, "empty message: expected a JSON or CBOR request")),
+                reply: reply(&Reply::error(
+                    400,
+                    "empty message: expected a JSON or CBOR request",
+                )),
                 changed: false,
             };
         }
@@ -426,7 +429,10 @@ mod tests {
     #[test]
     fn topics_round_trip() {
         assert_eq!(topic("raw", 1, 7), "raw/1/7");
-        assert_eq!(parse_topic("qos/4294967295/65535"), Some(("qos", u32::MAX, 65535)));
+        assert_eq!(
+            parse_topic("qos/4294967295/65535"),
+            Some(("qos", u32::MAX, 65535))
+        );
         assert_eq!(parse_topic("raw/1"), None);
         assert_eq!(parse_topic("raw/1/7/x"), None);
         assert_eq!(parse_topic("raw/x/7"), None);
