@@ -41,7 +41,11 @@ fuzz_target!(|data: &[u8]| {
         .expect("the reply decodes in the request's encoding");
         if let Reply::Error { .. } = reply {
             assert!(!h.changed);
-            assert_eq!(core.table().list(), before, "a rejected request changed the table");
+            assert_eq!(
+                core.table().list(),
+                before,
+                "a rejected request changed the table"
+            );
         }
     }
     let k = core.counters();
