@@ -4,7 +4,7 @@
 #   scripts/deps.sh --test   also the test oracles: dpdk-testpmd, tshark, Scapy (pip), iproute2
 set -euo pipefail
 
-want=(libdpdk-dev pkg-config clang libclang-dev)
+want=(libdpdk-dev pkg-config clang libclang-dev libzmq3-dev)
 if [[ "${1:-}" == "--test" ]]; then
   want+=(dpdk dpdk-dev tshark python3-pip iproute2)
 fi
