@@ -4,5 +4,6 @@ pub mod config;
 pub mod daemon;
 pub mod metrics;
 pub mod n4;
+pub mod neighbour;
 pub mod summary;
 pub mod upf;

@@ -543,3 +543,126 @@ fn dpdk_pcap_example_matches_the_quickstart() {
     assert_eq!(pcap["upf"]["qfi"], dpdk["upf"]["qfi"]);
     assert_eq!(dpdk["ports"][0]["driver"], "net_pcap");
 }
+
+/// ARP and Neighbour Discovery answered locally (DESIGN section 1, exception path): an ARP
+/// request for the N3 IPv4 address and a Neighbour Solicitation for the N3 IPv6 address,
+/// replayed on n3, get an ARP reply and a solicited Neighbour Advertisement out of n3 (sent
+/// through a worker by the injector), which tshark decodes with a good ICMPv6 checksum.
+#[test]
+fn upf_answers_arp_and_neighbour_solicitation_on_n3() {
+    use peregrine_control::neighbour::{arp_request, neighbour_solicit};
+    use peregrine_wire::ethernet::Address;
+    let dir = tempfile::tempdir().unwrap();
+    let peer = Address([0x02, 0, 0, 0, 0x03, 0x01]);
+    let rx = dir.path().join("nd.pcap");
+    let mut w = PcapWriter::create(&rx, Resolution::Nano).unwrap();
+    w.write(
+        0,
+        &arp_request(
+            peer,
+            "192.0.2.10".parse().unwrap(),
+            "192.0.2.1".parse().unwrap(),
+        ),
+    )
+    .unwrap();
+    let ns = neighbour_solicit(
+        peer,
+        "2001:db8:3::10".parse().unwrap(),
+        "2001:db8:3::1".parse().unwrap(),
+    );
+    // The replay repeats every 200 ms until --duration stops the run.
+    w.write(200_000_000, &ns).unwrap();
+    w.flush().unwrap();
+    let cfg = format!(
+        r#"[backend]
+kind = "pcap"
+replay = "timed"
+loops = 0
+[[port]]
+name = "n3"
+mac = "02:00:00:00:00:03"
+rx = "{}"
+tx = "n3-out.pcap"
+[[port]]
+name = "n6"
+mac = "02:00:00:00:00:06"
+tx = "n6-out.pcap"
+[pipeline]
+kind = "upf"
+[upf]
+node_id = "192.0.2.1"
+n3 = ["192.0.2.1", "2001:db8:3::1"]
+n6 = ["198.51.100.254"]
+[[route]]
+prefix = "192.0.2.0/24"
+port = "n3"
+next_hop_mac = "02:00:00:00:03:01"
+[[route]]
+prefix = "198.51.100.0/24"
+port = "n6"
+next_hop_mac = "02:00:00:00:06:01"
+"#,
+        rx.display()
+    );
+    let conf = dir.path().join("nd.toml");
+    std::fs::write(&conf, cfg).unwrap();
+    let out = bin()
+        .args(["run", "--duration", "1", "--config"])
+        .arg(&conf)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sent = read_pcap(&dir.path().join("n3-out.pcap"));
+    assert!(sent.len() >= 2, "{} frames out of n3", sent.len());
+    let arp = sent
+        .iter()
+        .find(|f| f[12..14] == [0x08, 0x06])
+        .expect("ARP reply");
+    assert_eq!(&arp[..6], &peer.0, "to the requester");
+    assert_eq!(&arp[6..12], &[2, 0, 0, 0, 0, 3], "from n3's MAC");
+    assert_eq!(&arp[20..22], &[0, 2], "ARP reply");
+    let pcap = dir.path().join("n3-out.pcap");
+    if let Some(n) = tshark_problems(&pcap) {
+        assert_eq!(n, 0, "tshark found problems in our replies");
+    }
+    if let Some(rows) = tshark_fields(
+        &pcap,
+        "arp.opcode == 2",
+        &["arp.src.proto_ipv4", "arp.src.hw_mac", "arp.dst.proto_ipv4"],
+    ) {
+        assert!(!rows.is_empty());
+        assert_eq!(rows[0], ["192.0.2.1", "02:00:00:00:00:03", "192.0.2.10"]);
+    }
+    if let Some(rows) = tshark_fields(
+        &pcap,
+        "icmpv6.type == 136 && icmpv6.checksum.status == 1",
+        &[
+            "ipv6.src",
+            "ipv6.dst",
+            "ipv6.hlim",
+            "icmpv6.nd.na.target_address",
+            "icmpv6.nd.na.flag.s",
+            "icmpv6.opt.linkaddr",
+        ],
+    ) {
+        assert!(
+            !rows.is_empty(),
+            "a Neighbour Advertisement with a good checksum"
+        );
+        assert_eq!(
+            rows[0],
+            [
+                "2001:db8:3::1",
+                "2001:db8:3::10",
+                "255",
+                "2001:db8:3::1",
+                "1",
+                "02:00:00:00:00:03"
+            ]
+        );
+    }
+}
