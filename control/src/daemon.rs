@@ -249,7 +249,17 @@ where
                 },
                 &rcfg,
             )?;
-            upf = Some(u.start_control(section)?);
+            let end_markers = crate::upf::InjectEndMarkers {
+                builder: crate::end_marker::EndMarkerBuilder {
+                    n3_v4: section.n3_v4(),
+                    n3_v6: section.n3_v6(),
+                    // The routes at start; a SIGHUP reload does not reach End Markers.
+                    routes: RouteTable::from_routes(&cfg.parsed_routes()?),
+                    macs: macs.clone(),
+                },
+                injector: running.injector(),
+            };
+            upf = Some(u.start_control(section, Some(Box::new(end_markers)))?);
             running
         }
         PipelineConfig::Xconnect { pairs } => {

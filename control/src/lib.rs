@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod daemon;
+pub mod end_marker;
 pub mod metrics;
 pub mod n4;
 pub mod neighbour;
