@@ -114,7 +114,8 @@ fn injected_frames_leave_the_chosen_port_byte_identical_and_in_order() {
     run.request_stop();
     let total = run.join();
     assert_eq!(total.injected, 11);
-    assert_eq!(total.tx_pkts, vec![1, 10]);
+    // Not forwarded packets: `tx_pkts` accounts for received ones only.
+    assert_eq!(total.tx_pkts, vec![0, 0]);
     assert_eq!(total.drops[Reasons::INJECT_FAILED.0 as usize], 0);
     assert_eq!(total.total_drops(), 0);
     // After the workers stopped, injection says so.
@@ -218,7 +219,7 @@ fn injected_frame_goes_out_of_a_dpdk_net_ring_port_byte_identical() {
     let total = run.join();
     assert_eq!(got, sent, "looped back byte-identical and in order");
     assert_eq!(total.injected, 3);
-    assert_eq!(total.tx_pkts, vec![3]);
+    assert_eq!(total.tx_pkts, vec![0]);
     assert_eq!(total.rx_pkts, vec![3]);
     assert_eq!(total.total_drops(), 0);
 }

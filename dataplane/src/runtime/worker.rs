@@ -464,11 +464,9 @@ impl<I: WorkerIo> Worker<I> {
                 }
             }
             self.inject_burst.push(b);
+            // Counted apart from `tx_pkts`, which stays the fate of received packets.
             if self.io.tx_burst(f.port, q, &mut self.inject_burst) == 1 {
                 self.counters.injected += 1;
-                if let Some(c) = self.counters.tx_pkts.get_mut(usize::from(f.port)) {
-                    *c += 1;
-                }
             } else {
                 self.count_drop(Reasons::INJECT_FAILED.0);
             }
