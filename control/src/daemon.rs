@@ -163,6 +163,25 @@ fn reload_routes(running_cfg: &Config, opts: &RunOptions, routes: &Publisher<Rou
     }
 }
 
+/// Answer an ARP request / Neighbour Solicitation on the port it came in on, through the
+/// worker that received it, and log what was learnt.
+fn on_neighbour_frame(
+    nb: &mut crate::neighbour::Responder,
+    injector: &runtime::Injector,
+    t0: Instant,
+    p: &runtime::ControlPacket,
+) {
+    let o = nb.handle(t0.elapsed().as_nanos() as u64, p.port, &p.data);
+    if let Some((ip, mac)) = o.learned {
+        tracing::info!(%ip, %mac, port = p.port, "neighbour learnt");
+    }
+    if let Some(reply) = o.reply {
+        if let Err(e) = injector.inject(p.worker, p.port, &reply) {
+            tracing::warn!(%e, port = p.port, "neighbour reply not sent");
+        }
+    }
+}
+
 fn spec(cfg: &Config, w: usize, rx_queues: Vec<(PortId, u16)>) -> WorkerSpec {
     WorkerSpec {
         id: w,
@@ -230,7 +249,17 @@ where
                 },
                 &rcfg,
             )?;
-            upf = Some(u.start_control(section)?);
+            let end_markers = crate::upf::InjectEndMarkers {
+                builder: crate::end_marker::EndMarkerBuilder {
+                    n3_v4: section.n3_v4(),
+                    n3_v6: section.n3_v6(),
+                    // The routes at start; a SIGHUP reload does not reach End Markers.
+                    routes: RouteTable::from_routes(&cfg.parsed_routes()?),
+                    macs: macs.clone(),
+                },
+                injector: running.injector(),
+            };
+            upf = Some(u.start_control(section, Some(Box::new(end_markers)))?);
             running
         }
         PipelineConfig::Xconnect { pairs } => {
@@ -262,14 +291,23 @@ where
         )?,
     };
     tracing::info!(workers = rcfg.workers.len(), stages = ?running.stage_names(), "workers started");
+    // ARP / ND for the UPF's local addresses, answered through the workers' tx queues.
+    let injector = running.injector();
+    let mut neighbours = cfg.upf.as_ref().filter(|_| upf.is_some()).map(|s| {
+        let addrs: Vec<_> = s.n3.iter().chain(&s.n6).copied().collect();
+        crate::neighbour::Responder::new(&addrs, macs.clone())
+    });
     let stop = running.stop_flag();
     let mut last_stats = Instant::now();
     let mut control_pkts = 0u64;
     while !running.finished() {
-        // Exception packets: counted here; ARP/ND answering lands with the UPF's exception path.
+        // Exception packets: ARP / ND answered and learnt, buffered downlink reported.
         while let Ok(p) = running.control_rx().recv_timeout(Duration::from_millis(50)) {
             control_pkts += 1;
             tracing::debug!(port = p.port, len = p.len, "exception packet");
+            if let Some(nb) = neighbours.as_mut().filter(|_| p.len == p.data.len()) {
+                on_neighbour_frame(nb, &injector, t0, &p);
+            }
             if let Some(u) = &upf {
                 u.on_control_packet(&p);
             }
@@ -318,6 +356,17 @@ where
         .map(|p| backend.port_stats(p as PortId))
         .collect();
     tracing::debug!(control_pkts, "control thread done");
+    if let Some(nb) = &neighbours {
+        let s = nb.stats();
+        tracing::info!(
+            arp_replies = s.arp_replies_sent,
+            neighbour_adverts = s.na_sent,
+            learned = s.learned,
+            neighbours = nb.table().len(),
+            malformed = s.malformed,
+            "neighbour responder"
+        );
+    }
     drop(backend);
     let mut summary = Summary::new(seconds, nworkers, &stages, &ports, &stats, &total, &reasons);
     if let Some(u) = upf {

@@ -2,7 +2,9 @@
 
 pub mod config;
 pub mod daemon;
+pub mod end_marker;
 pub mod metrics;
 pub mod n4;
+pub mod neighbour;
 pub mod summary;
 pub mod upf;

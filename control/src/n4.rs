@@ -7,10 +7,22 @@
 //! responses, so an SMF that sees "Request accepted" can rely on the rules being in the
 //! workers' next batch. Then run the node's timers (heartbeats, report retransmissions).
 //! Workers never wait for any of this: they pick the new snapshot up with one atomic load.
+//!
+//! End Markers (SNDEM, TS 29.244 section 5.2.2.3): the node's `Event::EndMarker`s of a
+//! burst are sent by the [`EndMarkerSink`] after the burst's snapshot is published and seen
+//! by every worker, and before the responses. Why after: until the publish the old rules are
+//! in force, and a worker keeps sending G-PDUs down the old tunnel; an End Marker injected
+//! before it could be followed by more of them, and the gNB would drop those (TS 29.281
+//! section 7.3.2: the End Marker is the last packet on the old path). Once every worker has
+//! picked the new snapshot up, each has flushed every packet it forwarded under the old
+//! rules to its tx queue (`flush_tx` runs after every batch), so an End Marker sent now
+//! follows them. (Packets held in an egress scheduler's queues are the exception: the
+//! injected frame bypasses them.)
 
 use crossbeam_channel::{Receiver, Sender};
 use peregrine_n4::usage::{Usage, UsageSource};
 use peregrine_n4::{Event, N4Stats, Node, NodeConfig, Output, Reject, Session};
+use peregrine_pfcp::ie::OuterHeaderCreation;
 use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
@@ -48,6 +60,13 @@ pub trait SessionRules: Send {
     fn quota_exhausted(&mut self, s: &Session, urr_id: u32);
 }
 
+/// Sends the GTP-U End Marker down a tunnel the SMF moved away from (see the module docs).
+pub trait EndMarkerSink: Send {
+    /// Send an End Marker for the tunnel `old` of FAR `far_id` of session `seid`; false if
+    /// it could not be sent (logged by the sink).
+    fn send(&mut self, seid: u64, far_id: u32, old: &OuterHeaderCreation) -> bool;
+}
+
 /// Requests from other threads to the N4 thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum N4Command {
@@ -77,6 +96,9 @@ pub struct N4Counts {
     /// Sessions the node accepted but the compiler refused.
     pub compile_rejects: u64,
     pub publishes: u64,
+    /// GTP-U End Markers sent for SNDEM, and those that could not be.
+    pub end_markers_sent: u64,
+    pub end_markers_failed: u64,
 }
 
 /// What the endpoint has done, for logs, the summary and Prometheus.
@@ -115,8 +137,17 @@ pub struct N4Endpoint {
 }
 
 impl N4Endpoint {
-    /// Bind the sockets and start the thread.
+    /// Bind the sockets and start the thread (End Markers are not sent).
     pub fn start<R: SessionRules + 'static>(cfg: N4Config, rules: R) -> std::io::Result<Self> {
+        Self::start_with(cfg, rules, None)
+    }
+
+    /// [`start`](Self::start), with a sink for the End Markers SNDEM asks for.
+    pub fn start_with<R: SessionRules + 'static>(
+        cfg: N4Config,
+        rules: R,
+        end_markers: Option<Box<dyn EndMarkerSink>>,
+    ) -> std::io::Result<Self> {
         if cfg.listen.is_empty() {
             return Err(std::io::Error::new(
                 ErrorKind::InvalidInput,
@@ -147,6 +178,8 @@ impl N4Endpoint {
             counts: N4Counts::default(),
             latency: Vec::new(),
             pending: Vec::new(),
+            end_marker_sink: end_markers,
+            end_markers: Vec::new(),
             dirty: false,
             epoch: Instant::now(),
         };
@@ -215,6 +248,9 @@ struct Loop<R> {
     latency: Vec<u32>,
     /// Responses held until the burst's rules are published: (socket, to, bytes).
     pending: Vec<(usize, SocketAddr, Vec<u8>)>,
+    end_marker_sink: Option<Box<dyn EndMarkerSink>>,
+    /// End Markers held until the burst's rules are published: (SEID, FAR ID, old tunnel).
+    end_markers: Vec<(u64, u32, OuterHeaderCreation)>,
     dirty: bool,
     epoch: Instant,
 }
@@ -366,6 +402,8 @@ impl<R: SessionRules> Loop<R> {
                     Ok(()) => self.dirty = true,
                     Err(r) => {
                         self.counts.compile_rejects += 1;
+                        // The old rules stay in force: no End Marker for this session.
+                        self.end_markers.retain(|e| e.0 != seid);
                         tracing::error!(
                             seid,
                             cause = r.cause,
@@ -387,6 +425,7 @@ impl<R: SessionRules> Loop<R> {
                     self.dirty = true;
                 }
             }
+            Event::EndMarker { seid, far_id, old } => self.end_markers.push((seid, far_id, old)),
             Event::ReportTimedOut { seid, seq } => {
                 tracing::warn!(seid, seq, "Session Report Request unanswered")
             }
@@ -397,14 +436,31 @@ impl<R: SessionRules> Loop<R> {
         }
     }
 
-    /// Publish the burst's rules, then send its responses, then share the status.
+    /// Publish the burst's rules, then send its End Markers and responses, then share the
+    /// status.
     fn finish_burst(&mut self) {
         if self.dirty {
             self.dirty = false;
             self.counts.publishes += 1;
-            if let Some(d) = self.rules.publish() {
-                self.latency
-                    .push(d.as_micros().min(u128::from(u32::MAX)) as u32);
+            match self.rules.publish() {
+                Some(d) => self
+                    .latency
+                    .push(d.as_micros().min(u128::from(u32::MAX)) as u32),
+                None if !self.end_markers.is_empty() => tracing::warn!(
+                    "rules not yet seen by every worker; End Markers may precede old-path packets"
+                ),
+                None => {}
+            }
+        }
+        for (seid, far_id, old) in self.end_markers.drain(..) {
+            let sent = self
+                .end_marker_sink
+                .as_mut()
+                .is_some_and(|s| s.send(seid, far_id, &old));
+            if sent {
+                self.counts.end_markers_sent += 1;
+            } else {
+                self.counts.end_markers_failed += 1;
             }
         }
         for (s, to, bytes) in self.pending.drain(..) {

@@ -27,6 +27,9 @@ pub struct Summary {
     pub packets_in: u64,
     pub packets_out: u64,
     pub to_control: u64,
+    /// Frames the control side sent through the workers (ARP / ND replies, End Markers),
+    /// not part of `packets_out`.
+    pub injected: u64,
     pub dropped: u64,
     pub ports: Vec<PortSummary>,
     /// Every registered reason, zero or not, in registration order.
@@ -53,6 +56,7 @@ impl Summary {
             packets_in: c.total_rx(),
             packets_out: c.total_tx(),
             to_control: c.to_control,
+            injected: c.injected,
             dropped: c.total_drops(),
             ports: ports
                 .iter()
@@ -114,6 +118,9 @@ impl Summary {
             "packets: in {}, out {}, to control {}, dropped {}",
             self.packets_in, self.packets_out, self.to_control, self.dropped
         );
+        if self.injected > 0 {
+            let _ = writeln!(s, "injected by control: {}", self.injected);
+        }
         let _ = writeln!(s, "dropped by reason:");
         let mut any = false;
         for (name, n) in &self.drops {

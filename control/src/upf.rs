@@ -455,6 +455,40 @@ impl SessionRules for DaemonRules {
     }
 }
 
+/// End Markers built from the route table and sent through worker 0's tx queue.
+#[derive(Debug)]
+pub struct InjectEndMarkers {
+    pub builder: crate::end_marker::EndMarkerBuilder,
+    pub injector: peregrine_dataplane::runtime::Injector,
+}
+
+impl crate::n4::EndMarkerSink for InjectEndMarkers {
+    fn send(
+        &mut self,
+        seid: u64,
+        far_id: u32,
+        old: &peregrine_pfcp::ie::OuterHeaderCreation,
+    ) -> bool {
+        let (port, frame) = match self.builder.frame(old) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(seid, far_id, %e, "End Marker not built");
+                return false;
+            }
+        };
+        match self.injector.inject(0, port, &frame) {
+            Ok(()) => {
+                tracing::info!(seid, far_id, teid = ?old.teid, peer = ?old.ipv4.map(IpAddr::V4).or(old.ipv6.map(IpAddr::V6)), "End Marker sent on the old tunnel");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(seid, far_id, %e, "End Marker not sent");
+                false
+            }
+        }
+    }
+}
+
 /// Per-QFI counters summed over workers, both directions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QfiTotals {
@@ -918,8 +952,13 @@ impl UpfRuntime {
         }
     }
 
-    /// Start N4 and the metrics endpoint once the workers run.
-    pub fn start_control(mut self, s: &UpfSection) -> Result<UpfRuntime, crate::daemon::RunError> {
+    /// Start N4 and the metrics endpoint once the workers run; End Markers for SNDEM go out
+    /// through `end_markers`, if given.
+    pub fn start_control(
+        mut self,
+        s: &UpfSection,
+        end_markers: Option<Box<dyn crate::n4::EndMarkerSink>>,
+    ) -> Result<UpfRuntime, crate::daemon::RunError> {
         if !s.pfcp.is_empty() {
             let compiler = self.compiler.take().expect("compiler moves to N4 once");
             let rts = crate::upf::ntp_now();
@@ -928,13 +967,14 @@ impl UpfRuntime {
             node.max_sessions = s.max_sessions;
             node.heartbeat_interval = Duration::from_secs(s.heartbeat_interval_s);
             let rules = DaemonRules::new(compiler, self.publisher.clone(), self.stats.clone());
-            let ep = crate::n4::N4Endpoint::start(
+            let ep = crate::n4::N4Endpoint::start_with(
                 crate::n4::N4Config {
                     listen: s.pfcp.clone(),
                     node,
                     usage_interval: Duration::from_millis(s.usage_interval_ms),
                 },
                 rules,
+                end_markers,
             )?;
             tracing::info!(listen = ?ep.local_addrs(), "PFCP N4 endpoint up");
             self.n4 = Some(ep);

@@ -48,8 +48,8 @@ use std::time::Duration;
 
 use peregrine_pfcp::cause;
 use peregrine_pfcp::ie::{
-    apply_action, ie_type as t, report_type, usage_report_trigger as urt, Bitmap, FSeid,
-    FailedRuleId, Grouped, Ie, NodeId,
+    apply_action, ie_type as t, report_type, smreq_flags, usage_report_trigger as urt, Bitmap,
+    FSeid, FailedRuleId, Grouped, Ie, NodeId, OuterHeaderCreation,
 };
 use peregrine_pfcp::message::{
     msg_type as mt, AssociationRequest, AssociationResponse, Heartbeat,
@@ -170,6 +170,15 @@ pub enum Event {
     QuotaExhausted {
         seid: u64,
         urr_id: u32,
+    },
+    /// A Session Modification moved a FAR's GTP-U tunnel (new Outer Header Creation) with
+    /// SNDEM set in its Update Forwarding Parameters (sections 5.2.2.3 and 8.2.58): send a
+    /// GTP-U End Marker (TS 29.281 section 7.3.2) down the old tunnel `old` once the new rules
+    /// are in force. Emitted before the `SessionModified` of the same request.
+    EndMarker {
+        seid: u64,
+        far_id: u32,
+        old: OuterHeaderCreation,
     },
     /// A Session Report Request went unanswered after N1 retransmissions.
     ReportTimedOut {
@@ -1364,6 +1373,7 @@ impl Node {
             .filter(|id| cur.urrs.contains_key(id))
             .collect();
         let queried: Vec<u32> = ids_of(&r.query_urr, t::URR_ID).collect();
+        let sndem = sndem_tunnels(cur, &r.update_far);
         let result = s
             .apply(&edits, &mut alloc)
             .and_then(|()| self.check_teids(&s))
@@ -1406,6 +1416,18 @@ impl Node {
                     urt::IMMER,
                     usage,
                 ));
+                if let Some(now) = self.sessions.get(&seid) {
+                    for (far_id, old) in sndem {
+                        let new = now
+                            .fars
+                            .get(&far_id)
+                            .and_then(|f| f.forwarding.as_ref())
+                            .and_then(|f| f.outer_header_creation);
+                        if new != Some(old) {
+                            out.push(Output::Event(Event::EndMarker { seid, far_id, old }));
+                        }
+                    }
+                }
                 out.push(Output::Event(Event::SessionModified { seid }));
                 (
                     hdr,
@@ -1465,6 +1487,33 @@ fn ids_of(gs: &[Grouped], ie: u16) -> impl Iterator<Item = u32> + '_ {
         Some(Ie::UrrId(x) | Ie::FarId(x)) => Some(*x),
         _ => None,
     })
+}
+
+/// The FARs of `cur` whose Update FAR carries Update Forwarding Parameters with SNDEM set
+/// (section 8.2.58) and an Outer Header Creation, with their current GTP-U tunnel (section
+/// 5.2.2.3: End Marker packets go to the old tunnel when the SMF switches the path).
+fn sndem_tunnels(cur: &Session, update_far: &[Grouped]) -> Vec<(u32, OuterHeaderCreation)> {
+    update_far
+        .iter()
+        .filter_map(|g| {
+            let id = g.far_id()?;
+            let u = g.group(t::UPDATE_FORWARDING_PARAMETERS)?;
+            let sndem = u
+                .ies
+                .iter()
+                .any(|i| matches!(i, Ie::PfcpsmReqFlags(f) if f.contains(smreq_flags::SNDEM)));
+            if !sndem || u.get(t::OUTER_HEADER_CREATION).is_none() {
+                return None;
+            }
+            let old = cur
+                .fars
+                .get(&id)?
+                .forwarding
+                .as_ref()?
+                .outer_header_creation?;
+            old.teid.is_some().then_some((id, old))
+        })
+        .collect()
 }
 
 #[cfg(test)]

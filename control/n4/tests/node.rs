@@ -444,6 +444,87 @@ fn modification_create_update_remove() {
     assert_eq!(fp.destination_interface, 0);
 }
 
+/// A path switch with SNDEM (TS 29.244 sections 5.2.2.3 and 8.2.58): Update Forwarding
+/// Parameters with a new Outer Header Creation and PFCPSMReq-Flags SNDEM make the node ask
+/// for an End Marker down the old tunnel, before `SessionModified`; without SNDEM, or with
+/// the tunnel unchanged, or when the request is rejected, it does not.
+#[test]
+fn sndem_with_a_new_tunnel_asks_for_an_end_marker_on_the_old_one() {
+    use peregrine_pfcp::ie::{ohc, smreq_flags, OuterHeaderCreation};
+    let (mut n, seid) = with_session();
+    let tunnel = |teid: u32| OuterHeaderCreation {
+        description: ohc::GTPU_UDP_IPV4,
+        teid: Some(teid),
+        ipv4: Some(GNB),
+        ..Default::default()
+    };
+    let switch = |far: u32, teid: u32, flags: Option<u64>| {
+        let mut ufp = vec![Ie::OuterHeaderCreation(tunnel(teid))];
+        ufp.extend(flags.map(|f| Ie::PfcpsmReqFlags(Bitmap(f))));
+        SessionModificationRequest {
+            update_far: vec![g(
+                t::UPDATE_FAR,
+                vec![
+                    Ie::FarId(far),
+                    Ie::Grouped(g(t::UPDATE_FORWARDING_PARAMETERS, ufp)),
+                ],
+            )],
+            ..Default::default()
+        }
+    };
+    // 0x100 -> 0x200 with SNDEM: End Marker for TEID 0x100 at the gNB.
+    let out = n.handle(
+        0,
+        smf(),
+        &modify_bytes(20, seid, switch(2, 0x200, Some(smreq_flags::SNDEM))),
+    );
+    assert_eq!(sess_resp(&out).cause, 1);
+    assert_eq!(
+        events(&out),
+        vec![
+            Event::EndMarker {
+                seid,
+                far_id: 2,
+                old: tunnel(0x100)
+            },
+            Event::SessionModified { seid }
+        ]
+    );
+    // 0x200 -> 0x300 without SNDEM (DROBU only): no End Marker.
+    let out = n.handle(
+        0,
+        smf(),
+        &modify_bytes(21, seid, switch(2, 0x300, Some(smreq_flags::DROBU))),
+    );
+    assert_eq!(events(&out), vec![Event::SessionModified { seid }]);
+    let out = n.handle(0, smf(), &modify_bytes(22, seid, switch(2, 0x301, None)));
+    assert_eq!(events(&out), vec![Event::SessionModified { seid }]);
+    // Same tunnel again with SNDEM: nothing moved, no End Marker.
+    let out = n.handle(
+        0,
+        smf(),
+        &modify_bytes(23, seid, switch(2, 0x301, Some(smreq_flags::SNDEM))),
+    );
+    assert_eq!(events(&out), vec![Event::SessionModified { seid }]);
+    // FAR 1 (N6, no tunnel) gains one with SNDEM: there is no old tunnel to end.
+    let out = n.handle(
+        0,
+        smf(),
+        &modify_bytes(24, seid, switch(1, 0x400, Some(smreq_flags::SNDEM))),
+    );
+    assert_eq!(events(&out), vec![Event::SessionModified { seid }]);
+    // A rejected request (unknown FAR 9 beside the switch) changes nothing and says nothing.
+    let mut bad = switch(2, 0x500, Some(smreq_flags::SNDEM));
+    bad.update_far.push(g(t::UPDATE_FAR, vec![Ie::FarId(9)]));
+    expect_rejected(
+        &mut n,
+        &modify_bytes(25, seid, bad),
+        cause::RULE_CREATION_MODIFICATION_FAILURE,
+        Some(t::FAR_ID),
+    );
+    n.check_consistency().unwrap();
+}
+
 #[test]
 fn modification_rejections_leave_state_unchanged() {
     let (mut n, seid) = with_session();

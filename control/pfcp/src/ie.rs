@@ -71,6 +71,8 @@ pub mod ie_type {
     pub const DESTINATION_INTERFACE: u16 = 42;
     pub const UP_FUNCTION_FEATURES: u16 = 43;
     pub const APPLY_ACTION: u16 = 44;
+    /// PFCPSMReq-Flags (section 8.2.58).
+    pub const PFCPSMREQ_FLAGS: u16 = 49;
     pub const PDR_ID: u16 = 56;
     pub const F_SEID: u16 = 57;
     pub const NODE_ID: u16 = 60;
@@ -254,6 +256,16 @@ pub mod apply_action {
     pub const BUFF: u64 = 0x04;
     pub const NOCP: u64 = 0x08;
     pub const DUPL: u64 = 0x10;
+}
+
+/// PFCPSMReq-Flags bits (section 8.2.58).
+pub mod smreq_flags {
+    /// Drop Buffered Packets.
+    pub const DROBU: u64 = 0x01;
+    /// Send End Marker Packets (in Update Forwarding Parameters, section 5.2.2.3).
+    pub const SNDEM: u64 = 0x02;
+    /// Query All URRs.
+    pub const QAURR: u64 = 0x04;
 }
 
 /// Report Type bits (section 8.2.21).
@@ -574,6 +586,8 @@ pub enum Ie {
     DestinationInterface(u8),
     UpFunctionFeatures(Bitmap),
     ApplyAction(Bitmap),
+    /// PFCPSMReq-Flags (section 8.2.58), see [`smreq_flags`].
+    PfcpsmReqFlags(Bitmap),
     PdrId(u16),
     FSeid(FSeid),
     NodeId(NodeId),
@@ -808,6 +822,7 @@ impl Ie {
             Ie::DestinationInterface(_) => t::DESTINATION_INTERFACE,
             Ie::UpFunctionFeatures(_) => t::UP_FUNCTION_FEATURES,
             Ie::ApplyAction(_) => t::APPLY_ACTION,
+            Ie::PfcpsmReqFlags(_) => t::PFCPSMREQ_FLAGS,
             Ie::PdrId(_) => t::PDR_ID,
             Ie::FSeid(_) => t::F_SEID,
             Ie::NodeId(_) => t::NODE_ID,
@@ -884,6 +899,7 @@ impl Ie {
             t::REPORT_TYPE => parse_bitmap(v).map(Ie::ReportType),
             t::UP_FUNCTION_FEATURES => parse_bitmap(v).map(Ie::UpFunctionFeatures),
             t::APPLY_ACTION => parse_bitmap(v).map(Ie::ApplyAction),
+            t::PFCPSMREQ_FLAGS => parse_bitmap(v).map(Ie::PfcpsmReqFlags),
             t::MEASUREMENT_METHOD => parse_bitmap(v).map(Ie::MeasurementMethod),
             t::USAGE_REPORT_TRIGGER => parse_bitmap(v).map(Ie::UsageReportTrigger),
             t::OFFENDING_IE => r.u16().map(Ie::OffendingIe),
@@ -1050,6 +1066,7 @@ impl Ie {
             Ie::ReportingTriggers(b) | Ie::UsageReportTrigger(b) => emit_bitmap(out, *b, 3),
             Ie::UpFunctionFeatures(b) => emit_bitmap(out, *b, 6),
             Ie::ApplyAction(b) => emit_bitmap(out, *b, 2),
+            Ie::PfcpsmReqFlags(b) => emit_bitmap(out, *b, 1),
             Ie::ReportType(b) | Ie::MeasurementMethod(b) => emit_bitmap(out, *b, 1),
             Ie::OffendingIe(x) | Ie::PdrId(x) => put_be(out, *x as u64, 2),
             Ie::FSeid(f) => {

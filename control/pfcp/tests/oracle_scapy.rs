@@ -45,6 +45,7 @@ fn ie_json(ie: &Ie) -> Value {
         | Ie::ReportType(b)
         | Ie::UpFunctionFeatures(b)
         | Ie::ApplyAction(b)
+        | Ie::PfcpsmReqFlags(b)
         | Ie::MeasurementMethod(b)
         | Ie::UsageReportTrigger(b) => json!(b.0),
         Ie::FTeid(FTeid::Assigned { teid, ipv4, ipv6 }) => {

@@ -16,6 +16,8 @@ pub struct Counters {
     pub tx_pkts: Vec<u64>,
     pub drops: Vec<u64>,
     pub to_control: u64,
+    /// Frames the control side injected that this worker sent (see `worker::Injector`).
+    pub injected: u64,
     pub bursts: u64,
     pub idle_polls: u64,
     /// One entry per port with an egress scheduler, in port order.
@@ -46,6 +48,7 @@ impl Counters {
         add_vec(&mut self.tx_pkts, &other.tx_pkts);
         add_vec(&mut self.drops, &other.drops);
         self.to_control += other.to_control;
+        self.injected += other.injected;
         self.bursts += other.bursts;
         self.idle_polls += other.idle_polls;
         for e in &other.egress {
@@ -85,6 +88,7 @@ pub struct SharedCounters {
     tx_pkts: Vec<AtomicU64>,
     drops: Vec<AtomicU64>,
     to_control: AtomicU64,
+    injected: AtomicU64,
     bursts: AtomicU64,
     idle_polls: AtomicU64,
     /// Scheduled ports, and their [`QidCounters`] flattened: port-major, then QID, then word.
@@ -110,6 +114,7 @@ impl SharedCounters {
             tx_pkts: atomics(ports),
             drops: atomics(reasons),
             to_control: AtomicU64::new(0),
+            injected: AtomicU64::new(0),
             bursts: AtomicU64::new(0),
             idle_polls: AtomicU64::new(0),
         }
@@ -126,6 +131,7 @@ impl SharedCounters {
         st(&self.tx_pkts, &c.tx_pkts);
         st(&self.drops, &c.drops);
         self.to_control.store(c.to_control, Ordering::Relaxed);
+        self.injected.store(c.injected, Ordering::Relaxed);
         self.bursts.store(c.bursts, Ordering::Relaxed);
         self.idle_polls.store(c.idle_polls, Ordering::Relaxed);
         let words = c
@@ -145,6 +151,7 @@ impl SharedCounters {
             tx_pkts: ld(&self.tx_pkts),
             drops: ld(&self.drops),
             to_control: self.to_control.load(Ordering::Relaxed),
+            injected: self.injected.load(Ordering::Relaxed),
             bursts: self.bursts.load(Ordering::Relaxed),
             idle_polls: self.idle_polls.load(Ordering::Relaxed),
             egress: self

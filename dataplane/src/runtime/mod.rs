@@ -15,4 +15,7 @@ pub use egress::{EgressConfig, EgressConfigError};
 pub use reason::{DropReason, Reasons};
 pub use snapshot::{Publisher, Reader};
 pub use stage::{Context, Pipeline, PipelineFactory, Stage};
-pub use worker::{start, ControlPacket, Running, RuntimeConfig, WorkerSpec};
+pub use worker::{
+    start, ControlPacket, InjectError, InjectFrame, Injector, Running, RuntimeConfig, WorkerSpec,
+    INJECT_MAX,
+};

@@ -24,6 +24,9 @@ impl Reasons {
     pub const BAD_TX_PORT: DropReason = DropReason(3);
     /// The packet's egress queue (per-port scheduler, 8 QIDs) was full: a tail drop.
     pub const EGRESS_QUEUE_FULL: DropReason = DropReason(4);
+    /// A frame injected by the control side could not be sent: no buffer in the worker's
+    /// pool, or the port's tx queue did not take it.
+    pub const INJECT_FAILED: DropReason = DropReason(5);
 
     pub fn new() -> Reasons {
         Reasons {
@@ -33,6 +36,7 @@ impl Reasons {
                 "control_queue_full",
                 "bad_tx_port",
                 "egress_queue_full",
+                "inject_failed",
             ],
         }
     }
@@ -88,6 +92,7 @@ mod tests {
         assert_eq!(r.name(Reasons::TX_FULL), "tx_full");
         assert_eq!(r.name(Reasons::EGRESS_QUEUE_FULL), "egress_queue_full");
         assert_eq!(r.register("egress_queue_full"), Reasons::EGRESS_QUEUE_FULL);
+        assert_eq!(r.name(Reasons::INJECT_FAILED), "inject_failed");
         assert_eq!(r.name(DropReason(999)), "unknown");
     }
 }

@@ -9,6 +9,12 @@
 //! packets per QID in the worker's own `qos::Scheduler`; the worker dequeues a burst per
 //! such port after every batch and on idle polls (so a shaper drains without new traffic),
 //! and at stop sends whatever is still queued, shaper or not.
+//!
+//! The control side sends frames of its own (ARP/ND replies, GTP-U End Markers) through an
+//! [`Injector`]: one bounded channel per worker of fixed-size frames, allocated when the
+//! channel is made. A worker looks at its channel once per poll (`is_empty`, two relaxed
+//! loads when nothing is pending), and only then copies the frames into buffers of its own
+//! pool and sends them on its own tx queue, so injection needs no lock on any port.
 
 use super::batch::{Action, Batch};
 use super::counters::{Counters, EgressCounters, SharedCounters};
@@ -37,6 +43,71 @@ pub struct ControlPacket {
     /// Original length; `data` holds at most [`CONTROL_SNAP`] bytes of it.
     pub len: usize,
     pub data: ArrayVec<u8, CONTROL_SNAP>,
+}
+
+/// Largest frame the control side can inject (the data room of a default buffer).
+pub const INJECT_MAX: usize = crate::buffer::DEFAULT_DATA_ROOM;
+
+/// Frames a worker's injection channel holds.
+pub const INJECT_QUEUE: usize = 256;
+
+/// A frame on its way from the control side to a worker's tx queue.
+#[derive(Debug, Clone)]
+pub struct InjectFrame {
+    pub port: PortId,
+    pub data: ArrayVec<u8, INJECT_MAX>,
+}
+
+/// Why [`Injector::inject`] refused a frame. A frame accepted here can still fail in the
+/// worker (no buffer, port full): that is counted as the drop reason `inject_failed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum InjectError {
+    #[error("no worker {0}")]
+    NoSuchWorker(usize),
+    #[error("no port {0}")]
+    NoSuchPort(PortId),
+    #[error("frame of {0} bytes: empty or longer than {INJECT_MAX}")]
+    BadLength(usize),
+    #[error("the worker's injection queue is full")]
+    QueueFull,
+    #[error("the worker has stopped")]
+    Stopped,
+}
+
+/// The control side's handle for sending frames out of a port through a worker.
+#[derive(Debug, Clone)]
+pub struct Injector {
+    workers: Arc<[Sender<InjectFrame>]>,
+    ports: usize,
+}
+
+impl Injector {
+    /// Queue `bytes` (a whole Ethernet frame) to be sent on `port` by `worker`, on that
+    /// worker's tx queue. Never blocks. Frames injected through one worker go out in order,
+    /// after whatever that worker had already queued for the port (see `Worker::inject`).
+    pub fn inject(&self, worker: usize, port: PortId, bytes: &[u8]) -> Result<(), InjectError> {
+        let tx = self
+            .workers
+            .get(worker)
+            .ok_or(InjectError::NoSuchWorker(worker))?;
+        if usize::from(port) >= self.ports {
+            return Err(InjectError::NoSuchPort(port));
+        }
+        let mut data = ArrayVec::new();
+        if bytes.is_empty() || data.try_extend_from_slice(bytes).is_err() {
+            return Err(InjectError::BadLength(bytes.len()));
+        }
+        tx.try_send(InjectFrame { port, data })
+            .map_err(|e| match e {
+                TrySendError::Full(_) => InjectError::QueueFull,
+                TrySendError::Disconnected(_) => InjectError::Stopped,
+            })
+    }
+
+    /// How many workers frames can be injected through.
+    pub fn workers(&self) -> usize {
+        self.workers.len()
+    }
 }
 
 /// Which queues a worker polls and where it runs.
@@ -90,6 +161,10 @@ struct Worker<I: WorkerIo> {
     /// Some `txq` holds packets (set by the slow dispatch path).
     tx_pending: bool,
     control: Sender<ControlPacket>,
+    /// Frames from the [`Injector`].
+    inject_rx: Receiver<InjectFrame>,
+    /// One injected frame on its way to `tx_burst` (kept here: no per-call stack array).
+    inject_burst: Burst<I::Buf>,
     stop: Arc<AtomicBool>,
     epoch: Instant,
     burst: usize,
@@ -138,6 +213,10 @@ impl<I: WorkerIo> Worker<I> {
                 }
                 self.flush_tx();
                 debug_assert!(batch.pkts.is_empty());
+            }
+            // Empty on the busy path: a check of the channel's head and tail, nothing more.
+            if !self.inject_rx.is_empty() {
+                self.inject();
             }
             polls += 1;
             if got == 0 {
@@ -359,6 +438,41 @@ impl<I: WorkerIo> Worker<I> {
         }
     }
 
+    /// Send what the control side injected. Our own tx queues are flushed first, so a frame
+    /// injected after the rules that stopped a flow were published leaves after every packet
+    /// of that flow this worker already handled (the End Marker ordering, TS 29.281 section
+    /// 7.3.2). Frames go straight to the driver: a port's egress scheduler is bypassed.
+    #[cold]
+    #[inline(never)]
+    fn inject(&mut self) {
+        self.flush_tx();
+        let q = self.spec.tx_queue;
+        for _ in 0..INJECT_QUEUE {
+            let Ok(f) = self.inject_rx.try_recv() else {
+                break;
+            };
+            let Some(mut b) = self.io.alloc() else {
+                self.count_drop(Reasons::INJECT_FAILED.0);
+                continue;
+            };
+            match b.append(f.data.len()) {
+                Ok(room) => room.copy_from_slice(&f.data),
+                Err(_) => {
+                    self.io.release(b);
+                    self.count_drop(Reasons::INJECT_FAILED.0);
+                    continue;
+                }
+            }
+            self.inject_burst.push(b);
+            // Counted apart from `tx_pkts`, which stays the fate of received packets.
+            if self.io.tx_burst(f.port, q, &mut self.inject_burst) == 1 {
+                self.counters.injected += 1;
+            } else {
+                self.count_drop(Reasons::INJECT_FAILED.0);
+            }
+        }
+    }
+
     #[inline]
     fn flush_tx(&mut self) {
         if !self.tx_pending {
@@ -387,6 +501,7 @@ pub struct Running {
     shared: Vec<Arc<SharedCounters>>,
     stop: Arc<AtomicBool>,
     control_rx: Receiver<ControlPacket>,
+    injector: Injector,
     reasons: Reasons,
     ports: Vec<PortInfo>,
     stage_names: Vec<&'static str>,
@@ -433,7 +548,11 @@ where
     let epoch = Instant::now();
     let mut handles = Vec::new();
     let mut shared = Vec::new();
+    let mut inject_tx = Vec::new();
     for (spec, pipeline) in cfg.workers.iter().cloned().zip(pipelines) {
+        // crossbeam's bounded channel allocates its slots here, once.
+        let (itx, inject_rx) = crossbeam_channel::bounded(INJECT_QUEUE);
+        inject_tx.push(itx);
         let sc = Arc::new(SharedCounters::with_egress(
             ports.len(),
             reasons.len(),
@@ -465,6 +584,8 @@ where
             txq: (0..ports.len()).map(|_| Burst::new()).collect(),
             tx_pending: false,
             control: ctl_tx.clone(),
+            inject_rx,
+            inject_burst: Burst::new(),
             stop: stop.clone(),
             epoch,
             burst,
@@ -486,6 +607,10 @@ where
         shared,
         stop,
         control_rx,
+        injector: Injector {
+            workers: inject_tx.into(),
+            ports: ports.len(),
+        },
         reasons,
         ports,
         stage_names,
@@ -523,6 +648,11 @@ impl Running {
     /// Exception packets from the workers.
     pub fn control_rx(&self) -> &Receiver<ControlPacket> {
         &self.control_rx
+    }
+
+    /// A handle for sending frames through the workers (Clone + Send).
+    pub fn injector(&self) -> Injector {
+        self.injector.clone()
     }
 
     /// The flag workers poll; set it (e.g. from a signal handler) to stop them.

@@ -189,7 +189,8 @@ msg("session_modification_request", PFCPSessionModificationRequest, 52, 11, [
     grp(IE_UpdatePDR, 9, [pdr_id(2), prec(100)]),
     grp(IE_UpdateFAR, 10, [far_id(2), apply_drop_nocp(),
                            grp(IE_UpdateForwardingParameters, 11,
-                               [dst_if(0), ohc_gtpu_v4(0x5678, "192.168.1.11")])]),
+                               [dst_if(0), ohc_gtpu_v4(0x5678, "192.168.1.11"),
+                                bitmap(IE_PFCPSMReqFlags(SNDEM=1), 49)])]),
     grp(IE_UpdateURR, 13, [urr_id(1), tthresh(60)]),
     grp(IE_UpdateQER, 14, [qer_id(1), gate(1, 1)]),
 ], seid=0x2222)
