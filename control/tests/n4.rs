@@ -6,9 +6,7 @@
 //! Python with Scapy and tshark are test tools: outside CI (`CI` unset) a test whose tool is
 //! missing says so and returns; in CI a missing tool fails it.
 
-use peregrine_dataplane::io::pcapfile::{PcapReader, PcapWriter, Resolution};
 use peregrine_perf::traffic::{self, IpMix, Sizes, TrafficSpec};
-use peregrine_rules::static_sessions::{self, OuterMix, SyntheticParams};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -436,4 +434,198 @@ fn smf_at_scale_1000_sessions() {
     let (stdout, s) = d.stop();
     assert!(stdout.contains("pfcp: "), "{stdout}");
     assert_eq!(s["upf"]["sessions"], 64);
+}
+
+/// A small pg-gen workload (IPv4 only, no anomalies) for `ues` UEs, replayed in real time.
+fn small_traffic(
+    dir: &Path,
+    ues: u32,
+    packets: u64,
+    rate_pps: f64,
+    size: u16,
+) -> (PathBuf, PathBuf) {
+    let spec = TrafficSpec {
+        ues,
+        packets,
+        sizes: Sizes::Fixed(vec![size]),
+        ul_ratio: 0.5,
+        inner: IpMix::V4,
+        outer: IpMix::V4,
+        qfis: vec![9],
+        gnbs: 1,
+        anomalies: 0,
+        rate_pps: Some(rate_pps),
+        ..TrafficSpec::default()
+    };
+    let (ul, dl) = (dir.join("ul.pcap"), dir.join("dl.pcap"));
+    traffic::write_pcaps(&spec, &ul, &dl).unwrap();
+    (ul, dl)
+}
+
+/// Hostile PFCP over UDP against a forwarding daemon (N3 IPv4 only, max_sessions = 8). Each
+/// case's answer follows TS 29.244 7.6 / 7.5.2-7.5.4, and after every one the node answers a
+/// Heartbeat, accepts a Modification of the session set up first, keeps forwarding, and the
+/// decode-error counter of the expected kind went up.
+#[test]
+fn hostile_pfcp_leaves_the_node_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ul, dl) = small_traffic(dir.path(), 4, 4000, 2000.0, 256);
+    let d = Daemon::start(
+        dir.path(),
+        "replay = \"timed\"\nloops = 0",
+        &ul,
+        &dl,
+        "n3 = [\"192.0.2.1\"]\nmax_sessions = 8\nheartbeat_interval_s = 30\n\n\
+         [upf.synthetic]\nsessions = 4\nseed = 1\nqfis = [9]\ngnbs = 1\nouter = \"v4\"\n",
+    );
+    let Some(r) = python(
+        "hostile.py",
+        &[
+            format!("--upf={}", d.pfcp),
+            format!("--metrics={}", d.metrics),
+            "--max-sessions=8".into(),
+        ],
+    ) else {
+        return;
+    };
+    let setup = &r["setup"];
+    assert_eq!(setup["association"]["cause"], 1, "{setup}");
+    assert_eq!(setup["prior"]["cause"], 1, "{setup}");
+    assert_eq!(
+        setup["fillers"], 6,
+        "8 - the prior and the unknown-IE session: {setup}"
+    );
+    assert_eq!(setup["fillers_deleted"], 6);
+    assert_eq!(setup["unknown_ie_session_deleted"], true);
+    assert_eq!(setup["prior_still_modifiable"], true);
+    // name -> (response type, cause, offending IE, header SEID, decode-error kind counted)
+    type Want = (
+        Option<u64>,
+        Option<u64>,
+        Option<u64>,
+        Option<u64>,
+        Option<&'static str>,
+    );
+    let want: &[(&str, Want)] = &[
+        // A truncated / over-long IE: Invalid Length (68) naming the IE.
+        (
+            "truncated_ie",
+            (Some(51), Some(68), Some(3), Some(0), Some("ie_length")),
+        ),
+        (
+            "overlong_ie_length",
+            (Some(51), Some(68), Some(60), Some(0), Some("ie_length")),
+        ),
+        // Unknown IEs are ignored: the Heartbeat is answered, the session accepted.
+        ("unknown_ie_heartbeat", (Some(2), None, None, None, None)),
+        (
+            "unknown_ie_establishment",
+            (Some(51), Some(1), None, Some(0x9101), None),
+        ),
+        // Missing mandatory IEs: 66 with the missing IE.
+        (
+            "missing_fseid",
+            (
+                Some(51),
+                Some(66),
+                Some(57),
+                Some(0),
+                Some("mandatory_ie_missing"),
+            ),
+        ),
+        (
+            "missing_node_id",
+            (
+                Some(51),
+                Some(66),
+                Some(60),
+                Some(0),
+                Some("mandatory_ie_missing"),
+            ),
+        ),
+        // Rule creation failure (73), Failed Rule ID / offending IE naming the rule.
+        (
+            "pdr_references_missing_far",
+            (Some(51), Some(73), Some(108), Some(0x9104), None),
+        ),
+        (
+            "duplicate_pdr_id",
+            (Some(51), Some(73), Some(56), Some(0x9105), None),
+        ),
+        (
+            "duplicate_far_id",
+            (Some(51), Some(73), Some(108), Some(0x9106), None),
+        ),
+        // Unknown SEID: 65 with header SEID 0.
+        ("unknown_session", (Some(53), Some(65), None, Some(0), None)),
+        // CHOOSE v6 with no N3 IPv6: the node refuses the F-TEID (73, offending F-TEID 21).
+        (
+            "choose_v6_without_n3_v6",
+            (Some(51), Some(73), Some(21), Some(0x9107), None),
+        ),
+        // The compiler cannot parse the SDF filter: 73 naming SDF Filter (23).
+        (
+            "unparsable_sdf_filter",
+            (Some(51), Some(73), Some(23), Some(0x9108), None),
+        ),
+        // Garbage is discarded (or, with a version other than 1, Version Not Supported).
+        ("garbage_short", (None, None, None, None, Some("truncated"))),
+        (
+            "garbage_random",
+            (None, None, None, None, Some("invalid_length")),
+        ),
+        (
+            "garbage_zeros",
+            (Some(11), None, None, None, Some("unsupported_version")),
+        ),
+        (
+            "unknown_message_type",
+            (None, None, None, None, Some("unknown_message_type")),
+        ),
+        ("huge_65000_bytes", (Some(2), None, None, None, None)),
+        (
+            "version_2",
+            (Some(11), None, None, None, Some("unsupported_version")),
+        ),
+        (
+            "session_table_full",
+            (Some(51), Some(75), None, Some(0x92FF), None),
+        ),
+    ];
+    let cases = r["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), want.len());
+    for (c, (name, (ty, cause, off, seid, kind))) in cases.iter().zip(want) {
+        assert_eq!(c["name"], *name);
+        let resp = &c["response"];
+        assert_eq!(resp["type"].as_u64(), *ty, "{c}");
+        assert_eq!(resp["cause"].as_u64(), *cause, "{c}");
+        assert_eq!(resp["offending_ie"].as_u64(), *off, "{c}");
+        if ty.is_some() && *ty != Some(2) && *ty != Some(11) {
+            assert_eq!(resp["seid"].as_u64(), *seid, "{c}");
+        }
+        assert_eq!(c["heartbeat_ok"], true, "{c}");
+        assert_eq!(c["prior_modified"], true, "{c}");
+        assert_eq!(c["forwarding"], true, "{c}");
+        if let Some(k) = kind {
+            assert_eq!(c["decode_errors"][k].as_f64(), Some(1.0), "{c}");
+        } else {
+            assert!(
+                c["decode_errors"].as_object().unwrap().is_empty(),
+                "no decode error: {c}"
+            );
+        }
+    }
+    // Nothing was installed by the refused establishments: prior + unknown-IE session only.
+    let sdf = cases
+        .iter()
+        .find(|c| c["name"] == "unparsable_sdf_filter")
+        .unwrap();
+    assert_eq!(sdf["pfcp_sessions"].as_f64(), Some(2.0), "{sdf}");
+    assert_eq!(sdf["response"]["fseid"], false);
+    let (_, s) = d.stop();
+    assert_eq!(
+        s["upf"]["sessions"].as_u64(),
+        Some(4 + 1),
+        "static + the prior session"
+    );
 }
