@@ -305,7 +305,12 @@ impl Capture {
 /// heartbeats both ways, establishments with unique TEIDs, modifications, periodic (1 s)
 /// usage reports, deletions with final usage reports; every N4 datagram decodes in tshark;
 /// the Prometheus page counts messages by type and cause, sessions and publish latency.
+///
+/// Ignored by default: against the debug daemon each establishment costs ~15 ms of rule
+/// compile, and with the periodic reports the run took 47 s alone and 7 minutes on the
+/// loaded shared VM. Run with `cargo test -p peregrine --test n4 -- --ignored`.
 #[test]
+#[ignore = "slow (47 s to minutes on a debug build): run with --ignored"]
 fn smf_at_scale_1000_sessions() {
     let dir = tempfile::tempdir().unwrap();
     let traffic = repo().join("examples/traffic");
