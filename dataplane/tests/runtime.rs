@@ -232,3 +232,55 @@ fn idle_timeout_ends_live_workers() {
     assert_eq!(total.rx_pkts[0], 10);
     assert_eq!(total.tx_pkts[0], 10);
 }
+
+/// A worker with no traffic still passes through quiescent states: its stages refresh their
+/// snapshot readers on idle polls, so a publisher waiting for every worker (a PFCP message
+/// waiting for its rules to be in force) is not held up until the next packet.
+#[test]
+fn idle_workers_pick_up_new_snapshots() {
+    use peregrine_dataplane::runtime::{Publisher, Reader};
+    struct Reads(Reader<u64>);
+    impl<B: PacketBuf> Stage<B> for Reads {
+        fn name(&self) -> &'static str {
+            "reads"
+        }
+        fn process(&mut self, batch: &mut Batch<B>, _cx: &Context) {
+            self.0.get();
+            batch.set_active(Disposition::tx(0));
+        }
+        fn idle(&mut self) {
+            self.0.get();
+        }
+    }
+    let mut be = MemBackend::new(
+        vec![MemPort {
+            name: "a".into(),
+            live: true,
+            ..Default::default()
+        }],
+        2,
+    );
+    let p = Publisher::new(0u64);
+    let c = cfg(2, &be);
+    let run = runtime::start(
+        &mut be,
+        &|_w: usize, _r: &mut Reasons| Pipeline::<OwnedBuf>::new(vec![Box::new(Reads(p.reader()))]),
+        &c,
+    )
+    .unwrap();
+    for v in 1..=20 {
+        let g = p.publish(v);
+        assert!(
+            p.wait_seen(g, Duration::from_secs(5)).is_some(),
+            "generation {g} never seen by the idle workers"
+        );
+        p.reclaim();
+    }
+    assert_eq!(
+        p.retired_len(),
+        0,
+        "idle workers released every old version"
+    );
+    run.request_stop();
+    run.join();
+}

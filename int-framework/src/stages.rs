@@ -606,6 +606,10 @@ impl<B: PacketBuf> Stage<B> for IntSource {
         "int_source"
     }
 
+    fn idle(&mut self) {
+        self.table.get();
+    }
+
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
         let now = cx.now_ns();
         self.table.get();
@@ -987,6 +991,10 @@ impl<B: PacketBuf> Stage<B> for IntTransit {
         "int_transit"
     }
 
+    fn idle(&mut self) {
+        self.table.get();
+    }
+
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
         let now = cx.now_ns();
         self.table.get();
@@ -1247,6 +1255,10 @@ impl std::fmt::Debug for IntSink {
 impl<B: PacketBuf> Stage<B> for IntSink {
     fn name(&self) -> &'static str {
         "int_sink"
+    }
+
+    fn idle(&mut self) {
+        self.table.get();
     }
 
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {

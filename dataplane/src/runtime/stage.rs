@@ -73,6 +73,12 @@ pub trait Stage<B: PacketBuf>: Send {
     /// Short snake_case name, shown in `peregrine` output and logs.
     fn name(&self) -> &'static str;
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context);
+
+    /// Called now and then while the worker has no traffic. A stage that reads snapshots
+    /// refreshes its readers here (`Reader::get`): that is its RCU quiescent state, so a
+    /// publisher waiting for every worker to see a new table does not wait for the next
+    /// packet. Must not allocate or block.
+    fn idle(&mut self) {}
 }
 
 /// The ordered stages of one worker.
@@ -95,6 +101,14 @@ impl<B: PacketBuf> Pipeline<B> {
 
     pub fn stage_names(&self) -> Vec<&'static str> {
         self.stages.iter().map(|s| s.name()).collect()
+    }
+
+    /// Let every stage refresh its snapshots while there is no traffic.
+    #[cold]
+    pub fn idle(&mut self) {
+        for s in self.stages.iter_mut() {
+            s.idle();
+        }
     }
 
     /// Run every stage. A packet still `Continue` at the end is counted by the worker's

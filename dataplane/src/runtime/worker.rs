@@ -327,6 +327,10 @@ impl<I: WorkerIo> Worker<I> {
         if self.stop.load(Ordering::Relaxed) {
             return true;
         }
+        if polls.is_multiple_of(64) {
+            // Quiescent state: idle stages pick up newly published tables now.
+            self.pipeline.idle();
+        }
         if self.io.rx_exhausted() {
             // A replay's shaped queues drain at the shaper's rate before the worker stops.
             let now_ns = self.epoch.elapsed().as_nanos() as u64;

@@ -238,6 +238,10 @@ impl<B: PacketBuf> Stage<B> for L3Fwd {
         "l3fwd"
     }
 
+    fn idle(&mut self) {
+        self.routes.get();
+    }
+
     fn process(&mut self, batch: &mut Batch<B>, _cx: &Context) {
         let rx = batch.rx_port;
         let (macs, promisc, d) = (&self.port_macs, self.promiscuous, self.drops);

@@ -227,6 +227,11 @@ impl<B: PacketBuf> Stage<B> for Upf {
         "upf"
     }
 
+    fn idle(&mut self) {
+        self.tables.get();
+        self.routes.get();
+    }
+
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
         let now = cx.now_ns();
         let rx = batch.rx_port;
