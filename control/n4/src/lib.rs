@@ -39,6 +39,7 @@
 //! * [`Node::stats`]: message, cause, decode-error and report counters for Prometheus.
 #![forbid(unsafe_code)]
 
+pub mod rulemap;
 pub mod session;
 pub mod usage;
 
@@ -58,6 +59,7 @@ use peregrine_pfcp::message::{
 };
 use peregrine_pfcp::{Action, Body, Message};
 
+pub use rulemap::RuleMap;
 pub use session::{
     Bar, Far, ForwardingParameters, LocalFTeid, Pdi, Pdr, Qer, Reject, Session, Urr,
 };

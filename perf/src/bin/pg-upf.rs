@@ -20,6 +20,9 @@
 //! length (`set txpkts`, `start tx_first`). Drops are counted by reason; the run fails if our
 //! side dropped anything, and heap allocations in our measurement window are counted.
 
+#[path = "../../../control/n4/tests/common/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod pfcp_msgs;
 #[path = "../../../dataplane/tests/upf_support/mod.rs"]
 #[allow(dead_code, unused_imports)]
 mod upf_support;
@@ -47,20 +50,25 @@ use std::time::{Duration, Instant};
 
 struct Counting;
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
+/// Bytes currently allocated (for memory per session).
+static LIVE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 
 // SAFETY: forwards to the system allocator unchanged; only counts calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
+        LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size() as i64, Ordering::Relaxed);
         // SAFETY: same contract as the caller's.
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
+        LIVE.fetch_add(n as i64 - l.size() as i64, Ordering::Relaxed);
         // SAFETY: same contract as the caller's.
         unsafe { System.realloc(p, l, n) }
     }
@@ -104,6 +112,16 @@ struct Args {
     case: Option<String>,
     #[arg(long, default_value = "perf/results/upf-forwarding.json")]
     out: String,
+    /// Control-plane mode: establish this many sessions through the real N4 endpoint over
+    /// UDP (pipelined), while one worker forwards uplink traffic of `--sessions[0]` static
+    /// sessions; report establishments/s, publish latency, drops and memory per session.
+    #[arg(long)]
+    n4: Option<usize>,
+    /// Session Establishment Requests in flight (N4 mode).
+    #[arg(long, default_value_t = 256)]
+    window: usize,
+    #[arg(long, default_value = "perf/results/upf-n4.json")]
+    n4_out: String,
 }
 
 /// Port MACs the stage answers to (frames are rewritten to the rx port's).
@@ -146,6 +164,9 @@ fn params_sessions(n: usize) -> Vec<peregrine_rules::static_sessions::StaticSess
             // One outer family, so every frame of a case has testpmd's single frame length.
             outer: OuterMix::V4,
             mbr_kbps: Some(MBR_KBPS),
+            // The default IPv6 pool (2001:db8:45::/48) has bits set where UE indexes >= 2^16
+            // are OR-ed in, so 100k UEs would collide; this pool keeps bits 64..88 zero.
+            ue_pool_v6: std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x4500, 0, 0, 0, 0, 0),
             ..SyntheticParams::default()
         },
     )
@@ -495,6 +516,10 @@ fn child_backend() -> DpdkBackend {
 
 fn main() {
     let a = Args::parse();
+    if let Some(n) = a.n4 {
+        n4_mode(&a, n);
+        return;
+    }
     if let Some(case) = &a.case {
         let m = ours(child_backend(), &a, case);
         let drops: Vec<String> = m.drops.iter().map(|(n, d)| format!("{n}={d}")).collect();
@@ -584,4 +609,322 @@ fn main() {
 fn fail(e: &str) -> ! {
     eprintln!("{e}");
     std::process::exit(1)
+}
+
+/// A Session Establishment Request for UE `k` of the load: UL PDR (F-TEID CHOOSE, the UPF
+/// allocates), DL PDR on the UE's own IPv4 address, N6 and N3 FARs, a QER with MBR and a
+/// volume URR (TS 29.244 section 7.5.2).
+fn est_request(seq: u32, k: u32) -> Vec<u8> {
+    use peregrine_pfcp::ie::{ie_type as t, FTeid, Ie, OuterHeaderRemoval, UeIpAddress};
+    // A pool disjoint from the static synthetic sessions (10.45/16 onwards).
+    let ue = std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(10, 128, 0, 0)) + k);
+    let pdi_ul = pfcp_msgs::g(
+        t::PDI,
+        vec![
+            Ie::SourceInterface(0),
+            Ie::FTeid(FTeid::Choose {
+                v4: true,
+                v6: false,
+                choose_id: Some(1),
+            }),
+            Ie::UeIpAddress(UeIpAddress {
+                ipv4: Some(ue),
+                ..Default::default()
+            }),
+            Ie::Qfi(9),
+        ],
+    );
+    let ul = pfcp_msgs::g(
+        t::CREATE_PDR,
+        vec![
+            Ie::PdrId(1),
+            Ie::Precedence(200),
+            Ie::Grouped(pdi_ul),
+            Ie::OuterHeaderRemoval(OuterHeaderRemoval {
+                description: 0,
+                ext_header_deletion: None,
+            }),
+            Ie::FarId(1),
+            Ie::UrrId(1),
+            Ie::QerId(1),
+        ],
+    );
+    let pdi_dl = pfcp_msgs::g(
+        t::PDI,
+        vec![
+            Ie::SourceInterface(1),
+            Ie::UeIpAddress(UeIpAddress {
+                sd: true,
+                ipv4: Some(ue),
+                ..Default::default()
+            }),
+        ],
+    );
+    let dl = pfcp_msgs::g(
+        t::CREATE_PDR,
+        vec![
+            Ie::PdrId(2),
+            Ie::Precedence(100),
+            Ie::Grouped(pdi_dl),
+            Ie::FarId(2),
+            Ie::UrrId(1),
+            Ie::QerId(1),
+        ],
+    );
+    let r = peregrine_pfcp::message::SessionEstablishmentRequest {
+        create_pdr: vec![ul, dl],
+        create_far: vec![pfcp_msgs::far_n6(1), pfcp_msgs::far_n3(2, 0x0300_0000 | k)],
+        ..pfcp_msgs::est(u64::from(k) + 1)
+    };
+    pfcp_msgs::est_bytes(seq, r)
+}
+
+/// (sequence number, cause) of a Session Establishment Response, if `d` is one.
+fn est_answer(d: &[u8]) -> Option<(u32, u8)> {
+    let m = peregrine_pfcp::Message::parse(d).ok()?;
+    match m.body {
+        peregrine_pfcp::message::Body::SessionEstablishmentResponse(r) => Some((m.seq, r.cause)),
+        _ => None,
+    }
+}
+
+/// Session establishment rate, publish latency and memory per session, under traffic.
+fn n4_mode(a: &Args, n: usize) {
+    use peregrine_control::n4::{N4Config, N4Endpoint};
+    use peregrine_control::upf::DaemonRules;
+    use std::net::UdpSocket;
+    let statics = a.sessions.first().copied().unwrap_or(10_000);
+    let size = a.sizes.first().copied().unwrap_or(64);
+    let slots = u32::try_from(4 * (statics + n)).expect("slots");
+    // Compiler holding the static sessions the traffic belongs to.
+    let mut compiler = Compiler::new(CompilerConfig {
+        local_v4: vec![upf_support::upf_v4()],
+        local_v6: vec![upf_support::upf_v6()],
+        max_meter_slots: slots,
+        max_urr_slots: slots,
+    });
+    let n3 = N3Addresses {
+        v4: Some(upf_support::upf_v4()),
+        v6: Some(upf_support::upf_v6()),
+    };
+    for mut s in to_sessions(&params_sessions(statics), n3).expect("synthetic sessions") {
+        // As the daemon does: static SEIDs never collide with the ones N4 hands out.
+        s.up_seid |= peregrine_control::upf::STATIC_SEID_BIT;
+        compiler.upsert(&s).expect("compiles");
+    }
+    let publisher = Arc::new(Publisher::new(compiler.build()));
+    let stats = Arc::new(UpfStats::new(slots));
+    let routes = Publisher::new(upf_support::routes());
+    let ucfg = UpfConfig {
+        max_meter_slots: slots,
+        n6_v4: Some(upf_support::n6_v4()),
+        ..UpfConfig::default()
+    };
+
+    // One worker forwarding uplink traffic of the static sessions (as the forwarding test).
+    let mut backend = child_backend();
+    let fr = frames(Dir::Ul, size, statics);
+    let mut io = backend.worker_io(0);
+    for port in 0..2u16 {
+        let mut b = Burst::new();
+        for f in fr.iter().take(a.inject) {
+            let mut m = io.alloc().expect("mbuf");
+            m.append(f.len()).expect("room").copy_from_slice(f);
+            b.push(m);
+        }
+        io.tx_burst(port, 0, &mut b);
+    }
+    let mut pre = Preloaded {
+        inner: backend,
+        io: Some(io),
+    };
+    let cfg = RuntimeConfig {
+        workers: vec![WorkerSpec {
+            id: 0,
+            core: Some(a.core),
+            rx_queues: vec![(0, 0), (1, 0)],
+            tx_queue: 0,
+        }],
+        burst: a.burst,
+        stop_after_idle: None,
+        control_queue: 16,
+        egress: Vec::new(),
+    };
+    let fr_cell = std::sync::Mutex::new(Some(fr));
+    let run = runtime::start(
+        &mut pre,
+        &|_w: usize, r: &mut Reasons| {
+            let feed = Feed {
+                frames: fr_cell.lock().expect("once").take().expect("one worker"),
+                next: 0,
+                bad: r.register("feed_refill_failed"),
+            };
+            Pipeline::new(vec![
+                Box::new(feed),
+                Box::new(Upf::new(
+                    publisher.reader(),
+                    routes.reader(),
+                    PORT_MACS.to_vec(),
+                    ucfg.clone(),
+                    stats.clone(),
+                    r,
+                )),
+            ])
+        },
+        &cfg,
+    )
+    .expect("start worker");
+    std::thread::sleep(Duration::from_millis(500));
+
+    let mut node = peregrine_n4::NodeConfig::new(
+        peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
+        0xe6f0_0001,
+        Some(upf_support::upf_v4()),
+    );
+    node.max_sessions = n + 16;
+    node.heartbeat_interval = Duration::from_secs(3600);
+    let rules = DaemonRules::new(
+        compiler,
+        publisher.clone(),
+        vec![stats.clone()],
+        Instant::now(),
+    );
+    let ep = N4Endpoint::start(
+        N4Config {
+            listen: vec!["127.0.0.1:0".parse().expect("addr")],
+            node,
+            usage_interval: Duration::from_secs(1),
+        },
+        rules,
+    )
+    .expect("N4 endpoint");
+    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    sock.connect(ep.local_addrs()[0]).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    let mut buf = vec![0u8; 65536];
+    sock.send(&pfcp_msgs::setup_req(1, 1000)).expect("send");
+    sock.recv(&mut buf).expect("association setup response");
+    // Pre-build the requests so the generator measures the endpoint, not itself.
+    let reqs: Vec<Vec<u8>> = (0..n as u32).map(|k| est_request(k + 2, k)).collect();
+
+    let live0 = LIVE.load(Ordering::Relaxed);
+    let rx = |p: &Preloaded| p.port_stats(0).ipackets + p.port_stats(1).ipackets;
+    let (r0, t0) = (rx(&pre), Instant::now());
+    let (mut sent, mut ok, mut rejected, mut got) = (0usize, 0usize, 0usize, 0usize);
+    let (mut answered, mut retransmits, mut quiet) = (vec![false; n], 0usize, 0u32);
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    while got < n {
+        while sent < n && sent - got < a.window {
+            sock.send(&reqs[sent]).expect("send");
+            sent += 1;
+        }
+        match sock.recv(&mut buf) {
+            Ok(len) => {
+                let Some((seq, cause)) = est_answer(&buf[..len]) else {
+                    continue;
+                };
+                let k = seq.wrapping_sub(2) as usize;
+                if k >= n || answered[k] {
+                    continue;
+                }
+                answered[k] = true;
+                got += 1;
+                quiet = 0;
+                if cause == 1 {
+                    ok += 1;
+                } else {
+                    rejected += 1;
+                }
+            }
+            // UDP may lose a request or a response under a full window: retransmit what is
+            // unanswered, as an SMF does on T1 expiry (the node answers duplicates from its
+            // response cache, TS 29.244 section 6.4).
+            Err(_) => {
+                quiet += 1;
+                if quiet > 10 {
+                    fail(&format!("N4 endpoint stopped answering after {got}"));
+                }
+                for k in (0..sent).filter(|k| !answered[*k]) {
+                    sock.send(&reqs[k]).expect("send");
+                    retransmits += 1;
+                }
+            }
+        }
+    }
+    let elapsed = t0.elapsed();
+    let (r1, t1) = (rx(&pre), Instant::now());
+    drop(reqs);
+    let st = ep.status();
+    let live1 = LIVE.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(200));
+    run.request_stop();
+    let names: Vec<&'static str> = run.reasons().names().to_vec();
+    let c = run.join();
+    let drops: Vec<(String, u64)> = names
+        .iter()
+        .zip(&c.drops)
+        .filter(|(_, d)| **d > 0)
+        .map(|(n, d)| (n.to_string(), *d))
+        .collect();
+
+    // Per-worker state the new sessions need: their URR counters and meter slots.
+    let per_worker = {
+        let (urr, meters) = (2 * n as u32, 2 * n as u32);
+        let before = LIVE.load(Ordering::Relaxed);
+        let mut reasons = Reasons::new();
+        let st = Arc::new(UpfStats::new(urr));
+        let stage = Upf::new(
+            publisher.reader(),
+            routes.reader(),
+            PORT_MACS.to_vec(),
+            UpfConfig {
+                max_meter_slots: meters,
+                ..UpfConfig::default()
+            },
+            st,
+            &mut reasons,
+        );
+        let b = LIVE.load(Ordering::Relaxed) - before;
+        drop(stage);
+        b
+    };
+    let n4_bytes = live1 - live0;
+    let result = serde_json::json!({
+        "what": "PFCP Session Establishment through the real N4 endpoint (UDP, pipelined) while one worker forwards uplink traffic",
+        "sessions_established": ok,
+        "rejected": rejected,
+        "window": a.window,
+        "retransmissions": retransmits,
+        "seconds": elapsed.as_secs_f64(),
+        "establishments_per_second": ok as f64 / elapsed.as_secs_f64(),
+        "goal_establishments_per_second": 20000,
+        "publishes": st.counts.publishes,
+        "publish_latency_us_p50": st.publish_latency_quantile(0.5),
+        "publish_latency_us_p99": st.publish_latency_quantile(0.99),
+        "publish_latency_us_max": st.publish_latency_quantile(1.0),
+        "publish_latency_samples": st.publish_latency_us.len(),
+        "goal_publish_latency_us_p99": 1000,
+        "traffic": format!("uplink, {size} B inner, {statics} static synthetic sessions, one worker on core {}", a.core),
+        "traffic_mpps_during_load": (r1 - r0) as f64 / (t1 - t0).as_secs_f64() / 1e6,
+        "traffic_drops_by_reason": drops,
+        "memory": {
+            "n4_node_compiler_tables_bytes": n4_bytes,
+            "per_worker_state_bytes": per_worker,
+            "workers": 1,
+            "bytes_per_session": (n4_bytes + per_worker) as f64 / n as f64,
+            "goal_bytes_per_session": 2048,
+        },
+        "machine": format!(
+            "{} cores (shared with other engineers' builds)",
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
+        ),
+    });
+    let text = serde_json::to_string_pretty(&result).expect("json");
+    println!("{text}");
+    if let Err(e) = std::fs::write(&a.n4_out, text) {
+        eprintln!("cannot write {}: {e}", a.n4_out);
+    }
+    drop(ep);
 }
