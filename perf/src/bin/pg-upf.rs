@@ -775,6 +775,11 @@ fn n4_mode(a: &Args, n: usize) {
     )
     .expect("start worker");
     std::thread::sleep(Duration::from_millis(500));
+    // The generator and the N4 thread (which inherits this affinity) stay off the worker's
+    // core, as the daemon's control core would.
+    if let Some(c) = (0..2).find(|c| *c != a.core) {
+        core_affinity::set_for_current(core_affinity::CoreId { id: c });
+    }
 
     let mut node = peregrine_n4::NodeConfig::new(
         peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
