@@ -21,10 +21,10 @@
 //! side dropped anything, and heap allocations in our measurement window are counted.
 
 #[path = "../../../control/n4/tests/common/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod pfcp_msgs;
 #[path = "../../../dataplane/tests/upf_support/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod upf_support;
 
 use clap::Parser;
@@ -688,8 +688,57 @@ fn est_answer(d: &[u8]) -> Option<(u32, u8)> {
     }
 }
 
+/// Bytes per session of the N4 node alone, and of the compiler + one published table
+/// version alone, for `n` sessions established in-process (no UDP, no traffic).
+fn memory_breakdown(n: usize) -> (f64, f64, usize, u32, u32) {
+    let mut cfg = peregrine_n4::NodeConfig::new(
+        peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
+        0xe6f0_0001,
+        Some(upf_support::upf_v4()),
+    );
+    cfg.max_sessions = n + 16;
+    let peer: std::net::SocketAddr = "127.0.0.1:8805".parse().expect("addr");
+    let reqs: Vec<Vec<u8>> = (0..n as u32).map(|k| est_request(k + 2, k)).collect();
+    let l0 = LIVE.load(Ordering::Relaxed);
+    let mut node = peregrine_n4::Node::new(cfg);
+    drop(node.handle(0, peer, &pfcp_msgs::setup_req(1, 1000)));
+    for r in &reqs {
+        drop(node.handle(1, peer, r));
+    }
+    // Responses are cached for retransmissions for a while (TS 29.244 section 6.4); let the
+    // cache expire so only the sessions remain.
+    drop(node.poll_timers(3_600_000_000_000));
+    let l1 = LIVE.load(Ordering::Relaxed);
+    let sessions: Vec<peregrine_n4::Session> = node.sessions().cloned().collect();
+    let l2 = LIVE.load(Ordering::Relaxed);
+    let mut c = Compiler::new(CompilerConfig {
+        local_v4: vec![upf_support::upf_v4()],
+        local_v6: vec![],
+        max_meter_slots: 4 * n as u32,
+        max_urr_slots: 4 * n as u32,
+    });
+    for s in &sessions {
+        c.upsert(s).expect("compiles");
+    }
+    let t = c.build();
+    let l3 = LIVE.load(Ordering::Relaxed);
+    let st = c.stats();
+    drop((t, c, sessions));
+    let cached = node.cached_responses();
+    drop(node);
+    (
+        (l1 - l0) as f64 / n as f64,
+        (l3 - l2) as f64 / n as f64,
+        cached,
+        st.meter_slots_used,
+        st.urr_slots_used,
+    )
+}
+
 /// Session establishment rate, publish latency and memory per session, under traffic.
 fn n4_mode(a: &Args, n: usize) {
+    let (node_b, compiler_b, cached, meter_slots, urr_slots) = memory_breakdown(n);
+    eprintln!("node {node_b:.0} B/session (cached responses left {cached}), compiler + tables {compiler_b:.0} B/session");
     use peregrine_control::n4::{N4Config, N4Endpoint};
     use peregrine_control::upf::DaemonRules;
     use std::net::UdpSocket;
@@ -874,9 +923,10 @@ fn n4_mode(a: &Args, n: usize) {
         .map(|(n, d)| (n.to_string(), *d))
         .collect();
 
-    // Per-worker state the new sessions need: their URR counters and meter slots.
+    // Per-worker state the new sessions need: their URR counters and meter slots (the
+    // counts the compiler allocated for them).
     let per_worker = {
-        let (urr, meters) = (2 * n as u32, 2 * n as u32);
+        let (urr, meters) = (urr_slots, meter_slots);
         let before = LIVE.load(Ordering::Relaxed);
         let mut reasons = Reasons::new();
         let st = Arc::new(UpfStats::new(urr));
@@ -918,6 +968,10 @@ fn n4_mode(a: &Args, n: usize) {
             "n4_node_compiler_tables_bytes": n4_bytes,
             "per_worker_state_bytes": per_worker,
             "workers": 1,
+            "meter_slots_per_session": f64::from(meter_slots) / n as f64,
+            "urr_slots_per_session": f64::from(urr_slots) / n as f64,
+            "breakdown_node_only_bytes_per_session": node_b,
+            "breakdown_compiler_and_tables_bytes_per_session": compiler_b,
             "bytes_per_session": (n4_bytes + per_worker) as f64 / n as f64,
             "goal_bytes_per_session": 2048,
         },
