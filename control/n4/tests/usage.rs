@@ -851,7 +851,10 @@ fn next_timer_sees_a_session_established_after_it_was_asked() {
     assert_eq!(n.next_timer(), Some(60 * SEC));
     let mut r = est(CP_SEID + 1);
     r.create_urr = vec![urr_with(1, rt::PERIO, vec![Ie::MeasurementPeriod(10)])];
-    assert_eq!(sess_resp(&n.handle(5 * SEC, smf(), &est_bytes(3, r))).cause, 1);
+    assert_eq!(
+        sess_resp(&n.handle(5 * SEC, smf(), &est_bytes(3, r))).cause,
+        1
+    );
     assert_eq!(n.next_timer(), Some(15 * SEC));
     let out = n.poll_timers(15 * SEC);
     assert_eq!(reports(&out).len(), 1, "the 10 s period fired");
