@@ -837,12 +837,7 @@ fn n4_mode(a: &Args, n: usize) {
     );
     node.max_sessions = n + 16;
     node.heartbeat_interval = Duration::from_secs(3600);
-    let rules = DaemonRules::new(
-        compiler,
-        publisher.clone(),
-        vec![stats.clone()],
-        Instant::now(),
-    );
+    let rules = DaemonRules::new(compiler, publisher.clone(), vec![stats.clone()]);
     let ep = N4Endpoint::start(
         N4Config {
             listen: vec!["127.0.0.1:0".parse().expect("addr")],
