@@ -3,10 +3,13 @@
 //!
 //! Per wake-up: receive every datagram waiting (up to [`RX_BURST`]), let the node handle each
 //! (time passed in), stage the sessions it created, modified or deleted with the rule
-//! compiler, publish **one** new rule snapshot for the whole burst, and only then send the
-//! responses, so an SMF that sees "Request accepted" can rely on the rules being in the
-//! workers' next batch. Then run the node's timers (heartbeats, report retransmissions).
-//! Workers never wait for any of this: they pick the new snapshot up with one atomic load.
+//! compiler, publish **one** new rule snapshot for the whole burst, and send the burst's
+//! responses once every worker has picked that snapshot up, so an SMF that sees "Request
+//! accepted" can rely on the rules being in force. The thread does not block on that: it
+//! goes on receiving and compiling the next burst while the workers catch up (they pick a
+//! new snapshot up with one atomic load per batch, or on an idle poll), and responses leave
+//! in order as their generations are seen. Then run the node's timers (heartbeats, report
+//! retransmissions). Workers never wait for any of this.
 //!
 //! End Markers (SNDEM, TS 29.244 section 5.2.2.3): the node's `Event::EndMarker`s of a
 //! burst are sent by the [`EndMarkerSink`] after the burst's snapshot is published and seen
@@ -51,9 +54,10 @@ pub trait SessionRules: Send {
     fn upsert(&mut self, s: &Session) -> Result<(), Reject>;
     /// Stage the removal of a session.
     fn remove(&mut self, up_seid: u64);
-    /// Publish what was staged since the last call. Returns how long the new snapshot took
-    /// to reach every worker, when that was measured.
-    fn publish(&mut self) -> Option<Duration>;
+    /// Publish what was staged since the last call; returns the snapshot's generation.
+    fn publish(&mut self) -> u64;
+    /// Has every worker picked up generation `g` (or a later one)? Must not block.
+    fn seen(&self, g: u64) -> bool;
     /// Cumulative usage of a URR as the dataplane counted it.
     fn usage(&mut self, up_seid: u64, urr_id: u32) -> Option<Usage>;
     /// The URR's volume quota is used up: stop forwarding what it counts (staged).
@@ -178,6 +182,8 @@ impl N4Endpoint {
             counts: N4Counts::default(),
             latency: Vec::new(),
             pending: Vec::new(),
+            inflight: VecDeque::new(),
+            last_generation: 0,
             end_marker_sink: end_markers,
             end_markers: Vec::new(),
             dirty: false,
@@ -234,6 +240,16 @@ impl<R: SessionRules> UsageSource for Env<'_, R> {
     }
 }
 
+/// A burst's output held until every worker runs its rules.
+struct Inflight {
+    generation: u64,
+    published_at: Instant,
+    /// Whether this burst published (its latency is a publish latency).
+    published: bool,
+    end_markers: Vec<(u64, u32, OuterHeaderCreation)>,
+    responses: Vec<(usize, SocketAddr, Vec<u8>)>,
+}
+
 struct Loop<R> {
     commands: Receiver<N4Command>,
     usage_interval: Duration,
@@ -246,8 +262,12 @@ struct Loop<R> {
     counts: N4Counts,
     /// Publish latencies (us) not yet copied out.
     latency: Vec<u32>,
-    /// Responses held until the burst's rules are published: (socket, to, bytes).
+    /// Responses of the burst being handled: (socket, to, bytes).
     pending: Vec<(usize, SocketAddr, Vec<u8>)>,
+    /// Bursts waiting for the workers to see their snapshot, oldest first.
+    inflight: VecDeque<Inflight>,
+    /// The generation the last publish produced (0: none yet).
+    last_generation: u64,
     end_marker_sink: Option<Box<dyn EndMarkerSink>>,
     /// End Markers held until the burst's rules are published: (SEID, FAR ID, old tunnel).
     end_markers: Vec<(u64, u32, OuterHeaderCreation)>,
@@ -320,11 +340,16 @@ impl<R: SessionRules> Loop<R> {
             .next_timer()
             .map(|t| Duration::from_nanos(t.saturating_sub(now)))
             .unwrap_or(Duration::MAX);
-        // With several sockets the others are polled every millisecond.
-        let cap = if self.sockets.len() > 1 { 1 } else { 10 };
-        let timeout = until_timer
-            .min(Duration::from_millis(cap))
-            .max(Duration::from_micros(100));
+        // With several sockets the others are polled every millisecond; while output waits
+        // for the workers, every 20 us.
+        let timeout = if !self.inflight.is_empty() {
+            Duration::from_micros(20)
+        } else {
+            let cap = if self.sockets.len() > 1 { 1 } else { 10 };
+            until_timer
+                .min(Duration::from_millis(cap))
+                .max(Duration::from_micros(100))
+        };
         let s = &self.sockets[0];
         if s.set_nonblocking(false).is_err() || s.set_read_timeout(Some(timeout)).is_err() {
             std::thread::sleep(timeout);
@@ -438,40 +463,70 @@ impl<R: SessionRules> Loop<R> {
 
     /// Publish the burst's rules, then send its End Markers and responses, then share the
     /// status.
+    /// Publish the burst's rules and queue its output behind them; send what the workers
+    /// have caught up with; share the status.
     fn finish_burst(&mut self) {
+        let mut published = false;
         if self.dirty {
             self.dirty = false;
             self.counts.publishes += 1;
-            match self.rules.publish() {
-                Some(d) => self
-                    .latency
-                    .push(d.as_micros().min(u128::from(u32::MAX)) as u32),
-                None if !self.end_markers.is_empty() => tracing::warn!(
-                    "rules not yet seen by every worker; End Markers may precede old-path packets"
-                ),
-                None => {}
-            }
+            self.last_generation = self.rules.publish();
+            published = true;
         }
-        for (seid, far_id, old) in self.end_markers.drain(..) {
-            let sent = self
-                .end_marker_sink
-                .as_mut()
-                .is_some_and(|s| s.send(seid, far_id, &old));
-            if sent {
-                self.counts.end_markers_sent += 1;
-            } else {
-                self.counts.end_markers_failed += 1;
-            }
+        if published || !self.pending.is_empty() || !self.end_markers.is_empty() {
+            // Output keeps its order: a burst with nothing to publish still waits for the
+            // bursts before it.
+            self.inflight.push_back(Inflight {
+                generation: self.last_generation,
+                published_at: Instant::now(),
+                published,
+                end_markers: std::mem::take(&mut self.end_markers),
+                responses: std::mem::take(&mut self.pending),
+            });
         }
-        for (s, to, bytes) in self.pending.drain(..) {
-            match self.sockets[s].send_to(&bytes, to) {
-                Ok(_) => self.counts.datagrams_out += 1,
-                Err(e) => {
-                    self.counts.send_errors += 1;
-                    tracing::debug!(%e, %to, "pfcp send");
+        self.release_seen();
+        self.share_status();
+    }
+
+    /// Send the output of every leading burst whose snapshot every worker has seen.
+    fn release_seen(&mut self) {
+        while let Some(f) = self.inflight.front() {
+            if f.generation != 0 && !self.rules.seen(f.generation) {
+                break;
+            }
+            let f = self.inflight.pop_front().expect("front exists");
+            if f.published {
+                self.latency.push(
+                    f.published_at
+                        .elapsed()
+                        .as_micros()
+                        .min(u128::from(u32::MAX)) as u32,
+                );
+            }
+            for (seid, far_id, old) in f.end_markers {
+                let sent = self
+                    .end_marker_sink
+                    .as_mut()
+                    .is_some_and(|s| s.send(seid, far_id, &old));
+                if sent {
+                    self.counts.end_markers_sent += 1;
+                } else {
+                    self.counts.end_markers_failed += 1;
+                }
+            }
+            for (s, to, bytes) in f.responses {
+                match self.sockets[s].send_to(&bytes, to) {
+                    Ok(_) => self.counts.datagrams_out += 1,
+                    Err(e) => {
+                        self.counts.send_errors += 1;
+                        tracing::debug!(%e, %to, "pfcp send");
+                    }
                 }
             }
         }
+    }
+
+    fn share_status(&mut self) {
         if let Ok(mut st) = self.status.lock() {
             if st.counts == self.counts
                 && self.latency.is_empty()
@@ -520,9 +575,13 @@ mod tests {
         fn remove(&mut self, _up_seid: u64) {
             self.0.lock().unwrap().1 += 1;
         }
-        fn publish(&mut self) -> Option<Duration> {
-            self.0.lock().unwrap().2 += 1;
-            Some(Duration::from_micros(7))
+        fn publish(&mut self) -> u64 {
+            let mut c = self.0.lock().unwrap();
+            c.2 += 1;
+            u64::from(c.2)
+        }
+        fn seen(&self, _g: u64) -> bool {
+            true
         }
     }
 

@@ -411,11 +411,14 @@ impl SessionRules for DaemonRules {
         self.exhausted.retain(|(seid, _), _| *seid != up_seid);
     }
 
-    fn publish(&mut self) -> Option<Duration> {
+    fn publish(&mut self) -> u64 {
         let g = self.publisher.publish(self.compiler.build());
-        let seen = self.publisher.wait_seen(g, Duration::from_millis(50));
         self.publisher.reclaim();
-        seen
+        g
+    }
+
+    fn seen(&self, g: u64) -> bool {
+        self.publisher.all_seen(g)
     }
 
     fn usage(&mut self, up_seid: u64, urr_id: u32) -> Option<Usage> {
