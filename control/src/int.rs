@@ -300,12 +300,12 @@ impl IntRuntime {
                         }
                     }
                     if transmit {
-                        self.to_manager(report, false);
+                        self.hand_to_manager(report, false);
                     }
                 }
                 IntEvent::InBandReport { len, bytes, from } => {
                     match IntReport::decode_compact(&bytes[..len as usize]) {
-                        Some(r) => self.to_manager(r, true),
+                        Some(r) => self.hand_to_manager(r, true),
                         None => {
                             self.stats.inband_malformed += 1;
                             tracing::debug!(%from, "in-band report does not decode");
@@ -321,7 +321,7 @@ impl IntRuntime {
         self.tables.reclaim();
     }
 
-    fn to_manager(&mut self, r: IntReport, inband: bool) {
+    fn hand_to_manager(&mut self, r: IntReport, inband: bool) {
         match self.reports_tx.try_send(r) {
             Ok(()) if inband => self.stats.inband_reports += 1,
             Ok(()) => self.stats.reports += 1,
