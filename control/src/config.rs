@@ -41,6 +41,8 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// The UPF pipeline's section.
     pub upf: Option<crate::upf::UpfSection>,
+    /// In-band telemetry: the `int` pipeline's elements and the INT manager's endpoints.
+    pub int: Option<crate::int::IntSection>,
     /// Directory relative paths are resolved against (the config file's directory).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -173,6 +175,12 @@ pub enum PipelineConfig {
     },
     /// The 5G UPF: GTP-U on N3/N9, IP on N6, PFCP rules (see `[upf]`); routes give next hops.
     Upf {
+        #[serde(default)]
+        promiscuous: bool,
+    },
+    /// A stand-alone INT node (seed 003): `[int sink] + [int source] + [int transit] + l3fwd`,
+    /// the elements chosen by `[int] roles`; routes as for l3fwd.
+    Int {
         #[serde(default)]
         promiscuous: bool,
     },
@@ -402,6 +410,18 @@ impl Config {
                     return Err(invalid(
                         "route",
                         "the upf pipeline needs [[route]]s to the gNBs (n3) and the data network (n6)",
+                    ));
+                }
+            }
+            PipelineConfig::Int { .. } => {
+                let Some(s) = &self.int else {
+                    return Err(invalid("int", "the int pipeline needs an [int] section"));
+                };
+                s.validate(|n| self.port_index(n))?;
+                if self.routes.is_empty() {
+                    return Err(invalid(
+                        "route",
+                        "the int pipeline needs at least one [[route]]",
                     ));
                 }
             }

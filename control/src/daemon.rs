@@ -2,6 +2,7 @@
 //! run the control loop until the input ends or a signal arrives, report.
 
 use crate::config::{BackendConfig, Config, ConfigError, PipelineConfig, ReplayMode};
+use crate::int::{IntRuntime, Role};
 use crate::summary::Summary;
 use crate::upf::UpfRuntime;
 use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
@@ -11,6 +12,7 @@ use peregrine_dataplane::runtime::{self, Pipeline, Publisher, Reasons, RuntimeCo
 use peregrine_dataplane::stages::l3fwd::{L3Fwd, RouteTable};
 use peregrine_dataplane::stages::xconnect::XConnect;
 use peregrine_dataplane::upf::Upf;
+use peregrine_int::stages::{IntSink, IntSource, IntTransit};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,6 +25,8 @@ pub enum RunError {
     Backend(String),
     #[error("cannot start workers: {0}")]
     Spawn(#[from] std::io::Error),
+    #[error("INT manager: {0}")]
+    IntManager(std::io::Error),
 }
 
 /// Options of `peregrine run` that are not in the config file.
@@ -222,6 +226,7 @@ where
     let routes = Publisher::new(RouteTable::from_routes(&cfg.parsed_routes()?));
     let t0 = Instant::now();
     let mut upf: Option<UpfRuntime> = None;
+    let mut int: Option<IntRuntime> = None;
     let mut rcfg = rcfg;
     let running = match &cfg.pipeline {
         PipelineConfig::Upf { promiscuous } => {
@@ -277,6 +282,56 @@ where
                 &rcfg,
             )?
         }
+        PipelineConfig::Int { promiscuous } => {
+            let section = cfg.int.as_ref().ok_or_else(|| {
+                RunError::Config(crate::config::invalid("int", "missing [int] section"))
+            })?;
+            // The manager binds first: a port in use fails the run before workers start.
+            let ir = IntRuntime::start(section).map_err(RunError::IntManager)?;
+            let icfg = section.stage_config(|n| cfg.port_index(n));
+            let (sink, source, transit) = (
+                section.has(Role::Sink),
+                section.has(Role::Source),
+                section.has(Role::Transit),
+            );
+            let running = runtime::start(
+                &mut backend,
+                &|_w: usize, r: &mut Reasons| {
+                    let mut stages: Vec<Box<dyn runtime::Stage<<Bk::Io as WorkerIo>::Buf>>> =
+                        Vec::with_capacity(4);
+                    if sink {
+                        stages.push(Box::new(IntSink::new(
+                            icfg.clone(),
+                            ir.tables.reader(),
+                            ir.events_tx.clone(),
+                            r,
+                        )));
+                    }
+                    if source {
+                        stages.push(Box::new(
+                            IntSource::new(icfg.clone(), ir.tables.reader())
+                                .with_piggyback(ir.piggyback_rx.clone()),
+                        ));
+                    }
+                    if transit {
+                        stages.push(Box::new(
+                            IntTransit::new(icfg.clone(), ir.tables.reader(), r)
+                                .with_events(ir.events_tx.clone()),
+                        ));
+                    }
+                    stages.push(Box::new(L3Fwd::new(
+                        routes.reader(),
+                        macs.clone(),
+                        *promiscuous,
+                        r,
+                    )));
+                    Pipeline::<<Bk::Io as WorkerIo>::Buf>::new(stages)
+                },
+                &rcfg,
+            )?;
+            int = Some(ir);
+            running
+        }
         PipelineConfig::L3fwd { promiscuous } => runtime::start(
             &mut backend,
             &|_w: usize, r: &mut Reasons| {
@@ -314,6 +369,9 @@ where
         }
         if let Some(u) = &mut upf {
             u.tick(&running);
+        }
+        if let Some(i) = &mut int {
+            i.pump();
         }
         if opts
             .stop
@@ -371,6 +429,9 @@ where
     let mut summary = Summary::new(seconds, nworkers, &stages, &ports, &stats, &total, &reasons);
     if let Some(u) = upf {
         summary.upf = Some(u.finish());
+    }
+    if let Some(i) = int {
+        summary.int = Some(i.finish());
     }
     Ok(summary)
 }

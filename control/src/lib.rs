@@ -3,6 +3,7 @@
 pub mod config;
 pub mod daemon;
 pub mod end_marker;
+pub mod int;
 pub mod metrics;
 pub mod n4;
 pub mod neighbour;

@@ -37,6 +37,9 @@ pub struct Summary {
     /// The UPF pipeline's figures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upf: Option<crate::upf::UpfSummary>,
+    /// The INT pipeline's control-side figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub int: Option<crate::int::IntDaemonStats>,
 }
 
 impl Summary {
@@ -82,6 +85,7 @@ impl Summary {
                 .map(|(i, n)| (n.to_string(), c.drops.get(i).copied().unwrap_or(0)))
                 .collect(),
             upf: None,
+            int: None,
         }
     }
 
@@ -131,6 +135,13 @@ impl Summary {
         }
         if !any {
             let _ = writeln!(s, "  (none)");
+        }
+        if let Some(i) = &self.int {
+            let _ = writeln!(
+                s,
+                "int: {} reports, {} piggy-backed, {} in-band reports received, {} requests seen, {} dropped",
+                i.reports, i.piggybacks, i.inband_reports, i.requests, i.dropped
+            );
         }
         if let Some(u) = &self.upf {
             let _ = writeln!(

@@ -227,6 +227,7 @@ impl SeedHopRepr {
             rx_packets: self.packets.map(|p| p.1),
             tx_bytes: self.bytes.map(|b| b.0),
             rx_bytes: self.bytes.map(|b| b.1),
+            hop_limit: None,
         }
     }
 }
@@ -627,10 +628,56 @@ pub fn ts_join(secs: u32, frac: u32) -> Option<u64> {
     (frac < 1_000_000_000).then(|| secs as u64 * 1_000_000_000 + frac as u64)
 }
 
+/// What the IOAM timestamp fraction field counts (RFC 9197 sections 4.4.2.3 and 5: the
+/// format is a property of the IOAM namespace). Seconds are the same in both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TsFormat {
+    /// PTP truncated (RFC 9197 5.1): nanoseconds.
+    #[default]
+    Ptp,
+    /// POSIX (RFC 9197 5.3): microseconds. What the Linux kernel writes
+    /// (`net/ipv6/ioam6.c`: `tv_nsec / NSEC_PER_USEC`), so mixed paths agree.
+    Posix,
+}
+
+impl TsFormat {
+    /// Seconds and fraction of a ns timestamp in this format.
+    pub const fn split(self, ns: u64) -> (u32, u32) {
+        match self {
+            TsFormat::Ptp => ts_split(ns),
+            TsFormat::Posix => (
+                (ns / 1_000_000_000) as u32,
+                ((ns % 1_000_000_000) / 1_000) as u32,
+            ),
+        }
+    }
+
+    /// Inverse of [`TsFormat::split`] (to the format's resolution); a fraction of a second
+    /// or more is `None`.
+    pub fn join(self, secs: u32, frac: u32) -> Option<u64> {
+        match self {
+            TsFormat::Ptp => ts_join(secs, frac),
+            TsFormat::Posix => {
+                (frac < 1_000_000).then(|| secs as u64 * 1_000_000_000 + frac as u64 * 1_000)
+            }
+        }
+    }
+}
+
 /// A hop's data as an RFC 9197 node entry for trace type `tt`: fields the hop did not
 /// collect stay `None`, which [`NodeData::emit`] writes as all-ones (RFC 9197 section
 /// 4.4.2; this replaces the seed's per-hop entry trace type).
 pub fn hop_to_node_data(h: &SeedHopRepr, hop_limit: u8, tt: ioam::TraceType) -> NodeData<'static> {
+    hop_to_node_data_in(h, hop_limit, tt, TsFormat::Ptp)
+}
+
+/// [`hop_to_node_data`] with the namespace's timestamp format.
+pub fn hop_to_node_data_in(
+    h: &SeedHopRepr,
+    hop_limit: u8,
+    tt: ioam::TraceType,
+    fmt: TsFormat,
+) -> NodeData<'static> {
     use ioam::TraceType as T;
     let mut d = NodeData::default();
     if tt.has(T::HOP_LIM_NODE_ID) {
@@ -638,7 +685,7 @@ pub fn hop_to_node_data(h: &SeedHopRepr, hop_limit: u8, tt: ioam::TraceType) -> 
         d.node_id = Some(h.node_id as u32);
     }
     if let Some(ts) = h.timestamp_ns {
-        let (s, f) = ts_split(ts);
+        let (s, f) = fmt.split(ts);
         d.timestamp_secs = tt.has(T::TIMESTAMP_SECS).then_some(s);
         d.timestamp_frac = tt.has(T::TIMESTAMP_FRAC).then_some(f);
     }
@@ -657,9 +704,14 @@ pub fn hop_to_node_data(h: &SeedHopRepr, hop_limit: u8, tt: ioam::TraceType) -> 
 
 /// An RFC 9197 node entry as a report hop: all-ones fields are "not collected".
 pub fn node_data_to_hop(d: &NodeData<'_>) -> HopData {
+    node_data_to_hop_in(d, TsFormat::Ptp)
+}
+
+/// [`node_data_to_hop`] with the namespace's timestamp format.
+pub fn node_data_to_hop_in(d: &NodeData<'_>, fmt: TsFormat) -> HopData {
     let a = d.available();
     let timestamp_ns = match (a.timestamp_secs, a.timestamp_frac) {
-        (Some(s), Some(f)) => ts_join(s, f),
+        (Some(s), Some(f)) => fmt.join(s, f),
         (Some(s), None) => Some(s as u64 * 1_000_000_000),
         _ => None,
     };
@@ -671,6 +723,7 @@ pub fn node_data_to_hop(d: &NodeData<'_>) -> HopData {
         tx_bytes: a.namespace_data_wide.map(|v| (v >> 32) as u32),
         rx_bytes: a.namespace_data_wide.map(|v| v as u32),
         entry_trace_type: 0,
+        hop_limit: a.hop_limit,
     };
     if h.timestamp_ns.is_some() {
         h.entry_trace_type |= HBH_TS;
@@ -739,6 +792,44 @@ pub fn fuzz(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn posix_timestamps_are_microseconds_as_linux_writes_them() {
+        let ns = 1_700_000_000_123_456_789u64;
+        assert_eq!(TsFormat::Posix.split(ns), (1_700_000_000, 123_456));
+        assert_eq!(TsFormat::Ptp.split(ns), (1_700_000_000, 123_456_789));
+        assert_eq!(
+            TsFormat::Posix.join(1_700_000_000, 123_456),
+            Some(1_700_000_000_123_456_000)
+        );
+        // A POSIX fraction is below 10^6; a PTP one below 10^9.
+        assert_eq!(TsFormat::Posix.join(1, 1_000_000), None);
+        assert_eq!(TsFormat::Ptp.join(1, 1_000_000), Some(1_001_000_000));
+        // A Linux hop's entry read in its format lands in the same microsecond.
+        let d = NodeData {
+            hop_limit: Some(62),
+            node_id: Some(0x42),
+            timestamp_secs: Some(1_700_000_000),
+            timestamp_frac: Some(123_456),
+            ..NodeData::default()
+        };
+        let h = node_data_to_hop_in(&d, TsFormat::Posix);
+        assert_eq!(h.timestamp_ns, Some(1_700_000_000_123_456_000));
+        assert_eq!(h.hop_limit, Some(62));
+        assert_eq!(h.node_id, 0x42);
+        let hop = SeedHopRepr {
+            node_id: 7,
+            timestamp_ns: Some(ns),
+            ..Default::default()
+        };
+        let tt = ioam::TraceType(
+            ioam::TraceType::HOP_LIM_NODE_ID
+                | ioam::TraceType::TIMESTAMP_SECS
+                | ioam::TraceType::TIMESTAMP_FRAC,
+        );
+        let back = hop_to_node_data_in(&hop, 9, tt, TsFormat::Posix);
+        assert_eq!(back.timestamp_frac, Some(123_456));
+    }
 
     /// Fig. 2 with the seed experiments' trace type (0x7000E000), one hop, E2E bits 1-3.
     #[test]
@@ -896,7 +987,14 @@ mod tests {
         assert_eq!(d.emit(tt, &mut b).unwrap(), 24);
         let (back, _) = NodeData::parse(&b, tt).unwrap();
         assert_eq!(back.hop_limit, Some(63));
-        assert_eq!(node_data_to_hop(&back), hop.to_hop());
+        // IOAM also carries the Hop_Lim, which the seed layout has no field for.
+        assert_eq!(
+            node_data_to_hop(&back),
+            HopData {
+                hop_limit: Some(63),
+                ..hop.to_hop()
+            }
+        );
         // A hop that only has its node ID: the rest is all-ones on the wire.
         let bare = SeedHopRepr {
             node_id: 7,

@@ -45,6 +45,9 @@ pub struct HopData {
     pub tx_bytes: Option<u32>,
     /// Bit 18: RX bytes (32-bit, wrapping).
     pub rx_bytes: Option<u32>,
+    /// IOAM only (RFC 9197 4.4.2.1): the Hop_Lim the node wrote; not in the seed layout
+    /// nor in the compact (0x33) encoding.
+    pub hop_limit: Option<u8>,
 }
 
 /// The source's E2E data (seed Fig. 2 E2E entry; Table I bits 0-3).
@@ -125,6 +128,17 @@ impl Default for IntReport {
             sink_rx_packets: 0,
             sink_rx_bytes: 0,
         }
+    }
+}
+
+/// The sink's reports go to the INT manager as they are (published on `raw/<app>/<ns>`) and
+/// feed its QoS monitor through [`IntReport::to_raw`] (seed III-E, III-F).
+impl crate::manager::ManagedReport for IntReport {
+    fn ns_id(&self) -> u32 {
+        self.ns_id as u32
+    }
+    fn qos_input(&self) -> Option<std::borrow::Cow<'_, RawReport>> {
+        Some(std::borrow::Cow::Owned(self.to_raw()))
     }
 }
 
@@ -245,8 +259,14 @@ impl IntReport {
                 | (h.tx_packets.is_some() as u8) << 1
                 | (h.rx_packets.is_some() as u8) << 2
                 | (h.tx_bytes.is_some() as u8) << 3
-                | (h.rx_bytes.is_some() as u8) << 4;
-            w.put(&h.node_id.to_be_bytes());
+                | (h.rx_bytes.is_some() as u8) << 4
+                | (h.hop_limit.is_some() as u8) << 5;
+            // With bit 5, the word is IOAM's Hop_Lim (8) | node_id (24) (RFC 9197 4.4.2.1).
+            let word = match h.hop_limit {
+                Some(hl) => (hl as u32) << 24 | (h.node_id & 0x00ff_ffff),
+                None => h.node_id,
+            };
+            w.put(&word.to_be_bytes());
             w.put(&h.entry_trace_type.to_be_bytes());
             w.put(&[p]);
             w.put(&h.timestamp_ns.unwrap_or(0).to_be_bytes());
@@ -293,9 +313,14 @@ impl IntReport {
             return None;
         }
         for _ in 0..hops {
-            let node_id = u32::from_be_bytes(r.get()?);
+            let word = u32::from_be_bytes(r.get()?);
             let entry_trace_type = u16::from_be_bytes(r.get()?);
             let p = r.get::<1>()?[0];
+            let (node_id, hop_limit) = if p & 0x20 != 0 {
+                (word & 0x00ff_ffff, Some((word >> 24) as u8))
+            } else {
+                (word, None)
+            };
             let ts = u64::from_be_bytes(r.get()?);
             let txp = u16::from_be_bytes(r.get()?);
             let rxp = u16::from_be_bytes(r.get()?);
@@ -309,6 +334,7 @@ impl IntReport {
                 rx_packets: (p & 4 != 0).then_some(rxp),
                 tx_bytes: (p & 8 != 0).then_some(txb),
                 rx_bytes: (p & 16 != 0).then_some(rxb),
+                hop_limit,
             });
         }
         (r.pos == b.len()).then_some(out)
@@ -374,6 +400,7 @@ mod compact_tests {
                 rx_packets: None,
                 tx_bytes: Some(2),
                 rx_bytes: Some(3),
+                hop_limit: (i % 2 == 0).then_some(60 + i as u8),
             });
         }
         let mut b = [0u8; 300];

@@ -15,9 +15,9 @@
 
 use crate::namespace::{NamespaceSnapshot, TableSnapshot, DEFAULT_RESEND_INTERVAL_NS};
 use crate::option::{
-    emit_inband_header, emit_seed_header, find_inband, hop_to_node_data, inband_header_len,
-    ioam_trace_type, node_data_to_hop, parse_seed_header, ts_join, ts_split, InBandKind,
-    InBandRepr, SeedE2eRepr, SeedHopRepr, MAX_INBAND_PAYLOAD,
+    emit_inband_header, emit_seed_header, find_inband, hop_to_node_data_in, inband_header_len,
+    ioam_trace_type, node_data_to_hop_in, parse_seed_header, InBandKind, InBandRepr, SeedE2eRepr,
+    SeedHopRepr, TsFormat, MAX_INBAND_PAYLOAD,
 };
 use crate::report::{E2eData, Encoding, HopData, IntReport};
 use crate::request::{Mode, TraceType};
@@ -76,6 +76,20 @@ pub struct IntConfig {
     pub supported_hbh: u16,
     /// Seed of the per-worker PRNG of the probability mode (mixed with the worker index).
     pub prng_seed: u64,
+    /// What the IOAM timestamp fraction counts (RFC 9197 4.4.2.3). Linux writes POSIX
+    /// (microseconds); a path with Linux hops needs [`TsFormat::Posix`] everywhere.
+    pub ioam_timestamp: TsFormat,
+    /// Timestamps are wall-clock time (ns since the Unix epoch, as Linux and other nodes
+    /// write them) rather than the worker clock; needed when nodes are compared.
+    pub wall_clock: bool,
+    /// The source instruments only packets received on these ports (the edge facing the
+    /// hosts); empty: every port. A node that is also a sink must not re-instrument the
+    /// packets it just stripped.
+    pub source_ports: Vec<u16>,
+    /// The IOAM Hop_Lim written is the hop limit the packet leaves with (received - 1), as
+    /// a Linux transit writes it (`ioam6_fill_trace_data` on input); set when the stages
+    /// run before the routing stage that decrements it. Off: the hop limit as seen.
+    pub hop_limit_after_forward: bool,
 }
 
 impl Default for IntConfig {
@@ -91,6 +105,10 @@ impl Default for IntConfig {
                 | TraceType::HBH_TIMESTAMP
                 | TraceType::HBH_TXRX_BYTES) as u16,
             prng_seed: 0x9e37_79b9_7f4a_7c15,
+            ioam_timestamp: TsFormat::Ptp,
+            wall_clock: false,
+            source_ports: Vec::new(),
+            hop_limit_after_forward: false,
         }
     }
 }
@@ -148,6 +166,44 @@ impl Piggyback {
         let mut bytes = [0u8; MAX_INBAND_PAYLOAD];
         let len = report.encode_compact(&mut bytes).unwrap_or(0) as u8;
         Piggyback { dst, len, bytes }
+    }
+}
+
+/// A stage's timestamp clock: the worker clock, or wall-clock time derived from it by an
+/// offset re-read once a second (one vDSO `clock_gettime` per second, not per packet).
+#[derive(Debug, Clone, Copy, Default)]
+struct StageClock {
+    wall: bool,
+    offset: u64,
+    calibrated_at: Option<u64>,
+}
+
+const CLOCK_RECALIBRATE_NS: u64 = 1_000_000_000;
+
+impl StageClock {
+    fn new(wall: bool) -> StageClock {
+        StageClock {
+            wall,
+            ..Default::default()
+        }
+    }
+
+    fn now(&mut self, worker_ns: u64) -> u64 {
+        if !self.wall {
+            return worker_ns;
+        }
+        let stale = self
+            .calibrated_at
+            .is_none_or(|t| worker_ns.saturating_sub(t) >= CLOCK_RECALIBRATE_NS);
+        if stale {
+            let unix = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0);
+            self.offset = unix.saturating_sub(worker_ns);
+            self.calibrated_at = Some(worker_ns);
+        }
+        worker_ns + self.offset
     }
 }
 
@@ -317,11 +373,13 @@ pub struct IntSource {
     piggyback_rx: Option<Receiver<Piggyback>>,
     pending: [Option<Piggyback>; 8],
     stats: SourceStats,
+    clock: StageClock,
 }
 
 impl IntSource {
     pub fn new(cfg: IntConfig, table: Reader<TableSnapshot>) -> IntSource {
         IntSource {
+            clock: StageClock::new(cfg.wall_clock),
             cfg,
             table,
             ns: HashMap::with_capacity(NS_CAPACITY),
@@ -552,8 +610,8 @@ fn build_ioam(
     let e = E2eRepr {
         namespace_id: ns,
         seq_num_32: want(TraceType::E2E_INT_COUNTER).then_some(seq),
-        timestamp_secs: want(TraceType::E2E_TIMESTAMP).then_some(ts_split(now).0),
-        timestamp_frac: want(TraceType::E2E_TIMESTAMP).then_some(ts_split(now).1),
+        timestamp_secs: want(TraceType::E2E_TIMESTAMP).then_some(cfg.ioam_timestamp.split(now).0),
+        timestamp_frac: want(TraceType::E2E_TIMESTAMP).then_some(cfg.ioam_timestamp.split(now).1),
         ..Default::default()
     };
     let with_doh = e.e2e_type() != 0;
@@ -572,7 +630,11 @@ fn build_ioam(
         timestamp_ns: Some(now),
         ..Default::default()
     };
-    let mut d = hop_to_node_data(&src, hop_limit, itt);
+    let hop_limit = match cfg.hop_limit_after_forward {
+        true => hop_limit.saturating_sub(1),
+        false => hop_limit,
+    };
+    let mut d = hop_to_node_data_in(&src, hop_limit, itt, cfg.ioam_timestamp);
     if want(TraceType::E2E_TX_COUNTER) || want(TraceType::E2E_TX_BYTES) {
         d.namespace_data_wide = Some((tx.packets as u64) << 32 | tx.bytes as u64);
     }
@@ -611,7 +673,10 @@ impl<B: PacketBuf> Stage<B> for IntSource {
     }
 
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
-        let now = cx.now_ns();
+        if !self.cfg.source_ports.is_empty() && !self.cfg.source_ports.contains(&batch.rx_port) {
+            return;
+        }
+        let now = self.clock.now(cx.now_ns());
         self.table.get();
         if self.prng.is_none() {
             self.prng = Some(Prng::new(self.cfg.prng_seed, cx.worker));
@@ -705,11 +770,13 @@ pub struct IntTransit {
     counters: HashMap<u16, FlowCounters>,
     drops: Drops,
     stats: TransitStats,
+    clock: StageClock,
 }
 
 impl IntTransit {
     pub fn new(cfg: IntConfig, table: Reader<TableSnapshot>, reasons: &mut Reasons) -> IntTransit {
         IntTransit {
+            clock: StageClock::new(cfg.wall_clock),
             cfg,
             table,
             events: None,
@@ -917,7 +984,11 @@ impl IntTransit {
             requested |= TraceType::HBH_TXRX_BYTES as u16;
         }
         let hop = self.hop(requested, counted, ns, now);
-        let node: NodeData<'static> = hop_to_node_data(&hop, flow.hop_limit, itt);
+        let hl = match self.cfg.hop_limit_after_forward {
+            true => flow.hop_limit.saturating_sub(1),
+            false => flow.hop_limit,
+        };
+        let node: NodeData<'static> = hop_to_node_data_in(&hop, hl, itt, self.cfg.ioam_timestamp);
         let mut t = TraceOption::new_unchecked(&mut b.data_mut()[body]);
         match t.fill_next(&node) {
             Ok(()) => {
@@ -996,7 +1067,7 @@ impl<B: PacketBuf> Stage<B> for IntTransit {
     }
 
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
-        let now = cx.now_ns();
+        let now = self.clock.now(cx.now_ns());
         self.table.get();
         batch.for_each_active(|b| self.process_one(b, now));
     }
@@ -1030,6 +1101,7 @@ pub struct IntSink {
     counters: HashMap<u16, FlowCounters>,
     drops: Drops,
     stats: SinkStats,
+    clock: StageClock,
 }
 
 /// Most trace entries the sink decodes per packet (an option holds at most 63).
@@ -1043,6 +1115,7 @@ impl IntSink {
         reasons: &mut Reasons,
     ) -> IntSink {
         IntSink {
+            clock: StageClock::new(cfg.wall_clock),
             cfg,
             table,
             events,
@@ -1102,10 +1175,12 @@ impl IntSink {
                 Ok(v) => Some(v),
                 Err(()) => return Disposition::drop_as(self.drops.malformed),
             },
-            Carried::Ioam => match decode_ioam(&b.data()[at..], &mut report) {
-                Ok(v) => Some(v),
-                Err(()) => return Disposition::drop_as(self.drops.malformed),
-            },
+            Carried::Ioam => {
+                match decode_ioam(&b.data()[at..], &mut report, self.cfg.ioam_timestamp) {
+                    Ok(v) => Some(v),
+                    Err(()) => return Disposition::drop_as(self.drops.malformed),
+                }
+            }
         };
         let table = self.table.cached();
         let rule = match strip_len {
@@ -1188,7 +1263,7 @@ fn decode_seed(hdr: &[u8], r: &mut IntReport) -> Result<(usize, u8), ()> {
 /// Decode an IOAM Hop-by-Hop trace (and the Destination Options E2E header after it, if
 /// it holds an IOAM E2E option of the same namespace) into `r`; returns the length of what
 /// to strip and the next header after it. The oldest entry is the source's own.
-fn decode_ioam(hdr: &[u8], r: &mut IntReport) -> Result<(usize, u8), ()> {
+fn decode_ioam(hdr: &[u8], r: &mut IntReport, fmt: TsFormat) -> Result<(usize, u8), ()> {
     let h = OptionsHeader::new_checked(hdr).map_err(|_| ())?;
     let (mut len, mut nh) = (h.header_len(), h.next_header());
     let f = ioam::find_in_header(hdr, ipv6_opt::IOAM_HBH)
@@ -1206,7 +1281,7 @@ fn decode_ioam(hdr: &[u8], r: &mut IntReport) -> Result<(usize, u8), ()> {
         if n == MAX_ENTRIES {
             return Err(());
         }
-        hops[n] = node_data_to_hop(&e);
+        hops[n] = node_data_to_hop_in(&e, fmt);
         wide[n] = e.available().namespace_data_wide;
         n += 1;
     }
@@ -1231,7 +1306,7 @@ fn decode_ioam(hdr: &[u8], r: &mut IntReport) -> Result<(usize, u8), ()> {
                 if e.namespace_id == r.ns_id {
                     r.e2e.int_counter = e.seq_num_32;
                     if let (Some(s), Some(fr)) = (e.timestamp_secs, e.timestamp_frac) {
-                        r.e2e.timestamp_ns = ts_join(s, fr);
+                        r.e2e.timestamp_ns = fmt.join(s, fr);
                     }
                     let d = OptionsHeader::new_checked(rest).map_err(|_| ())?;
                     len += d.header_len();
@@ -1262,7 +1337,7 @@ impl<B: PacketBuf> Stage<B> for IntSink {
     }
 
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
-        let now = cx.now_ns();
+        let now = self.clock.now(cx.now_ns());
         self.table.get();
         batch.for_each_active(|b| self.process_one(b, now));
     }
