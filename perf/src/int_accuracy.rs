@@ -608,7 +608,7 @@ pub fn summarise(
     }
 }
 
-mod stages;
+pub mod stages;
 
 #[cfg(test)]
 mod tests {
