@@ -185,8 +185,8 @@ fn processing_time_and_clock_offsets_bias_the_delays() {
         processing_ns: 10_000,
         ..StageOptions::ideal(Encoding::Ioam)
     });
-    for k in 0..LINKS {
-        let d = p.mean[k].unwrap() - e[k].delay_ms;
+    for (k, ek) in e.iter().take(LINKS).enumerate() {
+        let d = p.mean[k].unwrap() - ek.delay_ms;
         assert!((d - 0.010).abs() < 1e-4, "hop {k}: {d}");
     }
     assert!((p.mean[LINKS].unwrap() - 50.050).abs() < 1e-4);

@@ -229,7 +229,7 @@ fn main() {
         _ => Encoding::Ioam,
     };
     let tmpl = frame(1);
-    let mut sides = vec![
+    let mut sides = [
         side_off(),
         side_int(100, encoding),
         side_int(1000, encoding),
