@@ -22,6 +22,7 @@ use peregrine_dataplane::stages::impair::{Jitter, LinkConfig, LinkModel, SplitMi
 use peregrine_int::qos_monitor::{
     CounterWidth, HopEntry, QosConfig, QosMonitor, QosReport, RawReport, Window,
 };
+pub use peregrine_int::report::Encoding;
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -234,6 +235,45 @@ pub struct RunConfig {
     /// Seconds simulated before the first sample (queues fill).
     pub warmup_s: u64,
     pub seed: u64,
+    /// How the INT nodes are emulated.
+    pub nodes: Nodes,
+}
+
+/// How the INT nodes of a run are emulated.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum Nodes {
+    /// A model of what the stages record, on a perfect shared clock (the first version of
+    /// this experiment; kept to separate emulation effects from stage effects).
+    Model,
+    /// The real `IntSource` / `IntTransit` / `IntSink` stages on real Ethernet/IPv6/UDP frames;
+    /// the sink's reports (`IntReport::to_raw`) feed the monitor. See [`StageOptions`].
+    Stages(StageOptions),
+}
+
+/// Options of a [`Nodes::Stages`] run: the wire encoding and the non-idealities of real nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct StageOptions {
+    pub encoding: Encoding,
+    /// Largest clock offset of a node against the sink's clock, ns: node `k` (source and
+    /// transits) gets a fixed offset drawn uniformly in `[-x, x]` (imperfect PTP/NTP).
+    pub clock_offset_ns: u64,
+    /// Largest clock drift of a node, ppm: drawn uniformly in `[-x, x]` per node.
+    pub clock_drift_ppm: f64,
+    /// Time a node holds a packet between its INT stage and its egress link, ns (0: the
+    /// stages forward in zero time).
+    pub processing_ns: u64,
+}
+
+impl StageOptions {
+    /// Ideal nodes: shared clock, zero-time forwarding.
+    pub fn ideal(encoding: Encoding) -> StageOptions {
+        StageOptions {
+            encoding,
+            clock_offset_ns: 0,
+            clock_drift_ppm: 0.0,
+            processing_ns: 0,
+        }
+    }
 }
 
 /// One 1-second QoS sample: per row (hops 1-5, path) the measured metrics; `None` where the
@@ -282,6 +322,13 @@ pub struct RunCounts {
     pub reports: u64,
     pub lost: [u64; LINKS],
     pub queue_full: [u64; LINKS],
+    /// Stages only: hop entries the transits added.
+    pub int_hops: u64,
+    /// Stages only: packets a stage dropped (must be 0).
+    pub stage_drops: u64,
+    /// Stages only: packets that left the sink different from what entered the source
+    /// (must be 0).
+    pub altered: u64,
 }
 
 /// The raw data of one run.
@@ -334,6 +381,13 @@ impl Source {
 
 /// Run one test case.
 pub fn run(tc: &TestCase, rc: &RunConfig) -> RunOutput {
+    match rc.nodes {
+        Nodes::Model => run_model(tc, rc),
+        Nodes::Stages(o) => stages::run(tc, rc, &o),
+    }
+}
+
+fn run_model(tc: &TestCase, rc: &RunConfig) -> RunOutput {
     let mut links: Vec<LinkModel> = tc
         .links
         .iter()
@@ -457,8 +511,13 @@ pub fn run(tc: &TestCase, rc: &RunConfig) -> RunOutput {
 
 /// The 1 s QoS sample of the window that closed at `at`.
 fn take_sample(monitor: &QosMonitor, at: u64, warmup_s: u64) -> QosSample {
+    take_sample_at(monitor, at, at, warmup_s)
+}
+
+/// As [`take_sample`], with the monitor queried at `query_at` (the sink's clock).
+fn take_sample_at(monitor: &QosMonitor, at: u64, query_at: u64, warmup_s: u64) -> QosSample {
     let second = at / S - 1 - warmup_s;
-    match monitor.report(NS, Window::OneSecond, at) {
+    match monitor.report(NS, Window::OneSecond, query_at) {
         Some(r) => QosSample::from_report(second, &r),
         None => QosSample::from_report(second, &empty_report()),
     }
@@ -548,6 +607,8 @@ pub fn summarise(
         n,
     }
 }
+
+pub mod stages;
 
 #[cfg(test)]
 mod tests {

@@ -3,24 +3,47 @@
 //! 16-bit HbH packet counters through a wrap.
 
 use peregrine_perf::int_accuracy::{
-    expected, run, summarise, RunConfig, Strategy, TestCase, Traffic, LINKS,
+    expected, run, summarise, Encoding, Nodes, RunConfig, RunOutput, StageOptions, Strategy,
+    TestCase, Traffic, LINKS,
 };
 
-fn short(
+const IOAM: Nodes = Nodes::Stages(StageOptions {
+    encoding: Encoding::Ioam,
+    clock_offset_ns: 0,
+    clock_drift_ppm: 0.0,
+    processing_ns: 0,
+});
+
+fn short_with(
     tc: &TestCase,
     traffic: Traffic,
     strategy: Strategy,
-) -> peregrine_perf::int_accuracy::RunOutput {
-    run(
+    nodes: Nodes,
+    samples: usize,
+) -> RunOutput {
+    let out = run(
         tc,
         &RunConfig {
             traffic,
             strategy,
-            samples: 8,
+            samples,
             warmup_s: 1,
             seed: 11,
+            nodes,
         },
-    )
+    );
+    // Through the stages nothing may be dropped or altered by INT, and reports arrive.
+    assert_eq!(out.counts.stage_drops, 0);
+    assert_eq!(out.counts.altered, 0);
+    if nodes != Nodes::Model {
+        assert!(out.counts.int_hops > 0);
+    }
+    assert!(out.counts.reports > 0);
+    out
+}
+
+fn short(tc: &TestCase, traffic: Traffic, strategy: Strategy) -> RunOutput {
+    short_with(tc, traffic, strategy, IOAM, 8)
 }
 
 #[test]
@@ -115,5 +138,66 @@ fn loss_is_measured_per_hop_and_end_to_end() {
         // Hop 3 (5 %) stands out from its neighbours (2 %).
         assert!(s.mean[2].unwrap() > 4.0 && s.mean[1].unwrap() < 3.0 && s.mean[3].unwrap() < 3.0);
         assert!((s.mean[LINKS].unwrap() - e[LINKS].loss * 100.0).abs() < 0.5);
+    }
+}
+
+#[test]
+fn seed_encoding_measures_the_same() {
+    let cases = peregrine_perf::int_accuracy::table2();
+    let seed = Nodes::Stages(StageOptions::ideal(Encoding::Seed));
+    let e = expected(&cases[1]);
+    let out = short_with(&cases[1], Traffic::Constant, Strategy::Count(100), seed, 3);
+    let s = summarise(
+        &out.samples,
+        |q| q.delay_ms,
+        std::array::from_fn(|k| e[k].delay_ms),
+    );
+    assert_eq!(s.n, 3 * (LINKS + 1), "every sample has every hop");
+    assert!(s.mae_all.unwrap() < 0.031, "{s:?}");
+    let e = expected(&cases[3]);
+    let out = short_with(&cases[3], Traffic::Constant, Strategy::Count(100), seed, 3);
+    let l = summarise(
+        &out.samples,
+        |q| q.loss.map(|l| l.map(|l| l * 100.0)),
+        std::array::from_fn(|k| e[k].loss * 100.0),
+    );
+    assert!(l.mae_all.unwrap() < 0.6, "{l:?}");
+}
+
+#[test]
+fn processing_time_and_clock_offsets_bias_the_delays() {
+    let cases = peregrine_perf::int_accuracy::table2();
+    let tc = &cases[1];
+    let e = expected(tc);
+    let truth = std::array::from_fn(|k| e[k].delay_ms);
+    let with = |o: StageOptions| {
+        let out = short_with(
+            tc,
+            Traffic::Constant,
+            Strategy::Count(100),
+            Nodes::Stages(o),
+            3,
+        );
+        summarise(&out.samples, |q| q.delay_ms, truth)
+    };
+    // 10 us at every node before its egress link: each hop +10 us, the path +50 us.
+    let p = with(StageOptions {
+        processing_ns: 10_000,
+        ..StageOptions::ideal(Encoding::Ioam)
+    });
+    for (k, ek) in e.iter().take(LINKS).enumerate() {
+        let d = p.mean[k].unwrap() - ek.delay_ms;
+        assert!((d - 0.010).abs() < 1e-4, "hop {k}: {d}");
+    }
+    assert!((p.mean[LINKS].unwrap() - 50.050).abs() < 1e-4);
+    // Offsets up to 100 us: per-hop errors are offset differences, so under 0.2 ms, not 0.
+    let c = with(StageOptions {
+        clock_offset_ns: 100_000,
+        ..StageOptions::ideal(Encoding::Ioam)
+    });
+    let mae = c.mae_all.unwrap();
+    assert!(mae > 0.001 && mae < 0.2, "{c:?}");
+    for k in 0..=LINKS {
+        assert!(c.mae[k].unwrap() < 0.2, "row {k}: {c:?}");
     }
 }

@@ -5,8 +5,8 @@
 
 use clap::Parser;
 use peregrine_perf::int_accuracy::{
-    expected, run, summarise, Expected, Focus, MetricSummary, RunConfig, RunCounts, Strategy,
-    TestCase, Traffic, LINKS,
+    expected, run, summarise, Encoding, Expected, Focus, MetricSummary, Nodes, RunConfig,
+    RunCounts, StageOptions, Strategy, TestCase, Traffic, LINKS,
 };
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -27,10 +27,30 @@ struct Args {
     /// Base seed.
     #[arg(long, default_value_t = 2024)]
     seed: u64,
+    /// One-second samples per sensitivity run (clock offsets, drift, processing time).
+    #[arg(long, default_value_t = 30)]
+    sensitivity_samples: usize,
+}
+
+/// Which table a run belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+enum Group {
+    /// Table II cases through the real stages, ideal nodes.
+    Main,
+    /// The same, with the model of the first version instead of the stages.
+    Model,
+    /// Non-ideal nodes (IOAM, count).
+    Sensitivity,
+}
+
+fn ideal(e: Encoding) -> Nodes {
+    Nodes::Stages(StageOptions::ideal(e))
 }
 
 #[derive(Serialize)]
 struct RunRecord {
+    group: Group,
+    nodes: Nodes,
     case: u8,
     focus: Focus,
     traffic: Traffic,
@@ -48,25 +68,45 @@ struct RunRecord {
 fn main() {
     let args = Args::parse();
     let cases = peregrine_perf::int_accuracy::table2();
-    let mut plan: Vec<(&TestCase, Traffic, Strategy)> = Vec::new();
-    for s in Strategy::defaults() {
-        plan.push((&cases[0], Traffic::Constant, s));
-    }
-    for tc in &cases[1..] {
+    let mut plan: Vec<(Group, Nodes, &TestCase, Traffic, Strategy, usize)> = Vec::new();
+    let n = args.samples;
+    for (group, nodes) in [
+        (Group::Main, ideal(Encoding::Ioam)),
+        (Group::Main, ideal(Encoding::Seed)),
+        (Group::Model, Nodes::Model),
+    ] {
         for s in Strategy::defaults() {
-            plan.push((tc, Traffic::Constant, s));
+            plan.push((group, nodes, &cases[0], Traffic::Constant, s, n));
         }
-        plan.push((tc, Traffic::Bursty, Strategy::Count(100)));
+        for tc in &cases[1..] {
+            for s in Strategy::defaults() {
+                plan.push((group, nodes, tc, Traffic::Constant, s, n));
+            }
+            plan.push((group, nodes, tc, Traffic::Bursty, Strategy::Count(100), n));
+        }
+    }
+    for o in sensitivity_options() {
+        for tc in &cases {
+            plan.push((
+                Group::Sensitivity,
+                Nodes::Stages(o),
+                tc,
+                Traffic::Constant,
+                Strategy::Count(100),
+                args.sensitivity_samples,
+            ));
+        }
     }
     let mut records = Vec::new();
-    for (tc, traffic, strategy) in plan {
+    for (group, nodes, tc, traffic, strategy, samples) in plan {
         let t0 = std::time::Instant::now();
         let rc = RunConfig {
             traffic,
             strategy,
-            samples: args.samples,
+            samples,
             warmup_s: args.warmup,
             seed: args.seed ^ u64::from(tc.id),
+            nodes,
         };
         let out = run(tc, &rc);
         let e = expected(tc);
@@ -74,6 +114,8 @@ fn main() {
         let s = &out.samples;
         let pct = |v: [Option<f64>; LINKS + 1]| v.map(|x| x.map(|x| x * 100.0));
         let rec = RunRecord {
+            group,
+            nodes,
             case: tc.id,
             focus: tc.focus,
             traffic,
@@ -88,13 +130,21 @@ fn main() {
             loss_percent: summarise(s, |q| pct(q.loss), col(|e| e.loss * 100.0)),
         };
         eprintln!(
-            "case {} {:?} {:<11} {:>4} samples, {:>8} pkts, {:.1} s",
+            "{:?} {} case {} {:?} {:<11} {:>4} samples, {:>8} pkts, {} reports, {:.1} s",
+            group,
+            nodes_name(&nodes),
             tc.id,
             traffic,
             strategy.name(),
             rec.samples,
             rec.counts.sent,
+            rec.counts.reports,
             t0.elapsed().as_secs_f64()
+        );
+        assert_eq!(rec.counts.stage_drops, 0, "a stage dropped a packet");
+        assert_eq!(
+            rec.counts.altered, 0,
+            "the sink's output differs from the source's input"
         );
         records.push(rec);
     }
@@ -104,6 +154,52 @@ fn main() {
     let md = markdown(&records, &args);
     std::fs::write(args.out.join("int-accuracy.md"), &md).expect("write md");
     print!("{md}");
+}
+
+/// Non-ideal nodes: per-node processing time, clock offsets (PTP-grade and NTP-grade), drift.
+fn sensitivity_options() -> Vec<StageOptions> {
+    let base = StageOptions::ideal(Encoding::Ioam);
+    vec![
+        StageOptions {
+            processing_ns: 10_000,
+            ..base
+        },
+        StageOptions {
+            clock_offset_ns: 1_000,
+            ..base
+        },
+        StageOptions {
+            clock_offset_ns: 1_000_000,
+            ..base
+        },
+        StageOptions {
+            clock_offset_ns: 1_000,
+            clock_drift_ppm: 20.0,
+            ..base
+        },
+    ]
+}
+
+fn nodes_name(n: &Nodes) -> String {
+    match n {
+        Nodes::Model => "model".into(),
+        Nodes::Stages(o) => {
+            let mut s = match o.encoding {
+                Encoding::Ioam => "stages/ioam".to_string(),
+                Encoding::Seed => "stages/seed".to_string(),
+            };
+            if o.processing_ns > 0 {
+                let _ = write!(s, " proc {} us", o.processing_ns / 1000);
+            }
+            if o.clock_offset_ns > 0 {
+                let _ = write!(s, " offset <= {} us", o.clock_offset_ns / 1000);
+            }
+            if o.clock_drift_ppm > 0.0 {
+                let _ = write!(s, " drift <= {} ppm", o.clock_drift_ppm);
+            }
+            s
+        }
+    }
 }
 
 fn f(v: Option<f64>, prec: usize) -> String {
@@ -168,14 +264,35 @@ fn table(
 
 fn markdown(records: &[RunRecord], args: &Args) -> String {
     let mut md = String::new();
-    let by_case = |c: u8| records.iter().filter(|r| r.case == c).collect::<Vec<_>>();
+    let main_ioam = ideal(Encoding::Ioam);
+    let by_case = |c: u8| {
+        records
+            .iter()
+            .filter(|r| r.case == c && r.group == Group::Main && r.nodes == main_ioam)
+            .collect::<Vec<_>>()
+    };
+    // The MAE of the same columns with the seed encoding and with the model.
+    let others = |md: &mut String, c: u8, pick: fn(&RunRecord) -> &MetricSummary| {
+        for (name, g, nodes) in [
+            ("seed encoding (stages)", Group::Main, ideal(Encoding::Seed)),
+            ("model of the first version", Group::Model, Nodes::Model),
+        ] {
+            let v: Vec<String> = records
+                .iter()
+                .filter(|r| r.case == c && r.group == g && r.nodes == nodes)
+                .map(|r| f(pick(r).mae_all, 4))
+                .collect();
+            let _ = writeln!(md, "- MAE, {name}: {}", v.join(" / "));
+        }
+        let _ = writeln!(md);
+    };
     let _ = writeln!(
         md,
         "# INT measurement accuracy over emulated impairments (seed 003, Tables II-IV)\n\n\
          Generated by `cargo run --release -p peregrine-perf --bin int-accuracy` \
-         ({} one-second QoS samples per run after {} s of warm-up, seed {}). Raw numbers: \
-         `int-accuracy.json`.\n",
-        args.samples, args.warmup, args.seed
+         ({} one-second QoS samples per run after {} s of warm-up, seed {}; {} per sensitivity \
+         run). Raw numbers: `int-accuracy.json`.\n",
+        args.samples, args.warmup, args.seed, args.sensitivity_samples
     );
     let _ = writeln!(
         md,
@@ -183,10 +300,19 @@ fn markdown(records: &[RunRecord], args: &Args) -> String {
          each emulated by `peregrine_dataplane::stages::impair::LinkModel` (loss, then a token-bucket \
          FIFO of 1000 packets, then delay + uniform jitter, reordering allowed) in a discrete-event \
          simulation. Traffic as MGEN in the seed: 10000 pps of 562 B (44.96 Mbit/s), constant or in \
-         2 s bursts (mean 5 s apart). Trace type 0x7000E000: the source stamps timestamp, INT counter \
-         and TX counters, each transit its timestamp, 16-bit RX/TX packet and 32-bit byte counters; \
-         the sink builds the raw report for `peregrine_int::qos_monitor::QosMonitor`, whose 1 s \
-         reports are the samples. Sampling: count = 1 in 100, frequency = every 10 ms, probability \
+         2 s bursts (mean 5 s apart). **The nodes are the real stages**: every packet is an \
+         Ethernet/IPv6/UDP frame (`OwnedBuf`) that goes `IntSource` -> link 1 -> `IntTransit` (SW1) \
+         -> ... -> link 5 -> `IntSink`, each stage run on a one-packet batch with \
+         `Context::fixed(the packet's emulated time at that node)`; links carry the frame's real \
+         length, INT headers included; the sink's `IntReport`s go through `to_raw()` into \
+         `peregrine_int::qos_monitor::QosMonitor`, whose 1 s reports are the samples. Every packet \
+         that reached the sink left it byte-identical to what entered the source (checked per \
+         packet; the binary aborts otherwise). Trace type 0xF000E000 (E2E INT counter, timestamp, \
+         TX packets and bytes; per hop: timestamp, 16-bit RX/TX packet and 32-bit byte counters). \
+         Tables: the default IOAM encoding (RFC 9197 pre-allocated trace + E2E option); below each, \
+         the MAE of the same runs with the seed's encoding and with the model of what the stages \
+         record that the first version of this experiment used. The stages count the 548-byte IPv6 \
+         packet; throughput is scaled by 562/548 to the frame rate the seed's tables use. Sampling: count = 1 in 100, frequency = every 10 ms, probability \
          = 1 % (about 100 INT packets/s each). MAE is over every (sample, hop row incl. E2E) pair, \
          as one figure per column like the seed's.\n"
     );
@@ -204,6 +330,7 @@ fn markdown(records: &[RunRecord], args: &Args) -> String {
         |r| &r.throughput_mbps,
         2,
     );
+    others(&mut md, 1, |r| &r.throughput_mbps);
     let _ = writeln!(
         md,
         "Seed Table III (tc-netem, measured): hop 1-5 and E2E 44.41/43.81/43.81, 39.56/39.10/39.10, \
@@ -229,6 +356,7 @@ fn markdown(records: &[RunRecord], args: &Args) -> String {
 
     let _ = writeln!(md, "## Test case 2: delay (ms), seed Table IVa\n");
     table(&mut md, &by_case(2), |e| e.delay_ms, |r| &r.delay_ms, 3);
+    others(&mut md, 2, |r| &r.delay_ms);
     let _ = writeln!(
         md,
         "Seed Table IVa (count strategy): 10.02/10.03, 5.03/5.02, 5.02/5.02, 10.02/10.02, \
@@ -241,6 +369,7 @@ fn markdown(records: &[RunRecord], args: &Args) -> String {
         "## Test case 3: delay (ms) with jitter, seed Table IVb\n"
     );
     table(&mut md, &c3, |e| e.delay_ms, |r| &r.delay_ms, 3);
+    others(&mut md, 3, |r| &r.delay_ms);
     let _ = writeln!(md, "Jitter (ms; the monitor's mean |ΔD|) against the *configured* jitter, as the seed compares (E2E configured = sqrt of the summed squares, the seed's 5 ms):\n");
     table(
         &mut md,
@@ -257,6 +386,7 @@ fn markdown(records: &[RunRecord], args: &Args) -> String {
         |r| &r.jitter_ms_vs_mean_abs_diff,
         3,
     );
+    others(&mut md, 3, |r| &r.jitter_ms_vs_mean_abs_diff);
     let _ = writeln!(
         md,
         "Seed Table IVb (count strategy, constant/bursty): delay 10.23/10.14, 5.01/5.10, 5.07/5.11, \
@@ -276,9 +406,69 @@ fn markdown(records: &[RunRecord], args: &Args) -> String {
         |r| &r.loss_percent,
         3,
     );
+    others(&mut md, 4, |r| &r.loss_percent);
     let _ = writeln!(
         md,
         "Seed Table IVc: **MAE under 0.17 %** (text of section V-A).\n"
     );
+    sensitivity(&mut md, records);
+    md.push_str(DISCUSSION);
     md
 }
+
+/// MAE of each test case (constant traffic, count 1/100, IOAM) under non-ideal nodes.
+fn sensitivity(md: &mut String, records: &[RunRecord]) {
+    let _ = writeln!(
+        md,
+        "## Sensitivity: real nodes are not ideal
+"
+    );
+    let _ = writeln!(
+        md,
+        "Constant traffic, count 1/100, IOAM encoding. Offsets and drifts are drawn per node \
+         (source and transits) uniformly in [-x, x] against the sink's clock; processing time is \
+         added at every node between its INT stage and its egress link.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| nodes | TC1 throughput MAE (Mbit/s) | TC2 delay MAE (ms) | TC3 delay MAE (ms) | TC3 jitter MAE vs 2J/3 (ms) | TC4 loss MAE (%) |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|");
+    let mut rows: Vec<(String, Vec<&RunRecord>)> = Vec::new();
+    let ideal_runs: Vec<&RunRecord> = records
+        .iter()
+        .filter(|r| {
+            r.group == Group::Main
+                && r.nodes == ideal(Encoding::Ioam)
+                && r.traffic == Traffic::Constant
+                && r.strategy == Strategy::Count(100)
+        })
+        .collect();
+    rows.push(("ideal (tables above)".into(), ideal_runs));
+    for r in records.iter().filter(|r| r.group == Group::Sensitivity) {
+        let name = nodes_name(&r.nodes);
+        match rows.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, v)) => v.push(r),
+            None => rows.push((name, vec![r])),
+        }
+    }
+    for (name, runs) in rows {
+        let get = |c: u8, pick: fn(&RunRecord) -> &MetricSummary| {
+            runs.iter()
+                .find(|r| r.case == c)
+                .map_or("-".to_string(), |r| f(pick(r).mae_all, 4))
+        };
+        let _ = writeln!(
+            md,
+            "| {name} | {} | {} | {} | {} | {} |",
+            get(1, |r| &r.throughput_mbps),
+            get(2, |r| &r.delay_ms),
+            get(3, |r| &r.delay_ms),
+            get(3, |r| &r.jitter_ms_vs_mean_abs_diff),
+            get(4, |r| &r.loss_percent),
+        );
+    }
+    let _ = writeln!(md);
+}
+
+const DISCUSSION: &str = include_str!("int-accuracy-discussion.md");
