@@ -162,6 +162,33 @@ metrics = "{metrics}"
     }
 }
 
+impl Daemon {
+    /// Wait for a daemon whose replay ends (`loops = 1`) to exit by itself; the JSON summary.
+    fn wait_exit(mut self, timeout: Duration) -> serde_json::Value {
+        let mut child = self.child.take().unwrap();
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if t0.elapsed() > timeout {
+                let _ = child.kill();
+                panic!("the daemon did not stop after its replay");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(&std::fs::read_to_string(self.dir.join("summary.json")).unwrap())
+            .unwrap()
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -758,25 +785,13 @@ fn mbr_is_enforced_per_second_from_the_first_second() {
              gnbs = 1\nouter = \"v4\"\nmbr_kbps = {MBR_KBPS}\n"
         ),
     );
-    // Until both files are replayed.
-    let t1 = Instant::now();
-    loop {
-        let p = scrape(d.metrics).unwrap_or_default();
-        let rx: f64 = ["n3", "n6"]
-            .iter()
-            .filter_map(|port| metric(&p, "peregrine_port_rx_packets_total", &[("port", port)]))
-            .sum();
-        if rx >= total_in {
-            break;
-        }
-        assert!(
-            t1.elapsed() < Duration::from_secs(60),
-            "replay stalled at {rx}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    let (_, s) = d.stop();
+    // The replay plays each file once; the daemon stops when both are done.
+    let s = d.wait_exit(Duration::from_secs(60));
+    assert_eq!(
+        s["packets_in"].as_f64(),
+        Some(total_in),
+        "every input packet was received: {s}"
+    );
 
     let delivered_ul = inner_lengths(&dir.path().join("n6-tx.pcap"), false);
     let delivered_dl = inner_lengths(&dir.path().join("n3-tx.pcap"), true);
