@@ -302,7 +302,7 @@ where
     let mut control_pkts = 0u64;
     while !running.finished() {
         // Exception packets: ARP / ND answered and learnt, buffered downlink reported.
-        while let Ok(p) = running.control_rx().recv_timeout(Duration::from_millis(50)) {
+        while let Some(p) = running.recv_control(Duration::from_millis(50)) {
             control_pkts += 1;
             tracing::debug!(port = p.port, len = p.len, "exception packet");
             if let Some(nb) = neighbours.as_mut().filter(|_| p.len == p.data.len()) {

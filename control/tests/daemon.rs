@@ -354,6 +354,8 @@ fn quickstart_job_accounts_for_every_packet() {
         both("truncated")
     );
     assert_eq!(s["to_control"], both("arp_request"));
+    // Every ARP request for our N3 address is answered (through a worker, before it stops).
+    assert_eq!(s["injected"], both("arp_request"));
     // The UPF opens the tunnel: inner TTL-1 and no-route anomalies count in both directions.
     assert_eq!(drop_count(&s, "ttl_exceeded"), both("ttl1"));
     assert_eq!(

@@ -209,7 +209,7 @@ fn injected_frame_goes_out_of_a_dpdk_net_ring_port_byte_identical() {
     let mut got = Vec::new();
     let t0 = Instant::now();
     while got.len() < sent.len() && t0.elapsed() < Duration::from_secs(5) {
-        if let Ok(p) = run.control_rx().recv_timeout(Duration::from_millis(50)) {
+        if let Some(p) = run.recv_control(Duration::from_millis(50)) {
             assert_eq!(p.port, 0);
             assert_eq!(p.len, p.data.len());
             got.push(p.data.to_vec());

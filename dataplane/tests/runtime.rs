@@ -151,8 +151,8 @@ fn every_packet_is_accounted_for_across_two_workers() {
     )
     .unwrap();
     let mut ctl = 0;
-    while !run.finished() || !run.control_rx().is_empty() {
-        if let Ok(p) = run.control_rx().recv_timeout(Duration::from_millis(10)) {
+    while !run.finished() || run.control_backlog() > 0 {
+        if let Some(p) = run.recv_control(Duration::from_millis(10)) {
             assert_eq!(p.data[7], 0x42);
             assert_eq!(p.len, 64);
             ctl += 1;

@@ -39,6 +39,7 @@
 //! * [`Node::stats`]: message, cause, decode-error and report counters for Prometheus.
 #![forbid(unsafe_code)]
 
+pub mod rulemap;
 pub mod session;
 pub mod usage;
 
@@ -58,6 +59,7 @@ use peregrine_pfcp::message::{
 };
 use peregrine_pfcp::{Action, Body, Message};
 
+pub use rulemap::RuleMap;
 pub use session::{
     Bar, Far, ForwardingParameters, LocalFTeid, Pdi, Pdr, Qer, Reject, Session, Urr,
 };
@@ -274,6 +276,13 @@ pub struct Node {
     cache_order: VecDeque<(Nanos, SocketAddr, u32)>,
     /// Usage measurement per (UP SEID, URR ID); exactly the URRs of the sessions.
     meters: BTreeMap<(u64, u32), Meter>,
+    /// A lower bound of the earliest URR due time, cached: recomputing it walks every meter,
+    /// and the N4 loop asks after every burst. `None` = stale. Requests only move a meter's
+    /// due time earlier in `sync_session_state` (new meter, Update URR), which lowers the
+    /// bound; everything else (reports, removals) only moves due times later, so the bound
+    /// stays valid (at worst the timer fires early, and `poll_timers` recomputes). The other
+    /// `&mut self` entry points clear it.
+    urr_due: std::cell::Cell<Option<Option<Nanos>>>,
     /// Our outstanding Session Report Requests by sequence number.
     pending: BTreeMap<u32, PendingReport>,
     /// (UP SEID, FAR ID) whose buffering episode has been reported (DLDR).
@@ -341,6 +350,7 @@ impl Node {
             cache: HashMap::new(),
             cache_order: VecDeque::new(),
             meters: BTreeMap::new(),
+            urr_due: std::cell::Cell::new(None),
             pending: BTreeMap::new(),
             dldr_reported: BTreeSet::new(),
             stats: N4Stats::default(),
@@ -481,10 +491,21 @@ impl Node {
     pub fn next_timer(&self) -> Option<Nanos> {
         let hb = self.associations.values().map(|a| a.hb.next_at);
         let rtx = self.pending.values().map(|p| p.next_at);
-        let urr = self.meters.iter().filter_map(|(&(seid, id), m)| {
-            let u = self.sessions.get(&seid)?.urrs.get(&id)?;
-            m.next_due(u)
-        });
+        let urr = match self.urr_due.get() {
+            Some(d) => d,
+            None => {
+                let d = self
+                    .meters
+                    .iter()
+                    .filter_map(|(&(seid, id), m)| {
+                        let u = self.sessions.get(&seid)?.urrs.get(&id)?;
+                        m.next_due(u)
+                    })
+                    .min();
+                self.urr_due.set(Some(d));
+                d
+            }
+        };
         hb.chain(rtx).chain(urr).min()
     }
 
@@ -492,6 +513,7 @@ impl Node {
     /// `heartbeat_interval`; when `heartbeat_retries` requests are unanswered at the next due
     /// time, the association and its sessions are released (`AssociationDown`).
     pub fn poll_timers(&mut self, now: Nanos) -> Vec<Output> {
+        self.urr_due.set(None);
         let mut out = Vec::new();
         let due: Vec<SocketAddr> = self
             .associations
@@ -589,6 +611,7 @@ impl Node {
         urr_id: u32,
         usage: Usage,
     ) -> Vec<Output> {
+        self.urr_due.set(None);
         let mut out = Vec::new();
         if let Some(m) = self.meters.get_mut(&(up_seid, urr_id)) {
             m.feed(usage);
@@ -670,6 +693,7 @@ impl Node {
     /// (e.g. to FORW after paging). The BAR's Suggested Buffering Packets Count sizes the
     /// dataplane's buffer and does not change reporting.
     pub fn downlink_data(&mut self, now: Nanos, up_seid: u64, pdr_id: u16) -> Vec<Output> {
+        self.urr_due.set(None);
         let mut out = Vec::new();
         let far = self.sessions.get(&up_seid).and_then(|s| {
             let f = s.fars.get(&s.pdrs.get(&pdr_id)?.far_id)?;
@@ -1164,8 +1188,17 @@ impl Node {
         let Some(s) = self.sessions.get(&seid) else {
             return;
         };
-        self.meters
-            .retain(|&(x, id), _| x != seid || s.urrs.contains_key(&id));
+        // Only this session's entries: a `retain` over the whole map made every commit
+        // O(sessions), so establishing N sessions was quadratic.
+        let gone: Vec<(u64, u32)> = self
+            .meters
+            .range((seid, 0)..=(seid, u32::MAX))
+            .map(|(k, _)| *k)
+            .filter(|(_, id)| !s.urrs.contains_key(id))
+            .collect();
+        for k in gone {
+            self.meters.remove(&k);
+        }
         for (id, u) in &s.urrs {
             self.meters
                 .entry((seid, *id))
@@ -1176,9 +1209,27 @@ impl Node {
                 m.rearm(u, quota, now);
             }
         }
-        self.dldr_reported.retain(|&(x, far)| {
-            x != seid || (s.fars.contains_key(&far) && !updated_far.contains(&far))
-        });
+        if let Some(bound) = self.urr_due.get() {
+            let mine = self
+                .meters
+                .range((seid, 0)..=(seid, u32::MAX))
+                .filter_map(|(&(_, id), m)| m.next_due(s.urrs.get(&id)?))
+                .min();
+            let lower = match (bound, mine) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            self.urr_due.set(Some(lower));
+        }
+        let stale: Vec<(u64, u32)> = self
+            .dldr_reported
+            .range((seid, 0)..=(seid, u32::MAX))
+            .filter(|(_, far)| !s.fars.contains_key(far) || updated_far.contains(far))
+            .copied()
+            .collect();
+        for k in stale {
+            self.dldr_reported.remove(&k);
+        }
     }
 
     /// Install a validated session (new or replacing its previous version).

@@ -2,6 +2,7 @@
 //! (TS 29.244 section 7.5.2 Create PDR/FAR/URR/QER, section 7.5.4 Update/Remove), kept for
 //! the rule compiler, plus the transactional edit logic used by the node.
 
+use crate::rulemap::RuleMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -157,10 +158,12 @@ pub struct Session {
     pub cp_f_seid: FSeid,
     /// The CP function that owns the session (its association).
     pub peer: SocketAddr,
-    pub pdrs: BTreeMap<u16, Pdr>,
-    pub fars: BTreeMap<u32, Far>,
-    pub qers: BTreeMap<u32, Qer>,
-    pub urrs: BTreeMap<u32, Urr>,
+    // Sorted `Vec`s, not `BTreeMap`s: a session has a few rules and a B-tree leaf per map
+    // made a session cost ~6.5 KiB.
+    pub pdrs: RuleMap<u16, Pdr>,
+    pub fars: RuleMap<u32, Far>,
+    pub qers: RuleMap<u32, Qer>,
+    pub urrs: RuleMap<u32, Urr>,
     /// At most one BAR per session (Create BAR appears once, table 7.5.2.1-1).
     pub bar: Option<Bar>,
 }
@@ -401,7 +404,7 @@ pub(crate) fn urr_from_create(g: &Grouped) -> Result<Urr, Reject> {
     })
 }
 
-fn insert_new<K: Ord, V>(m: &mut BTreeMap<K, V>, k: K, v: V, ie: u16) -> Result<(), Reject> {
+fn insert_new<K: Ord, V>(m: &mut RuleMap<K, V>, k: K, v: V, ie: u16) -> Result<(), Reject> {
     if m.contains_key(&k) {
         return Err(Reject::rule(ie));
     }
@@ -435,10 +438,10 @@ impl Session {
             up_seid,
             cp_f_seid,
             peer,
-            pdrs: BTreeMap::new(),
-            fars: BTreeMap::new(),
-            qers: BTreeMap::new(),
-            urrs: BTreeMap::new(),
+            pdrs: RuleMap::new(),
+            fars: RuleMap::new(),
+            qers: RuleMap::new(),
+            urrs: RuleMap::new(),
             bar: None,
         }
     }

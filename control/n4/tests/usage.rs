@@ -839,3 +839,24 @@ fn tshark_decodes_reports_and_usage_carrying_responses() {
         "1"
     ));
 }
+
+#[test]
+fn next_timer_sees_a_session_established_after_it_was_asked() {
+    // next_timer caches the earliest URR due time; a later session with an earlier period
+    // must still lower it.
+    let mut n = quiet_node();
+    let mut r = est(CP_SEID);
+    r.create_urr = vec![urr_with(1, rt::PERIO, vec![Ie::MeasurementPeriod(60)])];
+    assert_eq!(sess_resp(&n.handle(0, smf(), &est_bytes(2, r))).cause, 1);
+    assert_eq!(n.next_timer(), Some(60 * SEC));
+    let mut r = est(CP_SEID + 1);
+    r.create_urr = vec![urr_with(1, rt::PERIO, vec![Ie::MeasurementPeriod(10)])];
+    assert_eq!(
+        sess_resp(&n.handle(5 * SEC, smf(), &est_bytes(3, r))).cause,
+        1
+    );
+    assert_eq!(n.next_timer(), Some(15 * SEC));
+    let out = n.poll_timers(15 * SEC);
+    assert_eq!(reports(&out).len(), 1, "the 10 s period fired");
+    assert_eq!(n.next_timer(), Some(18 * SEC), "T1 of the report");
+}

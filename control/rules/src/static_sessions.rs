@@ -231,9 +231,9 @@ pub fn to_sessions(cfg: &[StaticSession], n3: N3Addresses) -> Result<Vec<Session
             // No CP function owns a static session.
             peer: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
             bar: None,
-            pdrs: BTreeMap::from([(1, ul), (2, dl)]),
-            fars: BTreeMap::from([(1, far(1, 1, None)), (2, far(2, 0, Some(ohc_ie)))]),
-            qers: BTreeMap::from([(
+            pdrs: peregrine_n4::RuleMap::from([(1, ul), (2, dl)]),
+            fars: peregrine_n4::RuleMap::from([(1, far(1, 1, None)), (2, far(2, 0, Some(ohc_ie)))]),
+            qers: peregrine_n4::RuleMap::from([(
                 1,
                 Qer {
                     id: 1,
@@ -243,7 +243,7 @@ pub fn to_sessions(cfg: &[StaticSession], n3: N3Addresses) -> Result<Vec<Session
                     qfi: Some(c.qfi),
                 },
             )]),
-            urrs: BTreeMap::from([(
+            urrs: peregrine_n4::RuleMap::from([(
                 1,
                 Urr {
                     id: 1,

@@ -26,7 +26,7 @@ use crate::io::{Backend, Burst, PortId, PortInfo, WorkerIo, MAX_BURST};
 use crate::qos::Scheduler;
 use arrayvec::ArrayVec;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -161,6 +161,9 @@ struct Worker<I: WorkerIo> {
     /// Some `txq` holds packets (set by the slow dispatch path).
     tx_pending: bool,
     control: Sender<ControlPacket>,
+    /// Exception packets sent to the control thread and not yet handled there (see
+    /// [`Running::recv_control`]).
+    control_pending: Arc<AtomicU64>,
     /// Frames from the [`Injector`].
     inject_rx: Receiver<InjectFrame>,
     /// One injected frame on its way to `tx_burst` (kept here: no per-call stack array).
@@ -332,11 +335,17 @@ impl<I: WorkerIo> Worker<I> {
             self.pipeline.idle();
         }
         if self.io.rx_exhausted() {
-            // A replay's shaped queues drain at the shaper's rate before the worker stops.
+            // A replay's shaped queues drain at the shaper's rate before the worker stops, and
+            // what it sent the control thread is handled first (an ARP reply to inject, say),
+            // unless that takes longer than a stalled shaper would.
             let now_ns = self.epoch.elapsed().as_nanos() as u64;
-            if self.egress_backlog() == 0
-                || now_ns.saturating_sub(self.egress_progress_ns) > EGRESS_STALL_NS
-            {
+            let stalled = now_ns.saturating_sub(self.egress_progress_ns) > EGRESS_STALL_NS;
+            let control_done =
+                self.control_pending.load(Ordering::Acquire) == 0 && self.inject_rx.is_empty();
+            if !control_done && !self.inject_rx.is_empty() {
+                self.inject();
+            }
+            if (self.egress_backlog() == 0 && control_done) || stalled {
                 return true;
             }
         }
@@ -434,9 +443,12 @@ impl<I: WorkerIo> Worker<I> {
             len: bytes.len(),
             data,
         };
+        // Counted before the send, so the control side never sees it go below zero.
+        self.control_pending.fetch_add(1, Ordering::AcqRel);
         match self.control.try_send(msg) {
             Ok(()) => self.counters.to_control += 1,
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.control_pending.fetch_sub(1, Ordering::AcqRel);
                 self.count_drop(Reasons::CONTROL_QUEUE_FULL.0)
             }
         }
@@ -498,6 +510,26 @@ impl<I: WorkerIo> Worker<I> {
     }
 }
 
+/// An exception packet being handled by the control thread; see [`Running::recv_control`].
+#[derive(Debug)]
+pub struct Handled<'a> {
+    pub packet: ControlPacket,
+    pending: &'a AtomicU64,
+}
+
+impl std::ops::Deref for Handled<'_> {
+    type Target = ControlPacket;
+    fn deref(&self) -> &ControlPacket {
+        &self.packet
+    }
+}
+
+impl Drop for Handled<'_> {
+    fn drop(&mut self) {
+        self.pending.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Workers started on a backend; the handle the control thread keeps.
 #[derive(Debug)]
 pub struct Running {
@@ -505,6 +537,7 @@ pub struct Running {
     shared: Vec<Arc<SharedCounters>>,
     stop: Arc<AtomicBool>,
     control_rx: Receiver<ControlPacket>,
+    control_pending: Arc<AtomicU64>,
     injector: Injector,
     reasons: Reasons,
     ports: Vec<PortInfo>,
@@ -548,6 +581,7 @@ where
         .map(|p| p.stage_names())
         .unwrap_or_default();
     let stop = Arc::new(AtomicBool::new(false));
+    let control_pending = Arc::new(AtomicU64::new(0));
     let (ctl_tx, control_rx) = crossbeam_channel::bounded(cfg.control_queue.max(1));
     let epoch = Instant::now();
     let mut handles = Vec::new();
@@ -588,6 +622,7 @@ where
             txq: (0..ports.len()).map(|_| Burst::new()).collect(),
             tx_pending: false,
             control: ctl_tx.clone(),
+            control_pending: control_pending.clone(),
             inject_rx,
             inject_burst: Burst::new(),
             stop: stop.clone(),
@@ -611,6 +646,7 @@ where
         shared,
         stop,
         control_rx,
+        control_pending,
         injector: Injector {
             workers: inject_tx.into(),
             ports: ports.len(),
@@ -649,9 +685,21 @@ impl Running {
         self.counters().egress
     }
 
-    /// Exception packets from the workers.
-    pub fn control_rx(&self) -> &Receiver<ControlPacket> {
-        &self.control_rx
+    /// The next exception packet from the workers, waiting at most `timeout`. The packet
+    /// counts as handled when the returned guard is dropped: a worker whose replay has ended
+    /// waits for that before stopping, so what the control thread injects in answer (an ARP
+    /// reply) still goes out.
+    pub fn recv_control(&self, timeout: Duration) -> Option<Handled<'_>> {
+        let p = self.control_rx.recv_timeout(timeout).ok()?;
+        Some(Handled {
+            packet: p,
+            pending: &self.control_pending,
+        })
+    }
+
+    /// Exception packets waiting for the control thread.
+    pub fn control_backlog(&self) -> usize {
+        self.control_rx.len()
     }
 
     /// A handle for sending frames through the workers (Clone + Send).

@@ -194,6 +194,14 @@ impl UpfStats {
         );
     }
 
+    /// Reads slot `slot`'s counter line (to have it cached before [`Self::urr_add`]).
+    #[inline]
+    pub(crate) fn urr_touch(&self, slot: u32) -> u64 {
+        self.urr
+            .get(slot as usize)
+            .map_or(0, |c| c.ul_pkts.load(Relaxed))
+    }
+
     /// Add one packet of `bytes` to URR slot `slot` at `now_ns`.
     #[inline]
     pub(crate) fn urr_add(&self, slot: u32, dir: Direction, bytes: u64, now_ns: u64) {

@@ -1,0 +1,989 @@
+//! UPF forwarding rate per core against `dpdk-testpmd --forward-mode=5tswap` on the same
+//! DPDK vdevs and the same core, in one session (alternating rounds, paired ratios).
+//!
+//! Set-up (as `pg-throughput`): two `net_ring` ports (a ring PMD without arguments loops a
+//! port's tx back to its own rx), `--inject` packets per port, one pinned forwarding core,
+//! bursts of 32; rate = sum over ports of the `rte_eth_stats` rx-packet delta over the window.
+//!
+//! Ours: the real worker runtime with the real `Upf` stage (TS 29.244 section 5.2 packet
+//! path: PDR lookup, QER gate + TrTCM MBR meter, URR counting, FAR decap / encap), its tables
+//! compiled by `peregrine_rules::Compiler` from `synthetic(n)` sessions, every session with a
+//! QER whose MBR is far above the offered rate (the meters run, nothing is dropped).
+//! Because the UPF changes a packet's shape (uplink decapsulates, downlink encapsulates), a
+//! looped packet would not be a valid input twice; a `feed` stage in front of `Upf` therefore
+//! rewrites every received buffer with the next pre-generated frame of the case (cycling over
+//! one frame per session, so all `n` sessions' table entries and meters are touched). Its cost
+//! (a copy of the frame) is counted on our side, so the ratio is conservative; the `feed`
+//! stage alone (no UPF) is also measured and reported.
+//!
+//! Baseline: testpmd `5tswap` (parses and swaps L2-L4 of every packet) on frames of the same
+//! length (`set txpkts`, `start tx_first`). Drops are counted by reason; the run fails if our
+//! side dropped anything, and heap allocations in our measurement window are counted.
+
+#[path = "../../../control/n4/tests/common/mod.rs"]
+#[allow(unused_imports)]
+mod pfcp_msgs;
+#[path = "../../../dataplane/tests/upf_support/mod.rs"]
+#[allow(unused_imports)]
+mod upf_support;
+
+use clap::Parser;
+use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
+use peregrine_dataplane::io::{Backend, Burst, PortId, PortInfo, PortStats, WorkerIo};
+use peregrine_dataplane::runtime::{
+    self, Batch, Context, Disposition, Pipeline, Publisher, Reasons, RuntimeConfig, Stage,
+    WorkerSpec,
+};
+use peregrine_dataplane::upf::{Upf, UpfConfig, UpfStats};
+use peregrine_dataplane::PacketBuf;
+use peregrine_rules::static_sessions::{
+    synthetic, to_sessions, N3Addresses, OuterMix, SyntheticParams,
+};
+use peregrine_rules::{Compiler, CompilerConfig};
+use peregrine_wire::ethernet::Address as Mac;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Counting;
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+/// Bytes currently allocated (for memory per session).
+static LIVE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size() as i64, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        LIVE.fetch_add(n as i64 - l.size() as i64, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    about = "Peregrine UPF stage vs dpdk-testpmd 5tswap on net_ring, same core, same session"
+)]
+struct Args {
+    /// Seconds measured per round (after a 1 s warm-up).
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Rounds per side and case (alternating).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    #[arg(long, default_value_t = 1)]
+    core: usize,
+    #[arg(long, default_value_t = 32)]
+    burst: usize,
+    /// Packets injected per port before forwarding starts (testpmd's tx_first sends one burst).
+    #[arg(long, default_value_t = 32)]
+    inject: usize,
+    #[arg(long, default_value = "dpdk-testpmd")]
+    testpmd: String,
+    /// Session counts to test.
+    #[arg(long, value_delimiter = ',', default_values_t = [10_000usize, 100_000])]
+    sessions: Vec<usize>,
+    /// Inner IP packet sizes to test.
+    #[arg(long, value_delimiter = ',', default_values_t = [64usize, 512])]
+    sizes: Vec<usize>,
+    /// Directions to test (ul, dl).
+    #[arg(long, value_delimiter = ',', default_values_t = ["ul".to_string(), "dl".to_string()])]
+    dirs: Vec<String>,
+    /// Internal: run one measurement of our side (`--case dir,size,sessions` or
+    /// `--case feed,...` for the feed stage alone) and print `pps allocs drops`.
+    #[arg(long, hide = true)]
+    case: Option<String>,
+    #[arg(long, default_value = "perf/results/upf-forwarding.json")]
+    out: String,
+    /// Control-plane mode: establish this many sessions through the real N4 endpoint over
+    /// UDP (pipelined), while one worker forwards uplink traffic of `--sessions[0]` static
+    /// sessions; report establishments/s, publish latency, drops and memory per session.
+    #[arg(long)]
+    n4: Option<usize>,
+    /// Session Establishment Requests in flight (N4 mode).
+    #[arg(long, default_value_t = 256)]
+    window: usize,
+    #[arg(long, default_value = "perf/results/upf-n4.json")]
+    n4_out: String,
+}
+
+/// Port MACs the stage answers to (frames are rewritten to the rx port's).
+const PORT_MACS: [Mac; 2] = [upf_support::N3_MAC, upf_support::N6_MAC];
+/// Headroom the feed restores before writing a frame (room for downlink encapsulation).
+const HEADROOM: usize = 128;
+/// MBR of every QER: far above what one core can offer, so the meters run but never drop.
+const MBR_KBPS: u64 = 400_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    Ul,
+    Dl,
+}
+
+/// One frame per synthetic session for the case, in session order, and the compiled tables.
+fn frames(dir: Dir, size: usize, n: usize) -> Vec<Vec<u8>> {
+    let server = upf_support::server_v4();
+    params_sessions(n)
+        .iter()
+        .map(|s| {
+            let ue = s.ue_ipv4.expect("synthetic UEs have IPv4");
+            match dir {
+                Dir::Ul => upf_support::ul_frame(
+                    false,
+                    s.ul_teid,
+                    Some(s.qfi),
+                    &upf_support::udp4(ue, server, 53, size - 28),
+                ),
+                Dir::Dl => upf_support::dl_frame(&upf_support::udp4(server, ue, 80, size - 28)),
+            }
+        })
+        .collect()
+}
+
+fn params_sessions(n: usize) -> Vec<peregrine_rules::static_sessions::StaticSession> {
+    synthetic(
+        n,
+        &SyntheticParams {
+            // One outer family, so every frame of a case has testpmd's single frame length.
+            outer: OuterMix::V4,
+            mbr_kbps: Some(MBR_KBPS),
+            // The default IPv6 pool (2001:db8:45::/48) has bits set where UE indexes >= 2^16
+            // are OR-ed in, so 100k UEs would collide; this pool keeps bits 64..88 zero.
+            ue_pool_v6: std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x4500, 0, 0, 0, 0, 0),
+            ..SyntheticParams::default()
+        },
+    )
+}
+
+fn compiled(n: usize) -> (Publisher<peregrine_dataplane::upf::UpfTables>, u32) {
+    let slots = u32::try_from(4 * n).expect("slots");
+    let mut c = Compiler::new(CompilerConfig {
+        local_v4: vec![upf_support::upf_v4()],
+        local_v6: vec![upf_support::upf_v6()],
+        max_meter_slots: slots,
+        max_urr_slots: slots,
+    });
+    let n3 = N3Addresses {
+        v4: Some(upf_support::upf_v4()),
+        v6: Some(upf_support::upf_v6()),
+    };
+    for s in to_sessions(&params_sessions(n), n3).expect("synthetic sessions") {
+        c.upsert(&s).expect("compiles");
+    }
+    (Publisher::new(c.build()), slots)
+}
+
+/// The traffic source inside the worker: rewrites each received buffer with the next
+/// pre-generated frame (dst MAC set to the rx port's), restoring the headroom first.
+struct Feed {
+    frames: Vec<Vec<u8>>,
+    next: usize,
+    bad: peregrine_dataplane::runtime::DropReason,
+}
+
+impl<B: PacketBuf> Stage<B> for Feed {
+    fn name(&self) -> &'static str {
+        "feed"
+    }
+    fn process(&mut self, batch: &mut Batch<B>, _cx: &Context) {
+        let mac = PORT_MACS[usize::from(batch.rx_port) & 1];
+        let Feed { frames, next, bad } = self;
+        batch.for_each_active(|b| {
+            let f = &frames[*next];
+            *next = if *next + 1 == frames.len() {
+                0
+            } else {
+                *next + 1
+            };
+            if refill(b, f).is_err() {
+                return Disposition::drop_as(*bad);
+            }
+            b.data_mut()[..6].copy_from_slice(&mac.0);
+            Disposition::CONTINUE
+        });
+    }
+}
+
+fn refill<B: PacketBuf>(b: &mut B, f: &[u8]) -> Result<(), peregrine_dataplane::buffer::BufError> {
+    let h = b.headroom();
+    if h > HEADROOM {
+        b.prepend(h - HEADROOM)?;
+    } else if h < HEADROOM {
+        let k = HEADROOM - h;
+        if b.len() < k {
+            b.append(k - b.len())?;
+        }
+        b.adj(k)?;
+    }
+    let len = b.len();
+    if len < f.len() {
+        b.append(f.len() - len)?;
+    } else {
+        b.trim(len - f.len())?;
+    }
+    b.data_mut().copy_from_slice(f);
+    Ok(())
+}
+
+/// Forwards port 0 <-> port 1 unchanged (after the feed): the feed's own cost.
+struct Cross;
+impl<B: PacketBuf> Stage<B> for Cross {
+    fn name(&self) -> &'static str {
+        "cross"
+    }
+    fn process(&mut self, batch: &mut Batch<B>, _cx: &Context) {
+        let out = 1 - (batch.rx_port & 1);
+        batch.set_active(Disposition::tx(out));
+    }
+}
+
+/// Hands the runtime a worker I/O the harness took earlier (to inject the first packets).
+struct Preloaded {
+    inner: DpdkBackend,
+    io: Option<<DpdkBackend as Backend>::Io>,
+}
+
+impl Backend for Preloaded {
+    type Io = <DpdkBackend as Backend>::Io;
+    fn ports(&self) -> &[PortInfo] {
+        self.inner.ports()
+    }
+    fn worker_io(&mut self, _worker: usize) -> Self::Io {
+        self.io.take().expect("one worker")
+    }
+    fn port_stats(&self, port: PortId) -> PortStats {
+        self.inner.port_stats(port)
+    }
+}
+
+/// What one child run measured.
+struct Measured {
+    pps: f64,
+    allocs: u64,
+    drops: Vec<(String, u64)>,
+}
+
+fn parse_case(s: &str) -> (Option<Dir>, usize, usize) {
+    let v: Vec<&str> = s.split(',').collect();
+    let dir = match v[0] {
+        "ul" => Some(Dir::Ul),
+        "dl" => Some(Dir::Dl),
+        _ => None,
+    };
+    (
+        dir,
+        v[1].parse().expect("size"),
+        v[2].parse().expect("sessions"),
+    )
+}
+
+/// One measurement of our side in this process. `dir == None` runs the feed alone.
+fn ours(mut backend: DpdkBackend, a: &Args, case: &str) -> Measured {
+    let (dir, size, n) = parse_case(case);
+    let fr = frames(dir.unwrap_or(Dir::Ul), size, n);
+    let (tables, slots) = compiled(n);
+    let stats = Arc::new(UpfStats::new(slots));
+    let routes = Publisher::new(upf_support::routes());
+    let ucfg = UpfConfig {
+        max_meter_slots: slots,
+        n6_v4: Some(upf_support::n6_v4()),
+        ..UpfConfig::default()
+    };
+    let mut io = backend.worker_io(0);
+    for port in 0..2u16 {
+        let mut b = Burst::new();
+        for k in 0..a.inject {
+            let mut m = io.alloc().expect("mbuf");
+            let f = &fr[k % fr.len()];
+            m.append(f.len()).expect("room").copy_from_slice(f);
+            b.push(m);
+        }
+        io.tx_burst(port, 0, &mut b);
+    }
+    let mut pre = Preloaded {
+        inner: backend,
+        io: Some(io),
+    };
+    let cfg = RuntimeConfig {
+        workers: vec![WorkerSpec {
+            id: 0,
+            core: Some(a.core),
+            rx_queues: vec![(0, 0), (1, 0)],
+            tx_queue: 0,
+        }],
+        burst: a.burst,
+        stop_after_idle: None,
+        control_queue: 16,
+        egress: Vec::new(),
+    };
+    let fr_cell = std::sync::Mutex::new(Some(fr));
+    let run = runtime::start(
+        &mut pre,
+        &|_w: usize, r: &mut Reasons| {
+            let feed = Feed {
+                frames: fr_cell.lock().expect("once").take().expect("one worker"),
+                next: 0,
+                bad: r.register("feed_refill_failed"),
+            };
+            let second: Box<dyn Stage<_>> = match dir {
+                Some(_) => Box::new(Upf::new(
+                    tables.reader(),
+                    routes.reader(),
+                    PORT_MACS.to_vec(),
+                    ucfg.clone(),
+                    stats.clone(),
+                    r,
+                )),
+                None => Box::new(Cross),
+            };
+            Pipeline::new(vec![Box::new(feed), second])
+        },
+        &cfg,
+    )
+    .expect("start worker");
+    std::thread::sleep(Duration::from_secs(1));
+    let rx = |p: &Preloaded| p.port_stats(0).ipackets + p.port_stats(1).ipackets;
+    let a0 = ALLOCS.load(Ordering::Relaxed);
+    let (r0, t0) = (rx(&pre), Instant::now());
+    std::thread::sleep(Duration::from_secs_f64(a.seconds));
+    let (r1, t1) = (rx(&pre), Instant::now());
+    let allocs = ALLOCS.load(Ordering::Relaxed) - a0;
+    run.request_stop();
+    let names: Vec<&'static str> = run.reasons().names().to_vec();
+    let c = run.join();
+    let drops = names
+        .iter()
+        .zip(&c.drops)
+        .filter(|(_, d)| **d > 0)
+        .map(|(n, d)| (n.to_string(), *d))
+        .collect();
+    Measured {
+        pps: (r1 - r0) as f64 / (t1 - t0).as_secs_f64(),
+        allocs,
+        drops,
+    }
+}
+
+/// One round of our side in a fresh process (vdev ports cannot be re-probed in a process).
+fn ours_child(a: &Args, case: &str) -> Result<Measured, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = Command::new(exe)
+        .args(["--case", case, "--seconds", &a.seconds.to_string()])
+        .args([
+            "--core",
+            &a.core.to_string(),
+            "--burst",
+            &a.burst.to_string(),
+        ])
+        .args(["--inject", &a.inject.to_string()])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut it = text.split_whitespace();
+    let pps = it.next().and_then(|x| x.parse().ok());
+    let allocs = it.next().and_then(|x| x.parse().ok());
+    let drops = it
+        .filter_map(|d| {
+            let (n, c) = d.split_once('=')?;
+            Some((n.to_string(), c.parse().ok()?))
+        })
+        .collect();
+    match (pps, allocs) {
+        (Some(pps), Some(allocs)) if out.status.success() => Ok(Measured { pps, allocs, drops }),
+        _ => Err(format!(
+            "our child run failed: {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )),
+    }
+}
+
+/// testpmd 5tswap on frames of `frame_len` bytes: start tx_first, warm up, two
+/// `show port stats all` a window apart; the second call's Rx-pps covers that window.
+fn testpmd(a: &Args, frame_len: usize, round: usize) -> Result<f64, String> {
+    let mut child = Command::new(&a.testpmd)
+        .args([
+            "-l",
+            &format!("0,{}", a.core),
+            "--no-huge",
+            "--no-pci",
+            "-m",
+            "512",
+        ])
+        .args(["--no-shconf", "--no-telemetry"])
+        .arg(format!(
+            "--file-prefix=pg-upf-{}-{round}",
+            std::process::id()
+        ))
+        .args(["--vdev=net_ring0", "--vdev=net_ring1", "--", "-i"])
+        .args(["--forward-mode=5tswap", "--nb-cores=1"])
+        .arg(format!("--burst={}", a.burst))
+        .arg("--total-num-mbufs=8192")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", a.testpmd))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<_>>()
+    });
+    let mut say = |s: &str| stdin.write_all(s.as_bytes()).and_then(|_| stdin.flush());
+    std::thread::sleep(Duration::from_millis(500));
+    // tx_first sends `burst` packets per port built by txonly (Ether/IPv4/UDP).
+    say(&format!("set txpkts {}\nstart tx_first\n", frame_len)).map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_secs(1));
+    say("show port stats all\n").map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_secs_f64(a.seconds));
+    say("show port stats all\nstop\nquit\n").map_err(|e| e.to_string())?;
+    drop(stdin);
+    let status = child.wait().map_err(|e| e.to_string())?;
+    let lines = reader.join().map_err(|_| "reader thread")?;
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let pps: Vec<f64> = lines
+        .iter()
+        .filter_map(|l| l.trim().strip_prefix("Rx-pps:"))
+        .filter_map(|r| r.split_whitespace().next()?.parse().ok())
+        .collect();
+    if !status.success() || pps.len() < 4 {
+        return Err(format!(
+            "testpmd failed ({status}): {}\n{}",
+            lines.join("\n"),
+            err
+        ));
+    }
+    Ok(pps[pps.len() - 2] + pps[pps.len() - 1])
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    s[s.len() / 2]
+}
+
+fn child_backend() -> DpdkBackend {
+    let cfg = DpdkConfig {
+        eal_args: [
+            "-l",
+            "0",
+            "--no-huge",
+            "--no-pci",
+            "-m",
+            "1024",
+            "--no-shconf",
+            "--no-telemetry",
+            "--log-level=lib.eal:error",
+            "--vdev=net_ring0",
+            "--vdev=net_ring1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        ports: vec![
+            DpdkPortConfig::new("r0", "net_ring0"),
+            DpdkPortConfig::new("r1", "net_ring1"),
+        ],
+        workers: 1,
+        mbufs_per_worker: 8191,
+        mbuf_cache: 256,
+        data_room: DpdkConfig::DEFAULT_DATA_ROOM,
+    };
+    DpdkBackend::new(cfg).expect("DPDK backend on net_ring vdevs")
+}
+
+fn main() {
+    let a = Args::parse();
+    if let Some(n) = a.n4 {
+        n4_mode(&a, n);
+        return;
+    }
+    if let Some(case) = &a.case {
+        let m = ours(child_backend(), &a, case);
+        let drops: Vec<String> = m.drops.iter().map(|(n, d)| format!("{n}={d}")).collect();
+        println!("{} {} {}", m.pps, m.allocs, drops.join(" "));
+        return;
+    }
+    let mut cases = vec![];
+    let mut all_ok = true;
+    for n in &a.sessions {
+        for dir in &a.dirs {
+            for size in &a.sizes {
+                let d = if dir == "ul" { Dir::Ul } else { Dir::Dl };
+                let frame_len = frames(d, *size, 1)[0].len();
+                let case = format!("{dir},{size},{n}");
+                let (mut o, mut t, mut f, mut allocs) = (vec![], vec![], vec![], 0u64);
+                let mut drops: Vec<(String, u64)> = vec![];
+                for round in 0..a.rounds {
+                    let m = ours_child(&a, &case).unwrap_or_else(|e| fail(&e));
+                    let p = testpmd(&a, frame_len, round).unwrap_or_else(|e| fail(&e));
+                    let fe =
+                        ours_child(&a, &format!("feed,{size},{n}")).unwrap_or_else(|e| fail(&e));
+                    eprintln!(
+                        "{case} round {round}: upf {:.2} Mpps (allocs {}, drops {:?}) | testpmd 5tswap {:.2} Mpps | feed alone {:.2} Mpps",
+                        m.pps / 1e6, m.allocs, m.drops, p / 1e6, fe.pps / 1e6
+                    );
+                    allocs += m.allocs;
+                    drops.extend(m.drops);
+                    o.push(m.pps);
+                    t.push(p);
+                    f.push(fe.pps);
+                }
+                let pairs: Vec<f64> = o.iter().zip(&t).map(|(a, b)| a / b).collect();
+                all_ok &= drops.is_empty() && allocs == 0;
+                cases.push(serde_json::json!({
+                    "direction": dir,
+                    "inner_bytes": size,
+                    "frame_bytes": frame_len,
+                    "sessions": n,
+                    "ours_mpps": o.iter().map(|p| p / 1e6).collect::<Vec<_>>(),
+                    "testpmd_5tswap_mpps": t.iter().map(|p| p / 1e6).collect::<Vec<_>>(),
+                    "feed_alone_mpps": f.iter().map(|p| p / 1e6).collect::<Vec<_>>(),
+                    "ours_median_mpps": median(&o) / 1e6,
+                    "testpmd_median_mpps": median(&t) / 1e6,
+                    "ratio_of_medians": median(&o) / median(&t),
+                    "round_pair_ratios": pairs,
+                    "ratio_median_of_round_pairs": median(&pairs),
+                    "drops": drops,
+                    "heap_allocations_in_measurement_windows": allocs,
+                }));
+            }
+        }
+    }
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    let result = serde_json::json!({
+        "what": "UPF forwarding rate per core vs dpdk-testpmd 5tswap, net_ring0 <-> net_ring1, same core, alternating rounds",
+        "ours": "peregrine worker runtime: rx -> feed (rewrites the buffer with the next pre-generated frame, one per session) -> Upf stage (tables compiled from synthetic() sessions, QER with MBR on every session) -> tx",
+        "baseline": "dpdk-testpmd --forward-mode=5tswap, one forwarding core, txonly frames of the same length",
+        "inject_per_port": a.inject,
+        "burst": a.burst,
+        "core": a.core,
+        "seconds_per_round": a.seconds,
+        "rounds": a.rounds,
+        "goal_ratio": 0.5,
+        "cases": cases,
+        "all_forwarded_zero_allocations": all_ok,
+        "machine": format!(
+            "{} cores (shared with other engineers' builds), {}",
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            cpu
+        ),
+        "dpdk": "Debian libdpdk 22.11",
+    });
+    let text = serde_json::to_string_pretty(&result).expect("json");
+    println!("{text}");
+    if let Err(e) = std::fs::write(&a.out, text) {
+        eprintln!("cannot write {}: {e}", a.out);
+    }
+}
+
+fn fail(e: &str) -> ! {
+    eprintln!("{e}");
+    std::process::exit(1)
+}
+
+/// A Session Establishment Request for UE `k` of the load: UL PDR (F-TEID CHOOSE, the UPF
+/// allocates), DL PDR on the UE's own IPv4 address, N6 and N3 FARs, a QER with MBR and a
+/// volume URR (TS 29.244 section 7.5.2).
+fn est_request(seq: u32, k: u32) -> Vec<u8> {
+    use peregrine_pfcp::ie::{ie_type as t, FTeid, Ie, OuterHeaderRemoval, UeIpAddress};
+    // A pool disjoint from the static synthetic sessions (10.45/16 onwards).
+    let ue = std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(10, 128, 0, 0)) + k);
+    let pdi_ul = pfcp_msgs::g(
+        t::PDI,
+        vec![
+            Ie::SourceInterface(0),
+            Ie::FTeid(FTeid::Choose {
+                v4: true,
+                v6: false,
+                choose_id: Some(1),
+            }),
+            Ie::UeIpAddress(UeIpAddress {
+                ipv4: Some(ue),
+                ..Default::default()
+            }),
+            Ie::Qfi(9),
+        ],
+    );
+    let ul = pfcp_msgs::g(
+        t::CREATE_PDR,
+        vec![
+            Ie::PdrId(1),
+            Ie::Precedence(200),
+            Ie::Grouped(pdi_ul),
+            Ie::OuterHeaderRemoval(OuterHeaderRemoval {
+                description: 0,
+                ext_header_deletion: None,
+            }),
+            Ie::FarId(1),
+            Ie::UrrId(1),
+            Ie::QerId(1),
+        ],
+    );
+    let pdi_dl = pfcp_msgs::g(
+        t::PDI,
+        vec![
+            Ie::SourceInterface(1),
+            Ie::UeIpAddress(UeIpAddress {
+                sd: true,
+                ipv4: Some(ue),
+                ..Default::default()
+            }),
+        ],
+    );
+    let dl = pfcp_msgs::g(
+        t::CREATE_PDR,
+        vec![
+            Ie::PdrId(2),
+            Ie::Precedence(100),
+            Ie::Grouped(pdi_dl),
+            Ie::FarId(2),
+            Ie::UrrId(1),
+            Ie::QerId(1),
+        ],
+    );
+    let r = peregrine_pfcp::message::SessionEstablishmentRequest {
+        create_pdr: vec![ul, dl],
+        create_far: vec![pfcp_msgs::far_n6(1), pfcp_msgs::far_n3(2, 0x0300_0000 | k)],
+        ..pfcp_msgs::est(u64::from(k) + 1)
+    };
+    pfcp_msgs::est_bytes(seq, r)
+}
+
+/// (sequence number, cause) of a Session Establishment Response, if `d` is one.
+fn est_answer(d: &[u8]) -> Option<(u32, u8)> {
+    let m = peregrine_pfcp::Message::parse(d).ok()?;
+    match m.body {
+        peregrine_pfcp::message::Body::SessionEstablishmentResponse(r) => Some((m.seq, r.cause)),
+        _ => None,
+    }
+}
+
+/// Bytes per session of the N4 node alone, and of the compiler + one published table
+/// version alone, for `n` sessions established in-process (no UDP, no traffic).
+fn memory_breakdown(n: usize) -> (f64, f64, usize, u32, u32) {
+    let mut cfg = peregrine_n4::NodeConfig::new(
+        peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
+        0xe6f0_0001,
+        Some(upf_support::upf_v4()),
+    );
+    cfg.max_sessions = n + 16;
+    let peer: std::net::SocketAddr = "127.0.0.1:8805".parse().expect("addr");
+    let reqs: Vec<Vec<u8>> = (0..n as u32).map(|k| est_request(k + 2, k)).collect();
+    let l0 = LIVE.load(Ordering::Relaxed);
+    let mut node = peregrine_n4::Node::new(cfg);
+    drop(node.handle(0, peer, &pfcp_msgs::setup_req(1, 1000)));
+    for r in &reqs {
+        drop(node.handle(1, peer, r));
+    }
+    // Responses are cached for retransmissions for a while (TS 29.244 section 6.4); let the
+    // cache expire so only the sessions remain.
+    drop(node.poll_timers(3_600_000_000_000));
+    let l1 = LIVE.load(Ordering::Relaxed);
+    let sessions: Vec<peregrine_n4::Session> = node.sessions().cloned().collect();
+    let l2 = LIVE.load(Ordering::Relaxed);
+    let mut c = Compiler::new(CompilerConfig {
+        local_v4: vec![upf_support::upf_v4()],
+        local_v6: vec![],
+        max_meter_slots: 4 * n as u32,
+        max_urr_slots: 4 * n as u32,
+    });
+    for s in &sessions {
+        c.upsert(s).expect("compiles");
+    }
+    let t = c.build();
+    let l3 = LIVE.load(Ordering::Relaxed);
+    let st = c.stats();
+    drop((t, c, sessions));
+    let cached = node.cached_responses();
+    drop(node);
+    (
+        (l1 - l0) as f64 / n as f64,
+        (l3 - l2) as f64 / n as f64,
+        cached,
+        st.meter_slots_used,
+        st.urr_slots_used,
+    )
+}
+
+/// Session establishment rate, publish latency and memory per session, under traffic.
+fn n4_mode(a: &Args, n: usize) {
+    let (node_b, compiler_b, cached, meter_slots, urr_slots) = memory_breakdown(n);
+    eprintln!("node {node_b:.0} B/session (cached responses left {cached}), compiler + tables {compiler_b:.0} B/session");
+    use peregrine_control::n4::{N4Config, N4Endpoint};
+    use peregrine_control::upf::DaemonRules;
+    use std::net::UdpSocket;
+    let statics = a.sessions.first().copied().unwrap_or(10_000);
+    let size = a.sizes.first().copied().unwrap_or(64);
+    let slots = u32::try_from(4 * (statics + n)).expect("slots");
+    // Compiler holding the static sessions the traffic belongs to.
+    let mut compiler = Compiler::new(CompilerConfig {
+        local_v4: vec![upf_support::upf_v4()],
+        local_v6: vec![upf_support::upf_v6()],
+        max_meter_slots: slots,
+        max_urr_slots: slots,
+    });
+    let n3 = N3Addresses {
+        v4: Some(upf_support::upf_v4()),
+        v6: Some(upf_support::upf_v6()),
+    };
+    for mut s in to_sessions(&params_sessions(statics), n3).expect("synthetic sessions") {
+        // As the daemon does: static SEIDs never collide with the ones N4 hands out.
+        s.up_seid |= peregrine_control::upf::STATIC_SEID_BIT;
+        compiler.upsert(&s).expect("compiles");
+    }
+    let publisher = Arc::new(Publisher::new(compiler.build()));
+    let stats = Arc::new(UpfStats::new(slots));
+    let routes = Publisher::new(upf_support::routes());
+    let ucfg = UpfConfig {
+        max_meter_slots: slots,
+        n6_v4: Some(upf_support::n6_v4()),
+        ..UpfConfig::default()
+    };
+
+    // One worker forwarding uplink traffic of the static sessions (as the forwarding test).
+    let mut backend = child_backend();
+    let fr = frames(Dir::Ul, size, statics);
+    let mut io = backend.worker_io(0);
+    for port in 0..2u16 {
+        let mut b = Burst::new();
+        for f in fr.iter().take(a.inject) {
+            let mut m = io.alloc().expect("mbuf");
+            m.append(f.len()).expect("room").copy_from_slice(f);
+            b.push(m);
+        }
+        io.tx_burst(port, 0, &mut b);
+    }
+    let mut pre = Preloaded {
+        inner: backend,
+        io: Some(io),
+    };
+    let cfg = RuntimeConfig {
+        workers: vec![WorkerSpec {
+            id: 0,
+            core: Some(a.core),
+            rx_queues: vec![(0, 0), (1, 0)],
+            tx_queue: 0,
+        }],
+        burst: a.burst,
+        stop_after_idle: None,
+        control_queue: 16,
+        egress: Vec::new(),
+    };
+    let fr_cell = std::sync::Mutex::new(Some(fr));
+    let run = runtime::start(
+        &mut pre,
+        &|_w: usize, r: &mut Reasons| {
+            let feed = Feed {
+                frames: fr_cell.lock().expect("once").take().expect("one worker"),
+                next: 0,
+                bad: r.register("feed_refill_failed"),
+            };
+            Pipeline::new(vec![
+                Box::new(feed),
+                Box::new(Upf::new(
+                    publisher.reader(),
+                    routes.reader(),
+                    PORT_MACS.to_vec(),
+                    ucfg.clone(),
+                    stats.clone(),
+                    r,
+                )),
+            ])
+        },
+        &cfg,
+    )
+    .expect("start worker");
+    std::thread::sleep(Duration::from_millis(500));
+    // The generator and the N4 thread (which inherits this affinity) stay off the worker's
+    // core, as the daemon's control core would.
+    if let Some(c) = (0..2).find(|c| *c != a.core) {
+        core_affinity::set_for_current(core_affinity::CoreId { id: c });
+    }
+
+    let mut node = peregrine_n4::NodeConfig::new(
+        peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
+        0xe6f0_0001,
+        Some(upf_support::upf_v4()),
+    );
+    node.max_sessions = n + 16;
+    node.heartbeat_interval = Duration::from_secs(3600);
+    let rules = DaemonRules::new(
+        compiler,
+        publisher.clone(),
+        vec![stats.clone()],
+        Instant::now(),
+    );
+    let ep = N4Endpoint::start(
+        N4Config {
+            listen: vec!["127.0.0.1:0".parse().expect("addr")],
+            node,
+            usage_interval: Duration::from_secs(1),
+        },
+        rules,
+    )
+    .expect("N4 endpoint");
+    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    sock.connect(ep.local_addrs()[0]).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    let mut buf = vec![0u8; 65536];
+    sock.send(&pfcp_msgs::setup_req(1, 1000)).expect("send");
+    sock.recv(&mut buf).expect("association setup response");
+    // Pre-build the requests so the generator measures the endpoint, not itself.
+    let reqs: Vec<Vec<u8>> = (0..n as u32).map(|k| est_request(k + 2, k)).collect();
+
+    let live0 = LIVE.load(Ordering::Relaxed);
+    let rx = |p: &Preloaded| p.port_stats(0).ipackets + p.port_stats(1).ipackets;
+    let (r0, t0) = (rx(&pre), Instant::now());
+    let (mut sent, mut ok, mut rejected, mut got) = (0usize, 0usize, 0usize, 0usize);
+    let (mut answered, mut retransmits, mut quiet) = (vec![false; n], 0usize, 0u32);
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    while got < n {
+        while sent < n && sent - got < a.window {
+            sock.send(&reqs[sent]).expect("send");
+            sent += 1;
+        }
+        match sock.recv(&mut buf) {
+            Ok(len) => {
+                let Some((seq, cause)) = est_answer(&buf[..len]) else {
+                    continue;
+                };
+                let k = seq.wrapping_sub(2) as usize;
+                if k >= n || answered[k] {
+                    continue;
+                }
+                answered[k] = true;
+                got += 1;
+                quiet = 0;
+                if cause == 1 {
+                    ok += 1;
+                } else {
+                    rejected += 1;
+                }
+            }
+            // UDP may lose a request or a response under a full window: retransmit what is
+            // unanswered, as an SMF does on T1 expiry (the node answers duplicates from its
+            // response cache, TS 29.244 section 6.4).
+            Err(_) => {
+                quiet += 1;
+                if quiet > 10 {
+                    fail(&format!("N4 endpoint stopped answering after {got}"));
+                }
+                for k in (0..sent).filter(|k| !answered[*k]) {
+                    sock.send(&reqs[k]).expect("send");
+                    retransmits += 1;
+                }
+            }
+        }
+    }
+    let elapsed = t0.elapsed();
+    let (r1, t1) = (rx(&pre), Instant::now());
+    drop(reqs);
+    let st = ep.status();
+    let live1 = LIVE.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(200));
+    run.request_stop();
+    let names: Vec<&'static str> = run.reasons().names().to_vec();
+    let c = run.join();
+    let drops: Vec<(String, u64)> = names
+        .iter()
+        .zip(&c.drops)
+        .filter(|(_, d)| **d > 0)
+        .map(|(n, d)| (n.to_string(), *d))
+        .collect();
+
+    // Per-worker state the new sessions need: their URR counters and meter slots (the
+    // counts the compiler allocated for them).
+    let per_worker = {
+        let (urr, meters) = (urr_slots, meter_slots);
+        let before = LIVE.load(Ordering::Relaxed);
+        let mut reasons = Reasons::new();
+        let st = Arc::new(UpfStats::new(urr));
+        let stage = Upf::new(
+            publisher.reader(),
+            routes.reader(),
+            PORT_MACS.to_vec(),
+            UpfConfig {
+                max_meter_slots: meters,
+                ..UpfConfig::default()
+            },
+            st,
+            &mut reasons,
+        );
+        let b = LIVE.load(Ordering::Relaxed) - before;
+        drop(stage);
+        b
+    };
+    let n4_bytes = live1 - live0;
+    let result = serde_json::json!({
+        "what": "PFCP Session Establishment through the real N4 endpoint (UDP, pipelined) while one worker forwards uplink traffic",
+        "sessions_established": ok,
+        "rejected": rejected,
+        "window": a.window,
+        "retransmissions": retransmits,
+        "seconds": elapsed.as_secs_f64(),
+        "establishments_per_second": ok as f64 / elapsed.as_secs_f64(),
+        "goal_establishments_per_second": 20000,
+        "publishes": st.counts.publishes,
+        "publish_latency_us_p50": st.publish_latency_quantile(0.5),
+        "publish_latency_us_p99": st.publish_latency_quantile(0.99),
+        "publish_latency_us_max": st.publish_latency_quantile(1.0),
+        "publish_latency_samples": st.publish_latency_us.len(),
+        "goal_publish_latency_us_p99": 1000,
+        "traffic": format!("uplink, {size} B inner, {statics} static synthetic sessions, one worker on core {}", a.core),
+        "traffic_mpps_during_load": (r1 - r0) as f64 / (t1 - t0).as_secs_f64() / 1e6,
+        "traffic_drops_by_reason": drops,
+        "memory": {
+            "n4_node_compiler_tables_bytes": n4_bytes,
+            "per_worker_state_bytes": per_worker,
+            "workers": 1,
+            "meter_slots_per_session": f64::from(meter_slots) / n as f64,
+            "urr_slots_per_session": f64::from(urr_slots) / n as f64,
+            "breakdown_node_only_bytes_per_session": node_b,
+            "breakdown_compiler_and_tables_bytes_per_session": compiler_b,
+            "bytes_per_session": (n4_bytes + per_worker) as f64 / n as f64,
+            "goal_bytes_per_session": 2048,
+        },
+        "machine": format!(
+            "{} cores (shared with other engineers' builds)",
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
+        ),
+    });
+    let text = serde_json::to_string_pretty(&result).expect("json");
+    println!("{text}");
+    if let Err(e) = std::fs::write(&a.n4_out, text) {
+        eprintln!("cannot write {}: {e}", a.n4_out);
+    }
+    drop(ep);
+}
