@@ -431,8 +431,11 @@ impl Node {
     /// response cache: equal dumps mean equal state.
     pub fn debug_snapshot(&self) -> String {
         let sessions: Vec<Session> = self.sessions().collect();
-        let meters: Vec<(u64, &RuleMap<u32, Meter>)> =
-            self.sessions.iter().map(|(&k, st)| (k, &st.meters)).collect();
+        let meters: Vec<(u64, &RuleMap<u32, Meter>)> = self
+            .sessions
+            .iter()
+            .map(|(&k, st)| (k, &st.meters))
+            .collect();
         format!(
             "{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
             self.associations, sessions, self.teids, meters, self.dldr_reported
@@ -451,7 +454,9 @@ impl Node {
                 return Err("session with SEID 0".into());
             }
             if !st.meters.keys().eq(s.urrs.keys()) {
-                return Err(format!("usage meters of session {seid} do not match its URRs"));
+                return Err(format!(
+                    "usage meters of session {seid} do not match its URRs"
+                ));
             }
             s.check_refs()
                 .map_err(|e| format!("session {seid} dangling ref {e:?}"))?;
@@ -514,9 +519,9 @@ impl Node {
                     .sessions
                     .values()
                     .flat_map(|st| {
-                        st.meters.iter().filter_map(|(&id, m)| {
-                            m.next_due(&compact::find_urr(&st.rules, id)?)
-                        })
+                        st.meters
+                            .iter()
+                            .filter_map(|(&id, m)| m.next_due(&compact::find_urr(&st.rules, id)?))
                     })
                     .min();
                 self.urr_due.set(Some(d));
@@ -678,7 +683,10 @@ impl Node {
         r: SessionReportRequest,
         out: &mut Vec<Output>,
     ) {
-        let Some((peer, cp)) = self.sessions.get(&seid).and_then(|st| compact::peer(&st.rules))
+        let Some((peer, cp)) = self
+            .sessions
+            .get(&seid)
+            .and_then(|st| compact::peer(&st.rules))
         else {
             return;
         };
@@ -1265,7 +1273,10 @@ impl Node {
         let seid = s.up_seid;
         let meters = match self.sessions.remove(&seid) {
             Some(old) => {
-                for teid in compact::decode(seid, &old.rules).map(|o| o.teids()).unwrap_or_default() {
+                for teid in compact::decode(seid, &old.rules)
+                    .map(|o| o.teids())
+                    .unwrap_or_default()
+                {
                     self.teids.remove(&teid);
                 }
                 old.meters

@@ -256,5 +256,8 @@ fn typical_session_stays_within_the_node_budget() {
     }
     let l_del2 = delete_all(&mut n, 200_000, 131 * SEC);
     let leak = per_session(l_del2 - l_del1);
-    assert!(leak.abs() < 1.0, "{leak:.2} B per deleted session still held");
+    assert!(
+        leak.abs() < 1.0,
+        "{leak:.2} B per deleted session still held"
+    );
 }
