@@ -425,7 +425,7 @@ mod tests {
             self.0
         }
         fn some(&mut self) -> bool {
-            self.next() % 3 != 0
+            !self.next().is_multiple_of(3)
         }
         fn opt<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> Option<T> {
             self.some().then(|| f(self))
