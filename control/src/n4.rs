@@ -376,11 +376,7 @@ impl<R: SessionRules> Loop<R> {
     /// Feed every URR's cumulative usage to the node, which sends the Session Report
     /// Requests its thresholds, quotas and periods call for.
     fn collect_usage(&mut self, now: u64) {
-        let urrs: Vec<(u64, u32)> = self
-            .node
-            .sessions()
-            .flat_map(|s| s.urrs.keys().map(move |u| (s.up_seid, *u)))
-            .collect();
+        let urrs: Vec<(u64, u32)> = self.node.urr_keys().collect();
         for (seid, urr) in urrs {
             if let Some(u) = self.rules.usage(seid, urr) {
                 let out = self.node.update_usage(now, seid, urr, u);
@@ -423,7 +419,7 @@ impl<R: SessionRules> Loop<R> {
                 let Some(s) = self.node.session(seid) else {
                     return;
                 };
-                match self.rules.upsert(s) {
+                match self.rules.upsert(&s) {
                     Ok(()) => self.dirty = true,
                     Err(r) => {
                         self.counts.compile_rejects += 1;
@@ -446,7 +442,7 @@ impl<R: SessionRules> Loop<R> {
             Event::QuotaExhausted { seid, urr_id } => {
                 if let Some(s) = self.node.session(seid) {
                     tracing::info!(seid, urr_id, "volume quota exhausted: forwarding stops");
-                    self.rules.quota_exhausted(s, urr_id);
+                    self.rules.quota_exhausted(&s, urr_id);
                     self.dirty = true;
                 }
             }

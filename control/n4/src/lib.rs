@@ -39,6 +39,7 @@
 //! * [`Node::stats`]: message, cause, decode-error and report counters for Prometheus.
 #![forbid(unsafe_code)]
 
+mod compact;
 pub mod rulemap;
 pub mod session;
 pub mod usage;
@@ -254,6 +255,15 @@ pub struct Association {
     hb: HeartbeatState,
 }
 
+/// A session as the node keeps it: its rules in the compact encoding (see [`compact`]:
+/// a typed [`Session`] is ~7x larger) and the usage meters of its URRs (section 5.2.2) by
+/// URR ID, exactly the session's URRs.
+#[derive(Debug)]
+struct Stored {
+    rules: Box<[u8]>,
+    meters: RuleMap<u32, Meter>,
+}
+
 #[derive(Debug)]
 struct Cached {
     msg_type: u8,
@@ -266,7 +276,7 @@ struct Cached {
 pub struct Node {
     config: NodeConfig,
     associations: BTreeMap<SocketAddr, Association>,
-    sessions: BTreeMap<u64, Session>,
+    sessions: BTreeMap<u64, Stored>,
     /// Local TEID -> owning session.
     teids: BTreeMap<u32, u64>,
     next_seid: u64,
@@ -274,8 +284,6 @@ pub struct Node {
     next_seq: u32,
     cache: HashMap<(SocketAddr, u32), Cached>,
     cache_order: VecDeque<(Nanos, SocketAddr, u32)>,
-    /// Usage measurement per (UP SEID, URR ID); exactly the URRs of the sessions.
-    meters: BTreeMap<(u64, u32), Meter>,
     /// A lower bound of the earliest URR due time, cached: recomputing it walks every meter,
     /// and the N4 loop asks after every burst. `None` = stale. Requests only move a meter's
     /// due time earlier in `sync_session_state` (new meter, Update URR), which lowers the
@@ -349,7 +357,6 @@ impl Node {
             next_seq: 1,
             cache: HashMap::new(),
             cache_order: VecDeque::new(),
-            meters: BTreeMap::new(),
             urr_due: std::cell::Cell::new(None),
             pending: BTreeMap::new(),
             dldr_reported: BTreeSet::new(),
@@ -384,13 +391,23 @@ impl Node {
         &self.config
     }
 
-    /// Session snapshot for the rule compiler, in SEID order.
-    pub fn sessions(&self) -> impl Iterator<Item = &Session> {
-        self.sessions.values()
+    /// Session snapshot for the rule compiler, in SEID order (decoded from the stored form).
+    pub fn sessions(&self) -> impl Iterator<Item = Session> + '_ {
+        self.sessions
+            .iter()
+            .filter_map(|(&seid, st)| compact::decode(seid, &st.rules))
     }
 
-    pub fn session(&self, up_seid: u64) -> Option<&Session> {
-        self.sessions.get(&up_seid)
+    /// One session, decoded from the stored form.
+    pub fn session(&self, up_seid: u64) -> Option<Session> {
+        compact::decode(up_seid, &self.sessions.get(&up_seid)?.rules)
+    }
+
+    /// (UP SEID, URR ID) of every URR of every session, in order, without decoding rules.
+    pub fn urr_keys(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.sessions
+            .iter()
+            .flat_map(|(&seid, st)| st.meters.keys().map(move |&id| (seid, id)))
     }
 
     pub fn session_count(&self) -> usize {
@@ -413,9 +430,15 @@ impl Node {
     /// A textual dump of all protocol state (associations, sessions, TEID table), excluding the
     /// response cache: equal dumps mean equal state.
     pub fn debug_snapshot(&self) -> String {
+        let sessions: Vec<Session> = self.sessions().collect();
+        let meters: Vec<(u64, &RuleMap<u32, Meter>)> = self
+            .sessions
+            .iter()
+            .map(|(&k, st)| (k, &st.meters))
+            .collect();
         format!(
             "{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
-            self.associations, self.sessions, self.teids, self.meters, self.dldr_reported
+            self.associations, sessions, self.teids, meters, self.dldr_reported
         )
     }
 
@@ -424,9 +447,16 @@ impl Node {
         if self.sessions.len() > self.config.max_sessions {
             return Err("session table over capacity".into());
         }
-        for (&seid, s) in &self.sessions {
-            if s.up_seid != seid || seid == 0 {
-                return Err(format!("session key {seid} != {}", s.up_seid));
+        for (&seid, st) in &self.sessions {
+            let s = compact::decode(seid, &st.rules)
+                .ok_or(format!("session {seid} does not decode"))?;
+            if seid == 0 {
+                return Err("session with SEID 0".into());
+            }
+            if !st.meters.keys().eq(s.urrs.keys()) {
+                return Err(format!(
+                    "usage meters of session {seid} do not match its URRs"
+                ));
             }
             s.check_refs()
                 .map_err(|e| format!("session {seid} dangling ref {e:?}"))?;
@@ -445,8 +475,7 @@ impl Node {
         }
         for (&teid, &seid) in &self.teids {
             let s = self
-                .sessions
-                .get(&seid)
+                .session(seid)
                 .ok_or(format!("teid {teid} owned by missing session {seid}"))?;
             if !s.teids().contains(&teid) {
                 return Err(format!("teid {teid} not used by session {seid}"));
@@ -454,19 +483,11 @@ impl Node {
         }
         for (peer, a) in &self.associations {
             for seid in &a.sessions {
-                match self.sessions.get(seid) {
+                match self.session(*seid) {
                     Some(s) if s.peer == *peer => {}
                     _ => return Err(format!("association {peer} lists bad session {seid}")),
                 }
             }
-        }
-        let urrs: BTreeSet<(u64, u32)> = self
-            .sessions
-            .values()
-            .flat_map(|s| s.urrs.keys().map(move |&u| (s.up_seid, u)))
-            .collect();
-        if !self.meters.keys().copied().eq(urrs.iter().copied()) {
-            return Err("usage meters do not match the sessions' URRs".into());
         }
         if let Some(p) = self
             .pending
@@ -478,7 +499,7 @@ impl Node {
         if let Some((seid, far)) = self
             .dldr_reported
             .iter()
-            .find(|(s, f)| !self.sessions.get(s).is_some_and(|s| s.fars.contains_key(f)))
+            .find(|(s, f)| !self.session(*s).is_some_and(|s| s.fars.contains_key(f)))
         {
             return Err(format!(
                 "DLDR episode of missing FAR {far} of session {seid}"
@@ -495,11 +516,12 @@ impl Node {
             Some(d) => d,
             None => {
                 let d = self
-                    .meters
-                    .iter()
-                    .filter_map(|(&(seid, id), m)| {
-                        let u = self.sessions.get(&seid)?.urrs.get(&id)?;
-                        m.next_due(u)
+                    .sessions
+                    .values()
+                    .flat_map(|st| {
+                        st.meters
+                            .iter()
+                            .filter_map(|(&id, m)| m.next_due(&compact::find_urr(&st.rules, id)?))
                     })
                     .min();
                 self.urr_due.set(Some(d));
@@ -552,16 +574,14 @@ impl Node {
         }
         self.retransmit_reports(now, &mut out);
         let due: Vec<(u64, u32)> = self
-            .meters
+            .sessions
             .iter()
-            .filter(|(&(seid, id), m)| {
-                self.sessions
-                    .get(&seid)
-                    .and_then(|s| s.urrs.get(&id))
-                    .and_then(|u| m.next_due(u))
-                    .is_some_and(|at| at <= now)
+            .flat_map(|(&seid, st)| {
+                st.meters.iter().filter_map(move |(&id, m)| {
+                    let at = m.next_due(&compact::find_urr(&st.rules, id)?)?;
+                    (at <= now).then_some((seid, id))
+                })
             })
-            .map(|(&k, _)| k)
             .collect();
         for (seid, urr_id) in due {
             self.check_urr(now, seid, urr_id, &mut out);
@@ -613,7 +633,8 @@ impl Node {
     ) -> Vec<Output> {
         self.urr_due.set(None);
         let mut out = Vec::new();
-        if let Some(m) = self.meters.get_mut(&(up_seid, urr_id)) {
+        let meter = self.sessions.get_mut(&up_seid);
+        if let Some(m) = meter.and_then(|st| st.meters.get_mut(&urr_id)) {
             m.feed(usage);
             self.check_urr(now, up_seid, urr_id, &mut out);
         }
@@ -623,17 +644,20 @@ impl Node {
 
     /// Evaluate the URR's triggers and report if one holds.
     fn check_urr(&mut self, now: Nanos, seid: u64, urr_id: u32, out: &mut Vec<Output>) {
-        let Some(urr) = self.sessions.get(&seid).and_then(|s| s.urrs.get(&urr_id)) else {
+        let Some(st) = self.sessions.get_mut(&seid) else {
             return;
         };
-        let Some(m) = self.meters.get_mut(&(seid, urr_id)) else {
+        let Some(urr) = compact::find_urr(&st.rules, urr_id) else {
             return;
         };
-        let bits = m.due(urr, now);
+        let Some(m) = st.meters.get_mut(&urr_id) else {
+            return;
+        };
+        let bits = m.due(&urr, now);
         if bits == 0 {
             return;
         }
-        let g = m.report(urr, t::USAGE_REPORT_SRR, bits, now, self.config.ntp_origin);
+        let g = m.report(&urr, t::USAGE_REPORT_SRR, bits, now, self.config.ntp_origin);
         if bits & urt::VOLQU != 0 {
             out.push(Output::Event(Event::QuotaExhausted { seid, urr_id }));
         }
@@ -659,10 +683,14 @@ impl Node {
         r: SessionReportRequest,
         out: &mut Vec<Output>,
     ) {
-        let Some(s) = self.sessions.get(&seid) else {
+        let Some((peer, cp)) = self
+            .sessions
+            .get(&seid)
+            .and_then(|st| compact::peer(&st.rules))
+        else {
             return;
         };
-        let (peer, hdr) = (s.peer, s.cp_f_seid.seid);
+        let hdr = cp.seid;
         let seq = self.alloc_seq();
         let msg = Message {
             seq,
@@ -695,7 +723,7 @@ impl Node {
     pub fn downlink_data(&mut self, now: Nanos, up_seid: u64, pdr_id: u16) -> Vec<Output> {
         self.urr_due.set(None);
         let mut out = Vec::new();
-        let far = self.sessions.get(&up_seid).and_then(|s| {
+        let far = self.session(up_seid).and_then(|s| {
             let f = s.fars.get(&s.pdrs.get(&pdr_id)?.far_id)?;
             let notify = f
                 .apply_action
@@ -824,7 +852,8 @@ impl Node {
                         let cp_seid = p
                             .seid
                             .and_then(|s| self.sessions.get(&s))
-                            .map_or(0, |s| s.cp_f_seid.seid);
+                            .and_then(|st| compact::peer(&st.rules))
+                            .map_or(0, |(_, cp)| cp.seid);
                         if let Some(body) = self.reject_body(p.msg_type, rej) {
                             let seid = mt::is_session(p.msg_type).then_some(cp_seid);
                             self.respond(now, peer, p.seq, seid, body, out);
@@ -978,7 +1007,7 @@ impl Node {
                 let ids: Vec<u32> = self
                     .sessions
                     .get(&seid)
-                    .map(|s| s.urrs.keys().copied().collect())
+                    .map(|st| st.meters.keys().copied().collect())
                     .unwrap_or_default();
                 let reports = self.final_reports(now, seid, &ids, t::USAGE_REPORT_SDR, usage);
                 let (cause, hdr) = match self.remove_session(seid) {
@@ -1047,17 +1076,18 @@ impl Node {
         usage: &mut dyn UsageSource,
     ) -> Vec<Grouped> {
         let mut v = Vec::new();
-        let Some(s) = self.sessions.get(&seid) else {
+        let Some(st) = self.sessions.get_mut(&seid) else {
             return v;
         };
         for id in ids {
-            let (Some(u), Some(m)) = (s.urrs.get(id), self.meters.get_mut(&(seid, *id))) else {
+            let u = compact::find_urr(&st.rules, *id);
+            let (Some(u), Some(m)) = (u, st.meters.get_mut(id)) else {
                 continue;
             };
             if let Some(x) = usage.usage(seid, *id) {
                 m.feed(x);
             }
-            v.push(m.report(u, ie_type, trigger, now, self.config.ntp_origin));
+            v.push(m.report(&u, ie_type, trigger, now, self.config.ntp_origin));
         }
         v
     }
@@ -1146,10 +1176,17 @@ impl Node {
     }
 
     fn remove_session(&mut self, seid: u64) -> Option<Session> {
-        let s = self.sessions.remove(&seid)?;
-        self.meters.retain(|&(x, _), _| x != seid);
+        let st = self.sessions.remove(&seid)?;
+        let s = compact::decode(seid, &st.rules)?;
         self.pending.retain(|_, p| p.seid != seid);
-        self.dldr_reported.retain(|&(x, _)| x != seid);
+        let episodes: Vec<(u64, u32)> = self
+            .dldr_reported
+            .range((seid, 0)..=(seid, u32::MAX))
+            .copied()
+            .collect();
+        for k in episodes {
+            self.dldr_reported.remove(&k);
+        }
         for teid in s.teids() {
             if self.teids.get(&teid) == Some(&seid) {
                 self.teids.remove(&teid);
@@ -1181,39 +1218,37 @@ impl Node {
     fn sync_session_state(
         &mut self,
         now: Nanos,
-        seid: u64,
+        s: &Session,
         updated_urr: &[(u32, bool)],
         updated_far: &[u32],
     ) {
-        let Some(s) = self.sessions.get(&seid) else {
+        let seid = s.up_seid;
+        let Some(st) = self.sessions.get_mut(&seid) else {
             return;
         };
-        // Only this session's entries: a `retain` over the whole map made every commit
-        // O(sessions), so establishing N sessions was quadratic.
-        let gone: Vec<(u64, u32)> = self
-            .meters
-            .range((seid, 0)..=(seid, u32::MAX))
-            .map(|(k, _)| *k)
-            .filter(|(_, id)| !s.urrs.contains_key(id))
+        let meters = &mut st.meters;
+        let gone: Vec<u32> = meters
+            .keys()
+            .filter(|id| !s.urrs.contains_key(*id))
+            .copied()
             .collect();
-        for k in gone {
-            self.meters.remove(&k);
+        for id in gone {
+            meters.remove(&id);
         }
         for (id, u) in &s.urrs {
-            self.meters
-                .entry((seid, *id))
-                .or_insert_with(|| Meter::new(u, now));
+            if !meters.contains_key(id) {
+                meters.insert(*id, Meter::new(u, now));
+            }
         }
         for &(id, quota) in updated_urr {
-            if let (Some(u), Some(m)) = (s.urrs.get(&id), self.meters.get_mut(&(seid, id))) {
+            if let (Some(u), Some(m)) = (s.urrs.get(&id), meters.get_mut(&id)) {
                 m.rearm(u, quota, now);
             }
         }
         if let Some(bound) = self.urr_due.get() {
-            let mine = self
-                .meters
-                .range((seid, 0)..=(seid, u32::MAX))
-                .filter_map(|(&(_, id), m)| m.next_due(s.urrs.get(&id)?))
+            let mine = meters
+                .iter()
+                .filter_map(|(id, m)| m.next_due(s.urrs.get(id)?))
                 .min();
             let lower = match (bound, mine) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -1232,21 +1267,30 @@ impl Node {
         }
     }
 
-    /// Install a validated session (new or replacing its previous version).
-    fn commit(&mut self, s: Session) {
+    /// Install a validated session (new or replacing its previous version), keeping the
+    /// meters it had; [`Node::sync_session_state`] then brings them in line.
+    fn commit(&mut self, s: &Session) {
         let seid = s.up_seid;
-        if let Some(old) = self.sessions.get(&seid) {
-            for teid in old.teids() {
-                self.teids.remove(&teid);
+        let meters = match self.sessions.remove(&seid) {
+            Some(old) => {
+                for teid in compact::decode(seid, &old.rules)
+                    .map(|o| o.teids())
+                    .unwrap_or_default()
+                {
+                    self.teids.remove(&teid);
+                }
+                old.meters
             }
-        }
+            None => RuleMap::new(),
+        };
         for teid in s.teids() {
             self.teids.insert(teid, seid);
         }
         if let Some(a) = self.associations.get_mut(&s.peer) {
             a.sessions.insert(seid);
         }
-        self.sessions.insert(seid, s);
+        let rules = compact::encode(s);
+        self.sessions.insert(seid, Stored { rules, meters });
     }
 
     fn up_f_seid(&self, seid: u64) -> FSeid {
@@ -1332,8 +1376,8 @@ impl Node {
                 let seid = self.alloc_seid();
                 debug_assert_eq!(seid, candidate);
                 self.next_teid = next_teid;
-                self.commit(s);
-                self.sync_session_state(now, seid, &[], &[]);
+                self.commit(&s);
+                self.sync_session_state(now, &s, &[], &[]);
                 out.push(Output::Event(Event::SessionCreated { seid }));
                 SessionEstablishmentResponse {
                     node_id: self.config.node_id.clone(),
@@ -1380,7 +1424,7 @@ impl Node {
         usage: &mut dyn UsageSource,
         out: &mut Vec<Output>,
     ) {
-        let Some(cur) = self.sessions.get(&seid) else {
+        let Some(cur) = self.session(seid) else {
             let body = self.reject_body(
                 mt::SESSION_MODIFICATION_REQUEST,
                 Reject::new(cause::SESSION_CONTEXT_NOT_FOUND, None),
@@ -1424,7 +1468,7 @@ impl Node {
             .filter(|id| cur.urrs.contains_key(id))
             .collect();
         let queried: Vec<u32> = ids_of(&r.query_urr, t::URR_ID).collect();
-        let sndem = sndem_tunnels(cur, &r.update_far);
+        let sndem = sndem_tunnels(&cur, &r.update_far);
         let result = s
             .apply(&edits, &mut alloc)
             .and_then(|()| self.check_teids(&s))
@@ -1444,10 +1488,12 @@ impl Node {
                 let mut reports =
                     self.final_reports(now, seid, &removed_urrs, t::USAGE_REPORT_SMR, usage);
                 self.next_teid = next_teid;
-                self.commit(s);
+                self.commit(&s);
                 // A URR removed and re-created by the same request measures afresh.
-                for id in &removed_urrs {
-                    self.meters.remove(&(seid, *id));
+                if let Some(st) = self.sessions.get_mut(&seid) {
+                    for id in &removed_urrs {
+                        st.meters.remove(id);
+                    }
                 }
                 let updated_urr: Vec<(u32, bool)> = r
                     .update_urr
@@ -1458,7 +1504,7 @@ impl Node {
                     })
                     .collect();
                 let updated_far: Vec<u32> = ids_of(&r.update_far, t::FAR_ID).collect();
-                self.sync_session_state(now, seid, &updated_urr, &updated_far);
+                self.sync_session_state(now, &s, &updated_urr, &updated_far);
                 reports.extend(self.usage_reports(
                     now,
                     seid,
@@ -1467,16 +1513,14 @@ impl Node {
                     urt::IMMER,
                     usage,
                 ));
-                if let Some(now) = self.sessions.get(&seid) {
-                    for (far_id, old) in sndem {
-                        let new = now
-                            .fars
-                            .get(&far_id)
-                            .and_then(|f| f.forwarding.as_ref())
-                            .and_then(|f| f.outer_header_creation);
-                        if new != Some(old) {
-                            out.push(Output::Event(Event::EndMarker { seid, far_id, old }));
-                        }
+                for (far_id, old) in sndem {
+                    let new = s
+                        .fars
+                        .get(&far_id)
+                        .and_then(|f| f.forwarding.as_ref())
+                        .and_then(|f| f.outer_header_creation);
+                    if new != Some(old) {
+                        out.push(Output::Event(Event::EndMarker { seid, far_id, old }));
                     }
                 }
                 out.push(Output::Event(Event::SessionModified { seid }));

@@ -20,6 +20,8 @@ use peregrine_pfcp::ie::{
     Grouped, Ie, Volume,
 };
 
+use std::num::NonZeroU64;
+
 use crate::{Nanos, Urr};
 
 const NS: u64 = 1_000_000_000;
@@ -34,26 +36,6 @@ pub struct Usage {
     /// Arrival of the first packet counted, on the node's clock.
     pub first_pkt_ns: Option<Nanos>,
     pub last_pkt_ns: Option<Nanos>,
-}
-
-impl Usage {
-    fn total_bytes(&self) -> u64 {
-        self.ul_bytes.saturating_add(self.dl_bytes)
-    }
-    fn total_pkts(&self) -> u64 {
-        self.ul_pkts.saturating_add(self.dl_pkts)
-    }
-    /// `self - base`, saturating: counters that went backwards read as no traffic.
-    fn since(&self, base: &Usage) -> Usage {
-        Usage {
-            ul_bytes: self.ul_bytes.saturating_sub(base.ul_bytes),
-            dl_bytes: self.dl_bytes.saturating_sub(base.dl_bytes),
-            ul_pkts: self.ul_pkts.saturating_sub(base.ul_pkts),
-            dl_pkts: self.dl_pkts.saturating_sub(base.dl_pkts),
-            first_pkt_ns: self.first_pkt_ns,
-            last_pkt_ns: self.last_pkt_ns,
-        }
-    }
 }
 
 /// Where responses that carry usage (Session Deletion Response, Session Modification Response
@@ -88,44 +70,98 @@ impl<F: FnMut(u64, u32) -> Option<Usage>> UsageSource for F {
     }
 }
 
-/// Whether a volume (total / UL / DL octets, whichever is present) is reached by `u`.
-fn reached(v: &Volume, u: &Usage) -> bool {
-    v.total.is_some_and(|x| u.total_bytes() >= x)
-        || v.ul.is_some_and(|x| u.ul_bytes >= x)
-        || v.dl.is_some_and(|x| u.dl_bytes >= x)
+/// The four counters of a [`Usage`], without the packet times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Counts {
+    ul_bytes: u64,
+    dl_bytes: u64,
+    ul_pkts: u64,
+    dl_pkts: u64,
+}
+
+impl Counts {
+    fn of(u: &Usage) -> Counts {
+        Counts {
+            ul_bytes: u.ul_bytes,
+            dl_bytes: u.dl_bytes,
+            ul_pkts: u.ul_pkts,
+            dl_pkts: u.dl_pkts,
+        }
+    }
+    fn total_bytes(&self) -> u64 {
+        self.ul_bytes.saturating_add(self.dl_bytes)
+    }
+    fn total_pkts(&self) -> u64 {
+        self.ul_pkts.saturating_add(self.dl_pkts)
+    }
+    /// `self - base`, saturating: counters that went backwards read as no traffic.
+    fn since(&self, base: &Counts) -> Counts {
+        Counts {
+            ul_bytes: self.ul_bytes.saturating_sub(base.ul_bytes),
+            dl_bytes: self.dl_bytes.saturating_sub(base.dl_bytes),
+            ul_pkts: self.ul_pkts.saturating_sub(base.ul_pkts),
+            dl_pkts: self.dl_pkts.saturating_sub(base.dl_pkts),
+        }
+    }
+}
+
+/// Whether a volume (total / UL / DL octets, whichever is present) is reached by `c`.
+fn reached(v: &Volume, c: &Counts) -> bool {
+    v.total.is_some_and(|x| c.total_bytes() >= x)
+        || v.ul.is_some_and(|x| c.ul_bytes >= x)
+        || v.dl.is_some_and(|x| c.dl_bytes >= x)
 }
 
 fn secs(s: u32) -> Nanos {
     u64::from(s).saturating_mul(NS)
 }
 
-/// Measurement state of one URR.
+/// A packet time as stored in a [`Meter`]: `NO_TIME` for none (a time of `u64::MAX` ns,
+/// 584 years after the node's origin, reads as none).
+const NO_TIME: Nanos = Nanos::MAX;
+
+fn time_in(t: Option<Nanos>) -> Nanos {
+    t.unwrap_or(NO_TIME)
+}
+
+fn time_out(t: Nanos) -> Option<Nanos> {
+    (t != NO_TIME).then_some(t)
+}
+
+/// Measurement state of one URR, kept compact (one per URR of every session): plain
+/// counters instead of whole [`Usage`] copies, packet times without `Option` padding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Meter {
     /// UR-SEQN of the next report (section 8.2.54).
     seqn: u32,
-    /// Latest cumulative usage fed.
-    last: Usage,
-    /// Cumulative usage at the start of the current measurement interval.
-    base: Usage,
+    quota_reported: bool,
+    /// Latest cumulative usage fed: counters and packet times ([`NO_TIME`] = none).
+    last: Counts,
+    first_pkt_ns: Nanos,
+    last_pkt_ns: Nanos,
+    /// Cumulative counters at the start of the current measurement interval.
+    base: Counts,
     /// Start of the current interval.
     start: Nanos,
-    /// Cumulative usage when the Volume Quota was provisioned.
-    quota_base: Usage,
-    quota_reported: bool,
-    /// Next periodic report (PERIO with a non-zero Measurement Period).
-    next_period: Option<Nanos>,
+    /// Cumulative UL / DL octets when the Volume Quota was provisioned (the quota counts
+    /// octets only).
+    quota_base: [u64; 2],
+    /// Next periodic report (PERIO with a non-zero Measurement Period); never 0, as it is
+    /// at least one period after a time >= 0.
+    next_period: Option<NonZeroU64>,
 }
 
 impl Meter {
     pub(crate) fn new(urr: &Urr, now: Nanos) -> Meter {
         let mut m = Meter {
             seqn: 0,
-            last: Usage::default(),
-            base: Usage::default(),
-            start: now,
-            quota_base: Usage::default(),
             quota_reported: false,
+            last: Counts::default(),
+            first_pkt_ns: NO_TIME,
+            last_pkt_ns: NO_TIME,
+            base: Counts::default(),
+            start: now,
+            quota_base: [0; 2],
             next_period: None,
         };
         m.arm_period(urr, now);
@@ -135,7 +171,7 @@ impl Meter {
     fn arm_period(&mut self, urr: &Urr, now: Nanos) {
         self.next_period = match urr.measurement_period {
             Some(p) if p > 0 && urr.reporting_triggers.contains(rt::PERIO) => {
-                Some(now.saturating_add(secs(p)))
+                NonZeroU64::new(now.saturating_add(secs(p)))
             }
             _ => None,
         };
@@ -145,14 +181,16 @@ impl Meter {
     /// check; a new Volume Quota counts from now; the measurement period restarts.
     pub(crate) fn rearm(&mut self, urr: &Urr, quota_updated: bool, now: Nanos) {
         if quota_updated {
-            self.quota_base = self.last;
+            self.quota_base = [self.last.ul_bytes, self.last.dl_bytes];
             self.quota_reported = false;
         }
         self.arm_period(urr, now);
     }
 
     pub(crate) fn feed(&mut self, u: Usage) {
-        self.last = u;
+        self.last = Counts::of(&u);
+        self.first_pkt_ns = time_in(u.first_pkt_ns);
+        self.last_pkt_ns = time_in(u.last_pkt_ns);
     }
 
     /// When this meter next needs [`Meter::due`] checked by the timer.
@@ -161,7 +199,7 @@ impl Meter {
             .time_threshold
             .filter(|&s| s > 0 && urr.reporting_triggers.contains(rt::TIMTH))
             .map(|s| self.start.saturating_add(secs(s)));
-        match (self.next_period, timth) {
+        match (self.next_period.map(NonZeroU64::get), timth) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -180,11 +218,16 @@ impl Meter {
         {
             bits |= urt::VOLTH;
         }
+        let quota_base = Counts {
+            ul_bytes: self.quota_base[0],
+            dl_bytes: self.quota_base[1],
+            ..Counts::default()
+        };
         if trig.contains(rt::VOLQU)
             && !self.quota_reported
             && urr
                 .volume_quota
-                .is_some_and(|v| reached(&v, &self.last.since(&self.quota_base)))
+                .is_some_and(|v| reached(&v, &self.last.since(&quota_base)))
         {
             bits |= urt::VOLQU;
             self.quota_reported = true;
@@ -196,12 +239,16 @@ impl Meter {
         {
             bits |= urt::TIMTH;
         }
-        if let Some(at) = self.next_period.filter(|&at| at <= now) {
+        if let Some(at) = self
+            .next_period
+            .map(NonZeroU64::get)
+            .filter(|&at| at <= now)
+        {
             bits |= urt::PERIO;
             let p = secs(urr.measurement_period.unwrap_or(0)).max(1);
             // Skip periods missed while not polled: one report covers them.
             let missed = (now - at) / p + 1;
-            self.next_period = Some(at.saturating_add(missed.saturating_mul(p)));
+            self.next_period = NonZeroU64::new(at.saturating_add(missed.saturating_mul(p)));
         }
         bits
     }
@@ -219,6 +266,7 @@ impl Meter {
     ) -> Grouped {
         let ntp = |ns: Nanos| ntp_origin.wrapping_add((ns / NS) as u32);
         let d = self.last.since(&self.base);
+        let (first, last) = (time_out(self.first_pkt_ns), time_out(self.last_pkt_ns));
         let mut ies = vec![
             Ie::UrrId(urr.id),
             Ie::UrSeqn(self.seqn),
@@ -243,10 +291,10 @@ impl Meter {
             ));
         }
         if d.total_pkts() > 0 {
-            if let Some(f) = d.first_pkt_ns {
+            if let Some(f) = first {
                 ies.push(Ie::TimeOfFirstPacket(ntp(f.max(self.start))));
             }
-            if let Some(l) = d.last_pkt_ns {
+            if let Some(l) = last {
                 ies.push(Ie::TimeOfLastPacket(ntp(l)));
             }
         }

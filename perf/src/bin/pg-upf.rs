@@ -709,7 +709,7 @@ fn memory_breakdown(n: usize) -> (f64, f64, usize, u32, u32) {
     // cache expire so only the sessions remain.
     drop(node.poll_timers(3_600_000_000_000));
     let l1 = LIVE.load(Ordering::Relaxed);
-    let sessions: Vec<peregrine_n4::Session> = node.sessions().cloned().collect();
+    let sessions: Vec<peregrine_n4::Session> = node.sessions().collect();
     let l2 = LIVE.load(Ordering::Relaxed);
     let mut c = Compiler::new(CompilerConfig {
         local_v4: vec![upf_support::upf_v4()],
