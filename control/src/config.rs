@@ -139,6 +139,8 @@ pub enum ReplayMode {
     #[default]
     Fast,
     Timed,
+    /// Fast, with the workers' clock following the capture timestamps.
+    Recorded,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

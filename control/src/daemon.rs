@@ -69,6 +69,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
                 replay: match replay {
                     ReplayMode::Fast => Replay::Fast,
                     ReplayMode::Timed => Replay::Timed { speed: *speed },
+                    ReplayMode::Recorded => Replay::Recorded,
                 },
                 loops: *loops,
                 pool_size: *pool_size,

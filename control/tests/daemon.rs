@@ -514,7 +514,9 @@ fn dpdk_pcap_example_matches_the_quickstart() {
         .replace("\"../out/", &format!("\"{}/", dir.path().display()));
     std::fs::write(dir.path().join("q.toml"), qs).unwrap();
     let (_, pcap) = run_to_end(&dir.path().join("q.toml"), dir.path());
-    // dpdk-pcap.toml's paths are relative to the repository root, where the README runs it.
+    // dpdk-pcap.toml's paths are relative to the repository root, where the README runs it
+    // (after the quickstart, which makes out/; net_pcap does not create directories).
+    std::fs::create_dir_all(repo().join("out")).unwrap();
     let json = dir.path().join("d.json");
     let out = bin()
         .current_dir(repo())

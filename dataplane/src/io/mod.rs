@@ -90,6 +90,14 @@ pub trait WorkerIo: Send {
 
     /// Push out anything buffered (pcap writers). Called when the worker goes idle and at stop.
     fn flush(&mut self) {}
+
+    /// True when the worker's clock should follow the packets' recorded timestamps
+    /// (`Meta::timestamp_ns` of each batch's first packet) instead of the wall clock: a
+    /// replay processed as fast as possible whose meters, windows and timers still see the
+    /// trace's own timing, whatever the load of the machine.
+    fn recorded_clock(&self) -> bool {
+        false
+    }
 }
 
 /// A configured set of ports.

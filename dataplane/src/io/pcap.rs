@@ -22,7 +22,8 @@
 //!
 //! Rx files are read fully at construction into one byte arena per port plus an index, capped
 //! at [`PRELOAD_LIMIT`] bytes in total. [`Replay::Fast`] releases packets as fast as they are
-//! polled; [`Replay::Timed`] releases each packet no earlier than its offset from the first
+//! polled ([`Replay::Recorded`] too, with the workers' clock following the capture
+//! timestamps); [`Replay::Timed`] releases each packet no earlier than its offset from the first
 //! packet of the file divided by `speed`, measured from the first poll of the port, on a
 //! [`Clock`] that tests can replace ([`ManualClock`]). Consecutive loops follow each other
 //! back to back: loop `k` starts when loop `k - 1`'s last packet was due. Each file is played
@@ -73,7 +74,16 @@ pub enum Replay {
     Fast,
     /// At the recorded inter-packet gaps divided by `speed` (2.0 = twice as fast).
     Timed { speed: f64 },
+    /// As fast as the workers poll, with the workers' clock following the recorded
+    /// timestamps ([`WorkerIo::recorded_clock`]): deterministic timing-dependent behaviour
+    /// (meters, usage periods) on any machine.
+    Recorded,
 }
+
+/// With [`Replay::Recorded`], the longest span of recorded time one batch covers: every
+/// packet of a batch is processed at the batch's time (its first packet's timestamp), so
+/// this bounds the timing error a meter or timer sees.
+pub const RECORDED_BATCH_SPAN_NS: u64 = 50_000;
 
 /// Configuration of a [`PcapBackend`].
 #[derive(Debug, Clone, PartialEq)]
@@ -637,6 +647,10 @@ impl PcapWorkerIo {
 }
 
 impl WorkerIo for PcapWorkerIo {
+    fn recorded_clock(&self) -> bool {
+        matches!(self.replay, Replay::Recorded)
+    }
+
     type Buf = OwnedBuf;
 
     fn rx_burst(
@@ -656,7 +670,7 @@ impl WorkerIo for PcapWorkerIo {
         }
         // Timed replay: trace time (offset from the first packet) released so far.
         let released_ns = match self.replay {
-            Replay::Fast => None,
+            Replay::Fast | Replay::Recorded => None,
             Replay::Timed { speed } => {
                 let now = self.clock.monotonic_ns();
                 let start = *src.start_ns.get_or_insert(now);
@@ -666,8 +680,17 @@ impl WorkerIo for PcapWorkerIo {
         };
         let first_ts = src.trace.first_ts();
         let (mut n, mut bytes, mut nombuf, mut errors) = (0usize, 0u64, 0u64, 0u64);
+        // On the recorded clock a batch's time is its first packet's timestamp, so a batch
+        // holds only packets recorded within RECORDED_BATCH_SPAN_NS of it.
+        let mut batch_ts: Option<u64> = None;
         while n < want && !src.done {
             let rec = src.trace.index[src.next];
+            if matches!(self.replay, Replay::Recorded) {
+                let t0 = *batch_ts.get_or_insert(rec.ts_ns);
+                if rec.ts_ns > t0.saturating_add(RECORDED_BATCH_SPAN_NS) {
+                    break;
+                }
+            }
             if let Some(released) = released_ns {
                 let due = src
                     .loop_base_ns

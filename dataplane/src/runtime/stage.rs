@@ -57,6 +57,12 @@ impl Context {
         t
     }
 
+    /// Set this batch's time (a replay on its recorded clock).
+    #[inline]
+    pub fn set_now(&mut self, now_ns: u64) {
+        self.cached.set(Some(now_ns));
+    }
+
     /// Start a new batch: the next `now_ns` reads the clock again.
     #[inline]
     pub fn next_batch(&mut self) {

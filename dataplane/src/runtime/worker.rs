@@ -194,6 +194,7 @@ impl<I: WorkerIo> Worker<I> {
             saw_rx: false,
         };
         let rxq = std::mem::take(&mut self.spec.rx_queues);
+        let recorded_clock = self.io.recorded_clock();
         loop {
             let mut got = 0usize;
             for &(port, queue) in &rxq {
@@ -209,6 +210,11 @@ impl<I: WorkerIo> Worker<I> {
                 batch.rx_port = port;
                 batch.reset_dispositions();
                 cx.next_batch();
+                if recorded_clock {
+                    if let Some(p) = batch.pkts.first() {
+                        cx.set_now(p.meta().timestamp_ns);
+                    }
+                }
                 self.pipeline.run(&mut batch, &cx);
                 self.dispatch(&mut batch, &cx);
                 if !self.egress.is_empty() {
