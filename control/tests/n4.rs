@@ -148,13 +148,12 @@ metrics = "{metrics}"
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let d = Daemon {
+        Daemon {
             child: Some(child),
             dir: dir.to_path_buf(),
             pfcp,
             metrics,
-        };
-        d
+        }
     }
 
     /// SIGTERM, wait; stdout and the JSON summary.
