@@ -406,6 +406,10 @@ impl Config {
                     return Err(invalid("upf", "the upf pipeline needs an [upf] section"));
                 };
                 u.validate(|n| self.port_index(n))?;
+                // `[int]` with the upf pipeline: INT on N6 (control/src/int.rs).
+                if let Some(s) = &self.int {
+                    s.validate_upf(|n| self.port_index(n))?;
+                }
                 if self.routes.is_empty() {
                     return Err(invalid(
                         "route",
@@ -418,6 +422,12 @@ impl Config {
                     return Err(invalid("int", "the int pipeline needs an [int] section"));
                 };
                 s.validate(|n| self.port_index(n))?;
+                if !s.n6_ports.is_empty() || s.n6_in.is_some() || s.n6_out.is_some() {
+                    return Err(invalid(
+                        "int.n6_ports",
+                        "n6_ports / n6_in / n6_out place INT in the upf pipeline; the int pipeline uses roles",
+                    ));
+                }
                 if self.routes.is_empty() {
                     return Err(invalid(
                         "route",

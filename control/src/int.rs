@@ -97,7 +97,20 @@ pub struct IntSection {
     /// all. Needed when a node is both sink and source.
     #[serde(default)]
     pub source_ports: Vec<String>,
+    /// `upf` pipeline only: the N6 ports (data network side) the INT stages apply to.
+    #[serde(default)]
+    pub n6_ports: Vec<String>,
+    /// `upf` pipeline only: elements run on packets received on `n6_ports` (downlink), before
+    /// the UPF stage encapsulates them. Default: the sink and transit of `roles`.
+    pub n6_in: Option<Vec<Role>>,
+    /// `upf` pipeline only: elements run on packets leaving on `n6_ports` (uplink, after
+    /// decap: the inner IPv6 of the G-PDU), before tx. Default: the source of `roles`.
+    pub n6_out: Option<Vec<Role>>,
 }
+
+/// Order of the elements at one place: sink first (strips what arrived), then transit, then
+/// source (adds ours), so a node never reports or re-instruments its own INT.
+const ORDER: [Role; 3] = [Role::Sink, Role::Transit, Role::Source];
 
 fn default_rules() -> String {
     manager::DEFAULT_RULES_ENDPOINT.into()
@@ -115,6 +128,69 @@ fn default_ioam_hops() -> u8 {
 impl IntSection {
     pub fn has(&self, r: Role) -> bool {
         self.roles.contains(&r)
+    }
+
+    /// The elements at N6 ingress (`n6_in`), in pipeline order.
+    pub fn n6_in_roles(&self) -> Vec<Role> {
+        let v = self.n6_in.clone().unwrap_or_else(|| {
+            self.roles
+                .iter()
+                .copied()
+                .filter(|r| *r != Role::Source)
+                .collect()
+        });
+        ORDER.into_iter().filter(|r| v.contains(r)).collect()
+    }
+
+    /// The elements at N6 egress (`n6_out`), in pipeline order.
+    pub fn n6_out_roles(&self) -> Vec<Role> {
+        let v = self
+            .n6_out
+            .clone()
+            .unwrap_or_else(|| self.roles.iter().copied().filter(|r| *r == Role::Source).collect());
+        ORDER.into_iter().filter(|r| v.contains(r)).collect()
+    }
+
+    /// The N6 ports' indices.
+    pub fn n6_port_ids(&self, port_index: impl Fn(&str) -> Option<u16>) -> Vec<u16> {
+        self.n6_ports.iter().filter_map(|p| port_index(p)).collect()
+    }
+
+    /// The `upf` pipeline's extra checks: N6 ports named and existing, every placed element
+    /// listed in `roles`, something placed.
+    pub fn validate_upf(
+        &self,
+        port_index: impl Fn(&str) -> Option<u16>,
+    ) -> Result<(), ConfigError> {
+        self.validate(&port_index)?;
+        if self.n6_ports.is_empty() {
+            return Err(invalid(
+                "int.n6_ports",
+                "the upf pipeline needs the N6 port names INT applies to",
+            ));
+        }
+        for (i, p) in self.n6_ports.iter().enumerate() {
+            if port_index(p).is_none() {
+                return Err(invalid(
+                    format!("int.n6_ports[{i}]"),
+                    format!("no port named `{p}`"),
+                ));
+            }
+        }
+        for (f, l) in [("int.n6_in", &self.n6_in), ("int.n6_out", &self.n6_out)] {
+            for r in l.iter().flatten() {
+                if !self.has(*r) {
+                    return Err(invalid(f, format!("{r:?} is not in int.roles")));
+                }
+            }
+        }
+        if self.n6_in_roles().is_empty() && self.n6_out_roles().is_empty() {
+            return Err(invalid(
+                "int.n6_in",
+                "no INT element placed: name one in int.n6_in or int.n6_out",
+            ));
+        }
+        Ok(())
     }
 
     pub fn validate(&self, port_index: impl Fn(&str) -> Option<u16>) -> Result<(), ConfigError> {

@@ -38,6 +38,7 @@ impl PortSet {
 }
 
 /// Runs `S` only on batches received on one of `ports`.
+#[derive(Debug)]
 pub struct OnIngress<S> {
     ports: PortSet,
     inner: S,
@@ -87,6 +88,7 @@ enum Mark {
 /// Runs `S` on the packets leaving on one of `ports` (disposition `Tx(port)`), after the
 /// stages that decided so and before the worker sends them. Packets the inner stage leaves
 /// `Continue` get their `Tx` disposition back; what it decides otherwise stands.
+#[derive(Debug)]
 pub struct OnEgress<S> {
     ports: PortSet,
     inner: S,
