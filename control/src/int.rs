@@ -144,10 +144,13 @@ impl IntSection {
 
     /// The elements at N6 egress (`n6_out`), in pipeline order.
     pub fn n6_out_roles(&self) -> Vec<Role> {
-        let v = self
-            .n6_out
-            .clone()
-            .unwrap_or_else(|| self.roles.iter().copied().filter(|r| *r == Role::Source).collect());
+        let v = self.n6_out.clone().unwrap_or_else(|| {
+            self.roles
+                .iter()
+                .copied()
+                .filter(|r| *r == Role::Source)
+                .collect()
+        });
         ORDER.into_iter().filter(|r| v.contains(r)).collect()
     }
 
