@@ -201,6 +201,8 @@ fn int_transit(c: &IntConfig, ir: &IntRuntime, r: &mut Reasons) -> IntTransit {
 }
 
 /// One of the three INT elements, to be wrapped in a port scope ([`OnIngress`] / [`OnEgress`]).
+// Built once per worker and place; its size does not matter, an indirection per batch would.
+#[allow(clippy::large_enum_variant)]
 enum IntStage {
     Sink(IntSink),
     Transit(IntTransit),

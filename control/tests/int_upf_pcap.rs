@@ -274,7 +274,7 @@ fn upf_n6_sink_strips_downlink_int_and_source_instruments_decapsulated_uplink() 
         dl_int[1][6], 0,
         "the remote source adds a Hop-by-Hop header"
     );
-    let mut w = PcapWriter::create(&dir.path().join("n6-in.pcap"), Resolution::Nano).unwrap();
+    let mut w = PcapWriter::create(dir.path().join("n6-in.pcap"), Resolution::Nano).unwrap();
     for (i, p) in dl_int.iter().enumerate() {
         let t = if i == 0 {
             1_000_000_000
@@ -288,7 +288,7 @@ fn upf_n6_sink_strips_downlink_int_and_source_instruments_decapsulated_uplink() 
     let ul_plain: Vec<Vec<u8>> = std::iter::once(ipv6_udp(UE, DN, 7000, 999))
         .chain((0..FLOW).map(|i| ipv6_udp(UE, DN, 6000, i as u16)))
         .collect();
-    let mut w = PcapWriter::create(&dir.path().join("n3-in.pcap"), Resolution::Nano).unwrap();
+    let mut w = PcapWriter::create(dir.path().join("n3-in.pcap"), Resolution::Nano).unwrap();
     for (i, p) in ul_plain.iter().enumerate() {
         let t = if i == 0 {
             1_000_000_000
