@@ -11,7 +11,17 @@
 //!                                                            v Publisher -> every stage's Reader
 //! ```
 //!
-//! Every INT stage runs before `l3fwd` (a routed packet's disposition is final: later stages
+//! In the `upf` pipeline (`[int]` next to `[upf]`) the same elements are placed on N6 around
+//! the UPF stage, port-scoped by `runtime::OnIngress` / `runtime::OnEgress`:
+//!
+//! ```text
+//!  rx -> [n6_in: sink, transit, source] -> upf -> [n6_out: sink, transit, source] -> tx
+//!        (batches received on n6_ports)           (packets sent on n6_ports: uplink after decap)
+//! ```
+//!
+//! See docs/int.md "In the UPF pipeline" for what runs on the inner IPv6 of GTP-U.
+//!
+//! In the `int` pipeline every INT stage runs before `l3fwd` (a routed packet's disposition is final: later stages
 //! do not see it). The Hop_Lim the source and transit write is the hop limit the packet
 //! leaves with (received - 1), as a Linux IOAM transit writes it (`net/ipv6/ioam6.c` fills
 //! the trace on input with the decremented value): `IntConfig::hop_limit_after_forward`.
@@ -70,7 +80,8 @@ pub enum TimestampFormat {
 pub struct IntSection {
     /// This node's ID (16 bits in the seed layout; the IOAM node_id gets the same value).
     pub node_id: u16,
-    /// The INT elements of the `int` pipeline, any of source / transit / sink.
+    /// The INT elements, any of source / transit / sink (`int` pipeline: all run before
+    /// l3fwd; `upf` pipeline: placed by `n6_in` / `n6_out`).
     pub roles: Vec<Role>,
     /// ZeroMQ REP endpoint of the rule API.
     #[serde(default = "default_rules")]
