@@ -408,6 +408,10 @@ impl Config {
                     return Err(invalid("upf", "the upf pipeline needs an [upf] section"));
                 };
                 u.validate(|n| self.port_index(n))?;
+                // `[int]` with the upf pipeline: INT on N6 (control/src/int.rs).
+                if let Some(s) = &self.int {
+                    s.validate_upf(|n| self.port_index(n))?;
+                }
                 if self.routes.is_empty() {
                     return Err(invalid(
                         "route",
@@ -420,6 +424,12 @@ impl Config {
                     return Err(invalid("int", "the int pipeline needs an [int] section"));
                 };
                 s.validate(|n| self.port_index(n))?;
+                if !s.n6_ports.is_empty() || s.n6_in.is_some() || s.n6_out.is_some() {
+                    return Err(invalid(
+                        "int.n6_ports",
+                        "n6_ports / n6_in / n6_out place INT in the upf pipeline; the int pipeline uses roles",
+                    ));
+                }
                 if self.routes.is_empty() {
                     return Err(invalid(
                         "route",
@@ -612,5 +622,62 @@ pairs = [["a", "a"]]
         Config::parse(&ok).unwrap();
         assert!(err(&ok.replace("device = \"net_ring0\"", "")).contains("port[0].device"));
         assert!(err(&ok.replace("[\"a\", \"a\"]", "[\"a\", \"b\"]")).contains("pipeline.pairs[0]"));
+    }
+
+    /// `GOOD` as a UPF with `[int]` lines.
+    fn upf_int(int: &str) -> String {
+        GOOD.replace("kind = \"l3fwd\"", "kind = \"upf\"")
+            + "[upf]\nnode_id = \"192.0.2.1\"\nn3 = [\"192.0.2.1\"]\n[int]\nnode_id = 9\n"
+            + int
+    }
+
+    #[test]
+    fn int_in_the_upf_pipeline_places_roles_on_n6() {
+        let c = Config::parse(&upf_int(
+            "roles = [\"source\", \"sink\", \"transit\"]\nn6_ports = [\"n6\"]\n",
+        ))
+        .unwrap();
+        let s = c.int.as_ref().unwrap();
+        // Defaults: sink and transit on N6 ingress, the source on N6 egress.
+        assert_eq!(
+            s.n6_in_roles(),
+            [crate::int::Role::Sink, crate::int::Role::Transit]
+        );
+        assert_eq!(s.n6_out_roles(), [crate::int::Role::Source]);
+        assert_eq!(s.n6_port_ids(|n| c.port_index(n)), [1]);
+        // Listed order does not matter: sink, transit, source.
+        let c = Config::parse(&upf_int(
+            "roles = [\"source\", \"sink\"]\nn6_ports = [\"n6\"]\nn6_in = []\nn6_out = [\"source\", \"sink\"]\n",
+        ))
+        .unwrap();
+        let s = c.int.as_ref().unwrap();
+        assert!(s.n6_in_roles().is_empty());
+        assert_eq!(
+            s.n6_out_roles(),
+            [crate::int::Role::Sink, crate::int::Role::Source]
+        );
+        for (int, field) in [
+            ("roles = [\"sink\"]\n", "int.n6_ports"),
+            (
+                "roles = [\"sink\"]\nn6_ports = [\"n9\"]\n",
+                "int.n6_ports[0]",
+            ),
+            (
+                "roles = [\"sink\"]\nn6_ports = [\"n6\"]\nn6_out = [\"source\"]\n",
+                "int.n6_out",
+            ),
+            (
+                "roles = [\"sink\"]\nn6_ports = [\"n6\"]\nn6_in = []\n",
+                "int.n6_in",
+            ),
+            ("roles = []\nn6_ports = [\"n6\"]\n", "int.roles"),
+        ] {
+            let e = err(&upf_int(int));
+            assert!(e.contains(field), "{int}: {e}");
+        }
+        // The int pipeline places by roles only.
+        let e = err(&(GOOD.replace("kind = \"l3fwd\"", "kind = \"int\"")
+            + "[int]\nnode_id = 9\nroles = [\"sink\"]\nn6_ports = [\"n6\"]\n"));
+        assert!(e.contains("int.n6_ports"), "{e}");
     }
 }

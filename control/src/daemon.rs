@@ -8,11 +8,13 @@ use crate::upf::UpfRuntime;
 use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
 use peregrine_dataplane::io::pcap::{PcapBackend, PcapConfig, PcapPortConfig, Replay};
 use peregrine_dataplane::io::{Backend, PortId, WorkerIo};
-use peregrine_dataplane::runtime::{self, Pipeline, Publisher, Reasons, RuntimeConfig, WorkerSpec};
+use peregrine_dataplane::runtime::{
+    self, OnEgress, OnIngress, Pipeline, Publisher, Reasons, RuntimeConfig, WorkerSpec,
+};
 use peregrine_dataplane::stages::l3fwd::{L3Fwd, RouteTable};
 use peregrine_dataplane::stages::xconnect::XConnect;
 use peregrine_dataplane::upf::Upf;
-use peregrine_int::stages::{IntSink, IntSource, IntTransit};
+use peregrine_int::stages::{IntConfig, IntSink, IntSource, IntTransit};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -187,6 +189,65 @@ fn on_neighbour_frame(
     }
 }
 
+fn int_sink(c: &IntConfig, ir: &IntRuntime, r: &mut Reasons) -> IntSink {
+    IntSink::new(c.clone(), ir.tables.reader(), ir.events_tx.clone(), r)
+}
+
+fn int_source(c: &IntConfig, ir: &IntRuntime) -> IntSource {
+    IntSource::new(c.clone(), ir.tables.reader()).with_piggyback(ir.piggyback_rx.clone())
+}
+
+fn int_transit(c: &IntConfig, ir: &IntRuntime, r: &mut Reasons) -> IntTransit {
+    IntTransit::new(c.clone(), ir.tables.reader(), r).with_events(ir.events_tx.clone())
+}
+
+/// One of the three INT elements, to be wrapped in a port scope ([`OnIngress`] / [`OnEgress`]).
+// Built once per worker and place; its size does not matter, an indirection per batch would.
+#[allow(clippy::large_enum_variant)]
+enum IntStage {
+    Sink(IntSink),
+    Transit(IntTransit),
+    Source(IntSource),
+}
+
+impl<B: peregrine_dataplane::PacketBuf> runtime::Stage<B> for IntStage {
+    fn name(&self) -> &'static str {
+        match self {
+            IntStage::Sink(s) => runtime::Stage::<B>::name(s),
+            IntStage::Transit(s) => runtime::Stage::<B>::name(s),
+            IntStage::Source(s) => runtime::Stage::<B>::name(s),
+        }
+    }
+
+    fn process(&mut self, batch: &mut runtime::Batch<B>, cx: &runtime::Context) {
+        match self {
+            IntStage::Sink(s) => s.process(batch, cx),
+            IntStage::Transit(s) => s.process(batch, cx),
+            IntStage::Source(s) => s.process(batch, cx),
+        }
+    }
+
+    fn idle(&mut self) {
+        match self {
+            IntStage::Sink(s) => runtime::Stage::<B>::idle(s),
+            IntStage::Transit(s) => runtime::Stage::<B>::idle(s),
+            IntStage::Source(s) => runtime::Stage::<B>::idle(s),
+        }
+    }
+}
+
+/// The INT elements `roles` names, in that order (`IntSection::n6_in_roles` sorts them).
+fn int_stages(roles: &[Role], c: &IntConfig, ir: &IntRuntime, r: &mut Reasons) -> Vec<IntStage> {
+    roles
+        .iter()
+        .map(|role| match role {
+            Role::Sink => IntStage::Sink(int_sink(c, ir, r)),
+            Role::Transit => IntStage::Transit(int_transit(c, ir, r)),
+            Role::Source => IntStage::Source(int_source(c, ir)),
+        })
+        .collect()
+}
+
 fn spec(cfg: &Config, w: usize, rx_queues: Vec<(PortId, u16)>) -> WorkerSpec {
     WorkerSpec {
         id: w,
@@ -241,17 +302,48 @@ where
                 u.stats.clone(),
                 u.stage_config(*promiscuous),
             );
+            // `[int]` next to `[upf]`: INT on N6 around the UPF stage (control/src/int.rs).
+            if let Some(s) = &cfg.int {
+                int = Some(IntRuntime::start(s).map_err(RunError::IntManager)?);
+            }
+            let int_place = cfg.int.as_ref().map(|s| {
+                let n6 = s.n6_port_ids(|n| cfg.port_index(n));
+                let ingress = IntConfig {
+                    // Before the UPF stage, which decrements the hop limit.
+                    hop_limit_after_forward: true,
+                    ..s.stage_config(|n| cfg.port_index(n))
+                };
+                let egress = IntConfig {
+                    // After decap: the UPF stage has decremented it already.
+                    hop_limit_after_forward: false,
+                    ..ingress.clone()
+                };
+                (n6, s.n6_in_roles(), ingress, s.n6_out_roles(), egress)
+            });
             let running = runtime::start(
                 &mut backend,
                 &|w: usize, r: &mut Reasons| {
-                    Pipeline::<<Bk::Io as WorkerIo>::Buf>::new(vec![Box::new(Upf::new(
+                    let mut stages: Vec<Box<dyn runtime::Stage<<Bk::Io as WorkerIo>::Buf>>> =
+                        Vec::with_capacity(7);
+                    if let (Some((n6, roles, icfg, _, _)), Some(ir)) = (&int_place, &int) {
+                        for st in int_stages(roles, icfg, ir, r) {
+                            stages.push(Box::new(OnIngress::new(n6, st)));
+                        }
+                    }
+                    stages.push(Box::new(Upf::new(
                         tables.reader(),
                         routes.reader(),
                         macs.clone(),
                         ucfg.clone(),
                         stats[w].clone(),
                         r,
-                    ))])
+                    )));
+                    if let (Some((n6, _, _, roles, ecfg)), Some(ir)) = (&int_place, &int) {
+                        for st in int_stages(roles, ecfg, ir, r) {
+                            stages.push(Box::new(OnEgress::new(n6, st)));
+                        }
+                    }
+                    Pipeline::<<Bk::Io as WorkerIo>::Buf>::new(stages)
                 },
                 &rcfg,
             )?;
@@ -301,24 +393,13 @@ where
                     let mut stages: Vec<Box<dyn runtime::Stage<<Bk::Io as WorkerIo>::Buf>>> =
                         Vec::with_capacity(4);
                     if sink {
-                        stages.push(Box::new(IntSink::new(
-                            icfg.clone(),
-                            ir.tables.reader(),
-                            ir.events_tx.clone(),
-                            r,
-                        )));
+                        stages.push(Box::new(int_sink(&icfg, &ir, r)));
                     }
                     if source {
-                        stages.push(Box::new(
-                            IntSource::new(icfg.clone(), ir.tables.reader())
-                                .with_piggyback(ir.piggyback_rx.clone()),
-                        ));
+                        stages.push(Box::new(int_source(&icfg, &ir)));
                     }
                     if transit {
-                        stages.push(Box::new(
-                            IntTransit::new(icfg.clone(), ir.tables.reader(), r)
-                                .with_events(ir.events_tx.clone()),
-                        ));
+                        stages.push(Box::new(int_transit(&icfg, &ir, r)));
                     }
                     stages.push(Box::new(L3Fwd::new(
                         routes.reader(),

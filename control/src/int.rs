@@ -11,7 +11,17 @@
 //!                                                            v Publisher -> every stage's Reader
 //! ```
 //!
-//! Every INT stage runs before `l3fwd` (a routed packet's disposition is final: later stages
+//! In the `upf` pipeline (`[int]` next to `[upf]`) the same elements are placed on N6 around
+//! the UPF stage, port-scoped by `runtime::OnIngress` / `runtime::OnEgress`:
+//!
+//! ```text
+//!  rx -> [n6_in: sink, transit, source] -> upf -> [n6_out: sink, transit, source] -> tx
+//!        (batches received on n6_ports)           (packets sent on n6_ports: uplink after decap)
+//! ```
+//!
+//! See docs/int.md "In the UPF pipeline" for what runs on the inner IPv6 of GTP-U.
+//!
+//! In the `int` pipeline every INT stage runs before `l3fwd` (a routed packet's disposition is final: later stages
 //! do not see it). The Hop_Lim the source and transit write is the hop limit the packet
 //! leaves with (received - 1), as a Linux IOAM transit writes it (`net/ipv6/ioam6.c` fills
 //! the trace on input with the decremented value): `IntConfig::hop_limit_after_forward`.
@@ -70,7 +80,8 @@ pub enum TimestampFormat {
 pub struct IntSection {
     /// This node's ID (16 bits in the seed layout; the IOAM node_id gets the same value).
     pub node_id: u16,
-    /// The INT elements of the `int` pipeline, any of source / transit / sink.
+    /// The INT elements, any of source / transit / sink (`int` pipeline: all run before
+    /// l3fwd; `upf` pipeline: placed by `n6_in` / `n6_out`).
     pub roles: Vec<Role>,
     /// ZeroMQ REP endpoint of the rule API.
     #[serde(default = "default_rules")]
@@ -97,7 +108,20 @@ pub struct IntSection {
     /// all. Needed when a node is both sink and source.
     #[serde(default)]
     pub source_ports: Vec<String>,
+    /// `upf` pipeline only: the N6 ports (data network side) the INT stages apply to.
+    #[serde(default)]
+    pub n6_ports: Vec<String>,
+    /// `upf` pipeline only: elements run on packets received on `n6_ports` (downlink), before
+    /// the UPF stage encapsulates them. Default: the sink and transit of `roles`.
+    pub n6_in: Option<Vec<Role>>,
+    /// `upf` pipeline only: elements run on packets leaving on `n6_ports` (uplink, after
+    /// decap: the inner IPv6 of the G-PDU), before tx. Default: the source of `roles`.
+    pub n6_out: Option<Vec<Role>>,
 }
+
+/// Order of the elements at one place: sink first (strips what arrived), then transit, then
+/// source (adds ours), so a node never reports or re-instruments its own INT.
+const ORDER: [Role; 3] = [Role::Sink, Role::Transit, Role::Source];
 
 fn default_rules() -> String {
     manager::DEFAULT_RULES_ENDPOINT.into()
@@ -115,6 +139,72 @@ fn default_ioam_hops() -> u8 {
 impl IntSection {
     pub fn has(&self, r: Role) -> bool {
         self.roles.contains(&r)
+    }
+
+    /// The elements at N6 ingress (`n6_in`), in pipeline order.
+    pub fn n6_in_roles(&self) -> Vec<Role> {
+        let v = self.n6_in.clone().unwrap_or_else(|| {
+            self.roles
+                .iter()
+                .copied()
+                .filter(|r| *r != Role::Source)
+                .collect()
+        });
+        ORDER.into_iter().filter(|r| v.contains(r)).collect()
+    }
+
+    /// The elements at N6 egress (`n6_out`), in pipeline order.
+    pub fn n6_out_roles(&self) -> Vec<Role> {
+        let v = self.n6_out.clone().unwrap_or_else(|| {
+            self.roles
+                .iter()
+                .copied()
+                .filter(|r| *r == Role::Source)
+                .collect()
+        });
+        ORDER.into_iter().filter(|r| v.contains(r)).collect()
+    }
+
+    /// The N6 ports' indices.
+    pub fn n6_port_ids(&self, port_index: impl Fn(&str) -> Option<u16>) -> Vec<u16> {
+        self.n6_ports.iter().filter_map(|p| port_index(p)).collect()
+    }
+
+    /// The `upf` pipeline's extra checks: N6 ports named and existing, every placed element
+    /// listed in `roles`, something placed.
+    pub fn validate_upf(
+        &self,
+        port_index: impl Fn(&str) -> Option<u16>,
+    ) -> Result<(), ConfigError> {
+        self.validate(&port_index)?;
+        if self.n6_ports.is_empty() {
+            return Err(invalid(
+                "int.n6_ports",
+                "the upf pipeline needs the N6 port names INT applies to",
+            ));
+        }
+        for (i, p) in self.n6_ports.iter().enumerate() {
+            if port_index(p).is_none() {
+                return Err(invalid(
+                    format!("int.n6_ports[{i}]"),
+                    format!("no port named `{p}`"),
+                ));
+            }
+        }
+        for (f, l) in [("int.n6_in", &self.n6_in), ("int.n6_out", &self.n6_out)] {
+            for r in l.iter().flatten() {
+                if !self.has(*r) {
+                    return Err(invalid(f, format!("{r:?} is not in int.roles")));
+                }
+            }
+        }
+        if self.n6_in_roles().is_empty() && self.n6_out_roles().is_empty() {
+            return Err(invalid(
+                "int.n6_in",
+                "no INT element placed: name one in int.n6_in or int.n6_out",
+            ));
+        }
+        Ok(())
     }
 
     pub fn validate(&self, port_index: impl Fn(&str) -> Option<u16>) -> Result<(), ConfigError> {

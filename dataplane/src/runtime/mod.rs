@@ -5,6 +5,7 @@ pub mod batch;
 pub mod counters;
 pub mod egress;
 pub mod reason;
+pub mod scope;
 pub mod snapshot;
 pub mod stage;
 pub mod worker;
@@ -13,6 +14,7 @@ pub use batch::{Action, Batch, Disposition};
 pub use counters::{Counters, EgressCounters, QidCounters, SOJOURN_BINS, SOJOURN_BIN_EDGES_US};
 pub use egress::{EgressConfig, EgressConfigError};
 pub use reason::{DropReason, Reasons};
+pub use scope::{OnEgress, OnIngress};
 pub use snapshot::{Publisher, Reader};
 pub use stage::{Context, Pipeline, PipelineFactory, Stage};
 pub use worker::{
