@@ -305,6 +305,7 @@ pub struct FastPath {
     pub pdr_qfi: u8,
     /// Downlink: the QFI to mark (first QER QFI, else the PDR's, else 0).
     pub mark_qfi: u8,
+    /// [`Self::OUTER_V4`]; the high bits are the map's.
     pub flags: u8,
 }
 
@@ -331,17 +332,17 @@ impl FastPath {
 pub struct KeySlot {
     key: u64,
     range: (u32, u32),
-    used: bool,
-    has_fast: bool,
+    /// `fast.flags` also carries [`Self::USED`] and [`Self::HAS_FAST`] (the line has no
+    /// room for more fields).
     fast: FastPath,
 }
 
 impl KeySlot {
+    const USED: u8 = 0x80;
+    const HAS_FAST: u8 = 0x40;
     const EMPTY: KeySlot = KeySlot {
         key: 0,
         range: (0, 0),
-        used: false,
-        has_fast: false,
         fast: FastPath {
             meters: [MeterRef {
                 slot: NONE,
@@ -364,10 +365,15 @@ impl KeySlot {
         self.range
     }
 
+    #[inline]
+    fn used(&self) -> bool {
+        self.fast.flags & Self::USED != 0
+    }
+
     /// The fast-path record, if [`Shard::index_fast`] gave this key one.
     #[inline]
     pub fn fast(&self) -> Option<&FastPath> {
-        self.has_fast.then_some(&self.fast)
+        (self.fast.flags & Self::HAS_FAST != 0).then_some(&self.fast)
     }
 }
 
@@ -445,7 +451,7 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
         // The load factor leaves empty slots, so the probe ends.
         loop {
             let s = &self.slots[i];
-            if !s.used {
+            if !s.used() {
                 return None;
             }
             if s.key == key {
@@ -483,20 +489,21 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
         let mut i = self.home(key);
         loop {
             let s = &mut self.slots[i];
-            if !s.used {
+            if !s.used() {
                 *s = KeySlot {
                     key,
                     range,
-                    used: true,
                     ..KeySlot::EMPTY
                 };
+                s.fast.flags = KeySlot::USED;
                 self.len += 1;
                 return None;
             }
             if s.key == key {
                 let old = s.range;
                 s.range = range;
-                s.has_fast = false;
+                s.fast = KeySlot::EMPTY.fast;
+                s.fast.flags = KeySlot::USED;
                 return Some(old);
             }
             i = (i + 1) & mask;
@@ -510,9 +517,9 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
             vec![KeySlot::EMPTY; cap].into_boxed_slice(),
         );
         let mask = cap - 1;
-        for s in old.iter().filter(|s| s.used) {
+        for s in old.iter().filter(|s| s.used()) {
             let mut i = self.home(s.key);
-            while self.slots[i].used {
+            while self.slots[i].used() {
                 i = (i + 1) & mask;
             }
             self.slots[i] = *s;
@@ -523,19 +530,22 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     pub fn iter(&self) -> impl Iterator<Item = (u64, (u32, u32))> + '_ {
         self.slots
             .iter()
-            .filter(|s| s.used)
+            .filter(|s| s.used())
             .map(|s| (s.key, s.range))
     }
 
     fn fill_fast(&mut self, mut f: impl FnMut((u32, u32)) -> Option<FastPath>) {
-        for s in self.slots.iter_mut().filter(|s| s.used) {
-            match f(s.range) {
-                Some(fp) => {
-                    s.fast = fp;
-                    s.has_fast = true;
+        for s in self.slots.iter_mut().filter(|s| s.used()) {
+            s.fast = match f(s.range) {
+                Some(mut fp) => {
+                    fp.flags |= KeySlot::USED | KeySlot::HAS_FAST;
+                    fp
                 }
-                None => s.has_fast = false,
-            }
+                None => FastPath {
+                    flags: KeySlot::USED,
+                    ..KeySlot::EMPTY.fast
+                },
+            };
         }
     }
 }
