@@ -273,6 +273,10 @@ impl<B: PacketBuf> Stage<B> for Upf {
                     *pr = w.pre(batch.pkts[i].data());
                 }
             }
+            // The shard headers were prefetched in pass 1; now their slots.
+            for pr in pre.iter().take(end - base) {
+                w.prefetch_slot(pr);
+            }
             let mut hit: [Option<(&Shard, &KeySlot)>; CHUNK] = [None; CHUNK];
             for (pr, h) in pre.iter().zip(hit.iter_mut()).take(end - base) {
                 *h = w.lookup(pr);
@@ -301,15 +305,32 @@ const CHUNK: usize = 32;
 /// faults and changes no architectural state.
 #[inline(always)]
 pub(crate) fn prefetch<T>(r: &T) {
+    prefetch_addr((r as *const T).cast());
+}
+
+/// [`prefetch`] of a raw address (any address: it is never dereferenced).
+#[inline(always)]
+fn prefetch_addr(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         // SAFETY: SSE is part of the x86_64 baseline, and a prefetch only hints the cache:
         // it never faults (whatever the address) and reads or writes no program state.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>((r as *const T).cast::<i8>()) };
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>()) };
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = r;
+    let _ = p;
+}
+
+/// [`prefetch`] every cache line of `*r`.
+#[inline(always)]
+fn prefetch_all<T>(r: &T) {
+    let p = (r as *const T).cast::<u8>();
+    let mut off = 0;
+    while off < std::mem::size_of::<T>() {
+        prefetch_addr(p.wrapping_add(off));
+        off += 64;
+    }
 }
 
 /// What pass 1 learned about a packet that the common path can finish: the lookup key
@@ -711,7 +732,7 @@ impl<'a> Work<'a> {
                 return Pre::SLOW;
             };
             let teid = g.teid();
-            self.t.teid_shard(teid).by_teid.prefetch(teid);
+            prefetch(&self.t.teid_shard(teid).by_teid);
             Pre {
                 kind: KIND_UL,
                 qfi,
@@ -730,11 +751,11 @@ impl<'a> Work<'a> {
             }
             let (kind, key) = if v6 {
                 let key = (f.dst >> 64) as u64;
-                self.t.ue_v6_shard(key).by_ue_v6.prefetch(key);
+                prefetch(&self.t.ue_v6_shard(key).by_ue_v6);
                 (KIND_DL6, key)
             } else {
                 let key = f.dst as u32;
-                self.t.ue_v4_shard(key).by_ue_v4.prefetch(key);
+                prefetch(&self.t.ue_v4_shard(key).by_ue_v4);
                 (KIND_DL4, u64::from(key))
             };
             Pre {
@@ -746,6 +767,17 @@ impl<'a> Work<'a> {
             }
         };
         pre
+    }
+
+    /// Pass 1b: start loading the key's slot (the shard header was prefetched in pass 1).
+    fn prefetch_slot(&self, pre: &Pre) {
+        let t = self.t;
+        match pre.kind {
+            KIND_UL => t.teid_shard(pre.key as u32).by_teid.prefetch(pre.key as u32),
+            KIND_DL4 => t.ue_v4_shard(pre.key as u32).by_ue_v4.prefetch(pre.key as u32),
+            KIND_DL6 => t.ue_v6_shard(pre.key).by_ue_v6.prefetch(pre.key),
+            _ => {}
+        }
     }
 
     /// Pass 2: the key's slot (its line was prefetched in pass 1), and a prefetch of the
@@ -771,7 +803,7 @@ impl<'a> Work<'a> {
         if let Some(f) = slot.fast() {
             for m in f.meters.iter().filter(|m| m.slot != NONE) {
                 if let Some(m) = self.meters.get(m.slot as usize) {
-                    prefetch(m);
+                    prefetch_all(m);
                 }
             }
             for &u in f.urrs.iter().filter(|&&u| u != NONE) {
