@@ -34,9 +34,8 @@ use arrayvec::ArrayVec;
 use peregrine_dataplane::qos::trtcm::{qer_config_kbps, ColourMode, TrTcmConfig};
 use peregrine_dataplane::upf::tables::{
     iface, shard_of, Direction, FarAction, FarRule, FlowFilter, KeyMap, MeterRef, OuterHeader,
-    PdrRule,
-    QerRule, SessionInfo, Shard, UpfTables, UrrRef, MAX_QERS_PER_PDR, MAX_URRS_PER_PDR, NONE,
-    NUM_SHARDS,
+    PdrRule, QerRule, SessionInfo, Shard, UpfTables, UrrRef, MAX_QERS_PER_PDR, MAX_URRS_PER_PDR,
+    NONE, NUM_SHARDS,
 };
 use peregrine_n4::{Reject, Session};
 use peregrine_pfcp::cause;

@@ -58,8 +58,8 @@ use crate::stages::l3fwd::{NextHop, RouteTable};
 use crate::upf::encap::{self, Psc};
 use crate::upf::stats::{Total, UpfStats};
 use crate::upf::tables::{
-    Direction, FarAction, FastPath, FlowFilter, IpPrefix, KeySlot, MeterRef, OuterHeader,
-    PdrRule, Shard, UpfTables, MAX_QERS_PER_PDR, MAX_URRS_PER_PDR, NONE,
+    Direction, FarAction, FastPath, FlowFilter, IpPrefix, KeySlot, MeterRef, OuterHeader, PdrRule,
+    Shard, UpfTables, MAX_QERS_PER_PDR, MAX_URRS_PER_PDR, NONE,
 };
 use peregrine_wire::ethernet::{self, ethertype, Address as MacAddr};
 use peregrine_wire::ipv4::ip_protocol;
@@ -707,8 +707,7 @@ impl<'a> Work<'a> {
             self.t.local_v4.contains(&Ipv4Addr::from(f.dst as u32))
         };
         let pre = if local {
-            if f.frag || f.proto != ip_protocol::UDP || f.ports.map(|p| p.1) != Some(gtpu::PORT)
-            {
+            if f.frag || f.proto != ip_protocol::UDP || f.ports.map(|p| p.1) != Some(gtpu::PORT) {
                 return Pre::SLOW;
             }
             let l4 = l3 + f.l4;
@@ -783,8 +782,14 @@ impl<'a> Work<'a> {
     fn prefetch_slot(&self, pre: &Pre) {
         let t = self.t;
         match pre.kind {
-            KIND_UL => t.teid_shard(pre.key as u32).by_teid.prefetch(pre.key as u32),
-            KIND_DL4 => t.ue_v4_shard(pre.key as u32).by_ue_v4.prefetch(pre.key as u32),
+            KIND_UL => t
+                .teid_shard(pre.key as u32)
+                .by_teid
+                .prefetch(pre.key as u32),
+            KIND_DL4 => t
+                .ue_v4_shard(pre.key as u32)
+                .by_ue_v4
+                .prefetch(pre.key as u32),
             KIND_DL6 => t.ue_v6_shard(pre.key).by_ue_v6.prefetch(pre.key),
             _ => {}
         }

@@ -222,7 +222,9 @@ impl Shard {
         if range.1.checked_sub(range.0) != Some(1) {
             return None;
         }
-        let pdr = self.pdrs.get(*self.pdr_order.get(range.0 as usize)? as usize)?;
+        let pdr = self
+            .pdrs
+            .get(*self.pdr_order.get(range.0 as usize)? as usize)?;
         if pdr.direction != dir || pdr.filters.0 != pdr.filters.1 {
             return None;
         }
@@ -435,7 +437,9 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     #[inline]
     fn home(&self, key: u64) -> usize {
         let bits = self.slots.len().trailing_zeros();
-        let h = key.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(SHARD_BITS);
+        let h = key
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(SHARD_BITS);
         (h >> (63 - bits) >> 1) as usize
     }
 
@@ -711,7 +715,12 @@ mod tests {
             action: FarAction::Drop,
             ..fwd
         };
-        assert!(shard_one(drop, vec![qer], vec![]).by_ue_v4.slot(42).unwrap().fast().is_none());
+        assert!(shard_one(drop, vec![qer], vec![])
+            .by_ue_v4
+            .slot(42)
+            .unwrap()
+            .fast()
+            .is_none());
         let v6 = FarRule {
             outer: Some(OuterHeader {
                 teid: 1,
@@ -720,7 +729,12 @@ mod tests {
             }),
             ..fwd
         };
-        assert!(shard_one(v6, vec![qer], vec![]).by_ue_v4.slot(42).unwrap().fast().is_none());
+        assert!(shard_one(v6, vec![qer], vec![])
+            .by_ue_v4
+            .slot(42)
+            .unwrap()
+            .fast()
+            .is_none());
         let any = FlowFilter {
             proto: None,
             src: None,
@@ -728,7 +742,12 @@ mod tests {
             src_ports: None,
             dst_ports: None,
         };
-        assert!(shard_one(fwd, vec![qer], vec![any]).by_ue_v4.slot(42).unwrap().fast().is_none());
+        assert!(shard_one(fwd, vec![qer], vec![any])
+            .by_ue_v4
+            .slot(42)
+            .unwrap()
+            .fast()
+            .is_none());
         // Re-inserting a key clears its record until the shard is indexed again.
         let mut s = shard_one(fwd, vec![qer], vec![]);
         s.by_ue_v4.insert(42, (0, 1));
