@@ -33,9 +33,9 @@ use crate::sdf::{self, SdfError};
 use arrayvec::ArrayVec;
 use peregrine_dataplane::qos::trtcm::{qer_config_kbps, ColourMode, TrTcmConfig};
 use peregrine_dataplane::upf::tables::{
-    iface, shard_of, Direction, FarAction, FarRule, FlowFilter, MeterRef, OuterHeader, PdrRule,
-    QerRule, SessionInfo, Shard, UpfTables, UrrRef, MAX_QERS_PER_PDR, MAX_URRS_PER_PDR, NONE,
-    NUM_SHARDS,
+    iface, shard_of, Direction, FarAction, FarRule, FlowFilter, KeyMap, MeterRef, OuterHeader,
+    PdrRule, QerRule, SessionInfo, Shard, UpfTables, UrrRef, MAX_QERS_PER_PDR, MAX_URRS_PER_PDR,
+    NONE, NUM_SHARDS,
 };
 use peregrine_n4::{Reject, Session};
 use peregrine_pfcp::cause;
@@ -446,9 +446,9 @@ impl Compiler {
         for sh in &self.tables.shards {
             pdrs += sh.pdrs.len();
             shard_bytes += size_of::<Shard>()
-                + map_bytes(sh.by_teid.capacity(), size_of::<(u32, (u32, u32))>())
-                + map_bytes(sh.by_ue_v4.capacity(), size_of::<(u32, (u32, u32))>())
-                + map_bytes(sh.by_ue_v6.capacity(), size_of::<(u64, (u32, u32))>())
+                + sh.by_teid.heap_bytes()
+                + sh.by_ue_v4.heap_bytes()
+                + sh.by_ue_v6.heap_bytes()
                 + sh.pdr_order.capacity() * 4
                 + sh.pdrs.capacity() * size_of::<PdrRule>()
                 + sh.filters.capacity() * size_of::<FlowFilter>()
@@ -882,14 +882,10 @@ impl Compiler {
         // The previous version's sizes are a good guess: one change moves a few entries.
         let old = &self.tables.shards[idx];
         let slack = |n: usize| n + 8;
-        let map = |n: usize| FxHashMap::with_capacity_and_hasher(slack(n), Default::default());
         let mut sh = Shard {
-            by_teid: map(old.by_teid.len()),
-            by_ue_v4: map(old.by_ue_v4.len()),
-            by_ue_v6: FxHashMap::with_capacity_and_hasher(
-                slack(old.by_ue_v6.len()),
-                Default::default(),
-            ),
+            by_teid: KeyMap::with_capacity(slack(old.by_teid.len())),
+            by_ue_v4: KeyMap::with_capacity(slack(old.by_ue_v4.len())),
+            by_ue_v6: KeyMap::with_capacity(slack(old.by_ue_v6.len())),
             pdr_order: Vec::with_capacity(slack(old.pdr_order.len())),
             pdrs: Vec::with_capacity(slack(old.pdrs.len())),
             filters: Vec::with_capacity(slack(old.filters.len())),
@@ -976,6 +972,8 @@ impl Compiler {
         trim(&mut sh.fars);
         trim(&mut sh.qers);
         trim(&mut sh.sessions);
+        // Flatten the common case (one PDR, no SDF filter) into the key slots.
+        sh.index_fast();
         sh
     }
 }

@@ -58,7 +58,8 @@ use crate::stages::l3fwd::{NextHop, RouteTable};
 use crate::upf::encap::{self, Psc};
 use crate::upf::stats::{Total, UpfStats};
 use crate::upf::tables::{
-    Direction, FarAction, FlowFilter, IpPrefix, PdrRule, Shard, UpfTables, NONE,
+    Direction, FarAction, FastPath, FlowFilter, IpPrefix, KeySlot, MeterRef, OuterHeader, PdrRule,
+    Shard, UpfTables, MAX_QERS_PER_PDR, MAX_URRS_PER_PDR, NONE,
 };
 use peregrine_wire::ethernet::{self, ethertype, Address as MacAddr};
 use peregrine_wire::ipv4::ip_protocol;
@@ -256,19 +257,124 @@ impl<B: PacketBuf> Stage<B> for Upf {
             replies,
             now,
             rx,
+            memo_fam: 2,
+            memo_dst: 0,
+            memo_nh: None,
         };
-        // Two passes: the first resolves every packet's rules and touches the lines the
-        // second will need, so the batch's cache misses overlap instead of queueing behind
-        // one packet at a time (the stage is bound by them: ~6 random lines per packet).
-        let mut acc = 0u64;
-        batch.for_each_active(|p| {
-            acc ^= w.warm(p.data());
-            Disposition::CONTINUE
-        });
-        std::hint::black_box(acc);
-        batch.for_each_active(|p| w.packet(p));
+        // Three passes per chunk of the batch so the chunk's cache misses overlap instead of
+        // queueing behind one packet at a time: parse every packet and prefetch its key's
+        // table slot; look the slots up and prefetch the meter and usage lines they name;
+        // then apply. Anything unusual takes the full per-packet path in pass 3.
+        let n = batch.len();
+        let mut base = 0;
+        while base < n {
+            let end = (base + CHUNK).min(n);
+            let mut pre = [Pre::SLOW; CHUNK];
+            for (i, pr) in (base..end).zip(pre.iter_mut()) {
+                if batch.disposition(i).is_continue() {
+                    *pr = w.pre(batch.pkts[i].data());
+                }
+            }
+            // The shard headers were prefetched in pass 1; now their slots.
+            for pr in pre.iter().take(end - base) {
+                w.prefetch_slot(pr);
+            }
+            let mut hit: [Option<(&Shard, &KeySlot)>; CHUNK] = [None; CHUNK];
+            for (pr, h) in pre.iter().zip(hit.iter_mut()).take(end - base) {
+                *h = w.lookup(pr);
+            }
+            for i in base..end {
+                if !batch.disposition(i).is_continue() {
+                    continue;
+                }
+                let p = &mut batch.pkts[i];
+                let d = match hit[i - base] {
+                    Some((s, slot)) => w.resolved(p, &pre[i - base], s, slot),
+                    None => w.packet(p),
+                };
+                batch.set_disposition(i, d);
+            }
+            base = end;
+        }
     }
 }
+
+/// Packets per pass of [`Upf::process`]: enough in flight to overlap the misses, few enough
+/// that the lines fetched in pass 1 are still cached in pass 3.
+const CHUNK: usize = 32;
+
+/// Ask the CPU to start loading the cache line holding `r`. A hint only: a prefetch never
+/// faults and changes no architectural state.
+#[inline(always)]
+pub(crate) fn prefetch<T>(r: &T) {
+    prefetch_addr((r as *const T).cast());
+}
+
+/// [`prefetch`] of a raw address (any address: it is never dereferenced).
+#[inline(always)]
+fn prefetch_addr(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: SSE is part of the x86_64 baseline, and a prefetch only hints the cache:
+        // it never faults (whatever the address) and reads or writes no program state.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// [`prefetch`] every cache line of `*r`.
+#[inline(always)]
+fn prefetch_all<T>(r: &T) {
+    let p = (r as *const T).cast::<u8>();
+    let mut off = 0;
+    while off < std::mem::size_of::<T>() {
+        prefetch_addr(p.wrapping_add(off));
+        off += 64;
+    }
+}
+
+/// What pass 1 learned about a packet that the common path can finish: the lookup key
+/// (which map by `kind`), the received QFI and the inner (user) IP packet's offset and facts.
+#[derive(Debug, Clone, Copy)]
+struct Pre {
+    kind: u8,
+    qfi: Option<u8>,
+    inner_off: usize,
+    key: u64,
+    inner: Flow,
+}
+
+impl Pre {
+    /// Not for the common path (or not active): pass 3 runs [`Work::packet`].
+    const SLOW: Pre = Pre {
+        kind: KIND_SLOW,
+        qfi: None,
+        inner_off: 0,
+        key: 0,
+        inner: Flow {
+            v6: false,
+            src: 0,
+            dst: 0,
+            proto: 0,
+            ports: None,
+            icmp_type: None,
+            l4: 0,
+            len: 0,
+            df: false,
+            frag: false,
+        },
+    };
+}
+
+const KIND_SLOW: u8 = 0;
+/// G-PDU by TEID.
+const KIND_UL: u8 = 1;
+/// N6 packet by UE IPv4 address.
+const KIND_DL4: u8 = 2;
+/// N6 packet by UE IPv6 /64 prefix.
+const KIND_DL6: u8 = 3;
 
 /// An IP packet's header facts, from its checked views.
 #[derive(Debug, Clone, Copy)]
@@ -497,9 +603,29 @@ struct Work<'a> {
     replies: &'a mut TokenBucket,
     now: u64,
     rx: PortId,
+    /// The last route looked up in this batch (the route table cannot change within one):
+    /// family (0 IPv4, 1 IPv6, 2 none yet), destination, result.
+    memo_fam: u8,
+    memo_dst: u128,
+    memo_nh: Option<NextHop>,
 }
 
-impl Work<'_> {
+/// The flattened actions for one packet: from a [`FastPath`] record or from a matched PDR
+/// with its QERs and FAR.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    qfi: u8,
+    gate_closed: bool,
+    meters: [MeterRef; MAX_QERS_PER_PDR],
+    meter_qers: [u32; MAX_QERS_PER_PDR],
+    urrs: [u32; MAX_URRS_PER_PDR],
+    /// `None`: the FAR index was dangling (dropped as `far_drop`).
+    action: Option<FarAction>,
+    remove_gtpu: bool,
+    outer: Option<OuterHeader>,
+}
+
+impl<'a> Work<'a> {
     #[inline]
     fn drop_q(&self, dir: Direction, qfi: u8, r: DropReason) -> Disposition {
         self.stats.qfi_drop(dir, qfi);
@@ -522,12 +648,20 @@ impl Work<'_> {
         }
     }
 
-    fn route(&self, v6: bool, dst: u128) -> Option<NextHop> {
-        if v6 {
+    fn route(&mut self, v6: bool, dst: u128) -> Option<NextHop> {
+        // One-entry memo: most packets of a burst go to one N6 server or one gNB.
+        if self.memo_fam == u8::from(v6) && self.memo_dst == dst {
+            return self.memo_nh;
+        }
+        let nh = if v6 {
             self.r.v6.lookup(dst)
         } else {
             self.r.v4.lookup(dst as u32)
-        }
+        };
+        self.memo_fam = u8::from(v6);
+        self.memo_dst = dst;
+        self.memo_nh = nh;
+        nh
     }
 
     fn outer_err(&self, e: IpErr) -> Disposition {
@@ -542,68 +676,200 @@ impl Work<'_> {
         })
     }
 
-    /// Pass 1 of a batch (read-only): the same lookups as [`Self::packet`] for the common
-    /// cases (G-PDU to one of our addresses by TEID, N6 packet by UE address), reading the
-    /// candidate PDR, its QERs and meter slots, its URR counters and its FAR so they are
-    /// cached for pass 2. Anything unusual is left to pass 2. The result only feeds
-    /// `black_box`, so the loads are not optimised away.
-    fn warm(&self, data: &[u8]) -> u64 {
+    /// Pass 1 (read-only): the checks of [`Self::packet`] up to the table lookup for the
+    /// common cases (a G-PDU to one of our addresses; an N6 packet to a UE), with the
+    /// lookup key, and a prefetch of the key's slot. Anything else (errors, path
+    /// management, control traffic) is [`Pre::SLOW`].
+    fn pre(&self, data: &[u8]) -> Pre {
+        let Ok(frame) = ethernet::Frame::new_checked(data) else {
+            return Pre::SLOW;
+        };
+        let dst = frame.dst_addr();
+        if dst.is_multicast()
+            || (!self.cfg.promiscuous && self.macs.get(self.rx as usize) != Some(&dst))
+        {
+            return Pre::SLOW;
+        }
         let Ok((l3, et)) = vlan::l3_offset(data) else {
-            return 0;
+            return Pre::SLOW;
         };
         let v6 = match et {
             ethertype::IPV4 => false,
             ethertype::IPV6 => true,
-            _ => return 0,
+            _ => return Pre::SLOW,
         };
-        let Ok(f) = parse_ip(&data[l3..], v6, false) else {
-            return 0;
+        let Ok(f) = parse_ip(&data[l3..], v6, true) else {
+            return Pre::SLOW;
         };
         let local = if v6 {
             self.t.local_v6.contains(&Ipv6Addr::from(f.dst))
         } else {
             self.t.local_v4.contains(&Ipv4Addr::from(f.dst as u32))
         };
-        let (s, range) = if local {
+        let pre = if local {
             if f.frag || f.proto != ip_protocol::UDP || f.ports.map(|p| p.1) != Some(gtpu::PORT) {
-                return 0;
+                return Pre::SLOW;
             }
-            let gtp_off = l3 + f.l4 + udp::HEADER_LEN;
-            let Some(Ok(g)) = data.get(gtp_off..).map(gtpu::Header::new_checked) else {
-                return 0;
+            let l4 = l3 + f.l4;
+            let ulen = udp::Packet::new_unchecked(&data[l4..]).length() as usize;
+            let gtp_off = l4 + udp::HEADER_LEN;
+            let Some(Ok(g)) = data.get(gtp_off..l4 + ulen).map(gtpu::Header::new_checked) else {
+                return Pre::SLOW;
+            };
+            if g.msg_type() != gtpu::msg_type::G_PDU {
+                return Pre::SLOW;
+            }
+            let qfi = match g.pdu_session() {
+                Ok(r) => r.map(|r| r.qfi()),
+                Err(WireError::Unsupported) => None,
+                Err(_) => return Pre::SLOW,
+            };
+            let inner_off = gtp_off + g.header_len();
+            let Some(inner_bytes) = data.get(inner_off..gtp_off + g.total_len()) else {
+                return Pre::SLOW;
+            };
+            let inner = match inner_bytes.first().map(|b| b >> 4) {
+                Some(4) => parse_ip(inner_bytes, false, false),
+                Some(6) => parse_ip(inner_bytes, true, false),
+                _ => return Pre::SLOW,
+            };
+            let Ok(inner) = inner else {
+                return Pre::SLOW;
             };
             let teid = g.teid();
-            let s = self.t.teid_shard(teid);
-            (s, s.by_teid.get(&teid).copied())
-        } else if v6 {
-            let key = (f.dst >> 64) as u64;
-            let s = self.t.ue_v6_shard(key);
-            (s, s.by_ue_v6.get(&key).copied())
+            prefetch(&self.t.teid_shard(teid).by_teid);
+            Pre {
+                kind: KIND_UL,
+                qfi,
+                inner_off,
+                key: u64::from(teid),
+                inner,
+            }
         } else {
-            let key = f.dst as u32;
-            let s = self.t.ue_v4_shard(key);
-            (s, s.by_ue_v4.get(&key).copied())
+            let n6_own = if v6 {
+                self.cfg.n6_v6.map(u128::from) == Some(f.dst)
+            } else {
+                self.cfg.n6_v4.map(|a| u128::from(u32::from(a))) == Some(f.dst)
+            };
+            if n6_own || (v6 && Ipv6Addr::from(f.dst).is_multicast()) {
+                return Pre::SLOW;
+            }
+            // Encapsulation writes up to 78 bytes in front of the frame: a line the feed
+            // did not touch. Start loading it now.
+            prefetch_addr(data.as_ptr().wrapping_sub(1));
+            prefetch_addr(data.as_ptr().wrapping_sub(80));
+            let (kind, key) = if v6 {
+                let key = (f.dst >> 64) as u64;
+                prefetch(&self.t.ue_v6_shard(key).by_ue_v6);
+                (KIND_DL6, key)
+            } else {
+                let key = f.dst as u32;
+                prefetch(&self.t.ue_v4_shard(key).by_ue_v4);
+                (KIND_DL4, u64::from(key))
+            };
+            Pre {
+                kind,
+                qfi: None,
+                inner_off: l3,
+                key,
+                inner: f,
+            }
         };
-        let Some(pdr) = range
-            .and_then(|(lo, _)| s.pdr_order.get(lo as usize))
-            .and_then(|&i| s.pdrs.get(i as usize))
-        else {
-            return 0;
+        pre
+    }
+
+    /// Pass 1b: start loading the key's slot (the shard header was prefetched in pass 1).
+    fn prefetch_slot(&self, pre: &Pre) {
+        let t = self.t;
+        match pre.kind {
+            KIND_UL => t
+                .teid_shard(pre.key as u32)
+                .by_teid
+                .prefetch(pre.key as u32),
+            KIND_DL4 => t
+                .ue_v4_shard(pre.key as u32)
+                .by_ue_v4
+                .prefetch(pre.key as u32),
+            KIND_DL6 => t.ue_v6_shard(pre.key).by_ue_v6.prefetch(pre.key),
+            _ => {}
+        }
+    }
+
+    /// Pass 2: the key's slot (its line was prefetched in pass 1), and a prefetch of the
+    /// meter and usage-counter lines its fast-path record names. `None` for a slow packet
+    /// or a key without rules (pass 3 then runs the full path, which reports it).
+    fn lookup(&self, pre: &Pre) -> Option<(&'a Shard, &'a KeySlot)> {
+        let t = self.t;
+        let (s, slot) = match pre.kind {
+            KIND_UL => {
+                let s = t.teid_shard(pre.key as u32);
+                (s, s.by_teid.slot(pre.key as u32)?)
+            }
+            KIND_DL4 => {
+                let s = t.ue_v4_shard(pre.key as u32);
+                (s, s.by_ue_v4.slot(pre.key as u32)?)
+            }
+            KIND_DL6 => {
+                let s = t.ue_v6_shard(pre.key);
+                (s, s.by_ue_v6.slot(pre.key)?)
+            }
+            _ => return None,
         };
-        let mut acc = u64::from(pdr.far);
-        for &qi in pdr.qers.iter().filter(|&&i| i != NONE) {
-            if let Some(q) = s.qers.get(qi as usize) {
-                let m = self.meters.get(q.meter.slot as usize);
-                acc ^= u64::from(q.gate_open) ^ m.map_or(0, |m| u64::from(m.generation));
+        if let Some(f) = slot.fast() {
+            for m in f.meters.iter().filter(|m| m.slot != NONE) {
+                if let Some(m) = self.meters.get(m.slot as usize) {
+                    prefetch_all(m);
+                }
+            }
+            for &u in f.urrs.iter().filter(|&&u| u != NONE) {
+                self.stats.urr_prefetch(u);
             }
         }
-        for u in pdr.urrs.iter().filter(|u| u.slot != NONE) {
-            acc ^= self.stats.urr_touch(u.slot);
+        Some((s, slot))
+    }
+
+    /// Pass 3 of a packet pass 1 classified and pass 2 found rules for: the fast-path
+    /// record if the key has one (and, uplink, the PDR's QFI matches), else the PDR
+    /// selection of the general path.
+    fn resolved<B: PacketBuf>(
+        &mut self,
+        p: &mut B,
+        pre: &Pre,
+        s: &Shard,
+        slot: &KeySlot,
+    ) -> Disposition {
+        let dir = if pre.kind == KIND_UL {
+            Direction::Uplink
+        } else {
+            Direction::Downlink
+        };
+        if let Some(f) = slot.fast() {
+            let pdr_qfi = (f.pdr_qfi != FastPath::NO_QFI).then_some(f.pdr_qfi);
+            let qfi = match dir {
+                Direction::Uplink => pre.qfi.or(pdr_qfi).unwrap_or(0),
+                Direction::Downlink => f.mark_qfi,
+            };
+            if dir == Direction::Downlink || pdr_qfi.is_none() || pdr_qfi == pre.qfi {
+                let plan = Plan {
+                    qfi,
+                    gate_closed: false,
+                    meters: f.meters,
+                    meter_qers: f.meter_qers,
+                    urrs: f.urrs,
+                    action: Some(FarAction::Forward),
+                    remove_gtpu: dir == Direction::Uplink,
+                    outer: f.outer(),
+                };
+                return self.execute(p, s, &plan, dir, pre.inner_off, &pre.inner);
+            }
         }
-        if let Some(far) = s.fars.get(pdr.far as usize) {
-            acc ^= u64::from(matches!(far.action, FarAction::Forward));
+        match select_pdr(s, slot.range(), dir, pre.qfi, &pre.inner) {
+            Some(pdr) => self.apply(p, s, pdr, dir, pre.qfi, pre.inner_off, &pre.inner),
+            None if dir == Direction::Uplink => {
+                self.drop_q(dir, pre.qfi.unwrap_or(0), self.d.uplink_no_pdr)
+            }
+            None => Disposition::drop_as(self.d.downlink_no_pdr),
         }
-        acc
     }
 
     fn packet<B: PacketBuf>(&mut self, p: &mut B) -> Disposition {
@@ -813,8 +1079,6 @@ impl Work<'_> {
         inner_off: usize,
         inner: &Flow,
     ) -> Disposition {
-        let d = self.d;
-        let len = inner.len as u64;
         // QFI: marked downlink (QER, else PDR), as received uplink.
         let mut qfi = match dir {
             Direction::Uplink => pkt_qfi.or(pdr.qfi).unwrap_or(0),
@@ -830,25 +1094,74 @@ impl Work<'_> {
                 qfi = q;
             }
         }
-        let mut colour = None;
+        let mut plan = Plan {
+            qfi,
+            gate_closed: false,
+            meters: [MeterRef {
+                slot: NONE,
+                generation: 0,
+            }; MAX_QERS_PER_PDR],
+            meter_qers: [NONE; MAX_QERS_PER_PDR],
+            urrs: [NONE; MAX_URRS_PER_PDR],
+            action: None,
+            remove_gtpu: pdr.remove_gtpu,
+            outer: None,
+        };
+        let mut k = 0;
         for &qi in pdr.qers.iter().filter(|&&i| i != NONE) {
             let Some(q) = s.qers.get(qi as usize) else {
                 continue;
             };
-            if !q.gate_open {
-                return self.drop_q(dir, qfi, d.gate_closed);
+            plan.gate_closed |= !q.gate_open;
+            if q.meter_cfg.is_some() {
+                plan.meters[k] = q.meter;
+                plan.meter_qers[k] = qi;
+                k += 1;
             }
-            let Some(cfg) = q.meter_cfg else {
-                continue;
-            };
-            let Some(m) = self.meters.get_mut(q.meter.slot as usize) else {
+        }
+        for (d, u) in plan.urrs.iter_mut().zip(&pdr.urrs) {
+            *d = u.slot;
+        }
+        if let Some(far) = s.fars.get(pdr.far as usize) {
+            plan.action = Some(far.action);
+            plan.outer = far.outer;
+        }
+        self.execute(p, s, &plan, dir, inner_off, inner)
+    }
+
+    /// Gate, meters (TS 29.244 section 5.2.1: QERs), usage counting (URRs) and the FAR
+    /// action of a resolved plan.
+    fn execute<B: PacketBuf>(
+        &mut self,
+        p: &mut B,
+        s: &Shard,
+        plan: &Plan,
+        dir: Direction,
+        inner_off: usize,
+        inner: &Flow,
+    ) -> Disposition {
+        let d = self.d;
+        let len = inner.len as u64;
+        let qfi = plan.qfi;
+        if plan.gate_closed {
+            return self.drop_q(dir, qfi, d.gate_closed);
+        }
+        let mut colour = None;
+        for (mr, &qi) in plan.meters.iter().zip(&plan.meter_qers) {
+            if mr.slot == NONE {
+                break;
+            }
+            let Some(m) = self.meters.get_mut(mr.slot as usize) else {
                 self.stats.count(Total::MeterSlotsExceeded);
                 continue;
             };
-            if !m.live || m.generation != q.meter.generation {
+            if !m.live || m.generation != mr.generation {
                 // A new QER in this slot, or a new MBR: start from full buckets.
+                let Some(cfg) = s.qers.get(qi as usize).and_then(|q| q.meter_cfg) else {
+                    continue;
+                };
                 m.tcm = TrTcm::new(cfg, self.now).unwrap_or_else(|_| TrTcm::unlimited());
-                m.generation = q.meter.generation;
+                m.generation = mr.generation;
                 m.live = true;
             }
             let c = m.tcm.mark(self.now, len, Colour::Green);
@@ -863,21 +1176,18 @@ impl Work<'_> {
                 return self.drop_q(dir, qfi, d.mbr_exceeded);
             }
         }
-        for u in pdr.urrs.iter().filter(|u| u.slot != NONE) {
-            self.stats.urr_add(u.slot, dir, len, self.now);
+        for &u in plan.urrs.iter().filter(|&&u| u != NONE) {
+            self.stats.urr_add(u, dir, len, self.now);
         }
-        let Some(far) = s.fars.get(pdr.far as usize) else {
-            return self.drop_q(dir, qfi, d.far_drop);
-        };
-        match far.action {
-            FarAction::Drop => return self.drop_q(dir, qfi, d.far_drop),
-            FarAction::Buffer { .. } => {
+        match plan.action {
+            None | Some(FarAction::Drop) => return self.drop_q(dir, qfi, d.far_drop),
+            Some(FarAction::Buffer { .. }) => {
                 self.stats.count(Total::Buffered);
                 return Disposition::TO_CONTROL;
             }
-            FarAction::Forward => {}
+            Some(FarAction::Forward) => {}
         }
-        if dir == Direction::Uplink && !pdr.remove_gtpu {
+        if dir == Direction::Uplink && !plan.remove_gtpu {
             return self.drop_q(dir, qfi, d.ul_without_decap);
         }
         // Keep exactly the user packet: strip everything in front and any padding behind.
@@ -885,7 +1195,7 @@ impl Work<'_> {
             return self.drop_q(dir, qfi, d.inner_malformed);
         }
         let mtu = usize::from(self.cfg.mtu);
-        if let Some(outer) = far.outer {
+        if let Some(outer) = plan.outer {
             let ov6 = outer.peer.is_ipv6();
             let peer = match outer.peer {
                 IpAddr::V4(a) => u128::from(u32::from(a)),

@@ -62,7 +62,9 @@ pub struct UpfTotals {
     pub meter_slots_exceeded: u64,
 }
 
+/// One cache line per slot, so a packet's usage update touches one line.
 #[derive(Debug, Default)]
+#[repr(align(64))]
 struct UrrCell {
     ul_bytes: AtomicU64,
     ul_pkts: AtomicU64,
@@ -194,12 +196,12 @@ impl UpfStats {
         );
     }
 
-    /// Reads slot `slot`'s counter line (to have it cached before [`Self::urr_add`]).
+    /// Start loading slot `slot`'s counter line (a hint, before [`Self::urr_add`]).
     #[inline]
-    pub(crate) fn urr_touch(&self, slot: u32) -> u64 {
-        self.urr
-            .get(slot as usize)
-            .map_or(0, |c| c.ul_pkts.load(Relaxed))
+    pub(crate) fn urr_prefetch(&self, slot: u32) {
+        if let Some(c) = self.urr.get(slot as usize) {
+            crate::upf::stage::prefetch(c);
+        }
     }
 
     /// Add one packet of `bytes` to URR slot `slot` at `now_ns`.

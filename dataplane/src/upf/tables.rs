@@ -14,8 +14,8 @@
 //! compiler keeps for a rule's whole life, so state survives republishing.
 
 use crate::qos::trtcm::TrTcmConfig;
-use rustc_hash::FxHashMap;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::marker::PhantomData;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 /// "No entry" in a fixed-size index array.
@@ -185,11 +185,11 @@ pub fn shard_of(key: u64) -> usize {
 #[derive(Debug, Clone, Default)]
 pub struct Shard {
     /// Uplink candidates by local TEID: range into [`Self::pdr_order`].
-    pub by_teid: FxHashMap<u32, (u32, u32)>,
+    pub by_teid: KeyMap<u32>,
     /// Downlink candidates by UE IPv4 address.
-    pub by_ue_v4: FxHashMap<u32, (u32, u32)>,
+    pub by_ue_v4: KeyMap<u32>,
     /// Downlink candidates by UE IPv6 /64 prefix (the upper 64 bits).
-    pub by_ue_v6: FxHashMap<u64, (u32, u32)>,
+    pub by_ue_v6: KeyMap<u64>,
     /// PDR indices, each candidate range sorted by precedence.
     pub pdr_order: Vec<u32>,
     pub pdrs: Vec<PdrRule>,
@@ -197,6 +197,361 @@ pub struct Shard {
     pub fars: Vec<FarRule>,
     pub qers: Vec<QerRule>,
     pub sessions: Vec<SessionInfo>,
+}
+
+impl Shard {
+    /// Fill the [`FastPath`] record of every key whose candidate list is the common case
+    /// (see [`FastPath`]); call once the shard's rules are in place. Without it every packet
+    /// takes the general path, which gives the same result.
+    pub fn index_fast(&mut self) {
+        let mut teid = std::mem::take(&mut self.by_teid);
+        teid.fill_fast(|r| self.fast_for(r, Direction::Uplink));
+        self.by_teid = teid;
+        let mut v4 = std::mem::take(&mut self.by_ue_v4);
+        v4.fill_fast(|r| self.fast_for(r, Direction::Downlink));
+        self.by_ue_v4 = v4;
+        let mut v6 = std::mem::take(&mut self.by_ue_v6);
+        v6.fill_fast(|r| self.fast_for(r, Direction::Downlink));
+        self.by_ue_v6 = v6;
+    }
+
+    /// The flattened rules of candidate range `range` if it is one PDR of direction `dir`
+    /// without SDF filters, whose QER gates are open and whose FAR forwards (IPv4 outer
+    /// header or none); uplink PDRs must remove the GTP-U header.
+    fn fast_for(&self, range: (u32, u32), dir: Direction) -> Option<FastPath> {
+        if range.1.checked_sub(range.0) != Some(1) {
+            return None;
+        }
+        let pdr = self
+            .pdrs
+            .get(*self.pdr_order.get(range.0 as usize)? as usize)?;
+        if pdr.direction != dir || pdr.filters.0 != pdr.filters.1 {
+            return None;
+        }
+        if dir == Direction::Uplink && !pdr.remove_gtpu {
+            return None;
+        }
+        let far = self.fars.get(pdr.far as usize)?;
+        if far.action != FarAction::Forward {
+            return None;
+        }
+        let mut f = FastPath {
+            meters: [MeterRef {
+                slot: NONE,
+                generation: 0,
+            }; MAX_QERS_PER_PDR],
+            meter_qers: [NONE; MAX_QERS_PER_PDR],
+            urrs: [NONE; MAX_URRS_PER_PDR],
+            outer_teid: 0,
+            outer_peer: 0,
+            outer_local: 0,
+            pdr_qfi: pdr.qfi.unwrap_or(FastPath::NO_QFI),
+            mark_qfi: pdr.qfi.unwrap_or(0),
+            flags: 0,
+        };
+        if let Some(o) = far.outer {
+            match (o.peer, o.local) {
+                (IpAddr::V4(peer), IpAddr::V4(local)) => {
+                    f.outer_teid = o.teid;
+                    f.outer_peer = u32::from(peer);
+                    f.outer_local = u32::from(local);
+                    f.flags |= FastPath::OUTER_V4;
+                }
+                _ => return None,
+            }
+        }
+        let mut k = 0;
+        let mut qfi_marked = false;
+        for &qi in pdr.qers.iter().filter(|&&i| i != NONE) {
+            let q = self.qers.get(qi as usize)?;
+            if !q.gate_open {
+                return None;
+            }
+            if let (Some(qfi), false) = (q.qfi, qfi_marked) {
+                if dir == Direction::Downlink {
+                    f.mark_qfi = qfi;
+                }
+                qfi_marked = true;
+            }
+            if q.meter_cfg.is_some() {
+                f.meters[k] = q.meter;
+                f.meter_qers[k] = qi;
+                k += 1;
+            }
+        }
+        for (d, u) in f.urrs.iter_mut().zip(&pdr.urrs) {
+            *d = u.slot;
+        }
+        Some(f)
+    }
+}
+
+/// The flattened rules of the common case, stored inline in the key's [`KeyMap`] slot so one
+/// cache line gives the packet path everything but the per-worker meter and usage state: a
+/// key with exactly one candidate PDR (TS 29.244 section 5.2.1), no SDF filter, open QER
+/// gates (section 8.2.7) and a forwarding FAR (section 8.2.26) with an IPv4 Outer Header
+/// Creation (section 8.2.56) or none. Anything else takes the general path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FastPath {
+    /// Meters of the PDR's metered QERs in QER order; slot [`NONE`] pads.
+    pub meters: [MeterRef; MAX_QERS_PER_PDR],
+    /// Shard QER index of each meter (for its config when a worker re-creates it).
+    pub meter_qers: [u32; MAX_QERS_PER_PDR],
+    /// URR slots; [`NONE`] pads.
+    pub urrs: [u32; MAX_URRS_PER_PDR],
+    /// Outer header (if [`Self::OUTER_V4`]): remote TEID, peer and local IPv4 address.
+    pub outer_teid: u32,
+    pub outer_peer: u32,
+    pub outer_local: u32,
+    /// The PDR's PDI QFI, [`Self::NO_QFI`] if none (uplink: must match the packet's).
+    pub pdr_qfi: u8,
+    /// Downlink: the QFI to mark (first QER QFI, else the PDR's, else 0).
+    pub mark_qfi: u8,
+    /// [`Self::OUTER_V4`]; the high bits are the map's.
+    pub flags: u8,
+}
+
+impl FastPath {
+    pub const NO_QFI: u8 = 0xFF;
+    /// Encapsulate with the outer header fields.
+    pub const OUTER_V4: u8 = 1;
+
+    /// The outer header, if any.
+    #[inline]
+    pub fn outer(&self) -> Option<OuterHeader> {
+        (self.flags & Self::OUTER_V4 != 0).then(|| OuterHeader {
+            teid: self.outer_teid,
+            peer: IpAddr::V4(Ipv4Addr::from(self.outer_peer)),
+            local: IpAddr::V4(Ipv4Addr::from(self.outer_local)),
+        })
+    }
+}
+
+/// One slot of a [`KeyMap`]: the key, its candidate range and (if set) the fast-path record,
+/// in one cache line.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(64))]
+pub struct KeySlot {
+    key: u64,
+    range: (u32, u32),
+    /// `fast.flags` also carries [`Self::USED`] and [`Self::HAS_FAST`] (the line has no
+    /// room for more fields).
+    fast: FastPath,
+}
+
+impl KeySlot {
+    const USED: u8 = 0x80;
+    const HAS_FAST: u8 = 0x40;
+    const EMPTY: KeySlot = KeySlot {
+        key: 0,
+        range: (0, 0),
+        fast: FastPath {
+            meters: [MeterRef {
+                slot: NONE,
+                generation: 0,
+            }; MAX_QERS_PER_PDR],
+            meter_qers: [NONE; MAX_QERS_PER_PDR],
+            urrs: [NONE; MAX_URRS_PER_PDR],
+            outer_teid: 0,
+            outer_peer: 0,
+            outer_local: 0,
+            pdr_qfi: FastPath::NO_QFI,
+            mark_qfi: 0,
+            flags: 0,
+        },
+    };
+
+    /// The candidate range into [`Shard::pdr_order`].
+    #[inline]
+    pub fn range(&self) -> (u32, u32) {
+        self.range
+    }
+
+    #[inline]
+    fn used(&self) -> bool {
+        self.fast.flags & Self::USED != 0
+    }
+
+    /// The fast-path record, if [`Shard::index_fast`] gave this key one.
+    #[inline]
+    pub fn fast(&self) -> Option<&FastPath> {
+        (self.fast.flags & Self::HAS_FAST != 0).then_some(&self.fast)
+    }
+}
+
+/// Exact-match map from a lookup key to its candidate PDR range, open addressing with
+/// linear probing and everything inline: a hit usually reads one cache line (the slot
+/// holds the key, the range and the [`FastPath`] record). Load factor at most 2/3.
+#[derive(Debug, Clone)]
+pub struct KeyMap<K> {
+    slots: Box<[KeySlot]>,
+    len: usize,
+    _k: PhantomData<K>,
+}
+
+impl<K> Default for KeyMap<K> {
+    fn default() -> Self {
+        KeyMap {
+            slots: Box::new([]),
+            len: 0,
+            _k: PhantomData,
+        }
+    }
+}
+
+impl<K: Copy + Into<u64>> KeyMap<K> {
+    /// A map that holds `n` keys without growing.
+    pub fn with_capacity(n: usize) -> Self {
+        let cap = if n == 0 {
+            0
+        } else {
+            (n + n / 2).next_power_of_two().max(8)
+        };
+        KeyMap {
+            slots: vec![KeySlot::EMPTY; cap].into_boxed_slice(),
+            len: 0,
+            _k: PhantomData,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Heap bytes of the slot array.
+    pub fn heap_bytes(&self) -> usize {
+        self.slots.len() * std::mem::size_of::<KeySlot>()
+    }
+
+    /// The home slot of `key`: bits of the same Fibonacci hash as [`shard_of`], below the
+    /// shard bits (those are equal for every key of a shard).
+    #[inline]
+    fn home(&self, key: u64) -> usize {
+        let bits = self.slots.len().trailing_zeros();
+        let h = key
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(SHARD_BITS);
+        (h >> (63 - bits) >> 1) as usize
+    }
+
+    /// The slot holding `key`.
+    #[inline]
+    pub fn slot(&self, key: K) -> Option<&KeySlot> {
+        let key = key.into();
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        // The load factor leaves empty slots, so the probe ends.
+        loop {
+            let s = &self.slots[i];
+            if !s.used() {
+                return None;
+            }
+            if s.key == key {
+                return Some(s);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Ask the CPU to start loading `key`'s home slot (a hint: never faults).
+    #[inline]
+    pub fn prefetch(&self, key: K) {
+        if !self.slots.is_empty() {
+            crate::upf::stage::prefetch(&self.slots[self.home(key.into())]);
+        }
+    }
+
+    /// The candidate range of `key`.
+    #[inline]
+    pub fn get(&self, key: &K) -> Option<&(u32, u32)> {
+        self.slot(*key).map(|s| &s.range)
+    }
+
+    pub fn contains_key(&self, key: &K) -> bool {
+        self.slot(*key).is_some()
+    }
+
+    /// Insert or replace `key`'s range (clearing its fast-path record); returns the old one.
+    pub fn insert(&mut self, key: K, range: (u32, u32)) -> Option<(u32, u32)> {
+        if (self.len + 1) * 3 > self.slots.len() * 2 {
+            self.grow();
+        }
+        let key = key.into();
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let s = &mut self.slots[i];
+            if !s.used() {
+                *s = KeySlot {
+                    key,
+                    range,
+                    ..KeySlot::EMPTY
+                };
+                s.fast.flags = KeySlot::USED;
+                self.len += 1;
+                return None;
+            }
+            if s.key == key {
+                let old = s.range;
+                s.range = range;
+                s.fast = KeySlot::EMPTY.fast;
+                s.fast.flags = KeySlot::USED;
+                return Some(old);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn grow(&mut self) {
+        let cap = (self.slots.len() * 2).max(8);
+        let old = std::mem::replace(
+            &mut self.slots,
+            vec![KeySlot::EMPTY; cap].into_boxed_slice(),
+        );
+        let mask = cap - 1;
+        for s in old.iter().filter(|s| s.used()) {
+            let mut i = self.home(s.key);
+            while self.slots[i].used() {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = *s;
+        }
+    }
+
+    /// (key, range) of every entry, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, (u32, u32))> + '_ {
+        self.slots
+            .iter()
+            .filter(|s| s.used())
+            .map(|s| (s.key, s.range))
+    }
+
+    fn fill_fast(&mut self, mut f: impl FnMut((u32, u32)) -> Option<FastPath>) {
+        for s in self.slots.iter_mut().filter(|s| s.used()) {
+            s.fast = match f(s.range) {
+                Some(mut fp) => {
+                    fp.flags |= KeySlot::USED | KeySlot::HAS_FAST;
+                    fp
+                }
+                None => FastPath {
+                    flags: KeySlot::USED,
+                    ..KeySlot::EMPTY.fast
+                },
+            };
+        }
+    }
 }
 
 /// Everything a UPF worker reads, published as one snapshot. Republishing after a PFCP
@@ -261,5 +616,141 @@ mod tests {
         let (min, max) = (hits.iter().min().unwrap(), hits.iter().max().unwrap());
         assert!(*min >= 48 && *max <= 80, "min {min} max {max}");
         assert_eq!(UpfTables::default().shards.len(), NUM_SHARDS);
+    }
+
+    #[test]
+    fn key_map_inserts_replaces_grows_and_misses() {
+        let mut m = KeyMap::<u32>::default();
+        assert!(m.get(&1).is_none() && m.is_empty());
+        for k in 0..1000u32 {
+            assert_eq!(m.insert(k * 7, (k, k + 1)), None);
+        }
+        assert_eq!(m.len(), 1000);
+        assert!(m.capacity() * 2 >= m.len() * 3);
+        for k in 0..1000u32 {
+            assert_eq!(m.get(&(k * 7)), Some(&(k, k + 1)));
+            assert!(!m.contains_key(&(k * 7 + 1)));
+        }
+        assert_eq!(m.insert(14, (5, 9)), Some((2, 3)));
+        assert_eq!(m.get(&14), Some(&(5, 9)));
+        assert_eq!(m.len(), 1000);
+        assert_eq!(m.iter().count(), 1000);
+        let mut w = KeyMap::<u64>::with_capacity(3);
+        w.insert(u64::MAX, (0, 1));
+        assert_eq!(w.get(&u64::MAX), Some(&(0, 1)));
+        assert_eq!(std::mem::size_of::<KeySlot>(), 64);
+    }
+
+    fn shard_one(far: FarRule, qers: Vec<QerRule>, filters: Vec<FlowFilter>) -> Shard {
+        let mut s = Shard::default();
+        s.pdr_order.push(0);
+        s.filters = filters;
+        s.pdrs.push(PdrRule {
+            pdr_id: 1,
+            session: 0,
+            direction: Direction::Downlink,
+            qfi: None,
+            filters: (0, s.filters.len() as u32),
+            remove_gtpu: false,
+            far: 0,
+            qers: [0, if qers.len() > 1 { 1 } else { NONE }],
+            urrs: [UrrRef { slot: 7 }, UrrRef::NONE],
+        });
+        s.fars.push(far);
+        s.qers = qers;
+        s.by_ue_v4.insert(42, (0, 1));
+        s.index_fast();
+        s
+    }
+
+    #[test]
+    fn fast_path_only_for_the_common_case() {
+        let v4 = |a: [u8; 4]| IpAddr::V4(Ipv4Addr::from(a));
+        let fwd = FarRule {
+            far_id: 1,
+            action: FarAction::Forward,
+            dst_iface: iface::ACCESS,
+            outer: Some(OuterHeader {
+                teid: 0x55,
+                peer: v4([192, 0, 2, 1]),
+                local: v4([192, 0, 2, 2]),
+            }),
+        };
+        let cfg = TrTcmConfig {
+            cir: 0,
+            cbs: 0,
+            pir: 1000,
+            pbs: 1000,
+            mode: crate::qos::ColourMode::Blind,
+        };
+        let qer = QerRule {
+            qer_id: 1,
+            gate_open: true,
+            meter_cfg: Some(cfg),
+            meter: MeterRef {
+                slot: 3,
+                generation: 2,
+            },
+            qfi: Some(9),
+        };
+        let s = shard_one(fwd, vec![qer], vec![]);
+        let f = *s.by_ue_v4.slot(42).unwrap().fast().unwrap();
+        assert_eq!(f.mark_qfi, 9);
+        assert_eq!(f.meters[0].slot, 3);
+        assert_eq!(f.meter_qers, [0, NONE]);
+        assert_eq!(f.urrs, [7, NONE]);
+        assert_eq!(f.outer(), fwd.outer);
+        // A closed gate, a dropping FAR, an IPv6 outer header or an SDF filter: general path.
+        let closed = QerRule {
+            gate_open: false,
+            ..qer
+        };
+        assert!(shard_one(fwd, vec![closed], vec![])
+            .by_ue_v4
+            .slot(42)
+            .unwrap()
+            .fast()
+            .is_none());
+        let drop = FarRule {
+            action: FarAction::Drop,
+            ..fwd
+        };
+        assert!(shard_one(drop, vec![qer], vec![])
+            .by_ue_v4
+            .slot(42)
+            .unwrap()
+            .fast()
+            .is_none());
+        let v6 = FarRule {
+            outer: Some(OuterHeader {
+                teid: 1,
+                peer: IpAddr::V6(Ipv6Addr::LOCALHOST),
+                local: IpAddr::V6(Ipv6Addr::LOCALHOST),
+            }),
+            ..fwd
+        };
+        assert!(shard_one(v6, vec![qer], vec![])
+            .by_ue_v4
+            .slot(42)
+            .unwrap()
+            .fast()
+            .is_none());
+        let any = FlowFilter {
+            proto: None,
+            src: None,
+            dst: None,
+            src_ports: None,
+            dst_ports: None,
+        };
+        assert!(shard_one(fwd, vec![qer], vec![any])
+            .by_ue_v4
+            .slot(42)
+            .unwrap()
+            .fast()
+            .is_none());
+        // Re-inserting a key clears its record until the shard is indexed again.
+        let mut s = shard_one(fwd, vec![qer], vec![]);
+        s.by_ue_v4.insert(42, (0, 1));
+        assert!(s.by_ue_v4.slot(42).unwrap().fast().is_none());
     }
 }

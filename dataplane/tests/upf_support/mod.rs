@@ -242,11 +242,28 @@ impl TableBuilder {
         self
     }
 
+    /// The tables with the common case flattened (`Shard::index_fast`), as the compiler
+    /// publishes them.
     pub fn build(&self) -> UpfTables {
+        self.build_with(true)
+    }
+
+    /// `fast: false` leaves the fast-path records out: every packet takes the general path.
+    pub fn build_with(&self, fast: bool) -> UpfTables {
         UpfTables {
             local_v4: vec![upf_v4()],
             local_v6: vec![upf_v6()],
-            shards: self.shards.iter().cloned().map(Arc::new).collect(),
+            shards: self
+                .shards
+                .iter()
+                .cloned()
+                .map(|mut s| {
+                    if fast {
+                        s.index_fast();
+                    }
+                    Arc::new(s)
+                })
+                .collect(),
             meter_slots: self.meter_slots,
             urr_slots: self.urr_slots,
         }
