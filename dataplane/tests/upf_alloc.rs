@@ -10,7 +10,6 @@ use peregrine_dataplane::runtime::{Action, Context, Disposition};
 use peregrine_dataplane::OwnedBuf;
 use peregrine_wire::gtpu_msg;
 use std::net::IpAddr;
-use std::sync::atomic::Ordering;
 use upf_support::*;
 
 #[test]
@@ -79,12 +78,13 @@ fn upf_forwarding_allocates_nothing() {
         ok
     };
     assert_eq!(run(&mut bufs, 0), frames.len(), "every case is sent");
-    let before = common::ALLOCS.load(Ordering::SeqCst);
+    // This thread only: the harness may allocate on its own threads meanwhile.
+    let before = common::thread_allocs();
     let mut sent = 0;
     for i in 1..20_000 {
         sent += run(&mut bufs, i);
     }
-    let after = common::ALLOCS.load(Ordering::SeqCst);
+    let after = common::thread_allocs();
     assert_eq!(sent, 19_999 * frames.len());
     assert_eq!(after - before, 0, "allocations on the UPF path");
 }
