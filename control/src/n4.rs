@@ -56,8 +56,9 @@ pub trait SessionRules: Send {
     fn remove(&mut self, up_seid: u64);
     /// Publish what was staged since the last call; returns the snapshot's generation.
     fn publish(&mut self) -> u64;
-    /// Has every worker picked up generation `g` (or a later one)? Must not block.
-    fn seen(&self, g: u64) -> bool;
+    /// Once every worker has picked up generation `g` (or a later one): how long after its
+    /// publish the last one did. `None` before. Must not block.
+    fn seen(&mut self, g: u64) -> Option<Duration>;
     /// Cumulative usage of a URR as the dataplane counted it.
     fn usage(&mut self, up_seid: u64, urr_id: u32) -> Option<Usage>;
     /// The URR's volume quota is used up: stop forwarding what it counts (staged).
@@ -243,7 +244,6 @@ impl<R: SessionRules> UsageSource for Env<'_, R> {
 /// A burst's output held until every worker runs its rules.
 struct Inflight {
     generation: u64,
-    published_at: Instant,
     /// Whether this burst published (its latency is a publish latency).
     published: bool,
     end_markers: Vec<(u64, u32, OuterHeaderCreation)>,
@@ -474,7 +474,6 @@ impl<R: SessionRules> Loop<R> {
             // bursts before it.
             self.inflight.push_back(Inflight {
                 generation: self.last_generation,
-                published_at: Instant::now(),
                 published,
                 end_markers: std::mem::take(&mut self.end_markers),
                 responses: std::mem::take(&mut self.pending),
@@ -487,17 +486,18 @@ impl<R: SessionRules> Loop<R> {
     /// Send the output of every leading burst whose snapshot every worker has seen.
     fn release_seen(&mut self) {
         while let Some(f) = self.inflight.front() {
-            if f.generation != 0 && !self.rules.seen(f.generation) {
-                break;
-            }
+            let latency = if f.generation == 0 {
+                Duration::ZERO
+            } else {
+                match self.rules.seen(f.generation) {
+                    Some(l) => l,
+                    None => break,
+                }
+            };
             let f = self.inflight.pop_front().expect("front exists");
             if f.published {
-                self.latency.push(
-                    f.published_at
-                        .elapsed()
-                        .as_micros()
-                        .min(u128::from(u32::MAX)) as u32,
-                );
+                self.latency
+                    .push(latency.as_micros().min(u128::from(u32::MAX)) as u32);
             }
             for (seid, far_id, old) in f.end_markers {
                 let sent = self
@@ -576,8 +576,8 @@ mod tests {
             c.2 += 1;
             u64::from(c.2)
         }
-        fn seen(&self, _g: u64) -> bool {
-            true
+        fn seen(&mut self, _g: u64) -> Option<Duration> {
+            Some(Duration::ZERO)
         }
     }
 

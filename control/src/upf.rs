@@ -336,6 +336,8 @@ pub struct DaemonRules {
     /// (SEID, URR ID) whose volume quota is used up, with that quota: their PDRs' FARs are
     /// compiled as DROP until the SMF provisions a new quota (Update URR).
     exhausted: BTreeMap<(u64, u32), Option<peregrine_pfcp::ie::Volume>>,
+    /// (generation, publish time in the publisher's clock) of recent publishes.
+    published_at: std::collections::VecDeque<(u64, u64)>,
 }
 
 impl std::fmt::Debug for DaemonRules {
@@ -357,6 +359,7 @@ impl DaemonRules {
             publisher,
             stats,
             exhausted: BTreeMap::new(),
+            published_at: std::collections::VecDeque::new(),
         }
     }
 
@@ -413,12 +416,26 @@ impl SessionRules for DaemonRules {
 
     fn publish(&mut self) -> u64 {
         let g = self.publisher.publish(self.compiler.build());
+        let at = self.publisher.now_ns();
         self.publisher.reclaim();
+        if self.published_at.len() == 1024 {
+            self.published_at.pop_front();
+        }
+        self.published_at.push_back((g, at));
         g
     }
 
-    fn seen(&self, g: u64) -> bool {
-        self.publisher.all_seen(g)
+    fn seen(&mut self, g: u64) -> Option<Duration> {
+        let seen = self.publisher.seen_at(g)?;
+        // Generations are published in order; forget the ones before `g`.
+        while self.published_at.front().is_some_and(|(pg, _)| *pg < g) {
+            self.published_at.pop_front();
+        }
+        let at = match self.published_at.front() {
+            Some(&(pg, at)) if pg == g => at,
+            _ => seen,
+        };
+        Some(Duration::from_nanos(seen.saturating_sub(at)))
     }
 
     fn usage(&mut self, up_seid: u64, urr_id: u32) -> Option<Usage> {

@@ -15,6 +15,16 @@ use std::time::{Duration, Instant};
 struct Shared<T> {
     current: ArcSwap<T>,
     generation: AtomicU64,
+    /// Origin of the pick-up timestamps readers record.
+    epoch: Instant,
+}
+
+/// What a reader last acknowledged: the generation, and when it picked it up (ns since the
+/// publisher's epoch), so publish latency is measured where the pick-up happens.
+#[derive(Debug, Default)]
+struct Ack {
+    generation: AtomicU64,
+    at_ns: AtomicU64,
 }
 
 /// The control side: publishes new versions.
@@ -22,7 +32,7 @@ struct Shared<T> {
 pub struct Publisher<T> {
     shared: Arc<Shared<T>>,
     /// Generation each reader has seen (one slot per reader).
-    acks: Mutex<Vec<Arc<AtomicU64>>>,
+    acks: Mutex<Vec<Arc<Ack>>>,
     retired: Mutex<Vec<Arc<T>>>,
 }
 
@@ -32,7 +42,7 @@ pub struct Reader<T> {
     shared: Arc<Shared<T>>,
     cached: Arc<T>,
     seen: u64,
-    ack: Arc<AtomicU64>,
+    ack: Arc<Ack>,
 }
 
 impl<T> Publisher<T> {
@@ -41,6 +51,7 @@ impl<T> Publisher<T> {
             shared: Arc::new(Shared {
                 current: ArcSwap::from_pointee(initial),
                 generation: AtomicU64::new(1),
+                epoch: Instant::now(),
             }),
             acks: Mutex::new(Vec::new()),
             retired: Mutex::new(Vec::new()),
@@ -50,7 +61,10 @@ impl<T> Publisher<T> {
     /// A reader for one worker.
     pub fn reader(&self) -> Reader<T> {
         let g = self.shared.generation.load(Ordering::Acquire);
-        let ack = Arc::new(AtomicU64::new(g));
+        let ack = Arc::new(Ack {
+            generation: AtomicU64::new(g),
+            at_ns: AtomicU64::new(0),
+        });
         self.acks.lock().expect("acks lock").push(ack.clone());
         Reader {
             shared: self.shared.clone(),
@@ -81,7 +95,28 @@ impl<T> Publisher<T> {
     pub fn all_seen(&self, g: u64) -> bool {
         let acks = self.acks.lock().expect("acks lock");
         acks.iter()
-            .all(|a| Arc::strong_count(a) == 1 || a.load(Ordering::Acquire) >= g)
+            .all(|a| Arc::strong_count(a) == 1 || a.generation.load(Ordering::Acquire) >= g)
+    }
+
+    /// Nanoseconds since this publisher's epoch (the clock of [`Publisher::seen_at`]).
+    pub fn now_ns(&self) -> u64 {
+        self.shared.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// When the last reader picked up `g` (or a later version), in [`Publisher::now_ns`]
+    /// time, once every live reader has; `None` before. Publish latency is this minus the
+    /// publish time, measured where the readers pick versions up rather than when the
+    /// publisher gets round to asking.
+    pub fn seen_at(&self, g: u64) -> Option<u64> {
+        let acks = self.acks.lock().expect("acks lock");
+        let mut last = 0;
+        for a in acks.iter().filter(|a| Arc::strong_count(a) > 1) {
+            if a.generation.load(Ordering::Acquire) < g {
+                return None;
+            }
+            last = last.max(a.at_ns.load(Ordering::Relaxed));
+        }
+        Some(last)
     }
 
     /// Wait until every reader has picked up `g`; returns how long that took, or `None` on
@@ -130,7 +165,10 @@ impl<T> Reader<T> {
         // The publisher keeps the old Arc in its retired list, so this drop never frees.
         self.cached = self.shared.current.load_full();
         self.seen = g;
-        self.ack.store(g, Ordering::Release);
+        // A clock read per new version, not per batch: the cold path.
+        let now = self.shared.epoch.elapsed().as_nanos() as u64;
+        self.ack.at_ns.store(now, Ordering::Relaxed);
+        self.ack.generation.store(g, Ordering::Release);
     }
 
     /// The value cached at the last `get`, without checking for a newer one.

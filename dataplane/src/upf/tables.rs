@@ -167,7 +167,7 @@ pub struct SessionInfo {
 }
 
 /// log2 of the number of shards.
-pub const SHARD_BITS: u32 = 8;
+pub const SHARD_BITS: u32 = 10;
 /// Number of shards a [`UpfTables`] is split into.
 pub const NUM_SHARDS: usize = 1 << SHARD_BITS;
 
