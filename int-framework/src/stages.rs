@@ -13,7 +13,7 @@
 //! [`IntEvent`]s (array-backed, no allocation per message); piggy-back reports arrive the
 //! same way. Time is `cx.now_ns()`.
 
-use crate::namespace::{NamespaceSnapshot, TableSnapshot, DEFAULT_RESEND_INTERVAL_NS};
+use crate::namespace::{TableSnapshot, DEFAULT_RESEND_INTERVAL_NS};
 use crate::option::{
     emit_inband_header, emit_seed_header, find_inband, hop_to_node_data_in, inband_header_len,
     ioam_trace_type, node_data_to_hop_in, parse_seed_header, InBandKind, InBandRepr, SeedE2eRepr,
@@ -258,11 +258,17 @@ struct Flow {
 fn flow_of(d: &[u8], off: usize) -> Option<Flow> {
     let ip = ipv6::Packet::new_checked(d.get(off..)?).ok()?;
     let payload = ip.payload();
-    let mut w = ipv6ext::walk(ip.next_header(), payload);
-    for h in &mut w {
-        h.ok()?;
-    }
-    let (proto, uoff) = w.upper()?;
+    let next_header = ip.next_header();
+    // Most packets carry no extension header: skip the walker for them (RFC 8200 4).
+    let (proto, uoff) = if ipv6ext::is_extension_header(next_header) {
+        let mut w = ipv6ext::walk(next_header, payload);
+        for h in &mut w {
+            h.ok()?;
+        }
+        w.upper()?
+    } else {
+        (next_header, 0)
+    };
     let (sport, dport) = match proto {
         ip_protocol::TCP | ip_protocol::UDP => {
             let p = payload.get(uoff..uoff + 4)?;
@@ -280,13 +286,184 @@ fn flow_of(d: &[u8], off: usize) -> Option<Flow> {
         sport,
         dport,
         len: ip.total_len(),
-        next_header: ip.next_header(),
+        next_header,
         hop_limit: ip.hop_limit(),
     })
 }
 
-fn lookup<'a>(t: &'a TableSnapshot, f: &Flow) -> Option<&'a NamespaceSnapshot> {
-    t.lookup_flow(f.src, f.dst, f.proto, f.sport, f.dport)
+/// A rule's 5-tuple as a hash key. `wild` says which ports the rule leaves open (bit 0:
+/// source, bit 1: destination; Listing 1: port 0 matches any); those ports are 0 here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FlowKey {
+    src: u128,
+    dst: u128,
+    ports: u32,
+    proto: u8,
+    wild: u8,
+}
+
+impl std::hash::Hash for FlowKey {
+    /// One word for the hasher: the fields folded with independent multiplies (a derived
+    /// hash feeds seven dependent rounds, which showed as most of a lookup's cost).
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        const K1: u64 = 0x9e37_79b9_7f4a_7c15;
+        const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
+        const K3: u64 = 0x1656_67b1_9e37_79f9;
+        let a = (self.src as u64 ^ (self.src >> 64) as u64).wrapping_mul(K1);
+        let b = (self.dst as u64 ^ (self.dst >> 64) as u64).wrapping_mul(K2);
+        let c = (self.ports as u64 | (self.proto as u64) << 32 | (self.wild as u64) << 40)
+            .wrapping_mul(K3);
+        state.write_u64(a ^ b.rotate_left(21) ^ c.rotate_left(42));
+    }
+}
+
+impl FlowKey {
+    fn of_flow(f: &Flow, wild: u8) -> FlowKey {
+        let sport = if wild & 1 != 0 { 0 } else { f.sport };
+        let dport = if wild & 2 != 0 { 0 } else { f.dport };
+        FlowKey {
+            src: u128::from(f.src),
+            dst: u128::from(f.dst),
+            ports: (sport as u32) << 16 | dport as u32,
+            proto: f.proto,
+            wild,
+        }
+    }
+}
+
+/// The INTSource lookup ([`TableSnapshot::lookup_flow`], seed Listing 1 matching) as a
+/// tuple-space hash: one table keyed by the 5-tuple with the rule's wildcard ports zeroed,
+/// probed once per wildcard pattern present (one probe when every rule is exact or all
+/// rules share a pattern, at most four). Gives the index of the first (lowest-id) matching
+/// namespace in the snapshot. Rebuilt when the snapshot changes, checked once per batch.
+#[derive(Debug)]
+struct FlowIndex {
+    /// Which snapshot this indexes: its address and generation.
+    of: (usize, u64),
+    map: FxHashMap<FlowKey, u32>,
+    patterns: [u8; 4],
+    n_patterns: usize,
+    /// The last flow looked up and its answer: packets of a flow come in runs, and a hit
+    /// here costs one 37-byte compare instead of hashing (OVS's exact-match cache idea).
+    last: Option<(FlowKey, Option<u32>)>,
+}
+
+impl FlowIndex {
+    fn new() -> FlowIndex {
+        FlowIndex {
+            of: (0, u64::MAX),
+            map: FxHashMap::with_capacity_and_hasher(NS_CAPACITY, Default::default()),
+            patterns: [0; 4],
+            n_patterns: 0,
+            last: None,
+        }
+    }
+
+    /// Re-index `t` if it is not the snapshot indexed; returns whether it was rebuilt.
+    /// A rebuild happens on a table change only (a control-plane event), so the rare
+    /// allocation of a table grown past its capacity is not per packet.
+    fn sync(&mut self, t: &TableSnapshot) -> bool {
+        let of = (t as *const TableSnapshot as usize, t.generation);
+        if of == self.of {
+            return false;
+        }
+        self.of = of;
+        self.last = None;
+        self.map.clear();
+        self.n_patterns = 0;
+        for (i, n) in t.namespaces.iter().enumerate() {
+            let r = &n.rule;
+            let wild = (r.src_port == 0) as u8 | ((r.dst_port == 0) as u8) << 1;
+            let key = FlowKey {
+                src: u128::from(r.src_ip),
+                dst: u128::from(r.dst_ip),
+                ports: (r.src_port as u32) << 16 | r.dst_port as u32,
+                proto: r.protocol.number(),
+                wild,
+            };
+            // Sorted by id: the first rule with a key is the lowest id, as lookup_flow.
+            self.map.entry(key).or_insert(i as u32);
+            if !self.patterns[..self.n_patterns].contains(&wild) {
+                self.patterns[self.n_patterns] = wild;
+                self.n_patterns += 1;
+            }
+        }
+        true
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.n_patterns == 0
+    }
+
+    /// Index (in the snapshot) of the first namespace whose rule matches `f`.
+    #[inline]
+    fn lookup(&mut self, f: &Flow) -> Option<usize> {
+        let exact = FlowKey::of_flow(f, 0);
+        if let Some((k, hit)) = self.last {
+            if k == exact {
+                return hit.map(|i| i as usize);
+            }
+        }
+        let mut best: Option<u32> = None;
+        for &w in &self.patterns[..self.n_patterns] {
+            if let Some(&i) = self.map.get(&FlowKey::of_flow(f, w)) {
+                best = Some(best.map_or(i, |b| b.min(i)));
+            }
+        }
+        self.last = Some((exact, best));
+        best.map(|i| i as usize)
+    }
+}
+
+/// Index of namespace `ns` in the snapshot (sorted by id).
+fn ns_index(t: &TableSnapshot, ns: u16) -> Option<usize> {
+    t.namespaces
+        .binary_search_by_key(&ns, |n| n.rule.ns_id)
+        .ok()
+}
+
+/// Per-namespace state of a stage, in the snapshot's order (so a [`FlowIndex`] hit is a
+/// direct index), carried over by namespace id when the table changes.
+#[derive(Debug)]
+struct NsSlots<T> {
+    ids: Vec<u16>,
+    vals: Vec<T>,
+    next_ids: Vec<u16>,
+    next_vals: Vec<T>,
+}
+
+impl<T: Copy> NsSlots<T> {
+    fn new() -> NsSlots<T> {
+        NsSlots {
+            ids: Vec::new(),
+            vals: Vec::new(),
+            next_ids: Vec::new(),
+            next_vals: Vec::new(),
+        }
+    }
+
+    /// Lay the slots out as `t`'s namespaces, keeping the state of those that remain.
+    fn sync(&mut self, t: &TableSnapshot, init: T) {
+        self.next_ids.clear();
+        self.next_vals.clear();
+        for n in &t.namespaces {
+            let id = n.rule.ns_id;
+            let v = match self.ids.binary_search(&id) {
+                Ok(i) => self.vals[i],
+                Err(_) => init,
+            };
+            self.next_ids.push(id);
+            self.next_vals.push(v);
+        }
+        std::mem::swap(&mut self.ids, &mut self.next_ids);
+        std::mem::swap(&mut self.vals, &mut self.next_vals);
+    }
+
+    fn get(&self, ns: u16) -> Option<&T> {
+        self.ids.binary_search(&ns).ok().map(|i| &self.vals[i])
+    }
 }
 
 /// Per-namespace packet/byte counters kept by a node (Listing 2 counters), wrapping.
@@ -362,16 +539,36 @@ struct SourceNs {
     request: InBandBytes,
 }
 
+impl SourceNs {
+    const NEW: SourceNs = SourceNs {
+        generation: u64::MAX,
+        tx: FlowCounters {
+            packets: 0,
+            bytes: 0,
+        },
+        int_counter: 0,
+        since_int: 0,
+        last_int_ns: None,
+        request_sent: false,
+        last_request_ns: 0,
+        request_len: 0,
+        request: [0; MAX_INBAND_PAYLOAD],
+    };
+}
+
 /// INTSource (III-C): matches the IPv6 5-tuple against the rules, counts the flow, sends the
 /// pending in-band request or piggy-back report first, samples per the rule's mode and adds
 /// the E2E data and room for the hops, within the MTU.
 pub struct IntSource {
     cfg: IntConfig,
     table: Reader<TableSnapshot>,
-    ns: FxHashMap<u16, SourceNs>,
+    index: FlowIndex,
+    ns: NsSlots<SourceNs>,
     prng: Option<Prng>,
     piggyback_rx: Option<Receiver<Piggyback>>,
     pending: [Option<Piggyback>; 8],
+    /// Occupied `pending` slots: zero in the common case, so packets skip scanning them.
+    n_pending: usize,
     stats: SourceStats,
     clock: StageClock,
 }
@@ -382,10 +579,12 @@ impl IntSource {
             clock: StageClock::new(cfg.wall_clock),
             cfg,
             table,
-            ns: FxHashMap::with_capacity_and_hasher(NS_CAPACITY, Default::default()),
+            index: FlowIndex::new(),
+            ns: NsSlots::new(),
             prng: None,
             piggyback_rx: None,
             pending: [None; 8],
+            n_pending: 0,
             stats: SourceStats::default(),
         }
     }
@@ -402,7 +601,7 @@ impl IntSource {
 
     /// The source's counters for a namespace (TX packets/bytes, INT packets).
     pub fn counters(&self, ns: u16) -> Option<(FlowCounters, u32)> {
-        self.ns.get(&ns).map(|s| (s.tx, s.int_counter))
+        self.ns.get(ns).map(|s| (s.tx, s.int_counter))
     }
 
     fn process_one<B: PacketBuf>(&mut self, b: &mut B, now: u64) {
@@ -415,11 +614,14 @@ impl IntSource {
         let ins_at = off + ipv6::HEADER_LEN;
         // Piggy-back reports go towards their destination whatever the flow (III-B).
         // By reference: a `Piggyback` is ~270 bytes, copying eight per packet showed up.
-        if let Some(i) = self
-            .pending
-            .iter()
-            .position(|p| p.as_ref().is_some_and(|p| p.dst == flow.dst))
-        {
+        let mut i_pending = None;
+        if self.n_pending > 0 {
+            i_pending = self
+                .pending
+                .iter()
+                .position(|p| p.as_ref().is_some_and(|p| p.dst == flow.dst));
+        }
+        if let Some(i) = i_pending {
             if flow.next_header == ip_protocol::HOPOPT {
                 self.stats.skipped_has_hbh += 1;
             } else if let Some(p) = self.pending[i] {
@@ -429,30 +631,21 @@ impl IntSource {
                 };
                 if self.insert_inband(b, off, &flow, &repr) {
                     self.pending[i] = None;
+                    self.n_pending -= 1;
                     self.stats.reports_sent += 1;
                     return;
                 }
             }
         }
-        let table = self.table.cached();
-        let Some(rule) = lookup(table, &flow) else {
+        let Some(slot) = self.index.lookup(&flow) else {
             return;
         };
-        let rule = &rule.rule;
+        let table = self.table.cached();
+        let rule = &table.namespaces[slot].rule;
         let ns_id = rule.ns_id;
         let generation = table.generation;
         self.stats.matched += 1;
-        let st = self.ns.entry(ns_id).or_insert(SourceNs {
-            generation: u64::MAX,
-            tx: FlowCounters::default(),
-            int_counter: 0,
-            since_int: 0,
-            last_int_ns: None,
-            request_sent: false,
-            last_request_ns: 0,
-            request_len: 0,
-            request: [0; MAX_INBAND_PAYLOAD],
-        });
+        let st = &mut self.ns.vals[slot];
         if st.generation != generation {
             // The rule changed (or is new): re-encode the in-band request and send it again
             // so the path learns the change. Rare, so allocating here is fine.
@@ -488,7 +681,7 @@ impl IntSource {
             let mut hdr = [0u8; 264];
             if let Ok(n) = emit_inband_header(flow.next_header, &repr, &mut hdr) {
                 if insert(b, ins_at, off, &hdr[..n]) {
-                    let st = self.ns.get_mut(&ns_id).expect("inserted above");
+                    let st = &mut self.ns.vals[slot];
                     st.request_sent = true;
                     st.last_request_ns = now;
                     self.stats.requests_sent += 1;
@@ -551,7 +744,7 @@ impl IntSource {
             return;
         }
         if insert(b, ins_at, off, &hdr[..n]) {
-            let st = self.ns.get_mut(&ns_id).expect("inserted above");
+            let st = &mut self.ns.vals[slot];
             st.int_counter = seq;
             st.since_int = 0;
             st.last_int_ns = Some(now);
@@ -677,18 +870,28 @@ impl<B: PacketBuf> Stage<B> for IntSource {
         if !self.cfg.source_ports.is_empty() && !self.cfg.source_ports.contains(&batch.rx_port) {
             return;
         }
+        let table = self.table.get();
+        if self.index.sync(table) {
+            self.ns.sync(table, SourceNs::NEW);
+        }
         let now = self.clock.now(cx.now_ns());
-        self.table.get();
         if self.prng.is_none() {
             self.prng = Some(Prng::new(self.cfg.prng_seed, cx.worker));
         }
         if let Some(rx) = &self.piggyback_rx {
             for slot in self.pending.iter_mut().filter(|s| s.is_none()) {
                 match rx.try_recv() {
-                    Ok(p) => *slot = Some(p),
+                    Ok(p) => {
+                        *slot = Some(p);
+                        self.n_pending += 1;
+                    }
                     Err(_) => break,
                 }
             }
+        }
+        // No rule and no piggy-back report to send: nothing can happen to these packets.
+        if self.index.is_empty() && self.n_pending == 0 {
+            return;
         }
         batch.for_each_active(|b| {
             self.process_one(b, now);
@@ -768,7 +971,8 @@ pub struct IntTransit {
     cfg: IntConfig,
     table: Reader<TableSnapshot>,
     events: Option<Sender<IntEvent>>,
-    counters: FxHashMap<u16, FlowCounters>,
+    index: FlowIndex,
+    counters: NsSlots<FlowCounters>,
     drops: Drops,
     stats: TransitStats,
     clock: StageClock,
@@ -781,7 +985,8 @@ impl IntTransit {
             cfg,
             table,
             events: None,
-            counters: FxHashMap::with_capacity_and_hasher(NS_CAPACITY, Default::default()),
+            index: FlowIndex::new(),
+            counters: NsSlots::new(),
             drops: Drops {
                 malformed: reasons.register("int_transit_malformed"),
             },
@@ -803,6 +1008,10 @@ impl IntTransit {
         let Some(off) = self.cfg.l3.find(b.data()) else {
             return Disposition::CONTINUE;
         };
+        if self.index.is_empty() && !has_hbh(b.data(), off) {
+            // Nothing to count and no INT header: the common case costs two loads.
+            return Disposition::CONTINUE;
+        }
         let Some(flow) = flow_of(b.data(), off) else {
             return Disposition::CONTINUE;
         };
@@ -822,10 +1031,10 @@ impl IntTransit {
             Carried::None => 0,
             _ => int_headers_len(&b.data()[at..]),
         };
-        let counted = lookup(table, &flow).map(|n| {
-            let c = self.counters.entry(n.ns_id()).or_default();
+        let counted = self.index.lookup(&flow).map(|i| {
+            let c = &mut self.counters.vals[i];
             c.add(flow.len.saturating_sub(int_len));
-            (n.ns_id(), *c)
+            (table.namespaces[i].ns_id(), *c)
         });
         match carried {
             Carried::None => Disposition::CONTINUE,
@@ -1068,10 +1277,21 @@ impl<B: PacketBuf> Stage<B> for IntTransit {
     }
 
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
+        let table = self.table.get();
+        if self.index.sync(table) {
+            self.counters.sync(table, FlowCounters::default());
+        }
         let now = self.clock.now(cx.now_ns());
-        self.table.get();
         batch.for_each_active(|b| self.process_one(b, now));
     }
+}
+
+/// Whether the IPv6 header at `off` is followed by a Hop-by-Hop Options header, where
+/// every INT encoding starts (RFC 8200 4.1: it must come first). Bounds-checked loads
+/// only; a truncated header is not INT here and the full parse deals with it.
+#[inline]
+fn has_hbh(d: &[u8], off: usize) -> bool {
+    d.get(off + 6) == Some(&ip_protocol::HOPOPT)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1099,7 +1319,8 @@ pub struct IntSink {
     cfg: IntConfig,
     table: Reader<TableSnapshot>,
     events: Sender<IntEvent>,
-    counters: FxHashMap<u16, FlowCounters>,
+    index: FlowIndex,
+    counters: NsSlots<FlowCounters>,
     drops: Drops,
     stats: SinkStats,
     clock: StageClock,
@@ -1120,7 +1341,8 @@ impl IntSink {
             cfg,
             table,
             events,
-            counters: FxHashMap::with_capacity_and_hasher(NS_CAPACITY, Default::default()),
+            index: FlowIndex::new(),
+            counters: NsSlots::new(),
             drops: Drops {
                 malformed: reasons.register("int_sink_malformed"),
             },
@@ -1144,6 +1366,19 @@ impl IntSink {
         let Some(off) = self.cfg.l3.find(b.data()) else {
             return Disposition::CONTINUE;
         };
+        if !has_hbh(b.data(), off) {
+            // Not INT (every encoding starts with a Hop-by-Hop header): count the packet if
+            // its flow is monitored (the RX counters of the loss figures), else done.
+            if self.index.is_empty() {
+                return Disposition::CONTINUE;
+            }
+            if let Some(flow) = flow_of(b.data(), off) {
+                if let Some(i) = self.index.lookup(&flow) {
+                    self.counters.vals[i].add(flow.len);
+                }
+            }
+            return Disposition::CONTINUE;
+        }
         let Some(flow) = flow_of(b.data(), off) else {
             return Disposition::CONTINUE;
         };
@@ -1191,22 +1426,22 @@ impl IntSink {
             }
         };
         let table = self.table.cached();
-        let rule = match &report {
-            Some(r) => table.get(r.ns_id),
-            None => lookup(table, &flow),
+        let slot = match &report {
+            Some(r) => ns_index(table, r.ns_id),
+            None => self.index.lookup(&flow),
         };
-        let Some(rule) = rule else {
+        let Some(slot) = slot else {
             if strip_len.is_some() {
                 self.stats.unknown_namespace += 1;
             }
             return Disposition::CONTINUE;
         };
-        let flags = rule.rule.flags;
-        let app_id = rule.rule.app_id;
-        let rule_tt = rule.rule.trace_type;
-        let ns = rule.ns_id();
+        let rule = &table.namespaces[slot].rule;
+        let flags = rule.flags;
+        let app_id = rule.app_id;
+        let rule_tt = rule.trace_type;
         let (Some((len, next_header)), Some(mut report)) = (strip_len, report) else {
-            self.counters.entry(ns).or_default().add(flow.len);
+            self.counters.vals[slot].add(flow.len);
             return Disposition::CONTINUE;
         };
         if resize_at(b, at, len, 0).is_err() {
@@ -1214,7 +1449,7 @@ impl IntSink {
         }
         fix_ipv6(b.data_mut(), off, next_header, -(len as isize));
         let plen = flow.len.saturating_sub(len);
-        let c = self.counters.entry(ns).or_default();
+        let c = &mut self.counters.vals[slot];
         c.add(plen);
         report.app_id = app_id;
         if report.encoding == Encoding::Ioam {
@@ -1345,8 +1580,142 @@ impl<B: PacketBuf> Stage<B> for IntSink {
     }
 
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
+        let table = self.table.get();
+        if self.index.sync(table) {
+            self.counters.sync(table, FlowCounters::default());
+        }
         let now = self.clock.now(cx.now_ns());
-        self.table.get();
         batch.for_each_active(|b| self.process_one(b, now));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::namespace::NamespaceTable;
+    use crate::request::{Flags, Protocol, Rule};
+
+    fn addr(i: u8) -> Ipv6Addr {
+        Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, i as u16)
+    }
+
+    fn rule(ns: u16, src: u8, dst: u8, sport: u16, dport: u16, protocol: Protocol) -> Rule {
+        Rule {
+            ns_id: ns,
+            app_id: 1,
+            src_ip: addr(src),
+            dst_ip: addr(dst),
+            src_port: sport,
+            dst_port: dport,
+            protocol,
+            trace_type: TraceType::SEED_EXPERIMENTS,
+            mode: Mode::Count(10),
+            flags: Flags::default(),
+        }
+    }
+
+    fn flow(src: u8, dst: u8, proto: u8, sport: u16, dport: u16) -> Flow {
+        Flow {
+            src: addr(src),
+            dst: addr(dst),
+            proto,
+            sport,
+            dport,
+            len: 100,
+            next_header: proto,
+            hop_limit: 64,
+        }
+    }
+
+    /// The hash index answers exactly as the snapshot's linear `lookup_flow` (first match,
+    /// lowest id), over exact rules, every wildcard pattern and overlapping rules.
+    #[test]
+    fn flow_index_agrees_with_linear_lookup() {
+        let mut t = NamespaceTable::default();
+        let rules = [
+            rule(9, 1, 2, 1000, 2000, Protocol::Udp), // exact
+            rule(5, 1, 2, 0, 2000, Protocol::Udp),    // any source port, overlaps 9
+            rule(7, 1, 2, 1000, 0, Protocol::Udp),    // any destination port
+            rule(3, 3, 4, 0, 0, Protocol::Tcp),       // any ports
+            rule(11, 3, 4, 80, 443, Protocol::Tcp),   // exact, shadowed by 3
+            rule(2, 5, 6, 1, 2, Protocol::Icmp),      // exact, ICMP has no ports
+            rule(4, 5, 6, 0, 0, Protocol::Icmp),
+        ];
+        for r in rules {
+            t.install(r).unwrap();
+        }
+        let snap = t.snapshot();
+        let mut idx = FlowIndex::new();
+        assert!(idx.sync(&snap));
+        assert!(!idx.sync(&snap), "same snapshot: no rebuild");
+        assert_eq!(idx.n_patterns, 4);
+        let mut hits = 0;
+        for src in 0..8 {
+            for dst in 0..8 {
+                for proto in [ip_protocol::UDP, ip_protocol::TCP, 58] {
+                    for sport in [0, 1, 80, 1000, 1001] {
+                        for dport in [0, 2, 443, 2000, 2001] {
+                            let f = flow(src, dst, proto, sport, dport);
+                            let want = snap
+                                .lookup_flow(f.src, f.dst, f.proto, f.sport, f.dport)
+                                .map(|n| n.ns_id());
+                            let got = idx.lookup(&f).map(|i| snap.namespaces[i].ns_id());
+                            assert_eq!(got, want, "{f:?}");
+                            hits += want.is_some() as usize;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(hits > 50, "the grid must exercise matches, got {hits}");
+        // Exact rule 9 is shadowed by the lower id 5 (any source port).
+        let f = flow(1, 2, ip_protocol::UDP, 1000, 2000);
+        assert_eq!(idx.lookup(&f).map(|i| snap.namespaces[i].ns_id()), Some(5));
+    }
+
+    #[test]
+    fn flow_index_follows_table_changes() {
+        let mut t = NamespaceTable::default();
+        let mut idx = FlowIndex::new();
+        assert!(idx.sync(&t.snapshot()));
+        assert!(idx.is_empty());
+        t.install(rule(1, 1, 2, 0, 5000, Protocol::Udp)).unwrap();
+        let snap = t.snapshot();
+        assert!(idx.sync(&snap));
+        assert!(!idx.is_empty());
+        assert!(idx.lookup(&flow(1, 2, ip_protocol::UDP, 7, 5000)).is_some());
+        t.remove(1).unwrap();
+        assert!(idx.sync(&t.snapshot()));
+        assert!(idx.is_empty());
+        assert!(idx.lookup(&flow(1, 2, ip_protocol::UDP, 7, 5000)).is_none());
+    }
+
+    #[test]
+    fn slots_keep_state_of_remaining_namespaces() {
+        let mut t = NamespaceTable::default();
+        t.install(rule(4, 1, 2, 0, 1, Protocol::Udp)).unwrap();
+        t.install(rule(8, 1, 2, 0, 2, Protocol::Udp)).unwrap();
+        let mut s: NsSlots<u32> = NsSlots::new();
+        s.sync(&t.snapshot(), 0);
+        s.vals[0] = 40;
+        s.vals[1] = 80;
+        t.install(rule(6, 1, 2, 0, 3, Protocol::Udp)).unwrap();
+        t.remove(4).unwrap();
+        s.sync(&t.snapshot(), 1);
+        assert_eq!(s.ids, [6, 8]);
+        assert_eq!(s.vals, [1, 80]);
+        assert_eq!(s.get(8), Some(&80));
+        assert_eq!(s.get(4), None);
+    }
+
+    #[test]
+    fn hbh_check_is_bounds_checked() {
+        let mut d = [0u8; 60];
+        d[14 + 6] = ip_protocol::UDP;
+        assert!(!has_hbh(&d, 14));
+        d[14 + 6] = ip_protocol::HOPOPT;
+        assert!(has_hbh(&d, 14));
+        assert!(!has_hbh(&d[..20], 14));
+        assert!(!has_hbh(&[], 0));
     }
 }

@@ -13,6 +13,15 @@
 //! Rounds alternate the sides (rotating the order) and each round's INT rate is divided by the
 //! same round's INT-off rate; the median of those paired ratios is the result. A counting
 //! global allocator checks that the measurement windows allocate nothing.
+//!
+//! `--net-ring`: the same comparison through the real worker loop on two DPDK `net_ring`
+//! vdevs (as `pg-throughput`: a ring port loops its tx back to its rx; 32 frames injected per
+//! port, forwarded 0 <-> 1 on one pinned core, burst 32), so the baseline pays the ring I/O:
+//! off = `xconnect`; 1/N = `IntSource` -> `IntSink` -> `xconnect` (the sink strips what the
+//! source added, so the looped frame stays valid; `xconnect` rather than `l3fwd`, whose hop
+//! limit decrement would expire a looped frame). Each side runs in a fresh process per round,
+//! sides alternate (rotating order), rate = `rte_eth_stats` rx delta over the window, the
+//! control thread drains the sink's reports meanwhile (on the other core).
 
 use clap::Parser;
 use crossbeam_channel::{bounded, Receiver};
@@ -69,6 +78,22 @@ struct Args {
     /// Write the JSON result here.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Measure through the worker runtime on DPDK net_ring vdevs instead of in-process.
+    #[arg(long)]
+    net_ring: bool,
+    /// net_ring: seconds per measurement window.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// net_ring: the worker's core.
+    #[arg(long, default_value_t = 1)]
+    core: usize,
+    /// net_ring child: run one side (0 = INT off, N = sampling 1/N) and print `pps allocs reports`.
+    #[arg(long, hide = true)]
+    child: Option<u32>,
+    /// net_ring: put a MAC-swap stage (reads and rewrites the Ethernet header of every
+    /// packet, as any header-touching stage does) first on every side.
+    #[arg(long)]
+    touch: bool,
 }
 
 const BURST: usize = 32;
@@ -224,6 +249,15 @@ fn machine() -> String {
 
 fn main() {
     let args = Args::parse();
+    if let Some(n) = args.child {
+        let (pps, allocs, reports) = ring::child(&args, n);
+        println!("{pps} {allocs} {reports}");
+        return;
+    }
+    if args.net_ring {
+        ring::main(&args);
+        return;
+    }
     let encoding = match args.encoding.as_str() {
         "seed" => Encoding::Seed,
         _ => Encoding::Ioam,
@@ -301,4 +335,267 @@ fn main() {
         std::fs::write(p, &json).expect("write json");
     }
     println!("{json}");
+}
+
+/// The `--net-ring` mode: the worker runtime on DPDK `net_ring` vdevs.
+mod ring {
+    use super::*;
+    use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
+    use peregrine_dataplane::io::{Backend, Burst, PortId, PortInfo, PortStats, WorkerIo};
+    use peregrine_dataplane::runtime::{self, RuntimeConfig, WorkerSpec};
+    use peregrine_dataplane::stages::xconnect::XConnect;
+    use peregrine_dataplane::PacketBuf;
+    use std::process::Command;
+    use std::time::Duration;
+
+    /// Frames in flight per port (as `pg-throughput`).
+    const INJECT: usize = 32;
+
+    /// Swaps the Ethernet source and destination addresses: a minimal stage that touches
+    /// every packet's header (the first touch of the mbuf data) and keeps it loopable.
+    struct MacSwap;
+
+    impl<B: PacketBuf> Stage<B> for MacSwap {
+        fn name(&self) -> &'static str {
+            "mac_swap"
+        }
+        fn process(&mut self, batch: &mut Batch<B>, _cx: &Context) {
+            batch.for_each_active(|b| {
+                if let Some(h) = b.data_mut().get_mut(..12) {
+                    let (d, s) = h.split_at_mut(6);
+                    d.swap_with_slice(s);
+                }
+                peregrine_dataplane::runtime::Disposition::CONTINUE
+            });
+        }
+    }
+
+    /// The backend with the worker's I/O created (and the ports preloaded) before start.
+    struct Preloaded {
+        inner: DpdkBackend,
+        io: Option<<DpdkBackend as Backend>::Io>,
+    }
+
+    impl Backend for Preloaded {
+        type Io = <DpdkBackend as Backend>::Io;
+        fn ports(&self) -> &[PortInfo] {
+            self.inner.ports()
+        }
+        fn worker_io(&mut self, _worker: usize) -> Self::Io {
+            self.io.take().expect("one worker")
+        }
+        fn port_stats(&self, port: PortId) -> PortStats {
+            self.inner.port_stats(port)
+        }
+    }
+
+    /// One side in this process: `n == 0` is INT off. Returns (pps, allocations, reports).
+    pub fn child(a: &Args, n: u32) -> (f64, u64, u64) {
+        let cfg = DpdkConfig {
+            eal_args: [
+                "-l",
+                "0",
+                "--no-huge",
+                "--no-pci",
+                "-m",
+                "512",
+                "--no-shconf",
+                "--no-telemetry",
+                "--log-level=lib.eal:error",
+                "--vdev=net_ring0",
+                "--vdev=net_ring1",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            ports: vec![
+                DpdkPortConfig::new("r0", "net_ring0"),
+                DpdkPortConfig::new("r1", "net_ring1"),
+            ],
+            workers: 1,
+            mbufs_per_worker: 8191,
+            mbuf_cache: 256,
+            data_room: DpdkConfig::DEFAULT_DATA_ROOM,
+        };
+        let mut backend = DpdkBackend::new(cfg).expect("DPDK backend on net_ring vdevs");
+        let tmpl = frame(1);
+        let mut io = backend.worker_io(0);
+        for port in 0..2u16 {
+            let mut b = Burst::new();
+            for _ in 0..INJECT {
+                let mut m = io.alloc().expect("mbuf");
+                m.append(tmpl.len()).expect("room").copy_from_slice(&tmpl);
+                b.push(m);
+            }
+            io.tx_burst(port, 0, &mut b);
+        }
+        let mut pre = Preloaded {
+            inner: backend,
+            io: Some(io),
+        };
+        let mut table = NamespaceTable::default();
+        if n > 0 {
+            table.install(rule(Strategy::Count(n))).expect("valid rule");
+        }
+        let publisher = Publisher::new((*table.snapshot()).clone());
+        let (tx, rx) = bounded(4096);
+        let factory = |_w: usize, r: &mut Reasons| {
+            // The swap goes first on both sides: the first touch of the data is common cost.
+            let mut stages: Vec<Box<dyn Stage<_>>> = Vec::new();
+            if a.touch {
+                stages.push(Box::new(MacSwap));
+            }
+            let xc = Box::new(XConnect::new(&[(0, 1)], r));
+            if n == 0 {
+                stages.push(xc);
+                return Pipeline::new(stages);
+            }
+            let cfg = |node_id| IntConfig {
+                node_id,
+                ..IntConfig::default()
+            };
+            let source = IntSource::new(cfg(1), publisher.reader());
+            let sink = IntSink::new(cfg(2), publisher.reader(), tx.clone(), r);
+            stages.extend([Box::new(source) as Box<dyn Stage<_>>, Box::new(sink), xc]);
+            Pipeline::new(stages)
+        };
+        let rcfg = RuntimeConfig {
+            workers: vec![WorkerSpec {
+                id: 0,
+                core: Some(a.core),
+                rx_queues: vec![(0, 0), (1, 0)],
+                tx_queue: 0,
+            }],
+            burst: BURST,
+            stop_after_idle: None,
+            control_queue: 16,
+            egress: Vec::new(),
+        };
+        let run = runtime::start(&mut pre, &factory, &rcfg).expect("start worker");
+        let drain = |reports: &mut u64| {
+            for e in rx.try_iter() {
+                if let IntEvent::Report { report, .. } = e {
+                    *reports += 1;
+                    std::hint::black_box(report);
+                }
+            }
+        };
+        let mut reports = 0u64;
+        let warm = Instant::now();
+        while warm.elapsed() < Duration::from_secs(1) {
+            drain(&mut reports);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let rxp = |p: &Preloaded| p.port_stats(0).ipackets + p.port_stats(1).ipackets;
+        let a0 = ALLOCS.load(Ordering::Relaxed);
+        let (r0, t0) = (rxp(&pre), Instant::now());
+        reports = 0;
+        while t0.elapsed().as_secs_f64() < a.seconds {
+            drain(&mut reports);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (r1, t1) = (rxp(&pre), Instant::now());
+        let allocs = ALLOCS.load(Ordering::Relaxed) - a0;
+        run.request_stop();
+        let c = run.join();
+        assert_eq!(c.total_drops(), 0, "no drops: INT must not lose packets");
+        ((r1 - r0) as f64 / (t1 - t0).as_secs_f64(), allocs, reports)
+    }
+
+    fn run_child(a: &Args, n: u32) -> Result<(f64, u64, u64), String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let out = Command::new(exe)
+            .args([
+                "--child",
+                &n.to_string(),
+                "--seconds",
+                &a.seconds.to_string(),
+            ])
+            .args(["--core", &a.core.to_string()])
+            .args(a.touch.then_some("--touch"))
+            .output()
+            .map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v: Vec<f64> = text
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        match v[..] {
+            [p, al, rep] if out.status.success() => Ok((p, al as u64, rep as u64)),
+            _ => Err(format!(
+                "child run failed: {text}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )),
+        }
+    }
+
+    #[derive(Serialize)]
+    struct RingSide {
+        side: String,
+        mpps: Vec<f64>,
+        median_mpps: f64,
+        round_ratios_to_off: Vec<f64>,
+        median_ratio_to_off: Option<f64>,
+        reports_per_second: f64,
+    }
+
+    pub fn main(a: &Args) {
+        let sides = [0u32, 100, 1000];
+        let k = sides.len();
+        let mut rates = vec![Vec::new(); k];
+        let mut reports = vec![0u64; k];
+        let mut allocs = 0;
+        for round in 0..a.rounds {
+            let mut r = vec![0.0; k];
+            for j in 0..k {
+                let i = (round + j) % k;
+                let (pps, al, rep) = run_child(a, sides[i]).unwrap_or_else(|e| {
+                    eprintln!("{e}");
+                    std::process::exit(1)
+                });
+                r[i] = pps;
+                allocs += al;
+                reports[i] += rep;
+            }
+            eprintln!(
+                "round {round}: off {:.2} Mpps, 1/100 {:.2} ({:.4}), 1/1000 {:.2} ({:.4})",
+                r[0] / 1e6,
+                r[1] / 1e6,
+                r[1] / r[0],
+                r[2] / 1e6,
+                r[2] / r[0]
+            );
+            for i in 0..k {
+                rates[i].push(r[i]);
+            }
+        }
+        let med = |v: &[f64]| median(&mut v.to_vec());
+        let out = serde_json::json!({
+            "what": "INT source + sink vs INT off through the worker runtime, net_ring0 <-> net_ring1, 32 frames in flight per port, burst 32, 562-byte IPv6/UDP frames",
+            "off": if a.touch { "mac_swap -> xconnect" } else { "xconnect" },
+            "int_inserted": "IntSource -> IntSink right before xconnect",
+            "int": "IntSource (count 1/N, IOAM) -> IntSink -> xconnect, reports drained by the control thread",
+            "machine": machine(),
+            "core": a.core,
+            "seconds_per_window": a.seconds,
+            "rounds": a.rounds,
+            "heap_allocations_in_windows": allocs,
+            "sides": (0..k).map(|i| {
+                let ratios: Vec<f64> = rates[i].iter().zip(&rates[0]).map(|(x, o)| x / o).collect();
+                RingSide {
+                    side: if sides[i] == 0 { "off".into() } else { format!("1/{}", sides[i]) },
+                    mpps: rates[i].iter().map(|p| p / 1e6).collect(),
+                    median_mpps: med(&rates[i]) / 1e6,
+                    median_ratio_to_off: (i > 0).then(|| med(&ratios)),
+                    round_ratios_to_off: ratios,
+                    reports_per_second: reports[i] as f64 / (a.rounds as f64 * a.seconds),
+                }
+            }).collect::<Vec<_>>(),
+        });
+        let json = serde_json::to_string_pretty(&out).expect("serialise");
+        if let Some(p) = &a.json {
+            std::fs::write(p, &json).expect("write json");
+        }
+        println!("{json}");
+    }
 }
