@@ -22,6 +22,8 @@ use serde_json::Value;
 use std::net::{IpAddr, Ipv6Addr};
 use std::process::Command;
 
+// The wire crate's pcap and tshark helpers, shared rather than copied.
+#[path = "../../dataplane/wire/tests/common/mod.rs"]
 mod common;
 use common::{find_all, malformed, pcap, tool_present};
 
