@@ -165,5 +165,7 @@ fn main() {
         "machine": format!("{} cores, {}", report::cores(), report::cpu_model().unwrap_or_default()),
         "dpdk": "Debian libdpdk 22.11",
     });
-    report::print_and_write(&result, a.out.as_ref());
+    if let Err(e) = report::print_and_write(&result, Some(a.out.as_ref())) {
+        eprintln!("{e}");
+    }
 }

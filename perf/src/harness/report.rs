@@ -26,13 +26,16 @@ pub fn json<T: Serialize>(v: &T) -> String {
     serde_json::to_string_pretty(v).expect("json")
 }
 
-/// Prints `v` as pretty JSON on stdout, then writes it to `path`; a write failure is reported
-/// on stderr (the result has been printed anyway).
-pub fn print_and_write<T: Serialize>(v: &T, path: &Path) {
+/// Prints `v` as pretty JSON on stdout, then writes it to `path` if there is one; the error
+/// says which file could not be written (the result has been printed anyway).
+pub fn print_and_write<T: Serialize>(v: &T, path: Option<&Path>) -> Result<(), String> {
     let text = json(v);
     println!("{text}");
-    if let Err(e) = std::fs::write(path, text) {
-        eprintln!("cannot write {}: {e}", path.display());
+    match path {
+        Some(p) => {
+            std::fs::write(p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))
+        }
+        None => Ok(()),
     }
 }
 
@@ -52,7 +55,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("r.json");
         let v = serde_json::json!({"a": 1});
-        print_and_write(&v, &p);
+        print_and_write(&v, Some(&p)).expect("writable");
         assert_eq!(std::fs::read_to_string(&p).expect("written"), json(&v));
+        let bad = dir.path().join("missing").join("r.json");
+        let e = print_and_write(&v, Some(&bad)).expect_err("no such directory");
+        assert!(e.starts_with("cannot write "), "{e}");
+        assert_eq!(print_and_write(&v, None), Ok(()));
     }
 }
