@@ -147,6 +147,12 @@ fn params_sessions(n: usize) -> Vec<peregrine_rules::static_sessions::StaticSess
 
 fn compiled(n: usize) -> (Publisher<peregrine_dataplane::upf::UpfTables>, u32) {
     let slots = u32::try_from(4 * n).expect("slots");
+    (Publisher::new(compiler(n, slots, 0).build()), slots)
+}
+
+/// A compiler holding `n` synthetic sessions (their UP F-SEIDs OR-ed with `seid_bits`), with
+/// room for `slots` meters and URRs.
+fn compiler(n: usize, slots: u32, seid_bits: u64) -> Compiler {
     let mut c = Compiler::new(CompilerConfig {
         local_v4: vec![upf_support::upf_v4()],
         local_v6: vec![upf_support::upf_v6()],
@@ -157,10 +163,11 @@ fn compiled(n: usize) -> (Publisher<peregrine_dataplane::upf::UpfTables>, u32) {
         v4: Some(upf_support::upf_v4()),
         v6: Some(upf_support::upf_v6()),
     };
-    for s in to_sessions(&params_sessions(n), n3).expect("synthetic sessions") {
+    for mut s in to_sessions(&params_sessions(n), n3).expect("synthetic sessions") {
+        s.up_seid |= seid_bits;
         c.upsert(&s).expect("compiles");
     }
-    (Publisher::new(c.build()), slots)
+    c
 }
 
 /// The traffic source inside the worker: rewrites each received buffer with the next
@@ -565,22 +572,9 @@ fn n4_mode(a: &Args, n: usize) {
     let statics = a.sessions.first().copied().unwrap_or(10_000);
     let size = a.sizes.first().copied().unwrap_or(64);
     let slots = u32::try_from(4 * (statics + n)).expect("slots");
-    // Compiler holding the static sessions the traffic belongs to.
-    let mut compiler = Compiler::new(CompilerConfig {
-        local_v4: vec![upf_support::upf_v4()],
-        local_v6: vec![upf_support::upf_v6()],
-        max_meter_slots: slots,
-        max_urr_slots: slots,
-    });
-    let n3 = N3Addresses {
-        v4: Some(upf_support::upf_v4()),
-        v6: Some(upf_support::upf_v6()),
-    };
-    for mut s in to_sessions(&params_sessions(statics), n3).expect("synthetic sessions") {
-        // As the daemon does: static SEIDs never collide with the ones N4 hands out.
-        s.up_seid |= peregrine_control::upf::STATIC_SEID_BIT;
-        compiler.upsert(&s).expect("compiles");
-    }
+    // Compiler holding the static sessions the traffic belongs to; as the daemon does,
+    // static SEIDs never collide with the ones N4 hands out.
+    let mut compiler = compiler(statics, slots, peregrine_control::upf::STATIC_SEID_BIT);
     let publisher = Arc::new(Publisher::new(compiler.build()));
     let stats = Arc::new(UpfStats::new(slots));
     let routes = Publisher::new(upf_support::routes());
