@@ -178,6 +178,26 @@ struct Feed {
     bad: peregrine_dataplane::runtime::DropReason,
 }
 
+impl Feed {
+    /// The feed of the (one) worker: takes the frames out of `cell`.
+    fn new(cell: &std::sync::Mutex<Option<Vec<Vec<u8>>>>, r: &mut Reasons) -> Self {
+        Feed {
+            frames: cell.lock().expect("once").take().expect("one worker"),
+            next: 0,
+            bad: r.register("feed_refill_failed"),
+        }
+    }
+}
+
+/// The stage's configuration: `slots` meters, the N6 address of the test topology.
+fn upf_config(slots: u32) -> UpfConfig {
+    UpfConfig {
+        max_meter_slots: slots,
+        n6_v4: Some(upf_support::n6_v4()),
+        ..UpfConfig::default()
+    }
+}
+
 impl<B: PacketBuf> Stage<B> for Feed {
     fn name(&self) -> &'static str {
         "feed"
@@ -262,22 +282,14 @@ fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
     let (tables, slots) = compiled(n);
     let stats = Arc::new(UpfStats::new(slots));
     let routes = Publisher::new(upf_support::routes());
-    let ucfg = UpfConfig {
-        max_meter_slots: slots,
-        n6_v4: Some(upf_support::n6_v4()),
-        ..UpfConfig::default()
-    };
+    let ucfg = upf_config(slots);
     let mut pre = Preloaded::inject(backend, &fr, a.inject);
     let cfg = net_ring::one_worker(a.core, a.burst, false);
     let fr_cell = std::sync::Mutex::new(Some(fr));
     let run = runtime::start(
         &mut pre,
         &|_w: usize, r: &mut Reasons| {
-            let feed = Feed {
-                frames: fr_cell.lock().expect("once").take().expect("one worker"),
-                next: 0,
-                bad: r.register("feed_refill_failed"),
-            };
+            let feed = Feed::new(&fr_cell, r);
             let second: Box<dyn Stage<_>> = match dir {
                 Some(_) => Box::new(Upf::new(
                     tables.reader(),
@@ -578,11 +590,7 @@ fn n4_mode(a: &Args, n: usize) {
     let publisher = Arc::new(Publisher::new(compiler.build()));
     let stats = Arc::new(UpfStats::new(slots));
     let routes = Publisher::new(upf_support::routes());
-    let ucfg = UpfConfig {
-        max_meter_slots: slots,
-        n6_v4: Some(upf_support::n6_v4()),
-        ..UpfConfig::default()
-    };
+    let ucfg = upf_config(slots);
 
     // One worker forwarding uplink traffic of the static sessions (as the forwarding test).
     let fr = frames(Dir::Ul, size, statics);
@@ -593,11 +601,7 @@ fn n4_mode(a: &Args, n: usize) {
     let run = runtime::start(
         &mut pre,
         &|_w: usize, r: &mut Reasons| {
-            let feed = Feed {
-                frames: fr_cell.lock().expect("once").take().expect("one worker"),
-                next: 0,
-                bad: r.register("feed_refill_failed"),
-            };
+            let feed = Feed::new(&fr_cell, r);
             Pipeline::new(vec![
                 Box::new(feed),
                 Box::new(Upf::new(
