@@ -30,38 +30,18 @@ use peregrine_dataplane::stages::l3fwd::{L3Fwd, NextHop, RouteTable};
 use peregrine_dataplane::OwnedBuf;
 use peregrine_int::namespace::NamespaceTable;
 use peregrine_int::stages::{IntConfig, IntEvent, IntSink, IntSource};
+use peregrine_perf::harness::alloc::CountingAlloc;
+use peregrine_perf::harness::report;
+use peregrine_perf::harness::stats::median;
 use peregrine_perf::int_accuracy::stages::{frame, rule};
 use peregrine_perf::int_accuracy::{Encoding, Strategy};
 use peregrine_wire::ethernet::Address;
 use serde::Serialize;
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAlloc = CountingAlloc::new();
 
 #[derive(Parser, Debug)]
 #[command(about = "INT source + sink throughput against the same path with INT off")]
@@ -228,23 +208,12 @@ struct Output {
     sides: Vec<SideResult>,
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let n = std::thread::available_parallelism().map_or(0, |n| n.get());
-    format!("{cpu}, {n} logical CPUs available (shared with other builds)")
+    let cpu = report::cpu_model().unwrap_or_else(|| "unknown CPU".into());
+    format!(
+        "{cpu}, {} logical CPUs available (shared with other builds)",
+        report::cores()
+    )
 }
 
 fn main() {
@@ -284,9 +253,9 @@ fn main() {
         let mut r = vec![0.0; k];
         for j in 0..k {
             let i = (round + j) % k;
-            let a0 = ALLOCS.load(Ordering::Relaxed);
+            let a0 = GLOBAL.allocs();
             let (pps, rep, b) = run_side(&mut sides[i], &mut pool, &tmpl, args.batches, epoch);
-            allocs += ALLOCS.load(Ordering::Relaxed) - a0;
+            allocs += GLOBAL.allocs() - a0;
             r[i] = pps;
             reports[i] += rep;
             bad[i] += b;
@@ -320,8 +289,8 @@ fn main() {
                 q.sort_by(|a, b| a.total_cmp(b));
                 SideResult {
                     side: sides[i].name.clone(),
-                    median_mpps: median(&mut rates[i].clone()) / 1e6,
-                    median_ratio_to_off: (i > 0).then(|| median(&mut ratios[i].clone())),
+                    median_mpps: median(&rates[i]) / 1e6,
+                    median_ratio_to_off: (i > 0).then(|| median(&ratios[i])),
                     min_ratio: (i > 0).then(|| q[0]),
                     max_ratio: (i > 0).then(|| q[q.len() - 1]),
                     reports: reports[i],
@@ -330,22 +299,18 @@ fn main() {
             })
             .collect(),
     };
-    let json = serde_json::to_string_pretty(&out).expect("serialise");
-    if let Some(p) = &args.json {
-        std::fs::write(p, &json).expect("write json");
-    }
-    println!("{json}");
+    report::print_and_write(&out, args.json.as_deref()).expect("write json");
 }
 
 /// The `--net-ring` mode: the worker runtime on DPDK `net_ring` vdevs.
 mod ring {
     use super::*;
-    use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
-    use peregrine_dataplane::io::{Backend, Burst, PortId, PortInfo, PortStats, WorkerIo};
-    use peregrine_dataplane::runtime::{self, RuntimeConfig, WorkerSpec};
+    use peregrine_dataplane::runtime;
     use peregrine_dataplane::stages::xconnect::XConnect;
     use peregrine_dataplane::PacketBuf;
-    use std::process::Command;
+    use peregrine_perf::harness::net_ring::{self, Preloaded, Window};
+    use peregrine_perf::harness::stats::{mpps, pair_ratios};
+    use peregrine_perf::harness::{child_failed, fail, run_self};
     use std::time::Duration;
 
     /// Frames in flight per port (as `pg-throughput`).
@@ -370,69 +335,9 @@ mod ring {
         }
     }
 
-    /// The backend with the worker's I/O created (and the ports preloaded) before start.
-    struct Preloaded {
-        inner: DpdkBackend,
-        io: Option<<DpdkBackend as Backend>::Io>,
-    }
-
-    impl Backend for Preloaded {
-        type Io = <DpdkBackend as Backend>::Io;
-        fn ports(&self) -> &[PortInfo] {
-            self.inner.ports()
-        }
-        fn worker_io(&mut self, _worker: usize) -> Self::Io {
-            self.io.take().expect("one worker")
-        }
-        fn port_stats(&self, port: PortId) -> PortStats {
-            self.inner.port_stats(port)
-        }
-    }
-
     /// One side in this process: `n == 0` is INT off. Returns (pps, allocations, reports).
     pub fn child(a: &Args, n: u32) -> (f64, u64, u64) {
-        let cfg = DpdkConfig {
-            eal_args: [
-                "-l",
-                "0",
-                "--no-huge",
-                "--no-pci",
-                "-m",
-                "512",
-                "--no-shconf",
-                "--no-telemetry",
-                "--log-level=lib.eal:error",
-                "--vdev=net_ring0",
-                "--vdev=net_ring1",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-            ports: vec![
-                DpdkPortConfig::new("r0", "net_ring0"),
-                DpdkPortConfig::new("r1", "net_ring1"),
-            ],
-            workers: 1,
-            mbufs_per_worker: 8191,
-            mbuf_cache: 256,
-            data_room: DpdkConfig::DEFAULT_DATA_ROOM,
-        };
-        let mut backend = DpdkBackend::new(cfg).expect("DPDK backend on net_ring vdevs");
-        let tmpl = frame(1);
-        let mut io = backend.worker_io(0);
-        for port in 0..2u16 {
-            let mut b = Burst::new();
-            for _ in 0..INJECT {
-                let mut m = io.alloc().expect("mbuf");
-                m.append(tmpl.len()).expect("room").copy_from_slice(&tmpl);
-                b.push(m);
-            }
-            io.tx_burst(port, 0, &mut b);
-        }
-        let mut pre = Preloaded {
-            inner: backend,
-            io: Some(io),
-        };
+        let mut pre = Preloaded::inject(net_ring::backend(512), &[frame(1)], INJECT);
         let mut table = NamespaceTable::default();
         if n > 0 {
             table.install(rule(Strategy::Count(n))).expect("valid rule");
@@ -459,18 +364,7 @@ mod ring {
             stages.extend([Box::new(source) as Box<dyn Stage<_>>, Box::new(sink), xc]);
             Pipeline::new(stages)
         };
-        let rcfg = RuntimeConfig {
-            workers: vec![WorkerSpec {
-                id: 0,
-                core: Some(a.core),
-                rx_queues: vec![(0, 0), (1, 0)],
-                tx_queue: 0,
-            }],
-            burst: BURST,
-            stop_after_idle: None,
-            control_queue: 16,
-            egress: Vec::new(),
-        };
+        let rcfg = net_ring::one_worker(a.core, BURST, false);
         let run = runtime::start(&mut pre, &factory, &rcfg).expect("start worker");
         let drain = |reports: &mut u64| {
             for e in rx.try_iter() {
@@ -486,35 +380,32 @@ mod ring {
             drain(&mut reports);
             std::thread::sleep(Duration::from_millis(1));
         }
-        let rxp = |p: &Preloaded| p.port_stats(0).ipackets + p.port_stats(1).ipackets;
-        let a0 = ALLOCS.load(Ordering::Relaxed);
-        let (r0, t0) = (rxp(&pre), Instant::now());
+        let w = Window::open(&pre, &GLOBAL);
         reports = 0;
-        while t0.elapsed().as_secs_f64() < a.seconds {
+        while w.elapsed().as_secs_f64() < a.seconds {
             drain(&mut reports);
             std::thread::sleep(Duration::from_millis(1));
         }
-        let (r1, t1) = (rxp(&pre), Instant::now());
-        let allocs = ALLOCS.load(Ordering::Relaxed) - a0;
+        let (pps, allocs) = w.close(&pre, &GLOBAL);
         run.request_stop();
         let c = run.join();
         assert_eq!(c.total_drops(), 0, "no drops: INT must not lose packets");
-        ((r1 - r0) as f64 / (t1 - t0).as_secs_f64(), allocs, reports)
+        (pps, allocs, reports)
     }
 
     fn run_child(a: &Args, n: u32) -> Result<(f64, u64, u64), String> {
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let out = Command::new(exe)
-            .args([
+        let out = run_self(
+            [
                 "--child",
                 &n.to_string(),
                 "--seconds",
                 &a.seconds.to_string(),
-            ])
-            .args(["--core", &a.core.to_string()])
-            .args(a.touch.then_some("--touch"))
-            .output()
-            .map_err(|e| e.to_string())?;
+                "--core",
+                &a.core.to_string(),
+            ]
+            .into_iter()
+            .chain(a.touch.then_some("--touch")),
+        )?;
         let text = String::from_utf8_lossy(&out.stdout);
         let v: Vec<f64> = text
             .split_whitespace()
@@ -522,10 +413,7 @@ mod ring {
             .collect();
         match v[..] {
             [p, al, rep] if out.status.success() => Ok((p, al as u64, rep as u64)),
-            _ => Err(format!(
-                "child run failed: {text}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )),
+            _ => Err(child_failed("child run", &out)),
         }
     }
 
@@ -549,10 +437,7 @@ mod ring {
             let mut r = vec![0.0; k];
             for j in 0..k {
                 let i = (round + j) % k;
-                let (pps, al, rep) = run_child(a, sides[i]).unwrap_or_else(|e| {
-                    eprintln!("{e}");
-                    std::process::exit(1)
-                });
+                let (pps, al, rep) = run_child(a, sides[i]).unwrap_or_else(|e| fail(&e));
                 r[i] = pps;
                 allocs += al;
                 reports[i] += rep;
@@ -569,7 +454,6 @@ mod ring {
                 rates[i].push(r[i]);
             }
         }
-        let med = |v: &[f64]| median(&mut v.to_vec());
         let out = serde_json::json!({
             "what": "INT source + sink vs INT off through the worker runtime, net_ring0 <-> net_ring1, 32 frames in flight per port, burst 32, 562-byte IPv6/UDP frames",
             "off": if a.touch { "mac_swap -> xconnect" } else { "xconnect" },
@@ -581,21 +465,17 @@ mod ring {
             "rounds": a.rounds,
             "heap_allocations_in_windows": allocs,
             "sides": (0..k).map(|i| {
-                let ratios: Vec<f64> = rates[i].iter().zip(&rates[0]).map(|(x, o)| x / o).collect();
+                let ratios = pair_ratios(&rates[i], &rates[0]);
                 RingSide {
                     side: if sides[i] == 0 { "off".into() } else { format!("1/{}", sides[i]) },
-                    mpps: rates[i].iter().map(|p| p / 1e6).collect(),
-                    median_mpps: med(&rates[i]) / 1e6,
-                    median_ratio_to_off: (i > 0).then(|| med(&ratios)),
+                    mpps: mpps(&rates[i]),
+                    median_mpps: median(&rates[i]) / 1e6,
+                    median_ratio_to_off: (i > 0).then(|| median(&ratios)),
                     round_ratios_to_off: ratios,
                     reports_per_second: reports[i] as f64 / (a.rounds as f64 * a.seconds),
                 }
             }).collect::<Vec<_>>(),
         });
-        let json = serde_json::to_string_pretty(&out).expect("serialise");
-        if let Some(p) = &a.json {
-            std::fs::write(p, &json).expect("write json");
-        }
-        println!("{json}");
+        report::print_and_write(&out, a.json.as_deref()).expect("write json");
     }
 }

@@ -28,54 +28,27 @@ mod pfcp_msgs;
 mod upf_support;
 
 use clap::Parser;
-use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
-use peregrine_dataplane::io::{Backend, Burst, PortId, PortInfo, PortStats, WorkerIo};
+use peregrine_dataplane::io::dpdk::DpdkBackend;
 use peregrine_dataplane::runtime::{
-    self, Batch, Context, Disposition, Pipeline, Publisher, Reasons, RuntimeConfig, Stage,
-    WorkerSpec,
+    self, Batch, Context, Disposition, Pipeline, Publisher, Reasons, Stage,
 };
 use peregrine_dataplane::upf::{Upf, UpfConfig, UpfStats};
 use peregrine_dataplane::PacketBuf;
+use peregrine_perf::harness::alloc::CountingAlloc;
+use peregrine_perf::harness::net_ring::{self, drops_by_reason, Preloaded};
+use peregrine_perf::harness::stats::{median, mpps, pair_ratios};
+use peregrine_perf::harness::testpmd::Testpmd;
+use peregrine_perf::harness::{child_failed, fail, report, run_self};
 use peregrine_rules::static_sessions::{
     synthetic, to_sessions, N3Addresses, OuterMix, SyntheticParams,
 };
 use peregrine_rules::{Compiler, CompilerConfig};
 use peregrine_wire::ethernet::Address as Mac;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-/// Bytes currently allocated (for memory per session).
-static LIVE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as i64, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        LIVE.fetch_add(n as i64 - l.size() as i64, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAlloc = CountingAlloc::new();
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -174,6 +147,12 @@ fn params_sessions(n: usize) -> Vec<peregrine_rules::static_sessions::StaticSess
 
 fn compiled(n: usize) -> (Publisher<peregrine_dataplane::upf::UpfTables>, u32) {
     let slots = u32::try_from(4 * n).expect("slots");
+    (Publisher::new(compiler(n, slots, 0).build()), slots)
+}
+
+/// A compiler holding `n` synthetic sessions (their UP F-SEIDs OR-ed with `seid_bits`), with
+/// room for `slots` meters and URRs.
+fn compiler(n: usize, slots: u32, seid_bits: u64) -> Compiler {
     let mut c = Compiler::new(CompilerConfig {
         local_v4: vec![upf_support::upf_v4()],
         local_v6: vec![upf_support::upf_v6()],
@@ -184,10 +163,11 @@ fn compiled(n: usize) -> (Publisher<peregrine_dataplane::upf::UpfTables>, u32) {
         v4: Some(upf_support::upf_v4()),
         v6: Some(upf_support::upf_v6()),
     };
-    for s in to_sessions(&params_sessions(n), n3).expect("synthetic sessions") {
+    for mut s in to_sessions(&params_sessions(n), n3).expect("synthetic sessions") {
+        s.up_seid |= seid_bits;
         c.upsert(&s).expect("compiles");
     }
-    (Publisher::new(c.build()), slots)
+    c
 }
 
 /// The traffic source inside the worker: rewrites each received buffer with the next
@@ -196,6 +176,26 @@ struct Feed {
     frames: Vec<Vec<u8>>,
     next: usize,
     bad: peregrine_dataplane::runtime::DropReason,
+}
+
+impl Feed {
+    /// The feed of the (one) worker: takes the frames out of `cell`.
+    fn new(cell: &std::sync::Mutex<Option<Vec<Vec<u8>>>>, r: &mut Reasons) -> Self {
+        Feed {
+            frames: cell.lock().expect("once").take().expect("one worker"),
+            next: 0,
+            bad: r.register("feed_refill_failed"),
+        }
+    }
+}
+
+/// The stage's configuration: `slots` meters, the N6 address of the test topology.
+fn upf_config(slots: u32) -> UpfConfig {
+    UpfConfig {
+        max_meter_slots: slots,
+        n6_v4: Some(upf_support::n6_v4()),
+        ..UpfConfig::default()
+    }
 }
 
 impl<B: PacketBuf> Stage<B> for Feed {
@@ -254,25 +254,6 @@ impl<B: PacketBuf> Stage<B> for Cross {
     }
 }
 
-/// Hands the runtime a worker I/O the harness took earlier (to inject the first packets).
-struct Preloaded {
-    inner: DpdkBackend,
-    io: Option<<DpdkBackend as Backend>::Io>,
-}
-
-impl Backend for Preloaded {
-    type Io = <DpdkBackend as Backend>::Io;
-    fn ports(&self) -> &[PortInfo] {
-        self.inner.ports()
-    }
-    fn worker_io(&mut self, _worker: usize) -> Self::Io {
-        self.io.take().expect("one worker")
-    }
-    fn port_stats(&self, port: PortId) -> PortStats {
-        self.inner.port_stats(port)
-    }
-}
-
 /// What one child run measured.
 struct Measured {
     pps: f64,
@@ -295,53 +276,20 @@ fn parse_case(s: &str) -> (Option<Dir>, usize, usize) {
 }
 
 /// One measurement of our side in this process. `dir == None` runs the feed alone.
-fn ours(mut backend: DpdkBackend, a: &Args, case: &str) -> Measured {
+fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
     let (dir, size, n) = parse_case(case);
     let fr = frames(dir.unwrap_or(Dir::Ul), size, n);
     let (tables, slots) = compiled(n);
     let stats = Arc::new(UpfStats::new(slots));
     let routes = Publisher::new(upf_support::routes());
-    let ucfg = UpfConfig {
-        max_meter_slots: slots,
-        n6_v4: Some(upf_support::n6_v4()),
-        ..UpfConfig::default()
-    };
-    let mut io = backend.worker_io(0);
-    for port in 0..2u16 {
-        let mut b = Burst::new();
-        for k in 0..a.inject {
-            let mut m = io.alloc().expect("mbuf");
-            let f = &fr[k % fr.len()];
-            m.append(f.len()).expect("room").copy_from_slice(f);
-            b.push(m);
-        }
-        io.tx_burst(port, 0, &mut b);
-    }
-    let mut pre = Preloaded {
-        inner: backend,
-        io: Some(io),
-    };
-    let cfg = RuntimeConfig {
-        workers: vec![WorkerSpec {
-            id: 0,
-            core: Some(a.core),
-            rx_queues: vec![(0, 0), (1, 0)],
-            tx_queue: 0,
-        }],
-        burst: a.burst,
-        stop_after_idle: None,
-        control_queue: 16,
-        egress: Vec::new(),
-    };
+    let ucfg = upf_config(slots);
+    let mut pre = Preloaded::inject(backend, &fr, a.inject);
+    let cfg = net_ring::one_worker(a.core, a.burst, false);
     let fr_cell = std::sync::Mutex::new(Some(fr));
     let run = runtime::start(
         &mut pre,
         &|_w: usize, r: &mut Reasons| {
-            let feed = Feed {
-                frames: fr_cell.lock().expect("once").take().expect("one worker"),
-                next: 0,
-                bad: r.register("feed_refill_failed"),
-            };
+            let feed = Feed::new(&fr_cell, r);
             let second: Box<dyn Stage<_>> = match dir {
                 Some(_) => Box::new(Upf::new(
                     tables.reader(),
@@ -358,43 +306,31 @@ fn ours(mut backend: DpdkBackend, a: &Args, case: &str) -> Measured {
         &cfg,
     )
     .expect("start worker");
-    std::thread::sleep(Duration::from_secs(1));
-    let rx = |p: &Preloaded| p.port_stats(0).ipackets + p.port_stats(1).ipackets;
-    let a0 = ALLOCS.load(Ordering::Relaxed);
-    let (r0, t0) = (rx(&pre), Instant::now());
-    std::thread::sleep(Duration::from_secs_f64(a.seconds));
-    let (r1, t1) = (rx(&pre), Instant::now());
-    let allocs = ALLOCS.load(Ordering::Relaxed) - a0;
+    let (pps, allocs) = net_ring::measure(&pre, &GLOBAL, a.seconds);
     run.request_stop();
     let names: Vec<&'static str> = run.reasons().names().to_vec();
     let c = run.join();
-    let drops = names
-        .iter()
-        .zip(&c.drops)
-        .filter(|(_, d)| **d > 0)
-        .map(|(n, d)| (n.to_string(), *d))
-        .collect();
     Measured {
-        pps: (r1 - r0) as f64 / (t1 - t0).as_secs_f64(),
+        pps,
         allocs,
-        drops,
+        drops: drops_by_reason(&names, &c.drops),
     }
 }
 
 /// One round of our side in a fresh process (vdev ports cannot be re-probed in a process).
 fn ours_child(a: &Args, case: &str) -> Result<Measured, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let out = Command::new(exe)
-        .args(["--case", case, "--seconds", &a.seconds.to_string()])
-        .args([
-            "--core",
-            &a.core.to_string(),
-            "--burst",
-            &a.burst.to_string(),
-        ])
-        .args(["--inject", &a.inject.to_string()])
-        .output()
-        .map_err(|e| e.to_string())?;
+    let out = run_self([
+        "--case",
+        case,
+        "--seconds",
+        &a.seconds.to_string(),
+        "--core",
+        &a.core.to_string(),
+        "--burst",
+        &a.burst.to_string(),
+        "--inject",
+        &a.inject.to_string(),
+    ])?;
     let text = String::from_utf8_lossy(&out.stdout);
     let mut it = text.split_whitespace();
     let pps = it.next().and_then(|x| x.parse().ok());
@@ -407,111 +343,29 @@ fn ours_child(a: &Args, case: &str) -> Result<Measured, String> {
         .collect();
     match (pps, allocs) {
         (Some(pps), Some(allocs)) if out.status.success() => Ok(Measured { pps, allocs, drops }),
-        _ => Err(format!(
-            "our child run failed: {text}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )),
+        _ => Err(child_failed("our child run", &out)),
     }
 }
 
 /// testpmd 5tswap on frames of `frame_len` bytes: start tx_first, warm up, two
 /// `show port stats all` a window apart; the second call's Rx-pps covers that window.
 fn testpmd(a: &Args, frame_len: usize, round: usize) -> Result<f64, String> {
-    let mut child = Command::new(&a.testpmd)
-        .args([
-            "-l",
-            &format!("0,{}", a.core),
-            "--no-huge",
-            "--no-pci",
-            "-m",
-            "512",
-        ])
-        .args(["--no-shconf", "--no-telemetry"])
-        .arg(format!(
-            "--file-prefix=pg-upf-{}-{round}",
-            std::process::id()
-        ))
-        .args(["--vdev=net_ring0", "--vdev=net_ring1", "--", "-i"])
-        .args(["--forward-mode=5tswap", "--nb-cores=1"])
-        .arg(format!("--burst={}", a.burst))
-        .arg("--total-num-mbufs=8192")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", a.testpmd))?;
-    let mut stdin = child.stdin.take().expect("piped");
-    let stdout = child.stdout.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .collect::<Vec<_>>()
-    });
-    let mut say = |s: &str| stdin.write_all(s.as_bytes()).and_then(|_| stdin.flush());
-    std::thread::sleep(Duration::from_millis(500));
-    // tx_first sends `burst` packets per port built by txonly (Ether/IPv4/UDP).
-    say(&format!("set txpkts {}\nstart tx_first\n", frame_len)).map_err(|e| e.to_string())?;
-    std::thread::sleep(Duration::from_secs(1));
-    say("show port stats all\n").map_err(|e| e.to_string())?;
-    std::thread::sleep(Duration::from_secs_f64(a.seconds));
-    say("show port stats all\nstop\nquit\n").map_err(|e| e.to_string())?;
-    drop(stdin);
-    let status = child.wait().map_err(|e| e.to_string())?;
-    let lines = reader.join().map_err(|_| "reader thread")?;
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut err);
+    Testpmd {
+        program: &a.testpmd,
+        core: a.core,
+        burst: a.burst,
+        forward_mode: "5tswap",
+        file_prefix: format!("pg-upf-{}-{round}", std::process::id()),
+        // tx_first sends `burst` packets per port built by txonly (Ether/IPv4/UDP).
+        setup: format!("set txpkts {frame_len}\n"),
+        seconds: a.seconds,
     }
-    let pps: Vec<f64> = lines
-        .iter()
-        .filter_map(|l| l.trim().strip_prefix("Rx-pps:"))
-        .filter_map(|r| r.split_whitespace().next()?.parse().ok())
-        .collect();
-    if !status.success() || pps.len() < 4 {
-        return Err(format!(
-            "testpmd failed ({status}): {}\n{}",
-            lines.join("\n"),
-            err
-        ));
-    }
-    Ok(pps[pps.len() - 2] + pps[pps.len() - 1])
+    .run()
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    s[s.len() / 2]
-}
-
+/// The backend of a child run (more memory than testpmd's: 100k sessions' tables).
 fn child_backend() -> DpdkBackend {
-    let cfg = DpdkConfig {
-        eal_args: [
-            "-l",
-            "0",
-            "--no-huge",
-            "--no-pci",
-            "-m",
-            "1024",
-            "--no-shconf",
-            "--no-telemetry",
-            "--log-level=lib.eal:error",
-            "--vdev=net_ring0",
-            "--vdev=net_ring1",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-        ports: vec![
-            DpdkPortConfig::new("r0", "net_ring0"),
-            DpdkPortConfig::new("r1", "net_ring1"),
-        ],
-        workers: 1,
-        mbufs_per_worker: 8191,
-        mbuf_cache: 256,
-        data_room: DpdkConfig::DEFAULT_DATA_ROOM,
-    };
-    DpdkBackend::new(cfg).expect("DPDK backend on net_ring vdevs")
+    net_ring::backend(1024)
 }
 
 fn main() {
@@ -551,16 +405,16 @@ fn main() {
                     t.push(p);
                     f.push(fe.pps);
                 }
-                let pairs: Vec<f64> = o.iter().zip(&t).map(|(a, b)| a / b).collect();
+                let pairs = pair_ratios(&o, &t);
                 all_ok &= drops.is_empty() && allocs == 0;
                 cases.push(serde_json::json!({
                     "direction": dir,
                     "inner_bytes": size,
                     "frame_bytes": frame_len,
                     "sessions": n,
-                    "ours_mpps": o.iter().map(|p| p / 1e6).collect::<Vec<_>>(),
-                    "testpmd_5tswap_mpps": t.iter().map(|p| p / 1e6).collect::<Vec<_>>(),
-                    "feed_alone_mpps": f.iter().map(|p| p / 1e6).collect::<Vec<_>>(),
+                    "ours_mpps": mpps(&o),
+                    "testpmd_5tswap_mpps": mpps(&t),
+                    "feed_alone_mpps": mpps(&f),
                     "ours_median_mpps": median(&o) / 1e6,
                     "testpmd_median_mpps": median(&t) / 1e6,
                     "ratio_of_medians": median(&o) / median(&t),
@@ -572,14 +426,6 @@ fn main() {
             }
         }
     }
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
     let result = serde_json::json!({
         "what": "UPF forwarding rate per core vs dpdk-testpmd 5tswap, net_ring0 <-> net_ring1, same core, alternating rounds",
         "ours": "peregrine worker runtime: rx -> feed (rewrites the buffer with the next pre-generated frame, one per session) -> Upf stage (tables compiled from synthetic() sessions, QER with MBR on every session) -> tx",
@@ -594,21 +440,14 @@ fn main() {
         "all_forwarded_zero_allocations": all_ok,
         "machine": format!(
             "{} cores (shared with other engineers' builds), {}",
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-            cpu
+            report::cores(),
+            report::cpu_model().unwrap_or_default()
         ),
         "dpdk": "Debian libdpdk 22.11",
     });
-    let text = serde_json::to_string_pretty(&result).expect("json");
-    println!("{text}");
-    if let Err(e) = std::fs::write(&a.out, text) {
-        eprintln!("cannot write {}: {e}", a.out);
+    if let Err(e) = report::print_and_write(&result, Some(a.out.as_ref())) {
+        eprintln!("{e}");
     }
-}
-
-fn fail(e: &str) -> ! {
-    eprintln!("{e}");
-    std::process::exit(1)
 }
 
 /// A Session Establishment Request for UE `k` of the load: UL PDR (F-TEID CHOOSE, the UPF
@@ -699,7 +538,7 @@ fn memory_breakdown(n: usize) -> (f64, f64, usize, u32, u32) {
     cfg.max_sessions = n + 16;
     let peer: std::net::SocketAddr = "127.0.0.1:8805".parse().expect("addr");
     let reqs: Vec<Vec<u8>> = (0..n as u32).map(|k| est_request(k + 2, k)).collect();
-    let l0 = LIVE.load(Ordering::Relaxed);
+    let l0 = GLOBAL.live();
     let mut node = peregrine_n4::Node::new(cfg);
     drop(node.handle(0, peer, &pfcp_msgs::setup_req(1, 1000)));
     for r in &reqs {
@@ -708,9 +547,9 @@ fn memory_breakdown(n: usize) -> (f64, f64, usize, u32, u32) {
     // Responses are cached for retransmissions for a while (TS 29.244 section 6.4); let the
     // cache expire so only the sessions remain.
     drop(node.poll_timers(3_600_000_000_000));
-    let l1 = LIVE.load(Ordering::Relaxed);
+    let l1 = GLOBAL.live();
     let sessions: Vec<peregrine_n4::Session> = node.sessions().collect();
-    let l2 = LIVE.load(Ordering::Relaxed);
+    let l2 = GLOBAL.live();
     let mut c = Compiler::new(CompilerConfig {
         local_v4: vec![upf_support::upf_v4()],
         local_v6: vec![],
@@ -721,7 +560,7 @@ fn memory_breakdown(n: usize) -> (f64, f64, usize, u32, u32) {
         c.upsert(s).expect("compiles");
     }
     let t = c.build();
-    let l3 = LIVE.load(Ordering::Relaxed);
+    let l3 = GLOBAL.live();
     let st = c.stats();
     drop((t, c, sessions));
     let cached = node.cached_responses();
@@ -745,69 +584,24 @@ fn n4_mode(a: &Args, n: usize) {
     let statics = a.sessions.first().copied().unwrap_or(10_000);
     let size = a.sizes.first().copied().unwrap_or(64);
     let slots = u32::try_from(4 * (statics + n)).expect("slots");
-    // Compiler holding the static sessions the traffic belongs to.
-    let mut compiler = Compiler::new(CompilerConfig {
-        local_v4: vec![upf_support::upf_v4()],
-        local_v6: vec![upf_support::upf_v6()],
-        max_meter_slots: slots,
-        max_urr_slots: slots,
-    });
-    let n3 = N3Addresses {
-        v4: Some(upf_support::upf_v4()),
-        v6: Some(upf_support::upf_v6()),
-    };
-    for mut s in to_sessions(&params_sessions(statics), n3).expect("synthetic sessions") {
-        // As the daemon does: static SEIDs never collide with the ones N4 hands out.
-        s.up_seid |= peregrine_control::upf::STATIC_SEID_BIT;
-        compiler.upsert(&s).expect("compiles");
-    }
+    // Compiler holding the static sessions the traffic belongs to; as the daemon does,
+    // static SEIDs never collide with the ones N4 hands out.
+    let mut compiler = compiler(statics, slots, peregrine_control::upf::STATIC_SEID_BIT);
     let publisher = Arc::new(Publisher::new(compiler.build()));
     let stats = Arc::new(UpfStats::new(slots));
     let routes = Publisher::new(upf_support::routes());
-    let ucfg = UpfConfig {
-        max_meter_slots: slots,
-        n6_v4: Some(upf_support::n6_v4()),
-        ..UpfConfig::default()
-    };
+    let ucfg = upf_config(slots);
 
     // One worker forwarding uplink traffic of the static sessions (as the forwarding test).
-    let mut backend = child_backend();
     let fr = frames(Dir::Ul, size, statics);
-    let mut io = backend.worker_io(0);
-    for port in 0..2u16 {
-        let mut b = Burst::new();
-        for f in fr.iter().take(a.inject) {
-            let mut m = io.alloc().expect("mbuf");
-            m.append(f.len()).expect("room").copy_from_slice(f);
-            b.push(m);
-        }
-        io.tx_burst(port, 0, &mut b);
-    }
-    let mut pre = Preloaded {
-        inner: backend,
-        io: Some(io),
-    };
-    let cfg = RuntimeConfig {
-        workers: vec![WorkerSpec {
-            id: 0,
-            core: Some(a.core),
-            rx_queues: vec![(0, 0), (1, 0)],
-            tx_queue: 0,
-        }],
-        burst: a.burst,
-        stop_after_idle: None,
-        control_queue: 16,
-        egress: Vec::new(),
-    };
+    // At most one of each frame in flight, as many as `--inject` allows.
+    let mut pre = Preloaded::inject(child_backend(), &fr, fr.len().min(a.inject));
+    let cfg = net_ring::one_worker(a.core, a.burst, false);
     let fr_cell = std::sync::Mutex::new(Some(fr));
     let run = runtime::start(
         &mut pre,
         &|_w: usize, r: &mut Reasons| {
-            let feed = Feed {
-                frames: fr_cell.lock().expect("once").take().expect("one worker"),
-                next: 0,
-                bad: r.register("feed_refill_failed"),
-            };
+            let feed = Feed::new(&fr_cell, r);
             Pipeline::new(vec![
                 Box::new(feed),
                 Box::new(Upf::new(
@@ -857,9 +651,8 @@ fn n4_mode(a: &Args, n: usize) {
     // Pre-build the requests so the generator measures the endpoint, not itself.
     let reqs: Vec<Vec<u8>> = (0..n as u32).map(|k| est_request(k + 2, k)).collect();
 
-    let live0 = LIVE.load(Ordering::Relaxed);
-    let rx = |p: &Preloaded| p.port_stats(0).ipackets + p.port_stats(1).ipackets;
-    let (r0, t0) = (rx(&pre), Instant::now());
+    let live0 = GLOBAL.live();
+    let (r0, t0) = (pre.rx_packets(), Instant::now());
     let (mut sent, mut ok, mut rejected, mut got) = (0usize, 0usize, 0usize, 0usize);
     let (mut answered, mut retransmits, mut quiet) = (vec![false; n], 0usize, 0u32);
     sock.set_read_timeout(Some(Duration::from_millis(500)))
@@ -903,26 +696,21 @@ fn n4_mode(a: &Args, n: usize) {
         }
     }
     let elapsed = t0.elapsed();
-    let (r1, t1) = (rx(&pre), Instant::now());
+    let (r1, t1) = (pre.rx_packets(), Instant::now());
     drop(reqs);
     let st = ep.status();
-    let live1 = LIVE.load(Ordering::Relaxed);
+    let live1 = GLOBAL.live();
     std::thread::sleep(Duration::from_millis(200));
     run.request_stop();
     let names: Vec<&'static str> = run.reasons().names().to_vec();
     let c = run.join();
-    let drops: Vec<(String, u64)> = names
-        .iter()
-        .zip(&c.drops)
-        .filter(|(_, d)| **d > 0)
-        .map(|(n, d)| (n.to_string(), *d))
-        .collect();
+    let drops = drops_by_reason(&names, &c.drops);
 
     // Per-worker state the new sessions need: their URR counters and meter slots (the
     // counts the compiler allocated for them).
     let per_worker = {
         let (urr, meters) = (urr_slots, meter_slots);
-        let before = LIVE.load(Ordering::Relaxed);
+        let before = GLOBAL.live();
         let mut reasons = Reasons::new();
         let st = Arc::new(UpfStats::new(urr));
         let stage = Upf::new(
@@ -936,7 +724,7 @@ fn n4_mode(a: &Args, n: usize) {
             st,
             &mut reasons,
         );
-        let b = LIVE.load(Ordering::Relaxed) - before;
+        let b = GLOBAL.live() - before;
         drop(stage);
         b
     };
