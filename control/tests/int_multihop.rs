@@ -20,8 +20,11 @@
 //! Needs root, `ip netns`, `ip ioam`, a kernel with IOAM and python3; outside CI it prints
 //! why and passes when they are missing, under `CI` it fails.
 
+mod common;
+
+use common::{free_tcp_port, is_root, run, skip, Guard};
 use std::io::{BufRead, BufReader, Write};
-use std::net::{Ipv6Addr, TcpListener};
+use std::net::Ipv6Addr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -38,79 +41,6 @@ const MAC_LB: &str = "02:00:00:00:42:0b";
 /// Port MACs of node n: a (west) and b (east).
 fn mac(n: u8, side: char) -> String {
     format!("02:00:00:00:0{n}:0{side}")
-}
-
-fn skip(why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "INT multi-hop test cannot run in CI: {why}"
-    );
-    eprintln!("skipping INT multi-hop test: {why}");
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn run(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "`{}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .expect("free TCP port")
-        .port()
-}
-
-/// A child process stopped on drop: SIGTERM (the daemon writes its summary), then SIGKILL
-/// if it has not exited within 5 s.
-struct Guard(Option<Child>);
-
-impl Guard {
-    fn term(&mut self) -> Option<std::process::ExitStatus> {
-        let mut c = self.0.take()?;
-        if let Ok(Some(st)) = c.try_wait() {
-            return Some(st);
-        }
-        let _ = Command::new("kill")
-            .args(["-TERM", &c.id().to_string()])
-            .status();
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(5) {
-            if let Ok(Some(st)) = c.try_wait() {
-                return Some(st);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = c.kill();
-        c.wait().ok()
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        self.term();
-    }
 }
 
 /// Namespaces and veths, deleted on drop (also when the test fails).
@@ -567,24 +497,33 @@ fn hop_ids(r: &serde_json::Value) -> Vec<u64> {
 fn int_multihop_with_a_linux_ioam_transit_in_namespaces() {
     let t_start = Instant::now();
     if !is_root() {
-        return skip("not root");
+        return skip("the INT multi-hop test", "not root");
     }
     if run(&["ip", "netns", "list"]).is_err() {
-        return skip("no `ip netns`");
+        return skip("the INT multi-hop test", "no `ip netns`");
     }
     if run(&["ip", "ioam", "namespace", "show"]).is_err()
         || !std::path::Path::new("/proc/sys/net/ipv6/ioam6_id").exists()
     {
-        return skip("no `ip ioam` or a kernel without IOAM");
+        return skip(
+            "the INT multi-hop test",
+            "no `ip ioam` or a kernel without IOAM",
+        );
     }
     if !ctl().exists() {
-        return skip("peregrinectl not built (cargo build -p peregrine-ctl)");
+        return skip(
+            "the INT multi-hop test",
+            "peregrinectl not built (cargo build -p peregrine-ctl)",
+        );
     }
     let topo = Topology {
         p: format!("im{}", std::process::id() % 10_000),
     };
     if let Err(e) = topo.setup() {
-        return skip(&format!("cannot build the namespaces: {e}"));
+        return skip(
+            "the INT multi-hop test",
+            &format!("cannot build the namespaces: {e}"),
+        );
     }
     let dir = tempfile::tempdir().unwrap();
     let nodes: Vec<Node> = (1..=3)

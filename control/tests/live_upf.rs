@@ -22,10 +22,13 @@
 //! Needs root, `ip netns`, python3 with Scapy and tshark; outside CI it prints why and passes
 //! when they are missing, under `CI` it fails.
 
+mod common;
+
+use common::{free_tcp_port, free_udp_port, is_root, run, skip, Guard};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const N3_MAC: &str = "02:00:00:00:00:03";
@@ -42,56 +45,6 @@ const DN_V4: &str = "198.51.100.10";
 const DN_V6: &str = "2001:db8:6::10";
 /// Packets per session and direction.
 const COUNT: u64 = 5;
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-/// Skip outside CI, fail in CI.
-fn skip(why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "live UPF test cannot run in CI: {why}"
-    );
-    eprintln!("skipping live UPF test: {why}");
-}
-
-fn run(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "`{}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .expect("free UDP port")
-        .port()
-}
-
-fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .expect("free TCP port")
-        .port()
-}
 
 /// The two namespaces and their veths; deleted on drop, also when the test fails.
 struct Topology {
@@ -222,41 +175,6 @@ impl Drop for Topology {
     }
 }
 
-/// A child process stopped on drop: SIGTERM (the daemon writes its summary), then SIGKILL
-/// if it has not exited within 5 s.
-struct Guard(Option<Child>);
-
-impl Guard {
-    fn term(&mut self) -> Option<std::process::ExitStatus> {
-        let mut c = self.0.take()?;
-        if let Ok(Some(st)) = c.try_wait() {
-            return Some(st);
-        }
-        let _ = Command::new("kill")
-            .args(["-TERM", &c.id().to_string()])
-            .status();
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(5) {
-            if let Ok(Some(st)) = c.try_wait() {
-                return Some(st);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = c.kill();
-        c.wait().ok()
-    }
-
-    fn child(&mut self) -> &mut Child {
-        self.0.as_mut().expect("running")
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        self.term();
-    }
-}
-
 fn smf_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/smf")
 }
@@ -371,10 +289,10 @@ fn summary_drop(s: &serde_json::Value, reason: &str) -> u64 {
 fn live_upf_in_namespaces_over_af_packet() {
     let t_start = Instant::now();
     if !is_root() {
-        return skip("not root");
+        return skip("the live UPF test", "not root");
     }
     if run(&["ip", "netns", "list"]).is_err() {
-        return skip("no `ip netns`");
+        return skip("the live UPF test", "no `ip netns`");
     }
     if run(&[
         "python3",
@@ -383,7 +301,10 @@ fn live_upf_in_namespaces_over_af_packet() {
     ])
     .is_err()
     {
-        return skip("python3 with Scapy (pfcp, gtp) not available");
+        return skip(
+            "the live UPF test",
+            "python3 with Scapy (pfcp, gtp) not available",
+        );
     }
     let have_tshark = run(&["tshark", "--version"]).is_ok();
     if !have_tshark {
@@ -394,7 +315,10 @@ fn live_upf_in_namespaces_over_af_packet() {
         p: format!("plu{}", std::process::id() % 100_000),
     };
     if let Err(e) = topo.setup() {
-        return skip(&format!("cannot build the namespaces: {e}"));
+        return skip(
+            "the live UPF test",
+            &format!("cannot build the namespaces: {e}"),
+        );
     }
     let dir = tempfile::tempdir().unwrap();
     let (pfcp, metrics) = (free_udp_port(), free_tcp_port());
