@@ -22,7 +22,7 @@
 
 mod common;
 
-use common::{free_tcp_port, is_root, run, skip, Guard};
+use common::{free_tcp_port, ipv6_udp, is_root, run, skip, Guard};
 use std::io::{BufRead, BufReader, Write};
 use std::net::Ipv6Addr;
 use std::path::PathBuf;
@@ -257,47 +257,18 @@ fn frame(smac: &str, dmac: &str, src: Ipv6Addr, dst: Ipv6Addr, dport: u16, seq: 
             .map(|x| u8::from_str_radix(x, 16).unwrap())
             .collect()
     };
-    let payload: Vec<u8> = (0..48u16)
-        .map(|i| (i.wrapping_mul(7) ^ seq) as u8)
-        .collect();
-    let ulen = 8 + payload.len();
+    let mut payload = seq.to_be_bytes().to_vec();
+    payload.extend((0..48u16).map(|i| (i.wrapping_mul(7) ^ seq) as u8));
     let mut f = m(dmac);
     f.extend(m(smac));
-    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
-    f.extend_from_slice(&(ulen as u16).to_be_bytes());
-    f.extend_from_slice(&[17, 64]);
-    f.extend_from_slice(&src.octets());
-    f.extend_from_slice(&dst.octets());
-    let mut udp = Vec::new();
-    udp.extend_from_slice(&(4000 + (dport == 4000) as u16).to_be_bytes());
-    udp.extend_from_slice(&dport.to_be_bytes());
-    udp.extend_from_slice(&(ulen as u16).to_be_bytes());
-    udp.extend_from_slice(&[0, 0]);
-    udp.extend_from_slice(&seq.to_be_bytes());
-    udp.extend_from_slice(&payload);
-    let ulen = udp.len();
-    udp[4..6].copy_from_slice(&(ulen as u16).to_be_bytes());
-    f[18..20].copy_from_slice(&(ulen as u16).to_be_bytes());
-    let mut sum: u32 = 0;
-    let mut add = |b: &[u8]| {
-        for c in b.chunks(2) {
-            sum += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
-        }
-    };
-    add(&src.octets());
-    add(&dst.octets());
-    add(&(ulen as u32).to_be_bytes());
-    add(&[0, 0, 0, 17]);
-    add(&udp);
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    let ck = match !(sum as u16) {
-        0 => 0xffff,
-        c => c,
-    };
-    udp[6..8].copy_from_slice(&ck.to_be_bytes());
-    f.extend_from_slice(&udp);
+    f.extend_from_slice(&[0x86, 0xdd]);
+    f.extend(ipv6_udp(
+        src,
+        dst,
+        4000 + (dport == 4000) as u16,
+        dport,
+        &payload,
+    ));
     f
 }
 

@@ -6,10 +6,13 @@
 //! POSIX (microsecond) wall-clock timestamp, and B's output is A's input byte for byte but
 //! for the hop limit (two l3fwd hops) and the MACs.
 
+mod common;
+
+use common::{free_tcp_port, ipv6_udp, read_pcap};
 use peregrine_control::config::Config;
 use peregrine_control::daemon::{self, RunOptions};
-use peregrine_dataplane::io::pcapfile::{PcapReader, PcapWriter, Resolution};
-use std::net::{Ipv6Addr, TcpListener};
+use peregrine_dataplane::io::pcapfile::{PcapWriter, Resolution};
+use std::net::Ipv6Addr;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -19,62 +22,13 @@ const OTHER: Ipv6Addr = Ipv6Addr::new(0xfd00, 9, 0, 0, 0, 0, 0, 1);
 const PORT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const FLOW: usize = 20;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port()
-}
-
 /// Ethernet / IPv6 (hop limit 64) / UDP with a valid checksum (RFC 8200 8.1).
 fn frame(src: Ipv6Addr, dst: Ipv6Addr, dport: u16, seq: u16) -> Vec<u8> {
     let payload: Vec<u8> = (0..40u16).map(|i| (i ^ seq) as u8).collect();
-    let ulen = 8 + payload.len();
-    let mut f = Vec::new();
-    f.extend_from_slice(&PORT_MAC);
-    f.extend_from_slice(&[2, 0, 0, 0, 9, 9]);
-    f.extend_from_slice(&[0x86, 0xdd]);
-    f.extend_from_slice(&[0x60, 0, 0, 0]);
-    f.extend_from_slice(&(ulen as u16).to_be_bytes());
-    f.extend_from_slice(&[17, 64]);
-    f.extend_from_slice(&src.octets());
-    f.extend_from_slice(&dst.octets());
-    let mut udp = Vec::new();
-    udp.extend_from_slice(&4000u16.to_be_bytes());
-    udp.extend_from_slice(&dport.to_be_bytes());
-    udp.extend_from_slice(&(ulen as u16).to_be_bytes());
-    udp.extend_from_slice(&[0, 0]);
-    udp.extend_from_slice(&payload);
-    let mut sum: u32 = 0;
-    let mut add = |b: &[u8]| {
-        for c in b.chunks(2) {
-            sum += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
-        }
-    };
-    add(&src.octets());
-    add(&dst.octets());
-    add(&(ulen as u32).to_be_bytes());
-    add(&[0, 0, 0, 17]);
-    add(&udp);
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    let ck = match !(sum as u16) {
-        0 => 0xffff,
-        c => c,
-    };
-    udp[6..8].copy_from_slice(&ck.to_be_bytes());
-    f.extend_from_slice(&udp);
+    let mut f = PORT_MAC.to_vec();
+    f.extend_from_slice(&[2, 0, 0, 0, 9, 9, 0x86, 0xdd]);
+    f.extend(ipv6_udp(src, dst, 4000, dport, &payload));
     f
-}
-
-fn read_pcap(p: &Path) -> Vec<Vec<u8>> {
-    let mut r = PcapReader::open(p).unwrap();
-    let (mut out, mut buf) = (vec![], vec![]);
-    while r.next_packet(&mut buf).unwrap().is_some() {
-        out.push(buf.clone());
-    }
-    out
 }
 
 fn config(dir: &Path, rx: &str, tx: &str, int: &str) -> Config {
@@ -151,7 +105,12 @@ fn int_pipeline_source_transit_then_sink_over_pcap() {
     }
     w.flush().unwrap();
 
-    let (ra, pa, rb, pb) = (free_port(), free_port(), free_port(), free_port());
+    let (ra, pa, rb, pb) = (
+        free_tcp_port(),
+        free_tcp_port(),
+        free_tcp_port(),
+        free_tcp_port(),
+    );
     let ep = |p: u16| format!("tcp://127.0.0.1:{p}");
     let a = config(
         dir.path(),

@@ -9,16 +9,19 @@
 //!   the UPF's source after decap: the first matching packet the in-band request (0x32), the
 //!   rest an IOAM trace (0x31) that tshark decodes with the UPF's node ID.
 
+mod common;
+
+use common::{free_tcp_port, ipv6_udp, read_pcap};
 use peregrine_control::config::Config;
 use peregrine_control::daemon::{self, RunOptions};
-use peregrine_dataplane::io::pcapfile::{PcapReader, PcapWriter, Resolution};
+use peregrine_dataplane::io::pcapfile::{PcapWriter, Resolution};
 use peregrine_dataplane::runtime::{Batch, Context, Disposition, Publisher, Stage};
 use peregrine_dataplane::{OwnedBuf, PacketBuf};
 use peregrine_int::namespace::NamespaceTable;
 use peregrine_int::option::TsFormat;
 use peregrine_int::request::{Flags, Mode, Protocol, Rule, TraceType};
 use peregrine_int::stages::{IntConfig, IntSource, L3Offset};
-use std::net::{Ipv6Addr, TcpListener};
+use std::net::Ipv6Addr;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -28,49 +31,10 @@ const DN: Ipv6Addr = Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 1);
 const FLOW: usize = 12;
 const UPF_NODE: u16 = 9;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port()
-}
-
 /// IPv6 (hop limit 64) / UDP 4000 -> `dport` with a valid checksum (RFC 8200 8.1).
-fn ipv6_udp(src: Ipv6Addr, dst: Ipv6Addr, dport: u16, seq: u16) -> Vec<u8> {
+fn udp6(src: Ipv6Addr, dst: Ipv6Addr, dport: u16, seq: u16) -> Vec<u8> {
     let payload: Vec<u8> = (0..40u16).map(|i| (i ^ seq) as u8).collect();
-    let ulen = 8 + payload.len();
-    let mut f = vec![0x60, 0, 0, 0];
-    f.extend_from_slice(&(ulen as u16).to_be_bytes());
-    f.extend_from_slice(&[17, 64]);
-    f.extend_from_slice(&src.octets());
-    f.extend_from_slice(&dst.octets());
-    let mut udp = Vec::new();
-    udp.extend_from_slice(&4000u16.to_be_bytes());
-    udp.extend_from_slice(&dport.to_be_bytes());
-    udp.extend_from_slice(&(ulen as u16).to_be_bytes());
-    udp.extend_from_slice(&[0, 0]);
-    udp.extend_from_slice(&payload);
-    let mut sum: u32 = 0;
-    let mut add = |b: &[u8]| {
-        for c in b.chunks(2) {
-            sum += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
-        }
-    };
-    add(&src.octets());
-    add(&dst.octets());
-    add(&(ulen as u32).to_be_bytes());
-    add(&[0, 0, 0, 17]);
-    add(&udp);
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    let ck = match !(sum as u16) {
-        0 => 0xffff,
-        c => c,
-    };
-    udp[6..8].copy_from_slice(&ck.to_be_bytes());
-    f.extend_from_slice(&udp);
-    f
+    ipv6_udp(src, dst, 4000, dport, &payload)
 }
 
 fn eth(dst: [u8; 6], ethertype: u16, l3: &[u8]) -> Vec<u8> {
@@ -127,15 +91,6 @@ fn inner_of(f: &[u8]) -> &[u8] {
         }
     }
     &f[at..]
-}
-
-fn read_pcap(p: &Path) -> Vec<Vec<u8>> {
-    let mut r = PcapReader::open(p).unwrap();
-    let (mut out, mut buf) = (vec![], vec![]);
-    while r.next_packet(&mut buf).unwrap().is_some() {
-        out.push(buf.clone());
-    }
-    out
 }
 
 fn req(ep: &str, msg: &str) -> String {
@@ -265,8 +220,8 @@ fn upf_n6_sink_strips_downlink_int_and_source_instruments_decapsulated_uplink() 
     let dir = tempfile::tempdir().unwrap();
     // Downlink on N6: one packet of another flow first (sent before the rules are in), then
     // the instrumented flow 1.5 s later.
-    let dl_plain: Vec<Vec<u8>> = std::iter::once(ipv6_udp(DN, UE, 7000, 999))
-        .chain((0..FLOW).map(|i| ipv6_udp(DN, UE, 5000, i as u16)))
+    let dl_plain: Vec<Vec<u8>> = std::iter::once(udp6(DN, UE, 7000, 999))
+        .chain((0..FLOW).map(|i| udp6(DN, UE, 5000, i as u16)))
         .collect();
     let dl_int = remote_source(&dl_plain);
     assert_eq!(dl_int[0], dl_plain[0], "not the remote source's flow");
@@ -285,8 +240,8 @@ fn upf_n6_sink_strips_downlink_int_and_source_instruments_decapsulated_uplink() 
     }
     w.flush().unwrap();
     // Uplink G-PDUs on N3, same timing.
-    let ul_plain: Vec<Vec<u8>> = std::iter::once(ipv6_udp(UE, DN, 7000, 999))
-        .chain((0..FLOW).map(|i| ipv6_udp(UE, DN, 6000, i as u16)))
+    let ul_plain: Vec<Vec<u8>> = std::iter::once(udp6(UE, DN, 7000, 999))
+        .chain((0..FLOW).map(|i| udp6(UE, DN, 6000, i as u16)))
         .collect();
     let mut w = PcapWriter::create(dir.path().join("n3-in.pcap"), Resolution::Nano).unwrap();
     for (i, p) in ul_plain.iter().enumerate() {
@@ -300,8 +255,8 @@ fn upf_n6_sink_strips_downlink_int_and_source_instruments_decapsulated_uplink() 
     w.flush().unwrap();
 
     let (rules, reports) = (
-        format!("tcp://127.0.0.1:{}", free_port()),
-        format!("tcp://127.0.0.1:{}", free_port()),
+        format!("tcp://127.0.0.1:{}", free_tcp_port()),
+        format!("tcp://127.0.0.1:{}", free_tcp_port()),
     );
     let cfg = config(dir.path(), &rules, &reports);
     cfg.validate().expect("valid config");

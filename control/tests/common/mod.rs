@@ -91,3 +91,49 @@ impl Drop for Guard {
         self.term();
     }
 }
+
+/// IPv6 (hop limit 64) / UDP `sport` -> `dport` carrying `payload`, with a valid UDP checksum
+/// (RFC 8200 section 8.1), built with the wire crate.
+pub fn ipv6_udp(
+    src: std::net::Ipv6Addr,
+    dst: std::net::Ipv6Addr,
+    sport: u16,
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    use peregrine_wire::{ipv6, udp};
+    let ulen = udp::HEADER_LEN + payload.len();
+    let mut f = vec![0u8; ipv6::HEADER_LEN + ulen];
+    ipv6::Repr {
+        src,
+        dst,
+        next_header: 17,
+        payload_len: ulen,
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+    }
+    .emit(&mut f)
+    .expect("IPv6 header");
+    let u = &mut f[ipv6::HEADER_LEN..];
+    udp::Repr {
+        src_port: sport,
+        dst_port: dport,
+        payload_len: payload.len(),
+    }
+    .emit(u)
+    .expect("UDP header");
+    u[udp::HEADER_LEN..].copy_from_slice(payload);
+    udp::Packet::new_unchecked(u).fill_checksum_v6(src, dst);
+    f
+}
+
+/// Every frame of a pcap file, in order.
+pub fn read_pcap(p: &std::path::Path) -> Vec<Vec<u8>> {
+    let mut r = peregrine_dataplane::io::pcapfile::PcapReader::open(p).unwrap();
+    let (mut out, mut buf) = (vec![], vec![]);
+    while r.next_packet(&mut buf).unwrap().is_some() {
+        out.push(buf.clone());
+    }
+    out
+}
