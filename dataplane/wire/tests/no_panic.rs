@@ -2,7 +2,7 @@
 //!
 //! Runs `peregrine_wire::fuzz::all` (each module's fuzz entry: parse, read every field,
 //! round-trip the `Repr`, with internal consistency assertions) and the full-stack frame
-//! walk of the `packet` fuzz target (`fuzz/walk.rs`) over
+//! walk of the `packet` fuzz target (`peregrine_wire::fuzz::walk`) over
 //! (a) every committed seed in `fuzz/seeds/` (real packets), and
 //! (b) deterministic pseudo-random mutations of them: bit flips, byte overwrites with
 //!     boundary values, truncations, insertions, deletions, splices and tweaks of 16-bit
@@ -14,8 +14,7 @@ use std::fs;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 
-#[path = "../fuzz/walk.rs"]
-mod walk;
+use peregrine_wire::fuzz::walk;
 
 /// How many mutated inputs (b) runs. Override with `NO_PANIC_ITERATIONS`.
 const DEFAULT_ITERATIONS: usize = 200_000;

@@ -14,8 +14,7 @@ use libfuzzer_sys::fuzz_target;
 use peregrine_n4::{Node, Output};
 use peregrine_pfcp::Message;
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use peregrine_testkit::pfcp::node as common;
 
 /// The associated node with three standard sessions, as the tests build it.
 fn node() -> Node {
