@@ -8,16 +8,19 @@ use std::path::Path;
 
 const MAGIC_US: u32 = 0xa1b2_c3d4;
 const MAGIC_NS: u32 = 0xa1b2_3c4d;
+/// Snaplen of in-memory files (what the tool oracles always used).
 const SNAPLEN: u32 = 65535;
+/// Snaplen of written files: libpcap's MAXIMUM_SNAPLEN, as the dataplane's pcap writer.
+const FILE_SNAPLEN: u32 = 262_144;
 const LINKTYPE_ETHERNET: u32 = 1;
 
-fn file_header(magic: u32) -> [u8; 24] {
+fn file_header(magic: u32, snaplen: u32) -> [u8; 24] {
     let mut h = [0u8; 24];
     h[0..4].copy_from_slice(&magic.to_le_bytes());
     h[4..6].copy_from_slice(&2u16.to_le_bytes()); // version 2.4
     h[6..8].copy_from_slice(&4u16.to_le_bytes());
     // thiszone = 0, sigfigs = 0.
-    h[16..20].copy_from_slice(&SNAPLEN.to_le_bytes());
+    h[16..20].copy_from_slice(&snaplen.to_le_bytes());
     h[20..24].copy_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
     h
 }
@@ -34,7 +37,7 @@ fn record_header(secs: u32, frac: u32, len: usize) -> [u8; 16] {
 
 /// A microsecond pcap file holding `frames`, 1 ms apart from 2023-11-14T22:13:20Z.
 pub fn pcap<F: AsRef<[u8]>>(frames: &[F]) -> Vec<u8> {
-    let mut out = file_header(MAGIC_US).to_vec();
+    let mut out = file_header(MAGIC_US, SNAPLEN).to_vec();
     for (i, f) in frames.iter().enumerate() {
         let f = f.as_ref();
         out.extend_from_slice(&record_header(1_700_000_000, i as u32 * 1000, f.len()));
@@ -53,14 +56,14 @@ impl PcapWriter {
     /// Create (or truncate) `path` and write the file header.
     pub fn create(path: impl AsRef<Path>) -> io::Result<PcapWriter> {
         let mut out = BufWriter::with_capacity(1 << 16, File::create(path)?);
-        out.write_all(&file_header(MAGIC_NS))?;
+        out.write_all(&file_header(MAGIC_NS, FILE_SNAPLEN))?;
         Ok(PcapWriter { out })
     }
 
     /// Append a frame captured at `ts_ns` (ns since the Unix epoch). Frames longer than the
-    /// 65535-byte snaplen are an error, not truncated.
+    /// snaplen are an error, not truncated.
     pub fn write(&mut self, ts_ns: u64, frame: &[u8]) -> io::Result<()> {
-        if frame.len() > SNAPLEN as usize {
+        if frame.len() > FILE_SNAPLEN as usize {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("frame of {} bytes exceeds the snaplen", frame.len()),
@@ -148,7 +151,7 @@ mod tests {
         let mut w = PcapWriter::create(&p).unwrap();
         w.write(1_500_000_000_123_456_789, &[1, 2, 3]).unwrap();
         w.write(1_500_000_001_000_000_000, &[4; 70]).unwrap();
-        assert!(w.write(0, &vec![0; 70_000]).is_err());
+        assert!(w.write(0, &vec![0; 300_000]).is_err());
         w.flush().unwrap();
         let r = read_records(&p).unwrap();
         assert_eq!(r.len(), 2);
