@@ -331,3 +331,18 @@ fn shift_moves_offsets_behind_the_insertion_point() {
     shift_offsets(&mut m, 0, 8);
     assert_eq!((m.l3_off, m.l4_off), (22, 0));
 }
+
+/// Moved from the UPF's own IP parser.
+#[test]
+fn parse_ip_never_panics_on_prefixes() {
+    let mut b = [0u8; 60];
+    b[0] = 0x45;
+    b[3] = 60;
+    b[9] = 17;
+    b[24] = 0; // UDP length 0: malformed
+    let mut m = PacketMeta::EMPTY;
+    for n in 0..b.len() {
+        let _ = classify_at(&b[..n], 0, false, &mut m);
+        let _ = classify_at(&b[..n], 0, true, &mut m);
+    }
+}
