@@ -22,14 +22,11 @@
 //! `flow_hash` is [`flow_hash`] of the flow packet's 5-tuple (the inner one of a G-PDU).
 
 use crate::buffer::PacketBuf;
-pub use meta_shim::{flags, Direction, PacketMeta};
+pub use crate::meta::{flags, Direction, PacketMeta};
 use crate::runtime::{Batch, Context, Disposition, Stage};
 use peregrine_wire::ethernet::{self, ethertype};
 use peregrine_wire::ipv4::ip_protocol;
 use peregrine_wire::{gtpu, ipv4, ipv6, ipv6ext, tcp, udp, vlan, Error as WireError};
-
-// Until the runtime's `meta` module lands: the record exactly as the shared interface.
-mod meta_shim;
 
 /// Free bit of [`PacketMeta::flags`]: the flow packet is the first fragment of a fragmented
 /// datagram (IPv4 MF with offset 0, or an IPv6 Fragment header with offset 0): its L4
@@ -115,8 +112,7 @@ pub fn classify_at(
     if v6 {
         m.flags |= flags::OUTER_V6;
     }
-    if ip.flags & flags::L4 != 0 && ip.proto == ip_protocol::UDP && ip.flags & FIRST_FRAGMENT == 0
-    {
+    if ip.flags & flags::L4 != 0 && ip.proto == ip_protocol::UDP && ip.flags & FIRST_FRAGMENT == 0 {
         let u = udp::Packet::new_unchecked(&data[ip.l4..]);
         if u.dst_port() == gtpu::PORT {
             if let Some(g) = gpdu(data, ip.l4, u.length() as usize) {
@@ -208,8 +204,7 @@ struct Ip {
 impl Ip {
     /// The ports of a TCP / UDP flow with its L4 header, else (0, 0).
     fn ports(&self, data: &[u8]) -> (u16, u16) {
-        if self.flags & flags::L4 != 0
-            && matches!(self.proto, ip_protocol::UDP | ip_protocol::TCP)
+        if self.flags & flags::L4 != 0 && matches!(self.proto, ip_protocol::UDP | ip_protocol::TCP)
         {
             let p = &data[self.l4..self.l4 + 4];
             (
@@ -369,7 +364,6 @@ impl Classify {
     }
 }
 
-#[cfg(any())] // until PacketBuf::pkt_meta_mut lands
 impl<B: PacketBuf> Stage<B> for Classify {
     fn name(&self) -> &'static str {
         "classify"

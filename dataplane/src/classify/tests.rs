@@ -138,7 +138,14 @@ fn ipv4_udp_offsets_flags_and_hash() {
 fn vlan_tagged_ipv6_tcp_with_extension_headers() {
     // Destination Options (8 bytes of PadN) before TCP.
     let ext = [ip_protocol::TCP, 0, 1, 4, 0, 0, 0, 0];
-    let ip = v6(ip_protocol::IPV6_OPTS, &ext, ip_protocol::TCP, 443, 5555, &[1; 4]);
+    let ip = v6(
+        ip_protocol::IPV6_OPTS,
+        &ext,
+        ip_protocol::TCP,
+        443,
+        5555,
+        &[1; 4],
+    );
     let mut tagged = vec![0x00, 0x07]; // TCI
     tagged.extend_from_slice(&ethertype::IPV6.to_be_bytes());
     tagged.extend_from_slice(&ip);
@@ -323,7 +330,10 @@ fn shift_moves_offsets_behind_the_insertion_point() {
         ..PacketMeta::EMPTY
     };
     shift_offsets(&mut m, 54, 24);
-    assert_eq!((m.l3_off, m.l4_off, m.inner_l3_off, m.inner_l4_off), (14, 78, 14, 78));
+    assert_eq!(
+        (m.l3_off, m.l4_off, m.inner_l3_off, m.inner_l4_off),
+        (14, 78, 14, 78)
+    );
     shift_offsets(&mut m, 54, -24);
     assert_eq!((m.l4_off, m.inner_l4_off), (54, 54));
     // 0 means "absent" and stays.

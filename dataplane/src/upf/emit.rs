@@ -243,7 +243,6 @@ fn decrement_ttl(data: &mut [u8], v6: bool) -> bool {
     true
 }
 
-
 /// What the UPF decided about a forwarded packet, written into its record together with
 /// the offsets of the bytes it now holds.
 struct Stamp {
@@ -296,11 +295,12 @@ impl Stamp {
     /// Ethernet + outer IP + UDP + GTP-U with a PDU Session Container + the user packet.
     fn encapsulated(&self, m: &mut PacketMeta, v6_outer: bool, teid: u32) {
         let l3 = ethernet::HEADER_LEN;
-        let l4 = l3 + if v6_outer {
-            ipv6::HEADER_LEN
-        } else {
-            ipv4::HEADER_LEN
-        };
+        let l4 = l3
+            + if v6_outer {
+                ipv6::HEADER_LEN
+            } else {
+                ipv4::HEADER_LEN
+            };
         self.common(m, l4 + udp::HEADER_LEN + encap::GTPU_PSC_LEN);
         m.l3_off = l3 as u16;
         m.l4_off = l4 as u16;
@@ -339,7 +339,6 @@ mod tests {
             proto,
             ports,
             icmp_type: None,
-            l4: 20,
             len: 100,
             df: true,
             frag: false,
@@ -356,5 +355,4 @@ mod tests {
         }
         assert!(seen.len() > 200, "{}", seen.len());
     }
-
 }

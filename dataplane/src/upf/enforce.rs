@@ -153,6 +153,13 @@ impl Work<'_> {
         if dir == Direction::Uplink && !plan.remove_gtpu {
             return self.drop_q(dir, qfi, d.ul_without_decap);
         }
-        self.forward(p, plan, dir, colour.unwrap_or(Colour::Green), inner_off, inner)
+        self.forward(
+            p,
+            plan,
+            dir,
+            colour.unwrap_or(Colour::Green),
+            inner_off,
+            inner,
+        )
     }
 }

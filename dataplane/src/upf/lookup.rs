@@ -245,7 +245,6 @@ mod tests {
             proto,
             ports,
             icmp_type: None,
-            l4: 20,
             len: 100,
             df: true,
             frag: false,
@@ -287,5 +286,4 @@ mod tests {
         assert!(!filter_match(&any6, &flow(false, ue, srv, 17, None)));
         assert!(filter_match(&any6, &flow(true, 5, 6, 17, None)));
     }
-
 }

@@ -39,7 +39,6 @@ impl Pre {
             proto: 0,
             ports: None,
             icmp_type: None,
-            l4: 0,
             len: 0,
             df: false,
             frag: false,
@@ -68,8 +67,6 @@ pub(super) struct Flow {
     pub ports: Option<(u16, u16)>,
     /// ICMP / ICMPv6 type, if the packet is one (and not a later fragment).
     pub icmp_type: Option<u8>,
-    /// Offset of the upper-layer header from the IP header.
-    pub l4: usize,
     /// Whole IP packet length (from the header).
     pub len: usize,
     pub df: bool,
@@ -106,7 +103,6 @@ impl Flow {
             proto,
             ports: None,
             icmp_type: None,
-            l4: l4.saturating_sub(l3),
             len,
             df,
             frag: false,
@@ -182,7 +178,8 @@ impl Work<'_> {
     #[inline]
     fn for_us_unicast(&self, data: &[u8]) -> bool {
         let dst = ethernet::Frame::new_unchecked(data).dst_addr();
-        !dst.is_multicast() && (self.cfg.promiscuous || self.macs.get(self.rx as usize) == Some(&dst))
+        !dst.is_multicast()
+            && (self.cfg.promiscuous || self.macs.get(self.rx as usize) == Some(&dst))
     }
 
     /// Whether `f`'s destination is one of our GTP-U addresses.
