@@ -326,13 +326,18 @@ where
     let mut last_stats = Instant::now();
     let mut control_pkts = 0u64;
     while !running.finished() {
-        // Exception packets: every feature sees each (ARP / ND, buffered downlink, ...).
-        while let Some(p) = running.recv_control(Duration::from_millis(50)) {
+        // Exception packets: every feature sees each (ARP / ND, buffered downlink, ...), for
+        // at most 50 ms, so a steady trickle of them does not starve the ticks below.
+        let until = Instant::now() + Duration::from_millis(50);
+        while let Some(p) = running.recv_control(until.saturating_duration_since(Instant::now())) {
             control_pkts += 1;
             tracing::debug!(port = p.port, len = p.len, "exception packet");
             let now = Instant::now();
             for f in features.iter_mut() {
                 f.on_control_packet(now, &p);
+            }
+            if now >= until {
+                break;
             }
         }
         let now = Instant::now();
