@@ -6,7 +6,7 @@
 use crate::config::{BackendConfig, Config, PipelineConfig, ReplayMode};
 use crate::error::invalid;
 pub use crate::error::RunError;
-use crate::feature::{Build, Feature, Place, Stages};
+use crate::feature::{Build, Feature, Place, Stages, Taps};
 use crate::metrics::{Exposition, MetricsServer};
 use crate::summary::Summary;
 use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
@@ -204,7 +204,17 @@ impl<B: PacketBuf + 'static> Composer<'_, B> {
         for f in self.features {
             f.stages(Place::AfterUpf, &mut b, &mut stages);
         }
-        Pipeline::new(stages)
+        let mut pipeline = Pipeline::new(stages);
+        for port in 0..self.cfg.ports.len() as PortId {
+            let mut taps: Taps<B> = Vec::new();
+            for f in self.features {
+                f.taps(port, &mut b, &mut taps);
+            }
+            for t in taps {
+                pipeline = pipeline.with_tap(port, t);
+            }
+        }
+        pipeline
     }
 
     fn main_stage(&self, b: &mut Build<'_>) -> Option<Box<dyn Stage<B>>> {
@@ -447,5 +457,103 @@ impl PageTimer {
             f.metrics(&mut e);
         }
         server.set(e.finish());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feature::{Configure, FeatureReport};
+    use crate::platform::Platform;
+    use peregrine_dataplane::runtime::{Batch, Context, Tap};
+    use peregrine_dataplane::OwnedBuf;
+
+    /// A stage or tap that only has a name.
+    struct Named(&'static str);
+
+    impl Stage<OwnedBuf> for Named {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn process(&mut self, _: &mut Batch<OwnedBuf>, _: &Context) {}
+    }
+
+    impl Tap<OwnedBuf> for Named {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn on_burst(&mut self, _: PortId, _: &mut [OwnedBuf], _: &Context) {}
+    }
+
+    /// A feature with one stage at each place and a tap on port 1, named after itself.
+    struct Probe(&'static str, [&'static str; 3]);
+
+    impl Configure for Probe {
+        const SECTION: &'static str = "probe";
+        fn configure(
+            _: Option<&toml::Value>,
+            _: &Platform,
+        ) -> Result<Option<Self>, crate::error::ConfigError> {
+            Ok(None)
+        }
+    }
+
+    impl Feature<OwnedBuf> for Probe {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn stages(&self, place: Place, _: &mut Build<'_>, out: &mut Stages<OwnedBuf>) {
+            let i = match place {
+                Place::Ingress => 0,
+                Place::AfterUpf => 1,
+            };
+            out.push(Box::new(Named(self.1[i])));
+        }
+        fn taps(&self, port: PortId, _: &mut Build<'_>, out: &mut Taps<OwnedBuf>) {
+            if port == 1 {
+                out.push(Box::new(Named(self.1[2])));
+            }
+        }
+        fn finish(self: Box<Self>) -> FeatureReport {
+            FeatureReport::new("probe", &(), String::new())
+        }
+    }
+
+    #[test]
+    fn features_compose_around_the_main_stage_in_registration_order() {
+        let cfg = Config::parse(
+            "[backend]\nkind = \"pcap\"\n[[port]]\nname = \"a\"\nmac = \"02:00:00:00:00:01\"\n\
+             tx = \"a.pcap\"\n[[port]]\nname = \"b\"\nmac = \"02:00:00:00:00:02\"\ntx = \"b.pcap\"\n\
+             [pipeline]\nkind = \"l3fwd\"\n[[route]]\nprefix = \"10.0.0.0/8\"\nport = \"b\"\n\
+             next_hop_mac = \"02:00:00:00:00:09\"\n",
+        )
+        .unwrap();
+        let features: Vec<Box<dyn Feature<OwnedBuf>>> = vec![
+            Box::new(Probe("one", ["one_in", "one_out", "one_tap"])),
+            Box::new(Probe("two", ["two_in", "two_out", "two_tap"])),
+        ];
+        let routes = Publisher::new(RouteTable::from_routes(&cfg.parsed_routes().unwrap()));
+        let c = Composer {
+            cfg: &cfg,
+            features: &features,
+            routes: &routes,
+        };
+        c.check_main_stage().unwrap();
+        let p = c.pipeline(0, &mut Reasons::new());
+        assert_eq!(
+            p.stage_names(),
+            ["one_in", "two_in", "l3fwd", "one_out", "two_out"]
+        );
+        assert_eq!(p.tap_names(), [(1, "one_tap"), (1, "two_tap")]);
+        // The upf kind takes its main stage from the `upf` feature, which must be enabled.
+        let mut upf = cfg.clone();
+        upf.platform.pipeline = PipelineConfig::Upf { promiscuous: false };
+        let c = Composer {
+            cfg: &upf,
+            features: &features,
+            routes: &routes,
+        };
+        let e = c.check_main_stage().unwrap_err().to_string();
+        assert!(e.contains("pipeline.kind") && e.contains("[upf]"), "{e}");
     }
 }

@@ -5,7 +5,8 @@
 //! enabled features' stages around it:
 //!
 //! ```text
-//!  rx -> [classify] -> [steer] -> Place::Ingress ... -> main -> Place::AfterUpf ... -> egress queues -> taps(port) -> tx
+//!  rx -> [classify] -> [steer] -> Place::Ingress .. -> main -> Place::AfterUpf ..
+//!     -> egress queues (per port) -> taps(port) -> tx
 //! ```
 //!
 //! The daemon (`crate::daemon`) builds every worker's pipeline from the features the
@@ -15,8 +16,9 @@
 use crate::error::{ConfigError, RunError};
 use crate::metrics::Exposition;
 use crate::platform::Platform;
+use peregrine_dataplane::io::PortId;
 use peregrine_dataplane::runtime::{
-    ControlPacket, EgressConfig, Publisher, Reasons, Running, Stage,
+    ControlPacket, EgressConfig, Publisher, Reasons, Running, Stage, Tap,
 };
 use peregrine_dataplane::stages::l3fwd::RouteTable;
 use peregrine_dataplane::PacketBuf;
@@ -45,6 +47,9 @@ pub struct Build<'a> {
 
 /// A worker's stages, boxed for its buffer type.
 pub type Stages<B> = Vec<Box<dyn Stage<B>>>;
+
+/// A worker's taps on one port, boxed for its buffer type.
+pub type Taps<B> = Vec<Box<dyn Tap<B>>>;
 
 /// What a feature's section parses into. Implemented by the feature's type; registered by
 /// one line in `crate::registry`.
@@ -86,6 +91,11 @@ pub trait Feature<B: PacketBuf>: Send {
 
     /// This worker's stages at `place`, appended to `out` in order.
     fn stages(&self, _place: Place, _b: &mut Build<'_>, _out: &mut Stages<B>) {}
+
+    /// This worker's post-dequeue taps on egress port `port` (called for every port),
+    /// appended to `out`: they see each burst leaving the port's egress scheduler, with the
+    /// packets' metadata (`PacketMeta`: sojourn, queue, colour, TEID, QFI), before tx.
+    fn taps(&self, _port: PortId, _b: &mut Build<'_>, _out: &mut Taps<B>) {}
 
     /// Workers run: start what needs them (N4 with End Markers through the injector, ...).
     fn start(&mut self, _running: &Running) -> Result<(), RunError> {
