@@ -117,8 +117,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
 }
 
 /// Re-read the configuration and publish its route table to the workers without stopping
-/// them. Only routes change at run time; ports, workers and backend need a restart, and a
-/// file that changes them (or does not validate) is refused with the old table kept.
+/// them. Only routes change at run time; anything else needs a restart, and a file that
+/// changes it (or does not validate) is refused with the old table kept.
 fn reload_routes(running_cfg: &Config, opts: &RunOptions, routes: &Publisher<RouteTable>) {
     let Some(path) = &opts.config_path else {
         return;
@@ -130,11 +130,12 @@ fn reload_routes(running_cfg: &Config, opts: &RunOptions, routes: &Publisher<Rou
             return;
         }
     };
-    if new.ports != running_cfg.ports
-        || new.workers != running_cfg.workers
-        || new.backend != running_cfg.backend
-    {
-        tracing::error!("reload refused: only [[route]] may change at run time; restart for ports, workers or backend");
+    // Everything but the routes must be as running (feature sections included: a changed
+    // `[upf]` is refused, not ignored).
+    let mut rest = new.clone();
+    rest.platform.routes.clone_from(&running_cfg.routes);
+    if rest != *running_cfg {
+        tracing::error!("reload refused: only [[route]] may change at run time; restart for ports, workers, backend, pipeline, metrics or feature sections");
         return;
     }
     let table = match new.parsed_routes() {
