@@ -284,7 +284,9 @@ fn upf_n6_sink_strips_downlink_int_and_source_instruments_decapsulated_uplink() 
         );
     }
     let summary = h.join().unwrap();
-    let int = summary.int.expect("int summary");
+    let int = summary
+        .feature::<peregrine_control::int::IntDaemonStats>("int")
+        .expect("int summary");
     let reports = collector.join().unwrap();
 
     // Downlink: every packet encapsulated on N3, the inner packet the remote source's input
