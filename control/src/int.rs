@@ -32,6 +32,7 @@
 
 use crate::error::{invalid, ConfigError, RunError};
 use crate::feature::{Build, Configure, Feature, FeatureReport, Place, Stages};
+use crate::int_stage::{Element, IntStage, StageCounters};
 use crate::metrics::{Exposition, Kind};
 use crate::platform::{PipelineConfig, Platform};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -465,6 +466,8 @@ pub struct IntFeature {
     n6: Option<Vec<u16>>,
     stage_config: IntConfig,
     runtime: Option<IntRuntime>,
+    /// The elements' counters, one slot per element of every worker.
+    counters: StageCounters,
 }
 
 impl Configure for IntFeature {
@@ -507,33 +510,38 @@ impl Configure for IntFeature {
             section: s,
             n6,
             runtime: None,
+            counters: StageCounters::default(),
         }))
     }
 }
 
 impl IntFeature {
-    /// The elements `roles` names, in that order, for one place.
+    /// The elements `roles` names, in that order, for one place; each reports its counters
+    /// into a slot of `self.counters`.
     fn elements(&self, roles: &[Role], c: &IntConfig, r: &mut Reasons) -> Vec<IntStage> {
         let Some(ir) = &self.runtime else {
             return Vec::new();
         };
         roles
             .iter()
-            .map(|role| match role {
-                Role::Sink => IntStage::Sink(IntSink::new(
-                    c.clone(),
-                    ir.tables.reader(),
-                    ir.events_tx.clone(),
-                    r,
-                )),
-                Role::Transit => IntStage::Transit(
-                    IntTransit::new(c.clone(), ir.tables.reader(), r)
-                        .with_events(ir.events_tx.clone()),
-                ),
-                Role::Source => IntStage::Source(
-                    IntSource::new(c.clone(), ir.tables.reader())
-                        .with_piggyback(ir.piggyback_rx.clone()),
-                ),
+            .map(|role| {
+                let elem = match role {
+                    Role::Sink => Element::Sink(IntSink::new(
+                        c.clone(),
+                        ir.tables.reader(),
+                        ir.events_tx.clone(),
+                        r,
+                    )),
+                    Role::Transit => Element::Transit(
+                        IntTransit::new(c.clone(), ir.tables.reader(), r)
+                            .with_events(ir.events_tx.clone()),
+                    ),
+                    Role::Source => Element::Source(
+                        IntSource::new(c.clone(), ir.tables.reader())
+                            .with_piggyback(ir.piggyback_rx.clone()),
+                    ),
+                };
+                IntStage::new(elem, &self.counters)
             })
             .collect()
     }
@@ -651,6 +659,7 @@ impl<B: PacketBuf + 'static> Feature<B> for IntFeature {
         ] {
             e.one(name, c, help, v as f64);
         }
+        self.counters.write_metrics(e);
     }
 
     fn finish(self: Box<Self>) -> FeatureReport {
@@ -659,42 +668,12 @@ impl<B: PacketBuf + 'static> Feature<B> for IntFeature {
             "int: {} reports, {} piggy-backed, {} in-band reports received, {} requests seen, {} dropped\n",
             i.reports, i.piggybacks, i.inband_reports, i.requests, i.dropped
         );
-        FeatureReport::new(Self::SECTION, &i, text)
-    }
-}
-
-/// One of the three INT elements, to be wrapped in a port scope ([`OnIngress`] / [`OnEgress`]).
-// Built once per worker and place; its size does not matter, an indirection per batch would.
-#[allow(clippy::large_enum_variant)]
-enum IntStage {
-    Sink(IntSink),
-    Transit(IntTransit),
-    Source(IntSource),
-}
-
-impl<B: PacketBuf> runtime::Stage<B> for IntStage {
-    fn name(&self) -> &'static str {
-        match self {
-            IntStage::Sink(s) => runtime::Stage::<B>::name(s),
-            IntStage::Transit(s) => runtime::Stage::<B>::name(s),
-            IntStage::Source(s) => runtime::Stage::<B>::name(s),
+        let mut r = FeatureReport::new(Self::SECTION, &i, text);
+        // The elements' totals next to the control side's figures.
+        if let serde_json::Value::Object(m) = &mut r.json {
+            m.insert("stages".into(), self.counters.totals_json());
         }
-    }
-
-    fn process(&mut self, batch: &mut runtime::Batch<B>, cx: &runtime::Context) {
-        match self {
-            IntStage::Sink(s) => s.process(batch, cx),
-            IntStage::Transit(s) => s.process(batch, cx),
-            IntStage::Source(s) => s.process(batch, cx),
-        }
-    }
-
-    fn idle(&mut self) {
-        match self {
-            IntStage::Sink(s) => runtime::Stage::<B>::idle(s),
-            IntStage::Transit(s) => runtime::Stage::<B>::idle(s),
-            IntStage::Source(s) => runtime::Stage::<B>::idle(s),
-        }
+        r
     }
 }
 

@@ -2,7 +2,7 @@
 //! pipelines, the control loop, metrics and reporting.
 //!
 //! Modules, leaves first (no module imports one above it): `error`, `metrics`, `summary`,
-//! `neighbour`, `end_marker`, `n4`; `platform`; `feature`; the features `upf`, `int`;
+//! `neighbour`, `end_marker`, `n4`; `platform`; `feature`; the features `upf`, `int` (with `int_stage`);
 //! `registry`; `config`; `platform_metrics`; `daemon`.
 
 pub mod config;
@@ -11,6 +11,7 @@ pub mod end_marker;
 pub mod error;
 pub mod feature;
 pub mod int;
+mod int_stage;
 pub mod metrics;
 pub mod n4;
 pub mod neighbour;

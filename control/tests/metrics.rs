@@ -179,6 +179,20 @@ fn every_pipeline_kind_serves_the_platform_metrics() {
         assert_eq!(has("peregrine_upf_sessions"), kind == "upf", "{kind}");
         assert_eq!(has("peregrine_qfi_packets"), kind == "upf", "{kind}");
         assert_eq!(has("peregrine_int_reports"), kind == "int", "{kind}");
+        // INT's elements report their own counters: this node is sink and transit only.
+        assert_eq!(has("peregrine_int_sink_events"), kind == "int", "{kind}");
+        assert_eq!(has("peregrine_int_transit_events"), kind == "int", "{kind}");
+        assert!(!has("peregrine_int_source_events"), "{kind}");
+        if kind == "int" {
+            assert!(
+                sample(
+                    &page,
+                    "peregrine_int_transit_events_total{event=\"hops_added\"}"
+                )
+                .is_some(),
+                "{page}"
+            );
+        }
         assert_eq!(
             has("peregrine_int_manager_installs"),
             kind == "int",
