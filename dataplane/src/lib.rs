@@ -2,10 +2,13 @@
 //! stages that run in it.
 
 pub mod buffer;
+pub mod classify;
 pub mod io;
+pub mod meta;
 pub mod qos;
 pub mod runtime;
 pub mod stages;
 pub mod upf;
 
 pub use buffer::{Meta, OwnedBuf, PacketBuf};
+pub use meta::{Direction, PacketMeta};
