@@ -271,14 +271,7 @@ where
     Bk: Backend,
     Bk::Io: 'static,
 {
-    for p in backend.ports() {
-        match backend.link(p.id) {
-            Some(l) => {
-                tracing::info!(port = %p.name, driver = %p.driver, up = l.up, speed_mbps = l.speed_mbps, full_duplex = l.full_duplex, "link")
-            }
-            None => tracing::info!(port = %p.name, driver = %p.driver, "port ready"),
-        }
-    }
+    log_links(&backend);
     let mut features = cfg.features::<Buf<Bk>>()?;
     let mut egress = vec![None; cfg.ports.len()];
     for f in features.iter_mut() {
@@ -307,21 +300,8 @@ where
     )?;
     let t0 = Instant::now();
     tracing::info!(workers = rcfg.workers.len(), stages = ?running.stage_names(), "workers started");
-    let started = start_features(&mut features, &running).and_then(|()| {
-        cfg.metrics
-            .as_ref()
-            .map(|m| {
-                let s = MetricsServer::start(m.listen).map_err(|error| RunError::Metrics {
-                    addr: m.listen,
-                    error,
-                })?;
-                tracing::info!(addr = %s.local_addr(), "Prometheus metrics at /metrics");
-                Ok(s)
-            })
-            .transpose()
-    });
-    let metrics = match started {
-        Ok(m) => m,
+    let server = match start_features(&mut features, &running).and_then(|()| metrics_server(cfg)) {
+        Ok(s) => s,
         Err(e) => {
             running.request_stop();
             running.join();
@@ -329,19 +309,89 @@ where
         }
     };
     let mut page = PageTimer {
-        server: metrics,
+        server,
         workers: rcfg.workers.len(),
         next: t0,
     };
-    let stop = running.stop_flag();
-    let mut last_stats = Instant::now();
-    let mut control_pkts = 0u64;
+    let mut lp = Loop {
+        cfg,
+        opts,
+        routes: &routes,
+        t0,
+        last_stats: t0,
+        control_pkts: 0,
+    };
     while !running.finished() {
-        // Exception packets: every feature sees each (ARP / ND, buffered downlink, ...), for
+        lp.iteration(&running, &mut features, &mut page, &backend);
+    }
+    let (ports, stages) = (running.ports().to_vec(), running.stage_names().to_vec());
+    let reasons = running.reasons().clone();
+    let total = running.join();
+    drop(page);
+    let seconds = t0.elapsed().as_secs_f64();
+    let stats: Vec<_> = (0..ports.len())
+        .map(|p| backend.port_stats(p as PortId))
+        .collect();
+    tracing::debug!(control_pkts = lp.control_pkts, "control thread done");
+    drop(backend);
+    let nworkers = rcfg.workers.len();
+    let mut summary = Summary::new(seconds, nworkers, &stages, &ports, &stats, &total, &reasons);
+    for f in features {
+        let r = f.finish();
+        summary.add_feature(r.name, r.json, r.text);
+    }
+    Ok(summary)
+}
+
+fn log_links<Bk: Backend>(backend: &Bk) {
+    for p in backend.ports() {
+        match backend.link(p.id) {
+            Some(l) => {
+                tracing::info!(port = %p.name, driver = %p.driver, up = l.up, speed_mbps = l.speed_mbps, full_duplex = l.full_duplex, "link")
+            }
+            None => tracing::info!(port = %p.name, driver = %p.driver, "port ready"),
+        }
+    }
+}
+
+/// The `[metrics]` endpoint, bound after the features started (N4 is up when it answers).
+fn metrics_server(cfg: &Config) -> Result<Option<MetricsServer>, RunError> {
+    let Some(m) = &cfg.metrics else {
+        return Ok(None);
+    };
+    let s = MetricsServer::start(m.listen).map_err(|error| RunError::Metrics {
+        addr: m.listen,
+        error,
+    })?;
+    tracing::info!(addr = %s.local_addr(), "Prometheus metrics at /metrics");
+    Ok(Some(s))
+}
+
+/// The control loop's state between iterations.
+struct Loop<'a> {
+    cfg: &'a Config,
+    opts: &'a RunOptions,
+    routes: &'a Publisher<RouteTable>,
+    t0: Instant,
+    last_stats: Instant,
+    control_pkts: u64,
+}
+
+impl Loop<'_> {
+    /// Exception packets, features' ticks, the metrics page, stop conditions, the stats
+    /// line, route reloads.
+    fn iteration<Bk: Backend, B: PacketBuf>(
+        &mut self,
+        running: &Running,
+        features: &mut [Box<dyn Feature<B>>],
+        page: &mut PageTimer,
+        backend: &Bk,
+    ) {
+        // Every feature sees each exception packet (ARP / ND, buffered downlink, ...), for
         // at most 50 ms, so a steady trickle of them does not starve the ticks below.
         let until = Instant::now() + Duration::from_millis(50);
         while let Some(p) = running.recv_control(until.saturating_duration_since(Instant::now())) {
-            control_pkts += 1;
+            self.control_pkts += 1;
             tracing::debug!(port = p.port, len = p.len, "exception packet");
             let now = Instant::now();
             for f in features.iter_mut() {
@@ -353,56 +403,42 @@ where
         }
         let now = Instant::now();
         for f in features.iter_mut() {
-            f.tick(now, &running);
+            f.tick(now, running);
         }
-        page.refresh(now, t0, &backend, &running, &features);
+        page.refresh(now, self.t0, backend, running, features);
+        let opts = self.opts;
         if opts
             .stop
             .as_ref()
             .is_some_and(|s| s.load(Ordering::Relaxed))
-            || opts.duration.is_some_and(|d| t0.elapsed() >= d)
+            || opts
+                .duration
+                .is_some_and(|d| now.duration_since(self.t0) >= d)
         {
-            stop.store(true, Ordering::Relaxed);
+            running.request_stop();
         }
-        if let Some(iv) = opts.stats_interval {
-            if last_stats.elapsed() >= iv {
-                last_stats = Instant::now();
-                let c = running.counters();
-                tracing::info!(
-                    rx = c.total_rx(),
-                    tx = c.total_tx(),
-                    dropped = c.total_drops(),
-                    "counters"
-                );
-            }
+        if opts
+            .stats_interval
+            .is_some_and(|iv| now.duration_since(self.last_stats) >= iv)
+        {
+            self.last_stats = now;
+            let c = running.counters();
+            tracing::info!(
+                rx = c.total_rx(),
+                tx = c.total_tx(),
+                dropped = c.total_drops(),
+                "counters"
+            );
         }
         if opts
             .reload
             .as_ref()
             .is_some_and(|r| r.swap(false, Ordering::Relaxed))
         {
-            reload_routes(cfg, opts, &routes);
+            reload_routes(self.cfg, opts, self.routes);
         }
-        routes.reclaim();
+        self.routes.reclaim();
     }
-    let ports = running.ports().to_vec();
-    let stages = running.stage_names().to_vec();
-    let reasons = running.reasons().clone();
-    let nworkers = rcfg.workers.len();
-    let total = running.join();
-    drop(page);
-    let seconds = t0.elapsed().as_secs_f64();
-    let stats: Vec<_> = (0..ports.len())
-        .map(|p| backend.port_stats(p as PortId))
-        .collect();
-    tracing::debug!(control_pkts, "control thread done");
-    drop(backend);
-    let mut summary = Summary::new(seconds, nworkers, &stages, &ports, &stats, &total, &reasons);
-    for f in features {
-        let r = f.finish();
-        summary.add_feature(r.name, r.json, r.text);
-    }
-    Ok(summary)
 }
 
 fn start_features<B: PacketBuf>(
