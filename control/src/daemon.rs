@@ -9,6 +9,7 @@ pub use crate::error::RunError;
 use crate::feature::{Build, Feature, Place, Stages, Taps};
 use crate::metrics::{Exposition, MetricsServer};
 use crate::summary::Summary;
+use peregrine_dataplane::classify::Classify;
 use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
 use peregrine_dataplane::io::pcap::{PcapBackend, PcapConfig, PcapPortConfig, Replay};
 use peregrine_dataplane::io::{Backend, PortId, WorkerIo};
@@ -185,14 +186,20 @@ impl<B: PacketBuf + 'static> Composer<'_, B> {
     /// Worker `w`'s pipeline: platform ingress, features at `Ingress`, the main stage,
     /// features at `AfterUpf`.
     fn pipeline(&self, w: usize, reasons: &mut Reasons) -> Pipeline<B> {
+        let classified = self.features.iter().any(|f| f.reads_packet_meta())
+            && !self.features.iter().any(|f| f.stales_packet_meta());
         let mut b = Build {
             worker: w,
             reasons,
             routes: self.routes,
+            classified,
         };
         let mut stages: Stages<B> = Vec::with_capacity(8);
-        // Hook (issue 8 item 4): the shared classifier first, then flow steering when
-        // workers > 1, are placed here by the daemon once they exist on main.
+        // The daemon's own ingress: the shared classifier first, when a feature reads its
+        // record. (Flow steering between workers goes right after it once `Steer` exists.)
+        if classified {
+            stages.push(Box::new(Classify::new()));
+        }
         for f in self.features {
             f.stages(Place::Ingress, &mut b, &mut stages);
         }
@@ -556,6 +563,36 @@ mod tests {
         }
     }
 
+    /// A feature with no stages whose (absent) stages would read `PacketMeta`.
+    struct MetaReader;
+
+    impl Feature<OwnedBuf> for MetaReader {
+        fn name(&self) -> &'static str {
+            "meta_reader"
+        }
+        fn reads_packet_meta(&self) -> bool {
+            true
+        }
+        fn finish(self: Box<Self>) -> FeatureReport {
+            FeatureReport::new("meta_reader", &(), String::new())
+        }
+    }
+
+    /// A feature whose (absent) ingress stages would rewrite headers.
+    struct Stale;
+
+    impl Feature<OwnedBuf> for Stale {
+        fn name(&self) -> &'static str {
+            "stale"
+        }
+        fn stales_packet_meta(&self) -> bool {
+            true
+        }
+        fn finish(self: Box<Self>) -> FeatureReport {
+            FeatureReport::new("stale", &(), String::new())
+        }
+    }
+
     #[test]
     fn features_compose_around_the_main_stage_in_registration_order() {
         let cfg = Config::parse(
@@ -582,6 +619,26 @@ mod tests {
             ["one_in", "two_in", "l3fwd", "one_out", "two_out"]
         );
         assert_eq!(p.tap_names(), [(1, "one_tap"), (1, "two_tap")]);
+        // A feature that reads `PacketMeta` gets the shared classifier in front of everything.
+        let features: Vec<Box<dyn Feature<OwnedBuf>>> = vec![
+            Box::new(Probe("one", ["one_in", "one_out", "one_tap"])),
+            Box::new(MetaReader),
+        ];
+        let c = Composer {
+            cfg: &cfg,
+            features: &features,
+            routes: &routes,
+        };
+        let p = c.pipeline(0, &mut Reasons::new());
+        assert_eq!(p.stage_names(), ["classify", "one_in", "l3fwd", "one_out"]);
+        // ... unless an ingress stage would leave the record stale.
+        let features: Vec<Box<dyn Feature<OwnedBuf>>> = vec![Box::new(MetaReader), Box::new(Stale)];
+        let c = Composer {
+            cfg: &cfg,
+            features: &features,
+            routes: &routes,
+        };
+        assert_eq!(c.pipeline(0, &mut Reasons::new()).stage_names(), ["l3fwd"]);
         // The upf kind takes its main stage from the `upf` feature, which must be enabled.
         let mut upf = cfg.clone();
         upf.platform.pipeline = PipelineConfig::Upf { promiscuous: false };
