@@ -112,7 +112,11 @@ pub fn render(e: &Entries, program: Program, dev: &DevPorts) -> Value {
                 ));
             }
             for p in &e.ul {
-                out.push(pdr(&names::UL_PDR, exact("hdr.gtpu.teid", json!(p.key)), &p.action));
+                out.push(pdr(
+                    &names::UL_PDR,
+                    exact("hdr.gtpu.teid", json!(p.key)),
+                    &p.action,
+                ));
             }
             for p in &e.dl_v4 {
                 let k = exact("hdr.ipv4.dst_addr", json!(p.key.to_string()));

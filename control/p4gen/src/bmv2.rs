@@ -15,7 +15,12 @@ fn act(t: &Table, a: &str) -> String {
 
 fn add(out: &mut String, t: &Table, a: &str, keys: &str, params: &str) {
     // Writing into a String cannot fail.
-    let _ = writeln!(out, "table_add {} {} {keys} => {params}", t.path(), act(t, a));
+    let _ = writeln!(
+        out,
+        "table_add {} {} {keys} => {params}",
+        t.path(),
+        act(t, a)
+    );
 }
 
 fn pdr(out: &mut String, t: &Table, key: &str, a: &PdrAction) {
@@ -65,7 +70,12 @@ pub fn render(e: &Entries) -> String {
         pdr(&mut o, &names::DL_PDR_V4, &p.key.to_string(), &p.action);
     }
     for p in &e.dl_v6 {
-        pdr(&mut o, &names::DL_PDR_V6, &format!("{:#x}", p.key), &p.action);
+        pdr(
+            &mut o,
+            &names::DL_PDR_V6,
+            &format!("{:#x}", p.key),
+            &p.action,
+        );
     }
     for (i, f) in e.fars.iter().enumerate() {
         let t = &names::FAR;
@@ -101,7 +111,13 @@ pub fn render(e: &Entries) -> String {
         }
     }
     for (qfi, qid) in e.qfi_qid.iter().enumerate() {
-        add(&mut o, &names::QFI_QID, "set_qid", &qfi.to_string(), &qid.to_string());
+        add(
+            &mut o,
+            &names::QFI_QID,
+            "set_qid",
+            &qfi.to_string(),
+            &qid.to_string(),
+        );
     }
     for m in &e.meters {
         let ((cir, cbs), (pir, pbs)) = m.bmv2_rates();
@@ -143,7 +159,13 @@ pub fn render(e: &Entries) -> String {
             act(&names::INT_TIME, "int_set_time_base")
         );
         for ns in &i.namespaces {
-            add(&mut o, &names::INT_NS, "int_ns_enabled", &ns.to_string(), "");
+            add(
+                &mut o,
+                &names::INT_NS,
+                "int_ns_enabled",
+                &ns.to_string(),
+                "",
+            );
         }
         for (prio, l) in i.layout.iter().enumerate() {
             let _ = writeln!(

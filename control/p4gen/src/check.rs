@@ -34,19 +34,28 @@ pub fn check(d: &Decls, tables: &[Table], externs: &[(&str, &str)]) -> Vec<Strin
             continue;
         };
         if keys.iter().map(String::as_str).ne(t.keys.iter().copied()) {
-            errs.push(format!("{}: keys {keys:?}, generator writes {:?}", t.path(), t.keys));
+            errs.push(format!(
+                "{}: keys {keys:?}, generator writes {:?}",
+                t.path(),
+                t.keys
+            ));
         }
         for a in t.actions {
             if !actions.iter().any(|x| x == a.name) {
-                errs.push(format!("{}: action {} not in its actions", t.path(), a.name));
+                errs.push(format!(
+                    "{}: action {} not in its actions",
+                    t.path(),
+                    a.name
+                ));
             }
             match c.actions.get(a.name) {
                 None => errs.push(format!("no action {}.{}", t.control, a.name)),
-                Some(p) if p.iter().map(String::as_str).ne(a.params.iter().copied()) => errs
-                    .push(format!(
+                Some(p) if p.iter().map(String::as_str).ne(a.params.iter().copied()) => {
+                    errs.push(format!(
                         "action {}.{}: params {p:?}, generator writes {:?}",
                         t.control, a.name, a.params
-                    )),
+                    ))
+                }
                 Some(_) => {}
             }
         }

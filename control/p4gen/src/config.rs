@@ -161,7 +161,10 @@ impl Config {
             .enumerate()
             .map(|(i, p)| {
                 MacAddr::parse(&p.mac).ok_or_else(|| {
-                    invalid(format!("port[{i}].mac"), format!("`{}` is not a MAC", p.mac))
+                    invalid(
+                        format!("port[{i}].mac"),
+                        format!("`{}` is not a MAC", p.mac),
+                    )
                 })
             })
             .collect()
@@ -263,7 +266,8 @@ impl Upf {
             v4: self.n3_v4(),
             v6: self.n3_v6(),
         };
-        let mut v = static_sessions::to_sessions(&all, n3).map_err(|e| invalid("upf.session", e))?;
+        let mut v =
+            static_sessions::to_sessions(&all, n3).map_err(|e| invalid("upf.session", e))?;
         for s in &mut v {
             s.up_seid |= STATIC_SEID_BIT;
         }

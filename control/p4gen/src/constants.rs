@@ -89,9 +89,21 @@ pub fn constants_p4() -> String {
     o.def("PG_GTPU_HEADER_LEN", gtpu::HEADER_LEN as u64);
     o.def("PG_GTPU_OPT_HEADER_LEN", gtpu::OPT_HEADER_LEN as u64);
     o.def("PG_GTPU_PSC_LEN", encap::GTPU_PSC_LEN as u64);
-    o.c("PG_GTPU_MSG_ECHO_REQUEST", 8, u64::from(gtpu::msg_type::ECHO_REQUEST));
-    o.c("PG_GTPU_MSG_ERROR_INDICATION", 8, u64::from(gtpu::msg_type::ERROR_INDICATION));
-    o.c("PG_GTPU_MSG_END_MARKER", 8, u64::from(gtpu::msg_type::END_MARKER));
+    o.c(
+        "PG_GTPU_MSG_ECHO_REQUEST",
+        8,
+        u64::from(gtpu::msg_type::ECHO_REQUEST),
+    );
+    o.c(
+        "PG_GTPU_MSG_ERROR_INDICATION",
+        8,
+        u64::from(gtpu::msg_type::ERROR_INDICATION),
+    );
+    o.c(
+        "PG_GTPU_MSG_END_MARKER",
+        8,
+        u64::from(gtpu::msg_type::END_MARKER),
+    );
     o.c("PG_GTPU_MSG_G_PDU", 8, u64::from(gtpu::msg_type::G_PDU));
     o.hex("PG_GTPU_EXT_PSC", 8, u64::from(pdu_session::EXT_TYPE));
     o.hex("PG_GTPU_EXT_NO_MORE", 8, u64::from(gtpu::ext_type::NO_MORE));
@@ -113,16 +125,40 @@ pub fn constants_p4() -> String {
     o.hex("PG_IPV6_OPT_PADN", 8, u64::from(ipv6_opt::PADN));
     o.hex("PG_IPV6_OPT_IOAM_HBH", 8, u64::from(ipv6_opt::IOAM_HBH));
     o.hex("PG_IPV6_OPT_IOAM_DEST", 8, u64::from(ipv6_opt::IOAM_DEST));
-    o.c("PG_IOAM_PREALLOC_TRACE", 8, u64::from(ioam::option_type::PRE_ALLOCATED_TRACE));
-    o.c("PG_IOAM_INCREMENTAL_TRACE", 8, u64::from(ioam::option_type::INCREMENTAL_TRACE));
+    o.c(
+        "PG_IOAM_PREALLOC_TRACE",
+        8,
+        u64::from(ioam::option_type::PRE_ALLOCATED_TRACE),
+    );
+    o.c(
+        "PG_IOAM_INCREMENTAL_TRACE",
+        8,
+        u64::from(ioam::option_type::INCREMENTAL_TRACE),
+    );
     o.c("PG_IOAM_E2E", 8, u64::from(ioam::option_type::E2E));
     o.def("PG_IOAM_TRACE_HEADER_LEN", ioam::TRACE_HEADER_LEN as u64);
     o.c("PG_IOAM_FLAG_OVERFLOW", 4, u64::from(ioam::flags::OVERFLOW));
-    o.hex("PG_IOAM_TT_HOP_LIM_NODE_ID", 24, u64::from(ioam::TraceType::HOP_LIM_NODE_ID));
+    o.hex(
+        "PG_IOAM_TT_HOP_LIM_NODE_ID",
+        24,
+        u64::from(ioam::TraceType::HOP_LIM_NODE_ID),
+    );
     o.hex("PG_IOAM_TT_IF_IDS", 24, u64::from(ioam::TraceType::IF_IDS));
-    o.hex("PG_IOAM_TT_TIMESTAMP_SECS", 24, u64::from(ioam::TraceType::TIMESTAMP_SECS));
-    o.hex("PG_IOAM_TT_TIMESTAMP_FRAC", 24, u64::from(ioam::TraceType::TIMESTAMP_FRAC));
-    o.hex("PG_IOAM_TT_NAMESPACE_DATA", 24, u64::from(ioam::TraceType::NAMESPACE_DATA));
+    o.hex(
+        "PG_IOAM_TT_TIMESTAMP_SECS",
+        24,
+        u64::from(ioam::TraceType::TIMESTAMP_SECS),
+    );
+    o.hex(
+        "PG_IOAM_TT_TIMESTAMP_FRAC",
+        24,
+        u64::from(ioam::TraceType::TIMESTAMP_FRAC),
+    );
+    o.hex(
+        "PG_IOAM_TT_NAMESPACE_DATA",
+        24,
+        u64::from(ioam::TraceType::NAMESPACE_DATA),
+    );
     o.hex(
         "PG_IOAM_TT_NAMESPACE_DATA_WIDE",
         24,
@@ -140,7 +176,11 @@ pub fn constants_p4() -> String {
     for (name, v) in crate::model::Verdict::ALL {
         o.c(name, 8, u64::from(v));
     }
-    o.c("PG_V_FIRST_DROP", 8, u64::from(crate::model::Verdict::FIRST_DROP));
+    o.c(
+        "PG_V_FIRST_DROP",
+        8,
+        u64::from(crate::model::Verdict::FIRST_DROP),
+    );
     o.s.push_str("\n#endif // PG_CONSTANTS_P4\n");
     o.s
 }

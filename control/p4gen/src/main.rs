@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "peregrine-p4", about = "P4 twin generator and checks for Peregrine")]
+#[command(
+    name = "peregrine-p4",
+    about = "P4 twin generator and checks for Peregrine"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -91,7 +94,8 @@ fn entries(
 
 fn check_all(dir: &Path) -> Result<(), String> {
     let mut errs = Vec::new();
-    let progs: [(&str, &[names::Table], &[(&str, &str)]); 3] = [
+    type Program<'a> = (&'a str, &'a [names::Table], &'a [(&'a str, &'a str)]);
+    let progs: [Program; 3] = [
         ("tna/upf.p4", names::UPF_TABLES, check::UPF_EXTERNS),
         ("tna/int_transit.p4", names::INT_PROGRAM_TABLES, &[]),
         ("v1model/upf_int.p4", names::UPF_TABLES, check::UPF_EXTERNS),

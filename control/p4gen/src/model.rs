@@ -118,7 +118,12 @@ impl MeterEntry {
     /// likewise (`kbits = bytes * 8 / 1000`, rounded up).
     pub fn tofino_kbps_kbits(&self) -> (u64, u64, u64, u64) {
         let k = |b: u64| (b * 8).div_ceil(1000);
-        (k(self.cfg.cir), k(self.cfg.cbs), k(self.cfg.pir), k(self.cfg.pbs))
+        (
+            k(self.cfg.cir),
+            k(self.cfg.cbs),
+            k(self.cfg.pir),
+            k(self.cfg.pbs),
+        )
     }
 
     /// BMv2 byte meters take bytes per microsecond and bursts in bytes
@@ -310,7 +315,8 @@ impl Builder<'_> {
             }
         };
         let meter = metered.first().map(|q| {
-            self.meters.insert(q.meter.slot, q.meter_cfg.unwrap_or_else(unlimited));
+            self.meters
+                .insert(q.meter.slot, q.meter_cfg.unwrap_or_else(unlimited));
             q.meter.slot
         });
         PdrAction::Apply(PdrApply {
@@ -379,8 +385,12 @@ pub fn ioam_layouts() -> Vec<LayoutEntry> {
             if (i + 1) * 4 > n {
                 break;
             }
-            *w = match u32::from_be_bytes([buf[4 * i], buf[4 * i + 1], buf[4 * i + 2], buf[4 * i + 3]])
-            {
+            *w = match u32::from_be_bytes([
+                buf[4 * i],
+                buf[4 * i + 1],
+                buf[4 * i + 2],
+                buf[4 * i + 3],
+            ]) {
                 0x1122_2222 => word::HOP_LIM_NODE_ID,
                 0x3333_3333 => word::TS_SECS,
                 0x0444_4444 => word::TS_FRAC,

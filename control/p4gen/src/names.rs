@@ -226,7 +226,13 @@ pub const HEADER_FIELDS: &[(&str, &[&str])] = &[
     ("gtpu_psc_h", &["pdu_type", "qfi"]),
     (
         "ioam_trace_h",
-        &["namespace_id", "node_len", "flags", "remaining_len", "trace_type"],
+        &[
+            "namespace_id",
+            "node_len",
+            "flags",
+            "remaining_len",
+            "trace_type",
+        ],
     ),
 ];
 

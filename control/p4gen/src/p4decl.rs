@@ -339,7 +339,7 @@ control PgIngress(inout m_t md) { Sub() upf; apply { upf.apply(md); } }
         assert_eq!(s.actions["set"], ["x", "y"]);
         assert!(s.actions["nop"].is_empty());
         assert_eq!(s.tables["t"].1, ["set", "nop"]);
-        assert_eq!(s.tables["t"].0, ["md.far_idx"]);
+        assert_eq!(s.tables["t"].0, ["md.far_idx", "hdr.h.a"]);
         assert_eq!(s.instances["qer_meter"], "Meter");
         assert_eq!(d.controls["PgIngress"].instances["upf"], "Sub");
     }
