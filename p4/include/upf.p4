@@ -1,10 +1,11 @@
 // The UPF packet path (TS 23.501 5.8.2, TS 29.244 5.2) as one control shared by the TNA
-// program and the v1model twin, in the order of the Rust stage (dataplane/src/upf/stage.rs):
-// classify (GTP-U to one of our N3 addresses = uplink, other IP = downlink), PDR lookup
-// (uplink by TEID, downlink by UE IPv4 address or UE IPv6 /64), QER gate and MBR meter
-// (RFC 2698 TrTCM, colour-blind, red drops), URR counting (T-PDU bytes, per direction),
-// FAR (decapsulate and route on N6 / encapsulate with the PDU Session Container / drop /
-// buffer in software), route lookup, MTU, TTL, QFI -> queue.
+// program and the v1model twin, in the order of the Rust stage (dataplane/src/upf/:
+// stage.rs, parse.rs, lookup.rs, enforce.rs, emit.rs): classify (GTP-U to one of our N3
+// addresses = uplink, other IP = downlink); PDR lookup (uplink by TEID, downlink by UE IPv4
+// address or UE IPv6 /64); QER gate and MBR meter (RFC 2698 TrTCM, colour-blind, red
+// drops); URR counting (T-PDU bytes, per direction); FAR (decapsulate and route on N6 /
+// encapsulate with the PDU Session Container / drop / buffer in software); route lookup,
+// MTU, TTL; QFI -> queue.
 //
 // The including program defines, before including this file:
 //   PG_UPF_EXTERNS        declares qer_meter, urr_counter, urr_bytes (+ its update) and

@@ -28,7 +28,9 @@
     Hash<bit<16>>(HashAlgorithm_t.CRC16) flow_hash;
 
 // Colour-blind (RFC 2698 3), bytes in front of the T-PDU not counted.
-#define PG_METER_EXECUTE(c) c = qer_meter.execute(md.meter_idx, (bit<32>)(md.hdr_len))
+// Named arguments: execute(index, color) and execute(index, adjust_byte_count) both take two.
+#define PG_METER_EXECUTE(c) c = qer_meter.execute(index = md.meter_idx, \
+    adjust_byte_count = (bit<32>)md.hdr_len)
 #define PG_URR_COUNT(i) { urr_counter.count(i); urr_bytes_add.execute(i); }
 #define PG_DROP_COUNT(code) drop_counter.count(code)
 // Tofino cannot multiply 64-bit words: a CRC of the same 5-tuple stands in for the Rust

@@ -27,7 +27,7 @@
     urr_bytes.read(urr_b, i); \
     urr_bytes.write(i, urr_b + (bit<32>)md.inner_len); }
 #define PG_DROP_COUNT(code) drop_counter.count((bit<32>)(code))
-// Exactly the Rust flow_port (dataplane/src/upf/stage.rs): multiplicative hash of the
+// Exactly the Rust flow_port (dataplane/src/upf/emit.rs): multiplicative hash of the
 // inner 5-tuple, top 14 bits into 49152..=65535.
 #define PG_FLOW_PORT() { \
     bit<64> h = (md.flow_src[63:0] ^ md.flow_src[127:64]) * PG_FLOW_HASH_K; \
@@ -35,6 +35,24 @@
     h = (h ^ ((bit<64>)md.flow_proto << 32 | (bit<64>)md.flow_sport << 16 \
               | (bit<64>)md.flow_dport)) * PG_FLOW_HASH_K; \
     md.flow_port = PG_FLOW_PORT_BASE | ((bit<16>)(h >> 50) & PG_FLOW_PORT_MASK); }
+
+// Field lists for the IPv6-outer UDP checksum (fields, not headers: v1model checksums take
+// bit<W> elements).
+#define PG_V6_PSEUDO_UDP \
+    hdr.enc_ipv6.src_addr, hdr.enc_ipv6.dst_addr, 16w0, hdr.enc_udp.len, 24w0, PG_PROTO_UDP, \
+    hdr.enc_udp.src_port, hdr.enc_udp.dst_port, hdr.enc_udp.len
+#define PG_ENC_GTPU \
+    hdr.enc_gtpu.version, hdr.enc_gtpu.pt, hdr.enc_gtpu.spare, hdr.enc_gtpu.e, hdr.enc_gtpu.s, \
+    hdr.enc_gtpu.pn, hdr.enc_gtpu.msg_type, hdr.enc_gtpu.msg_len, hdr.enc_gtpu.teid, \
+    hdr.enc_gtpu_opt.seq, hdr.enc_gtpu_opt.npdu, hdr.enc_gtpu_opt.next_ext, \
+    hdr.enc_psc.len, hdr.enc_psc.pdu_type, hdr.enc_psc.flags, hdr.enc_psc.ppp_rqi, \
+    hdr.enc_psc.qfi, hdr.enc_psc.next_ext
+#define PG_IPV4_ALL(h) \
+    h.version, h.ihl, h.dscp_ecn, h.total_len, h.identification, h.flags, h.frag_offset, \
+    h.ttl, h.protocol, h.hdr_checksum, h.src_addr, h.dst_addr
+#define PG_IPV6_ALL(h) \
+    h.version, h.traffic_class, h.flow_label, h.payload_len, h.next_hdr, h.hop_limit, \
+    h.src_addr, h.dst_addr
 
 #include "../include/parser.p4"
 #include "../include/upf.p4"
@@ -115,25 +133,17 @@ control PgComputeChecksum(inout pg_headers_t hdr, inout pg_meta_t md) {
         // the user packet's parsed header(s) and the unparsed payload. One call per shape
         // of what was parsed behind the new headers.
         update_checksum_with_payload(hdr.enc_ipv6.isValid() && hdr.ipv4.isValid(),
-            { hdr.enc_ipv6.src_addr, hdr.enc_ipv6.dst_addr, 16w0, hdr.enc_ipv6.payload_len,
-              8w0, PG_PROTO_UDP, hdr.enc_udp.src_port, hdr.enc_udp.dst_port, hdr.enc_udp.len,
-              hdr.enc_gtpu, hdr.enc_gtpu_opt, hdr.enc_psc, hdr.ipv4 },
+            { PG_V6_PSEUDO_UDP, PG_ENC_GTPU, PG_IPV4_ALL(hdr.ipv4) },
             hdr.enc_udp.checksum, HashAlgorithm.csum16);
         update_checksum_with_payload(hdr.enc_ipv6.isValid() && hdr.ipv6.isValid()
                                      && !hdr.hbh.isValid(),
-            { hdr.enc_ipv6.src_addr, hdr.enc_ipv6.dst_addr, 16w0, hdr.enc_ipv6.payload_len,
-              8w0, PG_PROTO_UDP, hdr.enc_udp.src_port, hdr.enc_udp.dst_port, hdr.enc_udp.len,
-              hdr.enc_gtpu, hdr.enc_gtpu_opt, hdr.enc_psc, hdr.ipv6 },
+            { PG_V6_PSEUDO_UDP, PG_ENC_GTPU, PG_IPV6_ALL(hdr.ipv6) },
             hdr.enc_udp.checksum, HashAlgorithm.csum16);
         update_checksum_with_payload(hdr.enc_ipv6.isValid() && hdr.inner_ipv4.isValid(),
-            { hdr.enc_ipv6.src_addr, hdr.enc_ipv6.dst_addr, 16w0, hdr.enc_ipv6.payload_len,
-              8w0, PG_PROTO_UDP, hdr.enc_udp.src_port, hdr.enc_udp.dst_port, hdr.enc_udp.len,
-              hdr.enc_gtpu, hdr.enc_gtpu_opt, hdr.enc_psc, hdr.inner_ipv4 },
+            { PG_V6_PSEUDO_UDP, PG_ENC_GTPU, PG_IPV4_ALL(hdr.inner_ipv4) },
             hdr.enc_udp.checksum, HashAlgorithm.csum16);
         update_checksum_with_payload(hdr.enc_ipv6.isValid() && hdr.inner_ipv6.isValid(),
-            { hdr.enc_ipv6.src_addr, hdr.enc_ipv6.dst_addr, 16w0, hdr.enc_ipv6.payload_len,
-              8w0, PG_PROTO_UDP, hdr.enc_udp.src_port, hdr.enc_udp.dst_port, hdr.enc_udp.len,
-              hdr.enc_gtpu, hdr.enc_gtpu_opt, hdr.enc_psc, hdr.inner_ipv6 },
+            { PG_V6_PSEUDO_UDP, PG_ENC_GTPU, PG_IPV6_ALL(hdr.inner_ipv6) },
             hdr.enc_udp.checksum, HashAlgorithm.csum16);
     }
 }

@@ -17,7 +17,7 @@ pub const DTA_KEY_WRITE_PORT: u16 = 40040;
 pub const DTA_APPEND_PORT: u16 = 40044;
 
 /// The outer UDP source port of an encapsulation is `FLOW_PORT_BASE | (hash >> 50) & MASK`
-/// of the inner 5-tuple (`dataplane/src/upf/stage.rs`, `flow_port`), with this multiplier.
+/// of the inner 5-tuple (`dataplane/src/upf/emit.rs`, `flow_port`), with this multiplier.
 pub const FLOW_HASH_K: u64 = 0x9E37_79B9_7F4A_7C15;
 pub const FLOW_PORT_BASE: u16 = 0xC000;
 pub const FLOW_PORT_MASK: u16 = 0x3FFF;
@@ -112,7 +112,7 @@ pub fn constants_p4() -> String {
     o.def("PG_ENCAP_OVERHEAD_V4", encap::overhead(false) as u64);
     o.def("PG_ENCAP_OVERHEAD_V6", encap::overhead(true) as u64);
 
-    o.section("Outer UDP source port: entropy from the inner 5-tuple (stage.rs flow_port)");
+    o.section("Outer UDP source port: entropy from the inner 5-tuple (upf/emit.rs flow_port)");
     o.hex("PG_FLOW_HASH_K", 64, FLOW_HASH_K);
     o.hex("PG_FLOW_PORT_BASE", 16, u64::from(FLOW_PORT_BASE));
     o.hex("PG_FLOW_PORT_MASK", 16, u64::from(FLOW_PORT_MASK));

@@ -341,7 +341,7 @@ fn unlimited() -> TrTcmConfig {
 }
 
 /// The QFI the software UPF marks (downlink) or counts for a packet without a PSC (uplink):
-/// `stage.rs` `apply` — downlink: the first QER's QFI, else the PDR's, else 0.
+/// `upf/enforce.rs` `apply` — downlink: the first QER's QFI, else the PDR's, else 0.
 fn mark_qfi(s: &Shard, pdr: &PdrRule, dir: Direction) -> u8 {
     let from_qer = pdr
         .qers
