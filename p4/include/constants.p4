@@ -39,7 +39,7 @@ const bit<4> PG_PSC_TYPE_UL = 4w1;
 #define PG_ENCAP_OVERHEAD_V4 44
 #define PG_ENCAP_OVERHEAD_V6 64
 
-// Outer UDP source port: entropy from the inner 5-tuple (stage.rs flow_port)
+// Outer UDP source port: entropy from the inner 5-tuple (upf/emit.rs flow_port)
 const bit<64> PG_FLOW_HASH_K = 64w0x9e3779b97f4a7c15;
 const bit<16> PG_FLOW_PORT_BASE = 16w0xc000;
 const bit<16> PG_FLOW_PORT_MASK = 16w0x3fff;
