@@ -105,6 +105,12 @@ fn check_all(dir: &Path) -> Result<(), String> {
         let src = p4decl::read_program(&p).map_err(|e| format!("{}: {e}", p.display()))?;
         let d = p4decl::scan(&src);
         let mut e = check::check(&d, tables, externs);
+        e.extend(p4decl::unknown_references(&src, &d));
+        e.extend(
+            p4decl::undefined_pg_names(&src)
+                .into_iter()
+                .map(|n| format!("{n} is not defined")),
+        );
         if file.starts_with("v1model") {
             e.extend(check::check(&d, names::INT_TABLES, &[]));
         }

@@ -23,6 +23,8 @@ pub struct Control {
 pub struct Decls {
     /// Header and struct types -> field names.
     pub types: BTreeMap<String, Vec<String>>,
+    /// (type, field) -> the field's type name (`bit`, `bool` or a declared type).
+    pub field_types: BTreeMap<(String, String), String>,
     pub controls: BTreeMap<String, Control>,
 }
 
@@ -180,6 +182,27 @@ fn params(t: &[String]) -> Vec<String> {
     out
 }
 
+/// (field, type) pairs: the type is the first token of the declaration (`bit` for
+/// `bit<8>`, `H` for a stack `H[4]`).
+fn typed_fields(t: &[String]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, tok) in t.iter().enumerate() {
+        if tok == ";" {
+            if let (Some(ty), Some(name)) = (t.get(start), t.get(i.wrapping_sub(1))) {
+                if i > start + 1 && is_ident(name) {
+                    out.push((name.clone(), ty.clone()));
+                }
+            }
+            start = i + 1;
+        } else if tok == "@" && start == i {
+            // An annotation before the type: `@padding bit<3> x;`
+            start = i + 2;
+        }
+    }
+    out
+}
+
 fn fields(t: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     for (i, tok) in t.iter().enumerate() {
@@ -278,6 +301,74 @@ fn control(t: &[String]) -> Control {
     c
 }
 
+/// Every `hdr.` / `md.` reference whose field is not declared in `pg_headers_t` /
+/// `pg_meta_t` (or, one level down, in the header type of that field): the typos p4c would
+/// reject. Stack elements (`hdr.s[0].w`) are checked to the stack's name only; `isValid`,
+/// `setValid`, `setInvalid`, `next` and `last` are methods, not fields.
+pub fn unknown_references(src: &str, d: &Decls) -> Vec<String> {
+    const METHODS: [&str; 5] = ["isValid", "setValid", "setInvalid", "next", "last"];
+    let mut out = Vec::new();
+    for tok in tokens(src) {
+        let parts: Vec<&str> = tok.split('.').collect();
+        let root = match parts[0] {
+            "hdr" => "pg_headers_t",
+            "md" => "pg_meta_t",
+            _ => continue,
+        };
+        let Some(first) = parts.get(1).filter(|p| !p.is_empty()) else {
+            continue;
+        };
+        let Some(ty) = d.field_types.get(&(root.to_string(), first.to_string())) else {
+            out.push(format!("{tok}: {root} has no field {first}"));
+            continue;
+        };
+        if let Some(second) = parts.get(2).filter(|p| !METHODS.contains(p)) {
+            if let Some(fields) = d.types.get(ty) {
+                if !fields.iter().any(|f| f == second) {
+                    out.push(format!("{tok}: {ty} has no field {second}"));
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `PG_` names used in `src` (with its includes) that no `const` or `#define` declares.
+pub fn undefined_pg_names(src: &str) -> Vec<String> {
+    let joined = src.replace("\\\n", " ");
+    let mut defined = std::collections::BTreeSet::new();
+    let mut used = std::collections::BTreeSet::new();
+    for line in joined.lines() {
+        let l = line.trim_start();
+        if l.starts_with("#ifdef") || l.starts_with("#ifndef") || l.starts_with("#endif") {
+            continue;
+        }
+        if let Some(rest) = l.strip_prefix("#define") {
+            if let Some(name) = rest.split_whitespace().next() {
+                defined.insert(name.split('(').next().unwrap_or(name).to_string());
+            }
+        }
+        if l.starts_with("const ") {
+            if let Some(name) = l.split_whitespace().nth(2) {
+                defined.insert(name.to_string());
+            }
+        }
+        if l.starts_with("//") {
+            continue;
+        }
+        let code = l.split("//").next().unwrap_or("");
+        for w in code
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("PG_"))
+        {
+            used.insert(w.to_string());
+        }
+    }
+    used.difference(&defined).cloned().collect()
+}
+
 /// Scan program text.
 pub fn scan(src: &str) -> Decls {
     let t = tokens(src);
@@ -287,7 +378,11 @@ pub fn scan(src: &str) -> Decls {
         let tok = t[i].as_str();
         if (tok == "header" || tok == "struct") && t.get(i + 2).is_some_and(|s| s == "{") {
             let end = close(&t, i + 2);
-            d.types.insert(t[i + 1].clone(), fields(&t[i + 3..end]));
+            let body = &t[i + 3..end];
+            for (f, ty) in typed_fields(body) {
+                d.field_types.insert((t[i + 1].clone(), f), ty);
+            }
+            d.types.insert(t[i + 1].clone(), fields(body));
             i = end + 1;
             continue;
         }

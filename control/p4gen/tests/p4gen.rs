@@ -241,9 +241,35 @@ fn p4_sources_declare_what_the_generator_writes() {
         ("v1model/upf_int.p4", names::INT_TABLES, &[][..]),
     ] {
         let src = p4decl::read_program(&dir.join(file)).unwrap();
-        let errs = check::check(&p4decl::scan(&src), tables, externs);
+        let d = p4decl::scan(&src);
+        let errs = check::check(&d, tables, externs);
         assert!(errs.is_empty(), "{file}: {errs:?}");
+        assert_eq!(
+            p4decl::unknown_references(&src, &d),
+            Vec::<String>::new(),
+            "{file}"
+        );
+        assert_eq!(
+            p4decl::undefined_pg_names(&src),
+            Vec::<String>::new(),
+            "{file}"
+        );
     }
+    // Field typos in `hdr.` / `md.` references and undefined PG_ names are caught too.
+    let src = p4decl::read_program(&dir.join("tna/upf.p4")).unwrap();
+    let bad = src
+        .replacen("hdr.ipv4.ttl - 1", "hdr.ipv4.tll - 1", 1)
+        .replacen("md.routed == 0", "md.rooted == 0", 1)
+        .replacen("dst_port = PG_GTPU_PORT", "dst_port = PG_GTPU_PROT", 1);
+    let refs = p4decl::unknown_references(&bad, &p4decl::scan(&bad));
+    assert_eq!(
+        refs,
+        [
+            "hdr.ipv4.tll: ipv4_h has no field tll",
+            "md.rooted: pg_meta_t has no field rooted"
+        ]
+    );
+    assert_eq!(p4decl::undefined_pg_names(&bad), ["PG_GTPU_PROT"]);
     // The check is not vacuous: a renamed table, action parameter or header field fails.
     let src = p4decl::read_program(&dir.join("v1model/upf_int.p4")).unwrap();
     for (from, to, want) in [
