@@ -27,7 +27,7 @@ control PgUpf(inout pg_headers_t hdr, inout pg_meta_t md) {
     PgRoute() route;
     bit<8> colour = 0;
 
-    // Our GTP-U endpoint addresses (TablesUpf::local_v4 / local_v6).
+    // Our GTP-U endpoint addresses (UpfTables::local_v4 / local_v6).
     action n3_local() { md.n3_local = 1; }
 
     table n3_v4 {

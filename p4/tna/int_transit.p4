@@ -4,7 +4,8 @@
 // stay in software (see p4/README.md).
 //
 // Assumptions: ingress-only; the trace is in a Hop-by-Hop header that starts with PadN(0)
-// (what our source and Linux write); the control plane refreshes int_time every second.
+// (what our source and Linux write); a control plane should refresh int_time every second
+// (no such agent exists yet: until then timestamps count from the switch clock's epoch).
 #include <core.p4>
 #include <tna.p4>
 

@@ -189,7 +189,8 @@ pub fn render(e: &Entries, program: Program, dev: &DevPorts) -> Value {
                     json!({"node_id": i.node_id, "hop_lim_dec": u8::from(i.hop_lim_dec),
                            "ts_posix": u8::from(i.ts_posix)}),
                 ));
-                // The loader refreshes the time base every second (p4/scripts/bfrt_load.py).
+                // Time base 0/0: timestamps count from the switch clock's epoch until a control
+                // plane writes (switch ns at a second boundary, Unix seconds); none does yet.
                 out.push(default(
                     &names::INT_TIME,
                     "int_set_time_base",
