@@ -8,8 +8,8 @@ use peregrine_dataplane::runtime::{Action, Disposition};
 use peregrine_dataplane::upf::tables::{
     Direction, FarAction, FarRule, FlowFilter, IpPrefix, OuterHeader,
 };
-use peregrine_testkit::upf::*;
 use peregrine_testkit::rng::{self, RngCore};
+use peregrine_testkit::upf::*;
 use peregrine_wire::ethernet::{self, ethertype};
 use peregrine_wire::ipv4::ip_protocol;
 use peregrine_wire::{gtpu, gtpu_msg, icmpv4, icmpv6, ipv4, ipv6, pdu_session, udp};

@@ -18,12 +18,12 @@
 //! number, so ties are deterministic); reordering by jitter is therefore seen by downstream
 //! nodes exactly as it happens.
 
-use peregrine_testkit::impair::{Jitter, LinkConfig, LinkModel, Verdict};
-use peregrine_testkit::rng::{unit_f64, SeedableRng, SplitMix64};
 use peregrine_int::qos_monitor::{
     CounterWidth, HopEntry, QosConfig, QosMonitor, QosReport, RawReport, Window,
 };
 pub use peregrine_int::report::Encoding;
+use peregrine_testkit::impair::{Jitter, LinkConfig, LinkModel, Verdict};
+use peregrine_testkit::rng::{unit_f64, SeedableRng, SplitMix64};
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};

@@ -13,13 +13,13 @@ use super::{
 };
 use crossbeam_channel::{bounded, Receiver};
 use peregrine_dataplane::runtime::{Batch, Context, Disposition, Publisher, Reasons, Stage};
-use peregrine_testkit::impair::{LinkConfig, LinkModel, Verdict};
-use peregrine_testkit::rng::{unit_f64, SeedableRng, SplitMix64};
 use peregrine_dataplane::{OwnedBuf, PacketBuf};
 use peregrine_int::namespace::NamespaceTable;
 use peregrine_int::qos_monitor::{QosConfig, QosMonitor};
 use peregrine_int::request::{Flags, Mode, Protocol, Rule, TraceType};
 use peregrine_int::stages::{IntConfig, IntEvent, IntSink, IntSource, IntTransit};
+use peregrine_testkit::impair::{LinkConfig, LinkModel, Verdict};
+use peregrine_testkit::rng::{unit_f64, SeedableRng, SplitMix64};
 use peregrine_wire::{ethernet, ipv6, udp};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
