@@ -1,11 +1,14 @@
 //! Shared fixtures for the UPF stage tests and benches: addresses, hand-built rule tables
 //! (filled into the right shards with `shard_of`), frames built with the wire crate, and a
-//! rig that runs a `Pipeline` of `Upf` over `Batch<OwnedBuf>` on a fixed clock.
+//! rig that runs a `Pipeline` of `Upf` (alone, after the `Classify` stage, or on its general
+//! path only) over `Batch<OwnedBuf>` on a fixed clock.
 #![allow(dead_code)]
 
+use peregrine_dataplane::classify::Classify;
+use peregrine_dataplane::meta::PacketMeta;
 use peregrine_dataplane::qos::TrTcmConfig;
 use peregrine_dataplane::runtime::{
-    Action, Batch, Context, Disposition, Pipeline, Publisher, Reasons,
+    Action, Batch, Context, Disposition, Pipeline, Publisher, Reasons, Stage,
 };
 use peregrine_dataplane::stages::l3fwd::{NextHop, RouteTable};
 use peregrine_dataplane::upf::tables::{
@@ -451,8 +454,23 @@ pub fn cfg() -> UpfConfig {
     }
 }
 
+/// How a [`Rig`] runs the UPF.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The UPF alone: it classifies every packet itself.
+    Alone,
+    /// A `Classify` stage first; the UPF reads the packet metadata it fills.
+    Classified,
+    /// The UPF's per-packet general path end to end, classification included.
+    General,
+}
+
 impl Rig {
     pub fn new(t: UpfTables, cfg: UpfConfig) -> Rig {
+        Rig::with_mode(t, cfg, Mode::Alone)
+    }
+
+    pub fn with_mode(t: UpfTables, cfg: UpfConfig, mode: Mode) -> Rig {
         let tables = Publisher::new(t);
         let routes = Publisher::new(routes());
         let mut reasons = Reasons::new();
@@ -465,8 +483,13 @@ impl Rig {
             stats.clone(),
             &mut reasons,
         );
+        let stages: Vec<Box<dyn Stage<OwnedBuf>>> = match mode {
+            Mode::Alone => vec![Box::new(upf)],
+            Mode::Classified => vec![Box::new(Classify::new()), Box::new(upf.after_classifier())],
+            Mode::General => vec![Box::new(upf.general_path_only())],
+        };
         Rig {
-            pipe: Pipeline::new(vec![Box::new(upf)]),
+            pipe: Pipeline::new(stages),
             reasons,
             stats,
             tables,
@@ -475,13 +498,13 @@ impl Rig {
         }
     }
 
-    /// Run `frames` received on `rx_port` as one batch at time `now_ns`.
-    pub fn run(
+    /// [`Rig::run`] with each packet's metadata as the pipeline left it.
+    pub fn run_meta(
         &mut self,
         frames: &[Vec<u8>],
         rx_port: u16,
         now_ns: u64,
-    ) -> Vec<(Vec<u8>, Disposition)> {
+    ) -> Vec<(Vec<u8>, Disposition, PacketMeta)> {
         self.batch.rx_port = rx_port;
         for f in frames {
             self.batch
@@ -492,7 +515,20 @@ impl Rig {
         self.pipe.run(&mut self.batch, &cx);
         self.batch
             .drain()
-            .map(|(b, d)| (b.data().to_vec(), d))
+            .map(|(b, d)| (b.data().to_vec(), d, *b.pkt_meta()))
+            .collect()
+    }
+
+    /// Run `frames` received on `rx_port` as one batch at time `now_ns`.
+    pub fn run(
+        &mut self,
+        frames: &[Vec<u8>],
+        rx_port: u16,
+        now_ns: u64,
+    ) -> Vec<(Vec<u8>, Disposition)> {
+        self.run_meta(frames, rx_port, now_ns)
+            .into_iter()
+            .map(|(b, d, _)| (b, d))
             .collect()
     }
 
