@@ -10,8 +10,9 @@
 
 mod upf_support;
 
+use peregrine_dataplane::classify::{classify, Classify};
 use peregrine_dataplane::io::memory::{MemBackend, MemPort};
-use peregrine_dataplane::meta::{flags, PacketMeta};
+use peregrine_dataplane::meta::PacketMeta;
 use peregrine_dataplane::runtime::{
     self, Batch, Context, Counters, Disposition, Pipeline, Reasons, RuntimeConfig, Stage,
     WorkerSpec, HANDOFF_RING,
@@ -24,63 +25,6 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use upf_support::{dl_frame, ip_packet, server_v4, server_v6, ue_v4, ue_v6, ul_frame};
-
-/// Stands in for the classifier until it is on main: fills the fields `Steer` reads (IP
-/// offsets and versions, G-PDU) from the frames this test builds (Ethernet, IPv4 or IPv6
-/// without extension headers, GTP-U with optional extension headers).
-struct FillMeta;
-
-fn fill(d: &[u8], m: &mut PacketMeta) {
-    *m = PacketMeta::EMPTY;
-    let (v6, hl, proto) = match u16::from_be_bytes([d[12], d[13]]) {
-        0x0800 => (false, usize::from(d[14] & 0xf) * 4, d[14 + 9]),
-        0x86dd => (true, 40, d[14 + 6]),
-        _ => return,
-    };
-    let l4 = 14 + hl;
-    m.flags = flags::CLASSIFIED
-        | if v6 {
-            flags::OUTER_V6 | flags::INNER_V6
-        } else {
-            0
-        };
-    (m.l3_off, m.l4_off, m.inner_l3_off, m.inner_l4_off) = (14, l4 as u16, 14, l4 as u16);
-    m.proto = proto;
-    if proto == ip_protocol::UDP && d[l4 + 2..l4 + 4] == 2152u16.to_be_bytes() {
-        let g = l4 + 8;
-        assert_eq!(d[g + 1], 0xff, "G-PDU");
-        let mut inner = g + 8;
-        if d[g] & 0x07 != 0 {
-            inner += 4;
-            let mut next = d[g + 11];
-            while next != 0 {
-                let len = usize::from(d[inner]) * 4;
-                next = d[inner + len - 1];
-                inner += len;
-            }
-        }
-        m.flags |= flags::GPDU;
-        if d[inner] >> 4 == 6 {
-            m.flags |= flags::INNER_V6;
-        } else {
-            m.flags &= !flags::INNER_V6;
-        }
-        m.inner_l3_off = inner as u16;
-    }
-}
-
-impl Stage<OwnedBuf> for FillMeta {
-    fn name(&self) -> &'static str {
-        "fill_meta"
-    }
-    fn process(&mut self, batch: &mut Batch<OwnedBuf>, _cx: &Context) {
-        for p in batch.pkts.iter_mut() {
-            let mut m = PacketMeta::EMPTY;
-            fill(p.data(), &mut m);
-            *p.pkt_meta_mut() = m;
-        }
-    }
-}
 
 /// One processed packet: the worker that ran the stages after `Steer`, and the tag the
 /// test wrote at the end of the frame (UE index, sequence number).
@@ -216,7 +160,7 @@ fn cfg(be: &MemBackend) -> RuntimeConfig {
     }
 }
 
-/// Run [stall, fill_meta, steer, record] on two workers; returns what was seen and each
+/// Run [stall, classify, steer, record] on two workers; returns what was seen and each
 /// worker's counters.
 fn run(
     n3: Vec<Vec<u8>>,
@@ -231,7 +175,7 @@ fn run(
         Pipeline::new(vec![
             Box::new(Stall(stall.map_or(usize::MAX, |s| s.0), stall.map(|s| s.1)))
                 as Box<dyn Stage<OwnedBuf>>,
-            Box::new(FillMeta),
+            Box::new(Classify::new()),
             Box::new(Steer::new(2, 3)),
             Box::new(Record { log: l.clone() }),
         ])
@@ -255,7 +199,7 @@ fn total(per: &[Counters]) -> Counters {
 fn owner_of(ue: u16, v6: bool) -> usize {
     let f = downlink(ue, 0, v6);
     let mut m = PacketMeta::EMPTY;
-    fill(&f, &mut m);
+    classify(&f, &mut m).expect("classified");
     Steer::new(2, 3).owner(&f, &m).expect("attributable")
 }
 
