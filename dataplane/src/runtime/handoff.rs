@@ -26,7 +26,7 @@ pub const HANDOFF_RING: usize = 1024;
 
 /// A packet on its way to another worker, with what that worker needs to resume it.
 #[derive(Debug)]
-pub(crate) struct Item<B> {
+pub struct Item<B> {
     pub pkt: B,
     /// The port the packet was received on (stages read `Batch::rx_port`).
     pub rx_port: PortId,
@@ -36,7 +36,7 @@ pub(crate) struct Item<B> {
 
 /// One worker's outgoing side: a staging burst and a ring producer per other worker.
 #[derive(Debug)]
-pub(crate) struct Outbox<B> {
+pub struct Outbox<B> {
     staged: Vec<ArrayVec<Item<B>, MAX_BURST>>,
     rings: Vec<Option<Producer<Item<B>>>>,
     pending: bool,
@@ -44,13 +44,13 @@ pub(crate) struct Outbox<B> {
 
 /// One worker's incoming side: a ring consumer per other worker.
 #[derive(Debug)]
-pub(crate) struct Inbox<B> {
+pub struct Inbox<B> {
     rings: Vec<Consumer<Item<B>>>,
 }
 
 /// Rings between every ordered pair of `n` workers: worker `i` gets `(outbox, inbox)` number
-/// `i`. Allocates every ring now.
-pub(crate) fn mesh<B>(n: usize, slots: usize) -> Vec<(Outbox<B>, Inbox<B>)> {
+/// `i`. Allocates every ring now. (Public for benchmarks; the runtime makes its own.)
+pub fn mesh<B>(n: usize, slots: usize) -> Vec<(Outbox<B>, Inbox<B>)> {
     let mut out: Vec<Vec<Option<Producer<Item<B>>>>> =
         (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
     let mut inb: Vec<Vec<Consumer<Item<B>>>> = (0..n).map(|_| Vec::new()).collect();
