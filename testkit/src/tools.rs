@@ -1,0 +1,146 @@
+//! Running real processes from tests: privilege and CI checks, external tools, commands,
+//! free loopback ports, and a guard that stops a child process.
+//!
+//! The rule for a missing prerequisite (tool, privilege, kernel feature): outside CI the
+//! test prints why and passes; with `CI` set it fails, because CI must provide it.
+
+use std::net::{TcpListener, UdpSocket};
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+/// Whether the `CI` environment variable is set.
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some()
+}
+
+/// Whether the process runs with effective user id 0.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Skip `test` outside CI; in CI (the `CI` variable set) a missing prerequisite fails it.
+pub fn skip(test: &str, why: &str) {
+    assert!(!in_ci(), "{test} cannot run in CI: {why}");
+    eprintln!("skipping {test}: {why}");
+}
+
+/// Whether `tool args` runs and succeeds. When it does not: `false` (skip) normally, a
+/// panic under `CI`.
+pub fn tool_present(tool: &str, args: &[&str]) -> bool {
+    if Command::new(tool)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        return true;
+    }
+    if in_ci() {
+        panic!("{tool} not usable, and CI is set: CI must install it");
+    }
+    eprintln!("skipping: {tool} not usable");
+    false
+}
+
+/// Run a command; its stdout, or an error naming it with its stderr.
+pub fn run(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "`{}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// A UDP port free on 127.0.0.1 a moment ago.
+pub fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("free UDP port")
+        .port()
+}
+
+/// A TCP port free on 127.0.0.1 a moment ago.
+pub fn free_tcp_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("free TCP port")
+        .port()
+}
+
+/// A child process stopped on drop: SIGTERM (a daemon writes its summary), then SIGKILL
+/// if it has not exited within 5 s.
+#[derive(Debug)]
+pub struct Guard(pub Option<Child>);
+
+impl Guard {
+    /// Stop the child (if still running) and return its exit status.
+    pub fn term(&mut self) -> Option<ExitStatus> {
+        let mut c = self.0.take()?;
+        if let Ok(Some(st)) = c.try_wait() {
+            return Some(st);
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(st)) = c.try_wait() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = c.kill();
+        c.wait().ok()
+    }
+
+    pub fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("running")
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.term();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_reports_stdout_and_failures() {
+        assert_eq!(run(&["echo", "hi"]).unwrap(), "hi\n");
+        let e = run(&["sh", "-c", "echo oops >&2; exit 3"]).unwrap_err();
+        assert!(e.contains("oops") && e.contains("sh -c"), "{e}");
+        assert!(run(&["/nonexistent/tool"]).is_err());
+    }
+
+    #[test]
+    fn guard_stops_a_child() {
+        let mut g = Guard(Some(Command::new("sleep").arg("30").spawn().unwrap()));
+        let st = g.term().expect("status");
+        assert!(!st.success());
+        assert!(g.term().is_none());
+    }
+
+    #[test]
+    fn free_ports_are_nonzero() {
+        assert_ne!(free_udp_port(), 0);
+        assert_ne!(free_tcp_port(), 0);
+    }
+}
