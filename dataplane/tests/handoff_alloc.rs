@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{frame, RefreshTtl, ALLOCS, MAC0, MAC1};
+use common::{frame, RefreshTtl, GLOBAL, MAC0, MAC1};
 use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
 use peregrine_dataplane::io::{Backend, Burst, PortId, PortInfo, PortStats, WorkerIo};
 use peregrine_dataplane::runtime::Publisher;
@@ -18,7 +18,6 @@ use peregrine_dataplane::runtime::{
 use peregrine_dataplane::stages::l3fwd::{L3Fwd, NextHop, RouteTable};
 use peregrine_dataplane::PacketBuf;
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Hands every packet to the other of two workers, resuming at the next stage.
@@ -138,9 +137,9 @@ fn handoff_allocates_nothing_per_packet() {
     .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let before_pkts = run.counters().handed_off;
-    let before = ALLOCS.load(Ordering::SeqCst);
+    let before = GLOBAL.allocs();
     std::thread::sleep(Duration::from_millis(700));
-    let after = ALLOCS.load(Ordering::SeqCst);
+    let after = GLOBAL.allocs();
     let handed = run.counters().handed_off - before_pkts;
     run.request_stop();
     let per = run.join_workers();

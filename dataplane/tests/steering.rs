@@ -8,8 +8,6 @@
 //! Port 0 ("n3") is polled by worker 0, port 1 ("n6") by worker 1 (the memory backend gives
 //! port i to worker i % 2); everything leaves on port 2.
 
-mod upf_support;
-
 use peregrine_dataplane::classify::{classify, Classify};
 use peregrine_dataplane::io::memory::{MemBackend, MemPort};
 use peregrine_dataplane::meta::PacketMeta;
@@ -19,12 +17,13 @@ use peregrine_dataplane::runtime::{
 };
 use peregrine_dataplane::stages::steer::Steer;
 use peregrine_dataplane::{OwnedBuf, PacketBuf};
+use peregrine_testkit::frames::ip_packet;
+use peregrine_testkit::upf::{dl_frame, server_v4, server_v6, ue_v4, ue_v6, ul_frame};
 use peregrine_wire::ipv4::ip_protocol;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use upf_support::{dl_frame, ip_packet, server_v4, server_v6, ue_v4, ue_v6, ul_frame};
 
 /// One processed packet: the worker that ran the stages after `Steer`, and the tag the
 /// test wrote at the end of the frame (UE index, sequence number).
