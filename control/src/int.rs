@@ -33,11 +33,11 @@
 use crate::config::{invalid, ConfigError};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use peregrine_dataplane::runtime::Publisher;
-use peregrine_int::manager::{self, IntManager, ManagerConfig};
 use peregrine_int::namespace::TableSnapshot;
-use peregrine_int::option::TsFormat;
 use peregrine_int::report::IntReport;
 use peregrine_int::stages::{IntConfig, IntEvent, Piggyback};
+use peregrine_int_manager::{self as manager, IntManager, ManagerConfig};
+use peregrine_wire::int::TsFormat;
 use serde::{Deserialize, Serialize};
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::Arc;

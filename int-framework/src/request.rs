@@ -1,10 +1,14 @@
-//! The INT manager's rule request API (seed 003, section III-B "INTManager"), I/O-free.
+//! The INT manager's rule requests and replies (Miranda et al., "A Flexible In-band Network
+//! Telemetry Framework", section III-B "INTManager"): the message model, I/O-free.
 //!
 //! The controller sends the INTManager requests over a request/reply socket and "every
 //! configuration sent by the control plane gets an immediate confirmation" (III-B). This module is
-//! the message layer only: it decodes a request from JSON or CBOR bytes into a validated
-//! [`Request`], and encodes the [`Reply`]. Applying a request to the namespace table is
-//! [`crate::namespace::NamespaceTable::handle`]; the transport (ZeroMQ in the seed) is elsewhere.
+//! the validated model: [`Request`], [`Rule`], [`Reply`], their serde form ([`WireRequest`]) and
+//! the validation that names the offending field ([`RequestError`]). Reading requests from bytes
+//! (JSON or CBOR, with the size and depth limits below) is the control side's job:
+//! `peregrine_int_manager::codec`. Applying a request to the namespace table is
+//! [`crate::namespace::NamespaceTable::handle`]. The dataplane needs only the encoder:
+//! [`Rule::to_option_payload`] for the in-band 0x32 option.
 //!
 //! # Schema
 //! A message is a map with exactly one key naming the request, whose value is a map of fields.
@@ -64,9 +68,9 @@
 //! CBOR" (III-B, Fig. 3). [`Rule::to_cbor`] produces exactly that: the CBOR encoding of the
 //! `{"int_request": {...}}` message, with optional flags left out when they are at their default.
 //! The option data must fit [`MAX_OPTION_PAYLOAD`] bytes ([`Rule::to_option_payload`]). 0x32 is not
-//! IANA-assigned: experimental (DESIGN.md section 3).
+//! IANA-assigned: experimental (docs/int.md, "In-band request and report").
 
-use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::net::Ipv6Addr;
@@ -85,42 +89,11 @@ pub const MAX_FREQUENCY_MS: u64 = 3_600_000;
 /// Most node ids in one `enable_hops` / `disable_hops` list.
 pub const MAX_HOP_LIST: usize = 64;
 
-/// Trace type (seed section III-A, Table I): 32 bits, the most significant 16 for the E2E part,
-/// the least significant 16 for the HbH part. Bit numbers follow Table I (bit 0 = MSB).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct TraceType(pub u32);
+pub use peregrine_wire::int::TraceType;
 
-impl TraceType {
-    /// Bit 0: E2E INT packet counter (debugging).
-    pub const E2E_INT_COUNTER: u32 = 0x8000_0000;
-    /// Bit 1: E2E 64-bit source timestamp.
-    pub const E2E_TIMESTAMP: u32 = 0x4000_0000;
-    /// Bit 2: E2E 32-bit transmitted packet counter.
-    pub const E2E_TX_COUNTER: u32 = 0x2000_0000;
-    /// Bit 3: E2E 32-bit transmitted byte counter.
-    pub const E2E_TX_BYTES: u32 = 0x1000_0000;
-    /// Bit 16: HbH 16-bit TX and RX packet counters.
-    pub const HBH_TXRX_COUNTER: u32 = 0x0000_8000;
-    /// Bit 17: HbH 64-bit timestamp.
-    pub const HBH_TIMESTAMP: u32 = 0x0000_4000;
-    /// Bit 18: HbH 32-bit TX and RX byte counters.
-    pub const HBH_TXRX_BYTES: u32 = 0x0000_2000;
-    /// All bits Table I allocates; the rest ("not allocated") are rejected.
-    pub const KNOWN: u32 = 0xF000_E000;
-    /// The trace type of the seed's experiments (section IV-A): E2E bits 1-3, HbH bits 16-18.
-    pub const SEED_EXPERIMENTS: TraceType = TraceType(0x7000_E000);
-
-    /// E2E half (most significant 16 bits).
-    pub fn e2e(self) -> u16 {
-        (self.0 >> 16) as u16
-    }
-    /// HbH half (least significant 16 bits).
-    pub fn hbh(self) -> u16 {
-        self.0 as u16
-    }
-    fn to_hex(self) -> String {
-        format!("0x{:08X}", self.0)
-    }
+/// A trace type as Listing 1 writes it: `"0x7000E000"`.
+fn to_hex(t: TraceType) -> String {
+    format!("0x{:08X}", t.0)
 }
 
 /// Transport protocol of the 5-tuple (Listing 1: "TCP/UDP/ICMP"; ICMP means ICMPv6 on IPv6).
@@ -451,26 +424,6 @@ impl Reply {
             code,
             message: message.to_string(),
         }
-    }
-    /// JSON encoding.
-    pub fn to_json(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
-    }
-    /// CBOR encoding.
-    pub fn to_cbor(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        // Writing to a Vec cannot fail and every value here is serializable.
-        let _ = ciborium::ser::into_writer(self, &mut out);
-        out
-    }
-    /// Decodes a JSON reply (for clients and tests).
-    pub fn from_json(bytes: &[u8]) -> Result<Reply, RequestError> {
-        check_json(bytes)?;
-        serde_json::from_slice(bytes).map_err(|e| RequestError::Malformed(e.to_string()))
-    }
-    /// Decodes a CBOR reply (for clients and tests).
-    pub fn from_cbor(bytes: &[u8]) -> Result<Reply, RequestError> {
-        cbor_from(bytes)
     }
 }
 
@@ -944,9 +897,29 @@ struct WireNs {
 #[serde(deny_unknown_fields)]
 struct WireEmpty {}
 
+/// A request in its field-by-field serde form: every field a scalar, so that type errors
+/// name the field. Decode it with any serde format (`peregrine_int_manager::codec` does JSON
+/// and CBOR with size and depth limits), then validate it with [`Request::try_from`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WireRequest(WireMessage);
+
+impl TryFrom<WireRequest> for Request {
+    type Error = RequestError;
+    fn try_from(w: WireRequest) -> Result<Request, RequestError> {
+        validate(w.0)
+    }
+}
+
+impl From<&Request> for WireRequest {
+    fn from(r: &Request) -> WireRequest {
+        WireRequest(r.to_wire())
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-enum WireRequest {
+enum WireMessage {
     #[serde(rename = "int_request")]
     Install(WireRule),
     #[serde(rename = "int_modify")]
@@ -1123,7 +1096,7 @@ impl From<Rule> for WireRule {
             src_port: Some(Scalar::U(r.src_port as u64)),
             dst_port: Some(Scalar::U(r.dst_port as u64)),
             protocol: Some(Scalar::S(r.protocol.name().to_owned())),
-            trace_type: Some(Scalar::S(r.trace_type.to_hex())),
+            trace_type: Some(Scalar::S(to_hex(r.trace_type))),
             mode: Some(Scalar::S(r.mode.kind().name().to_owned())),
             mode_setting: Some(r.mode.setting_scalar()),
             transmit_report: flag(r.flags.transmit_report, d.transmit_report),
@@ -1134,10 +1107,10 @@ impl From<Rule> for WireRule {
     }
 }
 
-fn validate(w: WireRequest) -> Result<Request, RequestError> {
+fn validate(w: WireMessage) -> Result<Request, RequestError> {
     Ok(match w {
-        WireRequest::Install(r) => Request::Install(Rule::try_from(r)?),
-        WireRequest::Modify(m) => {
+        WireMessage::Install(r) => Request::Install(Rule::try_from(r)?),
+        WireMessage::Modify(m) => {
             let namespace = parse_ns(required(&m.ns_id, "ns_id")?)?;
             let opt_bool = |v: &Option<Scalar>, f| v.as_ref().map(|s| s.boolean(f)).transpose();
             let mode = m.mode.as_ref().map(parse_mode_kind).transpose()?;
@@ -1203,34 +1176,34 @@ fn validate(w: WireRequest) -> Result<Request, RequestError> {
             }
             Request::Modify { namespace, changes }
         }
-        WireRequest::Remove(n) => Request::Remove {
+        WireMessage::Remove(n) => Request::Remove {
             namespace: parse_ns(required(&n.ns_id, "ns_id")?)?,
         },
-        WireRequest::List(WireEmpty {}) => Request::List,
-        WireRequest::Stats(n) => Request::Stats {
+        WireMessage::List(WireEmpty {}) => Request::List,
+        WireMessage::Stats(n) => Request::Stats {
             namespace: n.ns_id.as_ref().map(parse_ns).transpose()?,
         },
     })
 }
 
 impl Request {
-    fn to_wire(&self) -> WireRequest {
+    fn to_wire(&self) -> WireMessage {
         let u = |n: u16| Some(Scalar::U(n as u64));
         match self {
-            Request::Install(r) => WireRequest::Install(r.clone().into()),
+            Request::Install(r) => WireMessage::Install(r.clone().into()),
             Request::Modify { namespace, changes } => {
                 let hops = |v: &Vec<u16>| {
                     (!v.is_empty())
                         .then(|| ScalarList::List(v.iter().map(|n| Scalar::U(*n as u64)).collect()))
                 };
-                WireRequest::Modify(WireModify {
+                WireMessage::Modify(WireModify {
                     ns_id: u(*namespace),
                     mode: changes.mode.map(|k| Scalar::S(k.name().to_owned())),
                     mode_setting: changes.mode_setting.map(|v| match exact_uint(v) {
                         Some(n) => Scalar::U(n),
                         None => Scalar::F(v),
                     }),
-                    trace_type: changes.trace_type.map(|t| Scalar::S(t.to_hex())),
+                    trace_type: changes.trace_type.map(|t| Scalar::S(to_hex(t))),
                     transmit_report: changes.transmit_report.map(Scalar::B),
                     piggyback_report: changes.piggyback_report.map(Scalar::B),
                     extract_report: changes.extract_report.map(Scalar::B),
@@ -1239,19 +1212,14 @@ impl Request {
                     disable_hops: hops(&changes.disable_hops),
                 })
             }
-            Request::Remove { namespace } => WireRequest::Remove(WireNs {
+            Request::Remove { namespace } => WireMessage::Remove(WireNs {
                 ns_id: u(*namespace),
             }),
-            Request::List => WireRequest::List(WireEmpty {}),
-            Request::Stats { namespace } => WireRequest::Stats(WireNs {
+            Request::List => WireMessage::List(WireEmpty {}),
+            Request::Stats { namespace } => WireMessage::Stats(WireNs {
                 ns_id: namespace.and_then(u),
             }),
         }
-    }
-
-    /// JSON encoding (the schema in the module docs).
-    pub fn to_json(&self) -> Vec<u8> {
-        serde_json::to_vec(&self.to_wire()).unwrap_or_default()
     }
 
     /// CBOR encoding (same logical schema).
@@ -1260,85 +1228,6 @@ impl Request {
         let _ = ciborium::ser::into_writer(&self.to_wire(), &mut out);
         out
     }
-}
-
-/// Rejects oversized payloads and JSON nested deeper than [`MAX_DEPTH`] before parsing.
-fn check_json(bytes: &[u8]) -> Result<(), RequestError> {
-    if bytes.len() > MAX_PAYLOAD {
-        return Err(RequestError::PayloadTooLarge {
-            len: bytes.len(),
-            max: MAX_PAYLOAD,
-        });
-    }
-    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
-    for &b in bytes {
-        if in_str {
-            if esc {
-                esc = false;
-            } else if b == b'\\' {
-                esc = true;
-            } else if b == b'"' {
-                in_str = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_str = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > MAX_DEPTH {
-                    return Err(RequestError::NestingTooDeep { max: MAX_DEPTH });
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// Decodes and validates a JSON request (schema in the module docs; install = seed Listing 1).
-pub fn decode_json(bytes: &[u8]) -> Result<Request, RequestError> {
-    check_json(bytes)?;
-    let wire: WireRequest =
-        serde_json::from_slice(bytes).map_err(|e| RequestError::Malformed(e.to_string()))?;
-    validate(wire)
-}
-
-fn cbor_from<T: de::DeserializeOwned>(bytes: &[u8]) -> Result<T, RequestError> {
-    if bytes.len() > MAX_PAYLOAD {
-        return Err(RequestError::PayloadTooLarge {
-            len: bytes.len(),
-            max: MAX_PAYLOAD,
-        });
-    }
-    let mut rest = bytes;
-    // ciborium counts the top-level item too, hence + 1.
-    let v =
-        ciborium::de::from_reader_with_recursion_limit(&mut rest, MAX_DEPTH + 1).map_err(|e| {
-            match e {
-                ciborium::de::Error::RecursionLimitExceeded => {
-                    RequestError::NestingTooDeep { max: MAX_DEPTH }
-                }
-                ciborium::de::Error::Semantic(_, m) => RequestError::Malformed(m),
-                ciborium::de::Error::Syntax(off) => {
-                    RequestError::Malformed(format!("invalid CBOR at byte {off}"))
-                }
-                ciborium::de::Error::Io(_) => RequestError::Malformed("truncated CBOR".into()),
-            }
-        })?;
-    if !rest.is_empty() {
-        return Err(RequestError::Malformed(format!(
-            "{} trailing bytes after the CBOR item",
-            rest.len()
-        )));
-    }
-    Ok(v)
-}
-
-/// Decodes and validates a CBOR request (same logical schema as JSON, RFC 8949).
-pub fn decode_cbor(bytes: &[u8]) -> Result<Request, RequestError> {
-    validate(cbor_from(bytes)?)
 }
 
 impl Rule {
@@ -1361,20 +1250,6 @@ impl Rule {
         Ok(v)
     }
 
-    /// Parses a 0x32 option payload: at most [`MAX_OPTION_PAYLOAD`] bytes, an `int_request`.
-    pub fn from_cbor(bytes: &[u8]) -> Result<Rule, RequestError> {
-        if bytes.len() > MAX_OPTION_PAYLOAD {
-            return Err(RequestError::OptionTooLarge {
-                len: bytes.len(),
-                max: MAX_OPTION_PAYLOAD,
-            });
-        }
-        match decode_cbor(bytes)? {
-            Request::Install(r) => Ok(r),
-            _ => Err(RequestError::NotAnInstall),
-        }
-    }
-
     /// Does this rule match a packet's 5-tuple? Ports 0 in the rule match any port (Listing 1).
     pub fn matches(&self, src: Ipv6Addr, dst: Ipv6Addr, proto: u8, sport: u16, dport: u16) -> bool {
         self.src_ip == src
@@ -1394,18 +1269,7 @@ mod tests {
         let t = TraceType::SEED_EXPERIMENTS;
         assert_eq!(t.e2e(), 0x7000);
         assert_eq!(t.hbh(), 0xE000);
-        assert_eq!(t.to_hex(), "0x7000E000");
-    }
-
-    #[test]
-    fn json_depth_scan_ignores_brackets_in_strings() {
-        let s = format!("{{\"a\":\"{}\"}}", "[".repeat(100));
-        assert!(check_json(s.as_bytes()).is_ok());
-        let s = "[".repeat(MAX_DEPTH + 1);
-        assert_eq!(
-            check_json(s.as_bytes()),
-            Err(RequestError::NestingTooDeep { max: MAX_DEPTH })
-        );
+        assert_eq!(to_hex(t), "0x7000E000");
     }
 
     #[test]
@@ -1427,18 +1291,5 @@ mod tests {
         for bad in [0.0, -1.0, 100.5, f64::NAN, f64::INFINITY] {
             assert!(Mode::from_parts(ModeKind::Probability, bad).is_err());
         }
-    }
-
-    #[test]
-    fn scalar_rejects_nested_values_by_kind() {
-        let r = decode_json(br#"{"int_remove":{"ns_id":[1,[2]]}}"#);
-        assert_eq!(
-            r,
-            Err(RequestError::WrongType {
-                field: "ns_id",
-                expected: "number",
-                got: "array"
-            })
-        );
     }
 }

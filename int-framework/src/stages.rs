@@ -14,17 +14,17 @@
 //! same way. Time is `cx.now_ns()`.
 
 use crate::namespace::{TableSnapshot, DEFAULT_RESEND_INTERVAL_NS};
-use crate::option::{
-    emit_inband_header, emit_seed_header, find_inband, hop_to_node_data_in, inband_header_len,
-    ioam_trace_type, node_data_to_hop_in, parse_seed_header, InBandKind, InBandRepr, SeedE2eRepr,
-    SeedHopRepr, TsFormat, MAX_INBAND_PAYLOAD,
-};
 use crate::report::{E2eData, Encoding, HopData, IntReport};
 use crate::request::{Mode, TraceType};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use peregrine_dataplane::buffer::{BufError, PacketBuf};
 use peregrine_dataplane::runtime::{
     Batch, Context, Disposition, DropReason, Reader, Reasons, Stage,
+};
+use peregrine_wire::int::{
+    emit_inband_header, emit_seed_header, find_inband, hop_to_node_data_in, inband_header_len,
+    ioam_trace_type, node_data_to_hop_in, parse_seed_header, InBandKind, InBandRepr, SeedE2eRepr,
+    SeedHopRepr, TsFormat, MAX_INBAND_PAYLOAD,
 };
 use peregrine_wire::ioam::{self, E2eOption, E2eRepr, NodeData, TraceOption, TraceRepr};
 use peregrine_wire::ipv6::{self, ip_protocol};

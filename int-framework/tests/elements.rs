@@ -10,6 +10,7 @@ use peregrine_int::namespace::{NamespaceTable, TableSnapshot};
 use peregrine_int::report::{Encoding, IntReport};
 use peregrine_int::request::{Flags, Mode, ModifyFields, Protocol, Rule, TraceType};
 use peregrine_int::stages::{IntConfig, IntEvent, IntSink, IntSource, IntTransit, Piggyback};
+use peregrine_int_manager::codec::RuleCbor;
 use std::net::Ipv6Addr;
 
 const SRC: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x10);

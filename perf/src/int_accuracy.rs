@@ -19,10 +19,10 @@
 //! nodes exactly as it happens.
 
 use peregrine_dataplane::stages::impair::{Jitter, LinkConfig, LinkModel, SplitMix64, Verdict};
-use peregrine_int::qos_monitor::{
+pub use peregrine_int::report::Encoding;
+use peregrine_int_manager::qos_monitor::{
     CounterWidth, HopEntry, QosConfig, QosMonitor, QosReport, RawReport, Window,
 };
-pub use peregrine_int::report::Encoding;
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -551,7 +551,7 @@ fn empty_report() -> QosReport {
         window_end_ns: 0,
         reports: 0,
         throughput_bps: None,
-        delay_ns: peregrine_int::qos_monitor::DelayStats {
+        delay_ns: peregrine_int_manager::qos_monitor::DelayStats {
             mean: f64::NAN,
             p50: 0,
             p99: 0,

@@ -304,8 +304,8 @@ fn markdown(records: &[RunRecord], args: &Args) -> String {
          Ethernet/IPv6/UDP frame (`OwnedBuf`) that goes `IntSource` -> link 1 -> `IntTransit` (SW1) \
          -> ... -> link 5 -> `IntSink`, each stage run on a one-packet batch with \
          `Context::fixed(the packet's emulated time at that node)`; links carry the frame's real \
-         length, INT headers included; the sink's `IntReport`s go through `to_raw()` into \
-         `peregrine_int::qos_monitor::QosMonitor`, whose 1 s reports are the samples. Every packet \
+         length, INT headers included; the sink's `IntReport`s go through `RawReport::from` into \
+         `peregrine_int_manager::qos_monitor::QosMonitor`, whose 1 s reports are the samples. Every packet \
          that reached the sink left it byte-identical to what entered the source (checked per \
          packet; the binary aborts otherwise). Trace type 0xF000E000 (E2E INT counter, timestamp, \
          TX packets and bytes; per hop: timestamp, 16-bit RX/TX packet and 32-bit byte counters). \

@@ -4,9 +4,10 @@ use peregrine_int::namespace::{
     NamespaceTable, TableConfig, TableError, DEFAULT_RESEND_INTERVAL_NS, MAX_HOP_OVERRIDES,
 };
 use peregrine_int::request::{
-    decode_cbor, decode_json, Flags, Mode, ModeKind, ModifyFields, Protocol, Reply, ReplyBody,
-    Request, RequestError, Rule, TraceType, MAX_DEPTH, MAX_OPTION_PAYLOAD, MAX_PAYLOAD,
+    Flags, Mode, ModeKind, ModifyFields, Protocol, Reply, ReplyBody, Request, RequestError, Rule,
+    TraceType, MAX_DEPTH, MAX_OPTION_PAYLOAD, MAX_PAYLOAD,
 };
+use peregrine_int_manager::codec::{decode_cbor, decode_json, ReplyCodec, RequestJson, RuleCbor};
 
 /// The seed's Listing 1 ("INT Request message format"), verbatim modulo OCR damage, is a template:
 ///

@@ -64,6 +64,7 @@
 //! The seed's namespace identifies one monitored flow (one INT rule per flow, section III-B), so
 //! the monitor keys its state by namespace only.
 
+use peregrine_int::report::IntReport;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -1059,6 +1060,41 @@ impl QosMonitor {
     }
 }
 
+/// The QoS monitor's input from the INT sink's fixed-size report (allocates the hop list, so
+/// it runs on the control side).
+impl From<&IntReport> for RawReport {
+    fn from(r: &IntReport) -> RawReport {
+        RawReport {
+            namespace: r.ns_id as u32,
+            seq: r.e2e.int_counter.unwrap_or(0),
+            seq_width: CounterWidth::Bits32,
+            src_ts_ns: r.e2e.timestamp_ns.unwrap_or(0),
+            sink_ts_ns: r.arrival_ns,
+            packet_len: r.packet_len,
+            source_node_id: 0,
+            sink_node_id: r.sink_node_id,
+            src_tx_packets: r.e2e.tx_packets,
+            src_tx_bytes: r.e2e.tx_bytes,
+            sink_rx_packets: Some(r.sink_rx_packets),
+            sink_rx_bytes: Some(r.sink_rx_bytes),
+            hops: r
+                .hops()
+                .iter()
+                .map(|h| HopEntry {
+                    node_id: h.node_id,
+                    ingress_ts_ns: h.timestamp_ns,
+                    egress_ts_ns: None,
+                    packet_counter_width: CounterWidth::Bits16,
+                    rx_packets: h.rx_packets.map(u32::from),
+                    tx_packets: h.tx_packets.map(u32::from),
+                    rx_bytes: h.rx_bytes,
+                    tx_bytes: h.tx_bytes,
+                })
+                .collect(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1121,5 +1157,22 @@ mod tests {
                 "{v} -> {mid}"
             );
         }
+    }
+
+    /// Moved from `peregrine_int::report` with the conversion.
+    #[test]
+    fn int_report_hops_become_raw_hops() {
+        use peregrine_int::report::{HopData, MAX_HOPS};
+        let mut r = IntReport::default();
+        for i in 0..MAX_HOPS as u32 + 2 {
+            let ok = r.push_hop(HopData {
+                node_id: i + 1,
+                ..Default::default()
+            });
+            assert_eq!(ok, (i as usize) < MAX_HOPS);
+        }
+        let raw = RawReport::from(&r);
+        assert_eq!(raw.hops.len(), MAX_HOPS);
+        assert_eq!(raw.hops[3].node_id, 4);
     }
 }

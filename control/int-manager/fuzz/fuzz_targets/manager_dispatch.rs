@@ -6,9 +6,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use peregrine_int::manager::dispatch::detect_encoding;
-use peregrine_int::manager::{Encoding, ManagerCore};
 use peregrine_int::request::Reply;
+use peregrine_int_manager::codec::ReplyCodec;
+use peregrine_int_manager::dispatch::detect_encoding;
+use peregrine_int_manager::{Encoding, ManagerCore};
 
 fn split(data: &[u8]) -> Vec<&[u8]> {
     let sep = b"\n--\n";
