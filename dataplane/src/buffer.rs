@@ -4,6 +4,7 @@
 //! unit tests without DPDK. A buffer is one contiguous segment with headroom in front of the
 //! packet (for encapsulation) and tailroom behind it.
 
+use crate::meta::PacketMeta;
 use thiserror::Error;
 
 /// Headroom every buffer implementation guarantees on receive (DPDK's RTE_PKTMBUF_HEADROOM).
@@ -33,8 +34,8 @@ pub struct Meta {
     /// RSS or software flow hash (0 if none).
     pub hash: u32,
     /// Arrival timestamp in nanoseconds (0 if unset): the capture time for pcap replays,
-    /// the worker clock for live ports. Stages that need a sojourn time (queues) overwrite it
-    /// with their own enqueue time.
+    /// the worker clock for live ports. Queues keep their enqueue time in
+    /// [`PacketMeta::enqueue_ns`], not here.
     pub timestamp_ns: u64,
 }
 
@@ -62,6 +63,11 @@ pub trait PacketBuf: Send {
     fn meta(&self) -> Meta;
     /// Replace metadata.
     fn set_meta(&mut self, meta: Meta);
+    /// What stages learned about the packet ([`PacketMeta`]); stale on rx until the
+    /// classifier resets it.
+    fn pkt_meta(&self) -> &PacketMeta;
+    /// The packet's [`PacketMeta`], writable.
+    fn pkt_meta_mut(&mut self) -> &mut PacketMeta;
 
     fn len(&self) -> usize {
         self.data().len()
@@ -82,6 +88,7 @@ pub struct OwnedBuf {
     start: usize,
     end: usize,
     meta: Meta,
+    pkt_meta: PacketMeta,
 }
 
 impl std::fmt::Debug for OwnedBuf {
@@ -90,6 +97,7 @@ impl std::fmt::Debug for OwnedBuf {
             .field("len", &self.len())
             .field("headroom", &self.start)
             .field("meta", &self.meta)
+            .field("pkt_meta", &self.pkt_meta)
             .finish()
     }
 }
@@ -102,6 +110,7 @@ impl OwnedBuf {
             start: headroom,
             end: headroom,
             meta: Meta::default(),
+            pkt_meta: PacketMeta::EMPTY,
         }
     }
 
@@ -123,6 +132,7 @@ impl OwnedBuf {
         self.start = h;
         self.end = h;
         self.meta = Meta::default();
+        self.pkt_meta = PacketMeta::EMPTY;
     }
 
     /// Reset and copy `bytes` in as the packet.
@@ -224,6 +234,16 @@ impl PacketBuf for OwnedBuf {
     fn set_meta(&mut self, meta: Meta) {
         self.meta = meta;
     }
+
+    #[inline]
+    fn pkt_meta(&self) -> &PacketMeta {
+        &self.pkt_meta
+    }
+
+    #[inline]
+    fn pkt_meta_mut(&mut self) -> &mut PacketMeta {
+        &mut self.pkt_meta
+    }
 }
 
 /// Conformance checks every [`PacketBuf`] implementation must pass; the DPDK mbuf tests call
@@ -267,8 +287,47 @@ pub fn conformance<B: PacketBuf>(mut b: B, payload: &[u8]) {
     };
     b.set_meta(m);
     assert_eq!(b.meta(), m);
+    // The packet metadata is its own record: writable in place, every field kept, untouched
+    // by `set_meta` and by header moves.
+    let pm = crate::meta::PacketMeta {
+        enqueue_ns: u64::MAX - 1,
+        flow_hash: 0x1234_5678,
+        teid: 0xfeed_f00d,
+        session: 77,
+        sojourn_ns: u32::MAX,
+        l3_off: 14,
+        l4_off: 34,
+        inner_l3_off: 70,
+        inner_l4_off: 90,
+        flags: crate::meta::flags::CLASSIFIED | crate::meta::flags::GPDU,
+        proto: 6,
+        dir: crate::meta::Direction::Uplink as u8,
+        qfi: 9,
+        qid: 7,
+        color: 2,
+        _spare: 0xaa,
+    };
+    *b.pkt_meta_mut() = crate::meta::PacketMeta::EMPTY;
+    assert_eq!(*b.pkt_meta(), crate::meta::PacketMeta::EMPTY);
+    *b.pkt_meta_mut() = pm;
+    assert_eq!(*b.pkt_meta(), pm);
+    b.pkt_meta_mut().sojourn_ns = 5;
+    assert_eq!(b.pkt_meta().sojourn_ns, 5);
+    assert_eq!(b.pkt_meta().enqueue_ns, pm.enqueue_ns);
+    b.pkt_meta_mut().sojourn_ns = pm.sojourn_ns;
+    b.set_meta(Meta::default());
+    b.prepend(8).unwrap();
+    b.adj(8).unwrap();
+    assert_eq!(
+        *b.pkt_meta(),
+        pm,
+        "set_meta and header moves keep the record"
+    );
+    b.set_meta(m);
+    assert_eq!(b.meta(), m, "the record does not overlap the rx metadata");
     b.data_mut()[0] ^= 0xff;
     assert_eq!(b.data()[0], payload[0] ^ 0xff);
+    assert_eq!(*b.pkt_meta(), pm, "nor the packet bytes");
 }
 
 #[cfg(test)]
@@ -279,6 +338,15 @@ mod tests {
     fn owned_buf_conforms() {
         let payload: Vec<u8> = (0..200u8).collect();
         conformance(OwnedBuf::from_slice(&payload), &payload);
+    }
+
+    #[test]
+    fn reset_clears_the_packet_metadata() {
+        let mut b = OwnedBuf::from_slice(&[1, 2, 3]);
+        assert_eq!(*b.pkt_meta(), PacketMeta::EMPTY);
+        b.pkt_meta_mut().teid = 9;
+        b.reset();
+        assert_eq!(*b.pkt_meta(), PacketMeta::EMPTY);
     }
 
     #[test]

@@ -3,9 +3,11 @@
 
 pub mod buffer;
 pub mod io;
+pub mod meta;
 pub mod qos;
 pub mod runtime;
 pub mod stages;
 pub mod upf;
 
 pub use buffer::{Meta, OwnedBuf, PacketBuf};
+pub use meta::{Direction, PacketMeta};

@@ -7,6 +7,7 @@ use peregrine_dataplane::io::dpdk::{
     DpdkBackend, DpdkConfig, DpdkError, DpdkPortConfig, DpdkWorkerIo, Eal, Mbuf, Mempool,
 };
 use peregrine_dataplane::io::{Backend, Burst, WorkerIo, MAX_BURST};
+use peregrine_dataplane::meta::PacketMeta;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -233,8 +234,16 @@ fn mbuf_passes_buffer_conformance() {
     assert_eq!(m.pkt_len(), 200);
     conformance(m, &payload);
 
-    // Fresh mbufs carry no hash or timestamp; metadata survives into_raw/from_raw.
+    // Fresh mbufs carry no hash or timestamp, and an EMPTY packet metadata record in a
+    // private area that covers it; metadata survives into_raw/from_raw.
     let mut m = pool.alloc().expect("mbuf");
+    assert_eq!(*m.pkt_meta(), PacketMeta::EMPTY);
+    // SAFETY: reads a plain field of the mbuf we own.
+    let priv_size = unsafe { (*m.as_ptr()).priv_size };
+    assert_eq!(priv_size, peregrine_dataplane::io::dpdk::MBUF_PRIV_SIZE);
+    assert!(usize::from(priv_size) >= std::mem::size_of::<PacketMeta>());
+    assert_eq!(priv_size % 8, 0, "RTE_MBUF_PRIV_ALIGN");
+    m.pkt_meta_mut().session = 5;
     assert_eq!(m.meta().hash, 0);
     assert_eq!(m.meta().timestamp_ns, 0);
     assert_eq!(m.tailroom(), 2048);
@@ -248,6 +257,10 @@ fn mbuf_passes_buffer_conformance() {
     // SAFETY: `raw` came from into_raw and is owned by nobody else.
     let m = unsafe { Mbuf::from_raw(raw) };
     assert_eq!(m.meta(), meta);
+    assert_eq!(m.pkt_meta().session, 5);
+    // The record does not overlap the packet's headroom or data.
+    assert_eq!(m.headroom(), 128);
+    assert_eq!(m.tailroom(), 2048);
     assert_eq!(pool.in_use_count(), 1);
     drop(m);
     assert_eq!(pool.in_use_count(), 0);
@@ -321,6 +334,11 @@ fn net_ring_loops_tx_back_to_rx() {
             hash: 0,
             timestamp_ns: 1000 + i as u64,
         });
+        *m.pkt_meta_mut() = PacketMeta {
+            teid: i as u32,
+            enqueue_ns: 7 * i as u64,
+            ..PacketMeta::EMPTY
+        };
         burst.push(m);
     }
     assert_eq!(io0.tx_burst(0, 0, &mut burst), N);
@@ -349,6 +367,15 @@ fn net_ring_loops_tx_back_to_rx() {
                 rx_port: 0,
                 hash: 0,
                 timestamp_ns: 1000 + i as u64
+            }
+        );
+        // So does the packet metadata in the private area.
+        assert_eq!(
+            *m.pkt_meta(),
+            PacketMeta {
+                teid: i as u32,
+                enqueue_ns: 7 * i as u64,
+                ..PacketMeta::EMPTY
             }
         );
     }

@@ -268,7 +268,17 @@ fn qos_sojourn_time_exact() {
     s.enqueue(pkt(64), 0, 2_000).unwrap();
     let d = s.dequeue(10_000).unwrap();
     assert_eq!((d.qid, d.sojourn_ns), (0, 8_000));
-    assert_eq!(d.pkt.meta().timestamp_ns, 2_000, "enqueue time in the meta");
+    assert_eq!(
+        d.pkt.pkt_meta().enqueue_ns,
+        2_000,
+        "enqueue time in the meta"
+    );
+    assert_eq!(
+        d.pkt.pkt_meta().sojourn_ns,
+        8_000,
+        "sojourn stamped at dequeue"
+    );
+    assert_eq!(d.pkt.meta().timestamp_ns, 0, "arrival time left alone");
     let d = s.dequeue(10_001).unwrap();
     assert_eq!((d.qid, d.sojourn_ns), (2, 9_001));
     // A clock that went backwards gives 0, not a wrapped value.

@@ -11,8 +11,9 @@
 //!   round, so no WRR queue starves. A queue that empties loses its deficit.
 //! * Each queue is a fixed-capacity ring allocated at construction; a full queue tail-drops
 //!   (the packet is handed back to the caller to free) and counts the drop per queue.
-//! * The enqueue time is kept with each packet (and written to `Meta::timestamp_ns`, the
-//!   buffer convention for queues), so a dequeue reports the sojourn time.
+//! * The enqueue time is written to each packet's [`PacketMeta::enqueue_ns`]; a dequeue
+//!   reports the sojourn time and stamps it in [`PacketMeta::sojourn_ns`], so post-dequeue
+//!   taps read it with the rest of the record (`Meta::timestamp_ns` stays the arrival time).
 //! * An optional token-bucket shaper limits the port's total rate, so queues build up when the
 //!   offered load exceeds it. Time is passed in everywhere.
 //!
@@ -20,6 +21,8 @@
 
 use super::trtcm::{QosConfigError, TokenBucket};
 use crate::buffer::PacketBuf;
+#[cfg(doc)]
+use crate::meta::PacketMeta;
 
 /// Number of egress queues per port.
 pub const NUM_QUEUES: usize = 8;
@@ -162,7 +165,8 @@ pub struct QueueStats {
 pub struct Dequeued<B> {
     pub pkt: B,
     pub qid: u8,
-    /// `dequeue time - enqueue time` (0 if the clock went backwards).
+    /// `dequeue time - enqueue time` (0 if the clock went backwards); also stamped,
+    /// saturated to 32 bits, in the packet's `PacketMeta::sojourn_ns`.
     pub sojourn_ns: u64,
 }
 
@@ -170,7 +174,6 @@ pub struct Dequeued<B> {
 struct Entry<B> {
     pkt: B,
     len: u64,
-    enq_ns: u64,
 }
 
 /// Fixed-capacity FIFO ring.
@@ -310,14 +313,8 @@ impl<B: PacketBuf> Scheduler<B> {
         }
         st.enq_pkts += 1;
         st.enq_bytes += len;
-        let mut meta = pkt.meta();
-        meta.timestamp_ns = now_ns;
-        pkt.set_meta(meta);
-        self.rings[q].push(Entry {
-            pkt,
-            len,
-            enq_ns: now_ns,
-        });
+        pkt.pkt_meta_mut().enqueue_ns = now_ns;
+        self.rings[q].push(Entry { pkt, len });
         self.bytes[q] += len;
         self.total += 1;
         Ok(())
@@ -331,8 +328,11 @@ impl<B: PacketBuf> Scheduler<B> {
 
     #[inline]
     fn take(&mut self, q: usize, now_ns: u64) -> Dequeued<B> {
-        let e = self.rings[q].pop().expect("selected queue is non-empty");
+        let mut e = self.rings[q].pop().expect("selected queue is non-empty");
         let len = e.len;
+        let m = e.pkt.pkt_meta_mut();
+        let sojourn_ns = now_ns.saturating_sub(m.enqueue_ns);
+        m.set_sojourn(sojourn_ns);
         if let Some(s) = self.shaper.as_mut() {
             s.take(len);
         }
@@ -344,7 +344,7 @@ impl<B: PacketBuf> Scheduler<B> {
         Dequeued {
             pkt: e.pkt,
             qid: q as u8,
-            sojourn_ns: now_ns.saturating_sub(e.enq_ns),
+            sojourn_ns,
         }
     }
 
@@ -504,7 +504,6 @@ mod tests {
                 r.push(Entry {
                     pkt: round * 10 + i,
                     len: 1,
-                    enq_ns: 0,
                 });
             }
             assert!(r.is_full());

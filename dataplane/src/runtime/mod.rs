@@ -8,6 +8,7 @@ pub mod reason;
 pub mod scope;
 pub mod snapshot;
 pub mod stage;
+pub mod tap;
 pub mod worker;
 
 pub use batch::{Action, Batch, Disposition};
@@ -17,6 +18,7 @@ pub use reason::{DropReason, Reasons};
 pub use scope::{OnEgress, OnIngress};
 pub use snapshot::{Publisher, Reader};
 pub use stage::{Context, Pipeline, PipelineFactory, Stage};
+pub use tap::Tap;
 pub use worker::{
     start, ControlPacket, InjectError, InjectFrame, Injector, Running, RuntimeConfig, WorkerSpec,
     INJECT_MAX,

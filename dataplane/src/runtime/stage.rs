@@ -2,7 +2,9 @@
 
 use super::batch::Batch;
 use super::reason::Reasons;
+use super::tap::Tap;
 use crate::buffer::PacketBuf;
+use crate::io::PortId;
 use std::cell::Cell;
 use std::time::Instant;
 
@@ -87,33 +89,71 @@ pub trait Stage<B: PacketBuf>: Send {
     fn idle(&mut self) {}
 }
 
-/// The ordered stages of one worker.
+/// The ordered stages of one worker, and its post-dequeue taps per egress port.
 pub struct Pipeline<B> {
     stages: Vec<Box<dyn Stage<B>>>,
+    /// Indexed by port; ports beyond the end have no tap.
+    taps: Vec<Vec<Box<dyn Tap<B>>>>,
 }
 
 impl<B> std::fmt::Debug for Pipeline<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pipeline")
             .field("stages", &self.stages.len())
+            .field("taps", &self.taps.iter().map(Vec::len).sum::<usize>())
             .finish()
     }
 }
 
 impl<B: PacketBuf> Pipeline<B> {
     pub fn new(stages: Vec<Box<dyn Stage<B>>>) -> Self {
-        Pipeline { stages }
+        Pipeline {
+            stages,
+            taps: Vec::new(),
+        }
+    }
+
+    /// Add a post-dequeue tap on `port`; several taps on one port run in the order added.
+    pub fn with_tap(mut self, port: PortId, tap: Box<dyn Tap<B>>) -> Self {
+        let i = usize::from(port);
+        if self.taps.len() <= i {
+            self.taps.resize_with(i + 1, Vec::new);
+        }
+        self.taps[i].push(tap);
+        self
     }
 
     pub fn stage_names(&self) -> Vec<&'static str> {
         self.stages.iter().map(|s| s.name()).collect()
     }
 
-    /// Let every stage refresh its snapshots while there is no traffic.
+    /// `(port, tap name)` of every tap, by port then in running order.
+    pub fn tap_names(&self) -> Vec<(PortId, &'static str)> {
+        self.taps
+            .iter()
+            .enumerate()
+            .flat_map(|(p, ts)| ts.iter().map(move |t| (p as PortId, t.name())))
+            .collect()
+    }
+
+    /// Let every stage and tap refresh its snapshots while there is no traffic.
     #[cold]
     pub fn idle(&mut self) {
         for s in self.stages.iter_mut() {
             s.idle();
+        }
+        for t in self.taps.iter_mut().flatten() {
+            t.idle();
+        }
+    }
+
+    /// Hand a burst about to be sent on `port` to that port's taps, in order.
+    #[inline]
+    pub fn run_taps(&mut self, port: PortId, pkts: &mut [B], cx: &Context) {
+        if let Some(ts) = self.taps.get_mut(usize::from(port)) {
+            for t in ts.iter_mut() {
+                t.on_burst(port, pkts, cx);
+            }
         }
     }
 

@@ -10,6 +10,10 @@
 //! such port after every batch and on idle polls (so a shaper drains without new traffic),
 //! and at stop sends whatever is still queued, shaper or not.
 //!
+//! Every burst about to be sent on a port (dequeued from its scheduler, or straight from
+//! dispatch on an unscheduled port) goes through that port's post-dequeue taps first
+//! ([`Pipeline::with_tap`], `runtime::tap`).
+//!
 //! The control side sends frames of its own (ARP/ND replies, GTP-U End Markers) through an
 //! [`Injector`]: one bounded channel per worker of fixed-size frames, allocated when the
 //! channel is made. A worker looks at its channel once per poll (`is_empty`, two relaxed
@@ -220,22 +224,27 @@ impl<I: WorkerIo> Worker<I> {
                 if !self.egress.is_empty() {
                     self.service_egress(|| cx.now_ns());
                 }
-                self.flush_tx();
+                self.flush_tx(&cx);
                 debug_assert!(batch.pkts.is_empty());
             }
             // Empty on the busy path: a check of the channel's head and tail, nothing more.
             if !self.inject_rx.is_empty() {
-                self.inject();
+                self.inject(&cx);
             }
             polls += 1;
             if got == 0 {
                 self.counters.idle_polls += 1;
-                if !self.egress.is_empty() {
+                if !self.egress.is_empty() && self.egress_backlog() != 0 {
+                    // Taps of what drains now see the worker clock (a replay on its recorded
+                    // clock keeps the last batch's time).
+                    if !recorded_clock {
+                        cx.next_batch();
+                    }
                     let epoch = self.epoch;
                     self.service_egress(|| epoch.elapsed().as_nanos() as u64);
-                    self.flush_tx();
+                    self.flush_tx(&cx);
                 }
-                if self.idle_should_stop(&mut idle, polls) {
+                if self.idle_should_stop(&mut idle, polls, &cx) {
                     break;
                 }
             } else {
@@ -248,7 +257,7 @@ impl<I: WorkerIo> Worker<I> {
                 }
             }
         }
-        self.flush_egress();
+        self.flush_egress(&cx);
         self.io.flush();
         self.publish();
         self.counters
@@ -306,7 +315,7 @@ impl<I: WorkerIo> Worker<I> {
 
     /// At stop: send everything still queued, ignoring shapers; what the driver does not
     /// take is counted `tx_full` by `flush_tx`, so nothing is lost uncounted.
-    fn flush_egress(&mut self) {
+    fn flush_egress(&mut self, cx: &Context) {
         if self.egress_backlog() == 0 {
             return;
         }
@@ -325,14 +334,14 @@ impl<I: WorkerIo> Worker<I> {
                     break;
                 }
                 self.tx_pending = true;
-                self.flush_tx();
+                self.flush_tx(cx);
             }
         }
     }
 
     /// Called on an empty poll: flushes writers now and then and decides whether to stop.
     #[cold]
-    fn idle_should_stop(&mut self, idle: &mut IdleClock, polls: u64) -> bool {
+    fn idle_should_stop(&mut self, idle: &mut IdleClock, polls: u64, cx: &Context) -> bool {
         if self.stop.load(Ordering::Relaxed) {
             return true;
         }
@@ -349,7 +358,7 @@ impl<I: WorkerIo> Worker<I> {
             let control_done =
                 self.control_pending.load(Ordering::Acquire) == 0 && self.inject_rx.is_empty();
             if !control_done && !self.inject_rx.is_empty() {
-                self.inject();
+                self.inject(cx);
             }
             if (self.egress_backlog() == 0 && control_done) || stalled {
                 return true;
@@ -382,6 +391,7 @@ impl<I: WorkerIo> Worker<I> {
                 // port takes the per-packet path below (enqueue).
                 if self.egress_slot.get(p as usize) == Some(&NO_EGRESS) {
                     debug_assert!(self.txq[p as usize].is_empty());
+                    self.pipeline.run_taps(p, &mut batch.pkts, cx);
                     let n = batch.pkts.len();
                     let sent = self.io.tx_burst(p, self.spec.tx_queue, &mut batch.pkts);
                     self.counters.tx_pkts[p as usize] += sent as u64;
@@ -466,8 +476,8 @@ impl<I: WorkerIo> Worker<I> {
     /// 7.3.2). Frames go straight to the driver: a port's egress scheduler is bypassed.
     #[cold]
     #[inline(never)]
-    fn inject(&mut self) {
-        self.flush_tx();
+    fn inject(&mut self, cx: &Context) {
+        self.flush_tx(cx);
         let q = self.spec.tx_queue;
         for _ in 0..INJECT_QUEUE {
             let Ok(f) = self.inject_rx.try_recv() else {
@@ -495,8 +505,9 @@ impl<I: WorkerIo> Worker<I> {
         }
     }
 
+    /// Send every per-port tx queue, each burst through its port's taps first.
     #[inline]
-    fn flush_tx(&mut self) {
+    fn flush_tx(&mut self, cx: &Context) {
         if !self.tx_pending {
             return;
         }
@@ -506,6 +517,7 @@ impl<I: WorkerIo> Worker<I> {
             if pkts.is_empty() {
                 continue;
             }
+            self.pipeline.run_taps(port as PortId, pkts, cx);
             let n = pkts.len();
             let sent = self.io.tx_burst(port as PortId, q, pkts);
             self.counters.tx_pkts[port] += sent as u64;

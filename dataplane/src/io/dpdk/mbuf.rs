@@ -2,6 +2,7 @@
 
 use super::{DpdkError, Mempool};
 use crate::buffer::{BufError, Meta, PacketBuf};
+use crate::meta::PacketMeta;
 use peregrine_dpdk_sys as sys;
 use std::ffi::c_char;
 use std::fmt;
@@ -84,6 +85,11 @@ pub(super) fn register_dynamic_fields() -> Result<(), DpdkError> {
 /// 0), and [`Meta::timestamp_ns`] is the `peregrine_ts_ns` dynamic field when the
 /// `peregrine_ts_valid` dynamic flag is set (else 0). A freshly allocated mbuf has DPDK's
 /// `rx_port` of `RTE_MBUF_PORT_INVALID` (0xffff), no hash and no timestamp.
+///
+/// [`PacketMeta`] lives in the mbuf's private area (`rte_mbuf_to_priv`: the bytes right
+/// behind the 128-byte `rte_mbuf`), which every [`Mempool`] reserves
+/// ([`MBUF_PRIV_SIZE`](super::MBUF_PRIV_SIZE)) and initialises; DPDK never writes
+/// it, so it travels with the mbuf through drivers and rings untouched.
 #[repr(transparent)]
 pub struct Mbuf(NonNull<sys::rte_mbuf>);
 
@@ -134,7 +140,8 @@ impl Mbuf {
     /// # Safety
     /// `m` must be a valid, direct (not indirect/attached), exclusively owned packet mbuf
     /// (refcnt 1), e.g. one returned by a driver's rx burst or by [`Mbuf::into_raw`], whose pool
-    /// outlives it.
+    /// outlives it and was made by [`Mempool::new`] (so its private area holds a
+    /// [`PacketMeta`]).
     #[inline]
     pub unsafe fn from_raw(m: NonNull<sys::rte_mbuf>) -> Mbuf {
         Mbuf(m)
@@ -196,6 +203,18 @@ impl Mbuf {
         let m = self.raw();
         // SAFETY: buf_addr + data_off is within the mbuf's buffer (DPDK invariant).
         unsafe { m.buf_addr.cast::<u8>().add(m.data_off as usize) }
+    }
+
+    /// The private area, where the [`PacketMeta`] is.
+    #[inline]
+    fn priv_ptr(&self) -> *mut PacketMeta {
+        debug_assert!(
+            usize::from(self.raw().priv_size) >= std::mem::size_of::<PacketMeta>(),
+            "mbuf from a pool without a PacketMeta private area"
+        );
+        // SAFETY: the private area starts right behind the rte_mbuf (`rte_mbuf_to_priv`), inside
+        // the mempool object, 8-aligned (the mbuf is cache-line aligned and 128 bytes long).
+        unsafe { self.0.as_ptr().add(1).cast::<PacketMeta>() }
     }
 
     #[inline]
@@ -371,5 +390,20 @@ impl PacketBuf for Mbuf {
                 m.ol_flags &= !flag;
             }
         }
+    }
+
+    #[inline]
+    fn pkt_meta(&self) -> &PacketMeta {
+        // SAFETY: every Mbuf comes from a Mempool (the `from_raw` contract), whose mbufs have a
+        // private area of at least size_of::<PacketMeta>() bytes, aligned and initialised to
+        // PacketMeta::EMPTY at pool creation (any bit pattern is a valid PacketMeta anyway);
+        // we own the mbuf, and the borrow of `self` keeps it alive and unaliased by writers.
+        unsafe { &*self.priv_ptr() }
+    }
+
+    #[inline]
+    fn pkt_meta_mut(&mut self) -> &mut PacketMeta {
+        // SAFETY: as in `pkt_meta`; `&mut self` makes the access exclusive.
+        unsafe { &mut *self.priv_ptr() }
     }
 }

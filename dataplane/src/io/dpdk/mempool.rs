@@ -1,13 +1,44 @@
 //! Packet mbuf pools (`rte_pktmbuf_pool_create`).
 
 use super::{DpdkError, Eal, Mbuf};
+use crate::meta::{PacketMeta, PACKET_META_SIZE};
 use peregrine_dpdk_sys as sys;
-use std::ffi::CString;
+use std::ffi::{c_uint, c_void, CString};
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
+/// Bytes of every pool's mbuf private area: room for the [`PacketMeta`] behind each
+/// `rte_mbuf`, rounded up to `RTE_MBUF_PRIV_ALIGN` as `rte_pktmbuf_pool_create` requires.
+pub const MBUF_PRIV_SIZE: u16 = {
+    let a = sys::RTE_MBUF_PRIV_ALIGN as usize;
+    let n = PACKET_META_SIZE.div_ceil(a) * a;
+    assert!(n <= u16::MAX as usize);
+    n as u16
+};
+
+/// Writes [`PacketMeta::EMPTY`] into one mbuf's private area (`rte_mempool_obj_iter`
+/// callback), so the record is initialised memory from the start.
+unsafe extern "C" fn init_priv(
+    _mp: *mut sys::rte_mempool,
+    _opaque: *mut c_void,
+    obj: *mut c_void,
+    _idx: c_uint,
+) {
+    let m = obj.cast::<sys::rte_mbuf>();
+    // SAFETY: `obj` is an mbuf of a pool created with a private area of MBUF_PRIV_SIZE >=
+    // size_of::<PacketMeta>() bytes, which starts right behind the 128-byte (so 8-aligned)
+    // rte_mbuf (`rte_mbuf_to_priv`); the pool is not yet shared with anyone.
+    unsafe {
+        debug_assert!((*m).priv_size >= MBUF_PRIV_SIZE);
+        m.add(1).cast::<PacketMeta>().write(PacketMeta::EMPTY);
+    }
+}
+
 /// A pool of packet mbufs.
+///
+/// Every mbuf has a private area of [`MBUF_PRIV_SIZE`] bytes holding its [`PacketMeta`]
+/// (see `Mbuf::pkt_meta`), initialised to [`PacketMeta::EMPTY`] when the pool is made.
 ///
 /// Dropping it frees the pool, unless mbufs from it are still out (held by the application or
 /// stuck in a driver): then the pool is leaked, so those mbufs can still be freed safely later.
@@ -66,13 +97,23 @@ impl Mempool {
         // SAFETY: the EAL is running (we hold a handle); cname is a valid C string that DPDK
         // copies.
         let p = unsafe {
-            sys::rte_pktmbuf_pool_create(cname.as_ptr(), n_mbufs, cache_size, 0, data_room, socket)
+            sys::rte_pktmbuf_pool_create(
+                cname.as_ptr(),
+                n_mbufs,
+                cache_size,
+                MBUF_PRIV_SIZE,
+                data_room,
+                socket,
+            )
         };
         let ptr = NonNull::new(p).ok_or_else(|| {
             DpdkError::from_errno(format!(
                 "rte_pktmbuf_pool_create({name:?}, n={n_mbufs}, cache={cache_size}, room={data_room})"
             ))
         })?;
+        // SAFETY: `ptr` is the pktmbuf pool just created (private areas of MBUF_PRIV_SIZE), not
+        // yet visible to any other thread; `init_priv` only writes each mbuf's private area.
+        unsafe { sys::rte_mempool_obj_iter(ptr.as_ptr(), Some(init_priv), std::ptr::null_mut()) };
         Ok(Mempool {
             ptr,
             name: name.to_string(),

@@ -33,7 +33,7 @@ mod port;
 
 pub use eal::Eal;
 pub use mbuf::Mbuf;
-pub use mempool::Mempool;
+pub use mempool::{Mempool, MBUF_PRIV_SIZE};
 pub use port::{DpdkBackend, DpdkConfig, DpdkPortConfig, DpdkWorkerIo};
 
 use peregrine_dpdk_sys as sys;
