@@ -1,4 +1,4 @@
-//! The INT sink's raw report (seed 003 section III-E), fixed-size so the dataplane can fill
+//! The INT sink's raw report (Miranda et al., section III-E), fixed-size so the dataplane can fill
 //! reports into a preallocated ring without allocating per packet.
 //!
 //! One [`IntReport`] per INT packet that reaches an [`IntSink`](crate::stages::IntSink): the

@@ -1,4 +1,4 @@
-//! INT source -> transit -> transit -> sink in-process (seed 003 III-C..III-E), over
+//! INT source -> transit -> transit -> sink in-process (Miranda et al., III-C..III-E), over
 //! `Batch<OwnedBuf>` with `Context::fixed` clocks, in both wire encodings.
 
 use crossbeam_channel::{bounded, Receiver};

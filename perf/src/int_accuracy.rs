@@ -1,4 +1,4 @@
-//! The seed's INT measurement-accuracy experiment (seed 003, sections IV and V-A, Tables II-IV),
+//! The seed's INT measurement-accuracy experiment (Miranda et al., sections IV and V-A, Tables II-IV),
 //! as a discrete-event simulation over our own link impairments.
 //!
 //! Topology (seed Fig. 4): source, four switches (INT transit), destination (INT sink): five

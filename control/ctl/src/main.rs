@@ -1,6 +1,6 @@
 //! `peregrinectl`: the operator's command line for Peregrine's control endpoints.
 //!
-//! `peregrinectl int add|mod|del|list|stats|watch` talks to the INT manager (seed 003, III-B):
+//! `peregrinectl int add|mod|del|list|stats|watch` talks to the INT manager (Miranda et al., III-B):
 //! rule requests over ZeroMQ REQ/REP (JSON by default, `--cbor`), reports over SUB. Every request
 //! has a timeout, so a dead manager is an error, not a hang.
 //!

@@ -1,4 +1,4 @@
-//! The INT manager's message dispatch and report publication, I/O-free (seed 003, III-B).
+//! The INT manager's message dispatch and report publication, I/O-free (Miranda et al., III-B).
 //!
 //! [`ManagerCore`] is everything the manager does between its sockets: it turns one rule API
 //! message (bytes) into one reply (bytes) applied to the [`NamespaceTable`], turns one report

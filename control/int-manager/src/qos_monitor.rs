@@ -1,6 +1,6 @@
 //! QoS Monitor: turns raw INT reports into throughput, delay, jitter and packet loss.
 //!
-//! This is the seed's *QoS Monitor* (seed 003, section III-F, "QoS Monitor"), written I/O-free:
+//! This is the seed's *QoS Monitor* (Miranda et al., section III-F, "QoS Monitor"), written I/O-free:
 //! the INT sink hands it one [`RawReport`] per INT-carrying packet it decoded, and the caller passes
 //! the current time into [`QosMonitor::report`]. Nothing here reads a clock, so results are
 //! deterministic functions of the reports fed in.
@@ -12,7 +12,7 @@
 //! on the same clock. One-way delays are signed: unsynchronised clocks can make them negative (seed
 //! section V-B saw -36 s), and the monitor keeps the sign in means and min/max.
 //!
-//! # Definitions (seed 003)
+//! # Definitions (Miranda et al.)
 //! - **Delay** (III-F): "only the delay can be calculated with a single raw report, from the
 //!   difference of the timestamps from each hop". End to end: `sink_ts - src_ts`. Per hop pair
 //!   (link `i -> j`): `t_j - t_i`, where a node's reference time `t` is its ingress timestamp, or its

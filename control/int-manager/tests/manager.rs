@@ -1,4 +1,4 @@
-//! The INT manager over real ZeroMQ sockets on ephemeral loopback ports (seed 003, III-B):
+//! The INT manager over real ZeroMQ sockets on ephemeral loopback ports (Miranda et al., III-B):
 //! every request kind in JSON and CBOR, error replies for bad input with the manager still
 //! answering afterwards, snapshots handed to the dataplane, and reports on PUB topics that SUB
 //! prefix filters select.

@@ -1,4 +1,4 @@
-//! Tests of the INT manager's request API and namespace table (seed 003, III-B, Listings 1 and 2).
+//! Tests of the INT manager's request API and namespace table (Miranda et al., III-B, Listings 1 and 2).
 
 use peregrine_int::namespace::{
     NamespaceTable, TableConfig, TableError, DEFAULT_RESEND_INTERVAL_NS, MAX_HOP_OVERRIDES,

@@ -1,4 +1,4 @@
-//! The experiment through the real INT stages (seed 003 III-C..III-E): every packet is an
+//! The experiment through the real INT stages (Miranda et al., III-C..III-E): every packet is an
 //! Ethernet/IPv6/UDP frame in an [`OwnedBuf`] that goes source stage -> link 1 -> transit
 //! stage (SW1) -> link 2 -> ... -> link 5 -> sink stage. Each stage runs on a one-packet
 //! batch with a [`Context::fixed`] clock that reads the packet's emulated time at that node

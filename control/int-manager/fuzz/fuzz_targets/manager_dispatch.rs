@@ -1,4 +1,4 @@
-//! Fuzz the INT manager's message dispatch (`ManagerCore::handle_message`, seed 003 III-B): the
+//! Fuzz the INT manager's message dispatch (`ManagerCore::handle_message`, Miranda et al., III-B): the
 //! input is split on the byte sequence `\n--\n` into up to 8 messages applied in turn to one
 //! manager (so installs are followed by modifies/removes of the same namespace). Every message must
 //! get a non-empty reply that decodes in the message's encoding; an error reply must not change
