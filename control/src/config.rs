@@ -1,223 +1,41 @@
-//! The daemon's TOML configuration.
+//! The daemon's TOML configuration: the platform part ([`Platform`]: workers, backend,
+//! ports, pipeline kind, routes, `[metrics]`) and one section per feature (`[upf]`, `[int]`,
+//! ...), which the feature parses and validates itself (`crate::registry`).
 //!
-//! Parsing is two steps: serde reads the file (unknown keys are errors, so a typo never
-//! silently falls back to a default), then [`Config::validate`] checks meaning and names the
-//! offending field in every error.
+//! Unknown keys are errors everywhere, so a typo never silently falls back to a default; every
+//! error names the offending key.
 
-use peregrine_dataplane::stages::l3fwd::{NextHop, RouteSpec};
-use peregrine_wire::ethernet::Address as MacAddr;
-use serde::Deserialize;
-use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use crate::error::invalid;
+pub use crate::error::ConfigError;
+use crate::feature::Feature;
+use crate::platform::{MetricsSection, Platform};
+use peregrine_dataplane::PacketBuf;
+use std::path::Path;
 
-/// A configuration error that names the field and says why.
-#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-pub enum ConfigError {
-    #[error("cannot read {path}: {reason}")]
-    Read { path: String, reason: String },
-    #[error("{0}")]
-    Syntax(String),
-    #[error("invalid `{field}`: {reason}")]
-    Invalid { field: String, reason: String },
-}
+pub use crate::platform::{
+    BackendConfig, ParsedRoute, PipelineConfig, Port, ReplayMode, Route, Workers,
+};
 
-pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        field: field.into(),
-        reason: reason.into(),
-    }
-}
-
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+/// A whole configuration file.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    #[serde(default)]
-    pub workers: Workers,
-    pub backend: BackendConfig,
-    #[serde(rename = "port")]
-    pub ports: Vec<Port>,
-    pub pipeline: PipelineConfig,
-    #[serde(default, rename = "route")]
-    pub routes: Vec<Route>,
-    /// The UPF pipeline's section.
-    pub upf: Option<crate::upf::UpfSection>,
-    /// In-band telemetry: the `int` pipeline's elements and the INT manager's endpoints.
-    pub int: Option<crate::int::IntSection>,
-    /// Directory relative paths are resolved against (the config file's directory).
-    #[serde(skip)]
-    pub base_dir: PathBuf,
+    pub platform: Platform,
+    /// The feature sections present, unparsed (each feature parses its own).
+    pub sections: toml::Table,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Workers {
-    /// Number of poll-mode worker threads.
-    #[serde(default = "one")]
-    pub count: usize,
-    /// CPU cores to pin workers to, one per worker (empty: not pinned).
-    #[serde(default)]
-    pub cores: Vec<usize>,
-    /// Packets per rx burst (1..=256; 32 is DPDK's usual).
-    #[serde(default = "default_burst")]
-    pub burst: usize,
-    /// Stop after this long without a packet (0: never). For replays on ports that never end.
-    #[serde(default)]
-    pub stop_after_idle_ms: u64,
-}
-
-fn one() -> usize {
-    1
-}
-fn default_burst() -> usize {
-    32
-}
-
-impl Default for Workers {
-    fn default() -> Self {
-        Workers {
-            count: 1,
-            cores: vec![],
-            burst: 32,
-            stop_after_idle_ms: 0,
-        }
+/// A configuration is its platform part plus feature sections; `cfg.ports`, `cfg.workers`
+/// and the platform's helpers read through.
+impl std::ops::Deref for Config {
+    type Target = Platform;
+    fn deref(&self) -> &Platform {
+        &self.platform
     }
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-pub enum BackendConfig {
-    /// Pure-Rust pcap replay/capture.
-    Pcap {
-        #[serde(default)]
-        replay: ReplayMode,
-        /// Speed factor for `timed` replay (2.0 = twice as fast as recorded).
-        #[serde(default = "one_f")]
-        speed: f64,
-        /// Times each rx file is replayed; 0 = forever.
-        #[serde(default = "one_u32")]
-        loops: u32,
-        #[serde(default = "default_pool")]
-        pool_size: usize,
-    },
-    /// DPDK ethdev ports (NICs or vdevs).
-    Dpdk {
-        /// EAL arguments, passed through (e.g. "--no-huge", "--vdev=net_ring0").
-        eal_args: Vec<String>,
-        #[serde(default = "default_desc")]
-        rx_desc: u16,
-        #[serde(default = "default_desc")]
-        tx_desc: u16,
-        #[serde(default = "default_mbufs")]
-        mbufs_per_worker: u32,
-        #[serde(default = "default_cache")]
-        mbuf_cache: u32,
-    },
-}
-
-fn one_f() -> f64 {
-    1.0
-}
-fn one_u32() -> u32 {
-    1
-}
-fn default_pool() -> usize {
-    4096
-}
-fn default_desc() -> u16 {
-    1024
-}
-fn default_mbufs() -> u32 {
-    8191
-}
-fn default_cache() -> u32 {
-    256
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum ReplayMode {
-    #[default]
-    Fast,
-    Timed,
-    /// Fast, with the workers' clock following the capture timestamps.
-    Recorded,
-}
-
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Port {
-    pub name: String,
-    /// This port's MAC address (frames to it are ours; we send from it).
-    pub mac: String,
-    /// pcap backend: file to replay as this port's rx.
-    pub rx: Option<PathBuf>,
-    /// pcap backend: file to write this port's tx to.
-    pub tx: Option<PathBuf>,
-    /// dpdk backend: the ethdev name ("net_ring0", a PCI address, ...).
-    pub device: Option<String>,
-    /// dpdk backend: spread rx over queues with RSS when the device can.
-    #[serde(default = "yes")]
-    pub rss: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-pub enum PipelineConfig {
-    /// Port-to-port patch panel: pairs of port names.
-    Xconnect { pairs: Vec<[String; 2]> },
-    /// IPv4/IPv6 router: longest-prefix match over `[[route]]`.
-    L3fwd {
-        /// Accept frames whatever their destination MAC (e.g. replays of foreign captures).
-        #[serde(default)]
-        promiscuous: bool,
-    },
-    /// The 5G UPF: GTP-U on N3/N9, IP on N6, PFCP rules (see `[upf]`); routes give next hops.
-    Upf {
-        #[serde(default)]
-        promiscuous: bool,
-    },
-    /// A stand-alone INT node (seed 003): `[int sink] + [int source] + [int transit] + l3fwd`,
-    /// the elements chosen by `[int] roles`; routes as for l3fwd.
-    Int {
-        #[serde(default)]
-        promiscuous: bool,
-    },
-}
-
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Route {
-    /// "10.45.0.0/16" or "2001:db8::/32".
-    pub prefix: String,
-    /// Port name to send on.
-    pub port: String,
-    /// Next hop's MAC address.
-    pub next_hop_mac: String,
-}
-
-/// A route after validation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ParsedRoute {
-    pub addr: IpAddr,
-    pub len: u8,
-    pub port: u16,
-    pub next_hop: MacAddr,
-}
-
-impl RouteSpec for ParsedRoute {
-    fn prefix(&self) -> (IpAddr, u8) {
-        (self.addr, self.len)
-    }
-
-    fn next_hop(&self) -> NextHop {
-        NextHop {
-            port: self.port,
-            mac: self.next_hop,
-        }
+impl std::ops::DerefMut for Config {
+    fn deref_mut(&mut self) -> &mut Platform {
+        &mut self.platform
     }
 }
 
@@ -228,278 +46,78 @@ impl Config {
             reason: e.to_string(),
         })?;
         let mut cfg = Self::parse(&text)?;
-        cfg.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        cfg.platform.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         cfg.check_files()?;
         Ok(cfg)
     }
 
-    /// Input files must exist and be readable (output files are created at run time).
-    pub fn check_files(&self) -> Result<(), ConfigError> {
-        for (i, p) in self.ports.iter().enumerate() {
-            if let Some(rx) = &p.rx {
-                let full = self.resolve(rx);
-                if let Err(e) = std::fs::File::open(&full) {
-                    return Err(invalid(
-                        format!("port[{i}].rx"),
-                        format!("cannot open {}: {e}", full.display()),
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Parse and validate TOML text (relative paths resolve against the current directory).
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string()))?;
+        let mut table: toml::Table =
+            toml::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string()))?;
+        let mut sections = toml::Table::new();
+        for name in crate::registry::sections() {
+            if let Some(v) = table.remove(name) {
+                sections.insert(name.to_string(), v);
+            }
+        }
+        let legacy = legacy_upf_metrics(&mut sections)?;
+        let mut platform: Platform = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Syntax(e.to_string()))?;
+        if let Some(listen) = legacy {
+            if platform.metrics.is_some() {
+                return Err(invalid(
+                    "upf.metrics",
+                    "is the old name of [metrics] listen; set one of them",
+                ));
+            }
+            platform.metrics = Some(MetricsSection { listen });
+        }
+        let cfg = Config { platform, sections };
         cfg.validate()?;
         Ok(cfg)
     }
 
-    /// Resolve a configured path against the config file's directory.
-    pub fn resolve(&self, p: &Path) -> PathBuf {
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            self.base_dir.join(p)
-        }
-    }
-
-    pub fn port_index(&self, name: &str) -> Option<u16> {
-        self.ports
-            .iter()
-            .position(|p| p.name == name)
-            .map(|i| i as u16)
-    }
-
+    /// Check the platform part, then every feature section.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let w = &self.workers;
-        if w.count == 0 || w.count > 128 {
-            return Err(invalid(
-                "workers.count",
-                format!("must be 1..=128, got {}", w.count),
-            ));
-        }
-        if !w.cores.is_empty() && w.cores.len() != w.count {
-            return Err(invalid(
-                "workers.cores",
-                format!(
-                    "lists {} cores for {} workers (give one per worker, or none)",
-                    w.cores.len(),
-                    w.count
-                ),
-            ));
-        }
-        if !(1..=256).contains(&w.burst) {
-            return Err(invalid(
-                "workers.burst",
-                format!("must be 1..=256, got {}", w.burst),
-            ));
-        }
-        match &self.backend {
-            BackendConfig::Pcap {
-                speed, pool_size, ..
-            } => {
-                if !(speed.is_finite() && *speed > 0.0) {
-                    return Err(invalid(
-                        "backend.speed",
-                        format!("must be a positive number, got {speed}"),
-                    ));
-                }
-                if *pool_size < 2 * w.burst {
-                    return Err(invalid(
-                        "backend.pool_size",
-                        format!("must be at least 2 x burst ({})", 2 * w.burst),
-                    ));
-                }
-            }
-            BackendConfig::Dpdk {
-                mbufs_per_worker,
-                rx_desc,
-                tx_desc,
-                ..
-            } => {
-                let need = *rx_desc as u32 * self.ports.len() as u32 + 2 * w.burst as u32;
-                if *mbufs_per_worker < need {
-                    return Err(invalid(
-                        "backend.mbufs_per_worker",
-                        format!("{mbufs_per_worker} is too few to fill {} rx rings of {rx_desc} (need >= {need})", self.ports.len()),
-                    ));
-                }
-                for (f, v) in [("backend.rx_desc", rx_desc), ("backend.tx_desc", tx_desc)] {
-                    if *v == 0 || !v.is_power_of_two() {
-                        return Err(invalid(f, format!("must be a power of two, got {v}")));
-                    }
-                }
-            }
-        }
-        if self.ports.is_empty() {
-            return Err(invalid("port", "at least one [[port]] is needed"));
-        }
-        if self.ports.len() > 64 {
-            return Err(invalid("port", "at most 64 ports"));
-        }
-        for (i, p) in self.ports.iter().enumerate() {
-            let f = |k: &str| format!("port[{i}].{k}");
-            if p.name.is_empty() {
-                return Err(invalid(f("name"), "must not be empty"));
-            }
-            if self.ports[..i].iter().any(|q| q.name == p.name) {
-                return Err(invalid(
-                    f("name"),
-                    format!("`{}` is used by an earlier port", p.name),
-                ));
-            }
-            MacAddr::parse(&p.mac).ok_or_else(|| {
-                invalid(
-                    f("mac"),
-                    format!("`{}` is not a MAC address like 02:00:00:00:00:01", p.mac),
-                )
-            })?;
-            match self.backend {
-                BackendConfig::Pcap { .. } => {
-                    if p.device.is_some() {
-                        return Err(invalid(
-                            f("device"),
-                            "is for the dpdk backend; this config uses pcap",
-                        ));
-                    }
-                    if p.rx.is_none() && p.tx.is_none() {
-                        return Err(invalid(
-                            f("rx"),
-                            "a pcap port needs an rx file, a tx file, or both",
-                        ));
-                    }
-                }
-                BackendConfig::Dpdk { .. } => {
-                    if p.device.as_deref().unwrap_or("").is_empty() {
-                        return Err(invalid(
-                            f("device"),
-                            "a dpdk port needs the ethdev name (e.g. net_ring0)",
-                        ));
-                    }
-                    if p.rx.is_some() || p.tx.is_some() {
-                        return Err(invalid(
-                            f("rx"),
-                            "rx/tx files are for the pcap backend (use a net_pcap vdev with dpdk)",
-                        ));
-                    }
-                }
-            }
-        }
-        match &self.pipeline {
-            PipelineConfig::Xconnect { pairs } => {
-                if pairs.is_empty() {
-                    return Err(invalid("pipeline.pairs", "needs at least one [a, b] pair"));
-                }
-                for (i, [a, b]) in pairs.iter().enumerate() {
-                    for n in [a, b] {
-                        if self.port_index(n).is_none() {
-                            return Err(invalid(
-                                format!("pipeline.pairs[{i}]"),
-                                format!("no port named `{n}`"),
-                            ));
-                        }
-                    }
-                }
-            }
-            PipelineConfig::Upf { .. } => {
-                let Some(u) = &self.upf else {
-                    return Err(invalid("upf", "the upf pipeline needs an [upf] section"));
-                };
-                u.validate(|n| self.port_index(n))?;
-                // `[int]` with the upf pipeline: INT on N6 (control/src/int.rs).
-                if let Some(s) = &self.int {
-                    s.validate_upf(|n| self.port_index(n))?;
-                }
-                if self.routes.is_empty() {
-                    return Err(invalid(
-                        "route",
-                        "the upf pipeline needs [[route]]s to the gNBs (n3) and the data network (n6)",
-                    ));
-                }
-            }
-            PipelineConfig::Int { .. } => {
-                let Some(s) = &self.int else {
-                    return Err(invalid("int", "the int pipeline needs an [int] section"));
-                };
-                s.validate(|n| self.port_index(n))?;
-                if !s.n6_ports.is_empty() || s.n6_in.is_some() || s.n6_out.is_some() {
-                    return Err(invalid(
-                        "int.n6_ports",
-                        "n6_ports / n6_in / n6_out place INT in the upf pipeline; the int pipeline uses roles",
-                    ));
-                }
-                if self.routes.is_empty() {
-                    return Err(invalid(
-                        "route",
-                        "the int pipeline needs at least one [[route]]",
-                    ));
-                }
-            }
-            PipelineConfig::L3fwd { .. } => {
-                if self.routes.is_empty() {
-                    return Err(invalid(
-                        "route",
-                        "the l3fwd pipeline needs at least one [[route]]",
-                    ));
-                }
-            }
-        }
-        self.parsed_routes()?;
+        self.platform.validate()?;
+        self.features::<peregrine_dataplane::OwnedBuf>()?;
         Ok(())
     }
 
-    /// Routes with prefixes, ports and MACs parsed.
-    pub fn parsed_routes(&self) -> Result<Vec<ParsedRoute>, ConfigError> {
-        self.routes
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let f = |k: &str| format!("route[{i}].{k}");
-                let (a, l) = r.prefix.split_once('/').ok_or_else(|| {
-                    invalid(f("prefix"), format!("`{}` is not ADDRESS/LENGTH", r.prefix))
-                })?;
-                let addr: IpAddr = a
-                    .parse()
-                    .map_err(|_| invalid(f("prefix"), format!("`{a}` is not an IP address")))?;
-                let len: u8 = l
-                    .parse()
-                    .map_err(|_| invalid(f("prefix"), format!("`{l}` is not a prefix length")))?;
-                let max = if addr.is_ipv4() { 32 } else { 128 };
-                if len > max {
-                    return Err(invalid(
-                        f("prefix"),
-                        format!("length {len} is longer than {max}"),
-                    ));
-                }
-                let port = self
-                    .port_index(&r.port)
-                    .ok_or_else(|| invalid(f("port"), format!("no port named `{}`", r.port)))?;
-                let next_hop = MacAddr::parse(&r.next_hop_mac).ok_or_else(|| {
-                    invalid(
-                        f("next_hop_mac"),
-                        format!("`{}` is not a MAC address", r.next_hop_mac),
-                    )
-                })?;
-                Ok(ParsedRoute {
-                    addr,
-                    len,
-                    port,
-                    next_hop,
-                })
-            })
-            .collect()
+    /// The enabled features, configured, in pipeline order.
+    pub fn features<B: PacketBuf + 'static>(
+        &self,
+    ) -> Result<Vec<Box<dyn Feature<B>>>, ConfigError> {
+        crate::registry::configure(&self.sections, &self.platform)
     }
+}
 
-    pub fn port_mac(&self, i: usize) -> MacAddr {
-        MacAddr::parse(&self.ports[i].mac).unwrap_or_default()
-    }
+/// `[upf] metrics = "ADDR"`, the endpoint's place before `[metrics]` existed: taken out of
+/// the UPF's section and served by the daemon for every pipeline kind.
+fn legacy_upf_metrics(
+    sections: &mut toml::Table,
+) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+    let Some(v) = sections
+        .get_mut("upf")
+        .and_then(|u| u.as_table_mut())
+        .and_then(|t| t.remove("metrics"))
+    else {
+        return Ok(None);
+    };
+    let s = v
+        .as_str()
+        .ok_or_else(|| invalid("upf.metrics", "must be a string like \"127.0.0.1:9100\""))?;
+    s.parse()
+        .map(Some)
+        .map_err(|_| invalid("upf.metrics", format!("`{s}` is not ADDRESS:PORT")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::IpAddr;
 
     const GOOD: &str = r#"
 [workers]
@@ -624,60 +242,27 @@ pairs = [["a", "a"]]
         assert!(err(&ok.replace("[\"a\", \"a\"]", "[\"a\", \"b\"]")).contains("pipeline.pairs[0]"));
     }
 
-    /// `GOOD` as a UPF with `[int]` lines.
-    fn upf_int(int: &str) -> String {
-        GOOD.replace("kind = \"l3fwd\"", "kind = \"upf\"")
-            + "[upf]\nnode_id = \"192.0.2.1\"\nn3 = [\"192.0.2.1\"]\n[int]\nnode_id = 9\n"
-            + int
-    }
-
     #[test]
-    fn int_in_the_upf_pipeline_places_roles_on_n6() {
-        let c = Config::parse(&upf_int(
-            "roles = [\"source\", \"sink\", \"transit\"]\nn6_ports = [\"n6\"]\n",
-        ))
-        .unwrap();
-        let s = c.int.as_ref().unwrap();
-        // Defaults: sink and transit on N6 ingress, the source on N6 egress.
-        assert_eq!(
-            s.n6_in_roles(),
-            [crate::int::Role::Sink, crate::int::Role::Transit]
+    fn metrics_section_and_its_old_upf_name() {
+        let c =
+            Config::parse(&(GOOD.to_string() + "[metrics]\nlisten = \"127.0.0.1:0\"\n")).unwrap();
+        assert_eq!(c.metrics.as_ref().unwrap().listen.port(), 0);
+        assert!(err(&(GOOD.to_string() + "[metrics]\nlisten = \"nowhere\"\n")).contains("listen"));
+        let upf = GOOD.replace("kind = \"l3fwd\"", "kind = \"upf\"")
+            + "[upf]\nnode_id = \"192.0.2.1\"\nn3 = [\"192.0.2.1\"]\nmetrics = \"127.0.0.1:9\"\n";
+        let c = Config::parse(&upf).unwrap();
+        assert_eq!(c.metrics.as_ref().unwrap().listen.port(), 9);
+        assert!(
+            err(&(upf.clone() + "[metrics]\nlisten = \"127.0.0.1:0\"\n")).contains("upf.metrics")
         );
-        assert_eq!(s.n6_out_roles(), [crate::int::Role::Source]);
-        assert_eq!(s.n6_port_ids(|n| c.port_index(n)), [1]);
-        // Listed order does not matter: sink, transit, source.
-        let c = Config::parse(&upf_int(
-            "roles = [\"source\", \"sink\"]\nn6_ports = [\"n6\"]\nn6_in = []\nn6_out = [\"source\", \"sink\"]\n",
-        ))
-        .unwrap();
-        let s = c.int.as_ref().unwrap();
-        assert!(s.n6_in_roles().is_empty());
-        assert_eq!(
-            s.n6_out_roles(),
-            [crate::int::Role::Sink, crate::int::Role::Source]
+        assert!(err(&upf.replace("127.0.0.1:9", "9")).contains("upf.metrics"));
+        // A feature section the pipeline kind cannot place is an error, not ignored.
+        assert!(
+            err(&(GOOD.to_string() + "[int]\nnode_id = 1\nroles = [\"sink\"]\n")).contains("int")
         );
-        for (int, field) in [
-            ("roles = [\"sink\"]\n", "int.n6_ports"),
-            (
-                "roles = [\"sink\"]\nn6_ports = [\"n9\"]\n",
-                "int.n6_ports[0]",
-            ),
-            (
-                "roles = [\"sink\"]\nn6_ports = [\"n6\"]\nn6_out = [\"source\"]\n",
-                "int.n6_out",
-            ),
-            (
-                "roles = [\"sink\"]\nn6_ports = [\"n6\"]\nn6_in = []\n",
-                "int.n6_in",
-            ),
-            ("roles = []\nn6_ports = [\"n6\"]\n", "int.roles"),
-        ] {
-            let e = err(&upf_int(int));
-            assert!(e.contains(field), "{int}: {e}");
-        }
-        // The int pipeline places by roles only.
-        let e = err(&(GOOD.replace("kind = \"l3fwd\"", "kind = \"int\"")
-            + "[int]\nnode_id = 9\nroles = [\"sink\"]\nn6_ports = [\"n6\"]\n"));
-        assert!(e.contains("int.n6_ports"), "{e}");
+        assert!(
+            err(&(GOOD.to_string() + "[upf]\nnode_id = \"x\"\nn3 = [\"192.0.2.1\"]\n"))
+                .contains("upf")
+        );
     }
 }

@@ -1,35 +1,26 @@
-//! `peregrine run`: build the backend and pipelines from configuration, start the workers,
-//! run the control loop until the input ends or a signal arrives, report.
+//! `peregrine run`: build the backend, compose every worker's pipeline from the pipeline
+//! kind's main stage and the enabled features (`crate::feature`), start the workers, run the
+//! control loop (features' ticks, exception packets, the metrics page, SIGHUP route reloads)
+//! until the input ends or a signal arrives, and report.
 
-use crate::config::{BackendConfig, Config, ConfigError, PipelineConfig, ReplayMode};
-use crate::int::{IntRuntime, Role};
+use crate::config::{BackendConfig, Config, PipelineConfig, ReplayMode};
+use crate::error::invalid;
+pub use crate::error::RunError;
+use crate::feature::{Build, Feature, Place, Stages, Taps};
+use crate::metrics::{Exposition, MetricsServer};
 use crate::summary::Summary;
-use crate::upf::UpfRuntime;
 use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
 use peregrine_dataplane::io::pcap::{PcapBackend, PcapConfig, PcapPortConfig, Replay};
 use peregrine_dataplane::io::{Backend, PortId, WorkerIo};
 use peregrine_dataplane::runtime::{
-    self, OnEgress, OnIngress, Pipeline, Publisher, Reasons, RuntimeConfig, WorkerSpec,
+    self, Pipeline, Publisher, Reasons, Running, RuntimeConfig, Stage, WorkerSpec,
 };
 use peregrine_dataplane::stages::l3fwd::{L3Fwd, RouteTable};
 use peregrine_dataplane::stages::xconnect::XConnect;
-use peregrine_dataplane::upf::Upf;
-use peregrine_int::stages::{IntConfig, IntSink, IntSource, IntTransit};
+use peregrine_dataplane::PacketBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error("backend: {0}")]
-    Backend(String),
-    #[error("cannot start workers: {0}")]
-    Spawn(#[from] std::io::Error),
-    #[error("INT manager: {0}")]
-    IntManager(std::io::Error),
-}
 
 /// Options of `peregrine run` that are not in the config file.
 #[derive(Debug, Clone, Default)]
@@ -126,8 +117,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
 }
 
 /// Re-read the configuration and publish its route table to the workers without stopping
-/// them. Only routes change at run time; ports, workers and backend need a restart, and a
-/// file that changes them (or does not validate) is refused with the old table kept.
+/// them. Only routes change at run time; anything else needs a restart, and a file that
+/// changes it (or does not validate) is refused with the old table kept.
 fn reload_routes(running_cfg: &Config, opts: &RunOptions, routes: &Publisher<RouteTable>) {
     let Some(path) = &opts.config_path else {
         return;
@@ -139,11 +130,12 @@ fn reload_routes(running_cfg: &Config, opts: &RunOptions, routes: &Publisher<Rou
             return;
         }
     };
-    if new.ports != running_cfg.ports
-        || new.workers != running_cfg.workers
-        || new.backend != running_cfg.backend
-    {
-        tracing::error!("reload refused: only [[route]] may change at run time; restart for ports, workers or backend");
+    // Everything but the routes must be as running (feature sections included: a changed
+    // `[upf]` is refused, not ignored).
+    let mut rest = new.clone();
+    rest.platform.routes.clone_from(&running_cfg.routes);
+    if rest != *running_cfg {
+        tracing::error!("reload refused: only [[route]] may change at run time; restart for ports, workers, backend, pipeline, metrics or feature sections");
         return;
     }
     let table = match new.parsed_routes() {
@@ -170,90 +162,102 @@ fn reload_routes(running_cfg: &Config, opts: &RunOptions, routes: &Publisher<Rou
     }
 }
 
-/// Answer an ARP request / Neighbour Solicitation on the port it came in on, through the
-/// worker that received it, and log what was learnt.
-fn on_neighbour_frame(
-    nb: &mut crate::neighbour::Responder,
-    injector: &runtime::Injector,
-    t0: Instant,
-    p: &runtime::ControlPacket,
-) {
-    let o = nb.handle(t0.elapsed().as_nanos() as u64, p.port, &p.data);
-    if let Some((ip, mac)) = o.learned {
-        tracing::info!(%ip, %mac, port = p.port, "neighbour learnt");
-    }
-    if let Some(reply) = o.reply {
-        if let Err(e) = injector.inject(p.worker, p.port, &reply) {
-            tracing::warn!(%e, port = p.port, "neighbour reply not sent");
-        }
-    }
-}
-
-fn int_sink(c: &IntConfig, ir: &IntRuntime, r: &mut Reasons) -> IntSink {
-    IntSink::new(c.clone(), ir.tables.reader(), ir.events_tx.clone(), r)
-}
-
-fn int_source(c: &IntConfig, ir: &IntRuntime) -> IntSource {
-    IntSource::new(c.clone(), ir.tables.reader()).with_piggyback(ir.piggyback_rx.clone())
-}
-
-fn int_transit(c: &IntConfig, ir: &IntRuntime, r: &mut Reasons) -> IntTransit {
-    IntTransit::new(c.clone(), ir.tables.reader(), r).with_events(ir.events_tx.clone())
-}
-
-/// One of the three INT elements, to be wrapped in a port scope ([`OnIngress`] / [`OnEgress`]).
-// Built once per worker and place; its size does not matter, an indirection per batch would.
-#[allow(clippy::large_enum_variant)]
-enum IntStage {
-    Sink(IntSink),
-    Transit(IntTransit),
-    Source(IntSource),
-}
-
-impl<B: peregrine_dataplane::PacketBuf> runtime::Stage<B> for IntStage {
-    fn name(&self) -> &'static str {
-        match self {
-            IntStage::Sink(s) => runtime::Stage::<B>::name(s),
-            IntStage::Transit(s) => runtime::Stage::<B>::name(s),
-            IntStage::Source(s) => runtime::Stage::<B>::name(s),
-        }
-    }
-
-    fn process(&mut self, batch: &mut runtime::Batch<B>, cx: &runtime::Context) {
-        match self {
-            IntStage::Sink(s) => s.process(batch, cx),
-            IntStage::Transit(s) => s.process(batch, cx),
-            IntStage::Source(s) => s.process(batch, cx),
-        }
-    }
-
-    fn idle(&mut self) {
-        match self {
-            IntStage::Sink(s) => runtime::Stage::<B>::idle(s),
-            IntStage::Transit(s) => runtime::Stage::<B>::idle(s),
-            IntStage::Source(s) => runtime::Stage::<B>::idle(s),
-        }
-    }
-}
-
-/// The INT elements `roles` names, in that order (`IntSection::n6_in_roles` sorts them).
-fn int_stages(roles: &[Role], c: &IntConfig, ir: &IntRuntime, r: &mut Reasons) -> Vec<IntStage> {
-    roles
-        .iter()
-        .map(|role| match role {
-            Role::Sink => IntStage::Sink(int_sink(c, ir, r)),
-            Role::Transit => IntStage::Transit(int_transit(c, ir, r)),
-            Role::Source => IntStage::Source(int_source(c, ir)),
-        })
-        .collect()
-}
-
 fn spec(cfg: &Config, w: usize, rx_queues: Vec<(PortId, u16)>) -> WorkerSpec {
     WorkerSpec {
         id: w,
         core: cfg.workers.cores.get(w).copied(),
         rx_queues,
         tx_queue: w as u16,
+    }
+}
+
+/// The buffer type of a backend's workers.
+type Buf<Bk> = <<Bk as Backend>::Io as WorkerIo>::Buf;
+
+/// The daemon's side of the pipeline: what every worker's pipeline is built from.
+struct Composer<'a, B> {
+    cfg: &'a Config,
+    features: &'a [Box<dyn Feature<B>>],
+    routes: &'a Publisher<RouteTable>,
+}
+
+impl<B: PacketBuf + 'static> Composer<'_, B> {
+    /// Worker `w`'s pipeline: platform ingress, features at `Ingress`, the main stage,
+    /// features at `AfterUpf`.
+    fn pipeline(&self, w: usize, reasons: &mut Reasons) -> Pipeline<B> {
+        let mut b = Build {
+            worker: w,
+            reasons,
+            routes: self.routes,
+        };
+        let mut stages: Stages<B> = Vec::with_capacity(8);
+        // Hook (issue 8 item 4): the shared classifier first, then flow steering when
+        // workers > 1, are placed here by the daemon once they exist on main.
+        for f in self.features {
+            f.stages(Place::Ingress, &mut b, &mut stages);
+        }
+        match self.main_stage(&mut b) {
+            Some(s) => stages.push(s),
+            // Unreachable after `check_main_stage`; the packets are counted as
+            // `no_disposition`, never lost silently.
+            None => tracing::error!(worker = w, "no main stage"),
+        }
+        for f in self.features {
+            f.stages(Place::AfterUpf, &mut b, &mut stages);
+        }
+        let mut pipeline = Pipeline::new(stages);
+        for port in 0..self.cfg.ports.len() as PortId {
+            let mut taps: Taps<B> = Vec::new();
+            for f in self.features {
+                f.taps(port, &mut b, &mut taps);
+            }
+            for t in taps {
+                pipeline = pipeline.with_tap(port, t);
+            }
+        }
+        pipeline
+    }
+
+    fn main_stage(&self, b: &mut Build<'_>) -> Option<Box<dyn Stage<B>>> {
+        let cfg = self.cfg;
+        if let Some(name) = cfg.pipeline.main_feature() {
+            return self
+                .features
+                .iter()
+                .find(|f| f.name() == name)?
+                .main_stage(b);
+        }
+        let macs: Vec<_> = (0..cfg.ports.len()).map(|i| cfg.port_mac(i)).collect();
+        Some(match &cfg.pipeline {
+            PipelineConfig::Xconnect { pairs } => {
+                let pairs: Vec<(PortId, PortId)> = pairs
+                    .iter()
+                    .filter_map(|[a, b]| Some((cfg.port_index(a)?, cfg.port_index(b)?)))
+                    .collect();
+                Box::new(XConnect::new(&pairs, b.reasons))
+            }
+            PipelineConfig::L3fwd { promiscuous } | PipelineConfig::Int { promiscuous } => {
+                Box::new(L3Fwd::new(
+                    self.routes.reader(),
+                    macs,
+                    *promiscuous,
+                    b.reasons,
+                ))
+            }
+            PipelineConfig::Upf { .. } => return None,
+        })
+    }
+
+    /// The feature the pipeline kind takes its main stage from must be enabled.
+    fn check_main_stage(&self) -> Result<(), RunError> {
+        match self.cfg.pipeline.main_feature() {
+            Some(name) if !self.features.iter().any(|f| f.name() == name) => Err(invalid(
+                "pipeline.kind",
+                format!("needs the `{name}` feature's [{name}] section"),
+            )
+            .into()),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -267,14 +271,6 @@ where
     Bk: Backend,
     Bk::Io: 'static,
 {
-    let rcfg = RuntimeConfig {
-        workers,
-        burst: cfg.workers.burst,
-        stop_after_idle: (cfg.workers.stop_after_idle_ms > 0)
-            .then(|| Duration::from_millis(cfg.workers.stop_after_idle_ms)),
-        control_queue: 1024,
-        egress: vec![None; cfg.ports.len()],
-    };
     for p in backend.ports() {
         match backend.link(p.id) {
             Some(l) => {
@@ -283,186 +279,89 @@ where
             None => tracing::info!(port = %p.name, driver = %p.driver, "port ready"),
         }
     }
-    let macs: Vec<_> = (0..cfg.ports.len()).map(|i| cfg.port_mac(i)).collect();
+    let mut features = cfg.features::<Buf<Bk>>()?;
+    let mut egress = vec![None; cfg.ports.len()];
+    for f in features.iter_mut() {
+        f.prepare(cfg, &mut egress)?;
+    }
+    let rcfg = RuntimeConfig {
+        workers,
+        burst: cfg.workers.burst,
+        stop_after_idle: (cfg.workers.stop_after_idle_ms > 0)
+            .then(|| Duration::from_millis(cfg.workers.stop_after_idle_ms)),
+        control_queue: 1024,
+        egress,
+    };
     // Rules are published as snapshots; the control thread keeps the publisher.
     let routes = Publisher::new(RouteTable::from_routes(&cfg.parsed_routes()?));
-    let t0 = Instant::now();
-    let mut upf: Option<UpfRuntime> = None;
-    let mut int: Option<IntRuntime> = None;
-    let mut rcfg = rcfg;
-    let running = match &cfg.pipeline {
-        PipelineConfig::Upf { promiscuous } => {
-            let section = cfg.upf.as_ref().ok_or_else(|| {
-                RunError::Config(crate::config::invalid("upf", "missing [upf] section"))
-            })?;
-            rcfg.egress = section.egress_configs(cfg.ports.len(), |n| cfg.port_index(n));
-            let u = UpfRuntime::prepare(section, rcfg.workers.len())?;
-            let (tables, stats, ucfg) = (
-                u.publisher.clone(),
-                u.stats.clone(),
-                u.stage_config(*promiscuous),
-            );
-            // `[int]` next to `[upf]`: INT on N6 around the UPF stage (control/src/int.rs).
-            if let Some(s) = &cfg.int {
-                int = Some(IntRuntime::start(s).map_err(RunError::IntManager)?);
-            }
-            let int_place = cfg.int.as_ref().map(|s| {
-                let n6 = s.n6_port_ids(|n| cfg.port_index(n));
-                let ingress = IntConfig {
-                    // Before the UPF stage, which decrements the hop limit.
-                    hop_limit_after_forward: true,
-                    ..s.stage_config(|n| cfg.port_index(n))
-                };
-                let egress = IntConfig {
-                    // After decap: the UPF stage has decremented it already.
-                    hop_limit_after_forward: false,
-                    ..ingress.clone()
-                };
-                (n6, s.n6_in_roles(), ingress, s.n6_out_roles(), egress)
-            });
-            let running = runtime::start(
-                &mut backend,
-                &|w: usize, r: &mut Reasons| {
-                    let mut stages: Vec<Box<dyn runtime::Stage<<Bk::Io as WorkerIo>::Buf>>> =
-                        Vec::with_capacity(7);
-                    if let (Some((n6, roles, icfg, _, _)), Some(ir)) = (&int_place, &int) {
-                        for st in int_stages(roles, icfg, ir, r) {
-                            stages.push(Box::new(OnIngress::new(n6, st)));
-                        }
-                    }
-                    stages.push(Box::new(Upf::new(
-                        tables.reader(),
-                        routes.reader(),
-                        macs.clone(),
-                        ucfg.clone(),
-                        stats[w].clone(),
-                        r,
-                    )));
-                    if let (Some((n6, _, _, roles, ecfg)), Some(ir)) = (&int_place, &int) {
-                        for st in int_stages(roles, ecfg, ir, r) {
-                            stages.push(Box::new(OnEgress::new(n6, st)));
-                        }
-                    }
-                    Pipeline::<<Bk::Io as WorkerIo>::Buf>::new(stages)
-                },
-                &rcfg,
-            )?;
-            let end_markers = crate::upf::InjectEndMarkers {
-                builder: crate::end_marker::EndMarkerBuilder {
-                    n3_v4: section.n3_v4(),
-                    n3_v6: section.n3_v6(),
-                    // The routes at start; a SIGHUP reload does not reach End Markers.
-                    routes: RouteTable::from_routes(&cfg.parsed_routes()?),
-                    macs: macs.clone(),
-                },
-                injector: running.injector(),
-            };
-            upf = Some(u.start_control(section, Some(Box::new(end_markers)))?);
-            running
-        }
-        PipelineConfig::Xconnect { pairs } => {
-            let pairs: Vec<(PortId, PortId)> = pairs
-                .iter()
-                .filter_map(|[a, b]| Some((cfg.port_index(a)?, cfg.port_index(b)?)))
-                .collect();
-            runtime::start(
-                &mut backend,
-                &|_w: usize, r: &mut Reasons| {
-                    Pipeline::<<Bk::Io as WorkerIo>::Buf>::new(vec![Box::new(XConnect::new(
-                        &pairs, r,
-                    ))])
-                },
-                &rcfg,
-            )?
-        }
-        PipelineConfig::Int { promiscuous } => {
-            let section = cfg.int.as_ref().ok_or_else(|| {
-                RunError::Config(crate::config::invalid("int", "missing [int] section"))
-            })?;
-            // The manager binds first: a port in use fails the run before workers start.
-            let ir = IntRuntime::start(section).map_err(RunError::IntManager)?;
-            let icfg = section.stage_config(|n| cfg.port_index(n));
-            let (sink, source, transit) = (
-                section.has(Role::Sink),
-                section.has(Role::Source),
-                section.has(Role::Transit),
-            );
-            let running = runtime::start(
-                &mut backend,
-                &|_w: usize, r: &mut Reasons| {
-                    let mut stages: Vec<Box<dyn runtime::Stage<<Bk::Io as WorkerIo>::Buf>>> =
-                        Vec::with_capacity(4);
-                    if sink {
-                        stages.push(Box::new(int_sink(&icfg, &ir, r)));
-                    }
-                    if source {
-                        stages.push(Box::new(int_source(&icfg, &ir)));
-                    }
-                    if transit {
-                        stages.push(Box::new(int_transit(&icfg, &ir, r)));
-                    }
-                    stages.push(Box::new(L3Fwd::new(
-                        routes.reader(),
-                        macs.clone(),
-                        *promiscuous,
-                        r,
-                    )));
-                    Pipeline::<<Bk::Io as WorkerIo>::Buf>::new(stages)
-                },
-                &rcfg,
-            )?;
-            int = Some(ir);
-            running
-        }
-        PipelineConfig::L3fwd { promiscuous } => runtime::start(
-            &mut backend,
-            &|_w: usize, r: &mut Reasons| {
-                Pipeline::<<Bk::Io as WorkerIo>::Buf>::new(vec![Box::new(L3Fwd::new(
-                    routes.reader(),
-                    macs.clone(),
-                    *promiscuous,
-                    r,
-                ))])
-            },
-            &rcfg,
-        )?,
+    let composer = Composer {
+        cfg,
+        features: &features,
+        routes: &routes,
     };
+    composer.check_main_stage()?;
+    let running = runtime::start(
+        &mut backend,
+        &|w: usize, r: &mut Reasons| composer.pipeline(w, r),
+        &rcfg,
+    )?;
+    let t0 = Instant::now();
     tracing::info!(workers = rcfg.workers.len(), stages = ?running.stage_names(), "workers started");
-    // ARP / ND for the UPF's local addresses, answered through the workers' tx queues.
-    let injector = running.injector();
-    let mut neighbours = cfg.upf.as_ref().filter(|_| upf.is_some()).map(|s| {
-        let addrs: Vec<_> = s.n3.iter().chain(&s.n6).copied().collect();
-        crate::neighbour::Responder::new(&addrs, macs.clone())
+    let started = start_features(&mut features, &running).and_then(|()| {
+        cfg.metrics
+            .as_ref()
+            .map(|m| {
+                let s = MetricsServer::start(m.listen).map_err(|error| RunError::Metrics {
+                    addr: m.listen,
+                    error,
+                })?;
+                tracing::info!(addr = %s.local_addr(), "Prometheus metrics at /metrics");
+                Ok(s)
+            })
+            .transpose()
     });
+    let metrics = match started {
+        Ok(m) => m,
+        Err(e) => {
+            running.request_stop();
+            running.join();
+            return Err(e);
+        }
+    };
+    let mut page = PageTimer {
+        server: metrics,
+        workers: rcfg.workers.len(),
+        next: t0,
+    };
     let stop = running.stop_flag();
     let mut last_stats = Instant::now();
     let mut control_pkts = 0u64;
     while !running.finished() {
-        // Exception packets: ARP / ND answered and learnt, buffered downlink reported.
-        while let Some(p) = running.recv_control(Duration::from_millis(50)) {
+        // Exception packets: every feature sees each (ARP / ND, buffered downlink, ...), for
+        // at most 50 ms, so a steady trickle of them does not starve the ticks below.
+        let until = Instant::now() + Duration::from_millis(50);
+        while let Some(p) = running.recv_control(until.saturating_duration_since(Instant::now())) {
             control_pkts += 1;
             tracing::debug!(port = p.port, len = p.len, "exception packet");
-            if let Some(nb) = neighbours.as_mut().filter(|_| p.len == p.data.len()) {
-                on_neighbour_frame(nb, &injector, t0, &p);
+            let now = Instant::now();
+            for f in features.iter_mut() {
+                f.on_control_packet(now, &p);
             }
-            if let Some(u) = &upf {
-                u.on_control_packet(&p);
+            if now >= until {
+                break;
             }
         }
-        if let Some(u) = &mut upf {
-            u.tick(&running);
+        let now = Instant::now();
+        for f in features.iter_mut() {
+            f.tick(now, &running);
         }
-        if let Some(i) = &mut int {
-            i.pump();
-        }
+        page.refresh(now, t0, &backend, &running, &features);
         if opts
             .stop
             .as_ref()
             .is_some_and(|s| s.load(Ordering::Relaxed))
+            || opts.duration.is_some_and(|d| t0.elapsed() >= d)
         {
-            stop.store(true, Ordering::Relaxed);
-        }
-        if opts.duration.is_some_and(|d| t0.elapsed() >= d) {
             stop.store(true, Ordering::Relaxed);
         }
         if let Some(iv) = opts.stats_interval {
@@ -491,29 +390,171 @@ where
     let reasons = running.reasons().clone();
     let nworkers = rcfg.workers.len();
     let total = running.join();
+    drop(page);
     let seconds = t0.elapsed().as_secs_f64();
     let stats: Vec<_> = (0..ports.len())
         .map(|p| backend.port_stats(p as PortId))
         .collect();
     tracing::debug!(control_pkts, "control thread done");
-    if let Some(nb) = &neighbours {
-        let s = nb.stats();
-        tracing::info!(
-            arp_replies = s.arp_replies_sent,
-            neighbour_adverts = s.na_sent,
-            learned = s.learned,
-            neighbours = nb.table().len(),
-            malformed = s.malformed,
-            "neighbour responder"
-        );
-    }
     drop(backend);
     let mut summary = Summary::new(seconds, nworkers, &stages, &ports, &stats, &total, &reasons);
-    if let Some(u) = upf {
-        summary.upf = Some(u.finish());
-    }
-    if let Some(i) = int {
-        summary.int = Some(i.finish());
+    for f in features {
+        let r = f.finish();
+        summary.add_feature(r.name, r.json, r.text);
     }
     Ok(summary)
+}
+
+fn start_features<B: PacketBuf>(
+    features: &mut [Box<dyn Feature<B>>],
+    running: &Running,
+) -> Result<(), RunError> {
+    for f in features.iter_mut() {
+        f.start(running)?;
+    }
+    Ok(())
+}
+
+/// The metrics page, rendered at start and then once a second.
+struct PageTimer {
+    server: Option<MetricsServer>,
+    workers: usize,
+    next: Instant,
+}
+
+impl PageTimer {
+    fn refresh<Bk: Backend, B: PacketBuf>(
+        &mut self,
+        now: Instant,
+        t0: Instant,
+        backend: &Bk,
+        running: &Running,
+        features: &[Box<dyn Feature<B>>],
+    ) {
+        let Some(server) = &self.server else {
+            return;
+        };
+        if now < self.next {
+            return;
+        }
+        self.next = now + Duration::from_secs(1);
+        let counters = running.counters();
+        let port_stats: Vec<_> = (0..running.ports().len())
+            .map(|p| backend.port_stats(p as PortId))
+            .collect();
+        let mut e = Exposition::new();
+        crate::platform_metrics::write(
+            &mut e,
+            &crate::platform_metrics::Snapshot {
+                ports: running.ports(),
+                port_stats: &port_stats,
+                counters: &counters,
+                reasons: running.reasons(),
+                workers: self.workers,
+                uptime_s: now.duration_since(t0).as_secs_f64(),
+            },
+        );
+        for f in features {
+            f.metrics(&mut e);
+        }
+        server.set(e.finish());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feature::{Configure, FeatureReport};
+    use crate::platform::Platform;
+    use peregrine_dataplane::runtime::{Batch, Context, Tap};
+    use peregrine_dataplane::OwnedBuf;
+
+    /// A stage or tap that only has a name.
+    struct Named(&'static str);
+
+    impl Stage<OwnedBuf> for Named {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn process(&mut self, _: &mut Batch<OwnedBuf>, _: &Context) {}
+    }
+
+    impl Tap<OwnedBuf> for Named {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn on_burst(&mut self, _: PortId, _: &mut [OwnedBuf], _: &Context) {}
+    }
+
+    /// A feature with one stage at each place and a tap on port 1, named after itself.
+    struct Probe(&'static str, [&'static str; 3]);
+
+    impl Configure for Probe {
+        const SECTION: &'static str = "probe";
+        fn configure(
+            _: Option<&toml::Value>,
+            _: &Platform,
+        ) -> Result<Option<Self>, crate::error::ConfigError> {
+            Ok(None)
+        }
+    }
+
+    impl Feature<OwnedBuf> for Probe {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn stages(&self, place: Place, _: &mut Build<'_>, out: &mut Stages<OwnedBuf>) {
+            let i = match place {
+                Place::Ingress => 0,
+                Place::AfterUpf => 1,
+            };
+            out.push(Box::new(Named(self.1[i])));
+        }
+        fn taps(&self, port: PortId, _: &mut Build<'_>, out: &mut Taps<OwnedBuf>) {
+            if port == 1 {
+                out.push(Box::new(Named(self.1[2])));
+            }
+        }
+        fn finish(self: Box<Self>) -> FeatureReport {
+            FeatureReport::new("probe", &(), String::new())
+        }
+    }
+
+    #[test]
+    fn features_compose_around_the_main_stage_in_registration_order() {
+        let cfg = Config::parse(
+            "[backend]\nkind = \"pcap\"\n[[port]]\nname = \"a\"\nmac = \"02:00:00:00:00:01\"\n\
+             tx = \"a.pcap\"\n[[port]]\nname = \"b\"\nmac = \"02:00:00:00:00:02\"\ntx = \"b.pcap\"\n\
+             [pipeline]\nkind = \"l3fwd\"\n[[route]]\nprefix = \"10.0.0.0/8\"\nport = \"b\"\n\
+             next_hop_mac = \"02:00:00:00:00:09\"\n",
+        )
+        .unwrap();
+        let features: Vec<Box<dyn Feature<OwnedBuf>>> = vec![
+            Box::new(Probe("one", ["one_in", "one_out", "one_tap"])),
+            Box::new(Probe("two", ["two_in", "two_out", "two_tap"])),
+        ];
+        let routes = Publisher::new(RouteTable::from_routes(&cfg.parsed_routes().unwrap()));
+        let c = Composer {
+            cfg: &cfg,
+            features: &features,
+            routes: &routes,
+        };
+        c.check_main_stage().unwrap();
+        let p = c.pipeline(0, &mut Reasons::new());
+        assert_eq!(
+            p.stage_names(),
+            ["one_in", "two_in", "l3fwd", "one_out", "two_out"]
+        );
+        assert_eq!(p.tap_names(), [(1, "one_tap"), (1, "two_tap")]);
+        // The upf kind takes its main stage from the `upf` feature, which must be enabled.
+        let mut upf = cfg.clone();
+        upf.platform.pipeline = PipelineConfig::Upf { promiscuous: false };
+        let c = Composer {
+            cfg: &upf,
+            features: &features,
+            routes: &routes,
+        };
+        let e = c.check_main_stage().unwrap_err().to_string();
+        assert!(e.contains("pipeline.kind") && e.contains("[upf]"), "{e}");
+    }
 }

@@ -30,17 +30,23 @@
 //! namespaces listed in `seed_namespaces` use the seed's layout, all others IOAM (the same
 //! list the stages take, `IntConfig::seed_namespaces`).
 
-use crate::config::{invalid, ConfigError};
+use crate::error::{invalid, ConfigError, RunError};
+use crate::feature::{Build, Configure, Feature, FeatureReport, Place, Stages};
+use crate::int_stage::{Element, IntStage, StageCounters};
+use crate::metrics::{Exposition, Kind};
+use crate::platform::{PipelineConfig, Platform};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use peregrine_dataplane::runtime::Publisher;
+use peregrine_dataplane::runtime::{self, OnEgress, OnIngress, Publisher, Reasons, Running};
+use peregrine_dataplane::PacketBuf;
 use peregrine_int::namespace::TableSnapshot;
 use peregrine_int::report::IntReport;
-use peregrine_int::stages::{IntConfig, IntEvent, Piggyback};
+use peregrine_int::stages::{IntConfig, IntEvent, IntSink, IntSource, IntTransit, Piggyback};
 use peregrine_int_manager::{self as manager, IntManager, ManagerConfig};
 use peregrine_wire::int::TsFormat;
 use serde::{Deserialize, Serialize};
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// What a node does in the `int` pipeline (seed III-C to III-E).
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -284,7 +290,7 @@ impl IntSection {
 }
 
 /// What the control core did with the stages' events.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IntDaemonStats {
     /// Sink reports handed to the manager.
     pub reports: u64,
@@ -447,5 +453,319 @@ impl IntRuntime {
 
     pub fn manager(&self) -> &IntManager {
         &self.manager
+    }
+}
+
+/// INT as a feature: in the `int` pipeline its elements run at ingress, before `l3fwd`;
+/// in the `upf` pipeline they are placed on N6 around the UPF (`n6_in` at ingress, scoped
+/// to packets received on `n6_ports`; `n6_out` after the UPF, scoped to packets sent there).
+#[derive(Debug)]
+pub struct IntFeature {
+    section: IntSection,
+    /// `Some(n6 ports)` in the upf pipeline, `None` in the int pipeline.
+    n6: Option<Vec<u16>>,
+    stage_config: IntConfig,
+    runtime: Option<IntRuntime>,
+    /// The elements' counters, one slot per element of every worker.
+    counters: StageCounters,
+}
+
+impl Configure for IntFeature {
+    const SECTION: &'static str = "int";
+
+    fn configure(section: Option<&toml::Value>, p: &Platform) -> Result<Option<Self>, ConfigError> {
+        let value =
+            match (&p.pipeline, section) {
+                (PipelineConfig::Int { .. }, None) => {
+                    return Err(invalid("int", "the int pipeline needs an [int] section"))
+                }
+                (PipelineConfig::Int { .. } | PipelineConfig::Upf { .. }, Some(v)) => v,
+                (_, None) => return Ok(None),
+                (_, Some(_)) => return Err(invalid(
+                    "int",
+                    "INT runs in the int pipeline, or on N6 in the upf pipeline ([pipeline] kind)",
+                )),
+            };
+        let s: IntSection = value
+            .clone()
+            .try_into()
+            .map_err(|e: toml::de::Error| invalid("int", e.message().to_string()))?;
+        let port_index = |n: &str| p.port_index(n);
+        let n6 = if matches!(p.pipeline, PipelineConfig::Upf { .. }) {
+            // `[int]` next to `[upf]`: INT on N6 around the UPF stage.
+            s.validate_upf(port_index)?;
+            Some(s.n6_port_ids(port_index))
+        } else {
+            s.validate(port_index)?;
+            if !s.n6_ports.is_empty() || s.n6_in.is_some() || s.n6_out.is_some() {
+                return Err(invalid(
+                    "int.n6_ports",
+                    "n6_ports / n6_in / n6_out place INT in the upf pipeline; the int pipeline uses roles",
+                ));
+            }
+            None
+        };
+        Ok(Some(IntFeature {
+            stage_config: s.stage_config(port_index),
+            section: s,
+            n6,
+            runtime: None,
+            counters: StageCounters::default(),
+        }))
+    }
+}
+
+impl IntFeature {
+    /// The elements `roles` names, in that order, for one place; each reports its counters
+    /// into a slot of `self.counters`.
+    fn elements(&self, roles: &[Role], c: &IntConfig, r: &mut Reasons) -> Vec<IntStage> {
+        let Some(ir) = &self.runtime else {
+            return Vec::new();
+        };
+        roles
+            .iter()
+            .map(|role| {
+                let elem = match role {
+                    Role::Sink => Element::Sink(IntSink::new(
+                        c.clone(),
+                        ir.tables.reader(),
+                        ir.events_tx.clone(),
+                        r,
+                    )),
+                    Role::Transit => Element::Transit(
+                        IntTransit::new(c.clone(), ir.tables.reader(), r)
+                            .with_events(ir.events_tx.clone()),
+                    ),
+                    Role::Source => Element::Source(
+                        IntSource::new(c.clone(), ir.tables.reader())
+                            .with_piggyback(ir.piggyback_rx.clone()),
+                    ),
+                };
+                IntStage::new(elem, &self.counters)
+            })
+            .collect()
+    }
+}
+
+impl<B: PacketBuf + 'static> Feature<B> for IntFeature {
+    fn name(&self) -> &'static str {
+        Self::SECTION
+    }
+
+    /// The manager binds first: a port in use fails the run before workers start.
+    fn prepare(
+        &mut self,
+        _p: &Platform,
+        _egress: &mut [Option<runtime::EgressConfig>],
+    ) -> Result<(), RunError> {
+        self.runtime = Some(IntRuntime::start(&self.section).map_err(RunError::IntManager)?);
+        Ok(())
+    }
+
+    fn stages(&self, place: Place, b: &mut Build<'_>, out: &mut Stages<B>) {
+        match (&self.n6, place) {
+            // The int pipeline: sink, source, transit, all before l3fwd.
+            (None, Place::Ingress) => {
+                let roles: Vec<Role> = [Role::Sink, Role::Source, Role::Transit]
+                    .into_iter()
+                    .filter(|r| self.section.has(*r))
+                    .collect();
+                for st in self.elements(&roles, &self.stage_config, b.reasons) {
+                    out.push(Box::new(st));
+                }
+            }
+            (None, Place::AfterUpf) => {}
+            (Some(n6), Place::Ingress) => {
+                // Before the UPF stage, which decrements the hop limit.
+                let c = IntConfig {
+                    hop_limit_after_forward: true,
+                    ..self.stage_config.clone()
+                };
+                for st in self.elements(&self.section.n6_in_roles(), &c, b.reasons) {
+                    out.push(Box::new(OnIngress::new(n6, st)));
+                }
+            }
+            (Some(n6), Place::AfterUpf) => {
+                // After decap: the UPF stage has decremented it already.
+                let c = IntConfig {
+                    hop_limit_after_forward: false,
+                    ..self.stage_config.clone()
+                };
+                for st in self.elements(&self.section.n6_out_roles(), &c, b.reasons) {
+                    out.push(Box::new(OnEgress::new(n6, st)));
+                }
+            }
+        }
+    }
+
+    fn tick(&mut self, _now: Instant, _running: &Running) {
+        if let Some(ir) = &mut self.runtime {
+            ir.pump();
+        }
+    }
+
+    fn metrics(&self, e: &mut Exposition) {
+        let Some(ir) = &self.runtime else {
+            return;
+        };
+        let s = ir.stats();
+        let c = Kind::Counter;
+        for (name, help, v) in [
+            (
+                "peregrine_int_reports_total",
+                "Sink reports handed to the INT manager.",
+                s.reports,
+            ),
+            (
+                "peregrine_int_piggybacks_total",
+                "Piggy-back reports handed to the source.",
+                s.piggybacks,
+            ),
+            (
+                "peregrine_int_inband_reports_total",
+                "In-band (0x33) reports received and handed to the manager.",
+                s.inband_reports,
+            ),
+            (
+                "peregrine_int_inband_malformed_total",
+                "In-band (0x33) reports that did not decode.",
+                s.inband_malformed,
+            ),
+            (
+                "peregrine_int_requests_total",
+                "In-band (0x32) requests seen.",
+                s.requests,
+            ),
+            (
+                "peregrine_int_events_dropped_total",
+                "INT events dropped: the manager or source queue was full.",
+                s.dropped,
+            ),
+            (
+                "peregrine_int_manager_reports_total",
+                "Reports the INT manager received.",
+                s.manager_reports_in,
+            ),
+            (
+                "peregrine_int_manager_raw_published_total",
+                "Raw reports the INT manager published.",
+                s.manager_raw_published,
+            ),
+            (
+                "peregrine_int_manager_installs_total",
+                "Rules the INT manager installed.",
+                s.manager_installs,
+            ),
+        ] {
+            e.one(name, c, help, v as f64);
+        }
+        self.counters.write_metrics(e);
+    }
+
+    fn finish(self: Box<Self>) -> FeatureReport {
+        let i = self.runtime.map(IntRuntime::finish).unwrap_or_default();
+        let text = format!(
+            "int: {} reports, {} piggy-backed, {} in-band reports received, {} requests seen, {} dropped\n",
+            i.reports, i.piggybacks, i.inband_reports, i.requests, i.dropped
+        );
+        let mut r = FeatureReport::new(Self::SECTION, &i, text);
+        // The elements' totals next to the control side's figures.
+        if let serde_json::Value::Object(m) = &mut r.json {
+            m.insert("stages".into(), self.counters.totals_json());
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    const GOOD: &str = r#"
+[backend]
+kind = "pcap"
+
+[[port]]
+name = "n3"
+mac = "02:00:00:00:00:03"
+tx = "out3.pcap"
+
+[[port]]
+name = "n6"
+mac = "02:00:00:00:00:06"
+tx = "out.pcap"
+
+[pipeline]
+kind = "l3fwd"
+
+[[route]]
+prefix = "10.45.0.0/16"
+port = "n6"
+next_hop_mac = "02:00:00:00:01:06"
+"#;
+
+    fn err(text: &str) -> String {
+        Config::parse(text).unwrap_err().to_string()
+    }
+
+    fn section(c: &Config) -> super::IntSection {
+        c.sections["int"].clone().try_into().unwrap()
+    }
+
+    /// `GOOD` as a UPF with `[int]` lines.
+    fn upf_int(int: &str) -> String {
+        GOOD.replace("kind = \"l3fwd\"", "kind = \"upf\"")
+            + "[upf]\nnode_id = \"192.0.2.1\"\nn3 = [\"192.0.2.1\"]\n[int]\nnode_id = 9\n"
+            + int
+    }
+
+    #[test]
+    fn int_in_the_upf_pipeline_places_roles_on_n6() {
+        let c = Config::parse(&upf_int(
+            "roles = [\"source\", \"sink\", \"transit\"]\nn6_ports = [\"n6\"]\n",
+        ))
+        .unwrap();
+        let s = &section(&c);
+        // Defaults: sink and transit on N6 ingress, the source on N6 egress.
+        assert_eq!(
+            s.n6_in_roles(),
+            [crate::int::Role::Sink, crate::int::Role::Transit]
+        );
+        assert_eq!(s.n6_out_roles(), [crate::int::Role::Source]);
+        assert_eq!(s.n6_port_ids(|n| c.port_index(n)), [1]);
+        // Listed order does not matter: sink, transit, source.
+        let c = Config::parse(&upf_int(
+            "roles = [\"source\", \"sink\"]\nn6_ports = [\"n6\"]\nn6_in = []\nn6_out = [\"source\", \"sink\"]\n",
+        ))
+        .unwrap();
+        let s = &section(&c);
+        assert!(s.n6_in_roles().is_empty());
+        assert_eq!(
+            s.n6_out_roles(),
+            [crate::int::Role::Sink, crate::int::Role::Source]
+        );
+        for (int, field) in [
+            ("roles = [\"sink\"]\n", "int.n6_ports"),
+            (
+                "roles = [\"sink\"]\nn6_ports = [\"n9\"]\n",
+                "int.n6_ports[0]",
+            ),
+            (
+                "roles = [\"sink\"]\nn6_ports = [\"n6\"]\nn6_out = [\"source\"]\n",
+                "int.n6_out",
+            ),
+            (
+                "roles = [\"sink\"]\nn6_ports = [\"n6\"]\nn6_in = []\n",
+                "int.n6_in",
+            ),
+            ("roles = []\nn6_ports = [\"n6\"]\n", "int.roles"),
+        ] {
+            let e = err(&upf_int(int));
+            assert!(e.contains(field), "{int}: {e}");
+        }
+        // The int pipeline places by roles only.
+        let e = err(&(GOOD.replace("kind = \"l3fwd\"", "kind = \"int\"")
+            + "[int]\nnode_id = 9\nroles = [\"sink\"]\nn6_ports = [\"n6\"]\n"));
+        assert!(e.contains("int.n6_ports"), "{e}");
     }
 }

@@ -1,11 +1,22 @@
-//! The Peregrine daemon: configuration, backend construction, control loop and reporting.
+//! The Peregrine daemon: configuration, features (UPF, INT, ...) composed into the workers'
+//! pipelines, the control loop, metrics and reporting.
+//!
+//! Modules, leaves first (no module imports one above it): `error`, `metrics`, `summary`,
+//! `neighbour`, `end_marker`, `n4`; `platform`; `feature`; the features `upf`, `int` (with `int_stage`);
+//! `registry`; `config`; `platform_metrics`; `daemon`.
 
 pub mod config;
 pub mod daemon;
 pub mod end_marker;
+pub mod error;
+pub mod feature;
 pub mod int;
+mod int_stage;
 pub mod metrics;
 pub mod n4;
 pub mod neighbour;
+pub mod platform;
+pub mod platform_metrics;
+pub mod registry;
 pub mod summary;
 pub mod upf;

@@ -1,14 +1,19 @@
-//! Prometheus metrics: the text exposition format (version 0.0.4) and a small HTTP endpoint
-//! that serves the latest page.
+//! Prometheus metrics: a page of families the daemon and its features write
+//! ([`Exposition`]), encoded in the OpenMetrics text format by `prometheus-client`, and a
+//! small HTTP endpoint that serves the latest page.
 //!
-//! The control thread renders the page from the counters it already aggregates (at the
-//! stats interval) and hands it to [`MetricsServer::set`]; the server thread only copies the
-//! last page out, so a scrape never touches the workers and a slow or hostile client (each
+//! The control thread renders the page from the counters it already aggregates (once a
+//! second) and hands it to [`MetricsServer::set`]; the server thread only copies the last
+//! page out, so a scrape never touches the workers and a slow or hostile client (each
 //! connection has a 1 s I/O deadline, and requests are served one at a time) never reaches
 //! the packet path.
 
-use std::collections::HashSet;
-use std::fmt::Write as _;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,19 +21,30 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// A metric family's type line.
+/// The page's content type (OpenMetrics 1.0 text).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// A metric family's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Counter,
     Gauge,
 }
 
-/// Builds one exposition page. Families are announced once (`# HELP`, `# TYPE`), samples
-/// follow; label values are escaped as the format requires (`\\`, `\"`, `\n`).
+#[derive(Debug, Clone)]
+struct Family {
+    /// As written on the page: counters end in `_total`.
+    name: &'static str,
+    kind: Kind,
+    help: String,
+    samples: Vec<(Vec<(String, String)>, f64)>,
+}
+
+/// Builds one exposition page: families in the order first announced, each with its
+/// samples. Label values are escaped by the encoder as the format requires.
 #[derive(Debug, Default)]
 pub struct Exposition {
-    out: String,
-    announced: HashSet<&'static str>,
+    families: Vec<Family>,
 }
 
 impl Exposition {
@@ -36,46 +52,36 @@ impl Exposition {
         Exposition::default()
     }
 
-    /// Announce a family; later calls with the same name do nothing.
+    /// Announce a family; later calls with the same name do nothing. Counter names end in
+    /// `_total` (OpenMetrics adds it to the family's name on the samples).
     pub fn family(&mut self, name: &'static str, kind: Kind, help: &str) {
-        if self.announced.insert(name) {
-            let k = match kind {
-                Kind::Counter => "counter",
-                Kind::Gauge => "gauge",
-            };
-            let _ = writeln!(self.out, "# HELP {name} {help}");
-            let _ = writeln!(self.out, "# TYPE {name} {k}");
+        if !self.families.iter().any(|f| f.name == name) {
+            self.families.push(Family {
+                name,
+                kind,
+                help: help.to_string(),
+                samples: Vec::new(),
+            });
         }
     }
 
-    /// One sample of family `name` (announce it first).
+    /// One sample of family `name`. A sample of a family never announced is kept as an
+    /// undocumented gauge, so a missing `family` call shows on the page instead of
+    /// dropping data.
     pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
-        self.out.push_str(name);
-        if !labels.is_empty() {
-            self.out.push('{');
-            for (i, (k, v)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.out.push(',');
-                }
-                self.out.push_str(k);
-                self.out.push_str("=\"");
-                for c in v.chars() {
-                    match c {
-                        '\\' => self.out.push_str("\\\\"),
-                        '"' => self.out.push_str("\\\""),
-                        '\n' => self.out.push_str("\\n"),
-                        c => self.out.push(c),
-                    }
-                }
-                self.out.push('"');
+        let i = match self.families.iter().position(|f| f.name == name) {
+            Some(i) => i,
+            None => {
+                let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+                self.family(leaked, Kind::Gauge, "(undocumented)");
+                self.families.len() - 1
             }
-            self.out.push('}');
-        }
-        if value.fract() == 0.0 && value.abs() < 1e15 {
-            let _ = writeln!(self.out, " {}", value as i64);
-        } else {
-            let _ = writeln!(self.out, " {value}");
-        }
+        };
+        let labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        self.families[i].samples.push((labels, value));
     }
 
     /// Shorthand: announce and add one sample.
@@ -84,8 +90,54 @@ impl Exposition {
         self.sample(name, &[], value);
     }
 
+    /// The page in the OpenMetrics text format (ends with `# EOF`).
     pub fn finish(self) -> String {
-        self.out
+        let mut reg = Registry::default();
+        reg.register_collector(Box::new(Page(self.families)));
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &reg) {
+            tracing::error!(%e, "metrics page not encoded");
+        }
+        out
+    }
+}
+
+/// The page's families as a `prometheus-client` collector.
+#[derive(Debug)]
+struct Page(Vec<Family>);
+
+impl Collector for Page {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for f in &self.0 {
+            let (name, ty) = match f.kind {
+                Kind::Counter => (
+                    f.name.strip_suffix("_total").unwrap_or(f.name),
+                    MetricType::Counter,
+                ),
+                Kind::Gauge => (f.name, MetricType::Gauge),
+            };
+            let mut me = enc.encode_descriptor(name, &f.help, None, ty)?;
+            let (plain, labelled): (Vec<_>, Vec<_>) =
+                f.samples.iter().partition(|(l, _)| l.is_empty());
+            for (labels, v) in labelled {
+                value(f.kind, *v, me.encode_family(labels)?)?;
+            }
+            // At most one sample without labels (the family's only one).
+            if let Some((_, v)) = plain.first() {
+                value(f.kind, *v, me)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn value(kind: Kind, v: f64, me: MetricEncoder) -> Result<(), std::fmt::Error> {
+    let integral = v.fract() == 0.0 && v.abs() < 1e15;
+    match kind {
+        Kind::Counter if integral && v >= 0.0 => ConstCounter::new(v as u64).encode(me),
+        Kind::Counter => ConstCounter::new(v).encode(me),
+        Kind::Gauge if integral => ConstGauge::new(v as i64).encode(me),
+        Kind::Gauge => ConstGauge::new(v).encode(me),
     }
 }
 
@@ -191,7 +243,7 @@ fn serve(mut c: TcpStream, page: &Mutex<String>) -> std::io::Result<()> {
         )
     } else if path == "/metrics" || path.starts_with("/metrics?") {
         let body = page.lock().map(|p| p.clone()).unwrap_or_default();
-        ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body)
+        ("200 OK", CONTENT_TYPE, body)
     } else {
         ("404 Not Found", "text/plain", "try /metrics\n".to_string())
     };
@@ -227,12 +279,13 @@ mod tests {
         e.sample("pg_drops_total", &[("reason", "we\"ird\\\n")], 1.0);
         e.one("pg_sessions", Kind::Gauge, "Sessions.", 2.5);
         let t = e.finish();
+        // OpenMetrics: the counter family is named without `_total`, its samples with it.
         assert_eq!(
             t,
-            "# HELP pg_drops_total Packets dropped, by reason.\n# TYPE pg_drops_total counter\n\
+            "# HELP pg_drops Packets dropped, by reason.\n# TYPE pg_drops counter\n\
              pg_drops_total{reason=\"gate_closed\"} 3\n\
              pg_drops_total{reason=\"we\\\"ird\\\\\\n\"} 1\n\
-             # HELP pg_sessions Sessions.\n# TYPE pg_sessions gauge\npg_sessions 2.5\n"
+             # HELP pg_sessions Sessions.\n# TYPE pg_sessions gauge\npg_sessions 2.5\n# EOF\n"
         );
     }
 

@@ -1,4 +1,5 @@
-//! The end-of-run report: packets in/out per port and drops by reason.
+//! The end-of-run report: packets in/out per port, drops by reason, and each feature's part
+//! (`crate::feature::FeatureReport`), kept as JSON under the feature's name.
 
 use peregrine_dataplane::io::{PortInfo, PortStats};
 use peregrine_dataplane::runtime::{Counters, Reasons};
@@ -34,12 +35,12 @@ pub struct Summary {
     pub ports: Vec<PortSummary>,
     /// Every registered reason, zero or not, in registration order.
     pub drops: Vec<(String, u64)>,
-    /// The UPF pipeline's figures.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub upf: Option<crate::upf::UpfSummary>,
-    /// The INT pipeline's control-side figures.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub int: Option<crate::int::IntDaemonStats>,
+    /// Each enabled feature's figures under its name (`"upf"`, `"int"`), in pipeline order.
+    #[serde(flatten)]
+    pub features: serde_json::Map<String, serde_json::Value>,
+    /// The features' lines in the printed report.
+    #[serde(skip)]
+    pub feature_text: Vec<String>,
 }
 
 impl Summary {
@@ -84,9 +85,20 @@ impl Summary {
                 .enumerate()
                 .map(|(i, n)| (n.to_string(), c.drops.get(i).copied().unwrap_or(0)))
                 .collect(),
-            upf: None,
-            int: None,
+            features: serde_json::Map::new(),
+            feature_text: Vec::new(),
         }
+    }
+
+    /// Add a feature's part.
+    pub fn add_feature(&mut self, name: &str, json: serde_json::Value, text: String) {
+        self.features.insert(name.to_string(), json);
+        self.feature_text.push(text);
+    }
+
+    /// A feature's figures, read back as its type (`summary.feature::<IntDaemonStats>("int")`).
+    pub fn feature<T: serde::de::DeserializeOwned>(&self, name: &str) -> Option<T> {
+        serde_json::from_value(self.features.get(name)?.clone()).ok()
     }
 
     /// The human-readable report printed at the end of `peregrine run`.
@@ -136,42 +148,8 @@ impl Summary {
         if !any {
             let _ = writeln!(s, "  (none)");
         }
-        if let Some(i) = &self.int {
-            let _ = writeln!(
-                s,
-                "int: {} reports, {} piggy-backed, {} in-band reports received, {} requests seen, {} dropped",
-                i.reports, i.piggybacks, i.inband_reports, i.requests, i.dropped
-            );
-        }
-        if let Some(u) = &self.upf {
-            let _ = writeln!(
-                s,
-                "upf: {} session(s), {} echo replies, {} error indications sent",
-                u.sessions, u.echo_replies, u.error_indications_sent
-            );
-            if u.pfcp_datagrams_in > 0 {
-                let _ = writeln!(
-                    s,
-                    "pfcp: {} datagrams in, {} out, {} rule publishes, publish latency p99 {} us",
-                    u.pfcp_datagrams_in,
-                    u.pfcp_datagrams_out,
-                    u.rule_publishes,
-                    u.publish_latency_p99_us
-                        .map_or("-".into(), |v| v.to_string())
-                );
-            }
-            let _ = writeln!(
-                s,
-                "{:<9} {:>4} {:>10} {:>12} {:>8} {:>10} {:>10} {:>8}",
-                "per QFI", "qfi", "packets", "bytes", "drops", "green", "yellow", "red"
-            );
-            for r in &u.qfi {
-                let _ = writeln!(
-                    s,
-                    "{:<9} {:>4} {:>10} {:>12} {:>8} {:>10} {:>10} {:>8}",
-                    r.direction, r.qfi, r.packets, r.bytes, r.drops, r.green, r.yellow, r.red
-                );
-            }
+        for t in &self.feature_text {
+            s.push_str(t);
         }
         s
     }

@@ -87,7 +87,9 @@ fn run_node(cfg: Config, rules: &str) {
         "{reply}"
     );
     let summary = h.join().unwrap();
-    let int = summary.int.expect("int summary");
+    let int = summary
+        .feature::<peregrine_control::int::IntDaemonStats>("int")
+        .expect("int summary");
     eprintln!("{int:?}");
 }
 

@@ -284,7 +284,11 @@ fn upf_n6_sink_strips_downlink_int_and_source_instruments_decapsulated_uplink() 
         );
     }
     let summary = h.join().unwrap();
-    let int = summary.int.expect("int summary");
+    // The elements' own counters, summed over places: the sink's match what was published.
+    let stages = summary.features["int"]["stages"].clone();
+    let int = summary
+        .feature::<peregrine_control::int::IntDaemonStats>("int")
+        .expect("int summary");
     let reports = collector.join().unwrap();
 
     // Downlink: every packet encapsulated on N3, the inner packet the remote source's input
@@ -301,6 +305,8 @@ fn upf_n6_sink_strips_downlink_int_and_source_instruments_decapsulated_uplink() 
     // The sink's reports on the PUB socket: the in-band request (first packet) is not one.
     assert_eq!(reports.len(), FLOW - 1, "{reports:?} {int:?}");
     assert_eq!(int.requests, 1, "the remote source's in-band request seen");
+    assert_eq!(stages["sink"]["reports"], reports.len(), "{stages}");
+    assert_eq!(stages["sink"]["requests"], 1, "{stages}");
     for (i, r) in reports.iter().enumerate() {
         assert_eq!(r["ns_id"], 7, "{r}");
         assert_eq!(r["app_id"], 1);
@@ -329,6 +335,8 @@ fn upf_n6_sink_strips_downlink_int_and_source_instruments_decapsulated_uplink() 
         assert_eq!(f[20], 0, "next header is Hop-by-Hop");
         assert_eq!(f[54 + 4], 0x31, "IOAM: {:02x?}", &f[54..70]);
     }
+    assert_eq!(stages["source"]["requests_sent"], 1, "{stages}");
+    assert_eq!(stages["source"]["int_added"], n6.len() - 2, "{stages}");
     let pcap = dir.path().join("n6-out.pcap");
     match Command::new("tshark")
         .arg("-r")

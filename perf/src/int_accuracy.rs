@@ -246,7 +246,7 @@ pub enum Nodes {
     /// this experiment; kept to separate emulation effects from stage effects).
     Model,
     /// The real `IntSource` / `IntTransit` / `IntSink` stages on real Ethernet/IPv6/UDP frames;
-    /// the sink's reports (`IntReport::to_raw`) feed the monitor. See [`StageOptions`].
+    /// the sink's reports (`RawReport::from(&IntReport)`) feed the monitor. See [`StageOptions`].
     Stages(StageOptions),
 }
 

@@ -13,7 +13,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
-#[command(about = "INT measurement accuracy over emulated impairments (Miranda et al., Tables II-IV)")]
+#[command(
+    about = "INT measurement accuracy over emulated impairments (Miranda et al., Tables II-IV)"
+)]
 struct Args {
     /// One-second QoS samples per run (the seed: 120).
     #[arg(long, default_value_t = 120)]

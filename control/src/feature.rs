@@ -1,0 +1,140 @@
+//! Features as plug-ins: what a feature (the UPF, INT, and next the Kestrel sketches,
+//! fridges, DTA export, ...) gives the daemon, and where its stages go.
+//!
+//! A pipeline is a main stage (`xconnect`, `l3fwd`, or a feature's, as the UPF's) with the
+//! enabled features' stages around it:
+//!
+//! ```text
+//!  rx -> [classify] -> [steer] -> Place::Ingress .. -> main -> Place::AfterUpf ..
+//!     -> egress queues (per port) -> taps(port) -> tx
+//! ```
+//!
+//! The daemon (`crate::daemon`) builds every worker's pipeline from the features the
+//! configuration enables (`crate::registry`), calls their control-side hooks from its loop,
+//! and joins their metrics and summary lines to its own. It names none of them.
+
+use crate::error::{ConfigError, RunError};
+use crate::metrics::Exposition;
+use crate::platform::Platform;
+use peregrine_dataplane::io::PortId;
+use peregrine_dataplane::runtime::{
+    ControlPacket, EgressConfig, Publisher, Reasons, Running, Stage, Tap,
+};
+use peregrine_dataplane::stages::l3fwd::RouteTable;
+use peregrine_dataplane::PacketBuf;
+use std::time::Instant;
+
+/// Where a feature's stage runs in every worker's pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Before the main stage (the UPF's): packets as received, after classification.
+    Ingress,
+    /// After the main stage, before the egress queues: packets the UPF (or router) has
+    /// decided to send, with their final headers.
+    AfterUpf,
+}
+
+/// What a feature gets while one worker's pipeline is built.
+#[derive(Debug)]
+pub struct Build<'a> {
+    /// The worker's index (per-worker counters are indexed by it).
+    pub worker: usize,
+    /// The shared drop-reason registry: register reasons here so every worker's ids agree.
+    pub reasons: &'a mut Reasons,
+    /// The daemon's route table (republished on SIGHUP), for stages that route.
+    pub routes: &'a Publisher<RouteTable>,
+}
+
+/// A worker's stages, boxed for its buffer type.
+pub type Stages<B> = Vec<Box<dyn Stage<B>>>;
+
+/// A worker's taps on one port, boxed for its buffer type.
+pub type Taps<B> = Vec<Box<dyn Tap<B>>>;
+
+/// What a feature's section parses into. Implemented by the feature's type; registered by
+/// one line in `crate::registry`.
+pub trait Configure: Sized {
+    /// The TOML section (`"upf"` for `[upf]`); also the feature's name in the summary.
+    const SECTION: &'static str;
+
+    /// Parse and validate the section; `Ok(None)` when the feature is off (no section, and
+    /// the pipeline kind does not need it). Errors name the key (`upf.mtu: ...`).
+    fn configure(section: Option<&toml::Value>, p: &Platform) -> Result<Option<Self>, ConfigError>;
+}
+
+/// An enabled feature, for workers with buffers `B`. Every hook but [`finish`](Self::finish)
+/// has a default that does nothing, so a feature implements what it uses.
+///
+/// Order of calls: [`prepare`](Self::prepare) (before any worker starts: bind sockets,
+/// build tables; an error stops the run before packets flow), the stage builders (once per
+/// worker, on the control thread), [`start`](Self::start) (workers run), then the control
+/// loop's [`on_control_packet`](Self::on_control_packet) / [`tick`](Self::tick) /
+/// [`metrics`](Self::metrics), and [`finish`](Self::finish) after the workers stopped.
+pub trait Feature<B: PacketBuf>: Send {
+    /// The feature's name (its section's).
+    fn name(&self) -> &'static str;
+
+    /// Before workers start. `egress` is the per-port egress scheduler configuration the
+    /// runtime will use; a feature that schedules (the UPF) fills its ports.
+    fn prepare(
+        &mut self,
+        _p: &Platform,
+        _egress: &mut [Option<EgressConfig>],
+    ) -> Result<(), RunError> {
+        Ok(())
+    }
+
+    /// The pipeline's main stage, for the feature the pipeline kind names (`upf`).
+    fn main_stage(&self, _b: &mut Build<'_>) -> Option<Box<dyn Stage<B>>> {
+        None
+    }
+
+    /// This worker's stages at `place`, appended to `out` in order.
+    fn stages(&self, _place: Place, _b: &mut Build<'_>, _out: &mut Stages<B>) {}
+
+    /// This worker's post-dequeue taps on egress port `port` (called for every port),
+    /// appended to `out`: they see each burst leaving the port's egress scheduler, with the
+    /// packets' metadata (`PacketMeta`: sojourn, queue, colour, TEID, QFI), before tx.
+    fn taps(&self, _port: PortId, _b: &mut Build<'_>, _out: &mut Taps<B>) {}
+
+    /// Workers run: start what needs them (N4 with End Markers through the injector, ...).
+    fn start(&mut self, _running: &Running) -> Result<(), RunError> {
+        Ok(())
+    }
+
+    /// An exception packet the workers handed to the control thread (ARP, ND, buffered
+    /// downlink, ...). Every feature sees every packet.
+    fn on_control_packet(&mut self, _now: Instant, _p: &ControlPacket) {}
+
+    /// The control loop's tick (every ~50 ms; more often under exception traffic): pumps,
+    /// exporters, windows. `now` is the loop's clock; a feature never sleeps here.
+    fn tick(&mut self, _now: Instant, _running: &Running) {}
+
+    /// Add this feature's families to the metrics page (after the daemon's own).
+    fn metrics(&self, _page: &mut Exposition) {}
+
+    /// Workers have stopped: shut down (sockets, threads) and report.
+    fn finish(self: Box<Self>) -> FeatureReport;
+}
+
+/// A feature's part of the end-of-run summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeatureReport {
+    /// The summary JSON's key (the feature's name).
+    pub name: &'static str,
+    /// Its figures, under `name` in the JSON summary.
+    pub json: serde_json::Value,
+    /// Its lines in the printed summary (each ending in a newline).
+    pub text: String,
+}
+
+impl FeatureReport {
+    /// A report of `figures` (serialised to JSON) and `text`.
+    pub fn new(name: &'static str, figures: &impl serde::Serialize, text: String) -> Self {
+        FeatureReport {
+            name,
+            json: serde_json::to_value(figures).unwrap_or(serde_json::Value::Null),
+            text,
+        }
+    }
+}

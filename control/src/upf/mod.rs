@@ -1,0 +1,342 @@
+//! The UPF as a feature: its `[upf]` section (`section`), the N4 rule side and End Markers
+//! (`rules`), its Prometheus families and summary (`metrics`). It contributes the `upf`
+//! pipeline's main stage, answers ARP / ND for its addresses, reports buffered downlink to
+//! the SMF, and closes 3GPP-PM style windows once a second.
+
+mod metrics;
+mod rules;
+mod section;
+
+pub use metrics::{qfi_totals, write_metrics, PerQfi, PmWindows, QfiRow, QfiTotals, UpfSummary};
+pub use rules::{ntp_now, DaemonRules, InjectEndMarkers};
+pub use section::{EgressPort, Synthetic, UpfSection, STATIC_SEID_BIT};
+
+use crate::end_marker::EndMarkerBuilder;
+use crate::error::{invalid, ConfigError, RunError};
+use crate::feature::{Build, Configure, Feature, FeatureReport};
+use crate::metrics::Exposition;
+use crate::neighbour::Responder;
+use crate::platform::{PipelineConfig, Platform};
+use peregrine_dataplane::qos::scheduler::QfiMap;
+use peregrine_dataplane::runtime::{
+    ControlPacket, EgressConfig, Injector, Publisher, Running, Stage,
+};
+use peregrine_dataplane::stages::l3fwd::RouteTable;
+use peregrine_dataplane::upf::{Upf, UpfConfig, UpfStats, UpfTables};
+use peregrine_dataplane::PacketBuf;
+use peregrine_rules::Compiler;
+use peregrine_wire::ethernet::Address as Mac;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The UPF feature: configuration until [`Feature::prepare`], then its control-side state.
+pub struct UpfFeature {
+    section: UpfSection,
+    promiscuous: bool,
+    macs: Vec<Mac>,
+    /// The routes at start: End Markers are built from them (a SIGHUP reload does not reach
+    /// End Markers; the UPF stage reads the daemon's published routes).
+    routes: RouteTable,
+    qfi_map: QfiMap,
+    state: Option<State>,
+    neighbours: Option<Neighbours>,
+    last_window: Option<Instant>,
+    pm: PmWindows,
+}
+
+/// The ARP / ND responder, answering through the worker that received the request.
+struct Neighbours {
+    responder: Responder,
+    injector: Injector,
+    since: Instant,
+}
+
+impl Neighbours {
+    fn on_frame(&mut self, now: Instant, p: &ControlPacket) {
+        let at = now.duration_since(self.since).as_nanos() as u64;
+        let o = self.responder.handle(at, p.port, &p.data);
+        if let Some((ip, mac)) = o.learned {
+            tracing::info!(%ip, %mac, port = p.port, "neighbour learnt");
+        }
+        if let Some(reply) = o.reply {
+            if let Err(e) = self.injector.inject(p.worker, p.port, &reply) {
+                tracing::warn!(%e, port = p.port, "neighbour reply not sent");
+            }
+        }
+    }
+
+    fn log_stats(&self) {
+        let s = self.responder.stats();
+        tracing::info!(
+            arp_replies = s.arp_replies_sent,
+            neighbour_adverts = s.na_sent,
+            learned = s.learned,
+            neighbours = self.responder.table().len(),
+            malformed = s.malformed,
+            "neighbour responder"
+        );
+    }
+}
+
+/// What exists once the tables are built.
+struct State {
+    publisher: Arc<Publisher<UpfTables>>,
+    stats: Vec<Arc<UpfStats>>,
+    compiler: Option<Compiler>,
+    static_sessions: usize,
+    n4: Option<crate::n4::N4Endpoint>,
+}
+
+impl std::fmt::Debug for UpfFeature {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpfFeature")
+            .field("node_id", &self.section.node_id)
+            .field(
+                "static_sessions",
+                &self.state.as_ref().map(|s| s.static_sessions),
+            )
+            .finish()
+    }
+}
+
+impl Configure for UpfFeature {
+    const SECTION: &'static str = "upf";
+
+    fn configure(section: Option<&toml::Value>, p: &Platform) -> Result<Option<Self>, ConfigError> {
+        let (promiscuous, value) = match (&p.pipeline, section) {
+            (PipelineConfig::Upf { promiscuous }, Some(v)) => (*promiscuous, v),
+            (PipelineConfig::Upf { .. }, None) => {
+                return Err(invalid("upf", "the upf pipeline needs an [upf] section"))
+            }
+            (_, None) => return Ok(None),
+            (_, Some(_)) => {
+                return Err(invalid(
+                    "upf",
+                    "the [upf] section needs `kind = \"upf\"` in [pipeline]",
+                ))
+            }
+        };
+        let section: UpfSection = value
+            .clone()
+            .try_into()
+            .map_err(|e: toml::de::Error| invalid("upf", e.message().to_string()))?;
+        section.validate(|n| p.port_index(n))?;
+        Ok(Some(UpfFeature {
+            qfi_map: section.qfi_map(),
+            promiscuous,
+            macs: (0..p.ports.len()).map(|i| p.port_mac(i)).collect(),
+            routes: RouteTable::from_routes(&p.parsed_routes()?),
+            section,
+            state: None,
+            neighbours: None,
+            last_window: None,
+            pm: PmWindows::default(),
+        }))
+    }
+}
+
+impl UpfFeature {
+    /// The UPF stage's configuration.
+    pub fn stage_config(&self) -> UpfConfig {
+        let s = &self.section;
+        UpfConfig {
+            mtu: s.mtu,
+            error_indication_pps: s.error_indication_pps,
+            n6_v4: s.n6.iter().find_map(|a| match a {
+                IpAddr::V4(a) => Some(*a),
+                _ => None,
+            }),
+            n6_v6: s.n6.iter().find_map(|a| match a {
+                IpAddr::V6(a) => Some(*a),
+                _ => None,
+            }),
+            qfi_map: self.qfi_map,
+            promiscuous: self.promiscuous,
+            max_meter_slots: s.slots(),
+        }
+    }
+
+    /// The N4 endpoint's addresses, if it runs.
+    pub fn pfcp_addrs(&self) -> Vec<SocketAddr> {
+        self.state
+            .as_ref()
+            .and_then(|s| s.n4.as_ref())
+            .map(|n| n.local_addrs().to_vec())
+            .unwrap_or_default()
+    }
+
+    fn sessions(&self) -> usize {
+        self.state.as_ref().map_or(0, |s| {
+            s.static_sessions + s.n4.as_ref().map_or(0, |n| n.status().sessions)
+        })
+    }
+
+    /// Start N4 (if `[upf] pfcp` lists addresses); End Markers go out through `injector`.
+    fn start_n4(&mut self, injector: Injector) -> Result<(), RunError> {
+        let s = &self.section;
+        let Some(st) = self.state.as_mut() else {
+            return Ok(());
+        };
+        if s.pfcp.is_empty() {
+            return Ok(());
+        }
+        let Some(compiler) = st.compiler.take() else {
+            return Ok(());
+        };
+        let end_markers = InjectEndMarkers {
+            builder: EndMarkerBuilder {
+                n3_v4: s.n3_v4(),
+                n3_v6: s.n3_v6(),
+                routes: self.routes.clone(),
+                macs: self.macs.clone(),
+            },
+            injector,
+        };
+        let mut node = peregrine_n4::NodeConfig::new(s.node_id(), ntp_now(), s.n3_v4());
+        node.n3_addresses.1 = s.n3_v6();
+        node.max_sessions = s.max_sessions;
+        node.heartbeat_interval = Duration::from_secs(s.heartbeat_interval_s);
+        let rules = DaemonRules::new(compiler, st.publisher.clone(), st.stats.clone());
+        let ep = crate::n4::N4Endpoint::start_with(
+            crate::n4::N4Config {
+                listen: s.pfcp.clone(),
+                node,
+                usage_interval: Duration::from_millis(s.usage_interval_ms),
+            },
+            rules,
+            Some(Box::new(end_markers)),
+        )?;
+        tracing::info!(listen = ?ep.local_addrs(), "PFCP N4 endpoint up");
+        st.n4 = Some(ep);
+        Ok(())
+    }
+}
+
+impl<B: PacketBuf + 'static> Feature<B> for UpfFeature {
+    fn name(&self) -> &'static str {
+        Self::SECTION
+    }
+
+    /// Compile the static sessions, make the snapshot and per-worker counters, and set the
+    /// egress schedulers of `[[upf.egress]]`.
+    fn prepare(
+        &mut self,
+        p: &Platform,
+        egress: &mut [Option<EgressConfig>],
+    ) -> Result<(), RunError> {
+        for (slot, c) in egress.iter_mut().zip(
+            self.section
+                .egress_configs(p.ports.len(), |n| p.port_index(n)),
+        ) {
+            if c.is_some() {
+                *slot = c;
+            }
+        }
+        let mut compiler = self.section.compiler_with_static_sessions()?;
+        let static_sessions = compiler.stats().sessions;
+        let publisher = Arc::new(Publisher::new(compiler.build()));
+        let stats = (0..p.workers.count)
+            .map(|_| Arc::new(UpfStats::new(self.section.slots())))
+            .collect();
+        tracing::info!(static_sessions, "UPF rule tables built");
+        self.state = Some(State {
+            publisher,
+            stats,
+            compiler: Some(compiler),
+            static_sessions,
+            n4: None,
+        });
+        Ok(())
+    }
+
+    fn main_stage(&self, b: &mut Build<'_>) -> Option<Box<dyn Stage<B>>> {
+        let st = self.state.as_ref()?;
+        Some(Box::new(Upf::new(
+            st.publisher.reader(),
+            b.routes.reader(),
+            self.macs.clone(),
+            self.stage_config(),
+            st.stats.get(b.worker)?.clone(),
+            b.reasons,
+        )))
+    }
+
+    /// N4 and the ARP / ND responder for the UPF's addresses.
+    fn start(&mut self, running: &Running) -> Result<(), RunError> {
+        self.start_n4(running.injector())?;
+        let addrs: Vec<_> = self
+            .section
+            .n3
+            .iter()
+            .chain(&self.section.n6)
+            .copied()
+            .collect();
+        self.neighbours = Some(Neighbours {
+            responder: Responder::new(&addrs, self.macs.clone()),
+            injector: running.injector(),
+            since: Instant::now(),
+        });
+        Ok(())
+    }
+
+    /// ARP / ND answered and learnt; buffered downlink reported to the SMF.
+    fn on_control_packet(&mut self, now: Instant, p: &ControlPacket) {
+        if let Some(nb) = self.neighbours.as_mut().filter(|_| p.len == p.data.len()) {
+            nb.on_frame(now, p);
+        }
+        let Some(st) = &self.state else {
+            return;
+        };
+        let Some(n4) = &st.n4 else {
+            return;
+        };
+        if let Some((up_seid, pdr_id)) = rules::buffered_downlink(&st.publisher.current(), &p.data)
+        {
+            n4.command(crate::n4::N4Command::DownlinkData { up_seid, pdr_id });
+        }
+    }
+
+    /// Once a second: close the PM window.
+    fn tick(&mut self, now: Instant, running: &Running) {
+        if self
+            .last_window
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+        {
+            return;
+        }
+        self.last_window = Some(now);
+        if let Some(st) = &self.state {
+            self.pm.tick(qfi_totals(&st.stats), &running.counters());
+        }
+    }
+
+    fn metrics(&self, page: &mut Exposition) {
+        let Some(st) = &self.state else {
+            return;
+        };
+        let n4 = st.n4.as_ref().map(|n| n.status());
+        write_metrics(
+            page,
+            &st.stats,
+            &self.pm,
+            &self.qfi_map,
+            n4.as_ref().map(|s| (s, &s.pfcp)),
+            Some(self.sessions()),
+        );
+    }
+
+    /// Stop N4; the per-QFI totals and N4 figures.
+    fn finish(self: Box<Self>) -> FeatureReport {
+        if let Some(nb) = &self.neighbours {
+            nb.log_stats();
+        }
+        let sessions = self.sessions();
+        let s = match &self.state {
+            Some(st) => metrics::summary(&st.stats, st.n4.as_ref().map(|n| n.status()), sessions),
+            None => metrics::summary(&[], None, sessions),
+        };
+        let text = metrics::render_summary(&s);
+        FeatureReport::new(Self::SECTION, &s, text)
+    }
+}

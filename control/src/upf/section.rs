@@ -1,0 +1,316 @@
+//! `[upf]`: the UPF's addresses, N4, limits, QoS, egress schedulers and static sessions,
+//! and what the daemon derives from them (compiler, egress configuration).
+
+use crate::error::{invalid, ConfigError};
+use peregrine_dataplane::qos::scheduler::{QfiMap, SchedulerConfig, ShaperConfig, NUM_QFI};
+use peregrine_dataplane::runtime::egress::EgressConfig;
+use peregrine_n4::Session;
+use peregrine_pfcp::ie::NodeId;
+use peregrine_rules::static_sessions::{
+    self, N3Addresses, OuterMix, StaticSession, SyntheticParams,
+};
+use peregrine_rules::{Compiler, CompilerConfig};
+use serde::Deserialize;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// Static sessions get SEIDs with the top bit set, so they never meet the SEIDs the N4 node
+/// allocates (which count up from 1).
+pub const STATIC_SEID_BIT: u64 = 1 << 63;
+
+/// `[upf]`: the UPF's addresses, N4, limits, QoS and static sessions.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct UpfSection {
+    /// PFCP Node ID: an IP address or an FQDN.
+    pub node_id: String,
+    /// Local GTP-U (N3/N9) addresses, at most one per family.
+    pub n3: Vec<IpAddr>,
+    /// N6 addresses: sources of ICMP errors sent toward data-network hosts.
+    #[serde(default)]
+    pub n6: Vec<IpAddr>,
+    /// PFCP listen addresses (UDP, usually port 8805); empty: static sessions only.
+    #[serde(default)]
+    pub pfcp: Vec<SocketAddr>,
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
+    /// Largest outer IP packet sent; bigger ones get ICMP errors (see the UPF stage docs).
+    #[serde(default = "default_mtu")]
+    pub mtu: u16,
+    #[serde(default = "default_ei_pps")]
+    pub error_indication_pps: u32,
+    /// How often URR usage is collected from the workers and checked against triggers.
+    #[serde(default = "default_usage_ms")]
+    pub usage_interval_ms: u64,
+    /// Heartbeat Requests to each associated SMF, seconds.
+    #[serde(default = "default_heartbeat_s")]
+    pub heartbeat_interval_s: u64,
+    /// Overrides of the default QFI -> egress queue map: `[[qfi, qid], ...]`.
+    #[serde(default)]
+    pub qfi_to_qid: Vec<[u8; 2]>,
+    /// Ports with the 8-queue egress scheduler (SP + WRR) and optional shaper.
+    #[serde(default)]
+    pub egress: Vec<EgressPort>,
+    /// Statically configured sessions (no SMF needed).
+    #[serde(default)]
+    pub session: Vec<StaticSession>,
+    /// Generated sessions numbered like `pg-gen`'s traffic.
+    pub synthetic: Option<Synthetic>,
+}
+
+fn default_max_sessions() -> usize {
+    100_000
+}
+fn default_mtu() -> u16 {
+    1500
+}
+fn default_ei_pps() -> u32 {
+    100
+}
+fn default_usage_ms() -> u64 {
+    100
+}
+fn default_heartbeat_s() -> u64 {
+    10
+}
+
+/// One scheduled egress port.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EgressPort {
+    pub port: String,
+    /// Port shaper rate, Mbit/s (none: as fast as the port takes).
+    pub shaper_mbps: Option<u64>,
+}
+
+/// `[upf.synthetic]`: `sessions` sessions as `pg-gen` numbers its UEs.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Synthetic {
+    pub sessions: usize,
+    #[serde(default = "one")]
+    pub seed: u64,
+    #[serde(default = "default_qfis")]
+    pub qfis: Vec<u8>,
+    #[serde(default = "default_gnbs")]
+    pub gnbs: u32,
+    /// "v4", "v6" or "mixed", as `pg-gen --outer`.
+    #[serde(default = "mixed")]
+    pub outer: String,
+    pub mbr_kbps: Option<u64>,
+}
+
+fn one() -> u64 {
+    1
+}
+fn default_qfis() -> Vec<u8> {
+    vec![1, 5, 9]
+}
+fn default_gnbs() -> u32 {
+    4
+}
+fn mixed() -> String {
+    "mixed".into()
+}
+
+impl UpfSection {
+    pub fn n3_v4(&self) -> Option<Ipv4Addr> {
+        self.n3.iter().find_map(|a| match a {
+            IpAddr::V4(a) => Some(*a),
+            _ => None,
+        })
+    }
+
+    pub fn n3_v6(&self) -> Option<Ipv6Addr> {
+        self.n3.iter().find_map(|a| match a {
+            IpAddr::V6(a) => Some(*a),
+            _ => None,
+        })
+    }
+
+    pub fn node_id(&self) -> NodeId {
+        match self.node_id.parse::<IpAddr>() {
+            Ok(IpAddr::V4(a)) => NodeId::Ipv4(a),
+            Ok(IpAddr::V6(a)) => NodeId::Ipv6(a),
+            Err(_) => NodeId::fqdn(&self.node_id),
+        }
+    }
+
+    /// Meter and URR slots: two metered directions and two URRs per session on average.
+    pub fn slots(&self) -> u32 {
+        u32::try_from(self.max_sessions.saturating_mul(2)).unwrap_or(u32::MAX)
+    }
+
+    pub fn qfi_map(&self) -> QfiMap {
+        let mut m = QfiMap::default();
+        for [q, id] in &self.qfi_to_qid {
+            m.set(*q, *id);
+        }
+        m
+    }
+
+    /// Static and synthetic sessions as n4 sessions (SEIDs tagged with [`STATIC_SEID_BIT`]).
+    pub fn static_sessions(&self) -> Result<Vec<Session>, ConfigError> {
+        let mut all = self.session.clone();
+        if let Some(s) = &self.synthetic {
+            let p = SyntheticParams {
+                seed: s.seed,
+                qfis: s.qfis.clone(),
+                gnbs: s.gnbs,
+                outer: match s.outer.as_str() {
+                    "v4" => OuterMix::V4,
+                    "v6" => OuterMix::V6,
+                    _ => OuterMix::Mixed,
+                },
+                mbr_kbps: s.mbr_kbps,
+                ..SyntheticParams::default()
+            };
+            let base = all.iter().map(|s| s.seid).max().unwrap_or(0);
+            all.extend(
+                static_sessions::synthetic(s.sessions, &p)
+                    .into_iter()
+                    .map(|mut s| {
+                        s.seid += base;
+                        s
+                    }),
+            );
+        }
+        let n3 = N3Addresses {
+            v4: self.n3_v4(),
+            v6: self.n3_v6(),
+        };
+        let mut sessions =
+            static_sessions::to_sessions(&all, n3).map_err(|e| invalid("upf.session", e))?;
+        for s in &mut sessions {
+            s.up_seid |= STATIC_SEID_BIT;
+        }
+        Ok(sessions)
+    }
+
+    pub fn validate(&self, port_index: impl Fn(&str) -> Option<u16>) -> Result<(), ConfigError> {
+        if self.node_id.is_empty() {
+            return Err(invalid("upf.node_id", "must not be empty"));
+        }
+        if self.n3.is_empty() {
+            return Err(invalid("upf.n3", "needs at least one local GTP-U address"));
+        }
+        if self.n3.iter().filter(|a| a.is_ipv4()).count() > 1
+            || self.n3.iter().filter(|a| a.is_ipv6()).count() > 1
+        {
+            return Err(invalid("upf.n3", "at most one address per family"));
+        }
+        if self.max_sessions == 0 || self.max_sessions > 10_000_000 {
+            return Err(invalid("upf.max_sessions", "must be 1..=10000000"));
+        }
+        if !(576..=9000).contains(&self.mtu) {
+            return Err(invalid(
+                "upf.mtu",
+                format!("must be 576..=9000, got {}", self.mtu),
+            ));
+        }
+        if self.usage_interval_ms == 0 {
+            return Err(invalid("upf.usage_interval_ms", "must be positive"));
+        }
+        if self.heartbeat_interval_s == 0 {
+            return Err(invalid("upf.heartbeat_interval_s", "must be positive"));
+        }
+        for (i, [q, id]) in self.qfi_to_qid.iter().enumerate() {
+            if *q as usize >= NUM_QFI || *id >= 8 {
+                return Err(invalid(
+                    format!("upf.qfi_to_qid[{i}]"),
+                    format!("[{q}, {id}]: QFI must be 0..=63 and queue 0..=7"),
+                ));
+            }
+        }
+        for (i, e) in self.egress.iter().enumerate() {
+            if port_index(&e.port).is_none() {
+                return Err(invalid(
+                    format!("upf.egress[{i}].port"),
+                    format!("no port named `{}`", e.port),
+                ));
+            }
+            if e.shaper_mbps == Some(0) {
+                return Err(invalid(
+                    format!("upf.egress[{i}].shaper_mbps"),
+                    "must be positive",
+                ));
+            }
+        }
+        if let Some(s) = &self.synthetic {
+            if !["v4", "v6", "mixed"].contains(&s.outer.as_str()) {
+                return Err(invalid(
+                    "upf.synthetic.outer",
+                    format!("`{}`: v4, v6 or mixed", s.outer),
+                ));
+            }
+            if s.qfis.is_empty() || s.qfis.iter().any(|q| *q > 63) {
+                return Err(invalid("upf.synthetic.qfis", "QFIs 0..=63, at least one"));
+            }
+            if s.gnbs == 0 {
+                return Err(invalid("upf.synthetic.gnbs", "must be positive"));
+            }
+        }
+        let n = self.static_sessions()?.len();
+        if n > self.max_sessions {
+            return Err(invalid(
+                "upf.session",
+                format!(
+                    "{n} static sessions exceed max_sessions {}",
+                    self.max_sessions
+                ),
+            ));
+        }
+        // Compile them now, so a bad static rule is a config error, not a run-time surprise.
+        self.compiler_with_static_sessions()?;
+        Ok(())
+    }
+
+    pub fn compiler_config(&self) -> CompilerConfig {
+        CompilerConfig {
+            local_v4: self.n3_v4().into_iter().collect(),
+            local_v6: self.n3_v6().into_iter().collect(),
+            max_meter_slots: self.slots(),
+            max_urr_slots: self.slots(),
+        }
+    }
+
+    /// A compiler holding the static sessions.
+    pub fn compiler_with_static_sessions(&self) -> Result<Compiler, ConfigError> {
+        let mut c = Compiler::new(self.compiler_config());
+        for s in self.static_sessions()? {
+            c.upsert(&s).map_err(|e| {
+                invalid(
+                    "upf.session",
+                    format!("static session {:#x}: {e}", s.up_seid & !STATIC_SEID_BIT),
+                )
+            })?;
+        }
+        Ok(c)
+    }
+
+    /// Egress scheduler per port index.
+    pub fn egress_configs(
+        &self,
+        nports: usize,
+        port_index: impl Fn(&str) -> Option<u16>,
+    ) -> Vec<Option<EgressConfig>> {
+        let mut v = vec![None; nports];
+        let default_qid = self.qfi_map().qid(9);
+        for e in &self.egress {
+            if let Some(p) = port_index(&e.port) {
+                let scheduler = SchedulerConfig {
+                    shaper: e.shaper_mbps.map(|m| ShaperConfig {
+                        rate_bytes_per_s: m * 125_000,
+                        // 2 ms of line rate, and at least 16 full-size frames.
+                        burst_bytes: (m * 250).max(16 * 1514),
+                    }),
+                    ..SchedulerConfig::default()
+                };
+                v[p as usize] = Some(EgressConfig {
+                    scheduler,
+                    default_qid,
+                });
+            }
+        }
+        v
+    }
+}
