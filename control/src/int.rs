@@ -1,4 +1,4 @@
-//! In-band telemetry in the daemon (seed 003; RFC 9197 / RFC 9486 IOAM on the wire): the
+//! In-band telemetry in the daemon (Miranda et al.; RFC 9197 / RFC 9486 IOAM on the wire): the
 //! `[int]` section, the `int` pipeline's stages, and the control-core side that joins the
 //! workers' INT stages to the [`IntManager`] (ZeroMQ rule API and report PUB socket).
 //!
