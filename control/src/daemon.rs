@@ -9,6 +9,7 @@ pub use crate::error::RunError;
 use crate::feature::{Build, Feature, Place, Stages, Taps};
 use crate::metrics::{Exposition, MetricsServer};
 use crate::summary::Summary;
+use peregrine_dataplane::classify::Classify;
 use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
 use peregrine_dataplane::io::pcap::{PcapBackend, PcapConfig, PcapPortConfig, Replay};
 use peregrine_dataplane::io::{Backend, PortId, WorkerIo};
@@ -185,14 +186,20 @@ impl<B: PacketBuf + 'static> Composer<'_, B> {
     /// Worker `w`'s pipeline: platform ingress, features at `Ingress`, the main stage,
     /// features at `AfterUpf`.
     fn pipeline(&self, w: usize, reasons: &mut Reasons) -> Pipeline<B> {
+        let classified = self.features.iter().any(|f| f.reads_packet_meta())
+            && !self.features.iter().any(|f| f.stales_packet_meta());
         let mut b = Build {
             worker: w,
             reasons,
             routes: self.routes,
+            classified,
         };
         let mut stages: Stages<B> = Vec::with_capacity(8);
-        // Hook (issue 8 item 4): the shared classifier first, then flow steering when
-        // workers > 1, are placed here by the daemon once they exist on main.
+        // The daemon's own ingress: the shared classifier first, when a feature reads its
+        // record. (Flow steering between workers goes right after it once `Steer` exists.)
+        if classified {
+            stages.push(Box::new(Classify::new()));
+        }
         for f in self.features {
             f.stages(Place::Ingress, &mut b, &mut stages);
         }
@@ -271,14 +278,7 @@ where
     Bk: Backend,
     Bk::Io: 'static,
 {
-    for p in backend.ports() {
-        match backend.link(p.id) {
-            Some(l) => {
-                tracing::info!(port = %p.name, driver = %p.driver, up = l.up, speed_mbps = l.speed_mbps, full_duplex = l.full_duplex, "link")
-            }
-            None => tracing::info!(port = %p.name, driver = %p.driver, "port ready"),
-        }
-    }
+    log_links(&backend);
     let mut features = cfg.features::<Buf<Bk>>()?;
     let mut egress = vec![None; cfg.ports.len()];
     for f in features.iter_mut() {
@@ -307,21 +307,8 @@ where
     )?;
     let t0 = Instant::now();
     tracing::info!(workers = rcfg.workers.len(), stages = ?running.stage_names(), "workers started");
-    let started = start_features(&mut features, &running).and_then(|()| {
-        cfg.metrics
-            .as_ref()
-            .map(|m| {
-                let s = MetricsServer::start(m.listen).map_err(|error| RunError::Metrics {
-                    addr: m.listen,
-                    error,
-                })?;
-                tracing::info!(addr = %s.local_addr(), "Prometheus metrics at /metrics");
-                Ok(s)
-            })
-            .transpose()
-    });
-    let metrics = match started {
-        Ok(m) => m,
+    let server = match start_features(&mut features, &running).and_then(|()| metrics_server(cfg)) {
+        Ok(s) => s,
         Err(e) => {
             running.request_stop();
             running.join();
@@ -329,19 +316,89 @@ where
         }
     };
     let mut page = PageTimer {
-        server: metrics,
+        server,
         workers: rcfg.workers.len(),
         next: t0,
     };
-    let stop = running.stop_flag();
-    let mut last_stats = Instant::now();
-    let mut control_pkts = 0u64;
+    let mut lp = Loop {
+        cfg,
+        opts,
+        routes: &routes,
+        t0,
+        last_stats: t0,
+        control_pkts: 0,
+    };
     while !running.finished() {
-        // Exception packets: every feature sees each (ARP / ND, buffered downlink, ...), for
+        lp.iteration(&running, &mut features, &mut page, &backend);
+    }
+    let (ports, stages) = (running.ports().to_vec(), running.stage_names().to_vec());
+    let reasons = running.reasons().clone();
+    let total = running.join();
+    drop(page);
+    let seconds = t0.elapsed().as_secs_f64();
+    let stats: Vec<_> = (0..ports.len())
+        .map(|p| backend.port_stats(p as PortId))
+        .collect();
+    tracing::debug!(control_pkts = lp.control_pkts, "control thread done");
+    drop(backend);
+    let nworkers = rcfg.workers.len();
+    let mut summary = Summary::new(seconds, nworkers, &stages, &ports, &stats, &total, &reasons);
+    for f in features {
+        let r = f.finish();
+        summary.add_feature(r.name, r.json, r.text);
+    }
+    Ok(summary)
+}
+
+fn log_links<Bk: Backend>(backend: &Bk) {
+    for p in backend.ports() {
+        match backend.link(p.id) {
+            Some(l) => {
+                tracing::info!(port = %p.name, driver = %p.driver, up = l.up, speed_mbps = l.speed_mbps, full_duplex = l.full_duplex, "link")
+            }
+            None => tracing::info!(port = %p.name, driver = %p.driver, "port ready"),
+        }
+    }
+}
+
+/// The `[metrics]` endpoint, bound after the features started (N4 is up when it answers).
+fn metrics_server(cfg: &Config) -> Result<Option<MetricsServer>, RunError> {
+    let Some(m) = &cfg.metrics else {
+        return Ok(None);
+    };
+    let s = MetricsServer::start(m.listen).map_err(|error| RunError::Metrics {
+        addr: m.listen,
+        error,
+    })?;
+    tracing::info!(addr = %s.local_addr(), "Prometheus metrics at /metrics");
+    Ok(Some(s))
+}
+
+/// The control loop's state between iterations.
+struct Loop<'a> {
+    cfg: &'a Config,
+    opts: &'a RunOptions,
+    routes: &'a Publisher<RouteTable>,
+    t0: Instant,
+    last_stats: Instant,
+    control_pkts: u64,
+}
+
+impl Loop<'_> {
+    /// Exception packets, features' ticks, the metrics page, stop conditions, the stats
+    /// line, route reloads.
+    fn iteration<Bk: Backend, B: PacketBuf>(
+        &mut self,
+        running: &Running,
+        features: &mut [Box<dyn Feature<B>>],
+        page: &mut PageTimer,
+        backend: &Bk,
+    ) {
+        // Every feature sees each exception packet (ARP / ND, buffered downlink, ...), for
         // at most 50 ms, so a steady trickle of them does not starve the ticks below.
         let until = Instant::now() + Duration::from_millis(50);
         while let Some(p) = running.recv_control(until.saturating_duration_since(Instant::now())) {
-            control_pkts += 1;
+            self.control_pkts += 1;
             tracing::debug!(port = p.port, len = p.len, "exception packet");
             let now = Instant::now();
             for f in features.iter_mut() {
@@ -353,56 +410,42 @@ where
         }
         let now = Instant::now();
         for f in features.iter_mut() {
-            f.tick(now, &running);
+            f.tick(now, running);
         }
-        page.refresh(now, t0, &backend, &running, &features);
+        page.refresh(now, self.t0, backend, running, features);
+        let opts = self.opts;
         if opts
             .stop
             .as_ref()
             .is_some_and(|s| s.load(Ordering::Relaxed))
-            || opts.duration.is_some_and(|d| t0.elapsed() >= d)
+            || opts
+                .duration
+                .is_some_and(|d| now.duration_since(self.t0) >= d)
         {
-            stop.store(true, Ordering::Relaxed);
+            running.request_stop();
         }
-        if let Some(iv) = opts.stats_interval {
-            if last_stats.elapsed() >= iv {
-                last_stats = Instant::now();
-                let c = running.counters();
-                tracing::info!(
-                    rx = c.total_rx(),
-                    tx = c.total_tx(),
-                    dropped = c.total_drops(),
-                    "counters"
-                );
-            }
+        if opts
+            .stats_interval
+            .is_some_and(|iv| now.duration_since(self.last_stats) >= iv)
+        {
+            self.last_stats = now;
+            let c = running.counters();
+            tracing::info!(
+                rx = c.total_rx(),
+                tx = c.total_tx(),
+                dropped = c.total_drops(),
+                "counters"
+            );
         }
         if opts
             .reload
             .as_ref()
             .is_some_and(|r| r.swap(false, Ordering::Relaxed))
         {
-            reload_routes(cfg, opts, &routes);
+            reload_routes(self.cfg, opts, self.routes);
         }
-        routes.reclaim();
+        self.routes.reclaim();
     }
-    let ports = running.ports().to_vec();
-    let stages = running.stage_names().to_vec();
-    let reasons = running.reasons().clone();
-    let nworkers = rcfg.workers.len();
-    let total = running.join();
-    drop(page);
-    let seconds = t0.elapsed().as_secs_f64();
-    let stats: Vec<_> = (0..ports.len())
-        .map(|p| backend.port_stats(p as PortId))
-        .collect();
-    tracing::debug!(control_pkts, "control thread done");
-    drop(backend);
-    let mut summary = Summary::new(seconds, nworkers, &stages, &ports, &stats, &total, &reasons);
-    for f in features {
-        let r = f.finish();
-        summary.add_feature(r.name, r.json, r.text);
-    }
-    Ok(summary)
 }
 
 fn start_features<B: PacketBuf>(
@@ -520,6 +563,36 @@ mod tests {
         }
     }
 
+    /// A feature with no stages whose (absent) stages would read `PacketMeta`.
+    struct MetaReader;
+
+    impl Feature<OwnedBuf> for MetaReader {
+        fn name(&self) -> &'static str {
+            "meta_reader"
+        }
+        fn reads_packet_meta(&self) -> bool {
+            true
+        }
+        fn finish(self: Box<Self>) -> FeatureReport {
+            FeatureReport::new("meta_reader", &(), String::new())
+        }
+    }
+
+    /// A feature whose (absent) ingress stages would rewrite headers.
+    struct Stale;
+
+    impl Feature<OwnedBuf> for Stale {
+        fn name(&self) -> &'static str {
+            "stale"
+        }
+        fn stales_packet_meta(&self) -> bool {
+            true
+        }
+        fn finish(self: Box<Self>) -> FeatureReport {
+            FeatureReport::new("stale", &(), String::new())
+        }
+    }
+
     #[test]
     fn features_compose_around_the_main_stage_in_registration_order() {
         let cfg = Config::parse(
@@ -546,6 +619,26 @@ mod tests {
             ["one_in", "two_in", "l3fwd", "one_out", "two_out"]
         );
         assert_eq!(p.tap_names(), [(1, "one_tap"), (1, "two_tap")]);
+        // A feature that reads `PacketMeta` gets the shared classifier in front of everything.
+        let features: Vec<Box<dyn Feature<OwnedBuf>>> = vec![
+            Box::new(Probe("one", ["one_in", "one_out", "one_tap"])),
+            Box::new(MetaReader),
+        ];
+        let c = Composer {
+            cfg: &cfg,
+            features: &features,
+            routes: &routes,
+        };
+        let p = c.pipeline(0, &mut Reasons::new());
+        assert_eq!(p.stage_names(), ["classify", "one_in", "l3fwd", "one_out"]);
+        // ... unless an ingress stage would leave the record stale.
+        let features: Vec<Box<dyn Feature<OwnedBuf>>> = vec![Box::new(MetaReader), Box::new(Stale)];
+        let c = Composer {
+            cfg: &cfg,
+            features: &features,
+            routes: &routes,
+        };
+        assert_eq!(c.pipeline(0, &mut Reasons::new()).stage_names(), ["l3fwd"]);
         // The upf kind takes its main stage from the `upf` feature, which must be enabled.
         let mut upf = cfg.clone();
         upf.platform.pipeline = PipelineConfig::Upf { promiscuous: false };

@@ -43,6 +43,9 @@ pub struct Build<'a> {
     pub reasons: &'a mut Reasons,
     /// The daemon's route table (republished on SIGHUP), for stages that route.
     pub routes: &'a Publisher<RouteTable>,
+    /// The shared classifier runs first in this pipeline: every packet's `PacketMeta` is
+    /// fresh when it reaches a feature's stage (`upf::Upf::after_classifier`).
+    pub classified: bool,
 }
 
 /// A worker's stages, boxed for its buffer type.
@@ -82,6 +85,20 @@ pub trait Feature<B: PacketBuf>: Send {
         _egress: &mut [Option<EgressConfig>],
     ) -> Result<(), RunError> {
         Ok(())
+    }
+
+    /// The feature's stages read the classifier's `PacketMeta` (flow offsets, inner 5-tuple
+    /// hash, TEID, QFI): the daemon then places the shared `Classify` stage first in every
+    /// worker's pipeline and sets [`Build::classified`].
+    fn reads_packet_meta(&self) -> bool {
+        false
+    }
+
+    /// Its stages at [`Place::Ingress`] may change a packet's headers without updating its
+    /// `PacketMeta`. The record would then be stale for the stages after them, so the daemon
+    /// does not place the classifier (they parse for themselves).
+    fn stales_packet_meta(&self) -> bool {
+        false
     }
 
     /// The pipeline's main stage, for the feature the pipeline kind names (`upf`).

@@ -562,6 +562,15 @@ impl<B: PacketBuf + 'static> Feature<B> for IntFeature {
         Ok(())
     }
 
+    /// The sink strips INT headers and the source and transit add or fill them; none of them
+    /// updates `PacketMeta` yet, so with INT at ingress the stages after it parse again.
+    fn stales_packet_meta(&self) -> bool {
+        match &self.n6 {
+            None => true,
+            Some(_) => !self.section.n6_in_roles().is_empty(),
+        }
+    }
+
     fn stages(&self, place: Place, b: &mut Build<'_>, out: &mut Stages<B>) {
         match (&self.n6, place) {
             // The int pipeline: sink, source, transit, all before l3fwd.

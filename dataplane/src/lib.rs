@@ -2,6 +2,7 @@
 //! stages that run in it.
 
 pub mod buffer;
+pub mod classify;
 pub mod io;
 pub mod meta;
 pub mod qos;

@@ -1,18 +1,18 @@
 //! The UPF stage end to end on frames built with the wire crate and tables built by hand:
 //! every output is parsed back with the wire crate and checked field by field.
 
-mod upf_support;
-
+use peregrine_dataplane::classify::{classify, HAS_QFI};
+use peregrine_dataplane::meta::{flags, Direction as MetaDirection, PacketMeta};
 use peregrine_dataplane::qos::{ColourMode, TrTcmConfig};
 use peregrine_dataplane::runtime::{Action, Disposition};
 use peregrine_dataplane::upf::tables::{
     Direction, FarAction, FarRule, FlowFilter, IpPrefix, OuterHeader,
 };
+use peregrine_testkit::upf::*;
 use peregrine_wire::ethernet::{self, ethertype};
 use peregrine_wire::ipv4::ip_protocol;
 use peregrine_wire::{gtpu, gtpu_msg, icmpv4, icmpv6, ipv4, ipv6, pdu_session, udp};
 use std::net::{IpAddr, Ipv4Addr};
-use upf_support::*;
 
 const TEID: u32 = 0x0100_0001;
 const DL_TEID: u32 = 0x0200_0001;
@@ -267,7 +267,7 @@ fn echo_request_answered_in_place() {
 
 #[test]
 fn unknown_teid_gets_rate_limited_error_indication() {
-    let c = upf_support::UpfConfigExt::with_pps(20); // burst 2, 20 per second
+    let c = UpfConfigExt::with_pps(20); // burst 2, 20 per second
     let mut rig = Rig::new(TableBuilder::default().build(), c);
     let inner = udp4(ue_v4(0), server_v4(), 53, 20);
     let frames: Vec<_> = (0..5)
@@ -750,8 +750,11 @@ fn mutated_frames_never_panic() {
     );
 }
 
-/// The fast-path records (`Shard::index_fast`) are an accelerator only: batches of valid
-/// and mutated frames give the same bytes, dispositions and counters with and without them.
+/// The fast-path records (`Shard::index_fast`) and the chunked passes over the classifier's
+/// metadata are accelerators only: batches of valid and mutated frames give the same bytes,
+/// dispositions, metadata and counters as the per-packet general path (which classifies each
+/// packet itself) over tables without fast-path records, and the UPF alone (classifying for
+/// itself) gives what it gives after a `Classify` stage.
 #[test]
 fn fast_path_matches_general_path() {
     let mut u = ul(Some(9));
@@ -765,8 +768,9 @@ fn fast_path_matches_general_path() {
         .add(Key::Teid(0x77), &[ul(Some(5))])
         .add(Key::Ue4(ue_v4(0)), &[d4])
         .add(Key::Ue6(ue_v6(0)), &[dl(DL_TEID, IpAddr::V6(gnb_v6()))]);
-    let mut fast = Rig::new(tb.build_with(true), cfg());
-    let mut general = Rig::new(tb.build_with(false), cfg());
+    let mut fast = Rig::with_mode(tb.build_with(true), cfg(), Mode::Classified);
+    let mut alone = Rig::with_mode(tb.build_with(true), cfg(), Mode::Alone);
+    let mut general = Rig::with_mode(tb.build_with(false), cfg(), Mode::General);
     let seeds = [
         ul_frame(false, TEID, Some(9), &udp4(ue_v4(0), server_v4(), 53, 64)),
         ul_frame(true, TEID, None, &udp6(ue_v6(0), server_v6(), 53, 64)),
@@ -779,6 +783,7 @@ fn fast_path_matches_general_path() {
     ];
     let mut s = 0x0bad_cafe_f00d_u64;
     let mut sent = 0;
+    let mut classified = 0;
     for round in 0..400u64 {
         let frames: Vec<Vec<u8>> = (0..40)
             .map(|_| {
@@ -791,22 +796,109 @@ fn fast_path_matches_general_path() {
             })
             .collect();
         let port = (round % 2) as u16;
-        let a = fast.run(&frames, port, round * 100_000);
-        let b = general.run(&frames, port, round * 100_000);
-        for ((fa, da), (fb, db)) in a.iter().zip(&b) {
-            assert_eq!(fa, fb, "round {round}");
-            assert_eq!(format!("{:?}", da.action()), format!("{:?}", db.action()));
+        let a = fast.run_meta(&frames, port, round * 100_000);
+        let b = general.run_meta(&frames, port, round * 100_000);
+        let c = alone.run_meta(&frames, port, round * 100_000);
+        assert_eq!(a.len(), frames.len(), "round {round}");
+        assert_eq!(a.len(), b.len(), "round {round}");
+        assert_eq!(a.len(), c.len(), "round {round}");
+        for (i, ((fa, da, ma), (fb, db, mb))) in a.iter().zip(&b).enumerate() {
+            assert_eq!(fa, fb, "round {round} packet {i}: bytes");
+            assert_eq!(da, db, "round {round} packet {i}: disposition");
+            assert_eq!(ma, mb, "round {round} packet {i}: metadata");
             sent += matches!(da.action(), Action::Tx(_)) as u32;
+            classified += ma.is_classified() as u32;
+        }
+        for (i, ((fa, da, ma), (fc, dc, mc))) in a.iter().zip(&c).enumerate() {
+            assert_eq!(fa, fc, "round {round} packet {i}: bytes (alone)");
+            assert_eq!(da, dc, "round {round} packet {i}: disposition (alone)");
+            assert_eq!(ma, mc, "round {round} packet {i}: metadata (alone)");
         }
     }
     assert!(sent > 1000, "too little forwarded: {sent}");
+    assert!(classified > 1000, "too little classified: {classified}");
     for slot in [2, 4] {
         assert_eq!(fast.stats.urr(slot), general.stats.urr(slot));
+        assert_eq!(fast.stats.urr(slot), alone.stats.urr(slot));
     }
     for q in [0, 5, 6, 7, 9] {
         for dir in [Direction::Uplink, Direction::Downlink] {
             assert_eq!(fast.stats.qfi(dir, q), general.stats.qfi(dir, q));
+            assert_eq!(fast.stats.qfi(dir, q), alone.stats.qfi(dir, q));
         }
     }
     assert_eq!(fast.stats.totals(), general.stats.totals());
+    assert_eq!(fast.stats.totals(), alone.stats.totals());
+}
+
+/// The UPF leaves each forwarded packet's metadata describing the bytes it sends: what the
+/// classifier finds in them, plus the UPF's decisions (direction, TEID, URR slot, QFI,
+/// queue, colour).
+#[test]
+fn metadata_describes_the_packet_sent() {
+    let mut u = ul(Some(9));
+    u.urrs = vec![2];
+    let mut d4 = dl(DL_TEID, IpAddr::V4(gnb_v4()));
+    d4.qers = vec![qer(Some(7), true, Some((mbr(1_000_000, 10_000), 3, 1)))];
+    let mut tb = TableBuilder::default();
+    tb.add(Key::Teid(TEID), &[u])
+        .add(Key::Ue4(ue_v4(0)), &[d4])
+        .add(Key::Ue6(ue_v6(0)), &[dl(DL_TEID, IpAddr::V6(gnb_v6()))]);
+    for mode in [Mode::Classified, Mode::Alone, Mode::General] {
+        let mut rig = Rig::with_mode(tb.build(), cfg(), mode);
+        // Port, frame, colour: the IPv4 downlink rule is metered with no GBR (CIR 0): yellow
+        // under its MBR; the others have no meter: green.
+        let cases = [
+            (
+                0u16,
+                ul_frame(true, TEID, Some(9), &udp4(ue_v4(0), server_v4(), 53, 64)),
+                0,
+            ),
+            (1, dl_frame(&udp4(server_v4(), ue_v4(0), 80, 100)), 1),
+            (1, dl_frame(&udp6(server_v6(), ue_v6(0), 80, 100)), 0),
+        ];
+        for (port, f, colour) in cases {
+            let mut rx = PacketMeta::EMPTY;
+            classify(&f, &mut rx).unwrap();
+            let (bytes, d, m) = rig.run_meta(&[f], port, 0).pop().unwrap();
+            assert!(
+                matches!(d.action(), Action::Tx(_)),
+                "{mode:?}: {}",
+                rig.reason(d)
+            );
+            let mut want = PacketMeta::EMPTY;
+            classify(&bytes, &mut want).unwrap();
+            // The classifier's view of the bytes sent.
+            assert_eq!(
+                (m.l3_off, m.l4_off, m.inner_l3_off, m.inner_l4_off, m.proto),
+                (
+                    want.l3_off,
+                    want.l4_off,
+                    want.inner_l3_off,
+                    want.inner_l4_off,
+                    want.proto
+                ),
+                "{mode:?} port {port}"
+            );
+            assert_eq!(
+                m.flags & !HAS_QFI,
+                want.flags & !HAS_QFI,
+                "{mode:?} port {port}"
+            );
+            assert_eq!(m.flow_hash, want.flow_hash);
+            assert_eq!(m.flow_hash, rx.flow_hash, "the flow is the inner packet's");
+            if port == 0 {
+                assert_eq!(m.direction(), MetaDirection::Uplink);
+                assert_eq!((m.teid, m.qfi, m.session), (TEID, 9, 2));
+                assert!(!m.has(flags::GPDU));
+            } else {
+                assert_eq!(m.direction(), MetaDirection::Downlink);
+                assert!(m.has(flags::GPDU));
+                assert_eq!((m.teid, want.teid), (DL_TEID, DL_TEID));
+                assert_eq!(m.session, PacketMeta::NO_SESSION);
+            }
+            assert_eq!(m.qid, cfg().qfi_map.qid(m.qfi));
+            assert_eq!(m.color, colour, "{mode:?} port {port}");
+        }
+    }
 }

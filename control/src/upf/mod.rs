@@ -250,16 +250,26 @@ impl<B: PacketBuf + 'static> Feature<B> for UpfFeature {
         Ok(())
     }
 
+    /// The UPF stage's parse phase reads the classifier's record instead of parsing again.
+    fn reads_packet_meta(&self) -> bool {
+        true
+    }
+
     fn main_stage(&self, b: &mut Build<'_>) -> Option<Box<dyn Stage<B>>> {
         let st = self.state.as_ref()?;
-        Some(Box::new(Upf::new(
+        let upf = Upf::new(
             st.publisher.reader(),
             b.routes.reader(),
             self.macs.clone(),
             self.stage_config(),
             st.stats.get(b.worker)?.clone(),
             b.reasons,
-        )))
+        );
+        Some(Box::new(if b.classified {
+            upf.after_classifier()
+        } else {
+            upf
+        }))
     }
 
     /// N4 and the ARP / ND responder for the UPF's addresses.

@@ -1,7 +1,12 @@
 //! The UPF packet path (TS 23.501 section 6.2.3, TS 29.244 section 5.2): compiled PFCP
-//! rule tables and the stage that applies them.
+//! rule tables and the stage that applies them, in phases: [`parse`], [`lookup`],
+//! [`enforce`], [`emit`].
 
+pub mod emit;
 pub mod encap;
+pub mod enforce;
+pub mod lookup;
+pub mod parse;
 pub mod stage;
 pub mod stats;
 pub mod tables;

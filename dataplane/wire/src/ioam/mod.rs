@@ -106,6 +106,7 @@ mod field {
 
 /// Fuzz entry: `data` as an IOAM option data, a trace body, a node entry, an E2E body and
 /// an options header; parse, iterate, fill and round-trip. Must never panic.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     const MAX: usize = 1024;

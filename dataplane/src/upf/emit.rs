@@ -1,0 +1,358 @@
+//! Emit phase of the UPF stage: the forwarded packet written out (Outer Header Removal,
+//! GTP-U encapsulation toward a gNB or N9 peer, N6 routing with the TTL / hop limit
+//! decremented, the MTU policy) and the replies built in place (Echo Response, Error
+//! Indication, ICMP too big). See the stage's module docs for the policies. The packet's
+//! [`PacketMeta`] is left describing the bytes sent.
+
+use crate::buffer::PacketBuf;
+use crate::classify::{flags, Direction as MetaDir, PacketMeta, HAS_QFI};
+use crate::qos::Colour;
+use crate::runtime::Disposition;
+use crate::upf::encap::{self, Psc};
+use crate::upf::enforce::Plan;
+use crate::upf::parse::{is_icmp_error, Flow};
+use crate::upf::stage::Work;
+use crate::upf::stats::Total;
+use crate::upf::tables::{Direction, NONE};
+use peregrine_wire::ethernet::{self, ethertype};
+use peregrine_wire::{gtpu, gtpu_msg, ipv4, ipv6, udp};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+impl Work<'_> {
+    /// Forward the user packet `inner` (at `inner_off`) per the plan's FAR: keep exactly
+    /// the user packet, then encapsulate toward `plan.outer` or route it on N6.
+    pub fn forward<B: PacketBuf>(
+        &mut self,
+        p: &mut B,
+        plan: &Plan,
+        dir: Direction,
+        colour: Colour,
+        inner_off: usize,
+        inner: &Flow,
+    ) -> Disposition {
+        let d = self.d;
+        let qfi = plan.qfi;
+        let len = inner.len as u64;
+        // Keep exactly the user packet: strip everything in front and any padding behind.
+        if p.adj(inner_off).is_err() || encap::set_len(p, inner.len).is_err() {
+            return self.drop_q(dir, qfi, d.inner_malformed);
+        }
+        let mtu = usize::from(self.cfg.mtu);
+        let qid = self.cfg.qfi_map.qid(qfi);
+        let stamp = Stamp {
+            dir,
+            qfi,
+            qid,
+            colour,
+            session: plan.urrs[0],
+            inner_off,
+        };
+        if let Some(outer) = plan.outer {
+            let ov6 = outer.peer.is_ipv6();
+            let peer = match outer.peer {
+                IpAddr::V4(a) => u128::from(u32::from(a)),
+                IpAddr::V6(a) => u128::from(a),
+            };
+            let Some(nh) = self.route(ov6, peer) else {
+                return self.drop_q(dir, qfi, d.no_route);
+            };
+            let overhead = encap::overhead(ov6);
+            if inner.len + overhead > mtu {
+                return self.too_big(p, dir, qfi, inner, mtu.saturating_sub(overhead));
+            }
+            let psc = if dir == Direction::Downlink {
+                if !decrement_ttl(p.data_mut(), inner.v6) {
+                    return self.drop_q(dir, qfi, d.ttl_exceeded);
+                }
+                Psc::Dl
+            } else {
+                Psc::Ul
+            };
+            let src_mac = self.our_mac(nh.port);
+            if encap::encap_gtpu(p, &outer, qfi, psc, flow_port(inner), nh.mac, src_mac).is_err() {
+                return self.drop_q(dir, qfi, d.encap_failed);
+            }
+            stamp.encapsulated(p.pkt_meta_mut(), ov6, outer.teid);
+            self.stats.qfi_sent(dir, qfi, len);
+            Disposition::tx_queue(nh.port, qid)
+        } else {
+            let Some(nh) = self.route(inner.v6, inner.dst) else {
+                return self.drop_q(dir, qfi, d.no_route);
+            };
+            if inner.len > mtu {
+                return self.too_big(p, dir, qfi, inner, mtu);
+            }
+            if !decrement_ttl(p.data_mut(), inner.v6) {
+                return self.drop_q(dir, qfi, d.ttl_exceeded);
+            }
+            let src_mac = self.our_mac(nh.port);
+            let et = if inner.v6 {
+                ethertype::IPV6
+            } else {
+                ethertype::IPV4
+            };
+            match p.prepend(ethernet::HEADER_LEN) {
+                Ok(h) => encap::write_eth(h, nh.mac, src_mac, et),
+                Err(_) => return self.drop_q(dir, qfi, d.encap_failed),
+            }
+            stamp.routed(p.pkt_meta_mut());
+            self.stats.qfi_sent(dir, qfi, len);
+            Disposition::tx_queue(nh.port, qid)
+        }
+    }
+
+    /// Echo Response in place (TS 29.281 section 7.2.2): same sequence number, Recovery IE
+    /// with restart counter 0, to the request's source port from 2152 (section 4.4.2.2).
+    pub fn echo_reply<B: PacketBuf>(
+        &mut self,
+        p: &mut B,
+        l3: usize,
+        l4: usize,
+        f: &Flow,
+        seq: u16,
+    ) -> Disposition {
+        let msg = gtpu_msg::Repr::echo_response(seq);
+        let gtp_off = l4 + udp::HEADER_LEN;
+        let n = msg.buffer_len();
+        if encap::set_len(p, gtp_off + n).is_err()
+            || msg.emit(&mut p.data_mut()[gtp_off..]).is_err()
+        {
+            return Disposition::drop_as(self.d.reply_failed);
+        }
+        let peer_port = f.ports.map_or(gtpu::PORT, |(s, _)| s);
+        let mac = self.our_mac(self.rx);
+        encap::reply_udp_in_place(p.data_mut(), l3, l4, f.v6, n, (gtpu::PORT, peer_port), mac);
+        // A new packet: nothing of the record describes it.
+        *p.pkt_meta_mut() = PacketMeta::EMPTY;
+        self.stats.count(Total::EchoReplies);
+        Disposition::tx(self.rx)
+    }
+
+    /// Error Indication in place (TS 29.281 section 7.3.1): TEID 0, Tunnel Endpoint
+    /// Identifier Data I = the unknown TEID, GTP-U Peer Address = the address the G-PDU was
+    /// sent to (ours), to port 2152 of the sender (section 4.4.2.3). Rate-limited.
+    #[allow(clippy::too_many_arguments)]
+    pub fn error_indication<B: PacketBuf>(
+        &mut self,
+        p: &mut B,
+        l3: usize,
+        l4: usize,
+        f: &Flow,
+        gtp_off: usize,
+        teid: u32,
+        qfi: u8,
+    ) -> Disposition {
+        if !self.take_reply_token() {
+            return self.drop_q(Direction::Uplink, qfi, self.d.gtpu_unknown_teid);
+        }
+        let ours = if f.v6 {
+            IpAddr::V6(Ipv6Addr::from(f.dst))
+        } else {
+            IpAddr::V4(Ipv4Addr::from(f.dst as u32))
+        };
+        let msg = gtpu_msg::Repr::ErrorIndication {
+            teid_data: teid,
+            peer: ours,
+        };
+        let n = msg.buffer_len();
+        if encap::set_len(p, gtp_off + n).is_err()
+            || msg.emit(&mut p.data_mut()[gtp_off..]).is_err()
+        {
+            return Disposition::drop_as(self.d.reply_failed);
+        }
+        let mac = self.our_mac(self.rx);
+        encap::reply_udp_in_place(p.data_mut(), l3, l4, f.v6, n, (gtpu::PORT, gtpu::PORT), mac);
+        *p.pkt_meta_mut() = PacketMeta::EMPTY;
+        self.stats.count(Total::ErrorIndicationsSent);
+        Disposition::tx(self.rx)
+    }
+
+    /// The MTU policy of the module docs. The packet holds exactly the user IP packet.
+    fn too_big<B: PacketBuf>(
+        &mut self,
+        p: &mut B,
+        dir: Direction,
+        qfi: u8,
+        inner: &Flow,
+        report_mtu: usize,
+    ) -> Disposition {
+        let d = self.d;
+        if dir == Direction::Uplink || (!inner.v6 && !inner.df) || is_icmp_error(inner) {
+            return self.drop_q(dir, qfi, d.mtu_exceeded);
+        }
+        let from = if inner.v6 {
+            self.cfg.n6_v6.map(IpAddr::V6)
+        } else {
+            self.cfg.n6_v4.map(IpAddr::V4)
+        };
+        let Some(from) = from else {
+            return self.drop_q(dir, qfi, d.mtu_exceeded);
+        };
+        let Some(nh) = self.route(inner.v6, inner.src) else {
+            return self.drop_q(dir, qfi, d.mtu_exceeded);
+        };
+        if !self.take_reply_token() {
+            return self.drop_q(dir, qfi, d.mtu_exceeded);
+        }
+        let src_mac = self.our_mac(nh.port);
+        let ok = match from {
+            IpAddr::V4(a) => encap::icmpv4_frag_needed(
+                p,
+                a,
+                Ipv4Addr::from(inner.src as u32),
+                report_mtu.min(usize::from(u16::MAX)) as u16,
+                nh.mac,
+                src_mac,
+            ),
+            IpAddr::V6(a) => encap::icmpv6_too_big(
+                p,
+                a,
+                Ipv6Addr::from(inner.src),
+                report_mtu as u32,
+                nh.mac,
+                src_mac,
+            ),
+        };
+        if ok.is_err() {
+            return self.drop_q(dir, qfi, d.reply_failed);
+        }
+        // The user packet itself is not sent: count it as dropped for its QFI.
+        self.stats.qfi_drop(dir, qfi);
+        *p.pkt_meta_mut() = PacketMeta::EMPTY;
+        self.stats.count(Total::IcmpErrorsSent);
+        Disposition::tx(nh.port)
+    }
+}
+
+/// Decrement the TTL / hop limit of the IP packet at the start of `data` (RFC 1812 section
+/// 5.3.1, RFC 8200 section 3); `false` if it would reach 0 (the packet must not be sent).
+fn decrement_ttl(data: &mut [u8], v6: bool) -> bool {
+    if v6 {
+        let mut ip = ipv6::Packet::new_unchecked(data);
+        if ip.hop_limit() <= 1 {
+            return false;
+        }
+        ip.set_hop_limit(ip.hop_limit() - 1);
+    } else {
+        let mut ip = ipv4::Packet::new_unchecked(data);
+        if ip.ttl() <= 1 {
+            return false;
+        }
+        ip.decrement_ttl_update_checksum();
+    }
+    true
+}
+
+/// What the UPF decided about a forwarded packet, written into its record together with
+/// the offsets of the bytes it now holds.
+struct Stamp {
+    dir: Direction,
+    qfi: u8,
+    qid: u8,
+    colour: Colour,
+    /// First URR slot of the rule, `NONE` if it counts none.
+    session: u32,
+    /// Where the user packet was in the received frame (the record's offsets are relative
+    /// to that frame until restamped).
+    inner_off: usize,
+}
+
+impl Stamp {
+    fn common(&self, m: &mut PacketMeta, hdr: usize) {
+        m.dir = match self.dir {
+            Direction::Uplink => MetaDir::Uplink,
+            Direction::Downlink => MetaDir::Downlink,
+        } as u8;
+        m.qfi = self.qfi;
+        m.qid = self.qid;
+        m.color = self.colour as u8;
+        m.session = if self.session == NONE {
+            PacketMeta::NO_SESSION
+        } else {
+            self.session
+        };
+        // The user packet now starts at `hdr`; its L4 header keeps its distance.
+        let l4 = if m.inner_l4_off == 0 {
+            0
+        } else {
+            usize::from(m.inner_l4_off).saturating_sub(self.inner_off) + hdr
+        };
+        m.inner_l3_off = hdr as u16;
+        m.inner_l4_off = l4 as u16;
+    }
+
+    /// Ethernet + the user packet.
+    fn routed(&self, m: &mut PacketMeta) {
+        self.common(m, ethernet::HEADER_LEN);
+        m.l3_off = m.inner_l3_off;
+        m.l4_off = m.inner_l4_off;
+        m.flags &= !(flags::GPDU | flags::OUTER_V6 | HAS_QFI);
+        if m.has(flags::INNER_V6) {
+            m.flags |= flags::OUTER_V6;
+        }
+    }
+
+    /// Ethernet + outer IP + UDP + GTP-U with a PDU Session Container + the user packet.
+    fn encapsulated(&self, m: &mut PacketMeta, v6_outer: bool, teid: u32) {
+        let l3 = ethernet::HEADER_LEN;
+        let l4 = l3
+            + if v6_outer {
+                ipv6::HEADER_LEN
+            } else {
+                ipv4::HEADER_LEN
+            };
+        self.common(m, l4 + udp::HEADER_LEN + encap::GTPU_PSC_LEN);
+        m.l3_off = l3 as u16;
+        m.l4_off = l4 as u16;
+        m.flags |= flags::GPDU | HAS_QFI;
+        m.flags &= !flags::OUTER_V6;
+        if v6_outer {
+            m.flags |= flags::OUTER_V6;
+        }
+        if self.dir == Direction::Downlink {
+            m.teid = teid;
+        }
+    }
+}
+
+/// Outer UDP source port from the inner 5-tuple: entropy for ECMP / RSS on the path to the
+/// peer (as RFC 9300 section 5.3 does for LISP), kept in the dynamic range 49152..=65535.
+#[inline]
+fn flow_port(fl: &Flow) -> u16 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let (sp, dp) = fl.ports.unwrap_or((0, 0));
+    let mut h = (fl.src as u64 ^ (fl.src >> 64) as u64).wrapping_mul(K);
+    h = (h ^ fl.dst as u64 ^ (fl.dst >> 64) as u64).wrapping_mul(K);
+    h = (h ^ (u64::from(fl.proto) << 32 | u64::from(sp) << 16 | u64::from(dp))).wrapping_mul(K);
+    0xC000 | ((h >> 50) as u16 & 0x3FFF)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow(v6: bool, src: u128, dst: u128, proto: u8, ports: Option<(u16, u16)>) -> Flow {
+        Flow {
+            v6,
+            src,
+            dst,
+            proto,
+            ports,
+            icmp_type: None,
+            len: 100,
+            df: true,
+            frag: false,
+        }
+    }
+
+    #[test]
+    fn flow_port_is_dynamic_and_spreads() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..256u128 {
+            let p = flow_port(&flow(false, i, 7, 17, Some((1000, 80))));
+            assert!(p >= 0xC000);
+            seen.insert(p);
+        }
+        assert!(seen.len() > 200, "{}", seen.len());
+    }
+}

@@ -1,0 +1,165 @@
+//! Enforce phase of the UPF stage (TS 29.244 section 5.2): the matched PDR's QERs (gate,
+//! MBR / GBR meters as RFC 2698 TrTCM), URR volume counting and the FAR's apply action,
+//! before the emit phase writes the packet out.
+
+use crate::buffer::PacketBuf;
+use crate::qos::{Colour, TrTcm};
+use crate::runtime::Disposition;
+use crate::upf::parse::Flow;
+use crate::upf::stage::Work;
+use crate::upf::stats::Total;
+use crate::upf::tables::{
+    Direction, FarAction, MeterRef, OuterHeader, PdrRule, Shard, MAX_QERS_PER_PDR,
+    MAX_URRS_PER_PDR, NONE,
+};
+
+/// The flattened actions for one packet: from a fast-path record or from a matched PDR
+/// with its QERs and FAR.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Plan {
+    pub qfi: u8,
+    pub gate_closed: bool,
+    pub meters: [MeterRef; MAX_QERS_PER_PDR],
+    pub meter_qers: [u32; MAX_QERS_PER_PDR],
+    pub urrs: [u32; MAX_URRS_PER_PDR],
+    /// `None`: the FAR index was dangling (dropped as `far_drop`).
+    pub action: Option<FarAction>,
+    pub remove_gtpu: bool,
+    pub outer: Option<OuterHeader>,
+}
+
+impl Work<'_> {
+    /// QERs, URRs and the FAR of the matched PDR. `inner_off` is where the user IP packet
+    /// (`inner`) starts in the frame.
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply<B: PacketBuf>(
+        &mut self,
+        p: &mut B,
+        s: &Shard,
+        pdr: &PdrRule,
+        dir: Direction,
+        pkt_qfi: Option<u8>,
+        inner_off: usize,
+        inner: &Flow,
+    ) -> Disposition {
+        // QFI: marked downlink (QER, else PDR), as received uplink.
+        let mut qfi = match dir {
+            Direction::Uplink => pkt_qfi.or(pdr.qfi).unwrap_or(0),
+            Direction::Downlink => pdr.qfi.unwrap_or(0),
+        };
+        if dir == Direction::Downlink {
+            if let Some(q) = pdr
+                .qers
+                .iter()
+                .filter(|&&i| i != NONE)
+                .find_map(|&i| s.qers.get(i as usize).and_then(|q| q.qfi))
+            {
+                qfi = q;
+            }
+        }
+        let mut plan = Plan {
+            qfi,
+            gate_closed: false,
+            meters: [MeterRef {
+                slot: NONE,
+                generation: 0,
+            }; MAX_QERS_PER_PDR],
+            meter_qers: [NONE; MAX_QERS_PER_PDR],
+            urrs: [NONE; MAX_URRS_PER_PDR],
+            action: None,
+            remove_gtpu: pdr.remove_gtpu,
+            outer: None,
+        };
+        let mut k = 0;
+        for &qi in pdr.qers.iter().filter(|&&i| i != NONE) {
+            let Some(q) = s.qers.get(qi as usize) else {
+                continue;
+            };
+            plan.gate_closed |= !q.gate_open;
+            if q.meter_cfg.is_some() {
+                plan.meters[k] = q.meter;
+                plan.meter_qers[k] = qi;
+                k += 1;
+            }
+        }
+        for (d, u) in plan.urrs.iter_mut().zip(&pdr.urrs) {
+            *d = u.slot;
+        }
+        if let Some(far) = s.fars.get(pdr.far as usize) {
+            plan.action = Some(far.action);
+            plan.outer = far.outer;
+        }
+        self.execute(p, s, &plan, dir, inner_off, inner)
+    }
+
+    /// Gate, meters (TS 29.244 section 5.2.1: QERs), usage counting (URRs) and the FAR
+    /// action of a resolved plan; a forwarded packet goes on to the emit phase.
+    pub fn execute<B: PacketBuf>(
+        &mut self,
+        p: &mut B,
+        s: &Shard,
+        plan: &Plan,
+        dir: Direction,
+        inner_off: usize,
+        inner: &Flow,
+    ) -> Disposition {
+        let d = self.d;
+        let len = inner.len as u64;
+        let qfi = plan.qfi;
+        if plan.gate_closed {
+            return self.drop_q(dir, qfi, d.gate_closed);
+        }
+        let mut colour = None;
+        for (mr, &qi) in plan.meters.iter().zip(&plan.meter_qers) {
+            if mr.slot == NONE {
+                break;
+            }
+            let Some(m) = self.meters.get_mut(mr.slot as usize) else {
+                self.stats.count(Total::MeterSlotsExceeded);
+                continue;
+            };
+            if !m.live || m.generation != mr.generation {
+                // A new QER in this slot, or a new MBR: start from full buckets.
+                let Some(cfg) = s.qers.get(qi as usize).and_then(|q| q.meter_cfg) else {
+                    continue;
+                };
+                m.tcm = TrTcm::new(cfg, self.now).unwrap_or_else(|_| TrTcm::unlimited());
+                m.generation = mr.generation;
+                m.live = true;
+            }
+            let c = m.tcm.mark(self.now, len, Colour::Green);
+            colour = colour.max(Some(c));
+            if c == Colour::Red {
+                break;
+            }
+        }
+        if let Some(c) = colour {
+            self.stats.qfi_colour(dir, qfi, c);
+            if c == Colour::Red {
+                return self.drop_q(dir, qfi, d.mbr_exceeded);
+            }
+        }
+        for &u in plan.urrs.iter().filter(|&&u| u != NONE) {
+            self.stats.urr_add(u, dir, len, self.now);
+        }
+        match plan.action {
+            None | Some(FarAction::Drop) => return self.drop_q(dir, qfi, d.far_drop),
+            Some(FarAction::Buffer { .. }) => {
+                self.stats.count(Total::Buffered);
+                return Disposition::TO_CONTROL;
+            }
+            Some(FarAction::Forward) => {}
+        }
+        if dir == Direction::Uplink && !plan.remove_gtpu {
+            return self.drop_q(dir, qfi, d.ul_without_decap);
+        }
+        self.forward(
+            p,
+            plan,
+            dir,
+            colour.unwrap_or(Colour::Green),
+            inner_off,
+            inner,
+        )
+    }
+}

@@ -1,0 +1,289 @@
+//! Lookup phase of the UPF stage (TS 29.244 section 5.2.1): the candidate PDRs by exact key
+//! (uplink: the local TEID; downlink: the UE IPv4 address or IPv6 /64 prefix), then the
+//! first in precedence order whose QFI and SDF filters (TS 29.212 section 5.4.2) match; or
+//! the key's fast-path record when it has one.
+
+use crate::buffer::PacketBuf;
+use crate::runtime::Disposition;
+use crate::upf::enforce::Plan;
+use crate::upf::parse::{Flow, Pre, KIND_DL4, KIND_DL6, KIND_UL};
+use crate::upf::stage::{prefetch_all, Work};
+use crate::upf::tables::{
+    Direction, FarAction, FastPath, FlowFilter, IpPrefix, KeySlot, PdrRule, Shard, NONE,
+};
+
+impl<'a> Work<'a> {
+    /// Pass 1b: start loading the key's slot (the shard header was prefetched in pass 1).
+    #[inline]
+    pub fn prefetch_slot(&self, pre: &Pre) {
+        let t = self.t;
+        match pre.kind {
+            KIND_UL => t
+                .teid_shard(pre.key as u32)
+                .by_teid
+                .prefetch(pre.key as u32),
+            KIND_DL4 => t
+                .ue_v4_shard(pre.key as u32)
+                .by_ue_v4
+                .prefetch(pre.key as u32),
+            KIND_DL6 => t.ue_v6_shard(pre.key).by_ue_v6.prefetch(pre.key),
+            _ => {}
+        }
+    }
+
+    /// Pass 2: the key's slot (its line was prefetched in pass 1), and a prefetch of the
+    /// meter and usage-counter lines its fast-path record names. `None` for a slow packet
+    /// or a key without rules (pass 3 then runs the full path, which reports it).
+    #[inline]
+    pub fn lookup(&self, pre: &Pre) -> Option<(&'a Shard, &'a KeySlot)> {
+        let t = self.t;
+        let (s, slot) = match pre.kind {
+            KIND_UL => {
+                let s = t.teid_shard(pre.key as u32);
+                (s, s.by_teid.slot(pre.key as u32)?)
+            }
+            KIND_DL4 => {
+                let s = t.ue_v4_shard(pre.key as u32);
+                (s, s.by_ue_v4.slot(pre.key as u32)?)
+            }
+            KIND_DL6 => {
+                let s = t.ue_v6_shard(pre.key);
+                (s, s.by_ue_v6.slot(pre.key)?)
+            }
+            _ => return None,
+        };
+        if let Some(f) = slot.fast() {
+            for m in f.meters.iter().filter(|m| m.slot != NONE) {
+                if let Some(m) = self.meters.get(m.slot as usize) {
+                    prefetch_all(m);
+                }
+            }
+            for &u in f.urrs.iter().filter(|&&u| u != NONE) {
+                self.stats.urr_prefetch(u);
+            }
+        }
+        Some((s, slot))
+    }
+
+    /// Pass 3 of a packet pass 1 classified and pass 2 found rules for: the fast-path
+    /// record if the key has one (and, uplink, the PDR's QFI matches), else the PDR
+    /// selection of the general path.
+    pub fn resolved<B: PacketBuf>(
+        &mut self,
+        p: &mut B,
+        pre: &Pre,
+        s: &Shard,
+        slot: &KeySlot,
+    ) -> Disposition {
+        let dir = if pre.kind == KIND_UL {
+            Direction::Uplink
+        } else {
+            Direction::Downlink
+        };
+        if let Some(f) = slot.fast() {
+            let pdr_qfi = (f.pdr_qfi != FastPath::NO_QFI).then_some(f.pdr_qfi);
+            let qfi = match dir {
+                Direction::Uplink => pre.qfi.or(pdr_qfi).unwrap_or(0),
+                Direction::Downlink => f.mark_qfi,
+            };
+            if dir == Direction::Downlink || pdr_qfi.is_none() || pdr_qfi == pre.qfi {
+                let plan = Plan {
+                    qfi,
+                    gate_closed: false,
+                    meters: f.meters,
+                    meter_qers: f.meter_qers,
+                    urrs: f.urrs,
+                    action: Some(FarAction::Forward),
+                    remove_gtpu: dir == Direction::Uplink,
+                    outer: f.outer(),
+                };
+                return self.execute(p, s, &plan, dir, pre.inner_off, &pre.inner);
+            }
+        }
+        match select_pdr(s, slot.range(), dir, pre.qfi, &pre.inner) {
+            Some(pdr) => self.apply(p, s, pdr, dir, pre.qfi, pre.inner_off, &pre.inner),
+            None if dir == Direction::Uplink => {
+                self.drop_q(dir, pre.qfi.unwrap_or(0), self.d.uplink_no_pdr)
+            }
+            None => Disposition::drop_as(self.d.downlink_no_pdr),
+        }
+    }
+
+    /// General path, downlink: the N6 packet `f` at `l3` by its UE address.
+    pub fn downlink<B: PacketBuf>(&mut self, p: &mut B, l3: usize, f: &Flow) -> Disposition {
+        let (shard, range) = if f.v6 {
+            let key = (f.dst >> 64) as u64;
+            let s = self.t.ue_v6_shard(key);
+            (s, s.by_ue_v6.get(&key).copied())
+        } else {
+            let key = f.dst as u32;
+            let s = self.t.ue_v4_shard(key);
+            (s, s.by_ue_v4.get(&key).copied())
+        };
+        let Some(range) = range else {
+            return Disposition::drop_as(self.d.downlink_no_session);
+        };
+        let Some(pdr) = select_pdr(shard, range, Direction::Downlink, None, f) else {
+            return Disposition::drop_as(self.d.downlink_no_pdr);
+        };
+        self.apply(p, shard, pdr, Direction::Downlink, None, l3, f)
+    }
+
+    /// General path, uplink: a G-PDU (outer `f`, UDP at `l4`, GTP-U at `gtp_off`) by its
+    /// TEID; an unknown TEID is answered with an Error Indication.
+    #[allow(clippy::too_many_arguments)]
+    pub fn uplink<B: PacketBuf>(
+        &mut self,
+        p: &mut B,
+        l3: usize,
+        l4: usize,
+        f: &Flow,
+        gtp_off: usize,
+        teid: u32,
+        qfi: Option<u8>,
+        inner: &Flow,
+    ) -> Disposition {
+        let sq = qfi.unwrap_or(0);
+        let shard = self.t.teid_shard(teid);
+        let Some(&range) = shard.by_teid.get(&teid) else {
+            return self.error_indication(p, l3, l4, f, gtp_off, teid, sq);
+        };
+        let Some(pdr) = select_pdr(shard, range, Direction::Uplink, qfi, inner) else {
+            return self.drop_q(Direction::Uplink, sq, self.d.uplink_no_pdr);
+        };
+        let inner_off = usize::from(p.pkt_meta().inner_l3_off);
+        self.apply(p, shard, pdr, Direction::Uplink, qfi, inner_off, inner)
+    }
+}
+
+#[inline]
+fn prefix_match(p: &IpPrefix, v6: bool, a: u128) -> bool {
+    match *p {
+        IpPrefix::V4(net, len) => {
+            if v6 {
+                return false;
+            }
+            let len = u32::from(len.min(32));
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            (a as u32) & mask == u32::from(net) & mask
+        }
+        IpPrefix::V6(net, len) => {
+            if !v6 {
+                return false;
+            }
+            let len = u32::from(len.min(128));
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len)
+            };
+            a & mask == u128::from(net) & mask
+        }
+    }
+}
+
+/// TS 29.212 section 5.4.2 IP filter match against the inner 5-tuple; a filter with port
+/// ranges never matches a packet without ports (ICMP, later fragments).
+pub(super) fn filter_match(f: &FlowFilter, fl: &Flow) -> bool {
+    if f.proto.is_some_and(|p| p != fl.proto) {
+        return false;
+    }
+    if f.src.is_some_and(|p| !prefix_match(&p, fl.v6, fl.src))
+        || f.dst.is_some_and(|p| !prefix_match(&p, fl.v6, fl.dst))
+    {
+        return false;
+    }
+    if f.src_ports.is_none() && f.dst_ports.is_none() {
+        return true;
+    }
+    let Some((sp, dp)) = fl.ports else {
+        return false;
+    };
+    f.src_ports.is_none_or(|(lo, hi)| (lo..=hi).contains(&sp))
+        && f.dst_ports.is_none_or(|(lo, hi)| (lo..=hi).contains(&dp))
+}
+
+/// The first PDR of the candidate range (precedence order, TS 29.244 section 5.2.1) whose
+/// direction, QFI and SDF filters match.
+fn select_pdr<'s>(
+    s: &'s Shard,
+    range: (u32, u32),
+    dir: Direction,
+    qfi: Option<u8>,
+    fl: &Flow,
+) -> Option<&'s PdrRule> {
+    let order = s.pdr_order.get(range.0 as usize..range.1 as usize)?;
+    order.iter().find_map(|&i| {
+        let pdr = s.pdrs.get(i as usize)?;
+        if pdr.direction != dir {
+            return None;
+        }
+        // Only GTP-U packets carry a QFI to match; a downlink PDR's QFI is the one to mark.
+        if dir == Direction::Uplink && pdr.qfi.is_some() && pdr.qfi != qfi {
+            return None;
+        }
+        let (lo, hi) = pdr.filters;
+        if lo == hi {
+            return Some(pdr);
+        }
+        let fs = s.filters.get(lo as usize..hi as usize)?;
+        fs.iter().any(|f| filter_match(f, fl)).then_some(pdr)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use peregrine_wire::ipv4::ip_protocol;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    fn flow(v6: bool, src: u128, dst: u128, proto: u8, ports: Option<(u16, u16)>) -> Flow {
+        Flow {
+            v6,
+            src,
+            dst,
+            proto,
+            ports,
+            icmp_type: None,
+            len: 100,
+            df: true,
+            frag: false,
+        }
+    }
+
+    #[test]
+    fn filters_match_prefixes_ports_and_protocol() {
+        let ue = u128::from(u32::from(Ipv4Addr::new(10, 45, 0, 7)));
+        let srv = u128::from(u32::from(Ipv4Addr::new(198, 51, 100, 9)));
+        let f = FlowFilter {
+            proto: Some(ip_protocol::UDP),
+            src: Some(IpPrefix::V4(Ipv4Addr::new(10, 45, 0, 0), 16)),
+            dst: Some(IpPrefix::V4(Ipv4Addr::new(198, 51, 100, 0), 24)),
+            src_ports: None,
+            dst_ports: Some((5000, 5010)),
+        };
+        assert!(filter_match(&f, &flow(false, ue, srv, 17, Some((1, 5005)))));
+        assert!(!filter_match(
+            &f,
+            &flow(false, ue, srv, 17, Some((1, 5011)))
+        ));
+        assert!(!filter_match(&f, &flow(false, ue, srv, 6, Some((1, 5005)))));
+        assert!(!filter_match(
+            &f,
+            &flow(false, srv, ue, 17, Some((1, 5005)))
+        ));
+        // ICMP has no ports: a filter with ports does not match it.
+        let icmp = FlowFilter { proto: None, ..f };
+        assert!(!filter_match(&icmp, &flow(false, ue, srv, 1, None)));
+        // Family mismatch never matches; /0 matches all of its family.
+        let any6 = FlowFilter {
+            proto: None,
+            src: Some(IpPrefix::V6(Ipv6Addr::UNSPECIFIED, 0)),
+            dst: None,
+            src_ports: None,
+            dst_ports: None,
+        };
+        assert!(!filter_match(&any6, &flow(false, ue, srv, 17, None)));
+        assert!(filter_match(&any6, &flow(true, 5, 6, 17, None)));
+    }
+}

@@ -1,0 +1,363 @@
+//! Parse phase of the UPF stage: what kind of packet this is and its lookup key, from the
+//! packet's [`PacketMeta`] (filled by the shared classifier, `crate::classify`) plus the
+//! few header fields the record does not hold, read at the offsets it gives. L2 checks,
+//! the local / N6 decision and GTP-U path management (TS 29.281 section 7) are here too.
+
+use crate::buffer::PacketBuf;
+use crate::classify::{self, flags, ClassifyError, PacketMeta, FIRST_FRAGMENT, HAS_QFI};
+use crate::runtime::Disposition;
+use crate::upf::stage::{prefetch, prefetch_addr, Work};
+use crate::upf::stats::Total;
+use crate::upf::tables::Direction;
+use peregrine_wire::ethernet::{self, ethertype};
+use peregrine_wire::ipv4::ip_protocol;
+use peregrine_wire::{gtpu, icmpv4, udp, Error as WireError};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// What pass 1 learned about a packet that the common path can finish: the lookup key
+/// (which map by `kind`), the received QFI and the inner (user) IP packet's offset and facts.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pre {
+    pub kind: u8,
+    pub qfi: Option<u8>,
+    pub inner_off: usize,
+    pub key: u64,
+    pub inner: Flow,
+}
+
+impl Pre {
+    /// Not for the common path (or not active): pass 3 runs [`Work::packet`].
+    pub const SLOW: Pre = Pre {
+        kind: KIND_SLOW,
+        qfi: None,
+        inner_off: 0,
+        key: 0,
+        inner: Flow {
+            v6: false,
+            src: 0,
+            dst: 0,
+            proto: 0,
+            ports: None,
+            icmp_type: None,
+            len: 0,
+            df: false,
+            frag: false,
+        },
+    };
+}
+
+pub(super) const KIND_SLOW: u8 = 0;
+/// G-PDU by TEID.
+pub(super) const KIND_UL: u8 = 1;
+/// N6 packet by UE IPv4 address.
+pub(super) const KIND_DL4: u8 = 2;
+/// N6 packet by UE IPv6 /64 prefix.
+pub(super) const KIND_DL6: u8 = 3;
+
+/// An IP packet's header facts, read at the offsets the classifier checked.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Flow {
+    pub v6: bool,
+    /// Addresses; IPv4 in the low 32 bits.
+    pub src: u128,
+    pub dst: u128,
+    /// Upper-layer protocol.
+    pub proto: u8,
+    /// Ports for TCP/UDP in a first (or no) fragment.
+    pub ports: Option<(u16, u16)>,
+    /// ICMP / ICMPv6 type, if the packet is one (and not a later fragment).
+    pub icmp_type: Option<u8>,
+    /// Whole IP packet length (from the header).
+    pub len: usize,
+    pub df: bool,
+    /// A fragment (IPv4 MF or offset; IPv6 Fragment header).
+    pub frag: bool,
+}
+
+impl Flow {
+    /// The facts of the IP header at `l3` whose L4 header is at `l4` (0: none). The
+    /// classifier checked both, so the reads are in bounds.
+    #[inline]
+    fn read(data: &[u8], l3: usize, l4: usize, v6: bool, proto: u8, has_l4: bool) -> Flow {
+        let h = &data[l3..];
+        let be16 = |i: usize| u16::from_be_bytes([h[i], h[i + 1]]);
+        let (src, dst, len, df) = if v6 {
+            let mut s = [0u8; 16];
+            let mut d = [0u8; 16];
+            s.copy_from_slice(&h[8..24]);
+            d.copy_from_slice(&h[24..40]);
+            (
+                u128::from_be_bytes(s),
+                u128::from_be_bytes(d),
+                40 + usize::from(be16(4)),
+                true,
+            )
+        } else {
+            let a = |i: usize| u128::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+            (a(12), a(16), usize::from(be16(2)), h[6] & 0x40 != 0)
+        };
+        let mut f = Flow {
+            v6,
+            src,
+            dst,
+            proto,
+            ports: None,
+            icmp_type: None,
+            len,
+            df,
+            frag: false,
+        };
+        if has_l4 {
+            match proto {
+                ip_protocol::UDP | ip_protocol::TCP => {
+                    let p = &data[l4..l4 + 4];
+                    f.ports = Some((
+                        u16::from_be_bytes([p[0], p[1]]),
+                        u16::from_be_bytes([p[2], p[3]]),
+                    ));
+                }
+                ip_protocol::ICMP | ip_protocol::IPV6_ICMP => f.icmp_type = Some(data[l4]),
+                _ => {}
+            }
+        }
+        f
+    }
+
+    /// The flow packet of a classified record (the inner packet of a G-PDU).
+    #[inline]
+    pub fn inner(data: &[u8], m: &PacketMeta) -> Flow {
+        let mut f = Flow::read(
+            data,
+            usize::from(m.inner_l3_off),
+            usize::from(m.inner_l4_off),
+            m.has(flags::INNER_V6),
+            m.proto,
+            m.has(flags::L4),
+        );
+        f.frag = m.flags & (flags::FRAGMENT | FIRST_FRAGMENT) != 0;
+        f
+    }
+
+    /// The outer packet of a classified record (the flow packet unless it is a G-PDU, whose
+    /// outer header is an unfragmented UDP datagram).
+    #[inline]
+    pub fn outer(data: &[u8], m: &PacketMeta) -> Flow {
+        if !m.has(flags::GPDU) {
+            return Flow::inner(data, m);
+        }
+        Flow::read(
+            data,
+            usize::from(m.l3_off),
+            usize::from(m.l4_off),
+            m.has(flags::OUTER_V6),
+            ip_protocol::UDP,
+            true,
+        )
+    }
+}
+
+/// Whether `f` is an ICMP error message (never answered with another, RFC 1122 section
+/// 3.2.2, RFC 4443 section 2.4 (e)).
+pub(super) fn is_icmp_error(f: &Flow) -> bool {
+    match (f.v6, f.proto, f.icmp_type) {
+        (false, ip_protocol::ICMP, Some(t)) => matches!(
+            t,
+            icmpv4::msg_type::DST_UNREACHABLE
+                | icmpv4::msg_type::REDIRECT
+                | icmpv4::msg_type::TIME_EXCEEDED
+                | icmpv4::msg_type::PARAM_PROBLEM
+                | 4
+        ),
+        (true, ip_protocol::IPV6_ICMP, Some(t)) => t < 128,
+        _ => false,
+    }
+}
+
+impl Work<'_> {
+    /// Whether the frame's destination MAC is unicast and ours (or we are promiscuous).
+    #[inline]
+    fn for_us_unicast(&self, data: &[u8]) -> bool {
+        let dst = ethernet::Frame::new_unchecked(data).dst_addr();
+        !dst.is_multicast()
+            && (self.cfg.promiscuous || self.macs.get(self.rx as usize) == Some(&dst))
+    }
+
+    /// Whether `f`'s destination is one of our GTP-U addresses.
+    #[inline]
+    fn is_local(&self, f: &Flow) -> bool {
+        if f.v6 {
+            self.t.local_v6.contains(&Ipv6Addr::from(f.dst))
+        } else {
+            self.t.local_v4.contains(&Ipv4Addr::from(f.dst as u32))
+        }
+    }
+
+    /// Whether a non-local packet is for the control core: our N6 address, IPv6 multicast.
+    #[inline]
+    fn is_n6_own(&self, f: &Flow) -> bool {
+        let own = if f.v6 {
+            self.cfg.n6_v6.map(u128::from) == Some(f.dst)
+        } else {
+            self.cfg.n6_v4.map(|a| u128::from(u32::from(a))) == Some(f.dst)
+        };
+        own || (f.v6 && Ipv6Addr::from(f.dst).is_multicast())
+    }
+
+    /// Pass 1 (read-only): for the common cases (a G-PDU to one of our addresses; an N6
+    /// packet to a UE) the lookup key, with a prefetch of the key's shard. Anything else
+    /// (errors, path management, control traffic) is [`Pre::SLOW`].
+    #[inline]
+    pub fn pre(&self, data: &[u8], m: &PacketMeta) -> Pre {
+        if !m.is_classified() || !self.for_us_unicast(data) {
+            return Pre::SLOW;
+        }
+        if m.has(flags::GPDU) {
+            let outer = Flow::outer(data, m);
+            if !self.is_local(&outer) || outer.ports.map(|p| p.1) != Some(gtpu::PORT) {
+                return Pre::SLOW;
+            }
+            prefetch(&self.t.teid_shard(m.teid).by_teid);
+            return Pre {
+                kind: KIND_UL,
+                qfi: m.has(HAS_QFI).then_some(m.qfi),
+                inner_off: usize::from(m.inner_l3_off),
+                key: u64::from(m.teid),
+                inner: Flow::inner(data, m),
+            };
+        }
+        let f = Flow::inner(data, m);
+        if self.is_local(&f) || self.is_n6_own(&f) {
+            return Pre::SLOW;
+        }
+        // Encapsulation writes up to 78 bytes in front of the frame: a line the feed did not
+        // touch. Start loading it now.
+        prefetch_addr(data.as_ptr().wrapping_sub(1));
+        prefetch_addr(data.as_ptr().wrapping_sub(80));
+        let (kind, key) = if f.v6 {
+            let key = (f.dst >> 64) as u64;
+            prefetch(&self.t.ue_v6_shard(key).by_ue_v6);
+            (KIND_DL6, key)
+        } else {
+            let key = f.dst as u32;
+            prefetch(&self.t.ue_v4_shard(key).by_ue_v4);
+            (KIND_DL4, u64::from(key))
+        };
+        Pre {
+            kind,
+            qfi: None,
+            inner_off: usize::from(m.l3_off),
+            key,
+            inner: f,
+        }
+    }
+
+    fn classify_err(&self, e: ClassifyError) -> Disposition {
+        let d = &self.d;
+        Disposition::drop_as(match e {
+            ClassifyError::L2Truncated => d.l2_truncated,
+            ClassifyError::UnsupportedEthertype(ethertype::ARP) => return Disposition::TO_CONTROL,
+            ClassifyError::UnsupportedEthertype(_) => d.unsupported_ethertype,
+            ClassifyError::Ipv4Truncated => d.ipv4_truncated,
+            ClassifyError::Ipv4Malformed => d.ipv4_malformed,
+            ClassifyError::Ipv4BadChecksum => d.ipv4_bad_checksum,
+            ClassifyError::Ipv6Truncated => d.ipv6_truncated,
+            ClassifyError::Ipv6Malformed => d.ipv6_malformed,
+            ClassifyError::L4Malformed => d.l4_malformed,
+        })
+    }
+
+    /// The general path of one packet: L2 checks, the classifier's verdict, then path
+    /// management, uplink or downlink. The record is current (classified in pass 1, or
+    /// unclassified because the classifier refused the frame).
+    pub fn packet<B: PacketBuf>(&mut self, p: &mut B) -> Disposition {
+        let d = self.d;
+        let data = p.data();
+        if data.len() < ethernet::HEADER_LEN {
+            return Disposition::drop_as(d.l2_truncated);
+        }
+        let dst = ethernet::Frame::new_unchecked(data).dst_addr();
+        if dst.is_multicast() {
+            return Disposition::TO_CONTROL;
+        }
+        if !self.cfg.promiscuous && self.macs.get(self.rx as usize) != Some(&dst) {
+            return Disposition::drop_as(d.l2_not_for_us);
+        }
+        let mut m = *p.pkt_meta();
+        if !m.is_classified() {
+            if let Err(e) = classify::classify(data, &mut m) {
+                return self.classify_err(e);
+            }
+            *p.pkt_meta_mut() = m;
+        }
+        let data = p.data();
+        let f = Flow::outer(data, &m);
+        if self.is_local(&f) {
+            if f.proto == ip_protocol::UDP && !f.frag {
+                if let Some((_, gtpu::PORT)) = f.ports {
+                    return self.gtpu(p, &m, &f);
+                }
+            }
+            return Disposition::TO_CONTROL;
+        }
+        if self.is_n6_own(&f) {
+            return Disposition::TO_CONTROL;
+        }
+        self.downlink(p, usize::from(m.l3_off), &f)
+    }
+
+    /// A GTP-U message to one of our addresses (TS 29.281 section 7): path management
+    /// answered or handed to the control core, G-PDUs to the uplink lookup.
+    fn gtpu<B: PacketBuf>(&mut self, p: &mut B, m: &PacketMeta, f: &Flow) -> Disposition {
+        let d = self.d;
+        let l3 = usize::from(m.l3_off);
+        let l4 = usize::from(m.l4_off);
+        let gtp_off = l4 + udp::HEADER_LEN;
+        if m.has(flags::GPDU) {
+            let qfi = m.has(HAS_QFI).then_some(m.qfi);
+            let inner = Flow::inner(p.data(), m);
+            return self.uplink(p, l3, l4, f, gtp_off, m.teid, qfi, &inner);
+        }
+        // Not a G-PDU the classifier could take apart: read the header to say why.
+        let data = p.data();
+        let ulen = udp::Packet::new_unchecked(&data[l4..]).length() as usize;
+        let Some(msg) = data.get(gtp_off..l4 + ulen) else {
+            return Disposition::drop_as(d.l4_malformed);
+        };
+        let Ok(g) = gtpu::Header::new_checked(msg) else {
+            return Disposition::drop_as(d.gtpu_malformed);
+        };
+        match g.msg_type() {
+            gtpu::msg_type::G_PDU => {}
+            gtpu::msg_type::ECHO_REQUEST => {
+                let seq = g.seq_number().unwrap_or(0);
+                return self.echo_reply(p, l3, l4, f, seq);
+            }
+            gtpu::msg_type::ECHO_RESPONSE | gtpu::msg_type::SUPPORTED_EXT_HEADERS_NOTIFICATION => {
+                return Disposition::TO_CONTROL
+            }
+            gtpu::msg_type::ERROR_INDICATION => {
+                self.stats.count(Total::ErrorIndicationsReceived);
+                return Disposition::TO_CONTROL;
+            }
+            gtpu::msg_type::END_MARKER => {
+                self.stats.count(Total::EndMarkersReceived);
+                return Disposition::drop_as(d.end_marker);
+            }
+            _ => return Disposition::drop_as(d.gtpu_unsupported_message),
+        }
+        let teid = g.teid();
+        let qfi = match g.pdu_session() {
+            Ok(r) => r.map(|r| r.qfi()),
+            // An unknown PDU type: no QFI.
+            Err(WireError::Unsupported) => None,
+            Err(_) => return Disposition::drop_as(d.gtpu_malformed),
+        };
+        // A G-PDU whose inner packet does not parse: unknown TEIDs still get their Error
+        // Indication, known ones drop as inner_malformed.
+        let sq = qfi.unwrap_or(0);
+        if !self.t.teid_shard(teid).by_teid.contains_key(&teid) {
+            return self.error_indication(p, l3, l4, f, gtp_off, teid, sq);
+        }
+        self.drop_q(Direction::Uplink, sq, d.inner_malformed)
+    }
+}
