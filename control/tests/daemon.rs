@@ -1,7 +1,7 @@
 //! End to end: the real `peregrine` binary on the pcap backend and on DPDK vdevs.
 
 use peregrine_dataplane::io::pcapfile::{PcapReader, PcapWriter, Resolution};
-use peregrine_perf::traffic::{self, TrafficSpec};
+use peregrine_testkit::traffic::{self, TrafficSpec};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -20,9 +20,8 @@
 //! Needs root, `ip netns`, `ip ioam`, a kernel with IOAM and python3; outside CI it prints
 //! why and passes when they are missing, under `CI` it fails.
 
-mod common;
-
-use common::{free_tcp_port, ipv6_udp, is_root, run, skip, Guard};
+use peregrine_testkit::frames::ipv6_udp;
+use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, Guard};
 use std::io::{BufRead, BufReader, Write};
 use std::net::Ipv6Addr;
 use std::path::PathBuf;

@@ -6,12 +6,12 @@
 //! POSIX (microsecond) wall-clock timestamp, and B's output is A's input byte for byte but
 //! for the hop limit (two l3fwd hops) and the MACs.
 
-mod common;
-
-use common::{free_tcp_port, ipv6_udp, read_pcap};
 use peregrine_control::config::Config;
 use peregrine_control::daemon::{self, RunOptions};
 use peregrine_dataplane::io::pcapfile::{PcapWriter, Resolution};
+use peregrine_testkit::frames::ipv6_udp;
+use peregrine_testkit::pcap::read_pcap;
+use peregrine_testkit::tools::free_tcp_port;
 use std::net::Ipv6Addr;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -125,7 +125,7 @@ fn int_pipeline_source_transit_then_sink_over_pcap() {
         ),
     );
     run_node(a, &ep(ra));
-    let mid = read_pcap(&dir.path().join("a.pcap"));
+    let mid = read_pcap(dir.path().join("a.pcap"));
     assert_eq!(mid.len(), FLOW + 1);
     // The first matching packet carries the in-band request (0x32), the rest IOAM (0x31).
     assert_eq!(mid[1][20], 0, "next header is Hop-by-Hop");
@@ -167,7 +167,7 @@ fn int_pipeline_source_transit_then_sink_over_pcap() {
         .as_nanos() as u64;
     run_node(b, &ep(rb));
     let reports = collector.join().unwrap();
-    let out = read_pcap(&dir.path().join("b.pcap"));
+    let out = read_pcap(dir.path().join("b.pcap"));
     assert_eq!(out.len(), FLOW + 1);
     for (o, s) in out.iter().zip(&sent) {
         assert_eq!(o.len(), s.len(), "INT headers stripped");

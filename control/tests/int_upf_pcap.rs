@@ -9,9 +9,6 @@
 //!   the UPF's source after decap: the first matching packet the in-band request (0x32), the
 //!   rest an IOAM trace (0x31) that tshark decodes with the UPF's node ID.
 
-mod common;
-
-use common::{free_tcp_port, ipv6_udp, read_pcap};
 use peregrine_control::config::Config;
 use peregrine_control::daemon::{self, RunOptions};
 use peregrine_dataplane::io::pcapfile::{PcapWriter, Resolution};
@@ -21,6 +18,9 @@ use peregrine_int::namespace::NamespaceTable;
 use peregrine_int::option::TsFormat;
 use peregrine_int::request::{Flags, Mode, Protocol, Rule, TraceType};
 use peregrine_int::stages::{IntConfig, IntSource, L3Offset};
+use peregrine_testkit::frames::ipv6_udp;
+use peregrine_testkit::pcap::read_pcap;
+use peregrine_testkit::tools::free_tcp_port;
 use std::net::Ipv6Addr;
 use std::path::Path;
 use std::process::Command;
@@ -293,7 +293,7 @@ fn upf_n6_sink_strips_downlink_int_and_source_instruments_decapsulated_uplink() 
 
     // Downlink: every packet encapsulated on N3, the inner packet the remote source's input
     // byte for byte but for the hop limit (the UPF's decrement).
-    let n3 = read_pcap(&dir.path().join("n3-out.pcap"));
+    let n3 = read_pcap(dir.path().join("n3-out.pcap"));
     assert_eq!(n3.len(), FLOW + 1, "{int:?}");
     for (o, s) in n3.iter().zip(&dl_plain) {
         let inner = inner_of(o);
@@ -320,7 +320,7 @@ fn upf_n6_sink_strips_downlink_int_and_source_instruments_decapsulated_uplink() 
     }
 
     // Uplink: decapsulated to N6, INT added by the UPF (the source after decap).
-    let n6 = read_pcap(&dir.path().join("n6-out.pcap"));
+    let n6 = read_pcap(dir.path().join("n6-out.pcap"));
     assert_eq!(n6.len(), FLOW + 1, "{int:?}");
     assert_eq!(n6[0][14..14 + 7], ul_plain[0][..7], "other flow: untouched");
     assert_eq!(n6[0][14 + 8..], ul_plain[0][8..]);

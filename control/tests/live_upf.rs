@@ -22,9 +22,7 @@
 //! Needs root, `ip netns`, python3 with Scapy and tshark; outside CI it prints why and passes
 //! when they are missing, under `CI` it fails.
 
-mod common;
-
-use common::{free_tcp_port, free_udp_port, is_root, run, skip, Guard};
+use peregrine_testkit::tools::{free_tcp_port, free_udp_port, is_root, run, skip, Guard};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

@@ -1,11 +1,9 @@
 //! Every pipeline kind serves the daemon's Prometheus page: `peregrine run` on `xconnect`,
 //! `l3fwd`, `int` and `upf` (pcap backend, replaying forever), scraped while it runs.
 
-mod common;
-
-use common::{free_tcp_port, Guard};
 use peregrine_dataplane::io::pcapfile::{PcapWriter, Resolution};
-use peregrine_perf::traffic::{self, TrafficSpec};
+use peregrine_testkit::tools::{free_tcp_port, Guard};
+use peregrine_testkit::traffic::{self, TrafficSpec};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;

@@ -6,7 +6,7 @@
 //! Python with Scapy and tshark are test tools: outside CI (`CI` unset) a test whose tool is
 //! missing says so and returns; in CI a missing tool fails it.
 
-use peregrine_perf::traffic::{self, IpMix, Sizes, TrafficSpec};
+use peregrine_testkit::traffic::{self, IpMix, Sizes, TrafficSpec};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};

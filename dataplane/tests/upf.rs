@@ -1,8 +1,6 @@
 //! The UPF stage end to end on frames built with the wire crate and tables built by hand:
 //! every output is parsed back with the wire crate and checked field by field.
 
-mod upf_support;
-
 use peregrine_dataplane::classify::{classify, HAS_QFI};
 use peregrine_dataplane::meta::{flags, Direction as MetaDirection, PacketMeta};
 use peregrine_dataplane::qos::{ColourMode, TrTcmConfig};
@@ -10,11 +8,11 @@ use peregrine_dataplane::runtime::{Action, Disposition};
 use peregrine_dataplane::upf::tables::{
     Direction, FarAction, FarRule, FlowFilter, IpPrefix, OuterHeader,
 };
+use peregrine_testkit::upf::*;
 use peregrine_wire::ethernet::{self, ethertype};
 use peregrine_wire::ipv4::ip_protocol;
 use peregrine_wire::{gtpu, gtpu_msg, icmpv4, icmpv6, ipv4, ipv6, pdu_session, udp};
 use std::net::{IpAddr, Ipv4Addr};
-use upf_support::*;
 
 const TEID: u32 = 0x0100_0001;
 const DL_TEID: u32 = 0x0200_0001;
@@ -269,7 +267,7 @@ fn echo_request_answered_in_place() {
 
 #[test]
 fn unknown_teid_gets_rate_limited_error_indication() {
-    let c = upf_support::UpfConfigExt::with_pps(20); // burst 2, 20 per second
+    let c = UpfConfigExt::with_pps(20); // burst 2, 20 per second
     let mut rig = Rig::new(TableBuilder::default().build(), c);
     let inner = udp4(ue_v4(0), server_v4(), 53, 20);
     let frames: Vec<_> = (0..5)

@@ -3,14 +3,13 @@
 //! echo replies and Error Indications; the count must not move.
 
 mod common;
-mod upf_support;
 
 use peregrine_dataplane::qos::{ColourMode, TrTcmConfig};
 use peregrine_dataplane::runtime::{Action, Context, Disposition};
 use peregrine_dataplane::OwnedBuf;
+use peregrine_testkit::upf::*;
 use peregrine_wire::gtpu_msg;
 use std::net::IpAddr;
-use upf_support::*;
 
 #[test]
 fn upf_forwarding_allocates_nothing() {
@@ -79,12 +78,12 @@ fn upf_forwarding_allocates_nothing() {
     };
     assert_eq!(run(&mut bufs, 0), frames.len(), "every case is sent");
     // This thread only: the harness may allocate on its own threads meanwhile.
-    let before = common::thread_allocs();
+    let before = peregrine_testkit::alloc::thread_allocs();
     let mut sent = 0;
     for i in 1..20_000 {
         sent += run(&mut bufs, i);
     }
-    let after = common::thread_allocs();
+    let after = peregrine_testkit::alloc::thread_allocs();
     assert_eq!(sent, 19_999 * frames.len());
     assert_eq!(after - before, 0, "allocations on the UPF path");
 }

@@ -742,6 +742,7 @@ pub fn node_data_to_hop_in(d: &NodeData<'_>, fmt: TsFormat) -> HopData {
 
 /// Fuzz entry: `data` as a seed header, seed option data, hop entry, E2E data and in-band
 /// header; parse, iterate and round-trip. Must never panic.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     let mut out = [0u8; 2048];

@@ -377,3 +377,137 @@ fn malformed_int_is_dropped_with_a_named_reason_and_never_panics() {
         assert!(drops > 0, "{enc:?}: no mutation was caught");
     }
 }
+
+/// `frame` with an IPv6 Fragment header (offset `offset` 8-byte units) in front of what
+/// looks like the same UDP header: a non-first fragment's payload is not an L4 header.
+fn fragment(offset: u16) -> Vec<u8> {
+    let mut f = frame(SRC, DST, 32, 0);
+    let plen = u16::from_be_bytes([f[18], f[19]]) + 8;
+    f[18..20].copy_from_slice(&plen.to_be_bytes());
+    f[20] = 44; // Next Header: Fragment
+    let om = offset << 3 | 1; // more fragments follow
+    let [a, b] = om.to_be_bytes();
+    let hdr = [17, 0, a, b, 0, 0, 0, 9];
+    f.splice(54..54, hdr);
+    f
+}
+
+/// A non-first fragment whose payload bytes look like the ports of a monitored flow (40000
+/// -> 5001) must not match it: it has no ports. The first fragment does match.
+#[test]
+fn non_first_fragment_does_not_match_a_flow_by_its_payload() {
+    for (offset, matched) in [(8u16, 0u64), (0, 1)] {
+        let mut p = path(rule(Mode::Count(1_000), 0), Encoding::Ioam, 1500);
+        let mut b = Batch::<OwnedBuf>::new();
+        b.push(
+            OwnedBuf::from_slice(&fragment(offset)),
+            Disposition::CONTINUE,
+        )
+        .unwrap();
+        p.source.process(&mut b, &Context::fixed(1, 0));
+        p.sink.process(&mut b, &Context::fixed(2, 0));
+        assert_eq!(p.source.stats().matched, matched, "offset {offset}");
+        assert_eq!(
+            p.source.counters(NS).map(|c| c.0.packets).unwrap_or(0),
+            matched as u32,
+            "offset {offset}"
+        );
+    }
+}
+
+/// The stages read a `Classify` stage's metadata (`after_classifier`) and give the same
+/// bytes and reports as stages that classify for themselves; after the source inserted its
+/// headers the record still describes the packet's bytes.
+#[test]
+fn stages_after_the_classifier_agree_with_stages_alone() {
+    use peregrine_dataplane::classify::{classify, Classify};
+    use peregrine_dataplane::meta::PacketMeta;
+    use peregrine_dataplane::PacketBuf;
+    for enc in ENCODINGS {
+        let r = rule(Mode::Count(3), 0xf000_e000);
+        let mut alone = path(r.clone(), enc, 1500);
+        let mut meta = path(r, enc, 1500);
+        let mut classify_stage = Classify::new();
+        let mut source = std::mem::replace(
+            &mut meta.source,
+            IntSource::new(IntConfig::default(), meta.publisher.reader()),
+        )
+        .after_classifier();
+        let mut t1 = std::mem::replace(
+            &mut meta.t1,
+            IntTransit::new(
+                IntConfig::default(),
+                meta.publisher.reader(),
+                &mut meta.reasons,
+            ),
+        )
+        .after_classifier();
+        let mut t2 = std::mem::replace(
+            &mut meta.t2,
+            IntTransit::new(
+                IntConfig::default(),
+                meta.publisher.reader(),
+                &mut meta.reasons,
+            ),
+        )
+        .after_classifier();
+        let mut sink = std::mem::replace(
+            &mut meta.sink,
+            IntSink::new(
+                IntConfig::default(),
+                meta.publisher.reader(),
+                bounded(1).0,
+                &mut meta.reasons,
+            ),
+        )
+        .after_classifier();
+        for i in 0..20u64 {
+            let pkt = frame(SRC, DST, 100 + i as usize, i as u8);
+            let (after_a, out_a) = alone.run(&pkt, i * 10_000);
+            let mut b = Batch::<OwnedBuf>::new();
+            b.push(OwnedBuf::from_slice(&pkt), Disposition::CONTINUE)
+                .unwrap();
+            let t0 = i * 10_000;
+            classify_stage.process(&mut b, &Context::fixed(t0, 0));
+            source.process(&mut b, &Context::fixed(t0, 0));
+            let (buf, _) = b.drain().next().unwrap();
+            assert_eq!(
+                buf.data(),
+                &after_a[..],
+                "{enc:?} packet {i}: after the source"
+            );
+            let mut want = PacketMeta::EMPTY;
+            classify(buf.data(), &mut want).unwrap();
+            let m = buf.pkt_meta();
+            assert_eq!(
+                (m.l3_off, m.l4_off, m.inner_l4_off, m.proto, m.flow_hash),
+                (
+                    want.l3_off,
+                    want.l4_off,
+                    want.inner_l4_off,
+                    want.proto,
+                    want.flow_hash
+                ),
+                "{enc:?} packet {i}: the record follows the inserted headers"
+            );
+            let mut b = Batch::<OwnedBuf>::new();
+            b.push(buf, Disposition::CONTINUE).unwrap();
+            t1.process(&mut b, &Context::fixed(t0 + 1_000, 0));
+            t2.process(&mut b, &Context::fixed(t0 + 2_000, 0));
+            sink.process(&mut b, &Context::fixed(t0 + 3_000, 0));
+            let (out, d) = b.drain().next().unwrap();
+            assert_eq!(d.action(), Action::Continue);
+            assert_eq!(out.data(), &out_a[..], "{enc:?} packet {i}: after the sink");
+        }
+        assert_eq!(source.stats(), alone.source.stats());
+        assert_eq!(t1.stats().hops_added, alone.t1.stats().hops_added);
+        assert_eq!(sink.stats().reports, alone.sink.stats().reports);
+        let (a, m) = (alone.reports(), meta.reports());
+        assert_eq!(a.len(), m.len(), "{enc:?}");
+        for (a, m) in a.iter().zip(&m) {
+            assert_eq!(a.hops, m.hops, "{enc:?}");
+            assert_eq!(a.e2e, m.e2e, "{enc:?}");
+        }
+        assert!(alone.sink.stats().reports > 3, "{enc:?}");
+    }
+}

@@ -22,10 +22,10 @@ use serde_json::Value;
 use std::net::{IpAddr, Ipv6Addr};
 use std::process::Command;
 
-// The wire crate's pcap and tshark helpers, shared rather than copied.
-#[path = "../../dataplane/wire/tests/common/mod.rs"]
-mod common;
-use common::{find_all, malformed, pcap, tool_present};
+// The test kit's pcap and tshark helpers.
+use peregrine_testkit::pcap::pcap;
+use peregrine_testkit::tools::tool_present;
+use peregrine_testkit::tshark::{find_all, malformed};
 
 const SRC: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 1, 0, 0, 0, 1);
 const DST: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 2, 0, 0, 0, 2);

@@ -5,21 +5,22 @@ use peregrine_int::qos_monitor::{
     QosReport, RawReport, Window, MAX_SAMPLES,
 };
 
+use peregrine_testkit::rng::{unit_f64, RngCore, SeedableRng, SplitMix64};
+
 const SEC: u64 = 1_000_000_000;
 
-/// splitmix64: tiny deterministic PRNG.
-struct Rng(u64);
+/// splitmix64 (the test kit's `rand_xoshiro`): tiny deterministic PRNG.
+struct Rng(SplitMix64);
 impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(SplitMix64::seed_from_u64(seed))
+    }
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     /// Uniform in [0, 1).
     fn f(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+        unit_f64(&mut self.0)
     }
     /// Uniform integer in [-a, a].
     fn sym(&mut self, a: u64) -> i64 {
@@ -95,7 +96,7 @@ fn rel(a: f64, b: f64) -> f64 {
 fn constant_rate_fixed_delay() {
     let mut m = QosMonitor::default();
     let f = Flow::new(1);
-    f.run(&mut m, &mut Rng(1), 0, 2 * SEC + 5_000_000);
+    f.run(&mut m, &mut Rng::new(1), 0, 2 * SEC + 5_000_000);
     let r = m
         .report(1, Window::OneSecond, 2 * SEC + 5 * 1_000_000)
         .unwrap();
@@ -135,7 +136,7 @@ fn uniform_jitter_matches_analytical_value() {
         delay: 1_000_000,
         ..Flow::new(1)
     };
-    f.run(&mut m, &mut Rng(7), 0, 11 * SEC);
+    f.run(&mut m, &mut Rng::new(7), 0, 11 * SEC);
     let r = m.report(1, Window::TenSeconds, 10 * SEC).unwrap();
     let expect = 2.0 * a as f64 / 3.0;
     assert!(
@@ -161,7 +162,7 @@ fn bernoulli_loss_within_tolerance() {
         loss: p,
         ..Flow::new(1)
     };
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     // Feed one second at a time and read the 1 s window that just closed (2 ms path delay).
     for s in 1..=10 {
         f.run(&mut m, &mut rng, (s - 1) * SEC, s * SEC);
@@ -204,7 +205,7 @@ fn sequence_wrap_16_and_32_no_spurious_loss() {
             ..Flow::new(3)
         };
         // Both cross their wrap 0.2 s in, inside the first 1 s window.
-        let mut rng = Rng(1);
+        let mut rng = Rng::new(1);
         for s in 1..=3 {
             f.run(&mut m, &mut rng, (s - 1) * SEC, s * SEC);
             let r = m.report(3, Window::OneSecond, s * SEC + 2_000_000).unwrap();
@@ -224,7 +225,7 @@ fn sequence_wrap_16_and_32_no_spurious_loss() {
 #[test]
 fn reordering_is_not_loss() {
     let mut m = QosMonitor::default();
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     let n = 30_000u64;
     let mut order: Vec<u64> = (0..n).collect();
     // Local shuffles: swap neighbours, and move every 50th packet back by up to 20 positions.
@@ -257,7 +258,7 @@ fn reordering_is_not_loss() {
 #[test]
 fn windows_roll_over_at_1_10_60_s() {
     let mut m = QosMonitor::default();
-    let mut rng = Rng(1);
+    let mut rng = Rng::new(1);
     // 1000 pps in [0, 1 s), 2000 pps in [1 s, 2 s), then 100 pps up to 61 s.
     // Zero delay so window membership (sink clock) equals send time.
     Flow {
@@ -379,7 +380,7 @@ fn run_path(m: &mut QosMonitor, secs: u64) -> ([u64; 4], [f64; 4], u64) {
     let jitter_a = 50_000u64;
     let ids = [0u32, 11, 12, 13, 99];
     let len = 1000u32;
-    let mut rng = Rng(99);
+    let mut rng = Rng::new(99);
     // Per hop: rx/tx packets (16-bit), rx bytes (32-bit).
     let mut rx = [0xff00u32; 3];
     let mut tx = [0xff00u32; 3];

@@ -10,32 +10,14 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use peregrine_n4::Session;
 use peregrine_rules::static_sessions::{synthetic, to_sessions, N3Addresses, SyntheticParams};
 use peregrine_rules::{session_bytes_estimate, Compiler, CompilerConfig};
-use std::alloc::{GlobalAlloc, Layout, System};
+use peregrine_testkit::alloc::CountingAlloc;
 use std::hint::black_box;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
 /// Live heap bytes, for the memory figures.
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-}
-
 #[global_allocator]
-static A: Counting = Counting;
+static A: CountingAlloc = CountingAlloc::new();
 
 const N3: N3Addresses = N3Addresses {
     v4: Some(Ipv4Addr::new(192, 0, 2, 1)),
@@ -61,7 +43,7 @@ fn compiler(n: usize) -> Compiler {
 }
 
 fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
+    A.live() as isize
 }
 
 fn report_memory(n: usize) {

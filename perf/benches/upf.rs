@@ -7,17 +7,14 @@
 //! included in the figure) and runs the stage. Run with
 //! `cargo bench -p peregrine-perf --bench upf`; results in `perf/results/upf-bench.md`.
 
-#[path = "../../dataplane/tests/upf_support/mod.rs"]
-mod upf_support;
-
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use peregrine_dataplane::qos::{ColourMode, TrTcmConfig};
 use peregrine_dataplane::runtime::{Action, Context, Disposition};
 use peregrine_dataplane::OwnedBuf;
+use peregrine_testkit::upf::*;
 use std::hint::black_box;
 use std::net::IpAddr;
 use std::time::Duration;
-use upf_support::*;
 
 const BATCH: u32 = 32;
 

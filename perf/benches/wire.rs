@@ -8,7 +8,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use peregrine_dataplane::buffer::{OwnedBuf, PacketBuf};
 use peregrine_dataplane::runtime::{Batch, Context, Disposition, Publisher, Reasons, Stage};
 use peregrine_dataplane::stages::l3fwd::{L3Fwd, NextHop, RouteTable};
-use peregrine_perf::traffic::{self, parse, Addressing, Dir, IpMix, Sizes, TrafficSpec};
+use peregrine_testkit::traffic::{self, parse, Addressing, Dir, IpMix, Sizes, TrafficSpec};
 use peregrine_wire::ethernet::{self, ethertype};
 use peregrine_wire::ipv4::ip_protocol;
 use peregrine_wire::{checksum, gtpu, ipv4, ipv6, ipv6ext, pdu_session, tcp, udp, vlan};

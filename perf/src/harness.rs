@@ -1,5 +1,5 @@
 //! Shared pieces of the throughput binaries (`pg-throughput`, `pg-upf`, `int-throughput`):
-//! the counting allocator, the one-worker `net_ring` set-up with preloaded packets, the
+//! the one-worker `net_ring` set-up with preloaded packets, the
 //! `dpdk-testpmd` baseline runner, child-process rounds, paired-round statistics and the JSON
 //! result output.
 //!
@@ -8,7 +8,6 @@
 //! one pinned forwarding core; rate = sum over both ports of the `rte_eth_stats` rx-packet
 //! delta over the measurement window.
 
-pub mod alloc;
 pub mod net_ring;
 pub mod report;
 pub mod stats;

@@ -1,8 +1,8 @@
 //! `peregrine_rules::static_sessions::synthetic` must number sessions exactly as pg-gen's
 //! traffic does, or the default job's packets would miss every rule.
 
-use peregrine_perf::traffic::{IpMix, Preset};
 use peregrine_rules::static_sessions::{synthetic, OuterMix, SyntheticParams};
+use peregrine_testkit::traffic::{IpMix, Preset};
 use std::net::IpAddr;
 
 #[test]

@@ -5,48 +5,23 @@
 //! instance, N3 with Outer Header Creation), 1 QER (gate, MBR, QFI), 1 URR (VOLUM + DURAT,
 //! periodic). The budget keeps the node's share of the 2 KiB per-session goal.
 
-mod common;
-
-use std::alloc::{GlobalAlloc, Layout, System};
+use peregrine_testkit::alloc::CountingAlloc;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
-use common::*;
 use peregrine_n4::{Node, Session};
 use peregrine_pfcp::ie::{
     apply_action, ie_type as t, measurement_method as mm, ohc, reporting_triggers as rt, BitRate,
     Bitmap, FTeid, GateStatus, Grouped, Ie, OuterHeaderCreation, OuterHeaderRemoval, UeIpAddress,
 };
+use peregrine_testkit::pfcp::{node::*, requests::*};
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts the bytes asked for.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: same layout contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: `p` came from `System` with layout `l`.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        LIVE.fetch_add(n as isize - l.size() as isize, Ordering::Relaxed);
-        // SAFETY: `p` came from `System` with layout `l`.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
+/// Live heap bytes, for the memory figures.
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAlloc = CountingAlloc::new();
 
 fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
+    GLOBAL.live() as isize
 }
 
 const N: usize = 10_000;

@@ -2,13 +2,11 @@
 //! node must never panic, must keep its cross-table invariants, must answer only with
 //! decodable datagrams, and a rejected session request must leave the state unchanged.
 
-mod common;
-
-use common::*;
 use peregrine_n4::{Node, Output, Usage};
 use peregrine_pfcp::ie::{ie_type as t, Bitmap, GateStatus, Ie};
 use peregrine_pfcp::message::{SessionModificationRequest, SessionResponse};
 use peregrine_pfcp::{cause, Body, Message};
+use peregrine_testkit::pfcp::{node::*, requests::*};
 
 struct Rng(u64);
 

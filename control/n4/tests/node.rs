@@ -1,15 +1,13 @@
 //! Behaviour of `peregrine_n4::Node` against TS 29.244 (sections cited per test).
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::*;
 use peregrine_n4::{DownReason, Event, Node, Output};
 use peregrine_pfcp::cause;
 use peregrine_pfcp::ie::{apply_action, ie_type as t, Bitmap, FTeid, GateStatus, Ie, NodeId};
 use peregrine_pfcp::message::{msg_type as mt, SessionModificationRequest};
 use peregrine_pfcp::{Body, Message};
+use peregrine_testkit::pfcp::{node::*, requests::*};
 
 // ---- 6.2.2 Heartbeat -------------------------------------------------------------------
 

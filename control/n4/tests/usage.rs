@@ -2,13 +2,8 @@
 //! (5.2.3), Failed Rule ID (8.2.80) and the node's statistics. Every report is decoded with
 //! our codec; the tshark test checks that Wireshark agrees.
 
-mod common;
-#[path = "../../pfcp/tests/tshark/mod.rs"]
-mod tshark;
-
 use std::time::Duration;
 
-use common::*;
 use peregrine_n4::{Event, Node, Output, Usage};
 use peregrine_pfcp::ie::{
     apply_action, ie_type as t, measurement_method as mm, report_type, reporting_triggers as rt,
@@ -19,6 +14,8 @@ use peregrine_pfcp::message::{
     SessionResponse,
 };
 use peregrine_pfcp::{cause, Body, Message};
+use peregrine_testkit::pfcp::{node::*, requests::*};
+use peregrine_testkit::tshark;
 
 const CP_SEID: u64 = 7;
 

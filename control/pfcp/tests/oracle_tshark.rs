@@ -3,12 +3,11 @@
 //! malformed-packet or error-severity expert items. Skipped when tshark is missing, unless
 //! `CI` is set.
 
-mod common;
-mod tshark;
-
 use peregrine_pfcp::Message;
+use peregrine_testkit::pcap::pcap;
+use peregrine_testkit::pfcp::samples as common;
+use peregrine_testkit::tshark::{flatten, has, pfcp_frame as frame, tshark_json};
 use std::collections::BTreeMap;
-use tshark::{flatten, frame, has, pcap, tshark_json};
 
 #[test]
 fn tshark_decodes_our_messages() {

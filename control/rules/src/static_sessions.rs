@@ -307,20 +307,14 @@ impl Default for SyntheticParams {
     }
 }
 
-// The next three functions copy perf/src/traffic.rs (`splitmix64`, `hash`, `permute24`)
-// bit for bit; perf/tests/rules_numbering.rs checks that both agree.
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
+// The next two functions match the test kit's traffic generator (`hash`, `permute24` in
+// testkit/src/traffic) bit for bit; perf/tests/rules_numbering.rs checks that both agree.
+/// One splitmix64 output (Steele, Lea, Flood 2014) keyed by `(seed, domain, x)`.
 fn hash(seed: u64, domain: u64, x: u64) -> u64 {
-    let mut s =
+    use rand_core::{RngCore, SeedableRng};
+    let s =
         seed ^ domain.wrapping_mul(0xd6e8_feb8_6659_fd93) ^ x.wrapping_mul(0xa076_1d64_78bd_642f);
-    splitmix64(&mut s)
+    rand_xoshiro::SplitMix64::seed_from_u64(s).next_u64()
 }
 
 fn permute24(x: u32, key: u32) -> u32 {

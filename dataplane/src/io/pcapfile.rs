@@ -731,6 +731,7 @@ impl<W: Write> PcapWriter<W> {
 
 /// Run the reader over arbitrary bytes until it ends or fails. Entry point for fuzz targets
 /// and no-panic tests: must never panic nor loop forever (every block consumes input).
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     let Ok(mut r) = PcapReader::from_reader(data) else {

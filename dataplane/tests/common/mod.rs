@@ -1,4 +1,4 @@
-//! Shared by the dataplane's allocation tests: a counting global allocator and a DPDK
+//! Shared by the dataplane's allocation tests: the test kit's counting allocator and a DPDK
 //! `net_ring` loop that keeps one worker forwarding the same packets through real stages.
 #![allow(dead_code)]
 
@@ -10,53 +10,15 @@ use peregrine_dataplane::runtime::{
 };
 use peregrine_dataplane::stages::l3fwd::{L3Fwd, NextHop, RouteTable};
 use peregrine_dataplane::PacketBuf;
+use peregrine_testkit::alloc::CountingAlloc;
 use peregrine_wire::ethernet::{self, ethertype, Address as Mac};
 use peregrine_wire::{checksum, ipv4};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Counts every allocation and reallocation of the test binary, in total and per thread.
-pub struct Counting;
-pub static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-thread_local! {
-    // Const-initialised, no destructor: using it inside the allocator never allocates.
-    static THREAD_ALLOCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// Allocations made so far by the calling thread (tests that do the work on their own thread
-/// count these, so the test harness's other threads cannot disturb them).
-pub fn thread_allocs() -> u64 {
-    THREAD_ALLOCS.with(|c| c.get())
-}
-
-fn count() {
-    ALLOCS.fetch_add(1, Ordering::Relaxed);
-    let _ = THREAD_ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-pub static GLOBAL: Counting = Counting;
+pub static GLOBAL: CountingAlloc = CountingAlloc::new();
 
 pub const MAC0: Mac = Mac([2, 0, 0, 0, 0, 0x10]);
 pub const MAC1: Mac = Mac([2, 0, 0, 0, 0, 0x11]);
@@ -219,9 +181,9 @@ pub fn start_ring_loop(
 pub fn measure(run: Running) -> (u64, u64, Counters) {
     std::thread::sleep(Duration::from_millis(300));
     let before_pkts = run.counters().total_rx();
-    let before = ALLOCS.load(Ordering::SeqCst);
+    let before = GLOBAL.allocs();
     std::thread::sleep(Duration::from_millis(700));
-    let after = ALLOCS.load(Ordering::SeqCst);
+    let after = GLOBAL.allocs();
     let after_pkts = run.counters().total_rx();
     run.request_stop();
     let total = run.join();

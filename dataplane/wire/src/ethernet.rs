@@ -180,6 +180,7 @@ impl Repr {
 }
 
 /// Fuzz entry: parse, read every field, re-emit. Must never panic.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     if let Ok(f) = Frame::new_checked(data) {

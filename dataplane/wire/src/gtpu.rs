@@ -451,6 +451,7 @@ impl Repr {
 }
 
 /// Fuzz entry: parse, read every field, walk extensions, re-emit, re-parse. Must never panic.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     let Ok(h) = Header::new_checked(data) else {

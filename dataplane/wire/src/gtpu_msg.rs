@@ -256,6 +256,7 @@ fn parse_addr(v: &[u8]) -> Result<IpAddr> {
 
 /// Fuzz entry: parse a GTP-U message, walk its IEs, parse the signalling `Repr`, re-emit,
 /// re-parse. Must never panic.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     let Ok(h) = gtpu::Header::new_checked(data) else {

@@ -318,11 +318,13 @@ impl<'a> Repr<'a> {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 /// Largest message the fuzz round-trip re-emits (it needs a stack buffer).
 const FUZZ_BUF: usize = 4096;
 
 /// Fuzz entry: check, read every field, parse, emit, re-parse; then the same with the
 /// checksum fixed so random messages reach `Repr`. Must never panic.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     let Ok(p) = Packet::new_checked(data) else {
@@ -353,6 +355,7 @@ pub fn fuzz(data: &[u8]) {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 fn fuzz_repr(p: &Packet<&[u8]>) {
     let Ok(r) = Repr::parse(p) else { return };
     let mut out = [0u8; FUZZ_BUF];

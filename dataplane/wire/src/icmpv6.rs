@@ -372,13 +372,17 @@ impl<'a> Repr<'a> {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 /// Largest message the fuzz round-trip re-emits (it needs a stack buffer).
 const FUZZ_BUF: usize = 4096;
+#[cfg(any(test, feature = "fuzzing"))]
 const FUZZ_SRC: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1);
+#[cfg(any(test, feature = "fuzzing"))]
 const FUZZ_DST: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
 
 /// Fuzz entry: check, read every field, parse, emit, re-parse; then the same with the
 /// checksum fixed so random messages reach `Repr`. Must never panic.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     let Ok(p) = Packet::new_checked(data) else {
@@ -404,6 +408,7 @@ pub fn fuzz(data: &[u8]) {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 fn fuzz_repr(p: &Packet<&[u8]>) {
     let Ok(r) = Repr::parse(FUZZ_SRC, FUZZ_DST, p) else {
         return;

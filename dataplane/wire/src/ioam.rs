@@ -1169,6 +1169,7 @@ impl E2eRepr {
 
 /// Fuzz entry: `data` as an IOAM option data, a trace body, a node entry, an E2E body and
 /// an options header; parse, iterate, fill and round-trip. Must never panic.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     const MAX: usize = 1024;

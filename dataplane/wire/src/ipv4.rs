@@ -401,10 +401,12 @@ impl Repr {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 /// Largest datagram the fuzz round-trip re-parses (it needs the whole datagram in a stack buffer).
 const FUZZ_BUF: usize = 4096;
 
 /// Fuzz entry: check, read every field, parse, emit, re-parse. Must never panic.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     let Ok(p) = Packet::new_checked(data) else {
@@ -456,6 +458,7 @@ pub fn fuzz(data: &[u8]) {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 fn fuzz_repr(p: &Packet<&[u8]>) {
     let Ok(r) = Repr::parse(p) else { return };
     let mut buf = [0u8; FUZZ_BUF];

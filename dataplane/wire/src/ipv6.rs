@@ -245,10 +245,12 @@ impl Repr {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 /// Largest packet the fuzz round-trip re-parses (it needs the whole packet in a stack buffer).
 const FUZZ_BUF: usize = 4096;
 
 /// Fuzz entry: check, read every field, parse, emit, re-parse. Must never panic.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     let Ok(p) = Packet::new_checked(data) else {

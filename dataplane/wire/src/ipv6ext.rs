@@ -671,6 +671,7 @@ pub fn parse_chain(first_next_header: u8, payload: &[u8]) -> Result<ExtChain> {
 
 /// Fuzz entry: walk `data[1..]` with `data[0]` as first Next Header, parse every header
 /// found and round-trip its representation; also try each view on `data`. Must never panic.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     if let Some((&first, payload)) = data.split_first() {
@@ -701,6 +702,7 @@ pub fn fuzz(data: &[u8]) {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 fn fuzz_header(ty: u8, data: &[u8]) {
     let mut out = [0u8; MAX_HEADER_LEN];
     match ty {

@@ -254,6 +254,7 @@ pub fn emit_tlv(buf: &mut [u8], option_type: u8, data: &[u8]) -> Result<usize> {
 }
 
 /// Fuzz entry: iterate `data` as an options area and re-emit every option. Must never panic.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     let mut out = [0u8; 2 + MAX_DATA_LEN];

@@ -15,6 +15,7 @@ pub mod arp;
 pub mod checksum;
 mod error;
 pub mod ethernet;
+#[cfg(feature = "fuzzing")]
 pub mod fuzz;
 pub mod gtpu;
 pub mod gtpu_msg;

@@ -345,6 +345,7 @@ impl Repr {
 
 /// Fuzz entry: treat `data` as container content; parse, read every field, re-emit, re-parse.
 /// Must never panic.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     let Ok(p) = Packet::new_checked(data) else {

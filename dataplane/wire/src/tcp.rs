@@ -400,6 +400,7 @@ impl Repr {
 }
 
 /// Fuzz entry: parse, read every field, re-emit. Must never panic.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     let Ok(p) = Packet::new_checked(data) else {

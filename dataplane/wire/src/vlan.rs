@@ -182,6 +182,7 @@ pub fn l3_offset(frame: &[u8]) -> Result<(usize, u16)> {
 }
 
 /// Fuzz entry: parse a tag, round-trip it, and walk `data` as a tagged frame. Must never panic.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub fn fuzz(data: &[u8]) {
     if let Ok(t) = Tag::new_checked(data) {

@@ -2,7 +2,7 @@
 //!
 //! Runs `peregrine_wire::fuzz::all` (each module's fuzz entry: parse, read every field,
 //! round-trip the `Repr`, with internal consistency assertions) and the full-stack frame
-//! walk of the `packet` fuzz target (`fuzz/walk.rs`) over
+//! walk of the `packet` fuzz target (`peregrine_wire::fuzz::walk`) over
 //! (a) every committed seed in `fuzz/seeds/` (real packets), and
 //! (b) deterministic pseudo-random mutations of them: bit flips, byte overwrites with
 //!     boundary values, truncations, insertions, deletions, splices and tweaks of 16-bit
@@ -14,8 +14,8 @@ use std::fs;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 
-#[path = "../fuzz/walk.rs"]
-mod walk;
+use peregrine_testkit::rng::{self, RngCore, SeedableRng};
+use peregrine_wire::fuzz::walk;
 
 /// How many mutated inputs (b) runs. Override with `NO_PANIC_ITERATIONS`.
 const DEFAULT_ITERATIONS: usize = 200_000;
@@ -24,16 +24,13 @@ const DEFAULT_ITERATIONS: usize = 200_000;
 /// would care about, so that both "fits" and "too big" paths are reached.
 const MAX_LEN: usize = 2048;
 
-/// splitmix64 (Steele, Lea, Flood 2014): tiny, fast, good enough to drive mutations.
-struct SplitMix64(u64);
+/// splitmix64 (Steele, Lea, Flood 2014, the test kit's `rand_xoshiro`): tiny, fast, good
+/// enough to drive mutations.
+struct SplitMix64(rng::SplitMix64);
 
 impl SplitMix64 {
     fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform-enough value in `0..n` (`n > 0`).
@@ -186,7 +183,7 @@ fn mutations_do_not_panic() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_ITERATIONS);
-    let mut rng = SplitMix64(0x5eed_f022_9e7e_9121);
+    let mut rng = SplitMix64(rng::SplitMix64::seed_from_u64(0x5eed_f022_9e7e_9121));
     let mut buf = Vec::with_capacity(MAX_LEN + 64);
     for i in 0..iterations {
         let (name, seed) = &seeds[rng.below(seeds.len())];

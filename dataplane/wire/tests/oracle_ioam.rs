@@ -19,8 +19,9 @@ use peregrine_wire::ipv6option::option_type::IOAM_HBH;
 use peregrine_wire::{ipv6, udp};
 use serde_json::Value;
 
-mod common;
-use common::{find_all, malformed, pcap, tool_present};
+use peregrine_testkit::pcap::pcap;
+use peregrine_testkit::tools::tool_present;
+use peregrine_testkit::tshark::{find_all, malformed};
 use std::net::{IpAddr, Ipv6Addr};
 use std::process::Command;
 

@@ -21,8 +21,9 @@ use peregrine_wire::{
 };
 use serde_json::Value;
 
-mod common;
-use common::{find_all, malformed, pcap, tool_present};
+use peregrine_testkit::pcap::pcap;
+use peregrine_testkit::tools::tool_present;
+use peregrine_testkit::tshark::{find_all, malformed};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::Command;
 

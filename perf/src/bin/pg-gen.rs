@@ -5,7 +5,7 @@
 //! JSON description of the sessions and counts. Prints a one-line summary.
 
 use clap::Parser;
-use peregrine_perf::traffic::{self, IpMix, Preset, Sizes};
+use peregrine_testkit::traffic::{self, IpMix, Preset, Sizes};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -14,11 +14,11 @@
 use clap::Parser;
 use peregrine_dataplane::runtime::{self, Pipeline, Reasons};
 use peregrine_dataplane::stages::xconnect::XConnect;
-use peregrine_perf::harness::alloc::CountingAlloc;
 use peregrine_perf::harness::net_ring::{self, Preloaded};
 use peregrine_perf::harness::stats::{best, median, mpps, pair_ratios};
 use peregrine_perf::harness::testpmd::Testpmd;
 use peregrine_perf::harness::{child_failed, fail, report, run_self};
+use peregrine_testkit::alloc::CountingAlloc;
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc::new();

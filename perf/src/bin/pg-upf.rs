@@ -20,13 +20,6 @@
 //! length (`set txpkts`, `start tx_first`). Drops are counted by reason; the run fails if our
 //! side dropped anything, and heap allocations in our measurement window are counted.
 
-#[path = "../../../control/n4/tests/common/mod.rs"]
-#[allow(unused_imports)]
-mod pfcp_msgs;
-#[path = "../../../dataplane/tests/upf_support/mod.rs"]
-#[allow(unused_imports)]
-mod upf_support;
-
 use clap::Parser;
 use peregrine_dataplane::io::dpdk::DpdkBackend;
 use peregrine_dataplane::runtime::{
@@ -34,7 +27,6 @@ use peregrine_dataplane::runtime::{
 };
 use peregrine_dataplane::upf::{Upf, UpfConfig, UpfStats};
 use peregrine_dataplane::PacketBuf;
-use peregrine_perf::harness::alloc::CountingAlloc;
 use peregrine_perf::harness::net_ring::{self, drops_by_reason, Preloaded};
 use peregrine_perf::harness::stats::{median, mpps, pair_ratios};
 use peregrine_perf::harness::testpmd::Testpmd;
@@ -43,6 +35,9 @@ use peregrine_rules::static_sessions::{
     synthetic, to_sessions, N3Addresses, OuterMix, SyntheticParams,
 };
 use peregrine_rules::{Compiler, CompilerConfig};
+use peregrine_testkit::alloc::CountingAlloc;
+use peregrine_testkit::pfcp::requests as pfcp_msgs;
+use peregrine_testkit::upf as upf_support;
 use peregrine_wire::ethernet::Address as Mac;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

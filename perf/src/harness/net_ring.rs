@@ -2,11 +2,11 @@
 //! backend, the injection of the first packets, the runtime configuration and the
 //! measurement window.
 
-use super::alloc::CountingAlloc;
 use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
 use peregrine_dataplane::io::{Backend, Burst, PortId, PortInfo, PortStats, WorkerIo};
 use peregrine_dataplane::runtime::{EgressConfig, RuntimeConfig, WorkerSpec};
 use peregrine_dataplane::PacketBuf;
+use peregrine_testkit::alloc::CountingAlloc;
 use std::time::{Duration, Instant};
 
 /// A DPDK backend on `net_ring0` and `net_ring1` (EAL main lcore 0, no hugepages, `mem_mb`

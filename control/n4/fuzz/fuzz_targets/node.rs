@@ -14,8 +14,8 @@ use libfuzzer_sys::fuzz_target;
 use peregrine_n4::{Node, Output};
 use peregrine_pfcp::Message;
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use peregrine_testkit::pfcp::node as common;
+use peregrine_testkit::pfcp::requests::{smf, smf2};
 
 /// The associated node with three standard sessions, as the tests build it.
 fn node() -> Node {
@@ -50,7 +50,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut n = node();
     if mode & 1 == 0 {
-        let out = n.handle(0, common::smf(), rest);
+        let out = n.handle(0, smf(), rest);
         check(&n, &out);
         return;
     }
@@ -68,9 +68,9 @@ fuzz_target!(|data: &[u8]| {
             check(&n, &out);
         }
         let peer = if flags & 1 == 0 {
-            common::smf()
+            smf()
         } else {
-            common::smf2()
+            smf2()
         };
         let out = n.handle(now, peer, dgram);
         check(&n, &out);

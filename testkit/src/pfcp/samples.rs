@@ -1,6 +1,5 @@
-//! Sample messages shared by the unit and integration tests: one of every message type,
+//! Sample messages: one of every message type,
 //! with most typed IEs somewhere inside.
-#![allow(dead_code)]
 
 use peregrine_pfcp::ie::{
     apply_action, encode_labels, ie_type as t, measurement_method, ohc, report_type, BitRate,

@@ -1,11 +1,19 @@
-//! Helpers shared by the daemon's end-to-end tests that run real processes: privilege and
-//! CI checks, running commands, free loopback ports, and a guard that stops a child process.
-#![allow(dead_code)]
+//! Running real processes from tests: privilege and CI checks, external tools, commands,
+//! free loopback ports, and a guard that stops a child process.
+//!
+//! The rule for a missing prerequisite (tool, privilege, kernel feature): outside CI the
+//! test prints why and passes; with `CI` set it fails, because CI must provide it.
 
 use std::net::{TcpListener, UdpSocket};
-use std::process::{Child, Command};
+use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
+/// Whether the `CI` environment variable is set.
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some()
+}
+
+/// Whether the process runs with effective user id 0.
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -19,11 +27,25 @@ pub fn is_root() -> bool {
 
 /// Skip `test` outside CI; in CI (the `CI` variable set) a missing prerequisite fails it.
 pub fn skip(test: &str, why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test} cannot run in CI: {why}"
-    );
+    assert!(!in_ci(), "{test} cannot run in CI: {why}");
     eprintln!("skipping {test}: {why}");
+}
+
+/// Whether `tool args` runs and succeeds. When it does not: `false` (skip) normally, a
+/// panic under `CI`.
+pub fn tool_present(tool: &str, args: &[&str]) -> bool {
+    if Command::new(tool)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        return true;
+    }
+    if in_ci() {
+        panic!("{tool} not usable, and CI is set: CI must install it");
+    }
+    eprintln!("skipping: {tool} not usable");
+    false
 }
 
 /// Run a command; its stdout, or an error naming it with its stderr.
@@ -43,6 +65,7 @@ pub fn run(args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// A UDP port free on 127.0.0.1 a moment ago.
 pub fn free_udp_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")
         .and_then(|s| s.local_addr())
@@ -50,6 +73,7 @@ pub fn free_udp_port() -> u16 {
         .port()
 }
 
+/// A TCP port free on 127.0.0.1 a moment ago.
 pub fn free_tcp_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|s| s.local_addr())
@@ -57,12 +81,14 @@ pub fn free_tcp_port() -> u16 {
         .port()
 }
 
-/// A child process stopped on drop: SIGTERM (the daemon writes its summary), then SIGKILL
+/// A child process stopped on drop: SIGTERM (a daemon writes its summary), then SIGKILL
 /// if it has not exited within 5 s.
+#[derive(Debug)]
 pub struct Guard(pub Option<Child>);
 
 impl Guard {
-    pub fn term(&mut self) -> Option<std::process::ExitStatus> {
+    /// Stop the child (if still running) and return its exit status.
+    pub fn term(&mut self) -> Option<ExitStatus> {
         let mut c = self.0.take()?;
         if let Ok(Some(st)) = c.try_wait() {
             return Some(st);
@@ -92,48 +118,29 @@ impl Drop for Guard {
     }
 }
 
-/// IPv6 (hop limit 64) / UDP `sport` -> `dport` carrying `payload`, with a valid UDP checksum
-/// (RFC 8200 section 8.1), built with the wire crate.
-pub fn ipv6_udp(
-    src: std::net::Ipv6Addr,
-    dst: std::net::Ipv6Addr,
-    sport: u16,
-    dport: u16,
-    payload: &[u8],
-) -> Vec<u8> {
-    use peregrine_wire::{ipv6, udp};
-    let ulen = udp::HEADER_LEN + payload.len();
-    let mut f = vec![0u8; ipv6::HEADER_LEN + ulen];
-    ipv6::Repr {
-        src,
-        dst,
-        next_header: 17,
-        payload_len: ulen,
-        hop_limit: 64,
-        traffic_class: 0,
-        flow_label: 0,
-    }
-    .emit(&mut f)
-    .expect("IPv6 header");
-    let u = &mut f[ipv6::HEADER_LEN..];
-    udp::Repr {
-        src_port: sport,
-        dst_port: dport,
-        payload_len: payload.len(),
-    }
-    .emit(u)
-    .expect("UDP header");
-    u[udp::HEADER_LEN..].copy_from_slice(payload);
-    udp::Packet::new_unchecked(u).fill_checksum_v6(src, dst);
-    f
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Every frame of a pcap file, in order.
-pub fn read_pcap(p: &std::path::Path) -> Vec<Vec<u8>> {
-    let mut r = peregrine_dataplane::io::pcapfile::PcapReader::open(p).unwrap();
-    let (mut out, mut buf) = (vec![], vec![]);
-    while r.next_packet(&mut buf).unwrap().is_some() {
-        out.push(buf.clone());
+    #[test]
+    fn run_reports_stdout_and_failures() {
+        assert_eq!(run(&["echo", "hi"]).unwrap(), "hi\n");
+        let e = run(&["sh", "-c", "echo oops >&2; exit 3"]).unwrap_err();
+        assert!(e.contains("oops") && e.contains("sh -c"), "{e}");
+        assert!(run(&["/nonexistent/tool"]).is_err());
     }
-    out
+
+    #[test]
+    fn guard_stops_a_child() {
+        let mut g = Guard(Some(Command::new("sleep").arg("30").spawn().unwrap()));
+        let st = g.term().expect("status");
+        assert!(!st.success());
+        assert!(g.term().is_none());
+    }
+
+    #[test]
+    fn free_ports_are_nonzero() {
+        assert_ne!(free_udp_port(), 0);
+        assert_ne!(free_tcp_port(), 0);
+    }
 }

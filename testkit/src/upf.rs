@@ -1,8 +1,7 @@
-//! Shared fixtures for the UPF stage tests and benches: addresses, hand-built rule tables
-//! (filled into the right shards with `shard_of`), frames built with the wire crate, and a
+//! Fixtures for the UPF stage tests and benches: addresses, hand-built rule tables (filled
+//! into the right shards with `shard_of`), N3 / N6 frames built with the wire crate, and a
 //! rig that runs a `Pipeline` of `Upf` (alone, after the `Classify` stage, or on its general
 //! path only) over `Batch<OwnedBuf>` on a fixed clock.
-#![allow(dead_code)]
 
 use peregrine_dataplane::classify::Classify;
 use peregrine_dataplane::meta::PacketMeta;
@@ -17,11 +16,12 @@ use peregrine_dataplane::upf::tables::{
 };
 use peregrine_dataplane::upf::{Shard, Upf, UpfConfig, UpfStats, UpfTables};
 use peregrine_dataplane::{OwnedBuf, PacketBuf};
-use peregrine_wire::ethernet::{self, ethertype, Address as Mac};
-use peregrine_wire::ipv4::ip_protocol;
-use peregrine_wire::{gtpu, ipv4, ipv6, pdu_session, udp};
+use peregrine_wire::ethernet::Address as Mac;
+use peregrine_wire::gtpu;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
+
+pub use crate::frames::{eth, gpdu, ip_packet, ip_udp, udp4, udp6};
 
 pub const N3_MAC: Mac = Mac([2, 0, 0, 0, 0, 3]);
 pub const N6_MAC: Mac = Mac([2, 0, 0, 0, 0, 6]);
@@ -172,6 +172,7 @@ pub enum Key {
 }
 
 /// Builds a `UpfTables` by hand.
+#[allow(missing_debug_implementations)]
 pub struct TableBuilder {
     pub shards: Vec<Shard>,
     pub meter_slots: u32,
@@ -273,150 +274,9 @@ impl TableBuilder {
     }
 }
 
-/// A user IP packet: UDP (valid checksum), TCP (20-byte header) or ICMP echo, `payload`
-/// bytes after the L4 header.
-pub fn ip_packet(
-    src: IpAddr,
-    dst: IpAddr,
-    proto: u8,
-    ports: (u16, u16),
-    payload: usize,
-    ttl: u8,
-) -> Vec<u8> {
-    let l4h = match proto {
-        ip_protocol::UDP | ip_protocol::ICMP | ip_protocol::IPV6_ICMP => 8,
-        ip_protocol::TCP => 20,
-        _ => 0,
-    };
-    let l4len = l4h + payload;
-    let (hl, mut v) = match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let mut v = vec![0u8; 20 + l4len];
-            ipv4::Repr {
-                src: s,
-                dst: d,
-                protocol: proto,
-                payload_len: l4len,
-                ttl,
-                dscp_ecn: 0,
-                ident: 0x1234,
-                dont_frag: true,
-            }
-            .emit(&mut v)
-            .unwrap();
-            (20, v)
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let mut v = vec![0u8; 40 + l4len];
-            ipv6::Repr {
-                src: s,
-                dst: d,
-                next_header: proto,
-                payload_len: l4len,
-                hop_limit: ttl,
-                traffic_class: 0,
-                flow_label: 0,
-            }
-            .emit(&mut v)
-            .unwrap();
-            (40, v)
-        }
-        _ => panic!("mixed families"),
-    };
-    for (i, b) in v[hl + l4h..].iter_mut().enumerate() {
-        *b = i as u8;
-    }
-    match proto {
-        ip_protocol::UDP => {
-            udp::Repr {
-                src_port: ports.0,
-                dst_port: ports.1,
-                payload_len: payload,
-            }
-            .emit(&mut v[hl..])
-            .unwrap();
-            udp::Packet::new_unchecked(&mut v[hl..])
-                .fill_checksum(src, dst)
-                .unwrap();
-        }
-        ip_protocol::TCP => {
-            v[hl..hl + 2].copy_from_slice(&ports.0.to_be_bytes());
-            v[hl + 2..hl + 4].copy_from_slice(&ports.1.to_be_bytes());
-            v[hl + 12] = 5 << 4;
-        }
-        ip_protocol::ICMP => v[hl] = 8,
-        ip_protocol::IPV6_ICMP => v[hl] = 128,
-        _ => {}
-    }
-    v
-}
-
-pub fn udp4(src: Ipv4Addr, dst: Ipv4Addr, dport: u16, payload: usize) -> Vec<u8> {
-    ip_packet(
-        IpAddr::V4(src),
-        IpAddr::V4(dst),
-        ip_protocol::UDP,
-        (40000, dport),
-        payload,
-        64,
-    )
-}
-pub fn udp6(src: Ipv6Addr, dst: Ipv6Addr, dport: u16, payload: usize) -> Vec<u8> {
-    ip_packet(
-        IpAddr::V6(src),
-        IpAddr::V6(dst),
-        ip_protocol::UDP,
-        (40000, dport),
-        payload,
-        64,
-    )
-}
-
-/// Ethernet frame around an IP packet.
-pub fn eth(dst: Mac, src: Mac, ip: &[u8]) -> Vec<u8> {
-    let et = if ip[0] >> 4 == 6 {
-        ethertype::IPV6
-    } else {
-        ethertype::IPV4
-    };
-    let mut f = vec![0u8; 14];
-    ethernet::Repr {
-        src,
-        dst,
-        ethertype: et,
-    }
-    .emit(&mut f)
-    .unwrap();
-    f.extend_from_slice(ip);
-    f
-}
-
 /// An outer IP/UDP datagram carrying `gtp` (a whole GTP-U message) from `src` to `dst`.
 pub fn udp_frame(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, body: &[u8]) -> Vec<u8> {
-    let mut ip = ip_packet(src, dst, ip_protocol::UDP, (sport, dport), body.len(), 64);
-    let hl = if src.is_ipv4() { 20 } else { 40 };
-    ip[hl + 8..].copy_from_slice(body);
-    udp::Packet::new_unchecked(&mut ip[hl..])
-        .fill_checksum(src, dst)
-        .unwrap();
-    eth(N3_MAC, GNB_MAC, &ip)
-}
-
-/// A G-PDU with a UL PDU Session Container (if `qfi`) around `inner`.
-pub fn gpdu(teid: u32, qfi: Option<u8>, inner: &[u8]) -> Vec<u8> {
-    let r = gtpu::Repr {
-        msg_type: gtpu::msg_type::G_PDU,
-        teid,
-        seq: None,
-        npdu: None,
-        ext: qfi.map(|q| pdu_session::Repr::Ul { qfi: q }),
-        payload_len: inner.len(),
-    };
-    let mut v = vec![0u8; r.buffer_len()];
-    r.emit(&mut v).unwrap();
-    let hl = r.header_len();
-    v[hl..].copy_from_slice(inner);
-    v
+    eth(N3_MAC, GNB_MAC, &ip_udp(src, dst, sport, dport, body))
 }
 
 /// An uplink N3 frame: gNB -> UPF, G-PDU with `teid`/`qfi` around `inner`; IPv6 outer if
@@ -436,6 +296,7 @@ pub fn dl_frame(ip: &[u8]) -> Vec<u8> {
 }
 
 /// The Upf stage in a pipeline, with its publishers, reasons and stats.
+#[allow(missing_debug_implementations)]
 pub struct Rig {
     pub pipe: Pipeline<OwnedBuf>,
     pub reasons: Reasons,
@@ -552,6 +413,7 @@ impl Rig {
 }
 
 /// Config helpers.
+#[allow(missing_debug_implementations)]
 pub struct UpfConfigExt;
 
 impl UpfConfigExt {

@@ -1,7 +1,11 @@
-//! Entry points shared by the `cargo fuzz` targets and the `no_panic` tests.
+//! Entry points shared by the `cargo fuzz` targets and the `no_panic` tests, compiled only
+//! with the `fuzzing` feature (never in release builds of the dataplane).
 //!
 //! Each module has a `fuzz(data)` that parses `data`, reads every field and round-trips the
-//! `Repr` through `emit`; it must never panic. `all` runs them all.
+//! `Repr` through `emit`; it must never panic. `all` runs them all; [`walk`] reads a whole
+//! frame the way the dataplane does.
+
+pub mod walk;
 
 /// Run every parser in this crate over `data`. Used by the `all` fuzz target.
 #[doc(hidden)]

@@ -1,10 +1,9 @@
-//! Request builders and output helpers shared by the integration tests.
-#![allow(dead_code)]
+//! PFCP request builders (TS 29.244 section 7): node messages, and Session Establishment /
+//! Modification / Deletion Requests with typical Create PDR / FAR / QER / URR IEs, as bytes
+//! or as message structs, shared by the N4, rules, daemon tests and the UPF harness.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::time::Duration;
 
-use peregrine_n4::{Event, Node, NodeConfig, Output};
 use peregrine_pfcp::ie::{
     apply_action, ie_type as t, measurement_method, ohc, BitRate, Bitmap, FSeid, FTeid, GateStatus,
     Grouped, Ie, NodeId, OuterHeaderCreation, OuterHeaderRemoval, SdfFilter, UeIpAddress, Volume,
@@ -27,18 +26,6 @@ pub fn smf() -> SocketAddr {
 
 pub fn smf2() -> SocketAddr {
     "10.0.0.9:8805".parse().unwrap()
-}
-
-pub fn config() -> NodeConfig {
-    let mut c = NodeConfig::new(NodeId::Ipv4(UPF), RTS, Some(N3));
-    c.max_sessions = 5000;
-    c.heartbeat_interval = Duration::from_secs(10);
-    c.heartbeat_retries = 3;
-    c
-}
-
-pub fn node() -> Node {
-    Node::new(config())
 }
 
 pub fn msg(seq: u32, seid: Option<u64>, body: Body) -> Vec<u8> {
@@ -278,71 +265,6 @@ pub fn delete_bytes(seq: u32, seid: u64) -> Vec<u8> {
     )
 }
 
-/// The single datagram sent, parsed.
-pub fn sent(out: &[Output]) -> Message {
-    let v: Vec<&Vec<u8>> = out
-        .iter()
-        .filter_map(|o| match o {
-            Output::Send { bytes, .. } => Some(bytes),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(v.len(), 1, "{out:?}");
-    Message::parse(v[0]).unwrap()
-}
-
-pub fn sent_bytes(out: &[Output]) -> Vec<u8> {
-    out.iter()
-        .find_map(|o| match o {
-            Output::Send { bytes, .. } => Some(bytes.clone()),
-            _ => None,
-        })
-        .expect("a datagram")
-}
-
-pub fn events(out: &[Output]) -> Vec<Event> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Event(e) => Some(e.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// (cause, offending IE, header SEID, up F-SEID, created PDRs) of a session response.
-pub struct SessResp {
-    pub cause: u8,
-    pub offending: Option<u16>,
-    pub hdr_seid: Option<u64>,
-    pub up_seid: Option<u64>,
-    pub created: Vec<Grouped>,
-    pub msg_type: u8,
-}
-
-pub fn sess_resp(out: &[Output]) -> SessResp {
-    let m = sent(out);
-    let msg_type = m.body.msg_type();
-    match m.body {
-        Body::SessionEstablishmentResponse(r) => SessResp {
-            cause: r.cause,
-            offending: r.offending_ie,
-            hdr_seid: m.seid,
-            up_seid: r.up_f_seid.map(|f| f.seid),
-            created: r.created_pdr,
-            msg_type,
-        },
-        Body::SessionModificationResponse(r) | Body::SessionDeletionResponse(r) => SessResp {
-            cause: r.cause,
-            offending: r.offending_ie,
-            hdr_seid: m.seid,
-            up_seid: None,
-            created: r.created_pdr,
-            msg_type,
-        },
-        b => panic!("not a session response: {b:?}"),
-    }
-}
-
 /// (PDR ID, F-TEID) of a Created PDR.
 pub fn created_fteid(c: &Grouped) -> (u16, u32, Option<Ipv4Addr>, Option<Ipv6Addr>) {
     let id = c.pdr_id().unwrap();
@@ -350,19 +272,4 @@ pub fn created_fteid(c: &Grouped) -> (u16, u32, Option<Ipv4Addr>, Option<Ipv6Add
         Some(Ie::FTeid(FTeid::Assigned { teid, ipv4, ipv6 })) => (id, *teid, *ipv4, *ipv6),
         x => panic!("{x:?}"),
     }
-}
-
-/// Node with an association with [`smf`] established at time 0.
-pub fn associated() -> Node {
-    let mut n = node();
-    n.handle(0, smf(), &setup_req(1, 1000));
-    n
-}
-
-/// Establish the standard session with `cp_seid`; returns our SEID.
-pub fn establish(n: &mut Node, now: u64, seq: u32, cp_seid: u64) -> u64 {
-    let out = n.handle(now, smf(), &est_bytes(seq, est(cp_seid)));
-    let r = sess_resp(&out);
-    assert_eq!(r.cause, 1, "offending {:?}", r.offending);
-    r.up_seid.unwrap()
 }

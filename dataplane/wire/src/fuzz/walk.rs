@@ -2,17 +2,17 @@
 //! Ethernet -> VLAN tags -> IPv4 / IPv6 (+ extension chain) -> UDP / TCP / ICMP -> GTP-U
 //! (+ extension chain, PDU Session Container) -> inner IPv4 / IPv6 -> L4.
 //!
-//! Shared by the `packet` fuzz target and `tests/no_panic.rs` (included with `#[path]`), so
-//! it only uses the public API of `peregrine_wire`. Every view is built with `new_checked`
+//! Shared by the `packet` fuzz target and `tests/no_panic.rs`; it only uses the public API
+//! of the crate. Every view is built with `new_checked`
 //! and every accessor the dataplane uses is read; a few cross-view invariants are asserted.
 //! It must never panic on any input.
 
-use core::net::IpAddr;
-use peregrine_wire::ethernet::{self, ethertype};
-use peregrine_wire::ipv4::ip_protocol;
-use peregrine_wire::{
+use crate::ethernet::{self, ethertype};
+use crate::ipv4::ip_protocol;
+use crate::{
     arp, gtpu, gtpu_msg, icmpv4, icmpv6, ipv4, ipv6, ipv6ext, pdu_session, tcp, udp, vlan,
 };
+use core::net::IpAddr;
 
 /// How many IP layers deep we follow tunnels (outer IP, GTP-U inner IP, IP-in-IP once more).
 const MAX_DEPTH: usize = 3;

@@ -1,0 +1,28 @@
+//! Peregrine's test kit: what the tests, benchmarks and experiment tools of every crate
+//! share, so that no test includes another crate's file. A dev-dependency only: no
+//! production crate links it.
+//!
+//! * [`pcap`]: classic pcap files, written and read back;
+//! * [`tools`]: the CI / root / external-tool skip logic, running commands, free ports and a
+//!   child-process guard;
+//! * [`tshark`]: running tshark and walking its JSON;
+//! * [`netns`]: network-namespace topologies for tests that need the Linux stack;
+//! * [`frames`]: Ethernet / IPv4 / IPv6 / UDP / TCP / GTP-U frames built with the wire
+//!   crate's Reprs;
+//! * [`rng`]: the workspace's one PRNG (`rand_xoshiro`) and the draws tests need;
+//! * [`alloc`]: a counting global allocator;
+//! * [`pfcp`]: PFCP sample messages and request builders (TS 29.244);
+//! * [`traffic`]: the deterministic 5G user-plane traffic generator;
+//! * `upf` (feature `dataplane`): UPF rule-table fixtures and a rig running the UPF stage.
+
+pub mod alloc;
+pub mod frames;
+pub mod netns;
+pub mod pcap;
+pub mod pfcp;
+pub mod rng;
+pub mod tools;
+pub mod traffic;
+pub mod tshark;
+#[cfg(feature = "dataplane")]
+pub mod upf;

@@ -1,0 +1,136 @@
+//! Network-namespace topologies for tests that need the Linux stack (root and `ip netns`):
+//! namespaces and veth pairs named under a per-test prefix, removed on drop, also when the
+//! test fails half way.
+
+use crate::tools::run;
+use std::process::{Command, Stdio};
+
+/// Namespaces and veths created under one prefix; deleted on drop.
+#[derive(Debug)]
+pub struct Topology {
+    prefix: String,
+    namespaces: Vec<String>,
+    /// Root-side veth ends (deleting one end deletes the pair).
+    veths: Vec<String>,
+}
+
+impl Topology {
+    /// An empty topology whose names start with `prefix` (keep it short: interface names
+    /// are at most 15 bytes).
+    pub fn new(prefix: impl Into<String>) -> Topology {
+        Topology {
+            prefix: prefix.into(),
+            namespaces: Vec::new(),
+            veths: Vec::new(),
+        }
+    }
+
+    /// A prefix unique to this process and `tag` (at most 3 bytes of `tag` are used).
+    pub fn unique_prefix(tag: &str) -> String {
+        let tag: String = tag.chars().take(3).collect();
+        format!("{tag}{}", std::process::id() % 100_000)
+    }
+
+    /// The full name of namespace `n`.
+    pub fn ns(&self, n: &str) -> String {
+        format!("{}-{n}", self.prefix)
+    }
+
+    /// The full name of interface `n`.
+    pub fn dev(&self, n: &str) -> String {
+        format!("{}{n}", self.prefix)
+    }
+
+    /// Add namespace `n` with its loopback up.
+    pub fn add_ns(&mut self, n: &str) -> Result<String, String> {
+        let ns = self.ns(n);
+        run(&["ip", "netns", "add", &ns])?;
+        self.namespaces.push(ns.clone());
+        run(&["ip", "-n", &ns, "link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// Add the veth pair `a` <-> `b` (full names from [`dev`](Self::dev)) with these MACs,
+    /// both ends in the root namespace.
+    pub fn add_veth(&mut self, a: &str, mac_a: &str, b: &str, mac_b: &str) -> Result<(), String> {
+        run(&[
+            "ip", "link", "add", a, "address", mac_a, "type", "veth", "peer", "name", b, "address",
+            mac_b,
+        ])?;
+        self.veths.push(a.to_owned());
+        self.veths.push(b.to_owned());
+        Ok(())
+    }
+
+    /// Run `args` inside namespace `ns` (a full name).
+    pub fn exec(&self, ns: &str, args: &[&str]) -> Result<String, String> {
+        let mut v = vec!["ip", "netns", "exec", ns];
+        v.extend_from_slice(args);
+        run(&v)
+    }
+
+    /// `sysctl -qw key=value` inside namespace `ns` (a full name), or in the root namespace
+    /// when `ns` is empty.
+    pub fn sysctl(&self, ns: &str, key: &str, value: &str) -> Result<String, String> {
+        let kv = format!("{key}={value}");
+        if ns.is_empty() {
+            run(&["sysctl", "-qw", &kv])
+        } else {
+            self.exec(ns, &["sysctl", "-qw", &kv])
+        }
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        for n in self.namespaces.iter().rev() {
+            let _ = run(&["ip", "netns", "del", n]);
+        }
+        // Veths still in the root namespace (ends moved into a namespace went with it).
+        for d in &self.veths {
+            let _ = Command::new("ip")
+                .args(["link", "del", d])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_prefix() {
+        let t = Topology::new("pgx");
+        assert_eq!(
+            (t.ns("src"), t.dev("s0")),
+            ("pgx-src".into(), "pgxs0".into())
+        );
+        let p = Topology::unique_prefix("ioam");
+        assert!(p.starts_with("ioa") && p.len() <= 8, "{p}");
+    }
+
+    /// With root and `ip netns`, a namespace and a veth come and go with the guard.
+    #[test]
+    fn namespaces_and_veths_are_removed_on_drop() {
+        if !crate::tools::is_root() || run(&["ip", "netns", "list"]).is_err() {
+            return crate::tools::skip("the netns guard test", "needs root and `ip netns`");
+        }
+        let p = Topology::unique_prefix("tk");
+        let ns;
+        {
+            let mut t = Topology::new(p.clone());
+            ns = t.add_ns("a").unwrap();
+            let (a, b) = (t.dev("x"), t.dev("y"));
+            t.add_veth(&a, "02:00:00:00:77:01", &b, "02:00:00:00:77:02")
+                .unwrap();
+            run(&["ip", "link", "set", &b, "netns", &ns]).unwrap();
+            assert!(t.exec(&ns, &["ip", "link", "show", &b]).is_ok());
+            assert!(run(&["ip", "netns", "list"]).unwrap().contains(&ns));
+        }
+        assert!(!run(&["ip", "netns", "list"]).unwrap().contains(&ns));
+        assert!(run(&["ip", "link", "show", &format!("{p}x")]).is_err());
+    }
+}

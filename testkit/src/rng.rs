@@ -1,0 +1,49 @@
+//! The workspace's one pseudo-random number generator: `rand_xoshiro`'s named algorithms
+//! (splitmix64, Steele, Lea, Flood 2014; xoshiro256** and xoshiro256++, Blackman and Vigna
+//! 2018), whose streams for a seed never change, plus the two draws tests need.
+
+pub use rand_core::{RngCore, SeedableRng};
+pub use rand_xoshiro::{SplitMix64, Xoshiro256PlusPlus, Xoshiro256StarStar};
+
+/// A number in `0..n` (Lemire's multiply-shift; the bias, below `n / 2^64`, is irrelevant
+/// for tests). `n` must not be 0.
+pub fn below(rng: &mut impl RngCore, n: u64) -> u64 {
+    ((u128::from(rng.next_u64()) * u128::from(n)) >> 64) as u64
+}
+
+/// A number in `[0, 1)` with 53 random bits.
+pub fn unit_f64(rng: &mut impl RngCore) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// A seeded generator for tests: xoshiro256++ seeded by splitmix64 from `seed`.
+pub fn seeded(seed: u64) -> Xoshiro256PlusPlus {
+    Xoshiro256PlusPlus::seed_from_u64(seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splitmix64_reference_value() {
+        // splitmix64 from state 0 (the reference C code's first output).
+        assert_eq!(
+            SplitMix64::seed_from_u64(0).next_u64(),
+            0xe220_a839_7b1d_cdaf
+        );
+    }
+
+    #[test]
+    fn draws_stay_in_range() {
+        let mut r = seeded(7);
+        for n in [1u64, 2, 3, 1000, u64::MAX] {
+            for _ in 0..100 {
+                assert!(below(&mut r, n) < n);
+            }
+        }
+        for _ in 0..1000 {
+            assert!((0.0..1.0).contains(&unit_f64(&mut r)));
+        }
+    }
+}

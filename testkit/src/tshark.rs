@@ -1,0 +1,163 @@
+//! Running tshark and walking its JSON (`-T json`): field lookups, malformed-packet and
+//! expert-info checks, and PFCP datagrams decoded in a pcap.
+
+use crate::pcap::pcap;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::process::Command;
+
+/// Ethernet / IPv4 10.0.0.1 -> 10.0.0.2 / UDP 8805 -> 8805 around a PFCP `payload`
+/// (TS 29.244 section 4.2: PFCP over UDP port 8805), checksums filled.
+pub fn pfcp_frame(payload: &[u8]) -> Vec<u8> {
+    let port = peregrine_pfcp::PORT;
+    crate::frames::udp_frame(
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+        port,
+        port,
+        payload,
+    )
+}
+
+/// Every value stored under `key` anywhere inside `v`, arrays flattened (tshark's
+/// `--no-duplicate-keys` turns repeated fields into arrays).
+pub fn find_all<'a>(v: &'a Value, key: &str, out: &mut Vec<&'a Value>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                if k == key {
+                    match x {
+                        Value::Array(xs) => out.extend(xs),
+                        x => out.push(x),
+                    }
+                }
+                find_all(x, key, out);
+            }
+        }
+        Value::Array(xs) => xs.iter().for_each(|x| find_all(x, key, out)),
+        _ => {}
+    }
+}
+
+/// Malformed markers and expert info of warning/error severity or in the malformed group
+/// (`PI_WARN` 0x00600000, `PI_MALFORMED` 0x07000000, epan/proto.h).
+pub fn malformed(v: &Value, path: &str, out: &mut Vec<String>) {
+    const PI_SEVERITY_MASK: u64 = 0x00f0_0000;
+    const PI_WARN: u64 = 0x0060_0000;
+    const PI_MALFORMED: u64 = 0x0700_0000;
+    let num = |x: Option<&Value>| {
+        x.and_then(Value::as_str)
+            .and_then(|s| s.parse::<u64>().ok())
+    };
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let here = format!("{path}/{k}");
+                if k.starts_with("_ws.malformed") || k.starts_with("ipv6.opt.ioam.trace.invalid") {
+                    out.push(format!("{here}: {x}"));
+                }
+                if k == "_ws.expert" {
+                    let experts = match x {
+                        Value::Array(xs) => xs.iter().collect(),
+                        x => vec![x],
+                    };
+                    for ex in experts {
+                        let sev = num(ex.get("_ws.expert.severity")).unwrap_or(0);
+                        let group = num(ex.get("_ws.expert.group")).unwrap_or(0);
+                        if sev & PI_SEVERITY_MASK >= PI_WARN || group == PI_MALFORMED {
+                            out.push(format!("{here}: {ex}"));
+                        }
+                    }
+                }
+                malformed(x, &here, out);
+            }
+        }
+        Value::Array(xs) => xs.iter().for_each(|x| malformed(x, path, out)),
+        _ => {}
+    }
+}
+
+/// Every (field name, value) pair of a tshark JSON layer tree.
+pub fn flatten(v: &Value, out: &mut BTreeMap<String, Vec<String>>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                match x {
+                    Value::String(s) => out.entry(k.clone()).or_default().push(s.clone()),
+                    Value::Array(a) if a.iter().all(Value::is_string) => {
+                        for s in a {
+                            out.entry(k.clone())
+                                .or_default()
+                                .push(s.as_str().unwrap_or_default().to_string());
+                        }
+                    }
+                    _ => {
+                        out.entry(k.clone()).or_default();
+                        flatten(x, out)
+                    }
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| flatten(x, out)),
+        _ => {}
+    }
+}
+
+/// `tshark -n -r path -T json`, parsed; `None` (skip) when tshark is missing, a panic
+/// under `CI`.
+pub fn tshark_json(path: &std::path::Path) -> Option<Value> {
+    let ci = crate::tools::in_ci();
+    match Command::new("tshark")
+        .args(["-n", "-r"])
+        .arg(path)
+        .args(["-T", "json"])
+        .output()
+    {
+        Ok(o) if o.status.success() => Some(serde_json::from_slice(&o.stdout).unwrap()),
+        r => {
+            let why = format!("tshark unavailable: {r:?}");
+            assert!(!ci, "{why}");
+            eprintln!("skipping tshark oracle: {why}");
+            None
+        }
+    }
+}
+
+/// Whether the flattened fields hold `key` with value `val`.
+pub fn has(f: &BTreeMap<String, Vec<String>>, key: &str, val: &str) -> bool {
+    f.get(key).is_some_and(|v| v.iter().any(|x| x == val))
+}
+
+/// Decode `payloads` (PFCP datagrams) with tshark; assert none is malformed or carries an
+/// error-severity expert item; return each packet's flattened fields. `None` when tshark is
+/// missing (not allowed when `CI` is set).
+pub fn decode_clean(payloads: &[Vec<u8>], tag: &str) -> Option<Vec<BTreeMap<String, Vec<String>>>> {
+    let frames: Vec<Vec<u8>> = payloads.iter().map(|p| pfcp_frame(p)).collect();
+    let path = std::env::temp_dir().join(format!("peregrine-{tag}-{}.pcap", std::process::id()));
+    std::fs::write(&path, pcap(&frames)).unwrap();
+    let out = tshark_json(&path);
+    let _ = std::fs::remove_file(&path);
+    let out = out?;
+    let pkts = out.as_array().unwrap();
+    assert_eq!(pkts.len(), payloads.len());
+    let mut all = Vec::new();
+    for (i, pkt) in pkts.iter().enumerate() {
+        let mut f = BTreeMap::new();
+        flatten(&pkt["_source"]["layers"], &mut f);
+        assert!(
+            !f.contains_key("_ws.malformed"),
+            "packet {i}: malformed: {f:#?}"
+        );
+        if let Some(sev) = f.get("_ws.expert.severity") {
+            // 0x800000 = error (PI_ERROR); warnings are allowed.
+            assert!(
+                !sev.iter().any(|s| s == "8388608"),
+                "packet {i}: expert error: {:?}",
+                f.get("_ws.expert.message")
+            );
+        }
+        all.push(f);
+    }
+    Some(all)
+}
