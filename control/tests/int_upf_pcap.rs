@@ -285,6 +285,12 @@ fn upf_n6_sink_strips_downlink_int_and_source_instruments_decapsulated_uplink() 
     }
     let summary = h.join().unwrap();
     // The elements' own counters, summed over places: the sink's match what was published.
+    // The daemon's order: the shared classifier, INT on N6 ingress, the UPF, INT on N6 egress.
+    assert_eq!(
+        summary.stages,
+        ["classify", "int_sink", "upf", "int_source"],
+        "pipeline order"
+    );
     let stages = summary.features["int"]["stages"].clone();
     let int = summary
         .feature::<peregrine_control::int::IntDaemonStats>("int")
