@@ -1,4 +1,4 @@
-//! In-band telemetry in the daemon (seed 003; RFC 9197 / RFC 9486 IOAM on the wire): the
+//! In-band telemetry in the daemon (Miranda et al.; RFC 9197 / RFC 9486 IOAM on the wire): the
 //! `[int]` section, the `int` pipeline's stages, and the control-core side that joins the
 //! workers' INT stages to the [`IntManager`] (ZeroMQ rule API and report PUB socket).
 //!
@@ -38,11 +38,11 @@ use crate::platform::{PipelineConfig, Platform};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use peregrine_dataplane::runtime::{self, OnEgress, OnIngress, Publisher, Running};
 use peregrine_dataplane::PacketBuf;
-use peregrine_int::manager::{self, IntManager, ManagerConfig};
 use peregrine_int::namespace::TableSnapshot;
-use peregrine_int::option::TsFormat;
 use peregrine_int::report::IntReport;
 use peregrine_int::stages::{IntConfig, IntEvent, IntSink, IntSource, IntTransit, Piggyback};
+use peregrine_int_manager::{self as manager, IntManager, ManagerConfig};
+use peregrine_wire::int::TsFormat;
 use serde::{Deserialize, Serialize};
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::Arc;
