@@ -3,13 +3,13 @@
 //! control loop (features' ticks, exception packets, the metrics page, SIGHUP route reloads)
 //! until the input ends or a signal arrives, and report.
 
+use crate::classify_stage::ClassifyCounters;
 use crate::config::{BackendConfig, Config, PipelineConfig, ReplayMode};
 use crate::error::invalid;
 pub use crate::error::RunError;
 use crate::feature::{Build, Feature, Place, Stages, Taps};
 use crate::metrics::{Exposition, MetricsServer};
 use crate::summary::Summary;
-use peregrine_dataplane::classify::Classify;
 use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
 use peregrine_dataplane::io::pcap::{PcapBackend, PcapConfig, PcapPortConfig, Replay};
 use peregrine_dataplane::io::{Backend, PortId, WorkerIo};
@@ -17,6 +17,7 @@ use peregrine_dataplane::runtime::{
     self, Pipeline, Publisher, Reasons, Running, RuntimeConfig, Stage, WorkerSpec,
 };
 use peregrine_dataplane::stages::l3fwd::{L3Fwd, RouteTable};
+use peregrine_dataplane::stages::steer::Steer;
 use peregrine_dataplane::stages::xconnect::XConnect;
 use peregrine_dataplane::PacketBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -180,6 +181,7 @@ struct Composer<'a, B> {
     cfg: &'a Config,
     features: &'a [Box<dyn Feature<B>>],
     routes: &'a Publisher<RouteTable>,
+    classify: &'a ClassifyCounters,
 }
 
 impl<B: PacketBuf + 'static> Composer<'_, B> {
@@ -196,9 +198,14 @@ impl<B: PacketBuf + 'static> Composer<'_, B> {
         };
         let mut stages: Stages<B> = Vec::with_capacity(8);
         // The daemon's own ingress: the shared classifier first, when a feature reads its
-        // record. (Flow steering between workers goes right after it once `Steer` exists.)
+        // record, then (several workers) flow steering, so each UE's packets meet on one
+        // worker; handed-off packets resume right after it.
         if classified {
-            stages.push(Box::new(Classify::new()));
+            stages.push(Box::new(self.classify.stage()));
+            if self.cfg.workers.count > 1 {
+                let resume_at = stages.len() as u8 + 1;
+                stages.push(Box::new(Steer::new(self.cfg.workers.count, resume_at)));
+            }
         }
         for f in self.features {
             f.stages(Place::Ingress, &mut b, &mut stages);
@@ -294,10 +301,12 @@ where
     };
     // Rules are published as snapshots; the control thread keeps the publisher.
     let routes = Publisher::new(RouteTable::from_routes(&cfg.parsed_routes()?));
+    let classify = ClassifyCounters::default();
     let composer = Composer {
         cfg,
         features: &features,
         routes: &routes,
+        classify: &classify,
     };
     composer.check_main_stage()?;
     let running = runtime::start(
@@ -319,6 +328,7 @@ where
         server,
         workers: rcfg.workers.len(),
         next: t0,
+        classify: &classify,
     };
     let mut lp = Loop {
         cfg,
@@ -391,7 +401,7 @@ impl Loop<'_> {
         &mut self,
         running: &Running,
         features: &mut [Box<dyn Feature<B>>],
-        page: &mut PageTimer,
+        page: &mut PageTimer<'_>,
         backend: &Bk,
     ) {
         // Every feature sees each exception packet (ARP / ND, buffered downlink, ...), for
@@ -459,13 +469,14 @@ fn start_features<B: PacketBuf>(
 }
 
 /// The metrics page, rendered at start and then once a second.
-struct PageTimer {
+struct PageTimer<'a> {
     server: Option<MetricsServer>,
+    classify: &'a ClassifyCounters,
     workers: usize,
     next: Instant,
 }
 
-impl PageTimer {
+impl PageTimer<'_> {
     fn refresh<Bk: Backend, B: PacketBuf>(
         &mut self,
         now: Instant,
@@ -497,6 +508,7 @@ impl PageTimer {
                 uptime_s: now.duration_since(t0).as_secs_f64(),
             },
         );
+        self.classify.write_metrics(&mut e);
         for f in features {
             f.metrics(&mut e);
         }
@@ -611,6 +623,7 @@ mod tests {
             cfg: &cfg,
             features: &features,
             routes: &routes,
+            classify: &ClassifyCounters::default(),
         };
         c.check_main_stage().unwrap();
         let p = c.pipeline(0, &mut Reasons::new());
@@ -628,6 +641,7 @@ mod tests {
             cfg: &cfg,
             features: &features,
             routes: &routes,
+            classify: &ClassifyCounters::default(),
         };
         let p = c.pipeline(0, &mut Reasons::new());
         assert_eq!(p.stage_names(), ["classify", "one_in", "l3fwd", "one_out"]);
@@ -637,6 +651,7 @@ mod tests {
             cfg: &cfg,
             features: &features,
             routes: &routes,
+            classify: &ClassifyCounters::default(),
         };
         assert_eq!(c.pipeline(0, &mut Reasons::new()).stage_names(), ["l3fwd"]);
         // The upf kind takes its main stage from the `upf` feature, which must be enabled.
@@ -646,6 +661,7 @@ mod tests {
             cfg: &upf,
             features: &features,
             routes: &routes,
+            classify: &ClassifyCounters::default(),
         };
         let e = c.check_main_stage().unwrap_err().to_string();
         assert!(e.contains("pipeline.kind") && e.contains("[upf]"), "{e}");

@@ -3,7 +3,7 @@
 //! A test and experiment tool, not production dataplane code: it lives in the test kit (feature
 //! `dataplane`), where `perf`'s `int-accuracy` and the tests take it from.
 //!
-//! The kernel on our test machines has no `sch_netem`, so the seed's evaluation (seed 003,
+//! The kernel on our test machines has no `sch_netem`, so the seed's evaluation (Miranda et al.,
 //! section IV-B: "Using Traffic Control (TC) Network Emulator (tc-netem) we applied performance
 //! impairments on different hops") is reproduced with this model instead. It is usable two ways:
 //!

@@ -2,4 +2,5 @@
 //! they land.
 
 pub mod l3fwd;
+pub mod steer;
 pub mod xconnect;
