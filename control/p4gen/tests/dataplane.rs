@@ -236,6 +236,13 @@ fn generated_entries_forward_the_quickstart_traffic_as_the_software_upf_does() {
         Arc::new(UpfStats::new(4096)),
         &mut reasons,
     );
+    // Every drop code of the P4 programs counts under a reason the Rust stage registers.
+    for (_, code) in model::Verdict::ALL {
+        if code >= model::Verdict::FIRST_DROP {
+            let name = model::Verdict::reason_name(code).unwrap();
+            assert!(reasons.names().contains(&name.as_str()), "{name}");
+        }
+    }
     let stages: Vec<Box<dyn Stage<OwnedBuf>>> = vec![Box::new(upf)];
     let mut pipe = Pipeline::new(stages);
     let mut batch = Batch::new();
