@@ -1,4 +1,12 @@
-//! The INTManager over ZeroMQ (seed 003, section III-B "INTManager"; III-E reports).
+//! Peregrine's INT manager, the control side of in-band telemetry (Miranda et al., "A Flexible
+//! In-band Network Telemetry Framework", section III-B "INTManager"; III-E reports; III-F QoS
+//! monitor). The worker stages are in `peregrine-int`, which links no ZeroMQ; this crate does.
+//!
+//! - this module: the INTManager over ZeroMQ;
+//! - [`dispatch`]: its I/O-free core (rule API, report topics);
+//! - [`codec`]: rule API messages from and to JSON / CBOR;
+//! - [`qos_monitor`]: throughput, delay, jitter and loss per namespace (III-F).
+//!
 //!
 //! "The INTManager is the entity that handles all the requests from the control plane ... using
 //! a request/reply pattern ... every configuration sent by the control plane gets an immediate
@@ -7,7 +15,7 @@
 //!
 //! - a **REP** socket (the rule API): each message is one request in JSON (Listing 1) or CBOR,
 //!   detected per message ([`dispatch::detect_encoding`]), answered at once in the same encoding
-//!   with a [`Reply`](crate::request::Reply); malformed, invalid, oversize, empty and multipart
+//!   with a [`Reply`](peregrine_int::request::Reply); malformed, invalid, oversize, empty and multipart
 //!   messages get an error reply and a named counter ([`RejectCounters`]). A REP socket must
 //!   always answer, or its peer hangs: every path through the loop sends exactly one reply.
 //!   After a change the new [`TableSnapshot`] goes to the dataplane through the daemon's callback
@@ -20,12 +28,15 @@
 //! The logic is in [`dispatch::ManagerCore`], I/O-free with the time passed in; this module only
 //! moves bytes between it and the sockets. ZeroMQ is the system libzmq (Debian `libzmq3-dev`).
 
+pub mod codec;
 pub mod dispatch;
+pub mod qos_monitor;
 
 pub use dispatch::{ManagerCore, ManagerCounters, RejectCounters};
 
-use crate::namespace::{TableConfig, TableSnapshot};
 use crate::qos_monitor::{QosConfig, RawReport};
+use peregrine_int::namespace::{TableConfig, TableSnapshot};
+use peregrine_int::report::IntReport;
 use serde::Serialize;
 use std::borrow::Cow;
 use std::io;
@@ -69,6 +80,17 @@ impl ManagedReport for RawReport {
     }
     fn qos_input(&self) -> Option<Cow<'_, RawReport>> {
         Some(Cow::Borrowed(self))
+    }
+}
+
+/// The sink's reports go to the INT manager as they are (published on `raw/<app>/<ns>`) and
+/// feed its QoS monitor through [`RawReport::from`] (III-E, III-F).
+impl ManagedReport for IntReport {
+    fn ns_id(&self) -> u32 {
+        self.ns_id as u32
+    }
+    fn qos_input(&self) -> Option<Cow<'_, RawReport>> {
+        Some(Cow::Owned(RawReport::from(self)))
     }
 }
 

@@ -1,6 +1,6 @@
 //! Synthetic-traffic tests of the QoS monitor with known ground truth.
 
-use peregrine_int::qos_monitor::{
+use peregrine_int_manager::qos_monitor::{
     compose, CapPolicy, CounterWidth, HopEntry, IngestError, LinkMetrics, QosConfig, QosMonitor,
     QosReport, RawReport, Window, MAX_SAMPLES,
 };

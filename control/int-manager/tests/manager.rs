@@ -1,14 +1,15 @@
-//! The INT manager over real ZeroMQ sockets on ephemeral loopback ports (seed 003, III-B):
+//! The INT manager over real ZeroMQ sockets on ephemeral loopback ports (Miranda et al., III-B):
 //! every request kind in JSON and CBOR, error replies for bad input with the manager still
 //! answering afterwards, snapshots handed to the dataplane, and reports on PUB topics that SUB
 //! prefix filters select.
 
-use peregrine_int::manager::{Encoding, IntManager, ManagerConfig};
 use peregrine_int::namespace::TableSnapshot;
-use peregrine_int::qos_monitor::{QosReport, RawReport, Window};
 use peregrine_int::request::{
     Flags, Mode, ModeKind, ModifyFields, Protocol, Reply, ReplyBody, Request, Rule, TraceType,
 };
+use peregrine_int_manager::codec::{ReplyCodec, RequestJson};
+use peregrine_int_manager::qos_monitor::{QosReport, RawReport, Window};
+use peregrine_int_manager::{Encoding, IntManager, ManagerConfig};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;

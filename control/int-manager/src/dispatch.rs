@@ -1,4 +1,4 @@
-//! The INT manager's message dispatch and report publication, I/O-free (seed 003, III-B).
+//! The INT manager's message dispatch and report publication, I/O-free (Miranda et al., III-B).
 //!
 //! [`ManagerCore`] is everything the manager does between its sockets: it turns one rule API
 //! message (bytes) into one reply (bytes) applied to the [`NamespaceTable`], turns one report
@@ -6,9 +6,10 @@
 //! its reports when a window closes. Time is passed in; the thread in [`super`] owns the sockets.
 
 use super::{Encoding, ManagedReport, Publication};
-use crate::namespace::{NamespaceTable, TableConfig, TableSnapshot};
+use crate::codec::{self, ReplyCodec};
 use crate::qos_monitor::{QosConfig, QosMonitor, QosReport, Window};
-use crate::request::{self, Reply, Request, RequestError};
+use peregrine_int::namespace::{NamespaceTable, TableConfig, TableSnapshot};
+use peregrine_int::request::{Reply, Request, RequestError};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -31,9 +32,9 @@ pub struct RejectCounters {
     pub empty: u64,
     /// Multipart message (the API is one frame per request).
     pub multipart: u64,
-    /// Longer than [`request::MAX_PAYLOAD`] (413).
+    /// Longer than [`codec::MAX_PAYLOAD`] (413).
     pub oversize: u64,
-    /// Nested deeper than [`request::MAX_DEPTH`].
+    /// Nested deeper than [`codec::MAX_DEPTH`].
     pub too_deep: u64,
     /// Not JSON/CBOR of the schema's shape: syntax errors, unknown requests or fields,
     /// duplicate fields, trailing bytes.
@@ -215,8 +216,8 @@ impl ManagerCore {
             };
         }
         let decoded = match enc {
-            Encoding::Json => request::decode_json(msg),
-            Encoding::Cbor => request::decode_cbor(msg),
+            Encoding::Json => codec::decode_json(msg),
+            Encoding::Cbor => codec::decode_cbor(msg),
         };
         let req = match decoded {
             Ok(r) => r,

@@ -1,9 +1,10 @@
-//! Fuzz `peregrine_int::request::decode_cbor` and `Rule::from_cbor` (the 0x32 option payload):
+//! Fuzz `peregrine_int_manager::codec::decode_cbor` and `Rule::from_cbor` (the 0x32 option payload):
 //! decode; if it decodes, encode (CBOR) and decode again, and the request must be the same.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use peregrine_int::request::{decode_cbor, decode_json, Request, Rule};
+use peregrine_int::request::{Request, Rule};
+use peregrine_int_manager::codec::{decode_cbor, decode_json, RequestJson, RuleCbor};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(req) = decode_cbor(data) {

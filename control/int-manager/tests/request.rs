@@ -1,12 +1,13 @@
-//! Tests of the INT manager's request API and namespace table (seed 003, III-B, Listings 1 and 2).
+//! Tests of the INT manager's request API and namespace table (Miranda et al., III-B, Listings 1 and 2).
 
 use peregrine_int::namespace::{
     NamespaceTable, TableConfig, TableError, DEFAULT_RESEND_INTERVAL_NS, MAX_HOP_OVERRIDES,
 };
 use peregrine_int::request::{
-    decode_cbor, decode_json, Flags, Mode, ModeKind, ModifyFields, Protocol, Reply, ReplyBody,
-    Request, RequestError, Rule, TraceType, MAX_DEPTH, MAX_OPTION_PAYLOAD, MAX_PAYLOAD,
+    Flags, Mode, ModeKind, ModifyFields, Protocol, Reply, ReplyBody, Request, RequestError, Rule,
+    TraceType, MAX_DEPTH, MAX_OPTION_PAYLOAD, MAX_PAYLOAD,
 };
+use peregrine_int_manager::codec::{decode_cbor, decode_json, ReplyCodec, RequestJson, RuleCbor};
 
 /// The seed's Listing 1 ("INT Request message format"), verbatim modulo OCR damage, is a template:
 ///

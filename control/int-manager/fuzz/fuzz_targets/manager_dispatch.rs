@@ -1,4 +1,4 @@
-//! Fuzz the INT manager's message dispatch (`ManagerCore::handle_message`, seed 003 III-B): the
+//! Fuzz the INT manager's message dispatch (`ManagerCore::handle_message`, Miranda et al., III-B): the
 //! input is split on the byte sequence `\n--\n` into up to 8 messages applied in turn to one
 //! manager (so installs are followed by modifies/removes of the same namespace). Every message must
 //! get a non-empty reply that decodes in the message's encoding; an error reply must not change
@@ -6,9 +6,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use peregrine_int::manager::dispatch::detect_encoding;
-use peregrine_int::manager::{Encoding, ManagerCore};
 use peregrine_int::request::Reply;
+use peregrine_int_manager::codec::ReplyCodec;
+use peregrine_int_manager::dispatch::detect_encoding;
+use peregrine_int_manager::{Encoding, ManagerCore};
 
 fn split(data: &[u8]) -> Vec<&[u8]> {
     let sep = b"\n--\n";
