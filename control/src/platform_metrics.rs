@@ -95,6 +95,12 @@ pub fn write(e: &mut Exposition, s: &Snapshot<'_>) {
         c.bursts as f64,
     );
     e.one(
+        "peregrine_worker_handoffs_total",
+        ctr,
+        "Packets a worker handed to another (flow steering), all workers.",
+        c.handed_off as f64,
+    );
+    e.one(
         "peregrine_worker_idle_polls_total",
         ctr,
         "Polls that found no packet, all workers.",

@@ -32,6 +32,9 @@ pub struct Summary {
     /// not part of `packets_out`.
     pub injected: u64,
     pub dropped: u64,
+    /// Packets a worker handed to another (flow steering); each is counted once more as
+    /// received by the worker that took it.
+    pub handed_off: u64,
     pub ports: Vec<PortSummary>,
     /// Every registered reason, zero or not, in registration order.
     pub drops: Vec<(String, u64)>,
@@ -62,6 +65,7 @@ impl Summary {
             to_control: c.to_control,
             injected: c.injected,
             dropped: c.total_drops(),
+            handed_off: c.handed_off,
             ports: ports
                 .iter()
                 .enumerate()
@@ -136,6 +140,9 @@ impl Summary {
         );
         if self.injected > 0 {
             let _ = writeln!(s, "injected by control: {}", self.injected);
+        }
+        if self.handed_off > 0 {
+            let _ = writeln!(s, "handed off between workers: {}", self.handed_off);
         }
         let _ = writeln!(s, "dropped by reason:");
         let mut any = false;

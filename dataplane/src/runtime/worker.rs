@@ -128,6 +128,8 @@ struct Worker<I: WorkerIo> {
     egress: Vec<EgressPort<I::Buf>>,
     /// Worker-clock time of the last dequeue from any scheduler.
     egress_progress_ns: u64,
+    /// On a recorded clock: the latest capture time this worker has run a batch at.
+    recorded_ns: u64,
     /// Hand-off rings to and from the other workers (empty with one worker).
     outbox: Outbox<I::Buf>,
     inbox: Inbox<I::Buf>,
@@ -224,9 +226,16 @@ impl<I: WorkerIo> Worker<I> {
         batch.reset_dispositions();
         cx.next_batch();
         if recorded_clock {
+            // The batch runs at its first packet's capture time, never before the last
+            // batch: packets handed off by another worker, whose clock follows its own
+            // file, may carry times older than this worker's. Those run at this worker's
+            // time, as if they had waited in a queue; a token bucket sees a clock that
+            // never goes back, so what it lets through per second of trace time stays
+            // the rate, wherever the session's packets entered.
             if let Some(p) = batch.pkts.first() {
-                cx.set_now(p.meta().timestamp_ns);
+                self.recorded_ns = self.recorded_ns.max(p.meta().timestamp_ns);
             }
+            cx.set_now(self.recorded_ns);
         }
         match resume {
             None => self.pipeline.run(batch, cx),
@@ -736,6 +745,7 @@ where
             egress_slot: egress_slot.clone(),
             egress,
             egress_progress_ns: 0,
+            recorded_ns: 0,
             outbox,
             inbox,
             quiesce: quiesce.clone(),
