@@ -60,13 +60,24 @@ fn per_second(pkts: &[(u64, u64)], t0: u64, n: usize) -> Vec<u64> {
     w
 }
 
-/// Write every other record of `src` to `a` and the rest to `b` (timestamps kept), so each
-/// file carries half of one session's traffic, interleaved in time with the other.
+/// The MAC address of the second N3 port.
+const N3B_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x0b];
+
+/// Write every other record of `src` to `a` and the rest to `b` (timestamps kept; frames to
+/// `b` addressed to [`N3B_MAC`]), so each file carries half of one session's traffic,
+/// interleaved in time with the other.
 fn split_alternate(src: &Path, a: &Path, b: &Path) {
-    let (mut wa, mut wb) = (PcapWriter::create(a).unwrap(), PcapWriter::create(b).unwrap());
-    for (i, r) in read_records(src).unwrap().into_iter().enumerate() {
-        let w = if i % 2 == 0 { &mut wa } else { &mut wb };
-        w.write(r.ts_ns, &r.data).unwrap();
+    let (mut wa, mut wb) = (
+        PcapWriter::create(a).unwrap(),
+        PcapWriter::create(b).unwrap(),
+    );
+    for (i, mut r) in read_records(src).unwrap().into_iter().enumerate() {
+        if i % 2 == 0 {
+            wa.write(r.ts_ns, &r.data).unwrap();
+        } else {
+            r.data[..6].copy_from_slice(&N3B_MAC);
+            wb.write(r.ts_ns, &r.data).unwrap();
+        }
     }
     wa.flush().unwrap();
     wb.flush().unwrap();
@@ -184,7 +195,10 @@ fn two_workers_meter_one_session_at_its_mbr() {
         inner_lengths(&ul_a, true).len(),
         inner_lengths(&ul_b, true).len(),
     );
-    assert!(a > 1000 && b > 1000 && a + b == offered_ul.len(), "{a} + {b}");
+    assert!(
+        a > 1000 && b > 1000 && a + b == offered_ul.len(),
+        "{a} + {b}"
+    );
     let t0 = offered_ul[0].0.min(offered_dl[0].0);
     let t_end = offered_ul
         .last()
@@ -196,7 +210,10 @@ fn two_workers_meter_one_session_at_its_mbr() {
     for (name, o) in [("uplink", &offered_ul), ("downlink", &offered_dl)] {
         for (i, bytes) in per_second(o, t0, windows).into_iter().enumerate() {
             let x = bytes as f64 / MBR_BYTES as f64;
-            assert!((1.9..=2.15).contains(&x), "{name} offered {x:.3} x MBR in s {i}");
+            assert!(
+                (1.9..=2.15).contains(&x),
+                "{name} offered {x:.3} x MBR in s {i}"
+            );
         }
     }
 
@@ -259,6 +276,17 @@ tx = "n6-tx.pcap"
     };
     assert_eq!(drop("handoff_ring_full"), Some(0), "{s}");
     assert_eq!(drop("bad_handoff"), Some(0), "{s}");
+    // Every drop is the meter's: no frame was refused on the way.
+    for d in s["drops"].as_array().unwrap() {
+        assert!(d[0] == "mbr_exceeded" || d[1] == 0, "dropped {d}: {s}");
+    }
+    let nombuf: u64 = s["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["stats_rx_nombuf"].as_u64().unwrap())
+        .sum();
+    assert_eq!(nombuf, 0, "{s}");
 
     let delivered_ul = inner_lengths(&d.join("n6-tx.pcap"), false);
     let delivered_dl = inner_lengths(&d.join("n3-tx.pcap"), true);

@@ -36,6 +36,13 @@
 //! for the largest frame of that worker's rx files (at least [`DEFAULT_DATA_ROOM`]).
 //! `rx_burst` takes from it, `release`, `tx_burst` and `alloc` round-trip through it. When it
 //! is empty, `rx_burst` stops short and counts one `rx_nombuf`.
+//!
+//! With several workers, flow steering moves buffers between them: a worker whose packets
+//! are handed off would lend its whole pool to the worker that sends them and frees them.
+//! So, as DPDK's mempool backs its per-lcore caches with a shared ring, every pool spills
+//! what it cannot keep into one lock-free queue shared by the workers (its slots allocated
+//! at construction, `pool_size` per worker) and refills from it when it runs dry; all
+//! workers' buffers then have the data room of the largest rx frame of any port.
 
 use super::pcapfile::{PcapFileError, PcapReader, PcapWriter, Resolution};
 use super::{Backend, Burst, PortId, PortInfo, PortStats, WorkerIo};
@@ -325,7 +332,18 @@ pub struct PcapBackend {
     replay: Replay,
     loops: u32,
     pool_size: usize,
+    /// Data room of each worker's buffers.
+    room: Vec<usize>,
+    /// Buffers the workers' pools could not keep (several workers only; see Buffers).
+    spare: Option<Spare>,
     clock: Arc<dyn Clock>,
+}
+
+/// The queue behind the workers' pools (see the module docs, Buffers).
+#[derive(Debug, Clone)]
+struct Spare {
+    tx: crossbeam_channel::Sender<OwnedBuf>,
+    rx: crossbeam_channel::Receiver<OwnedBuf>,
 }
 
 impl PcapBackend {
@@ -381,8 +399,21 @@ impl PcapBackend {
             };
             rx.push(trace);
         }
-        for w in 0..cfg.workers {
-            let room = Self::buf_room(&rx, cfg.workers, w);
+        // Buffers move between workers with flow steering: one size for all of them.
+        let shared_room = (0..cfg.workers)
+            .map(|w| Self::buf_room(&rx, cfg.workers, w))
+            .max()
+            .unwrap_or(DEFAULT_DATA_ROOM);
+        let room: Vec<usize> = (0..cfg.workers)
+            .map(|w| {
+                if cfg.workers > 1 {
+                    shared_room
+                } else {
+                    Self::buf_room(&rx, cfg.workers, w)
+                }
+            })
+            .collect();
+        for (w, &room) in room.iter().enumerate() {
             let buf_bytes = DEFAULT_HEADROOM + room;
             if cfg.pool_size.saturating_mul(buf_bytes) > POOL_MEMORY_LIMIT {
                 return Err(PcapError::PoolTooLarge {
@@ -434,6 +465,11 @@ impl PcapBackend {
             replay: cfg.replay,
             loops: cfg.loops,
             pool_size: cfg.pool_size,
+            room,
+            spare: (cfg.workers > 1).then(|| {
+                let (tx, rx) = crossbeam_channel::bounded(cfg.pool_size * cfg.workers);
+                Spare { tx, rx }
+            }),
             clock,
         })
     }
@@ -480,7 +516,7 @@ impl PcapBackend {
             return Err(PcapError::WorkerTaken(worker));
         }
         *taken = true;
-        let room = Self::buf_room(&self.rx, self.workers, worker);
+        let room = self.room[worker];
         let mut rx = Vec::new();
         let mut rx_slot = vec![None; self.ports.len()];
         for (port, _) in self.rx_queues_of(worker) {
@@ -495,7 +531,7 @@ impl PcapBackend {
             rx_slot,
             tx: self.tx.clone(),
             counters: self.counters.clone(),
-            pool: Pool::new(self.pool_size, room),
+            pool: Pool::new(self.pool_size, room, self.spare.clone()),
             replay: self.replay,
             loops: self.loops,
             clock: self.clock.clone(),
@@ -546,29 +582,39 @@ struct Pool {
     size: usize,
     /// Total room (headroom + data room) of the pool's buffers.
     buf_bytes: usize,
+    spare: Option<Spare>,
 }
 
 impl Pool {
-    fn new(size: usize, data_room: usize) -> Pool {
+    fn new(size: usize, data_room: usize, spare: Option<Spare>) -> Pool {
         Pool {
             bufs: (0..size)
                 .map(|_| OwnedBuf::with_capacity(DEFAULT_HEADROOM, data_room))
                 .collect(),
             size,
             buf_bytes: DEFAULT_HEADROOM + data_room,
+            spare,
         }
     }
 
     fn get(&mut self) -> Option<OwnedBuf> {
-        self.bufs.pop()
+        self.bufs
+            .pop()
+            .or_else(|| self.spare.as_ref()?.rx.try_recv().ok())
     }
 
-    /// Take `buf` back. Buffers that would overfill the pool or are too small for the
-    /// largest rx frame (ones not allocated here) are freed instead.
+    /// Take `buf` back. Buffers too small for the largest rx frame (ones not allocated
+    /// here) are freed; those that would overfill the pool go to the shared spare queue,
+    /// or are freed without one.
     fn put(&mut self, buf: OwnedBuf) {
         let room = buf.headroom() + buf.len() + buf.tailroom();
-        if self.bufs.len() < self.size && room >= self.buf_bytes {
+        if room < self.buf_bytes {
+            return;
+        }
+        if self.bufs.len() < self.size {
             self.bufs.push(buf);
+        } else if let Some(s) = &self.spare {
+            let _ = s.tx.try_send(buf);
         }
     }
 }
@@ -667,6 +713,18 @@ impl WorkerIo for PcapWorkerIo {
         let Some(&Some(slot)) = self.rx_slot.get(usize::from(port)) else {
             return 0;
         };
+        if matches!(self.replay, Replay::Recorded) && self.rx.len() > 1 {
+            // One clock for all of this worker's files: a port whose next packet is more
+            // than a batch span later than another port's next waits for it, so ports of
+            // different rates stay together in recorded time.
+            let next = |s: &RxSource| (!s.done).then(|| s.trace.index[s.next].ts_ns);
+            let earliest = self.rx.iter().filter_map(next).min();
+            if let (Some(mine), Some(e)) = (next(&self.rx[slot]), earliest) {
+                if mine > e.saturating_add(RECORDED_BATCH_SPAN_NS) {
+                    return 0;
+                }
+            }
+        }
         let src = &mut self.rx[slot];
         let want = max.min(out.remaining_capacity());
         if queue != 0 || src.done || want == 0 {

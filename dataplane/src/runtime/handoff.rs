@@ -18,7 +18,7 @@ use crate::buffer::PacketBuf;
 use crate::io::{Burst, PortId, MAX_BURST};
 use arrayvec::ArrayVec;
 use rtrb::{Consumer, Producer, RingBuffer};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Packets each ring between two workers holds.
@@ -151,6 +151,21 @@ impl<B: PacketBuf> Inbox<B> {
     /// of the run, or `None` if the ring is empty.
     #[inline]
     pub fn pop_run(&mut self, ring: usize, out: &mut Burst<B>, max: usize) -> Option<(PortId, u8)> {
+        self.pop_run_within(ring, out, max, u64::MAX)
+    }
+
+    /// [`pop_run`](Self::pop_run), the run also ending before the first packet captured more
+    /// than `span_ns` after the run's first (`Meta::timestamp_ns`): on a recorded clock a
+    /// batch runs at its first packet's time, so a run must not cover more recorded time
+    /// than an rx batch does (`io::pcap::RECORDED_BATCH_SPAN_NS`).
+    #[inline]
+    pub fn pop_run_within(
+        &mut self,
+        ring: usize,
+        out: &mut Burst<B>,
+        max: usize,
+        span_ns: u64,
+    ) -> Option<(PortId, u8)> {
         let c = &mut self.rings[ring];
         let want = c.slots().min(max).min(out.remaining_capacity());
         if want == 0 {
@@ -160,15 +175,62 @@ impl<B: PacketBuf> Inbox<B> {
         let (a, b) = chunk.as_slices();
         let first = a.first()?;
         let key = (first.rx_port, first.resume_at);
+        let until = first.pkt.meta().timestamp_ns.saturating_add(span_ns);
         let run = a
             .iter()
             .chain(b)
-            .take_while(|i| (i.rx_port, i.resume_at) == key)
+            .take_while(|i| (i.rx_port, i.resume_at) == key && i.pkt.meta().timestamp_ns <= until)
             .count();
         for i in chunk.into_iter().take(run) {
             out.push(i.pkt);
         }
         Some(key)
+    }
+}
+
+/// Replays on a recorded clock (`WorkerIo::recorded_clock`) with several workers: each
+/// worker's clock follows its own files, as fast as it polls, so one worker could run
+/// seconds of trace time ahead of another, and packets the slower one hands it would reach
+/// its meters long after their time. Each worker publishes where its rx is (the capture
+/// time of its last rx batch) here and reads no rx while it is more than
+/// [`LOCKSTEP_SLACK_NS`] ahead of the slowest other (which keeps
+/// serving its hand-off rings, so nobody waits on a full ring); a worker with no rx left
+/// publishes `u64::MAX`. Live traffic never uses this: its clock is the wall clock.
+#[derive(Debug, Clone)]
+pub(crate) struct Lockstep {
+    clocks: Arc<[AtomicU64]>,
+}
+
+/// How far (recorded time) a worker may run ahead of the slowest other on a recorded clock.
+pub(crate) const LOCKSTEP_SLACK_NS: u64 = 100_000;
+
+impl Lockstep {
+    pub fn new(workers: usize) -> Lockstep {
+        Lockstep {
+            clocks: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Worker `me`'s recorded clock is now `ns` (`u64::MAX`: it reads no more rx).
+    #[inline]
+    pub fn set(&self, me: usize, ns: u64) {
+        if let Some(c) = self.clocks.get(me) {
+            c.store(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether worker `me`, at `ns`, is more than the slack ahead of another worker.
+    #[inline]
+    pub fn ahead(&self, me: usize, ns: u64) -> bool {
+        let slowest = self
+            .clocks
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != me)
+            .map(|(_, c)| c.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(u64::MAX);
+        ns > slowest.saturating_add(LOCKSTEP_SLACK_NS)
     }
 }
 

@@ -29,11 +29,12 @@
 use super::batch::{Action, Batch};
 use super::counters::{Counters, EgressCounters, SharedCounters};
 use super::egress::{EgressConfig, EgressConfigError, EgressPort, NO_EGRESS};
-use super::handoff::{self, Inbox, Item, Outbox, Quiesce, HANDOFF_RING};
+use super::handoff::{self, Inbox, Item, Lockstep, Outbox, Quiesce, HANDOFF_RING};
 use super::inject::{InjectFrame, Injector, INJECT_QUEUE};
 use super::reason::Reasons;
 use super::stage::{Context, Pipeline, PipelineFactory};
 use crate::buffer::PacketBuf;
+use crate::io::pcap::RECORDED_BATCH_SPAN_NS;
 use crate::io::{Backend, Burst, PortId, PortInfo, WorkerIo, MAX_BURST};
 use crate::qos::Scheduler;
 use arrayvec::ArrayVec;
@@ -134,6 +135,8 @@ struct Worker<I: WorkerIo> {
     outbox: Outbox<I::Buf>,
     inbox: Inbox<I::Buf>,
     quiesce: Quiesce,
+    /// Keeps workers on recorded clocks within a slack of each other.
+    lockstep: Lockstep,
 }
 
 impl<I: WorkerIo> Worker<I> {
@@ -153,12 +156,23 @@ impl<I: WorkerIo> Worker<I> {
         let rxq = std::mem::take(&mut self.spec.rx_queues);
         let recorded_clock = self.io.recorded_clock();
         let lossless = self.io.lossless() && self.inbox.rings() > 0;
+        let lockstep = recorded_clock && self.inbox.rings() > 0;
+        let me = self.spec.id;
+        // Where this worker's own rx is in recorded time: its last rx batch (its clock may be
+        // further on, pulled by packets handed to it; pacing on that would let two workers
+        // ratchet each other forward and leave their rx behind).
+        let mut rx_ns = 0u64;
+        if lockstep && rxq.is_empty() {
+            self.lockstep.set(me, u64::MAX);
+        }
         loop {
             let mut got = 0usize;
             // A replay waits for room in the hand-off rings rather than drop (see
-            // `WorkerIo::lossless`); its incoming rings are still served below, so two
+            // `WorkerIo::lossless`), and on a recorded clock for the other workers to catch
+            // up (`handoff::Lockstep`); its incoming rings are still served below, so two
             // workers waiting on each other both make progress.
-            let rx_ok = !lossless || self.outbox.min_room() >= self.burst;
+            let rx_ok = (!lossless || self.outbox.min_room() >= self.burst)
+                && (!lockstep || !self.lockstep.ahead(me, rx_ns));
             for &(port, queue) in rxq.iter().filter(|_| rx_ok) {
                 let n = self.io.rx_burst(port, queue, &mut batch.pkts, self.burst);
                 if n == 0 {
@@ -170,6 +184,11 @@ impl<I: WorkerIo> Worker<I> {
                 }
                 self.counters.bursts += 1;
                 batch.rx_port = port;
+                if lockstep {
+                    if let Some(p) = batch.pkts.first() {
+                        rx_ns = p.meta().timestamp_ns;
+                    }
+                }
                 self.process(&mut batch, &mut cx, recorded_clock, None);
             }
             // Packets other workers steered here: polled like one more rx source.
@@ -181,6 +200,14 @@ impl<I: WorkerIo> Worker<I> {
                 self.inject(&cx);
             }
             polls += 1;
+            if lockstep {
+                let t = if self.io.rx_exhausted() {
+                    u64::MAX
+                } else {
+                    rx_ns
+                };
+                self.lockstep.set(me, t);
+            }
             if got == 0 {
                 self.counters.idle_polls += 1;
                 if !self.egress.is_empty() && self.egress_backlog() != 0 {
@@ -206,6 +233,7 @@ impl<I: WorkerIo> Worker<I> {
                 }
             }
         }
+        self.lockstep.set(me, u64::MAX);
         self.drain_handoffs(&mut batch, &mut cx, recorded_clock);
         self.flush_egress(&cx);
         self.io.flush();
@@ -226,14 +254,19 @@ impl<I: WorkerIo> Worker<I> {
         batch.reset_dispositions();
         cx.next_batch();
         if recorded_clock {
-            // The batch runs at its first packet's capture time, never before the last
-            // batch: packets handed off by another worker, whose clock follows its own
-            // file, may carry times older than this worker's. Those run at this worker's
-            // time, as if they had waited in a queue; a token bucket sees a clock that
-            // never goes back, so what it lets through per second of trace time stays
-            // the rate, wherever the session's packets entered.
+            // The batch runs at its first packet's capture time; a run handed over by
+            // another worker (whose clock follows its own files, kept within
+            // `handoff::LOCKSTEP_SLACK_NS` of ours) never earlier than our last batch:
+            // packets that come late run at this worker's time, as if they had waited in
+            // a queue, and a token bucket never sees its clock go back for them (a file
+            // that loops again does move it back; the meters then add nothing until it
+            // passes their last time).
             if let Some(p) = batch.pkts.first() {
-                self.recorded_ns = self.recorded_ns.max(p.meta().timestamp_ns);
+                let t = p.meta().timestamp_ns;
+                self.recorded_ns = match resume {
+                    Some(_) => self.recorded_ns.max(t),
+                    None => t,
+                };
             }
             cx.set_now(self.recorded_ns);
         }
@@ -263,10 +296,18 @@ impl<I: WorkerIo> Worker<I> {
         recorded_clock: bool,
     ) -> usize {
         let mut got = 0;
+        // On a recorded clock a run covers no more recorded time than an rx batch does.
+        let span = if recorded_clock {
+            RECORDED_BATCH_SPAN_NS
+        } else {
+            u64::MAX
+        };
         for r in 0..self.inbox.rings() {
             let mut budget = self.burst;
             while budget > 0 {
-                let Some((port, resume)) = self.inbox.pop_run(r, &mut batch.pkts, budget) else {
+                let Some((port, resume)) =
+                    self.inbox.pop_run_within(r, &mut batch.pkts, budget, span)
+                else {
                     break;
                 };
                 let n = batch.pkts.len();
@@ -697,6 +738,7 @@ where
     let mut shared = Vec::new();
     let mut inject_tx = Vec::new();
     let quiesce = Quiesce::new(cfg.workers.len());
+    let lockstep = Lockstep::new(cfg.workers.len());
     let rings = handoff::mesh(cfg.workers.len(), HANDOFF_RING);
     for ((spec, pipeline), (outbox, inbox)) in cfg.workers.iter().cloned().zip(pipelines).zip(rings)
     {
@@ -749,6 +791,7 @@ where
             outbox,
             inbox,
             quiesce: quiesce.clone(),
+            lockstep: lockstep.clone(),
         };
         let name = format!("pg-worker-{}", w.spec.id);
         handles.push(
