@@ -587,3 +587,41 @@ fn editcap_pcapng_replays() {
         .collect();
     assert_eq!(got, frames);
 }
+
+/// Flow steering moves buffers between workers: what worker 1 releases beyond its own pool
+/// goes to the shared spare queue, from which worker 0, whose pool it drained, refills
+/// (module docs, Buffers). Without it worker 0 would count `rx_nombuf` forever.
+#[test]
+fn buffers_released_by_another_worker_come_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.pcap");
+    write_pcap(&input, Resolution::Nano, &frames(19, 11));
+    let mut be = PcapBackend::new(PcapConfig {
+        pool_size: 8,
+        workers: 2,
+        ..config(vec![port("a", Some(input), None)])
+    })
+    .unwrap();
+    let mut io0 = be.worker_io(0);
+    let mut io1 = be.worker_io(1);
+    let mut held = Burst::new();
+    assert_eq!(io0.rx_burst(0, 0, &mut held, BURST), 8);
+    assert_eq!(be.port_stats(0).rx_nombuf, 1);
+    // Worker 1 (pool full) takes the packets over and frees them.
+    for b in held.drain(..) {
+        io1.release(b);
+    }
+    assert_eq!(io1.pool_available(), 8);
+    assert_eq!(io0.pool_available(), 0);
+    // The 8 buffers come back through the spare queue (the burst wanted more: one more
+    // `rx_nombuf`).
+    assert_eq!(io0.rx_burst(0, 0, &mut held, BURST), 8);
+    assert_eq!(be.port_stats(0).rx_nombuf, 2);
+    for b in held.drain(..) {
+        io1.release(b);
+    }
+    assert_eq!(io0.rx_burst(0, 0, &mut held, BURST), 3);
+    assert!(io0.rx_exhausted());
+    assert_eq!(be.port_stats(0).ipackets, 19);
+    assert_eq!(be.port_stats(0).rx_nombuf, 2);
+}

@@ -985,7 +985,7 @@ mod tests {
 
     #[test]
     fn pcap_pool_refuses_foreign_and_excess_buffers() {
-        let mut pool = Pool::new(2, DEFAULT_DATA_ROOM);
+        let mut pool = Pool::new(2, DEFAULT_DATA_ROOM, None);
         let a = pool.get().unwrap();
         pool.put(OwnedBuf::with_capacity(DEFAULT_HEADROOM, 64));
         assert_eq!(pool.bufs.len(), 1, "too small for the pool's frames");

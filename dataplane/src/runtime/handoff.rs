@@ -334,4 +334,40 @@ mod tests {
         q.clone().arrive();
         assert!(q.all());
     }
+
+    #[test]
+    fn a_run_within_a_span_stops_at_the_first_later_packet() {
+        let mut m = mesh::<OwnedBuf>(2, 8);
+        let (mut out0, _) = m.remove(0);
+        let (_, mut in1) = m.remove(0);
+        for (t, ts) in [(1u8, 1_000u64), (2, 1_050), (3, 1_101), (4, 1_120)] {
+            let mut it = item(t, 0, 2);
+            it.pkt.set_meta(crate::Meta {
+                rx_port: 0,
+                hash: 0,
+                timestamp_ns: ts,
+            });
+            out0.stage(1, it).unwrap();
+        }
+        assert_eq!(out0.flush(|_| unreachable!()), 4);
+        let mut got = Burst::new();
+        assert_eq!(in1.pop_run_within(0, &mut got, 32, 100), Some((0, 2)));
+        assert_eq!(got.iter().map(|p| p.data()[0]).collect::<Vec<_>>(), [1, 2]);
+        got.clear();
+        assert_eq!(in1.pop_run_within(0, &mut got, 32, 100), Some((0, 2)));
+        assert_eq!(got.iter().map(|p| p.data()[0]).collect::<Vec<_>>(), [3, 4]);
+    }
+
+    #[test]
+    fn lockstep_holds_back_only_the_worker_ahead() {
+        let l = Lockstep::new(3);
+        l.set(0, 10_000_000);
+        l.set(1, 10_000_000 + LOCKSTEP_SLACK_NS);
+        l.set(2, u64::MAX);
+        assert!(!l.ahead(1, 10_000_000 + LOCKSTEP_SLACK_NS));
+        assert!(l.ahead(1, 10_000_001 + LOCKSTEP_SLACK_NS));
+        assert!(!l.ahead(0, 10_000_000));
+        // Worker 2 has no rx left; alone, nobody is ever ahead.
+        assert!(!Lockstep::new(1).ahead(0, u64::MAX - 1));
+    }
 }
