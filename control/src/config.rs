@@ -62,9 +62,18 @@ impl Config {
             }
         }
         let legacy = legacy_upf_metrics(&mut sections)?;
-        let mut platform: Platform = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::Syntax(e.to_string()))?;
+        let mut platform: Platform =
+            toml::Value::Table(table)
+                .try_into()
+                .map_err(|e: toml::de::Error| {
+                    let mut m = e.to_string();
+                    if m.contains("unknown field") {
+                        // The platform lists its own keys; the features' are sections too.
+                        let s = crate::registry::sections().join("`, `");
+                        m = format!("{}, or a feature section: `{s}`", m.trim_end());
+                    }
+                    ConfigError::Syntax(m)
+                })?;
         if let Some(listen) = legacy {
             if platform.metrics.is_some() {
                 return Err(invalid(
@@ -264,5 +273,8 @@ pairs = [["a", "a"]]
             err(&(GOOD.to_string() + "[upf]\nnode_id = \"x\"\nn3 = [\"192.0.2.1\"]\n"))
                 .contains("upf")
         );
+        // An unknown section is named, with the feature sections a file may have.
+        let e = err(&(GOOD.to_string() + "[kestrel]\nwidth = 1\n"));
+        assert!(e.contains("kestrel") && e.contains("`upf`, `int`"), "{e}");
     }
 }

@@ -3,13 +3,13 @@
 //! control loop (features' ticks, exception packets, the metrics page, SIGHUP route reloads)
 //! until the input ends or a signal arrives, and report.
 
+use crate::classify_stage::ClassifyCounters;
 use crate::config::{BackendConfig, Config, PipelineConfig, ReplayMode};
 use crate::error::invalid;
 pub use crate::error::RunError;
 use crate::feature::{Build, Feature, Place, Stages, Taps};
 use crate::metrics::{Exposition, MetricsServer};
 use crate::summary::Summary;
-use peregrine_dataplane::classify::Classify;
 use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
 use peregrine_dataplane::io::pcap::{PcapBackend, PcapConfig, PcapPortConfig, Replay};
 use peregrine_dataplane::io::{Backend, PortId, WorkerIo};
@@ -180,6 +180,7 @@ struct Composer<'a, B> {
     cfg: &'a Config,
     features: &'a [Box<dyn Feature<B>>],
     routes: &'a Publisher<RouteTable>,
+    classify: &'a ClassifyCounters,
 }
 
 impl<B: PacketBuf + 'static> Composer<'_, B> {
@@ -198,7 +199,7 @@ impl<B: PacketBuf + 'static> Composer<'_, B> {
         // The daemon's own ingress: the shared classifier first, when a feature reads its
         // record. (Flow steering between workers goes right after it once `Steer` exists.)
         if classified {
-            stages.push(Box::new(Classify::new()));
+            stages.push(Box::new(self.classify.stage()));
         }
         for f in self.features {
             f.stages(Place::Ingress, &mut b, &mut stages);
@@ -294,10 +295,12 @@ where
     };
     // Rules are published as snapshots; the control thread keeps the publisher.
     let routes = Publisher::new(RouteTable::from_routes(&cfg.parsed_routes()?));
+    let classify = ClassifyCounters::default();
     let composer = Composer {
         cfg,
         features: &features,
         routes: &routes,
+        classify: &classify,
     };
     composer.check_main_stage()?;
     let running = runtime::start(
@@ -319,6 +322,7 @@ where
         server,
         workers: rcfg.workers.len(),
         next: t0,
+        classify: &classify,
     };
     let mut lp = Loop {
         cfg,
@@ -391,7 +395,7 @@ impl Loop<'_> {
         &mut self,
         running: &Running,
         features: &mut [Box<dyn Feature<B>>],
-        page: &mut PageTimer,
+        page: &mut PageTimer<'_>,
         backend: &Bk,
     ) {
         // Every feature sees each exception packet (ARP / ND, buffered downlink, ...), for
@@ -459,13 +463,14 @@ fn start_features<B: PacketBuf>(
 }
 
 /// The metrics page, rendered at start and then once a second.
-struct PageTimer {
+struct PageTimer<'a> {
     server: Option<MetricsServer>,
+    classify: &'a ClassifyCounters,
     workers: usize,
     next: Instant,
 }
 
-impl PageTimer {
+impl PageTimer<'_> {
     fn refresh<Bk: Backend, B: PacketBuf>(
         &mut self,
         now: Instant,
@@ -497,6 +502,7 @@ impl PageTimer {
                 uptime_s: now.duration_since(t0).as_secs_f64(),
             },
         );
+        self.classify.write_metrics(&mut e);
         for f in features {
             f.metrics(&mut e);
         }
@@ -611,6 +617,7 @@ mod tests {
             cfg: &cfg,
             features: &features,
             routes: &routes,
+            classify: &ClassifyCounters::default(),
         };
         c.check_main_stage().unwrap();
         let p = c.pipeline(0, &mut Reasons::new());
@@ -628,6 +635,7 @@ mod tests {
             cfg: &cfg,
             features: &features,
             routes: &routes,
+            classify: &ClassifyCounters::default(),
         };
         let p = c.pipeline(0, &mut Reasons::new());
         assert_eq!(p.stage_names(), ["classify", "one_in", "l3fwd", "one_out"]);
@@ -637,6 +645,7 @@ mod tests {
             cfg: &cfg,
             features: &features,
             routes: &routes,
+            classify: &ClassifyCounters::default(),
         };
         assert_eq!(c.pipeline(0, &mut Reasons::new()).stage_names(), ["l3fwd"]);
         // The upf kind takes its main stage from the `upf` feature, which must be enabled.
@@ -646,6 +655,7 @@ mod tests {
             cfg: &upf,
             features: &features,
             routes: &routes,
+            classify: &ClassifyCounters::default(),
         };
         let e = c.check_main_stage().unwrap_err().to_string();
         assert!(e.contains("pipeline.kind") && e.contains("[upf]"), "{e}");

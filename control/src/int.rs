@@ -1,4 +1,4 @@
-//! In-band telemetry in the daemon (seed 003; RFC 9197 / RFC 9486 IOAM on the wire): the
+//! In-band telemetry in the daemon (Miranda et al.; RFC 9197 / RFC 9486 IOAM on the wire): the
 //! `[int]` section, the `int` pipeline's stages, and the control-core side that joins the
 //! workers' INT stages to the [`IntManager`] (ZeroMQ rule API and report PUB socket).
 //!
@@ -36,13 +36,13 @@ use crate::int_stage::{Element, IntStage, StageCounters};
 use crate::metrics::{Exposition, Kind};
 use crate::platform::{PipelineConfig, Platform};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use peregrine_dataplane::runtime::{self, OnEgress, OnIngress, Publisher, Reasons, Running};
+use peregrine_dataplane::runtime::{self, OnEgress, OnIngress, Publisher, Running};
 use peregrine_dataplane::PacketBuf;
-use peregrine_int::manager::{self, IntManager, ManagerConfig};
 use peregrine_int::namespace::TableSnapshot;
-use peregrine_int::option::TsFormat;
 use peregrine_int::report::IntReport;
 use peregrine_int::stages::{IntConfig, IntEvent, IntSink, IntSource, IntTransit, Piggyback};
+use peregrine_int_manager::{self as manager, IntManager, ManagerConfig};
+use peregrine_wire::int::TsFormat;
 use serde::{Deserialize, Serialize};
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::Arc;
@@ -518,28 +518,30 @@ impl Configure for IntFeature {
 impl IntFeature {
     /// The elements `roles` names, in that order, for one place; each reports its counters
     /// into a slot of `self.counters`.
-    fn elements(&self, roles: &[Role], c: &IntConfig, r: &mut Reasons) -> Vec<IntStage> {
+    fn elements(&self, roles: &[Role], c: &IntConfig, b: &mut Build<'_>) -> Vec<IntStage> {
         let Some(ir) = &self.runtime else {
             return Vec::new();
         };
         roles
             .iter()
             .map(|role| {
+                let (r, trust) = (&mut *b.reasons, b.classified);
                 let elem = match role {
-                    Role::Sink => Element::Sink(IntSink::new(
-                        c.clone(),
-                        ir.tables.reader(),
-                        ir.events_tx.clone(),
-                        r,
-                    )),
-                    Role::Transit => Element::Transit(
-                        IntTransit::new(c.clone(), ir.tables.reader(), r)
-                            .with_events(ir.events_tx.clone()),
-                    ),
-                    Role::Source => Element::Source(
-                        IntSource::new(c.clone(), ir.tables.reader())
-                            .with_piggyback(ir.piggyback_rx.clone()),
-                    ),
+                    Role::Sink => {
+                        let s =
+                            IntSink::new(c.clone(), ir.tables.reader(), ir.events_tx.clone(), r);
+                        Element::Sink(if trust { s.after_classifier() } else { s })
+                    }
+                    Role::Transit => {
+                        let s = IntTransit::new(c.clone(), ir.tables.reader(), r)
+                            .with_events(ir.events_tx.clone());
+                        Element::Transit(if trust { s.after_classifier() } else { s })
+                    }
+                    Role::Source => {
+                        let s = IntSource::new(c.clone(), ir.tables.reader())
+                            .with_piggyback(ir.piggyback_rx.clone());
+                        Element::Source(if trust { s.after_classifier() } else { s })
+                    }
                 };
                 IntStage::new(elem, &self.counters)
             })
@@ -562,13 +564,10 @@ impl<B: PacketBuf + 'static> Feature<B> for IntFeature {
         Ok(())
     }
 
-    /// The sink strips INT headers and the source and transit add or fill them; none of them
-    /// updates `PacketMeta` yet, so with INT at ingress the stages after it parse again.
-    fn stales_packet_meta(&self) -> bool {
-        match &self.n6 {
-            None => true,
-            Some(_) => !self.section.n6_in_roles().is_empty(),
-        }
+    /// The elements read the flow from the classifier's record, and keep its offsets true
+    /// when they insert or remove headers.
+    fn reads_packet_meta(&self) -> bool {
+        true
     }
 
     fn stages(&self, place: Place, b: &mut Build<'_>, out: &mut Stages<B>) {
@@ -579,7 +578,7 @@ impl<B: PacketBuf + 'static> Feature<B> for IntFeature {
                     .into_iter()
                     .filter(|r| self.section.has(*r))
                     .collect();
-                for st in self.elements(&roles, &self.stage_config, b.reasons) {
+                for st in self.elements(&roles, &self.stage_config, b) {
                     out.push(Box::new(st));
                 }
             }
@@ -590,7 +589,7 @@ impl<B: PacketBuf + 'static> Feature<B> for IntFeature {
                     hop_limit_after_forward: true,
                     ..self.stage_config.clone()
                 };
-                for st in self.elements(&self.section.n6_in_roles(), &c, b.reasons) {
+                for st in self.elements(&self.section.n6_in_roles(), &c, b) {
                     out.push(Box::new(OnIngress::new(n6, st)));
                 }
             }
@@ -600,7 +599,7 @@ impl<B: PacketBuf + 'static> Feature<B> for IntFeature {
                     hop_limit_after_forward: false,
                     ..self.stage_config.clone()
                 };
-                for st in self.elements(&self.section.n6_out_roles(), &c, b.reasons) {
+                for st in self.elements(&self.section.n6_out_roles(), &c, b) {
                     out.push(Box::new(OnEgress::new(n6, st)));
                 }
             }

@@ -3,8 +3,9 @@
 //!
 //! Modules, leaves first (no module imports one above it): `error`, `metrics`, `summary`,
 //! `neighbour`, `end_marker`, `n4`; `platform`; `feature`; the features `upf`, `int` (with `int_stage`);
-//! `registry`; `config`; `platform_metrics`; `daemon`.
+//! `registry`; `config`; `platform_metrics`, `classify_stage`; `daemon`.
 
+mod classify_stage;
 pub mod config;
 pub mod daemon;
 pub mod end_marker;

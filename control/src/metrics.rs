@@ -34,7 +34,7 @@ pub enum Kind {
 #[derive(Debug, Clone)]
 struct Family {
     /// As written on the page: counters end in `_total`.
-    name: &'static str,
+    name: String,
     kind: Kind,
     help: String,
     samples: Vec<(Vec<(String, String)>, f64)>,
@@ -57,7 +57,7 @@ impl Exposition {
     pub fn family(&mut self, name: &'static str, kind: Kind, help: &str) {
         if !self.families.iter().any(|f| f.name == name) {
             self.families.push(Family {
-                name,
+                name: name.to_string(),
                 kind,
                 help: help.to_string(),
                 samples: Vec::new(),
@@ -72,8 +72,12 @@ impl Exposition {
         let i = match self.families.iter().position(|f| f.name == name) {
             Some(i) => i,
             None => {
-                let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
-                self.family(leaked, Kind::Gauge, "(undocumented)");
+                self.families.push(Family {
+                    name: name.to_string(),
+                    kind: Kind::Gauge,
+                    help: "(undocumented)".to_string(),
+                    samples: Vec::new(),
+                });
                 self.families.len() - 1
             }
         };
@@ -111,10 +115,10 @@ impl Collector for Page {
         for f in &self.0 {
             let (name, ty) = match f.kind {
                 Kind::Counter => (
-                    f.name.strip_suffix("_total").unwrap_or(f.name),
+                    f.name.strip_suffix("_total").unwrap_or(&f.name),
                     MetricType::Counter,
                 ),
-                Kind::Gauge => (f.name, MetricType::Gauge),
+                Kind::Gauge => (f.name.as_str(), MetricType::Gauge),
             };
             let mut me = enc.encode_descriptor(name, &f.help, None, ty)?;
             let (plain, labelled): (Vec<_>, Vec<_>) =
@@ -286,6 +290,16 @@ mod tests {
              pg_drops_total{reason=\"gate_closed\"} 3\n\
              pg_drops_total{reason=\"we\\\"ird\\\\\\n\"} 1\n\
              # HELP pg_sessions Sessions.\n# TYPE pg_sessions gauge\npg_sessions 2.5\n# EOF\n"
+        );
+    }
+
+    #[test]
+    fn a_sample_of_an_unannounced_family_shows_rather_than_vanishes() {
+        let mut e = Exposition::new();
+        e.sample("pg_forgot", &[("k", "v")], 1.0);
+        assert_eq!(
+            e.finish(),
+            "# HELP pg_forgot (undocumented)\n# TYPE pg_forgot gauge\npg_forgot{k=\"v\"} 1\n# EOF\n"
         );
     }
 

@@ -15,12 +15,12 @@ use peregrine_dataplane::io::pcapfile::{PcapWriter, Resolution};
 use peregrine_dataplane::runtime::{Batch, Context, Disposition, Publisher, Stage};
 use peregrine_dataplane::{OwnedBuf, PacketBuf};
 use peregrine_int::namespace::NamespaceTable;
-use peregrine_int::option::TsFormat;
 use peregrine_int::request::{Flags, Mode, Protocol, Rule, TraceType};
 use peregrine_int::stages::{IntConfig, IntSource, L3Offset};
 use peregrine_testkit::frames::ipv6_udp;
 use peregrine_testkit::pcap::read_pcap;
 use peregrine_testkit::tools::free_tcp_port;
+use peregrine_wire::int::TsFormat;
 use std::net::Ipv6Addr;
 use std::path::Path;
 use std::process::Command;
@@ -285,6 +285,12 @@ fn upf_n6_sink_strips_downlink_int_and_source_instruments_decapsulated_uplink() 
     }
     let summary = h.join().unwrap();
     // The elements' own counters, summed over places: the sink's match what was published.
+    // The daemon's order: the shared classifier, INT on N6 ingress, the UPF, INT on N6 egress.
+    assert_eq!(
+        summary.stages,
+        ["classify", "int_sink", "upf", "int_source"],
+        "pipeline order"
+    );
     let stages = summary.features["int"]["stages"].clone();
     let int = summary
         .feature::<peregrine_control::int::IntDaemonStats>("int")

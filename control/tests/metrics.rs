@@ -177,6 +177,28 @@ fn every_pipeline_kind_serves_the_platform_metrics() {
         assert_eq!(has("peregrine_upf_sessions"), kind == "upf", "{kind}");
         assert_eq!(has("peregrine_qfi_packets"), kind == "upf", "{kind}");
         assert_eq!(has("peregrine_int_reports"), kind == "int", "{kind}");
+        // The shared classifier runs where a feature reads its record (the UPF, INT).
+        let classifies = kind == "upf" || kind == "int";
+        assert_eq!(has("peregrine_classify_packets"), classifies, "{kind}");
+        if classifies {
+            let t0 = Instant::now();
+            // Its counters are copied out every 64 batches or when idle: wait for them.
+            while !scrape(port)
+                .and_then(|p| {
+                    sample(
+                        &p,
+                        "peregrine_classify_packets_total{result=\"classified\"}",
+                    )
+                })
+                .is_some_and(|v| v > 0.0)
+            {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "{kind}: classifier counters never moved"
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
         // INT's elements report their own counters: this node is sink and transit only.
         assert_eq!(has("peregrine_int_sink_events"), kind == "int", "{kind}");
         assert_eq!(has("peregrine_int_transit_events"), kind == "int", "{kind}");

@@ -1,4 +1,4 @@
-//! The INTManager's namespace control structures (seed 003, section III-B.2, Listing 2), I/O-free.
+//! The INTManager's namespace control structures (Miranda et al., section III-B.2, Listing 2), I/O-free.
 //!
 //! "The INTManager keeps an internal structure for each monitored flow, described in Listing 2":
 //! [`NamespaceState`] is that structure, and [`NamespaceTable`] holds one per namespace and applies

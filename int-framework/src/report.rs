@@ -1,4 +1,4 @@
-//! The INT sink's raw report (seed 003 section III-E), fixed-size so the dataplane can fill
+//! The INT sink's raw report (Miranda et al., section III-E), fixed-size so the dataplane can fill
 //! reports into a preallocated ring without allocating per packet.
 //!
 //! One [`IntReport`] per INT packet that reaches an [`IntSink`](crate::stages::IntSink): the
@@ -7,7 +7,6 @@
 //! same struct comes out of both wire encodings (seed layout and RFC 9197 IOAM); fields the
 //! packet did not carry (or that a hop left all-ones, RFC 9197 section 4.4.2) are `None`.
 
-use crate::qos_monitor::{CounterWidth, HopEntry, RawReport};
 use serde::{Serialize, Serializer};
 use std::net::Ipv6Addr;
 
@@ -27,28 +26,7 @@ pub enum Encoding {
     Seed,
 }
 
-/// One intermediate hop's data (seed Fig. 2 HbH entry; Table I bits 16-18).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct HopData {
-    /// Node ID (16 bits in the seed encoding, 24 in IOAM).
-    pub node_id: u32,
-    /// The hop's entry trace type (seed encoding: which HbH bits it filled; IOAM: derived
-    /// from the fields that were not all-ones).
-    pub entry_trace_type: u16,
-    /// Bit 17: the hop's timestamp, ns.
-    pub timestamp_ns: Option<u64>,
-    /// Bit 16: TX packets for the namespace (16-bit, wrapping).
-    pub tx_packets: Option<u16>,
-    /// Bit 16: RX packets for the namespace (16-bit, wrapping).
-    pub rx_packets: Option<u16>,
-    /// Bit 18: TX bytes (32-bit, wrapping).
-    pub tx_bytes: Option<u32>,
-    /// Bit 18: RX bytes (32-bit, wrapping).
-    pub rx_bytes: Option<u32>,
-    /// IOAM only (RFC 9197 4.4.2.1): the Hop_Lim the node wrote; not in the seed layout
-    /// nor in the compact (0x33) encoding.
-    pub hop_limit: Option<u8>,
-}
+pub use peregrine_wire::int::HopData;
 
 /// The source's E2E data (seed Fig. 2 E2E entry; Table I bits 0-3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -131,17 +109,6 @@ impl Default for IntReport {
     }
 }
 
-/// The sink's reports go to the INT manager as they are (published on `raw/<app>/<ns>`) and
-/// feed its QoS monitor through [`IntReport::to_raw`] (seed III-E, III-F).
-impl crate::manager::ManagedReport for IntReport {
-    fn ns_id(&self) -> u32 {
-        self.ns_id as u32
-    }
-    fn qos_input(&self) -> Option<std::borrow::Cow<'_, RawReport>> {
-        Some(std::borrow::Cow::Owned(self.to_raw()))
-    }
-}
-
 impl IntReport {
     /// The valid hops, path order.
     pub fn hops(&self) -> &[HopData] {
@@ -158,38 +125,6 @@ impl IntReport {
         self.hops[n] = h;
         self.hop_count += 1;
         true
-    }
-
-    /// The QoS monitor's input (control side; allocates the hop list).
-    pub fn to_raw(&self) -> RawReport {
-        RawReport {
-            namespace: self.ns_id as u32,
-            seq: self.e2e.int_counter.unwrap_or(0),
-            seq_width: CounterWidth::Bits32,
-            src_ts_ns: self.e2e.timestamp_ns.unwrap_or(0),
-            sink_ts_ns: self.arrival_ns,
-            packet_len: self.packet_len,
-            source_node_id: 0,
-            sink_node_id: self.sink_node_id,
-            src_tx_packets: self.e2e.tx_packets,
-            src_tx_bytes: self.e2e.tx_bytes,
-            sink_rx_packets: Some(self.sink_rx_packets),
-            sink_rx_bytes: Some(self.sink_rx_bytes),
-            hops: self
-                .hops()
-                .iter()
-                .map(|h| HopEntry {
-                    node_id: h.node_id,
-                    ingress_ts_ns: h.timestamp_ns,
-                    egress_ts_ns: None,
-                    packet_counter_width: CounterWidth::Bits16,
-                    rx_packets: h.rx_packets.map(u32::from),
-                    tx_packets: h.tx_packets.map(u32::from),
-                    rx_bytes: h.rx_bytes,
-                    tx_bytes: h.tx_bytes,
-                })
-                .collect(),
-        }
     }
 }
 
@@ -212,9 +147,6 @@ mod tests {
         let j = serde_json::to_value(r).unwrap();
         assert_eq!(j["hops"].as_array().unwrap().len(), MAX_HOPS);
         assert_eq!(j["encoding"], "ioam");
-        let raw = r.to_raw();
-        assert_eq!(raw.hops.len(), MAX_HOPS);
-        assert_eq!(raw.hops[3].node_id, 4);
     }
 }
 

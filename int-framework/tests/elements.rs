@@ -1,4 +1,4 @@
-//! INT source -> transit -> transit -> sink in-process (seed 003 III-C..III-E), over
+//! INT source -> transit -> transit -> sink in-process (Miranda et al., III-C..III-E), over
 //! `Batch<OwnedBuf>` with `Context::fixed` clocks, in both wire encodings.
 
 use crossbeam_channel::{bounded, Receiver};
@@ -10,6 +10,7 @@ use peregrine_int::namespace::{NamespaceTable, TableSnapshot};
 use peregrine_int::report::{Encoding, IntReport};
 use peregrine_int::request::{Flags, Mode, ModifyFields, Protocol, Rule, TraceType};
 use peregrine_int::stages::{IntConfig, IntEvent, IntSink, IntSource, IntTransit, Piggyback};
+use peregrine_int_manager::codec::RuleCbor;
 use std::net::Ipv6Addr;
 
 const SRC: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x10);

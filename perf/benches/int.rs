@@ -1,4 +1,4 @@
-//! Per-packet costs of the INT stages (seed 003 III-C..III-E) over batches of 32 `OwnedBuf`s:
+//! Per-packet costs of the INT stages (Miranda et al., III-C..III-E) over batches of 32 `OwnedBuf`s:
 //! a transit hop on INT packets (both encodings), the sink's decode + strip + report per
 //! sampled packet, and the fast paths a non-sampled packet takes (source: flow lookup and
 //! counters; transit: flow lookup). Every benchmark refills its 32 buffers from a template

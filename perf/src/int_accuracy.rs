@@ -1,4 +1,4 @@
-//! The seed's INT measurement-accuracy experiment (seed 003, sections IV and V-A, Tables II-IV),
+//! The seed's INT measurement-accuracy experiment (Miranda et al., sections IV and V-A, Tables II-IV),
 //! as a discrete-event simulation over our own link impairments.
 //!
 //! Topology (seed Fig. 4): source, four switches (INT transit), destination (INT sink): five
@@ -19,10 +19,10 @@
 //! nodes exactly as it happens.
 
 use peregrine_dataplane::stages::impair::{Jitter, LinkConfig, LinkModel, SplitMix64, Verdict};
-use peregrine_int::qos_monitor::{
+pub use peregrine_int::report::Encoding;
+use peregrine_int_manager::qos_monitor::{
     CounterWidth, HopEntry, QosConfig, QosMonitor, QosReport, RawReport, Window,
 };
-pub use peregrine_int::report::Encoding;
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -246,7 +246,7 @@ pub enum Nodes {
     /// this experiment; kept to separate emulation effects from stage effects).
     Model,
     /// The real `IntSource` / `IntTransit` / `IntSink` stages on real Ethernet/IPv6/UDP frames;
-    /// the sink's reports (`IntReport::to_raw`) feed the monitor. See [`StageOptions`].
+    /// the sink's reports (`RawReport::from(&IntReport)`) feed the monitor. See [`StageOptions`].
     Stages(StageOptions),
 }
 
@@ -551,7 +551,7 @@ fn empty_report() -> QosReport {
         window_end_ns: 0,
         reports: 0,
         throughput_bps: None,
-        delay_ns: peregrine_int::qos_monitor::DelayStats {
+        delay_ns: peregrine_int_manager::qos_monitor::DelayStats {
             mean: f64::NAN,
             p50: 0,
             p99: 0,

@@ -1,4 +1,4 @@
-//! Short version of the `int-accuracy` experiment (seed 003 Tables II-IV): a few seconds of
+//! Short version of the `int-accuracy` experiment (Miranda et al., Tables II-IV): a few seconds of
 //! each test case, checked against the configured impairments. 9 s at 10000 pps also takes the
 //! 16-bit HbH packet counters through a wrap.
 

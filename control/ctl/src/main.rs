@@ -1,6 +1,6 @@
 //! `peregrinectl`: the operator's command line for Peregrine's control endpoints.
 //!
-//! `peregrinectl int add|mod|del|list|stats|watch` talks to the INT manager (seed 003, III-B):
+//! `peregrinectl int add|mod|del|list|stats|watch` talks to the INT manager (Miranda et al., III-B):
 //! rule requests over ZeroMQ REQ/REP (JSON by default, `--cbor`), reports over SUB. Every request
 //! has a timeout, so a dead manager is an error, not a hang.
 //!
@@ -8,12 +8,13 @@
 //! or timeout.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use peregrine_int::manager::dispatch::parse_topic;
-use peregrine_int::manager::{DEFAULT_REPORTS_ENDPOINT, DEFAULT_RULES_ENDPOINT};
-use peregrine_int::qos_monitor::{QosReport, Window};
 use peregrine_int::request::{
     Flags, Mode, ModeKind, ModifyFields, Protocol, Reply, ReplyBody, Request, Rule, TraceType,
 };
+use peregrine_int_manager::codec::{ReplyCodec, RequestJson};
+use peregrine_int_manager::dispatch::parse_topic;
+use peregrine_int_manager::qos_monitor::{QosReport, Window};
+use peregrine_int_manager::{DEFAULT_REPORTS_ENDPOINT, DEFAULT_RULES_ENDPOINT};
 use std::fmt::Write as _;
 use std::net::Ipv6Addr;
 use std::process::ExitCode;

@@ -1,7 +1,7 @@
 //! `peregrinectl int ...` end to end against an in-process INT manager on ephemeral ports.
 
-use peregrine_int::manager::{Encoding, IntManager, ManagerConfig};
-use peregrine_int::qos_monitor::{QosReport, RawReport};
+use peregrine_int_manager::qos_monitor::{QosReport, RawReport};
+use peregrine_int_manager::{Encoding, IntManager, ManagerConfig};
 use std::io::Read;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};

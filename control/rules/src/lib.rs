@@ -1,5 +1,5 @@
-//! The PFCP rule compiler of the Peregrine UPF (DESIGN.md section 1: "PFCP session state
-//! machine -> rule compiler -> snapshot publish"). It turns the N4 node's sessions
+//! The PFCP rule compiler of the Peregrine UPF (docs/design.md, "Shape": "PFCP session
+//! state machine -> rule compiler -> snapshot publish"). It turns the N4 node's sessions
 //! ([`peregrine_n4::Session`], TS 29.244 section 5.2) into the sharded, immutable
 //! [`UpfTables`](peregrine_dataplane::upf::UpfTables) the workers read, rebuilding only the
 //! shards a change touches.

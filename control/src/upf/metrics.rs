@@ -292,9 +292,28 @@ pub fn write_metrics(
         e.one(
             "peregrine_pfcp_reports_sent_total",
             ctr,
-            "Session Report Requests sent.",
+            "Session Report Requests sent (first transmissions).",
             ns.reports_sent as f64,
         );
+        for (name, help, v) in [
+            (
+                "peregrine_pfcp_reports_retransmitted_total",
+                "Session Report Requests resent after T1 without a response (TS 29.244 6.4).",
+                ns.reports_retransmitted,
+            ),
+            (
+                "peregrine_pfcp_reports_timed_out_total",
+                "Session Report Requests given up after N1 retransmissions.",
+                ns.reports_timed_out,
+            ),
+            (
+                "peregrine_pfcp_reports_rejected_total",
+                "Session Report Requests answered with a rejection cause.",
+                ns.reports_rejected,
+            ),
+        ] {
+            e.one(name, ctr, help, v as f64);
+        }
         e.one(
             "peregrine_pfcp_sessions",
             Kind::Gauge,

@@ -1,6 +1,6 @@
 //! Quality of service: RFC 2698 TrTCM meters for QER enforcement and the per-port egress
-//! scheduler (8 queues, strict priority plus deficit round robin), the Kestrel UPF model
-//! (DESIGN.md §2).
+//! scheduler (8 queues, strict priority plus deficit round robin), the UPF model of
+//! Kestrel (Saha et al.; docs/design.md, "UPF facts").
 //!
 //! Everything takes time as an argument (`runtime::Context::now_ns`), so tests run on a fake
 //! clock, and nothing allocates per packet.

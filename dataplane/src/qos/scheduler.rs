@@ -1,5 +1,5 @@
 //! Per-port egress scheduler: 8 queues, strict priority plus weighted round robin, the
-//! Kestrel UPF model (DESIGN.md §2).
+//! UPF model of Kestrel (Saha et al.; docs/design.md, "UPF facts").
 //!
 //! * Queues configured [`QueueClass::StrictPriority`] are served first, in ascending QID
 //!   order: QID 0 is the most urgent. An SP queue is served whenever it has a packet, so it

@@ -1,6 +1,6 @@
 //! Per-port egress scheduling in the worker: the configuration and each worker's own
 //! schedulers (8 queues, strict priority plus byte DRR, optional shaper; `qos::scheduler`),
-//! the Kestrel UPF queueing model (DESIGN.md §2).
+//! the UPF queueing model of Kestrel (Saha et al.; docs/design.md, "UPF facts").
 //!
 //! A stage marks a packet with [`Disposition::tx_queue`](super::Disposition::tx_queue)
 //! (for a UPF, the QID its QoS flow's QFI maps to, TS 23.501 §5.7); a `Tx` disposition to a

@@ -1,6 +1,6 @@
 //! Link impairment: rate limit with a bounded queue, fixed delay, jitter and Bernoulli loss.
 //!
-//! The kernel on our test machines has no `sch_netem`, so the seed's evaluation (seed 003,
+//! The kernel on our test machines has no `sch_netem`, so the seed's evaluation (Miranda et al.,
 //! section IV-B: "Using Traffic Control (TC) Network Emulator (tc-netem) we applied performance
 //! impairments on different hops") is reproduced with this model instead. It is usable two ways:
 //!

@@ -2,7 +2,7 @@
 //! session state (TS 29.244 section 5.2) and publishes to the workers as one immutable
 //! snapshot (`runtime::snapshot`).
 //!
-//! Lookup order (DESIGN.md section 1): an exact match picks the candidate rule list,
+//! Lookup order (docs/design.md, "Shape"): an exact match picks the candidate rule list,
 //! uplink by local TEID (the F-TEID of the PDI), downlink by UE IPv4 address or UE IPv6 /64
 //! prefix; the list is ordered by PDR precedence (lower value first, section 5.2.1) and the
 //! first PDR whose remaining PDI fields match (source interface, QFI, SDF filters) wins.

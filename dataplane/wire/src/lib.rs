@@ -21,6 +21,7 @@ pub mod gtpu;
 pub mod gtpu_msg;
 pub mod icmpv4;
 pub mod icmpv6;
+pub mod int;
 pub mod ioam;
 pub mod ipv4;
 pub mod ipv6;

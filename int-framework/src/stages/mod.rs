@@ -1,6 +1,6 @@
-//! The INT elements as worker pipeline stages (seed 003 sections III-C to III-E): [`IntSource`]
+//! The INT elements as worker pipeline stages (Miranda et al., sections III-C to III-E): [`IntSource`]
 //! (INTSource), [`IntTransit`] (INTInter) and [`IntSink`] (INTSink), over both wire encodings
-//! ([`crate::option`]).
+//! ([`peregrine_wire::int`]).
 //!
 //! Files: [`source`], [`transit`], [`sink`], and [`flow`] (the packet's flow from its
 //! [`PacketMeta`](peregrine_dataplane::meta::PacketMeta), the rule index, per-namespace
@@ -19,12 +19,12 @@
 //! same way. Time is `cx.now_ns()`.
 
 use crate::namespace::DEFAULT_RESEND_INTERVAL_NS;
-use crate::option::{find_inband, InBandKind, TsFormat, MAX_INBAND_PAYLOAD};
 use crate::report::{Encoding, IntReport};
 use crate::request::TraceType;
 use peregrine_dataplane::buffer::{BufError, PacketBuf};
 use peregrine_dataplane::classify::shift_offsets;
 use peregrine_dataplane::runtime::DropReason;
+use peregrine_wire::int::{find_inband, InBandKind, TsFormat, MAX_INBAND_PAYLOAD};
 use peregrine_wire::ioam;
 use peregrine_wire::ipv6::{self, ip_protocol};
 use peregrine_wire::ipv6ext::OptionsHeader;

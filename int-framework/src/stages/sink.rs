@@ -1,4 +1,4 @@
-//! INTSink (seed 003 section III-E): decodes every hop and the E2E data into an
+//! INTSink (Miranda et al., section III-E): decodes every hop and the E2E data into an
 //! [`IntReport`], hands it to the control core, and removes every INT header so the packet
 //! leaves as the source received it.
 
@@ -8,11 +8,13 @@ use super::{
     IntConfig, IntEvent, StageClock,
 };
 use crate::namespace::TableSnapshot;
-use crate::option::{node_data_to_hop_in, parse_seed_header, InBandKind, SeedHopRepr, TsFormat};
 use crate::report::{E2eData, Encoding, HopData, IntReport};
 use crossbeam_channel::Sender;
 use peregrine_dataplane::buffer::PacketBuf;
 use peregrine_dataplane::runtime::{Batch, Context, Disposition, Reader, Reasons, Stage};
+use peregrine_wire::int::{
+    node_data_to_hop_in, parse_seed_header, InBandKind, SeedHopRepr, TsFormat,
+};
 use peregrine_wire::ioam::{self, E2eOption, E2eRepr, TraceOption};
 use peregrine_wire::ipv6::{self, ip_protocol};
 use peregrine_wire::ipv6ext::OptionsHeader;

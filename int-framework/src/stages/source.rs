@@ -1,19 +1,19 @@
-//! INTSource (seed 003 section III-C): matches the packet's flow against the rules, counts
+//! INTSource (Miranda et al., section III-C): matches the packet's flow against the rules, counts
 //! it, sends a pending in-band request or piggy-back report first, samples per the rule's
 //! mode and inserts the E2E data and room for the hops after the IPv6 header.
 
 use super::flow::{locate, Flow, FlowCounters, FlowIndex, NsSlots, Prng};
 use super::{fix_ipv6, resize_at, InBandBytes, IntConfig, Piggyback, StageClock};
 use crate::namespace::TableSnapshot;
-use crate::option::{
-    emit_inband_header, emit_seed_header, hop_to_node_data_in, inband_header_len, ioam_trace_type,
-    InBandKind, InBandRepr, SeedE2eRepr, SeedHopRepr, MAX_INBAND_PAYLOAD,
-};
 use crate::report::Encoding;
 use crate::request::{Mode, TraceType};
 use crossbeam_channel::Receiver;
 use peregrine_dataplane::buffer::PacketBuf;
 use peregrine_dataplane::runtime::{Batch, Context, Disposition, Reader, Stage};
+use peregrine_wire::int::{
+    emit_inband_header, emit_seed_header, hop_to_node_data_in, inband_header_len, ioam_trace_type,
+    InBandKind, InBandRepr, SeedE2eRepr, SeedHopRepr, MAX_INBAND_PAYLOAD,
+};
 use peregrine_wire::ioam::{self, E2eRepr, TraceOption, TraceRepr};
 use peregrine_wire::ipv6::{self, ip_protocol};
 use peregrine_wire::ipv6option::option_type as ipv6_opt;

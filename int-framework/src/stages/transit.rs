@@ -1,4 +1,4 @@
-//! INTInter (seed 003 section III-D): adds this node's hop data to the INT packets of
+//! INTInter (Miranda et al., section III-D): adds this node's hop data to the INT packets of
 //! enabled namespaces, counts monitored flows, passes in-band requests on and extracts
 //! piggy-back reports.
 
@@ -8,13 +8,13 @@ use super::{
     Carried, Drops, IntConfig, IntEvent, StageClock,
 };
 use crate::namespace::TableSnapshot;
-use crate::option::{
-    emit_seed_header, hop_to_node_data_in, parse_seed_header, InBandKind, SeedHopRepr,
-};
 use crate::request::TraceType;
 use crossbeam_channel::{Sender, TrySendError};
 use peregrine_dataplane::buffer::PacketBuf;
 use peregrine_dataplane::runtime::{Batch, Context, Disposition, Reader, Reasons, Stage};
+use peregrine_wire::int::{
+    emit_seed_header, hop_to_node_data_in, parse_seed_header, InBandKind, SeedHopRepr,
+};
 use peregrine_wire::ioam::{self, NodeData, TraceOption};
 use peregrine_wire::ipv6::{self, ip_protocol};
 use peregrine_wire::ipv6option::option_type as ipv6_opt;

@@ -1,4 +1,4 @@
-//! INT overhead on a forwarding path (issue 4; seed 003 lost 7.27 % at 1/100 in Click).
+//! INT overhead on a forwarding path (issue 4; Miranda et al. lost 7.27 % at 1/100 in Click).
 //!
 //! `cargo build --release -p peregrine-perf --bin int-throughput && target/release/int-throughput`
 //!

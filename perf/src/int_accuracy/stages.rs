@@ -1,9 +1,9 @@
-//! The experiment through the real INT stages (seed 003 III-C..III-E): every packet is an
+//! The experiment through the real INT stages (Miranda et al., III-C..III-E): every packet is an
 //! Ethernet/IPv6/UDP frame in an [`OwnedBuf`] that goes source stage -> link 1 -> transit
 //! stage (SW1) -> link 2 -> ... -> link 5 -> sink stage. Each stage runs on a one-packet
 //! batch with a [`Context::fixed`] clock that reads the packet's emulated time at that node
 //! (optionally offset and drifting, [`StageOptions`]); the sink's
-//! [`IntReport`](peregrine_int::report::IntReport)s go through `to_raw` into the
+//! [`IntReport`](peregrine_int::report::IntReport)s go through `RawReport::from` into the
 //! [`QosMonitor`], as on the control core. Links see the frame's real length, INT headers
 //! included.
 
@@ -16,9 +16,9 @@ use peregrine_dataplane::runtime::{Batch, Context, Disposition, Publisher, Reaso
 use peregrine_dataplane::stages::impair::{LinkConfig, LinkModel, SplitMix64, Verdict};
 use peregrine_dataplane::{OwnedBuf, PacketBuf};
 use peregrine_int::namespace::NamespaceTable;
-use peregrine_int::qos_monitor::{QosConfig, QosMonitor};
 use peregrine_int::request::{Flags, Mode, Protocol, Rule, TraceType};
 use peregrine_int::stages::{IntConfig, IntEvent, IntSink, IntSource, IntTransit};
+use peregrine_int_manager::qos_monitor::{QosConfig, QosMonitor, RawReport};
 use peregrine_wire::{ethernet, ipv6, udp};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -143,7 +143,7 @@ fn drain_reports(events: &Receiver<IntEvent>, monitor: &mut QosMonitor, counts: 
         if let IntEvent::Report { report, .. } = ev {
             counts.reports += 1;
             // A report the monitor refuses is counted in its own stats.
-            let _ = monitor.ingest(&report.to_raw());
+            let _ = monitor.ingest(&RawReport::from(&report));
         }
     }
 }

@@ -25,4 +25,5 @@ pub fn all(data: &[u8]) {
     crate::pdu_session::fuzz(data);
     crate::gtpu_msg::fuzz(data);
     crate::ioam::fuzz(data);
+    crate::int::fuzz(data);
 }

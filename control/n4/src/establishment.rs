@@ -1,0 +1,238 @@
+//! Session establishment and deletion (TS 29.244 sections 6.3.2, 6.3.4; 7.5.2, 7.5.6):
+//! validation, SEID and TEID allocation, and committing a session's state.
+
+use super::*;
+
+impl Node {
+    pub(crate) fn remove_session(&mut self, seid: u64) -> Option<Session> {
+        let st = self.sessions.remove(&seid)?;
+        let s = compact::decode(seid, &st.rules)?;
+        self.pending.retain(|_, p| p.seid != seid);
+        let episodes: Vec<(u64, u32)> = self
+            .dldr_reported
+            .range((seid, 0)..=(seid, u32::MAX))
+            .copied()
+            .collect();
+        for k in episodes {
+            self.dldr_reported.remove(&k);
+        }
+        for teid in s.teids() {
+            if self.teids.get(&teid) == Some(&seid) {
+                self.teids.remove(&teid);
+            }
+        }
+        if let Some(a) = self.associations.get_mut(&s.peer) {
+            a.sessions.remove(&seid);
+        }
+        Some(s)
+    }
+
+    /// TEIDs of `s` must not belong to another session (cause 73, Offending IE F-TEID).
+    pub(crate) fn check_teids(&self, s: &Session) -> Result<(), Reject> {
+        for teid in s.teids() {
+            if self.teids.get(&teid).is_some_and(|&o| o != s.up_seid) {
+                let r = Reject::rule(t::F_TEID);
+                return Err(match s.pdr_with_teid(teid) {
+                    Some(p) => r.at(FailedRuleId::Pdr(p)),
+                    None => r,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Bring the usage meters and DLDR episodes of session `seid` in line with its rules
+    /// after a commit: new URRs start measuring now, removed ones are dropped, updated ones
+    /// re-arm; an updated or removed FAR ends its buffering episode.
+    pub(crate) fn sync_session_state(
+        &mut self,
+        now: Nanos,
+        s: &Session,
+        updated_urr: &[(u32, bool)],
+        updated_far: &[u32],
+    ) {
+        let seid = s.up_seid;
+        let Some(st) = self.sessions.get_mut(&seid) else {
+            return;
+        };
+        let meters = &mut st.meters;
+        let gone: Vec<u32> = meters
+            .keys()
+            .filter(|id| !s.urrs.contains_key(*id))
+            .copied()
+            .collect();
+        for id in gone {
+            meters.remove(&id);
+        }
+        for (id, u) in &s.urrs {
+            if !meters.contains_key(id) {
+                meters.insert(*id, Meter::new(u, now));
+            }
+        }
+        for &(id, quota) in updated_urr {
+            if let (Some(u), Some(m)) = (s.urrs.get(&id), meters.get_mut(&id)) {
+                m.rearm(u, quota, now);
+            }
+        }
+        if let Some(bound) = self.urr_due.get() {
+            let mine = meters
+                .iter()
+                .filter_map(|(id, m)| m.next_due(s.urrs.get(id)?))
+                .min();
+            let lower = match (bound, mine) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            self.urr_due.set(Some(lower));
+        }
+        let stale: Vec<(u64, u32)> = self
+            .dldr_reported
+            .range((seid, 0)..=(seid, u32::MAX))
+            .filter(|(_, far)| !s.fars.contains_key(far) || updated_far.contains(far))
+            .copied()
+            .collect();
+        for k in stale {
+            self.dldr_reported.remove(&k);
+        }
+    }
+
+    /// Install a validated session (new or replacing its previous version), keeping the
+    /// meters it had; [`Node::sync_session_state`] then brings them in line.
+    pub(crate) fn commit(&mut self, s: &Session) {
+        let seid = s.up_seid;
+        let meters = match self.sessions.remove(&seid) {
+            Some(old) => {
+                for teid in compact::decode(seid, &old.rules)
+                    .map(|o| o.teids())
+                    .unwrap_or_default()
+                {
+                    self.teids.remove(&teid);
+                }
+                old.meters
+            }
+            None => RuleMap::new(),
+        };
+        for teid in s.teids() {
+            self.teids.insert(teid, seid);
+        }
+        if let Some(a) = self.associations.get_mut(&s.peer) {
+            a.sessions.insert(seid);
+        }
+        let rules = compact::encode(s);
+        self.sessions.insert(seid, Stored { rules, meters });
+    }
+
+    pub(crate) fn up_f_seid(&self, seid: u64) -> FSeid {
+        let (ipv4, ipv6) = match &self.config.node_id {
+            NodeId::Ipv4(a) => (Some(*a), None),
+            NodeId::Ipv6(a) => (None, Some(*a)),
+            NodeId::Fqdn(_) => self.config.n3_addresses,
+        };
+        FSeid { seid, ipv4, ipv6 }
+    }
+
+    pub(crate) fn alloc_seid(&mut self) -> u64 {
+        loop {
+            let s = self.next_seid;
+            self.next_seid = self.next_seid.wrapping_add(1).max(1);
+            if s != 0 && !self.sessions.contains_key(&s) {
+                return s;
+            }
+        }
+    }
+
+    pub(crate) fn validate_establishment(
+        &self,
+        peer: SocketAddr,
+        seid: u64,
+        r: &SessionEstablishmentRequest,
+    ) -> Result<(Session, Vec<Grouped>, u32), Reject> {
+        if !self.associations.contains_key(&peer) {
+            return Err(Reject::new(cause::NO_ESTABLISHED_PFCP_ASSOCIATION, None));
+        }
+        if self.sessions.len() >= self.config.max_sessions {
+            return Err(Reject::new(cause::NO_RESOURCES_AVAILABLE, None));
+        }
+        let mut s = Session::new(seid, r.cp_f_seid, peer);
+        let ftup = self.config.up_features.contains(up_features::FTUP);
+        let mut alloc = TeidAlloc::new(
+            &self.teids,
+            seid,
+            self.config.n3_addresses,
+            ftup,
+            self.next_teid,
+        );
+        let edits = Edits {
+            create_pdr: &r.create_pdr,
+            create_far: &r.create_far,
+            create_urr: &r.create_urr,
+            create_qer: &r.create_qer,
+            create_bar: r.create_bar.as_ref(),
+            ..Edits::default()
+        };
+        s.apply(&edits, &mut alloc)?;
+        self.check_teids(&s)?;
+        let next = alloc.next_teid();
+        Ok((s, alloc.created, next))
+    }
+
+    /// Session Establishment (section 6.3.2, 7.5.2 / 7.5.3). Rejections: 72 without
+    /// association, 75 when the session table is full, 73 for a rule that cannot be created
+    /// (duplicate ID, dangling FAR / QER / URR reference, TEID clash, unserved F-TEID family),
+    /// 71 for CHOOSE without FTUP, 66 / 67 for missing IEs. Nothing changes on rejection.
+    pub(crate) fn establish(
+        &mut self,
+        now: Nanos,
+        peer: SocketAddr,
+        seq: u32,
+        r: SessionEstablishmentRequest,
+        env: &mut dyn UsageSource,
+        out: &mut Vec<Output>,
+    ) {
+        let hdr = r.cp_f_seid.seid;
+        let candidate = {
+            let mut s = self.next_seid.max(1);
+            while self.sessions.contains_key(&s) {
+                s = s.wrapping_add(1).max(1);
+            }
+            s
+        };
+        let checked = self
+            .validate_establishment(peer, candidate, &r)
+            .and_then(|v| env.check_rules(&v.0).map(|()| v));
+        let body = match checked {
+            Ok((s, created, next_teid)) => {
+                let seid = self.alloc_seid();
+                debug_assert_eq!(seid, candidate);
+                self.next_teid = next_teid;
+                self.commit(&s);
+                self.sync_session_state(now, &s, &[], &[]);
+                out.push(Output::Event(Event::SessionCreated { seid }));
+                SessionEstablishmentResponse {
+                    node_id: self.config.node_id.clone(),
+                    cause: cause::REQUEST_ACCEPTED,
+                    offending_ie: None,
+                    up_f_seid: Some(self.up_f_seid(seid)),
+                    created_pdr: created,
+                    extra: Vec::new(),
+                }
+            }
+            Err(rej) => SessionEstablishmentResponse {
+                node_id: self.config.node_id.clone(),
+                cause: rej.cause,
+                offending_ie: rej.offending_ie,
+                up_f_seid: None,
+                created_pdr: Vec::new(),
+                extra: failed_rule_ie(&rej),
+            },
+        };
+        self.respond(
+            now,
+            peer,
+            seq,
+            Some(hdr),
+            Body::SessionEstablishmentResponse(body),
+            out,
+        );
+    }
+}

@@ -1,0 +1,190 @@
+//! Session modification (TS 29.244 section 6.3.3, 7.5.4), with the End Marker tunnels of
+//! SNDEM (section 5.2.2.3).
+
+use super::*;
+
+/// The IDs (URR ID or FAR ID, by `ie`) of a list of grouped IEs.
+fn ids_of(gs: &[Grouped], ie: u16) -> impl Iterator<Item = u32> + '_ {
+    gs.iter().filter_map(move |g| match g.get(ie) {
+        Some(Ie::UrrId(x) | Ie::FarId(x)) => Some(*x),
+        _ => None,
+    })
+}
+
+/// The FARs of `cur` whose Update FAR carries Update Forwarding Parameters with SNDEM set
+/// (section 8.2.58) and an Outer Header Creation, with their current GTP-U tunnel (section
+/// 5.2.2.3: End Marker packets go to the old tunnel when the SMF switches the path).
+fn sndem_tunnels(cur: &Session, update_far: &[Grouped]) -> Vec<(u32, OuterHeaderCreation)> {
+    update_far
+        .iter()
+        .filter_map(|g| {
+            let id = g.far_id()?;
+            let u = g.group(t::UPDATE_FORWARDING_PARAMETERS)?;
+            let sndem = u
+                .ies
+                .iter()
+                .any(|i| matches!(i, Ie::PfcpsmReqFlags(f) if f.contains(smreq_flags::SNDEM)));
+            if !sndem || u.get(t::OUTER_HEADER_CREATION).is_none() {
+                return None;
+            }
+            let old = cur
+                .fars
+                .get(&id)?
+                .forwarding
+                .as_ref()?
+                .outer_header_creation?;
+            old.teid.is_some().then_some((id, old))
+        })
+        .collect()
+}
+
+impl Node {
+    /// Session Modification (section 6.3.3, 7.5.4 / 7.5.5): unknown SEID gets 65 with header
+    /// SEID 0 (section 7.2.2.4.2); the edits are applied to a scratch copy and committed only
+    /// if all succeed (removing or updating a missing rule, creating a duplicate, or leaving a
+    /// PDR with a dangling reference: 73). A CP F-SEID in the request replaces the stored one.
+    /// On success the response carries a Usage Report (SMR) per removed URR (TERMR, measured
+    /// up to the removal) and per queried URR (IMMER); querying an unknown URR is 73.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn modify(
+        &mut self,
+        now: Nanos,
+        peer: SocketAddr,
+        seq: u32,
+        seid: u64,
+        r: SessionModificationRequest,
+        usage: &mut dyn UsageSource,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(cur) = self.session(seid) else {
+            let body = self.reject_body(
+                mt::SESSION_MODIFICATION_REQUEST,
+                Reject::new(cause::SESSION_CONTEXT_NOT_FOUND, None),
+            );
+            if let Some(b) = body {
+                self.respond(now, peer, seq, Some(0), b, out);
+            }
+            return;
+        };
+        let hdr = cur.cp_f_seid.seid;
+        let mut s = cur.clone();
+        if let Some(f) = r.cp_f_seid {
+            s.cp_f_seid = f;
+        }
+        let ftup = self.config.up_features.contains(up_features::FTUP);
+        let mut alloc = TeidAlloc::new(
+            &self.teids,
+            seid,
+            self.config.n3_addresses,
+            ftup,
+            self.next_teid,
+        );
+        let edits = Edits {
+            remove_pdr: &r.remove_pdr,
+            remove_far: &r.remove_far,
+            remove_urr: &r.remove_urr,
+            remove_qer: &r.remove_qer,
+            create_pdr: &r.create_pdr,
+            create_far: &r.create_far,
+            create_urr: &r.create_urr,
+            create_qer: &r.create_qer,
+            update_pdr: &r.update_pdr,
+            update_far: &r.update_far,
+            update_urr: &r.update_urr,
+            update_qer: &r.update_qer,
+            remove_bar: r.remove_bar.as_ref(),
+            create_bar: r.create_bar.as_ref(),
+            update_bar: r.update_bar.as_ref(),
+        };
+        let removed_urrs: Vec<u32> = ids_of(&r.remove_urr, t::URR_ID)
+            .filter(|id| cur.urrs.contains_key(id))
+            .collect();
+        let queried: Vec<u32> = ids_of(&r.query_urr, t::URR_ID).collect();
+        let sndem = sndem_tunnels(&cur, &r.update_far);
+        let result = s
+            .apply(&edits, &mut alloc)
+            .and_then(|()| self.check_teids(&s))
+            .and_then(
+                |()| match queried.iter().find(|id| !s.urrs.contains_key(id)) {
+                    Some(&id) => Err(Reject::rule(t::URR_ID).at(FailedRuleId::Urr(id))),
+                    None => Ok(()),
+                },
+            )
+            .and_then(|()| usage.check_rules(&s));
+        let next_teid = alloc.next_teid();
+        let created = std::mem::take(&mut alloc.created);
+        let resp = match result {
+            Ok(()) => {
+                let hdr = s.cp_f_seid.seid;
+                // Removed URRs report while their meters still exist.
+                let mut reports =
+                    self.final_reports(now, seid, &removed_urrs, t::USAGE_REPORT_SMR, usage);
+                self.next_teid = next_teid;
+                self.commit(&s);
+                // A URR removed and re-created by the same request measures afresh.
+                if let Some(st) = self.sessions.get_mut(&seid) {
+                    for id in &removed_urrs {
+                        st.meters.remove(id);
+                    }
+                }
+                let updated_urr: Vec<(u32, bool)> = r
+                    .update_urr
+                    .iter()
+                    .filter_map(|g| match g.get(t::URR_ID) {
+                        Some(Ie::UrrId(id)) => Some((*id, g.get(t::VOLUME_QUOTA).is_some())),
+                        _ => None,
+                    })
+                    .collect();
+                let updated_far: Vec<u32> = ids_of(&r.update_far, t::FAR_ID).collect();
+                self.sync_session_state(now, &s, &updated_urr, &updated_far);
+                reports.extend(self.usage_reports(
+                    now,
+                    seid,
+                    &queried,
+                    t::USAGE_REPORT_SMR,
+                    urt::IMMER,
+                    usage,
+                ));
+                for (far_id, old) in sndem {
+                    let new = s
+                        .fars
+                        .get(&far_id)
+                        .and_then(|f| f.forwarding.as_ref())
+                        .and_then(|f| f.outer_header_creation);
+                    if new != Some(old) {
+                        out.push(Output::Event(Event::EndMarker { seid, far_id, old }));
+                    }
+                }
+                out.push(Output::Event(Event::SessionModified { seid }));
+                (
+                    hdr,
+                    SessionResponse {
+                        cause: cause::REQUEST_ACCEPTED,
+                        offending_ie: None,
+                        created_pdr: created,
+                        usage_report: reports,
+                        extra: Vec::new(),
+                    },
+                )
+            }
+            Err(rej) => (
+                hdr,
+                SessionResponse {
+                    cause: rej.cause,
+                    offending_ie: rej.offending_ie,
+                    created_pdr: Vec::new(),
+                    usage_report: Vec::new(),
+                    extra: failed_rule_ie(&rej),
+                },
+            ),
+        };
+        self.respond(
+            now,
+            peer,
+            seq,
+            Some(resp.0),
+            Body::SessionModificationResponse(resp.1),
+            out,
+        );
+    }
+}

@@ -1,0 +1,19 @@
+//! The P4 twin's generator (issue 16): one source of truth for the P4 programs in `p4/`.
+//!
+//! * [`constants`]: `p4/include/constants.p4` from the Rust definitions.
+//! * [`config`] + [`model`]: a Peregrine config's sessions compiled by `peregrine-rules`
+//!   into the same tables the workers read, then flattened into P4 table entries.
+//! * [`bfrt`] (Tofino BF Runtime JSON) and [`bmv2`] (`simple_switch_CLI` commands) render
+//!   them; [`names`] holds every P4 name they use.
+//! * [`p4decl`] + [`check`]: a structural check that the P4 text declares those names (not
+//!   a compiler; `scripts/p4-check.sh` runs p4c when one is installed).
+#![forbid(unsafe_code)]
+
+pub mod bfrt;
+pub mod bmv2;
+pub mod check;
+pub mod config;
+pub mod constants;
+pub mod model;
+pub mod names;
+pub mod p4decl;
