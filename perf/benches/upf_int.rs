@@ -123,7 +123,10 @@ fn side(name: &'static str, classify: bool, int: bool) -> Side {
             ..IntConfig::default()
         };
         let sink = IntSink::new(sink_cfg, int_tables.reader(), tx, &mut reasons);
-        stages.push(Box::new(OnIngress::new(&[DL_PORT], sink.after_classifier())));
+        stages.push(Box::new(OnIngress::new(
+            &[DL_PORT],
+            sink.after_classifier(),
+        )));
     }
     stages.push(Box::new(if classify {
         upf.after_classifier()
@@ -137,7 +140,10 @@ fn side(name: &'static str, classify: bool, int: bool) -> Side {
             ..IntConfig::default()
         };
         let source = IntSource::new(src_cfg, int_tables.reader());
-        stages.push(Box::new(OnEgress::new(&[DL_PORT], source.after_classifier())));
+        stages.push(Box::new(OnEgress::new(
+            &[DL_PORT],
+            source.after_classifier(),
+        )));
     }
     Side {
         name,
@@ -225,7 +231,12 @@ fn main() {
     // Warm up, and check that everything is forwarded.
     for (i, s) in sides.iter_mut().enumerate() {
         let sent = s.run(&mut bufs[i], &tr, &mut now[i], 200);
-        assert_eq!(sent, 200 * 2 * u64::from(BATCH), "{}: all forwarded", s.name);
+        assert_eq!(
+            sent,
+            200 * 2 * u64::from(BATCH),
+            "{}: all forwarded",
+            s.name
+        );
     }
     let mut ns = vec![Vec::new(); sides.len()];
     for r in 0..rounds {
