@@ -16,7 +16,7 @@
 //! Each round runs every pipeline for `--ms` (default 300) in an order that alternates
 //! between rounds, so load from other processes hits every side alike; the figure is the
 //! median over rounds of ns per packet and of the per-round ratios. Run with
-//! `cargo bench -p peregrine-perf --bench upf_int -- [--rounds N] [--ms M]`.
+//! `cargo bench -p peregrine-perf --bench upf_int -- [--rounds N] [--ms M] [--exact]`.
 
 use crossbeam_channel::bounded;
 use peregrine_dataplane::classify::Classify;
@@ -63,13 +63,20 @@ fn sess(k: u32) -> u32 {
     k * (SESSIONS / BATCH)
 }
 
-fn int_rule(ns: u16, src: std::net::Ipv6Addr, dst: std::net::Ipv6Addr, dport: u16) -> Rule {
+/// A rule for the flow `src` -> `dst`:`dport` (UDP); `sport` 0 = any source port.
+fn int_rule(
+    ns: u16,
+    src: std::net::Ipv6Addr,
+    dst: std::net::Ipv6Addr,
+    sport: u16,
+    dport: u16,
+) -> Rule {
     Rule {
         ns_id: ns,
         app_id: 1,
         src_ip: src,
         dst_ip: dst,
-        src_port: 0,
+        src_port: sport,
         dst_port: dport,
         protocol: Protocol::Udp,
         trace_type: TraceType(0xf000_e000),
@@ -86,7 +93,7 @@ struct Side {
     _keep: Box<dyn std::any::Any>,
 }
 
-fn side(name: &'static str, classify: bool, int: bool) -> Side {
+fn side(name: &'static str, classify: bool, int: bool, sport: u16) -> Side {
     let tables = Publisher::new(tables());
     let routes = Publisher::new(routes());
     let mut reasons = Reasons::new();
@@ -106,10 +113,10 @@ fn side(name: &'static str, classify: bool, int: bool) -> Side {
     for k in 0..BATCH {
         let ue = ue_v6(sess(k));
         ns_table
-            .install(int_rule(1 + k as u16, server_v6(), ue, 80))
+            .install(int_rule(1 + k as u16, server_v6(), ue, sport, 80))
             .unwrap();
         ns_table
-            .install(int_rule(100 + k as u16, ue, server_v6(), 53))
+            .install(int_rule(100 + k as u16, ue, server_v6(), sport, 53))
             .unwrap();
     }
     let int_tables = Publisher::new((*ns_table.snapshot()).clone());
@@ -214,11 +221,18 @@ fn median(v: &mut [f64]) -> f64 {
 fn main() {
     let rounds = arg("--rounds", 15) as usize;
     let ms = arg("--ms", 300);
+    // `--exact`: rules name the source port too (the index then probes with the flow hash
+    // the classifier computed); default: source port 0 = any (the hash is recomputed).
+    let sport = if std::env::args().any(|a| a == "--exact") {
+        40000 // what `udp6` sends from
+    } else {
+        0
+    };
     let tr = traffic();
     let mut sides = [
-        side("upf", false, false),
-        side("classify+upf", true, false),
-        side("classify+int+upf", true, true),
+        side("upf", false, false, sport),
+        side("classify+upf", true, false, sport),
+        side("classify+int+upf", true, true, sport),
     ];
     let mut bufs: Vec<Vec<OwnedBuf>> = (0..sides.len())
         .map(|_| {
@@ -256,7 +270,10 @@ fn main() {
             ns[i].push(t0.elapsed().as_nanos() as f64 / pkts as f64);
         }
     }
-    println!("{rounds} paired rounds of {ms} ms per side, 64 B inner IPv6, {SESSIONS} sessions");
+    println!(
+        "{rounds} paired rounds of {ms} ms per side, 64 B inner IPv6, {SESSIONS} sessions, \
+         rules with source port {sport}"
+    );
     for (i, s) in sides.iter().enumerate() {
         let mut v = ns[i].clone();
         println!(
