@@ -17,6 +17,7 @@ use peregrine_dataplane::runtime::{
     self, Pipeline, Publisher, Reasons, Running, RuntimeConfig, Stage, WorkerSpec,
 };
 use peregrine_dataplane::stages::l3fwd::{L3Fwd, RouteTable};
+use peregrine_dataplane::stages::steer::Steer;
 use peregrine_dataplane::stages::xconnect::XConnect;
 use peregrine_dataplane::PacketBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -197,9 +198,14 @@ impl<B: PacketBuf + 'static> Composer<'_, B> {
         };
         let mut stages: Stages<B> = Vec::with_capacity(8);
         // The daemon's own ingress: the shared classifier first, when a feature reads its
-        // record. (Flow steering between workers goes right after it once `Steer` exists.)
+        // record, then (several workers) flow steering, so each UE's packets meet on one
+        // worker; handed-off packets resume right after it.
         if classified {
             stages.push(Box::new(self.classify.stage()));
+            if self.cfg.workers.count > 1 {
+                let resume_at = stages.len() as u8 + 1;
+                stages.push(Box::new(Steer::new(self.cfg.workers.count, resume_at)));
+            }
         }
         for f in self.features {
             f.stages(Place::Ingress, &mut b, &mut stages);

@@ -1,7 +1,10 @@
 //! An in-memory backend: rx queues preloaded with frames, tx captured in memory.
 //!
 //! For unit and integration tests of stages and the runtime without DPDK or files. Buffers
-//! come from a per-worker pool of [`OwnedBuf`]s that `release` and `tx_burst` refill.
+//! come from a per-worker pool of [`OwnedBuf`]s that `release` and `tx_burst` refill. A buffer
+//! handed to another worker (flow steering) is freed into that worker's pool; a pool that
+//! grows past its size gives the extras to a spare list all workers share, and a dry pool
+//! takes from it, so the backend's buffers are conserved like a DPDK mempool's.
 
 use super::{Backend, Burst, PortId, PortInfo, PortStats, WorkerIo};
 use crate::buffer::{Meta, OwnedBuf, PacketBuf};
@@ -31,6 +34,7 @@ pub struct MemBackend {
     tx: Vec<TxLog>,
     workers: usize,
     pool_size: usize,
+    spare: Arc<Mutex<Vec<OwnedBuf>>>,
 }
 
 /// One worker's handle on a [`MemBackend`].
@@ -40,6 +44,8 @@ pub struct MemWorkerIo {
     live: bool,
     tx: Vec<TxLog>,
     pool: Vec<OwnedBuf>,
+    pool_size: usize,
+    spare: Arc<Mutex<Vec<OwnedBuf>>>,
     /// Accept at most this many packets per tx burst (to exercise tx-full handling).
     pub tx_limit: usize,
 }
@@ -69,7 +75,14 @@ impl MemBackend {
             tx,
             workers: workers.max(1),
             pool_size: 1024,
+            spare: Arc::default(),
         }
+    }
+
+    /// Give each worker `n` buffers instead of 1,024 (set before taking the workers' I/O).
+    pub fn with_pool_size(mut self, n: usize) -> MemBackend {
+        self.pool_size = n;
+        self
     }
 
     /// What has been sent on `port` so far.
@@ -108,6 +121,8 @@ impl Backend for MemBackend {
             live,
             tx: self.tx.clone(),
             pool: (0..self.pool_size).map(|_| OwnedBuf::new()).collect(),
+            pool_size: self.pool_size,
+            spare: self.spare.clone(),
             tx_limit: usize::MAX,
         }
     }
@@ -122,6 +137,24 @@ impl Backend for MemBackend {
     }
 }
 
+impl MemWorkerIo {
+    #[inline]
+    fn take(&mut self) -> Option<OwnedBuf> {
+        self.pool
+            .pop()
+            .or_else(|| self.spare.lock().expect("spare buffers").pop())
+    }
+
+    #[inline]
+    fn give(&mut self, b: OwnedBuf) {
+        if self.pool.len() < self.pool_size {
+            self.pool.push(b);
+        } else {
+            self.spare.lock().expect("spare buffers").push(b);
+        }
+    }
+}
+
 impl WorkerIo for MemWorkerIo {
     type Buf = OwnedBuf;
 
@@ -132,23 +165,26 @@ impl WorkerIo for MemWorkerIo {
         out: &mut Burst<OwnedBuf>,
         max: usize,
     ) -> usize {
-        let Some((_, q)) = self.rx.iter_mut().find(|(p, _)| *p == port) else {
+        let Some(qi) = self.rx.iter().position(|(p, _)| *p == port) else {
             return 0;
         };
         let mut n = 0;
         while n < max && !out.is_full() {
-            let Some(frame) = q.front() else { break };
-            let Some(mut b) = self.pool.pop() else { break };
-            if b.set_data(frame).is_err() {
-                self.pool.push(b);
-                q.pop_front();
+            if self.rx[qi].1.is_empty() {
+                break;
+            }
+            let Some(mut b) = self.take() else { break };
+            let Some(frame) = self.rx[qi].1.pop_front() else {
+                break;
+            };
+            if b.set_data(&frame).is_err() {
+                self.give(b);
                 continue;
             }
             b.set_meta(Meta {
                 rx_port: port,
                 ..Meta::default()
             });
-            q.pop_front();
             out.push(b);
             n += 1;
         }
@@ -157,23 +193,24 @@ impl WorkerIo for MemWorkerIo {
 
     fn tx_burst(&mut self, port: PortId, _queue: u16, pkts: &mut Burst<OwnedBuf>) -> usize {
         let mut sent = 0;
-        let mut log = self.tx[port as usize].lock().expect("tx log");
+        let log = self.tx[port as usize].clone();
+        let mut log = log.lock().expect("tx log");
         for b in pkts.drain(..) {
             if sent < self.tx_limit {
                 log.push(b.data().to_vec());
                 sent += 1;
             }
-            self.pool.push(b);
+            self.give(b);
         }
         sent
     }
 
     fn release(&mut self, buf: OwnedBuf) {
-        self.pool.push(buf);
+        self.give(buf);
     }
 
     fn alloc(&mut self) -> Option<OwnedBuf> {
-        self.pool.pop().map(|mut b| {
+        self.take().map(|mut b| {
             b.reset();
             b
         })

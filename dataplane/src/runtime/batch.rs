@@ -6,10 +6,19 @@ use crate::io::{Burst, PortId, MAX_BURST};
 
 /// What happens to a packet once the pipeline is done with it.
 ///
-/// Packed in one `u32` (kind in the high half, port or reason in the low half) so that the
-/// per-batch loops over dispositions (fill, "still continuing?", "all to one port?") compile
-/// to a few vector instructions; a forwarding budget of a few cycles per packet leaves no
-/// room for a tagged enum's separate tag and payload accesses. Match on [`Disposition::action`].
+/// Packed in one `u32` so that the per-batch loops over dispositions (fill, "still
+/// continuing?", "all to one port?") compile to a few vector instructions; a forwarding
+/// budget of a few cycles per packet leaves no room for a tagged enum's separate tag and
+/// payload accesses. Match on [`Disposition::action`]. Bit layout:
+///
+/// | bits   | Continue | ToControl | Tx                                   | Drop   | Handoff   |
+/// |--------|----------|-----------|--------------------------------------|--------|-----------|
+/// | 0..16  | 0        | 0         | port (0..12), QID (12..15), QID set (15) | reason | worker |
+/// | 16..20 | kind 0   | kind 1    | kind 2                               | kind 3 | kind 4    |
+/// | 20..28 | 0        | 0         | 0                                    | 0      | resume_at |
+/// | 28..32 | 0        | 0         | 0                                    | 0      | 0         |
+///
+/// `Continue` is the all-zero word; `u32::MAX` is reserved (the batch's "mixed" sentinel).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(transparent)]
 pub struct Disposition(u32);
@@ -25,12 +34,18 @@ pub enum Action {
     Drop(DropReason),
     /// Hand a copy to the control thread (exception path), then free.
     ToControl,
+    /// Hand to worker `worker`, which runs it through its own pipeline from stage index
+    /// `resume_at` on (flow steering, see `stages::steer`).
+    Handoff { worker: u16, resume_at: u8 },
 }
 
 impl Disposition {
     const KIND_TO_CONTROL: u32 = 1;
     const KIND_TX: u32 = 2;
     const KIND_DROP: u32 = 3;
+    const KIND_HANDOFF: u32 = 4;
+    /// Bits 16..20 of the word, shifted down.
+    const KIND_MASK: u32 = 0xF;
 
     /// Still being processed.
     pub const CONTINUE: Disposition = Disposition(0);
@@ -77,12 +92,26 @@ impl Disposition {
         Disposition(Self::KIND_DROP << 16 | reason.0 as u32)
     }
 
+    /// Hand the packet to worker `worker` (its index in `RuntimeConfig::workers`), which runs
+    /// it through its own copy of the pipeline from stage index `resume_at` on (normally the
+    /// index after the stage that decided). A packet is handed off at most once: a resumed
+    /// packet handed off again is dropped as `bad_handoff`, as is one to a worker that does
+    /// not exist or to the deciding worker itself.
+    #[inline(always)]
+    pub const fn handoff(worker: u16, resume_at: u8) -> Disposition {
+        Disposition((resume_at as u32) << 20 | Self::KIND_HANDOFF << 16 | worker as u32)
+    }
+
     #[inline(always)]
     pub const fn action(self) -> Action {
-        match self.0 >> 16 {
+        match (self.0 >> 16) & Self::KIND_MASK {
             0 => Action::Continue,
             Self::KIND_TO_CONTROL => Action::ToControl,
             Self::KIND_TX => Action::Tx((self.0 & Self::PORT_MASK) as u16),
+            Self::KIND_HANDOFF => Action::Handoff {
+                worker: self.0 as u16,
+                resume_at: (self.0 >> 20) as u8,
+            },
             _ => Action::Drop(DropReason(self.0 as u16)),
         }
     }
@@ -308,6 +337,32 @@ mod tests {
         assert_eq!(Disposition::tx(5).action(), Action::Tx(5));
         assert_eq!(Disposition::drop_as(DropReason(0x9fff)).qid(), None);
         assert_ne!(d, Disposition::tx(5));
+    }
+
+    #[test]
+    fn handoff_packs_worker_and_stage() {
+        for (w, r) in [(0u16, 0u8), (1, 2), (u16::MAX, u8::MAX), (513, 7)] {
+            let d = Disposition::handoff(w, r);
+            assert_eq!(
+                d.action(),
+                Action::Handoff {
+                    worker: w,
+                    resume_at: r
+                }
+            );
+            assert!(!d.is_continue());
+            assert_eq!(d.qid(), None);
+            assert_ne!(d, MIXED);
+        }
+        assert_ne!(Disposition::handoff(1, 2), Disposition::handoff(2, 1));
+        // The other kinds are unchanged by the wider kind field.
+        assert_eq!(
+            Disposition::drop_as(DropReason(0xffff)).action(),
+            Action::Drop(DropReason(0xffff))
+        );
+        assert_eq!(Disposition::TO_CONTROL.action(), Action::ToControl);
+        assert_eq!(Disposition::tx_queue(4095, 7).action(), Action::Tx(4095));
+        assert_eq!(Disposition::CONTINUE.action(), Action::Continue);
     }
 
     #[test]

@@ -20,6 +20,10 @@ pub struct Counters {
     pub injected: u64,
     pub bursts: u64,
     pub idle_polls: u64,
+    /// Packets this worker handed to another worker's ring (flow steering).
+    pub handed_off: u64,
+    /// Packets this worker took from other workers' rings and processed.
+    pub handoff_received: u64,
     /// One entry per port with an egress scheduler, in port order.
     pub egress: Vec<EgressCounters>,
 }
@@ -51,6 +55,8 @@ impl Counters {
         self.injected += other.injected;
         self.bursts += other.bursts;
         self.idle_polls += other.idle_polls;
+        self.handed_off += other.handed_off;
+        self.handoff_received += other.handoff_received;
         for e in &other.egress {
             match self.egress.iter_mut().find(|x| x.port == e.port) {
                 Some(x) => {
@@ -91,6 +97,8 @@ pub struct SharedCounters {
     injected: AtomicU64,
     bursts: AtomicU64,
     idle_polls: AtomicU64,
+    handed_off: AtomicU64,
+    handoff_received: AtomicU64,
     /// Scheduled ports, and their [`QidCounters`] flattened: port-major, then QID, then word.
     egress_ports: Vec<PortId>,
     egress: Vec<AtomicU64>,
@@ -117,6 +125,8 @@ impl SharedCounters {
             injected: AtomicU64::new(0),
             bursts: AtomicU64::new(0),
             idle_polls: AtomicU64::new(0),
+            handed_off: AtomicU64::new(0),
+            handoff_received: AtomicU64::new(0),
         }
     }
 
@@ -134,6 +144,9 @@ impl SharedCounters {
         self.injected.store(c.injected, Ordering::Relaxed);
         self.bursts.store(c.bursts, Ordering::Relaxed);
         self.idle_polls.store(c.idle_polls, Ordering::Relaxed);
+        self.handed_off.store(c.handed_off, Ordering::Relaxed);
+        self.handoff_received
+            .store(c.handoff_received, Ordering::Relaxed);
         let words = c
             .egress
             .iter()
@@ -154,6 +167,8 @@ impl SharedCounters {
             injected: self.injected.load(Ordering::Relaxed),
             bursts: self.bursts.load(Ordering::Relaxed),
             idle_polls: self.idle_polls.load(Ordering::Relaxed),
+            handed_off: self.handed_off.load(Ordering::Relaxed),
+            handoff_received: self.handoff_received.load(Ordering::Relaxed),
             egress: self
                 .egress_ports
                 .iter()

@@ -4,6 +4,8 @@
 pub mod batch;
 pub mod counters;
 pub mod egress;
+pub mod handoff;
+pub mod inject;
 pub mod reason;
 pub mod scope;
 pub mod snapshot;
@@ -14,12 +16,11 @@ pub mod worker;
 pub use batch::{Action, Batch, Disposition};
 pub use counters::{Counters, EgressCounters, QidCounters, SOJOURN_BINS, SOJOURN_BIN_EDGES_US};
 pub use egress::{EgressConfig, EgressConfigError};
+pub use handoff::HANDOFF_RING;
+pub use inject::{InjectError, InjectFrame, Injector, INJECT_MAX};
 pub use reason::{DropReason, Reasons};
 pub use scope::{OnEgress, OnIngress};
 pub use snapshot::{Publisher, Reader};
 pub use stage::{Context, Pipeline, PipelineFactory, Stage};
 pub use tap::Tap;
-pub use worker::{
-    start, ControlPacket, InjectError, InjectFrame, Injector, Running, RuntimeConfig, WorkerSpec,
-    INJECT_MAX,
-};
+pub use worker::{start, ControlPacket, Running, RuntimeConfig, WorkerSpec};

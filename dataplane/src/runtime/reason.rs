@@ -27,6 +27,11 @@ impl Reasons {
     /// A frame injected by the control side could not be sent: no buffer in the worker's
     /// pool, or the port's tx queue did not take it.
     pub const INJECT_FAILED: DropReason = DropReason(5);
+    /// The ring to the worker a packet was steered to was full (`Disposition::handoff`).
+    pub const HANDOFF_RING_FULL: DropReason = DropReason(6);
+    /// A hand-off to a worker that does not exist, to the deciding worker itself, or of a
+    /// packet that was already handed off once: a pipeline bug, counted rather than looped.
+    pub const BAD_HANDOFF: DropReason = DropReason(7);
 
     pub fn new() -> Reasons {
         Reasons {
@@ -37,6 +42,8 @@ impl Reasons {
                 "bad_tx_port",
                 "egress_queue_full",
                 "inject_failed",
+                "handoff_ring_full",
+                "bad_handoff",
             ],
         }
     }
@@ -93,6 +100,8 @@ mod tests {
         assert_eq!(r.name(Reasons::EGRESS_QUEUE_FULL), "egress_queue_full");
         assert_eq!(r.register("egress_queue_full"), Reasons::EGRESS_QUEUE_FULL);
         assert_eq!(r.name(Reasons::INJECT_FAILED), "inject_failed");
+        assert_eq!(r.name(Reasons::HANDOFF_RING_FULL), "handoff_ring_full");
+        assert_eq!(r.name(Reasons::BAD_HANDOFF), "bad_handoff");
         assert_eq!(r.name(DropReason(999)), "unknown");
     }
 }

@@ -165,6 +165,24 @@ impl<B: PacketBuf> Pipeline<B> {
             s.process(batch, cx);
         }
     }
+
+    /// Run the stages from index `first` on (a batch handed over by another worker, see
+    /// `Disposition::handoff`); nothing if `first` is past the end.
+    #[inline]
+    pub fn run_from(&mut self, first: usize, batch: &mut Batch<B>, cx: &Context) {
+        for s in self.stages.iter_mut().skip(first) {
+            s.process(batch, cx);
+        }
+    }
+
+    /// Number of stages.
+    pub fn len(&self) -> usize {
+        self.stages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.stages.is_empty()
+    }
 }
 
 /// Builds the identical pipeline for each worker. Reason ids come from one shared registry,

@@ -14,6 +14,12 @@
 //! dispatch on an unscheduled port) goes through that port's post-dequeue taps first
 //! ([`Pipeline::with_tap`], `runtime::tap`).
 //!
+//! With several workers, a stage may hand a packet to another worker
+//! ([`Disposition::handoff`](super::Disposition::handoff), flow steering): dispatch stages it
+//! per destination and pushes each burst to that worker's SPSC ring after the batch; every
+//! worker polls its incoming rings after its rx queues and resumes those packets at the stage
+//! the sender named (`runtime::handoff`).
+//!
 //! The control side sends frames of its own (ARP/ND replies, GTP-U End Markers) through an
 //! [`Injector`]: one bounded channel per worker of fixed-size frames, allocated when the
 //! channel is made. A worker looks at its channel once per poll (`is_empty`, two relaxed
@@ -23,6 +29,8 @@
 use super::batch::{Action, Batch};
 use super::counters::{Counters, EgressCounters, SharedCounters};
 use super::egress::{EgressConfig, EgressConfigError, EgressPort, NO_EGRESS};
+use super::handoff::{self, Inbox, Item, Outbox, Quiesce, HANDOFF_RING};
+use super::inject::{InjectFrame, Injector, INJECT_QUEUE};
 use super::reason::Reasons;
 use super::stage::{Context, Pipeline, PipelineFactory};
 use crate::buffer::PacketBuf;
@@ -47,71 +55,6 @@ pub struct ControlPacket {
     /// Original length; `data` holds at most [`CONTROL_SNAP`] bytes of it.
     pub len: usize,
     pub data: ArrayVec<u8, CONTROL_SNAP>,
-}
-
-/// Largest frame the control side can inject (the data room of a default buffer).
-pub const INJECT_MAX: usize = crate::buffer::DEFAULT_DATA_ROOM;
-
-/// Frames a worker's injection channel holds.
-pub const INJECT_QUEUE: usize = 256;
-
-/// A frame on its way from the control side to a worker's tx queue.
-#[derive(Debug, Clone)]
-pub struct InjectFrame {
-    pub port: PortId,
-    pub data: ArrayVec<u8, INJECT_MAX>,
-}
-
-/// Why [`Injector::inject`] refused a frame. A frame accepted here can still fail in the
-/// worker (no buffer, port full): that is counted as the drop reason `inject_failed`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum InjectError {
-    #[error("no worker {0}")]
-    NoSuchWorker(usize),
-    #[error("no port {0}")]
-    NoSuchPort(PortId),
-    #[error("frame of {0} bytes: empty or longer than {INJECT_MAX}")]
-    BadLength(usize),
-    #[error("the worker's injection queue is full")]
-    QueueFull,
-    #[error("the worker has stopped")]
-    Stopped,
-}
-
-/// The control side's handle for sending frames out of a port through a worker.
-#[derive(Debug, Clone)]
-pub struct Injector {
-    workers: Arc<[Sender<InjectFrame>]>,
-    ports: usize,
-}
-
-impl Injector {
-    /// Queue `bytes` (a whole Ethernet frame) to be sent on `port` by `worker`, on that
-    /// worker's tx queue. Never blocks. Frames injected through one worker go out in order,
-    /// after whatever that worker had already queued for the port (see `Worker::inject`).
-    pub fn inject(&self, worker: usize, port: PortId, bytes: &[u8]) -> Result<(), InjectError> {
-        let tx = self
-            .workers
-            .get(worker)
-            .ok_or(InjectError::NoSuchWorker(worker))?;
-        if usize::from(port) >= self.ports {
-            return Err(InjectError::NoSuchPort(port));
-        }
-        let mut data = ArrayVec::new();
-        if bytes.is_empty() || data.try_extend_from_slice(bytes).is_err() {
-            return Err(InjectError::BadLength(bytes.len()));
-        }
-        tx.try_send(InjectFrame { port, data })
-            .map_err(|e| match e {
-                TrySendError::Full(_) => InjectError::QueueFull,
-                TrySendError::Disconnected(_) => InjectError::Stopped,
-            })
-    }
-
-    /// How many workers frames can be injected through.
-    pub fn workers(&self) -> usize {
-        self.workers.len()
-    }
 }
 
 /// Which queues a worker polls and where it runs.
@@ -148,6 +91,10 @@ const PUBLISH_EVERY: u64 = 1024;
 /// packet); then the stop flush sends the rest unshaped.
 const EGRESS_STALL_NS: u64 = 1_000_000_000;
 
+/// At stop, a worker waits at most this long for the other workers to stop handing it
+/// packets (a worker that panicked never does).
+const HANDOFF_DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
 /// When traffic was last seen, for `stop_after_idle`: busy polls only set a flag.
 #[derive(Debug)]
 struct IdleClock {
@@ -181,6 +128,10 @@ struct Worker<I: WorkerIo> {
     egress: Vec<EgressPort<I::Buf>>,
     /// Worker-clock time of the last dequeue from any scheduler.
     egress_progress_ns: u64,
+    /// Hand-off rings to and from the other workers (empty with one worker).
+    outbox: Outbox<I::Buf>,
+    inbox: Inbox<I::Buf>,
+    quiesce: Quiesce,
 }
 
 impl<I: WorkerIo> Worker<I> {
@@ -199,9 +150,14 @@ impl<I: WorkerIo> Worker<I> {
         };
         let rxq = std::mem::take(&mut self.spec.rx_queues);
         let recorded_clock = self.io.recorded_clock();
+        let lossless = self.io.lossless() && self.inbox.rings() > 0;
         loop {
             let mut got = 0usize;
-            for &(port, queue) in &rxq {
+            // A replay waits for room in the hand-off rings rather than drop (see
+            // `WorkerIo::lossless`); its incoming rings are still served below, so two
+            // workers waiting on each other both make progress.
+            let rx_ok = !lossless || self.outbox.min_room() >= self.burst;
+            for &(port, queue) in rxq.iter().filter(|_| rx_ok) {
                 let n = self.io.rx_burst(port, queue, &mut batch.pkts, self.burst);
                 if n == 0 {
                     continue;
@@ -212,20 +168,11 @@ impl<I: WorkerIo> Worker<I> {
                 }
                 self.counters.bursts += 1;
                 batch.rx_port = port;
-                batch.reset_dispositions();
-                cx.next_batch();
-                if recorded_clock {
-                    if let Some(p) = batch.pkts.first() {
-                        cx.set_now(p.meta().timestamp_ns);
-                    }
-                }
-                self.pipeline.run(&mut batch, &cx);
-                self.dispatch(&mut batch, &cx);
-                if !self.egress.is_empty() {
-                    self.service_egress(|| cx.now_ns());
-                }
-                self.flush_tx(&cx);
-                debug_assert!(batch.pkts.is_empty());
+                self.process(&mut batch, &mut cx, recorded_clock, None);
+            }
+            // Packets other workers steered here: polled like one more rx source.
+            if !self.inbox.is_empty() {
+                got += self.poll_handoffs(&mut batch, &mut cx, recorded_clock);
             }
             // Empty on the busy path: a check of the channel's head and tail, nothing more.
             if !self.inject_rx.is_empty() {
@@ -257,10 +204,112 @@ impl<I: WorkerIo> Worker<I> {
                 }
             }
         }
+        self.drain_handoffs(&mut batch, &mut cx, recorded_clock);
         self.flush_egress(&cx);
         self.io.flush();
         self.publish();
         self.counters
+    }
+
+    /// Run one batch (fresh from rx, or from a hand-off ring resuming at stage `resume`)
+    /// through the pipeline, dispatch it, push its hand-offs, serve egress and send.
+    #[inline]
+    fn process(
+        &mut self,
+        batch: &mut Batch<I::Buf>,
+        cx: &mut Context,
+        recorded_clock: bool,
+        resume: Option<usize>,
+    ) {
+        batch.reset_dispositions();
+        cx.next_batch();
+        if recorded_clock {
+            if let Some(p) = batch.pkts.first() {
+                cx.set_now(p.meta().timestamp_ns);
+            }
+        }
+        match resume {
+            None => self.pipeline.run(batch, cx),
+            Some(first) => self.pipeline.run_from(first, batch, cx),
+        }
+        self.dispatch(batch, cx, resume.is_some());
+        let (counters, io) = (&mut self.counters, &mut self.io);
+        counters.handed_off += self.outbox.flush(|pkt| {
+            counters.drops[Reasons::HANDOFF_RING_FULL.0 as usize] += 1;
+            io.release(pkt);
+        });
+        if !self.egress.is_empty() {
+            self.service_egress(|| cx.now_ns());
+        }
+        self.flush_tx(cx);
+        debug_assert!(batch.pkts.is_empty());
+    }
+
+    /// Take up to a burst from each incoming hand-off ring, one run (same rx port and resume
+    /// stage) per batch; returns how many packets were taken.
+    fn poll_handoffs(
+        &mut self,
+        batch: &mut Batch<I::Buf>,
+        cx: &mut Context,
+        recorded_clock: bool,
+    ) -> usize {
+        let mut got = 0;
+        for r in 0..self.inbox.rings() {
+            let mut budget = self.burst;
+            while budget > 0 {
+                let Some((port, resume)) = self.inbox.pop_run(r, &mut batch.pkts, budget) else {
+                    break;
+                };
+                let n = batch.pkts.len();
+                budget = budget.saturating_sub(n);
+                got += n;
+                self.counters.handoff_received += n as u64;
+                self.counters.bursts += 1;
+                batch.rx_port = port;
+                self.process(batch, cx, recorded_clock, Some(usize::from(resume)));
+            }
+        }
+        got
+    }
+
+    /// At stop: stop handing off, then keep serving the incoming rings until every worker
+    /// has stopped handing off and they are empty (see `runtime::handoff`).
+    fn drain_handoffs(&mut self, batch: &mut Batch<I::Buf>, cx: &mut Context, recorded: bool) {
+        if self.inbox.rings() == 0 {
+            return;
+        }
+        self.quiesce.arrive();
+        let deadline = Instant::now() + HANDOFF_DRAIN_LIMIT;
+        let mut polls = 0u64;
+        loop {
+            polls += 1;
+            if polls.is_multiple_of(64) {
+                // Still a quiescent state for snapshot publishers while waiting.
+                self.pipeline.idle();
+            }
+            // Read before polling: once all have arrived, every push is visible.
+            let all = self.quiesce.all();
+            let got = self.poll_handoffs(batch, cx, recorded);
+            if !self.inject_rx.is_empty() {
+                self.inject(cx);
+            }
+            if !self.egress.is_empty() && self.egress_backlog() != 0 {
+                let epoch = self.epoch;
+                self.service_egress(|| epoch.elapsed().as_nanos() as u64);
+                self.flush_tx(cx);
+            }
+            if all && got == 0 && self.inbox.is_empty() {
+                break;
+            }
+            if Instant::now() > deadline {
+                tracing::warn!(
+                    worker = self.spec.id,
+                    "other workers still running at stop; leaving the hand-off rings"
+                );
+                break;
+            }
+            std::hint::spin_loop();
+        }
     }
 
     /// Copy the schedulers' counters and depths into `counters`, then publish them.
@@ -380,8 +429,10 @@ impl<I: WorkerIo> Worker<I> {
         false
     }
 
+    /// Carry out every packet's disposition. `resumed`: the batch came from a hand-off ring
+    /// (its packets may not be handed off again).
     #[inline]
-    fn dispatch(&mut self, batch: &mut Batch<I::Buf>, cx: &Context) {
+    fn dispatch(&mut self, batch: &mut Batch<I::Buf>, cx: &Context, resumed: bool) {
         // Whole batch decided at once (cross-connects, one-way forwarding): hand the batch's
         // array straight to the driver, no per-packet work at all.
         if let Some(d) = batch.uniform() {
@@ -437,6 +488,23 @@ impl<I: WorkerIo> Worker<I> {
                 Action::Continue => {
                     self.count_drop(Reasons::NO_DISPOSITION.0);
                     self.io.release(pkt);
+                }
+                Action::Handoff { worker, resume_at } => {
+                    let w = usize::from(worker);
+                    if resumed || !self.outbox.reaches(w) {
+                        self.count_drop(Reasons::BAD_HANDOFF.0);
+                        self.io.release(pkt);
+                        continue;
+                    }
+                    let item = Item {
+                        pkt,
+                        rx_port,
+                        resume_at,
+                    };
+                    if let Err(item) = self.outbox.stage(w, item) {
+                        self.count_drop(Reasons::HANDOFF_RING_FULL.0);
+                        self.io.release(item.pkt);
+                    }
                 }
             }
         }
@@ -588,6 +656,20 @@ where
     for (slot, &p) in egress_ports.iter().enumerate() {
         egress_slot[p as usize] = slot as u16;
     }
+    // A hand-off names its destination by index in `cfg.workers`; steering stages compute it
+    // from `Context::worker`, so with several workers the two must agree.
+    if cfg.workers.len() > 1 {
+        if let Some((i, w)) = cfg.workers.iter().enumerate().find(|(i, w)| w.id != *i) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "worker {i} has id {}: ids must be 0..{}",
+                    w.id,
+                    cfg.workers.len()
+                ),
+            ));
+        }
+    }
     let mut reasons = Reasons::new();
     let pipelines: Vec<_> = cfg
         .workers
@@ -605,7 +687,10 @@ where
     let mut handles = Vec::new();
     let mut shared = Vec::new();
     let mut inject_tx = Vec::new();
-    for (spec, pipeline) in cfg.workers.iter().cloned().zip(pipelines) {
+    let quiesce = Quiesce::new(cfg.workers.len());
+    let rings = handoff::mesh(cfg.workers.len(), HANDOFF_RING);
+    for ((spec, pipeline), (outbox, inbox)) in cfg.workers.iter().cloned().zip(pipelines).zip(rings)
+    {
         // crossbeam's bounded channel allocates its slots here, once.
         let (itx, inject_rx) = crossbeam_channel::bounded(INJECT_QUEUE);
         inject_tx.push(itx);
@@ -651,6 +736,9 @@ where
             egress_slot: egress_slot.clone(),
             egress,
             egress_progress_ns: 0,
+            outbox,
+            inbox,
+            quiesce: quiesce.clone(),
         };
         let name = format!("pg-worker-{}", w.spec.id);
         handles.push(
@@ -739,15 +827,32 @@ impl Running {
         self.handles.iter().all(|h| h.is_finished())
     }
 
+    /// Each worker's counters, as last published, in worker order.
+    pub fn worker_counters(&self) -> Vec<Counters> {
+        self.shared.iter().map(|s| s.load()).collect()
+    }
+
     /// Wait for every worker; returns the final counters summed over workers.
     pub fn join(self) -> Counters {
         let mut total = Counters::new(self.ports.len(), self.reasons.len());
-        for h in self.handles {
-            match h.join() {
-                Ok(c) => total.add(&c),
-                Err(_) => tracing::error!("a worker panicked"),
-            }
+        for c in self.join_workers() {
+            total.add(&c);
         }
         total
+    }
+
+    /// Wait for every worker; returns each worker's final counters, in worker order (a
+    /// worker that panicked gives empty counters).
+    pub fn join_workers(self) -> Vec<Counters> {
+        let (ports, reasons) = (self.ports.len(), self.reasons.len());
+        self.handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    tracing::error!("a worker panicked");
+                    Counters::new(ports, reasons)
+                })
+            })
+            .collect()
     }
 }

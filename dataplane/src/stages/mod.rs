@@ -3,4 +3,5 @@
 
 pub mod impair;
 pub mod l3fwd;
+pub mod steer;
 pub mod xconnect;
