@@ -7,6 +7,7 @@
 //! the offending field in every error.
 
 use crate::error::{invalid, ConfigError};
+use ipnet::IpNet;
 use peregrine_dataplane::stages::l3fwd::{NextHop, RouteSpec};
 use peregrine_wire::ethernet::Address as MacAddr;
 use serde::Deserialize;
@@ -424,22 +425,17 @@ impl Platform {
             .enumerate()
             .map(|(i, r)| {
                 let f = |k: &str| format!("route[{i}].{k}");
-                let (a, l) = r.prefix.split_once('/').ok_or_else(|| {
-                    invalid(f("prefix"), format!("`{}` is not ADDRESS/LENGTH", r.prefix))
-                })?;
-                let addr: IpAddr = a
-                    .parse()
-                    .map_err(|_| invalid(f("prefix"), format!("`{a}` is not an IP address")))?;
-                let len: u8 = l
-                    .parse()
-                    .map_err(|_| invalid(f("prefix"), format!("`{l}` is not a prefix length")))?;
-                let max = if addr.is_ipv4() { 32 } else { 128 };
-                if len > max {
-                    return Err(invalid(
+                let net: IpNet = r.prefix.parse().map_err(|_| {
+                    invalid(
                         f("prefix"),
-                        format!("length {len} is longer than {max}"),
-                    ));
-                }
+                        format!(
+                            "`{}` is not ADDRESS/LENGTH (an IPv4 prefix of length at most 32 \
+                             or an IPv6 prefix of length at most 128)",
+                            r.prefix
+                        ),
+                    )
+                })?;
+                let (addr, len) = (net.addr(), net.prefix_len());
                 let port = self
                     .port_index(&r.port)
                     .ok_or_else(|| invalid(f("port"), format!("no port named `{}`", r.port)))?;

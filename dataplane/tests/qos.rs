@@ -6,18 +6,19 @@ use peregrine_dataplane::qos::{
     Colour, ColourMode, QueueClass, QueueConfig, Scheduler, SchedulerConfig, ShaperConfig, TrTcm,
     TrTcmConfig, NUM_QUEUES,
 };
+use peregrine_testkit::rng::{self, Xoshiro256PlusPlus};
 
 const S: u64 = 1_000_000_000;
 
-/// Deterministic packet sizes in 64..=1500 (xorshift).
-struct Sizes(u64);
+/// Deterministic packet sizes in 64..=1500 (the test kit's seeded PRNG).
+struct Sizes(Xoshiro256PlusPlus);
 
 impl Sizes {
+    fn new(seed: u64) -> Sizes {
+        Sizes(rng::seeded(seed))
+    }
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        64 + self.0 % 1437
+        64 + rng::below(&mut self.0, 1437)
     }
 }
 
@@ -46,7 +47,7 @@ fn qos_trtcm_long_run_rates() {
             0,
         )
         .unwrap();
-        let mut sizes = Sizes(0x9e37_79b9_7f4a_7c15);
+        let mut sizes = Sizes::new(0x9e37_79b9_7f4a_7c15);
         let offered_rate = 2 * pir;
         let (mut t, mut bytes) = (0u64, [0u64; 3]);
         let mut offered = 0u64;
@@ -165,7 +166,7 @@ fn wrr_config(weights: [u32; NUM_QUEUES], depth: usize) -> SchedulerConfig {
 fn qos_drr_weight_ratios() {
     let weights = [1, 2, 3, 4, 5, 6, 7, 8];
     let mut s: Scheduler<OwnedBuf> = Scheduler::new(&wrr_config(weights, 64), 0).unwrap();
-    let mut sizes = Sizes(12345);
+    let mut sizes = Sizes::new(12345);
     let mut served = [0u64; NUM_QUEUES];
     // Keep every queue backlogged; queue 0 sends only 1500-byte packets, queue 7 only 64.
     let size_of = |q: usize, sizes: &mut Sizes| match q {

@@ -48,9 +48,9 @@ def main(argv):
         print(f"{soft} vs {twin}: {sum(a.values())} / {sum(b.values())} packets, "
               f"{n_a} only in software, {n_b} only in the twin")
         for p in list(only_soft)[:3]:
-            print("  software only:", p.hex())
+            print("  software only:", p.hex()[:160])
         for p in list(only_twin)[:3]:
-            print("  twin only:    ", p.hex())
+            print("  twin only:    ", p.hex()[:160])
         bad += n_a + n_b
     return 1 if bad else 0
 

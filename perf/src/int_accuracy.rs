@@ -4,7 +4,7 @@
 //! Topology (seed Fig. 4): source, four switches (INT transit), destination (INT sink): five
 //! links, "hops" 1-5 in the seed's Tables III and IV. Link `k` is the egress of node `k-1`
 //! (tc-netem sits on the upstream node's egress), emulated by a
-//! [`LinkModel`](peregrine_dataplane::stages::impair::LinkModel).
+//! [`LinkModel`](peregrine_testkit::impair::LinkModel).
 //!
 //! What each INT node records is modelled on the seed's Table I with trace type 0x7000E000 (seed
 //! IV-A): the source stamps a 64-bit timestamp, an INT packet counter (the report sequence
@@ -18,11 +18,12 @@
 //! number, so ties are deterministic); reordering by jitter is therefore seen by downstream
 //! nodes exactly as it happens.
 
-use peregrine_dataplane::stages::impair::{Jitter, LinkConfig, LinkModel, SplitMix64, Verdict};
 pub use peregrine_int::report::Encoding;
 use peregrine_int_manager::qos_monitor::{
     CounterWidth, HopEntry, QosConfig, QosMonitor, QosReport, RawReport, Window,
 };
+use peregrine_testkit::impair::{Jitter, LinkConfig, LinkModel, Verdict};
+use peregrine_testkit::rng::{unit_f64, SeedableRng, SplitMix64};
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -209,7 +210,7 @@ fn path_mad_ms(links: &[LinkConfig; LINKS]) -> f64 {
     if links.iter().all(|l| l.jitter_ns == 0) {
         return 0.0;
     }
-    let mut rng = SplitMix64::new(99);
+    let mut rng = SplitMix64::seed_from_u64(99);
     let n = 400_000;
     let mut sum = 0.0;
     for _ in 0..n {
@@ -217,7 +218,7 @@ fn path_mad_ms(links: &[LinkConfig; LINKS]) -> f64 {
             .iter()
             .map(|l| {
                 let j = l.jitter_ns as f64 / MS as f64;
-                (rng.next_f64() - rng.next_f64()) * 2.0 * j
+                (unit_f64(&mut rng) - unit_f64(&mut rng)) * 2.0 * j
             })
             .sum();
         sum += d.abs();
@@ -359,7 +360,7 @@ impl Source {
     fn new(traffic: Traffic, seed: u64) -> Source {
         Source {
             traffic,
-            rng: SplitMix64::new(seed),
+            rng: SplitMix64::seed_from_u64(seed),
             next: 0,
             burst_end: 2 * S,
         }
@@ -370,7 +371,7 @@ impl Source {
         self.next += S / PPS;
         if self.traffic == Traffic::Bursty && self.next >= self.burst_end {
             // Next burst starts 2 s + Exp(mean 3 s) after this one started: mean 5 s apart.
-            let gap = (-(1.0 - self.rng.next_f64()).ln() * 3.0 * S as f64) as u64;
+            let gap = (-(1.0 - unit_f64(&mut self.rng)).ln() * 3.0 * S as f64) as u64;
             let start = self.burst_end + gap;
             self.next = start;
             self.burst_end = start + 2 * S;
@@ -401,7 +402,7 @@ fn run_model(tc: &TestCase, rc: &RunConfig) -> RunOutput {
         .collect();
     let mut monitor = QosMonitor::new(QosConfig::default());
     let mut src = Source::new(rc.traffic, rc.seed ^ 0xb0b);
-    let mut sample_rng = SplitMix64::new(rc.seed ^ 0x5a5a);
+    let mut sample_rng = SplitMix64::seed_from_u64(rc.seed ^ 0x5a5a);
     // Nodes 0 (source) .. LINKS (sink).
     let mut nodes = [NodeCounters::default(); LINKS + 1];
     let mut heap: BinaryHeap<Reverse<(u64, u64, u8)>> = BinaryHeap::new();
@@ -442,7 +443,7 @@ fn run_model(tc: &TestCase, rc: &RunConfig) -> RunOutput {
             let int = match rc.strategy {
                 Strategy::Count(k) => counts.sent.is_multiple_of(u64::from(k)),
                 Strategy::Frequency(ms) => last_int_tx.is_none_or(|l| t - l >= u64::from(ms) * MS),
-                Strategy::Probability(p) => sample_rng.next_f64() * 100.0 < p,
+                Strategy::Probability(p) => unit_f64(&mut sample_rng) * 100.0 < p,
             };
             if int {
                 last_int_tx = Some(t);

@@ -13,10 +13,14 @@
 //! * [`alloc`]: a counting global allocator;
 //! * [`pfcp`]: PFCP sample messages and request builders (TS 29.244);
 //! * [`traffic`]: the deterministic 5G user-plane traffic generator;
-//! * `upf` (feature `dataplane`): UPF rule-table fixtures and a rig running the UPF stage.
+//! * `upf` (feature `dataplane`): UPF rule-table fixtures and a rig running the UPF stage;
+//! * `impair` (feature `dataplane`): link impairments (loss, rate, delay, jitter) as a model
+//!   and as a pipeline stage, for experiments and tests.
 
 pub mod alloc;
 pub mod frames;
+#[cfg(feature = "dataplane")]
+pub mod impair;
 pub mod netns;
 pub mod pcap;
 pub mod pfcp;

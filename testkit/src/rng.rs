@@ -16,6 +16,14 @@ pub fn unit_f64(rng: &mut impl RngCore) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
+/// A standard normal draw (Box-Muller; one of the pair is discarded to keep no state).
+pub fn normal(rng: &mut impl RngCore) -> f64 {
+    // 1 - u is in (0, 1], so the logarithm is finite.
+    let u1 = 1.0 - unit_f64(rng);
+    let u2 = unit_f64(rng);
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
 /// A seeded generator for tests: xoshiro256++ seeded by splitmix64 from `seed`.
 pub fn seeded(seed: u64) -> Xoshiro256PlusPlus {
     Xoshiro256PlusPlus::seed_from_u64(seed)

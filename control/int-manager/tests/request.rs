@@ -8,6 +8,7 @@ use peregrine_int::request::{
     TraceType, MAX_DEPTH, MAX_OPTION_PAYLOAD, MAX_PAYLOAD,
 };
 use peregrine_int_manager::codec::{decode_cbor, decode_json, ReplyCodec, RequestJson, RuleCbor};
+use peregrine_testkit::rng::{self, RngCore, Xoshiro256PlusPlus};
 
 /// The seed's Listing 1 ("INT Request message format"), verbatim modulo OCR damage, is a template:
 ///
@@ -549,17 +550,15 @@ fn hostile_inputs_are_errors() {
     }
 }
 
-/// Tiny deterministic PRNG (xorshift64*), so the mutation loop is reproducible.
-struct Rng(u64);
+/// The test kit's seeded PRNG (xoshiro256++), so the mutation loop is reproducible.
+struct Rng(Xoshiro256PlusPlus);
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.0.next_u64()
     }
+    /// In `0..n`, or 0 when `n` is 0.
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        rng::below(&mut self.0, n.max(1) as u64) as usize
     }
 }
 
@@ -640,7 +639,7 @@ fn mutation_loop_never_panics() {
         &[0x40],
         &[0x60],
     ];
-    let mut rng = Rng(0x0003_6169_2813_6B05);
+    let mut rng = Rng(rng::seeded(0x0003_6169_2813_6B05));
     let (mut ok_json, mut ok_cbor) = (0, 0);
     for i in 0..50_000 {
         let src = &jsons[i % jsons.len()];

@@ -29,8 +29,9 @@
 //! whitespace; trailing NUL octets (padding sent by some SMFs) are ignored.
 
 use arrayvec::ArrayVec;
+use ipnet::IpNet;
 use peregrine_dataplane::upf::tables::{Direction, FlowFilter, IpPrefix};
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use thiserror::Error;
 
 /// Most [`FlowFilter`]s one Flow Description may expand into (port lists).
@@ -112,30 +113,24 @@ fn parse_addr(tok: &str) -> Result<Option<IpPrefix>, SdfError> {
     if tok.starts_with('!') {
         return Err(SdfError::Negation(tok.into()));
     }
-    let (a, len) = match tok.split_once('/') {
-        Some((a, l)) => {
-            let l: u8 = l.parse().map_err(|_| SdfError::PrefixLength(tok.into()))?;
-            (a, Some(l))
+    // A bare address is a host prefix; the prefix itself is `ipnet`'s.
+    let net = match tok.split_once('/') {
+        None => IpNet::from(
+            tok.parse::<IpAddr>()
+                .map_err(|_| SdfError::Address(tok.into()))?,
+        ),
+        Some((a, _)) => {
+            a.parse::<IpAddr>()
+                .map_err(|_| SdfError::Address(tok.into()))?;
+            tok.parse::<IpNet>()
+                .map_err(|_| SdfError::PrefixLength(tok.into()))?
         }
-        None => (tok, None),
     };
-    if let Ok(v4) = a.parse::<Ipv4Addr>() {
-        let l = len.unwrap_or(32);
-        if l > 32 {
-            return Err(SdfError::PrefixLength(tok.into()));
-        }
-        let mask = u32::MAX.checked_shl(32 - u32::from(l)).unwrap_or(0);
-        return Ok(Some(IpPrefix::V4(Ipv4Addr::from(u32::from(v4) & mask), l)));
-    }
-    if let Ok(v6) = a.parse::<Ipv6Addr>() {
-        let l = len.unwrap_or(128);
-        if l > 128 {
-            return Err(SdfError::PrefixLength(tok.into()));
-        }
-        let mask = u128::MAX.checked_shl(128 - u32::from(l)).unwrap_or(0);
-        return Ok(Some(IpPrefix::V6(Ipv6Addr::from(u128::from(v6) & mask), l)));
-    }
-    Err(SdfError::Address(tok.into()))
+    // Host bits past the prefix length are cleared (module docs).
+    Ok(Some(match net.trunc() {
+        IpNet::V4(n) => IpPrefix::V4(n.addr(), n.prefix_len()),
+        IpNet::V6(n) => IpPrefix::V6(n.addr(), n.prefix_len()),
+    }))
 }
 
 fn parse_port(s: &str) -> Result<u16, SdfError> {
@@ -294,6 +289,7 @@ pub fn parse_flow_description(bytes: &[u8], dir: Direction) -> Result<Vec<FlowFi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
     use Direction::{Downlink as DL, Uplink as UL};
 
     fn v4(a: [u8; 4], l: u8) -> Option<IpPrefix> {

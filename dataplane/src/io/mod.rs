@@ -98,6 +98,14 @@ pub trait WorkerIo: Send {
     fn recorded_clock(&self) -> bool {
         false
     }
+
+    /// True when a packet must not be lost to a faster reader: a file replay. Then a worker
+    /// does not receive while a hand-off ring to another worker lacks room for a burst
+    /// (backpressure), instead of dropping as `handoff_ring_full` as it does on live ports,
+    /// where the NIC drops instead.
+    fn lossless(&self) -> bool {
+        false
+    }
 }
 
 /// A configured set of ports.

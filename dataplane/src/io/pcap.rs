@@ -651,6 +651,10 @@ impl WorkerIo for PcapWorkerIo {
         matches!(self.replay, Replay::Recorded)
     }
 
+    fn lossless(&self) -> bool {
+        true
+    }
+
     type Buf = OwnedBuf;
 
     fn rx_burst(

@@ -85,6 +85,17 @@ impl<B: PacketBuf> Outbox<B> {
         matches!(self.rings.get(worker), Some(Some(_)))
     }
 
+    /// Free slots of the fullest ring to another worker (`usize::MAX` with no rings).
+    #[inline]
+    pub fn min_room(&self) -> usize {
+        self.rings
+            .iter()
+            .flatten()
+            .map(|r| r.slots())
+            .min()
+            .unwrap_or(usize::MAX)
+    }
+
     /// Stage `item` for `worker` (which [`reaches`](Self::reaches) must accept); hands it
     /// back if that worker's staging burst is full.
     #[inline]

@@ -150,9 +150,14 @@ impl<I: WorkerIo> Worker<I> {
         };
         let rxq = std::mem::take(&mut self.spec.rx_queues);
         let recorded_clock = self.io.recorded_clock();
+        let lossless = self.io.lossless() && self.inbox.rings() > 0;
         loop {
             let mut got = 0usize;
-            for &(port, queue) in &rxq {
+            // A replay waits for room in the hand-off rings rather than drop (see
+            // `WorkerIo::lossless`); its incoming rings are still served below, so two
+            // workers waiting on each other both make progress.
+            let rx_ok = !lossless || self.outbox.min_room() >= self.burst;
+            for &(port, queue) in rxq.iter().filter(|_| rx_ok) {
                 let n = self.io.rx_burst(port, queue, &mut batch.pkts, self.burst);
                 if n == 0 {
                     continue;

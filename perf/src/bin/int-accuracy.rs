@@ -299,7 +299,7 @@ fn markdown(records: &[RunRecord], args: &Args) -> String {
     let _ = writeln!(
         md,
         "Set-up (seed IV, Fig. 4): source, four INT transit switches, sink: five links (hops 1-5), \
-         each emulated by `peregrine_dataplane::stages::impair::LinkModel` (loss, then a token-bucket \
+         each emulated by `peregrine_testkit::impair::LinkModel` (loss, then a token-bucket \
          FIFO of 1000 packets, then delay + uniform jitter, reordering allowed) in a discrete-event \
          simulation. Traffic as MGEN in the seed: 10000 pps of 562 B (44.96 Mbit/s), constant or in \
          2 s bursts (mean 5 s apart). **The nodes are the real stages**: every packet is an \

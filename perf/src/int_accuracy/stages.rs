@@ -13,12 +13,13 @@ use super::{
 };
 use crossbeam_channel::{bounded, Receiver};
 use peregrine_dataplane::runtime::{Batch, Context, Disposition, Publisher, Reasons, Stage};
-use peregrine_dataplane::stages::impair::{LinkConfig, LinkModel, SplitMix64, Verdict};
 use peregrine_dataplane::{OwnedBuf, PacketBuf};
 use peregrine_int::namespace::NamespaceTable;
 use peregrine_int::request::{Flags, Mode, Protocol, Rule, TraceType};
 use peregrine_int::stages::{IntConfig, IntEvent, IntSink, IntSource, IntTransit};
 use peregrine_int_manager::qos_monitor::{QosConfig, QosMonitor, RawReport};
+use peregrine_testkit::impair::{LinkConfig, LinkModel, Verdict};
+use peregrine_testkit::rng::{unit_f64, SeedableRng, SplitMix64};
 use peregrine_wire::{ethernet, ipv6, udp};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -186,9 +187,9 @@ pub(super) fn run(tc: &TestCase, rc: &RunConfig, o: &StageOptions) -> RunOutput 
         .collect();
     let mut sink = IntSink::new(cfg(LINKS), publisher.reader(), tx, &mut reasons);
     // The sink's clock is the reference (the monitor windows on it).
-    let mut crng = SplitMix64::new(rc.seed ^ 0xc10c);
+    let mut crng = SplitMix64::seed_from_u64(rc.seed ^ 0xc10c);
     let clocks: [Clock; LINKS + 1] = std::array::from_fn(|k| {
-        let (a, b) = (crng.next_f64(), crng.next_f64());
+        let (a, b) = (unit_f64(&mut crng), unit_f64(&mut crng));
         if k == LINKS {
             Clock {
                 offset_ns: 0,

@@ -1,5 +1,8 @@
 //! Link impairment: rate limit with a bounded queue, fixed delay, jitter and Bernoulli loss.
 //!
+//! A test and experiment tool, not production dataplane code: it lives in the test kit (feature
+//! `dataplane`), where `perf`'s `int-accuracy` and the tests take it from.
+//!
 //! The kernel on our test machines has no `sch_netem`, so the seed's evaluation (Miranda et al.,
 //! section IV-B: "Using Traffic Control (TC) Network Emulator (tc-netem) we applied performance
 //! impairments on different hops") is reproduced with this model instead. It is usable two ways:
@@ -30,50 +33,16 @@
 //!    netem's behaviour when a rate is set or the jitter is added with a FIFO child qdisc.
 //!
 //! Everything is deterministic: time is an argument and the randomness comes from a seeded
-//! [`SplitMix64`]. Arrival times passed to one model must not decrease (a stale time is treated
-//! as the latest one seen).
+//! splitmix64 (the kit's [`rng`](crate::rng)). Arrival times passed to one model must not
+//! decrease (a stale time is treated as the latest one seen).
 
-use crate::buffer::PacketBuf;
-use crate::io::MAX_BURST;
-use crate::qos::TokenBucket;
-use crate::runtime::{Batch, Context, Disposition, DropReason, Reasons, Stage};
+use crate::rng::{normal, unit_f64, RngCore, SeedableRng, SplitMix64};
+use peregrine_dataplane::buffer::PacketBuf;
+use peregrine_dataplane::io::MAX_BURST;
+use peregrine_dataplane::qos::TokenBucket;
+use peregrine_dataplane::runtime::{Batch, Context, Disposition, DropReason, Reasons, Stage};
 use std::collections::VecDeque;
 use thiserror::Error;
-
-/// splitmix64 (Steele, Lea, Flood 2014): a tiny seeded generator, plenty for impairments.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> SplitMix64 {
-        SplitMix64(seed)
-    }
-
-    /// The next 64 random bits.
-    #[inline]
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)` with 53 random bits.
-    #[inline]
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// Standard normal (Box-Muller; one of the pair is discarded to keep no state).
-    pub fn next_normal(&mut self) -> f64 {
-        // 1 - u is in (0, 1], so the logarithm is finite.
-        let u1 = 1.0 - self.next_f64();
-        let u2 = self.next_f64();
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-    }
-}
 
 /// Distribution of the jitter term (netem `delay D J [distribution]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -239,7 +208,7 @@ impl LinkModel {
             last_delivery: 0,
             now: 0,
             loss_threshold,
-            rng: SplitMix64::new(cfg.seed),
+            rng: SplitMix64::seed_from_u64(cfg.seed),
             stats: LinkStats::default(),
             cfg,
         })
@@ -315,8 +284,8 @@ impl LinkModel {
         if self.cfg.jitter_ns > 0 {
             let j = self.cfg.jitter_ns as f64;
             delay += match self.cfg.jitter {
-                Jitter::Uniform => (2.0 * self.rng.next_f64() - 1.0) * j,
-                Jitter::Normal => self.rng.next_normal() * j,
+                Jitter::Uniform => (2.0 * unit_f64(&mut self.rng) - 1.0) * j,
+                Jitter::Normal => normal(&mut self.rng) * j,
             };
         }
         let mut at = departure.saturating_add(delay.max(0.0).round() as u64);
@@ -467,8 +436,8 @@ impl<B: PacketBuf> Stage<B> for Impair<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::Action;
-    use crate::OwnedBuf;
+    use peregrine_dataplane::runtime::Action;
+    use peregrine_dataplane::OwnedBuf;
 
     const MS: u64 = 1_000_000;
 
