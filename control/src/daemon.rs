@@ -645,6 +645,20 @@ mod tests {
         };
         let p = c.pipeline(0, &mut Reasons::new());
         assert_eq!(p.stage_names(), ["classify", "one_in", "l3fwd", "one_out"]);
+        // With several workers, flow steering right after it.
+        let mut two = cfg.clone();
+        two.platform.workers.count = 2;
+        let c2 = Composer {
+            cfg: &two,
+            features: &features,
+            routes: &routes,
+            classify: &ClassifyCounters::default(),
+        };
+        let p = c2.pipeline(0, &mut Reasons::new());
+        assert_eq!(
+            p.stage_names(),
+            ["classify", "steer", "one_in", "l3fwd", "one_out"]
+        );
         // ... unless an ingress stage would leave the record stale.
         let features: Vec<Box<dyn Feature<OwnedBuf>>> = vec![Box::new(MetaReader), Box::new(Stale)];
         let c = Composer {

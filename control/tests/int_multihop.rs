@@ -21,6 +21,7 @@
 //! why and passes when they are missing, under `CI` it fails.
 
 use peregrine_testkit::frames::ipv6_udp;
+use peregrine_testkit::netns::Topology;
 use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, Guard};
 use std::io::{BufRead, BufReader, Write};
 use std::net::Ipv6Addr;
@@ -42,211 +43,97 @@ fn mac(n: u8, side: char) -> String {
     format!("02:00:00:00:0{n}:0{side}")
 }
 
-/// Namespaces and veths, deleted on drop (also when the test fails).
-struct Topology {
-    p: String,
-}
-
-impl Topology {
-    fn ns(&self, n: &str) -> String {
-        format!("{}-{n}", self.p)
-    }
-    fn dev(&self, n: &str) -> String {
-        format!("{}{n}", self.p)
-    }
-
-    fn setup(&self) -> Result<(), String> {
-        let (src, lx, dst) = (self.ns("src"), self.ns("lx"), self.ns("dst"));
-        for n in [&src, &lx, &dst] {
-            run(&["ip", "netns", "add", n])?;
-            run(&["ip", "-n", n, "link", "set", "lo", "up"])?;
-        }
-        // (a, mac a, netns of a or "", b, mac b, netns of b or "")
-        let links: [(String, String, &str, String, String, &str); 5] = [
-            (
-                self.dev("s0"),
-                MAC_SRC.into(),
-                &src,
-                self.dev("sa"),
-                mac(1, 'a'),
-                "",
-            ),
-            (
-                self.dev("1b"),
-                mac(1, 'b'),
-                "",
-                self.dev("la"),
-                MAC_LA.into(),
-                &lx,
-            ),
-            (
-                self.dev("lb"),
-                MAC_LB.into(),
-                &lx,
-                self.dev("2a"),
-                mac(2, 'a'),
-                "",
-            ),
-            (
-                self.dev("2b"),
-                mac(2, 'b'),
-                "",
-                self.dev("3a"),
-                mac(3, 'a'),
-                "",
-            ),
-            (
-                self.dev("3b"),
-                mac(3, 'b'),
-                "",
-                self.dev("d0"),
-                MAC_DST.into(),
-                &dst,
-            ),
-        ];
-        for (a, ma, na, b, mb, nb) in &links {
-            run(&[
-                "ip", "link", "add", a, "address", ma, "type", "veth", "peer", "name", b,
-                "address", mb,
-            ])?;
-            for (d, n) in [(a, na), (b, nb)] {
-                if n.is_empty() {
-                    // Root-side ends belong to DPDK: no IPv6 so the root kernel stays quiet.
-                    run(&[
-                        "sysctl",
-                        "-qw",
-                        &format!("net.ipv6.conf.{d}.disable_ipv6=1"),
-                    ])?;
-                    run(&["ip", "link", "set", d, "up"])?;
-                } else {
-                    run(&["ip", "link", "set", d, "netns", n])?;
-                }
+/// The namespaces and veths of the figure above (removed by the guard on drop, also when the
+/// test fails).
+fn setup(t: &mut Topology) -> Result<(), String> {
+    let (src, lx, dst) = (t.add_ns("src")?, t.add_ns("lx")?, t.add_ns("dst")?);
+    // (a, mac a, netns of a or "", b, mac b, netns of b or "")
+    let links: [(String, String, &str, String, String, &str); 5] = [
+        (
+            t.dev("s0"),
+            MAC_SRC.into(),
+            &src,
+            t.dev("sa"),
+            mac(1, 'a'),
+            "",
+        ),
+        (
+            t.dev("1b"),
+            mac(1, 'b'),
+            "",
+            t.dev("la"),
+            MAC_LA.into(),
+            &lx,
+        ),
+        (
+            t.dev("lb"),
+            MAC_LB.into(),
+            &lx,
+            t.dev("2a"),
+            mac(2, 'a'),
+            "",
+        ),
+        (t.dev("2b"), mac(2, 'b'), "", t.dev("3a"), mac(3, 'a'), ""),
+        (
+            t.dev("3b"),
+            mac(3, 'b'),
+            "",
+            t.dev("d0"),
+            MAC_DST.into(),
+            &dst,
+        ),
+    ];
+    for (a, ma, na, b, mb, nb) in &links {
+        t.add_veth(a, ma, b, mb)?;
+        for (d, n) in [(a, na), (b, nb)] {
+            if n.is_empty() {
+                // Root-side ends belong to DPDK: no IPv6 so the root kernel stays quiet.
+                t.no_ipv6(d)?;
+                t.up(d)?;
+            } else {
+                t.move_to(d, n)?;
             }
         }
-        let ex = |n: &str, args: &[&str]| {
-            let mut v = vec!["ip", "netns", "exec", n];
-            v.extend_from_slice(args);
-            run(&v)
-        };
-        for (n, dev, addr, via, prefix, gw_mac) in [
-            (
-                &src,
-                self.dev("s0"),
-                "fd00:1::1/64",
-                "fd00:1::fe",
-                "fd00:2::/64",
-                mac(1, 'a'),
-            ),
-            (
-                &dst,
-                self.dev("d0"),
-                "fd00:2::1/64",
-                "fd00:2::fe",
-                "fd00:1::/64",
-                mac(3, 'b'),
-            ),
-        ] {
-            ex(n, &["sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0"])?;
-            ex(
-                n,
-                &[
-                    "sysctl",
-                    "-qw",
-                    &format!("net.ipv6.conf.{dev}.accept_dad=0"),
-                ],
-            )?;
-            ex(
-                n,
-                &[
-                    "sysctl",
-                    "-qw",
-                    &format!("net.ipv6.conf.{dev}.router_solicitations=0"),
-                ],
-            )?;
-            run(&["ip", "-n", n, "addr", "add", addr, "dev", &dev, "nodad"])?;
-            run(&["ip", "-n", n, "link", "set", &dev, "up"])?;
-            run(&[
-                "ip",
-                "-n",
-                n,
-                "neigh",
-                "replace",
-                via,
-                "lladdr",
-                &gw_mac,
-                "dev",
-                &dev,
-                "nud",
-                "permanent",
-            ])?;
-            run(&["ip", "-n", n, "-6", "route", "add", prefix, "via", via])?;
-        }
-        let (la, lb) = (self.dev("la"), self.dev("lb"));
-        ex(&lx, &["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"])?;
-        ex(&lx, &["sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0"])?;
-        ex(
-            &lx,
-            &["sysctl", "-qw", &format!("net.ipv6.ioam6_id={LX_NODE}")],
-        )?;
-        for (d, a, via, prefix, m) in [
-            (&la, "fd00:a::2/64", "fd00:a::1", "fd00:1::/64", mac(1, 'b')),
-            (&lb, "fd00:b::2/64", "fd00:b::1", "fd00:2::/64", mac(2, 'a')),
-        ] {
-            ex(
-                &lx,
-                &["sysctl", "-qw", &format!("net.ipv6.conf.{d}.accept_dad=0")],
-            )?;
-            ex(
-                &lx,
-                &[
-                    "sysctl",
-                    "-qw",
-                    &format!("net.ipv6.conf.{d}.router_solicitations=0"),
-                ],
-            )?;
-            ex(
-                &lx,
-                &[
-                    "sysctl",
-                    "-qw",
-                    &format!("net.ipv6.conf.{d}.ioam6_enabled=1"),
-                ],
-            )?;
-            run(&["ip", "-n", &lx, "addr", "add", a, "dev", d, "nodad"])?;
-            run(&["ip", "-n", &lx, "link", "set", d, "up"])?;
-            run(&[
-                "ip",
-                "-n",
-                &lx,
-                "neigh",
-                "replace",
-                via,
-                "lladdr",
-                &m,
-                "dev",
-                d,
-                "nud",
-                "permanent",
-            ])?;
-            run(&["ip", "-n", &lx, "-6", "route", "add", prefix, "via", via])?;
-        }
-        run(&["ip", "-n", &lx, "ioam", "namespace", "add", NS_ID])?;
-        Ok(())
     }
-}
-
-impl Drop for Topology {
-    fn drop(&mut self) {
-        for n in ["src", "lx", "dst"] {
-            let _ = run(&["ip", "netns", "del", &self.ns(n)]);
-        }
-        for d in ["sa", "1b", "2a", "2b", "3b"] {
-            let _ = Command::new("ip")
-                .args(["link", "del", &self.dev(d)])
-                .stderr(Stdio::null())
-                .status();
-        }
+    for (n, dev, addr, via, prefix, gw_mac) in [
+        (
+            &src,
+            t.dev("s0"),
+            "fd00:1::1/64",
+            "fd00:1::fe",
+            "fd00:2::/64",
+            mac(1, 'a'),
+        ),
+        (
+            &dst,
+            t.dev("d0"),
+            "fd00:2::1/64",
+            "fd00:2::fe",
+            "fd00:1::/64",
+            mac(3, 'b'),
+        ),
+    ] {
+        t.quiet(n, &dev)?;
+        t.addr_up(n, &dev, &[addr])?;
+        t.neigh(n, via, &gw_mac, &dev)?;
+        t.ip(n, &["-6", "route", "add", prefix, "via", via])?;
     }
+    let (la, lb) = (t.dev("la"), t.dev("lb"));
+    t.sysctl(&lx, "net.ipv6.conf.all.forwarding", "1")?;
+    t.sysctl(&lx, "net.ipv6.conf.all.accept_dad", "0")?;
+    t.sysctl(&lx, "net.ipv6.ioam6_id", &LX_NODE.to_string())?;
+    for (d, a, via, prefix, m) in [
+        (&la, "fd00:a::2/64", "fd00:a::1", "fd00:1::/64", mac(1, 'b')),
+        (&lb, "fd00:b::2/64", "fd00:b::1", "fd00:2::/64", mac(2, 'a')),
+    ] {
+        t.quiet(&lx, d)?;
+        t.sysctl(&lx, &format!("net.ipv6.conf.{d}.ioam6_enabled"), "1")?;
+        t.addr_up(&lx, d, &[a])?;
+        t.neigh(&lx, via, &m, d)?;
+        t.ip(&lx, &["-6", "route", "add", prefix, "via", via])?;
+    }
+    t.ip(&lx, &["ioam", "namespace", "add", NS_ID])?;
+    Ok(())
 }
 
 /// Ethernet / IPv6 (hop limit 64) / UDP with a valid checksum (RFC 8200 8.1).
@@ -417,7 +304,7 @@ rules = "tcp://127.0.0.1:{r}"
 reports = "tcp://127.0.0.1:{rp}"
 source_ports = [{source_port}]
 "#,
-        p = t.p,
+        p = t.prefix(),
         id = n.id,
         ma = mac(n.id, 'a'),
         mb = mac(n.id, 'b'),
@@ -486,10 +373,8 @@ fn int_multihop_with_a_linux_ioam_transit_in_namespaces() {
             "peregrinectl not built (cargo build -p peregrine-ctl)",
         );
     }
-    let topo = Topology {
-        p: format!("im{}", std::process::id() % 10_000),
-    };
-    if let Err(e) = topo.setup() {
+    let mut topo = Topology::new(Topology::unique_prefix("im"));
+    if let Err(e) = setup(&mut topo) {
         return skip(
             "the INT multi-hop test",
             &format!("cannot build the namespaces: {e}"),

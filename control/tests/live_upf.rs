@@ -22,6 +22,7 @@
 //! Needs root, `ip netns`, python3 with Scapy and tshark; outside CI it prints why and passes
 //! when they are missing, under `CI` it fails.
 
+use peregrine_testkit::netns::Topology;
 use peregrine_testkit::tools::{free_tcp_port, free_udp_port, is_root, run, skip, Guard};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -44,133 +45,58 @@ const DN_V6: &str = "2001:db8:6::10";
 /// Packets per session and direction.
 const COUNT: u64 = 5;
 
-/// The two namespaces and their veths; deleted on drop, also when the test fails.
-struct Topology {
-    p: String,
-}
-
-impl Topology {
-    fn ns(&self, n: &str) -> String {
-        format!("{}-{n}", self.p)
+/// The two namespaces and their veths (removed by the guard on drop, also when the test
+/// fails).
+fn setup(t: &mut Topology) -> Result<(), String> {
+    let (gnb, dn) = (t.add_ns("gnb")?, t.add_ns("dn")?);
+    let (n3, g, n6, d) = (t.dev("n3"), t.dev("g"), t.dev("n6"), t.dev("d"));
+    // Host sides carry the daemon's port MACs: the UPF stage drops unicast frames to
+    // other MACs, and af_packet ports keep the kernel interface's address.
+    for (host, hmac, peer, pmac) in [(&n3, N3_MAC, &g, GNB_MAC), (&n6, N6_MAC, &d, DN_MAC)] {
+        t.add_veth(host, hmac, peer, pmac)?;
+        // No IPv6 on the host sides: the root namespace's kernel stays out of the way
+        // (no router solicitations or DAD probes into the UPF's ports).
+        t.no_ipv6(host)?;
     }
-
-    fn dev(&self, n: &str) -> String {
-        format!("{}{n}", self.p)
-    }
-
-    fn setup(&self) -> Result<(), String> {
-        let (gnb, dn) = (self.ns("gnb"), self.ns("dn"));
-        let (n3, g, n6, d) = (self.dev("n3"), self.dev("g"), self.dev("n6"), self.dev("d"));
-        for n in [&gnb, &dn] {
-            run(&["ip", "netns", "add", n])?;
-            run(&["ip", "-n", n, "link", "set", "lo", "up"])?;
-        }
-        // Host sides carry the daemon's port MACs: the UPF stage drops unicast frames to
-        // other MACs, and af_packet ports keep the kernel interface's address.
-        for (host, hmac, peer, pmac) in [(&n3, N3_MAC, &g, GNB_MAC), (&n6, N6_MAC, &d, DN_MAC)] {
-            run(&[
-                "ip", "link", "add", host, "address", hmac, "type", "veth", "peer", "name", peer,
-                "address", pmac,
-            ])?;
-            // No IPv6 on the host sides: the root namespace's kernel stays out of the way
-            // (no router solicitations or DAD probes into the UPF's ports).
-            run(&[
-                "sysctl",
-                "-qw",
-                &format!("net.ipv6.conf.{host}.disable_ipv6=1"),
-            ])?;
-        }
-        run(&["ip", "link", "set", &g, "netns", &gnb])?;
-        run(&["ip", "link", "set", &d, "netns", &dn])?;
-        for (ns, dev, addrs, upf_v4, upf_v6, mac) in [
-            (
-                &gnb,
-                &g,
-                [format!("{GNB_V4}/24"), format!("{GNB_V6}/64")],
-                N3_V4,
-                N3_V6,
-                N3_MAC,
-            ),
-            (
-                &dn,
-                &d,
-                [format!("{DN_V4}/24"), format!("{DN_V6}/64")],
-                N6_V4,
-                N6_V6,
-                N6_MAC,
-            ),
-        ] {
-            let sysctl = |k: &str| run(&["ip", "netns", "exec", ns, "sysctl", "-qw", k]);
-            sysctl(&format!("net.ipv6.conf.{dev}.accept_dad=0"))?;
-            sysctl("net.ipv6.conf.all.accept_dad=0")?;
-            sysctl(&format!("net.ipv6.conf.{dev}.router_solicitations=0"))?;
-            sysctl("net.ipv4.conf.all.rp_filter=0")?;
-            sysctl("net.ipv4.conf.default.rp_filter=0")?;
-            sysctl(&format!("net.ipv4.conf.{dev}.rp_filter=0"))?;
-            for a in &addrs {
-                run(&["ip", "-n", ns, "addr", "add", a, "dev", dev, "nodad"])?;
-            }
-            run(&["ip", "-n", ns, "link", "set", dev, "up"])?;
-            for upf in [upf_v4, upf_v6] {
-                run(&[
-                    "ip",
-                    "-n",
-                    ns,
-                    "neigh",
-                    "replace",
-                    upf,
-                    "lladdr",
-                    mac,
-                    "dev",
-                    dev,
-                    "nud",
-                    "permanent",
-                ])?;
-            }
-        }
-        // The data network reaches the UEs through the UPF's N6 address.
-        run(&[
-            "ip",
-            "-n",
+    t.move_to(&g, &gnb)?;
+    t.move_to(&d, &dn)?;
+    for (ns, dev, addrs, upf_v4, upf_v6, mac) in [
+        (
+            &gnb,
+            &g,
+            [format!("{GNB_V4}/24"), format!("{GNB_V6}/64")],
+            N3_V4,
+            N3_V6,
+            N3_MAC,
+        ),
+        (
             &dn,
-            "route",
-            "add",
-            "10.45.0.0/16",
-            "via",
+            &d,
+            [format!("{DN_V4}/24"), format!("{DN_V6}/64")],
             N6_V4,
-        ])?;
-        run(&[
-            "ip",
-            "-n",
-            &dn,
-            "-6",
-            "route",
-            "add",
-            "2001:db8:45::/48",
-            "via",
             N6_V6,
-        ])?;
-        for dev in [&n3, &n6] {
-            run(&["ip", "link", "set", dev, "up"])?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Topology {
-    fn drop(&mut self) {
-        for n in ["gnb", "dn"] {
-            let _ = run(&["ip", "netns", "del", &self.ns(n)]);
-        }
-        // Deleting one end of a veth deletes both; these may already be gone with the
-        // namespaces.
-        for d in ["n3", "n6"] {
-            let _ = Command::new("ip")
-                .args(["link", "del", &self.dev(d)])
-                .stderr(Stdio::null())
-                .status();
+            N6_MAC,
+        ),
+    ] {
+        t.quiet(ns, dev)?;
+        t.sysctl(ns, "net.ipv4.conf.all.rp_filter", "0")?;
+        t.sysctl(ns, "net.ipv4.conf.default.rp_filter", "0")?;
+        t.sysctl(ns, &format!("net.ipv4.conf.{dev}.rp_filter"), "0")?;
+        t.addr_up(ns, dev, &[&addrs[0], &addrs[1]])?;
+        for upf in [upf_v4, upf_v6] {
+            t.neigh(ns, upf, mac, dev)?;
         }
     }
+    // The data network reaches the UEs through the UPF's N6 address.
+    t.ip(&dn, &["route", "add", "10.45.0.0/16", "via", N6_V4])?;
+    t.ip(
+        &dn,
+        &["-6", "route", "add", "2001:db8:45::/48", "via", N6_V6],
+    )?;
+    for dev in [&n3, &n6] {
+        t.up(dev)?;
+    }
+    Ok(())
 }
 
 fn smf_dir() -> PathBuf {
@@ -267,7 +193,7 @@ prefix = "2001:db8:6::/48"
 port = "n6"
 next_hop_mac = "{DN_MAC}"
 "#,
-        p = topo.p,
+        p = topo.prefix(),
         n3 = topo.dev("n3"),
         n6 = topo.dev("n6"),
     )
@@ -309,10 +235,8 @@ fn live_upf_in_namespaces_over_af_packet() {
         assert!(std::env::var_os("CI").is_none(), "tshark is required in CI");
         eprintln!("tshark missing: the PFCP wire check is skipped");
     }
-    let topo = Topology {
-        p: format!("plu{}", std::process::id() % 100_000),
-    };
-    if let Err(e) = topo.setup() {
+    let mut topo = Topology::new(Topology::unique_prefix("plu"));
+    if let Err(e) = setup(&mut topo) {
         return skip(
             "the live UPF test",
             &format!("cannot build the namespaces: {e}"),

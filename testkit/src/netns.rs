@@ -62,6 +62,80 @@ impl Topology {
         Ok(())
     }
 
+    /// The prefix of every name.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Move interface `dev` (a full name, in the root namespace) into namespace `ns`.
+    pub fn move_to(&self, dev: &str, ns: &str) -> Result<(), String> {
+        run(&["ip", "link", "set", dev, "netns", ns]).map(drop)
+    }
+
+    /// `ip -n ns args...`.
+    pub fn ip(&self, ns: &str, args: &[&str]) -> Result<String, String> {
+        let mut v = vec!["ip", "-n", ns];
+        v.extend_from_slice(args);
+        run(&v)
+    }
+
+    /// Add `addrs` (ADDRESS/LENGTH; IPv6 ones without duplicate address detection) to `dev`
+    /// in namespace `ns`, then bring it up.
+    pub fn addr_up(&self, ns: &str, dev: &str, addrs: &[&str]) -> Result<(), String> {
+        for a in addrs {
+            let mut v = vec!["addr", "add", a, "dev", dev];
+            if a.contains(':') {
+                v.push("nodad");
+            }
+            self.ip(ns, &v)?;
+        }
+        self.ip(ns, &["link", "set", dev, "up"]).map(drop)
+    }
+
+    /// A permanent neighbour entry `addr -> mac` on `dev` in namespace `ns`.
+    pub fn neigh(&self, ns: &str, addr: &str, mac: &str, dev: &str) -> Result<(), String> {
+        self.ip(
+            ns,
+            &[
+                "neigh",
+                "replace",
+                addr,
+                "lladdr",
+                mac,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ],
+        )
+        .map(drop)
+    }
+
+    /// Keep the kernel of namespace `ns` quiet on `dev`: no duplicate address detection and
+    /// no router solicitations (no stray packets into a port under test).
+    pub fn quiet(&self, ns: &str, dev: &str) -> Result<(), String> {
+        self.sysctl(ns, "net.ipv6.conf.all.accept_dad", "0")?;
+        self.sysctl(ns, &format!("net.ipv6.conf.{dev}.accept_dad"), "0")?;
+        self.sysctl(
+            ns,
+            &format!("net.ipv6.conf.{dev}.router_solicitations"),
+            "0",
+        )
+        .map(drop)
+    }
+
+    /// Without IPv6 on root-side end `dev` (handed to a DPDK `net_af_packet` port), the root
+    /// namespace's kernel sends no router solicitations or DAD probes into it.
+    pub fn no_ipv6(&self, dev: &str) -> Result<(), String> {
+        self.sysctl("", &format!("net.ipv6.conf.{dev}.disable_ipv6"), "1")
+            .map(drop)
+    }
+
+    /// Bring root-side interface `dev` up.
+    pub fn up(&self, dev: &str) -> Result<(), String> {
+        run(&["ip", "link", "set", dev, "up"]).map(drop)
+    }
+
     /// Run `args` inside namespace `ns` (a full name).
     pub fn exec(&self, ns: &str, args: &[&str]) -> Result<String, String> {
         let mut v = vec!["ip", "netns", "exec", ns];
@@ -126,8 +200,20 @@ mod tests {
             let (a, b) = (t.dev("x"), t.dev("y"));
             t.add_veth(&a, "02:00:00:00:77:01", &b, "02:00:00:00:77:02")
                 .unwrap();
-            run(&["ip", "link", "set", &b, "netns", &ns]).unwrap();
+            t.no_ipv6(&a).unwrap();
+            t.up(&a).unwrap();
+            t.move_to(&b, &ns).unwrap();
             assert!(t.exec(&ns, &["ip", "link", "show", &b]).is_ok());
+            t.quiet(&ns, &b).unwrap();
+            t.addr_up(&ns, &b, &["192.0.2.1/24", "fd00:77::1/64"])
+                .unwrap();
+            t.neigh(&ns, "192.0.2.2", "02:00:00:00:77:01", &b).unwrap();
+            let addrs = t.ip(&ns, &["addr", "show", "dev", &b]).unwrap();
+            assert!(addrs.contains("192.0.2.1/24") && addrs.contains("fd00:77::1/64"));
+            assert!(t
+                .ip(&ns, &["neigh", "show", "dev", &b])
+                .unwrap()
+                .contains("02:00:00:00:77:01"));
             assert!(run(&["ip", "netns", "list"]).unwrap().contains(&ns));
         }
         assert!(!run(&["ip", "netns", "list"]).unwrap().contains(&ns));

@@ -148,6 +148,9 @@ pub type SnapshotSink = Box<dyn FnMut(Arc<TableSnapshot>) + Send>;
 /// The clock the QoS windows run on, ns: the same clock as the sink's timestamps.
 pub type Clock = Box<dyn Fn() -> u64 + Send>;
 
+/// How long a closing PUB socket may keep sending what was queued before the stop (ms).
+const PUB_LINGER_MS: i32 = 250;
+
 /// Wall-clock time in ns since the Unix epoch (the IOAM/PTP-style timestamp base).
 pub fn unix_clock() -> Clock {
     Box::new(|| {
@@ -195,7 +198,11 @@ impl IntManager {
         rep.bind(&cfg.rules_endpoint)
             .map_err(|e| zerr(&format!("bind {}", cfg.rules_endpoint), e))?;
         let publ = ctx.socket(zmq::PUB).map_err(|e| zerr("PUB socket", e))?;
-        publ.set_linger(0).map_err(|e| zerr("PUB linger", e))?;
+        // Reports published just before a stop are still in the socket's queue when it
+        // closes: give them a bounded time to reach connected subscribers (linger 0 dropped
+        // the last report of a run now and then).
+        publ.set_linger(PUB_LINGER_MS)
+            .map_err(|e| zerr("PUB linger", e))?;
         publ.bind(&cfg.reports_endpoint)
             .map_err(|e| zerr(&format!("bind {}", cfg.reports_endpoint), e))?;
         let rules_endpoint = bound_endpoint(&rep)?;

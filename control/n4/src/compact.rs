@@ -415,14 +415,13 @@ pub(crate) fn decode(up_seid: u64, b: &[u8]) -> Option<Session> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use peregrine_testkit::rng::{self, RngCore, Xoshiro256PlusPlus};
 
-    struct Rng(u64);
+    /// The test kit's seeded PRNG, with the draws these tests need.
+    struct Rng(Xoshiro256PlusPlus);
     impl Rng {
         fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
+            self.0.next_u64()
         }
         fn some(&mut self) -> bool {
             !self.next().is_multiple_of(3)
@@ -581,7 +580,7 @@ mod tests {
 
     #[test]
     fn random_sessions_round_trip() {
-        let mut r = Rng(0x2545_f491_4f6c_dd1d);
+        let mut r = Rng(rng::seeded(0x2545_f491_4f6c_dd1d));
         for _ in 0..3000 {
             let s = random_session(&mut r);
             let b = encode(&s);
@@ -598,7 +597,7 @@ mod tests {
 
     #[test]
     fn truncated_or_extended_input_decodes_to_none() {
-        let mut r = Rng(7);
+        let mut r = Rng(rng::seeded(7));
         for _ in 0..200 {
             let s = random_session(&mut r);
             let b = encode(&s).into_vec();

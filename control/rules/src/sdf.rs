@@ -289,6 +289,7 @@ pub fn parse_flow_description(bytes: &[u8], dir: Direction) -> Result<Vec<FlowFi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use peregrine_testkit::rng::{self, RngCore};
     use std::net::Ipv4Addr;
     use Direction::{Downlink as DL, Uplink as UL};
 
@@ -496,13 +497,8 @@ mod tests {
             b"permit out icmp from 0.0.0.0/0 to assigned",
         ];
         let alphabet = b" ,-/:.!0123456789abcdefipnotuany\0\xff";
-        let mut x: u64 = 0x1234_5678_9abc_def0;
-        let mut rnd = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut g = rng::seeded(0x1234_5678_9abc_def0);
+        let mut rnd = || g.next_u64();
         let (mut ok, mut err) = (0u32, 0u32);
         for i in 0..20_000u32 {
             let mut m = seeds[i as usize % seeds.len()].to_vec();

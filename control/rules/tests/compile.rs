@@ -1,9 +1,6 @@
 //! The compiler fed by the real N4 node: sessions established and modified with PFCP
 //! requests, then the compiled shards inspected.
 
-mod common;
-
-use common::*;
 use peregrine_dataplane::qos::trtcm::kbps_to_bytes_per_s;
 use peregrine_dataplane::upf::tables::{
     iface, Direction, FarAction, FlowFilter, IpPrefix, OuterHeader, PdrRule, Shard, UpfTables,
@@ -14,8 +11,18 @@ use peregrine_pfcp::cause;
 use peregrine_pfcp::ie::{apply_action as aa, ie_type as t, FTeid, Ie, OuterHeaderCreation};
 use peregrine_pfcp::message::SessionModificationRequest;
 use peregrine_rules::{Compiler, CompilerConfig};
+use peregrine_testkit::pfcp::compile::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
+
+fn compiler_cfg() -> CompilerConfig {
+    CompilerConfig {
+        local_v4: vec![N3],
+        local_v6: vec![N3_V6],
+        max_meter_slots: 10_000,
+        max_urr_slots: 10_000,
+    }
+}
 
 fn ue(i: u32) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 60, 0, 1)) + i)

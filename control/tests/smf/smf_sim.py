@@ -84,12 +84,13 @@ class Smf:
         self.window = window
         self.timeout = timeout
         self.pending = {}  # seq -> (kind, key, sent_at, bytes, tries)
+        self.reports_seen = set()  # (CP SEID, seq) of Session Report Requests answered
         self.errors = []
         self.stats = {
             "heartbeats_answered_by_upf": 0, "upf_heartbeat_requests": 0,
             "session_reports": 0, "usage_reports": 0, "usage_report_triggers": {},
             "usage_ul_bytes": 0, "usage_dl_bytes": 0, "deletion_usage_reports": 0,
-            "retransmissions": 0, "reports_deferred": 0,
+            "retransmissions": 0, "reports_deferred": 0, "report_retransmissions": 0,
         }
         # Session Report Response template (built by Scapy once; seq and SEID patched in).
         self.report_resp = bytearray(bytes(PFCP(version=1, S=1, seq=0, seid=0)
@@ -98,6 +99,17 @@ class Smf:
         self.templates = {}  # kind -> (bytes, [(field, offsets)])
 
     # -- sending -----------------------------------------------------------------------
+    def first_report(self, seid, seq):
+        """Whether this Session Report Request (by SEID and sequence number) is new: a
+        retransmission (T1 expired before our answer reached the UPF, TS 29.244 section 6.4)
+        is answered again but its usage is not counted twice."""
+        key = (seid, seq)
+        if key in self.reports_seen:
+            self.stats["report_retransmissions"] += 1
+            return False
+        self.reports_seen.add(key)
+        return True
+
     def next_seq(self):
         s = self.seq
         self.seq = (self.seq % 0xFFFFFF) + 1
@@ -256,20 +268,22 @@ class Smf:
             self.errors.append("session report: header length disagrees with the datagram")
             return
 
+        s = self.sessions.get(seid)
+        if s is None or "up_seid" not in s:
+            # As `on_report`: left unanswered and uncounted, the UPF retransmits it (T1).
+            self.stats["reports_deferred"] += 1
+            return
+        first = self.first_report(seid, seq)
         try:
             ies = list(tlvs(data[16:]))
             if not any(t == 39 for t, _ in ies):
                 self.errors.append("session report without Report Type")
             for t, v in ies:
-                if t == 80:  # Usage Report (Session Report Request)
+                if t == 80 and first:  # Usage Report (Session Report Request)
                     self.stats["usage_reports"] += 1
                     self.fast_usage(v)
         except ValueError as e:
             self.errors.append(f"session report: {e}")
-            return
-        s = self.sessions.get(seid)
-        if s is None or "up_seid" not in s:
-            self.stats["reports_deferred"] += 1
             return
         self.stats["session_reports"] += 1
         resp = self.report_resp
@@ -357,10 +371,11 @@ class Smf:
             self.stats["reports_deferred"] += 1
             return
         self.stats["session_reports"] += 1
+        first = self.first_report(pkt.seid, pkt.seq)
         ies = ies_of(body)
         if find(ies, IE_ReportType) is None:
             self.errors.append("session report without Report Type")
-        for r in find_all(ies, IE_UsageReport_SRR):
+        for r in find_all(ies, IE_UsageReport_SRR) if first else []:
             self.stats["usage_reports"] += 1
             self.count_usage(r, pkt.seid, "periodic" if self.is_periodic(r) else "report")
         if s is None:

@@ -1292,13 +1292,8 @@ mod tests {
             write_pcap(Resolution::Micro, &frames()[..4]),
             byte_swap_pcap(&write_pcap(Resolution::Nano, &frames()[..4])),
         ];
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut g = peregrine_testkit::rng::seeded(0x9e37_79b9_7f4a_7c15);
+        let mut rnd = move || peregrine_testkit::rng::RngCore::next_u64(&mut g);
         for seed in &seeds {
             fuzz(seed);
             for _ in 0..2_000 {

@@ -13,6 +13,8 @@
 //! Needs root, `ip` with `ip ioam`, python3 and a kernel with IOAM; otherwise it prints why
 //! and passes (also under `CI`: a kernel without IOAM is not a test failure).
 
+use peregrine_testkit::netns::Topology;
+use peregrine_testkit::tools::{is_root, run};
 use peregrine_wire::ethernet::{self, ethertype, Address};
 use peregrine_wire::ioam::{self, NodeData, TraceOption, TraceRepr, TraceType};
 use peregrine_wire::ipv4::ip_protocol;
@@ -106,161 +108,41 @@ fn skip(why: &str) {
     eprintln!("skipping Linux IOAM transit test: {why}");
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn run(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "`{}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+/// Three namespaces, src - rtr - dst, and their veths (removed by the guard on drop, also
+/// when the test fails).
+fn setup(t: &mut Topology) -> Result<(), String> {
+    let (src, rtr, dst) = (t.add_ns("src")?, t.add_ns("rtr")?, t.add_ns("dst")?);
+    let (s, r1, r2, d) = (t.dev("s"), t.dev("r1"), t.dev("r2"), t.dev("d"));
+    t.add_veth(&s, &MAC_SRC.to_string(), &r1, &MAC_RTR_IN.to_string())?;
+    t.add_veth(&r2, MAC_RTR_OUT, &d, MAC_DST)?;
+    for (dev, ns) in [(&s, &src), (&r1, &rtr), (&r2, &rtr), (&d, &dst)] {
+        t.move_to(dev, ns)?;
     }
-}
-
-/// Three namespaces and their veths; deleted on drop, also when the test fails.
-struct Topology {
-    p: String,
-}
-
-impl Topology {
-    fn ns(&self, n: &str) -> String {
-        format!("{}-{n}", self.p)
+    for (ns, dev, addr) in [
+        (&src, &s, "fd00:1::1/64"),
+        (&rtr, &r1, "fd00:1::2/64"),
+        (&rtr, &r2, "fd00:2::2/64"),
+        (&dst, &d, "fd00:2::1/64"),
+    ] {
+        t.addr_up(ns, dev, &[addr])?;
     }
-
-    fn dev(&self, n: &str) -> String {
-        format!("{}{n}", self.p)
-    }
-
-    fn setup(&self) -> Result<(), String> {
-        let (src, rtr, dst) = (self.ns("src"), self.ns("rtr"), self.ns("dst"));
-        let (s, r1, r2, d) = (self.dev("s"), self.dev("r1"), self.dev("r2"), self.dev("d"));
-        for n in [&src, &rtr, &dst] {
-            run(&["ip", "netns", "add", n])?;
-            run(&["ip", "-n", n, "link", "set", "lo", "up"])?;
-        }
-        let mac_s = MAC_SRC.to_string();
-        let mac_r1 = MAC_RTR_IN.to_string();
-        run(&[
-            "ip", "link", "add", &s, "address", &mac_s, "type", "veth", "peer", "name", &r1,
-            "address", &mac_r1,
-        ])?;
-        run(&[
-            "ip",
-            "link",
-            "add",
-            &r2,
-            "address",
-            MAC_RTR_OUT,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &d,
-            "address",
-            MAC_DST,
-        ])?;
-        for (dev, ns) in [(&s, &src), (&r1, &rtr), (&r2, &rtr), (&d, &dst)] {
-            run(&["ip", "link", "set", dev, "netns", ns])?;
-        }
-        for (ns, dev, addr) in [
-            (&src, &s, "fd00:1::1/64"),
-            (&rtr, &r1, "fd00:1::2/64"),
-            (&rtr, &r2, "fd00:2::2/64"),
-            (&dst, &d, "fd00:2::1/64"),
-        ] {
-            run(&["ip", "-n", ns, "addr", "add", addr, "dev", dev, "nodad"])?;
-            run(&["ip", "-n", ns, "link", "set", dev, "up"])?;
-        }
-        run(&[
-            "ip",
-            "-n",
-            &dst,
-            "-6",
-            "route",
-            "add",
-            "default",
-            "via",
-            "fd00:2::2",
-        ])?;
-        run(&[
-            "ip",
-            "-n",
-            &rtr,
-            "-6",
-            "neigh",
-            "add",
-            "fd00:2::1",
-            "lladdr",
-            MAC_DST,
-            "dev",
-            &r2,
-            "nud",
-            "permanent",
-        ])?;
-        let sysctl = |k: String, v: String| {
-            run(&[
-                "ip",
-                "netns",
-                "exec",
-                &rtr,
-                "sysctl",
-                "-qw",
-                &format!("{k}={v}"),
-            ])
-        };
-        sysctl("net.ipv6.conf.all.forwarding".into(), "1".into())?;
-        sysctl("net.ipv6.ioam6_id".into(), RTR_NODE_ID.to_string())?;
-        sysctl(format!("net.ipv6.conf.{r1}.ioam6_enabled"), "1".into())?;
-        sysctl(
-            format!("net.ipv6.conf.{r1}.ioam6_id"),
-            RTR_IN_IF_ID.to_string(),
-        )?;
-        sysctl(
-            format!("net.ipv6.conf.{r2}.ioam6_id"),
-            RTR_OUT_IF_ID.to_string(),
-        )?;
-        run(&[
-            "ip",
-            "-n",
-            &rtr,
-            "ioam",
-            "namespace",
-            "add",
-            &NAMESPACE.to_string(),
-        ])?;
-        Ok(())
-    }
-}
-
-impl Drop for Topology {
-    fn drop(&mut self) {
-        for n in ["src", "rtr", "dst"] {
-            let _ = run(&["ip", "netns", "del", &self.ns(n)]);
-        }
-        // Veths not yet moved into a namespace if setup stopped half way.
-        for d in ["s", "r2"] {
-            let _ = Command::new("ip")
-                .args(["link", "del", &self.dev(d)])
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
+    t.ip(&dst, &["-6", "route", "add", "default", "via", "fd00:2::2"])?;
+    t.neigh(&rtr, "fd00:2::1", MAC_DST, &r2)?;
+    t.sysctl(&rtr, "net.ipv6.conf.all.forwarding", "1")?;
+    t.sysctl(&rtr, "net.ipv6.ioam6_id", &RTR_NODE_ID.to_string())?;
+    t.sysctl(&rtr, &format!("net.ipv6.conf.{r1}.ioam6_enabled"), "1")?;
+    t.sysctl(
+        &rtr,
+        &format!("net.ipv6.conf.{r1}.ioam6_id"),
+        &RTR_IN_IF_ID.to_string(),
+    )?;
+    t.sysctl(
+        &rtr,
+        &format!("net.ipv6.conf.{r2}.ioam6_id"),
+        &RTR_OUT_IF_ID.to_string(),
+    )?;
+    t.ip(&rtr, &["ioam", "namespace", "add", &NAMESPACE.to_string()])?;
+    Ok(())
 }
 
 const RECEIVER: &str = r#"
@@ -316,10 +198,8 @@ fn linux_transit_fills_our_preallocated_trace() {
     if run(&["python3", "-c", "import socket; socket.AF_PACKET"]).is_err() {
         return skip("python3 with AF_PACKET not available");
     }
-    let topo = Topology {
-        p: format!("pio{}", std::process::id() % 100_000),
-    };
-    if let Err(e) = topo.setup() {
+    let mut topo = Topology::new(Topology::unique_prefix("pio"));
+    if let Err(e) = setup(&mut topo) {
         return skip(&format!("cannot build the namespaces: {e}"));
     }
 

@@ -8,6 +8,8 @@ use peregrine_dataplane::buffer::PacketBuf;
 use peregrine_dataplane::classify::{classify, classify_at, flow_hash};
 use peregrine_dataplane::meta::{flags, PacketMeta};
 use peregrine_wire::ipv6::ip_protocol;
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 use rustc_hash::FxHashMap;
 use std::net::Ipv6Addr;
 
@@ -310,23 +312,19 @@ impl FlowCounters {
 /// are allocated for this many up front so a new namespace does not allocate.
 pub(crate) const NS_CAPACITY: usize = crate::namespace::DEFAULT_MAX_NAMESPACES;
 
-/// xorshift64*: the per-worker PRNG of the probability mode (deterministic under test).
+/// The per-worker PRNG of the probability mode: xoshiro256++ (`rand_xoshiro`), seeded by
+/// SplitMix64 from `prng_seed` mixed with the worker index (deterministic under test).
 #[derive(Debug, Clone)]
-pub(crate) struct Prng(u64);
+pub(crate) struct Prng(Xoshiro256PlusPlus);
 
 impl Prng {
     pub(crate) fn new(seed: u64, worker: usize) -> Prng {
         let s = seed ^ (worker as u64).wrapping_mul(0x2545_f491_4f6c_dd1d);
-        Prng(if s == 0 { 1 } else { s })
+        Prng(Xoshiro256PlusPlus::seed_from_u64(s))
     }
-    /// Uniform in [0, 1).
+    /// Uniform in [0, 1): the top 53 bits of one output.
     pub(crate) fn next_f64(&mut self) -> f64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+        (self.0.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 

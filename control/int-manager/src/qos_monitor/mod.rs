@@ -18,9 +18,10 @@
 //!   (link `i -> j`): `t_j - t_i`, where a node's reference time `t` is its ingress timestamp, or its
 //!   egress timestamp if it only has that (the seed has one HbH timestamp per hop, Table I bit 17).
 //!   With one reference time per node the link delays telescope exactly to the end-to-end delay,
-//!   which is Eq. (2). Reported as mean, plus p50/p99 from a fixed log-linear histogram (16
-//!   sub-buckets per power of two, so at most 6.25 % relative error, clamped to the window's
-//!   min/max; exact when all samples are equal).
+//!   which is Eq. (2). Reported as mean, plus p50/p99 from an HdrHistogram (Tene's High Dynamic
+//!   Range Histogram, the `hdrhistogram` crate) with 1 significant digit: 16 sub-buckets per
+//!   power of two, so at most 6.25 % relative error; the middle of the quantile's bucket,
+//!   clamped to the window's min/max, so exact when all samples are equal.
 //! - **Jitter** (III-F): "the jitter is calculated through the difference of sequential samples of
 //!   delay": the mean of `|D_k - D_{k-1}|` over consecutive reports in arrival order whose second
 //!   report falls into the window. The RFC 3550 (section 6.4.1) smoothed estimate
@@ -64,6 +65,7 @@
 //! The seed's namespace identifies one monitored flow (one INT rule per flow, section III-B), so
 //! the monitor keys its state by namespace only.
 
+use hdrhistogram::Histogram;
 use std::collections::{HashMap, VecDeque};
 
 /// Recent raw samples kept per namespace (seed III-F: "1000 samples").
@@ -75,9 +77,16 @@ pub const DEFAULT_MAX_NAMESPACES: usize = 1024;
 /// Reordering tolerance of the sequence-number loss detector, in packets.
 pub const REORDER_WINDOW: u64 = 64;
 
-const SUB_BITS: u32 = 4;
-const SUB: usize = 1 << SUB_BITS;
-const HIST_LEN: usize = (64 - SUB_BITS as usize) * SUB + SUB; // 976
+/// Significant decimal digits of the delay histograms: 1 gives 16 sub-buckets per power of two
+/// (about 1000 counters over the whole `u64` range, as small as the windows need).
+const HIST_SIGFIG: u8 = 1;
+
+/// A delay histogram over all of `u64`, allocated once (never resized when recording).
+fn delay_histogram() -> Histogram<u32> {
+    // The bounds are constants that `new_with_bounds` accepts (1 <= low, 2 * low <= high,
+    // sigfig <= 5).
+    Histogram::new_with_bounds(1, u64::MAX, HIST_SIGFIG).expect("constant valid bounds")
+}
 
 mod types;
 
@@ -265,7 +274,7 @@ struct Bucket {
     delay_n: u64,
     delay_min: i64,
     delay_max: i64,
-    hist: Box<[u32]>,
+    hist: Histogram<u32>,
     jit_sum: u128,
     jit_n: u64,
     rfc3550: Option<f64>,
@@ -284,7 +293,7 @@ impl Bucket {
             delay_n: 0,
             delay_min: i64::MAX,
             delay_max: i64::MIN,
-            hist: vec![0u32; HIST_LEN].into_boxed_slice(),
+            hist: delay_histogram(),
             jit_sum: 0,
             jit_n: 0,
             rfc3550: None,
@@ -302,7 +311,7 @@ impl Bucket {
         self.delay_n = 0;
         self.delay_min = i64::MAX;
         self.delay_max = i64::MIN;
-        self.hist.fill(0);
+        self.hist.reset();
         self.jit_sum = 0;
         self.jit_n = 0;
         self.rfc3550 = None;
@@ -322,43 +331,16 @@ impl Bucket {
             }));
     }
 
+    /// The `q` quantile of the delays (rank `ceil(q * n)`): the middle of its histogram
+    /// bucket, clamped to the window's min/max; 0 for an empty window.
     fn percentile(&self, q: f64) -> i64 {
-        let n: u64 = self.hist.iter().map(|&c| c as u64).sum();
-        if n == 0 {
+        if self.hist.is_empty() {
             return 0;
         }
-        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
-        let mut acc = 0u64;
-        for (i, &c) in self.hist.iter().enumerate() {
-            acc += c as u64;
-            if acc >= rank {
-                let v = bucket_mid(i).min(i64::MAX as u64) as i64;
-                return v.clamp(self.delay_min, self.delay_max);
-            }
-        }
-        self.delay_max
+        let mid = self.hist.median_equivalent(self.hist.value_at_quantile(q));
+        let v = mid.min(i64::MAX as u64) as i64;
+        v.clamp(self.delay_min, self.delay_max)
     }
-}
-
-fn bucket_of(v: u64) -> usize {
-    if v < SUB as u64 {
-        v as usize
-    } else {
-        let e = 63 - v.leading_zeros(); // >= SUB_BITS
-        let sub = ((v >> (e - SUB_BITS)) & (SUB as u64 - 1)) as usize;
-        (e - SUB_BITS + 1) as usize * SUB + sub
-    }
-}
-
-fn bucket_mid(i: usize) -> u64 {
-    if i < SUB {
-        return i as u64;
-    }
-    let e = (i / SUB) as u32 + SUB_BITS - 1;
-    let sub = (i % SUB) as u64;
-    let shift = e - SUB_BITS;
-    let low = (SUB as u64 + sub) << shift;
-    low + ((1u64 << shift) >> 1)
 }
 
 #[derive(Debug)]
@@ -606,7 +588,9 @@ impl QosMonitor {
                 (0, 0)
             }
         };
-        let hb = bucket_of(d.max(0) as u64);
+        // Negative delays (unsynchronised clocks) count in the lowest bucket; the percentile
+        // is clamped to the window's min.
+        let hv = d.max(0) as u64;
         for w in st.windows.iter_mut() {
             let b = &mut w.cur;
             b.reports += 1;
@@ -614,7 +598,7 @@ impl QosMonitor {
             b.delay_n += 1;
             b.delay_min = b.delay_min.min(d);
             b.delay_max = b.delay_max.max(d);
-            b.hist[hb] = b.hist[hb].saturating_add(1);
+            b.hist.saturating_record(hv);
             if let Some(j) = jit {
                 b.jit_sum += j as u128;
                 b.jit_n += 1;

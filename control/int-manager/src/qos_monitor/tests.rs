@@ -37,6 +37,7 @@ fn seq_tracker_gaps_and_reorder() {
 
 #[test]
 fn histogram_buckets_are_monotone_and_tight() {
+    let h = delay_histogram();
     let mut prev = 0;
     for v in [
         0u64,
@@ -51,15 +52,42 @@ fn histogram_buckets_are_monotone_and_tight() {
         u64::MAX / 3,
         u64::MAX,
     ] {
-        let b = bucket_of(v);
-        assert!(b >= prev && b < HIST_LEN);
+        // A value's bucket, by its lowest equivalent value: never below the previous one's.
+        let b = h.lowest_equivalent(v);
+        assert!(b >= prev && b <= v);
         prev = b;
-        let mid = bucket_mid(b) as f64;
+        let mid = h.median_equivalent(v) as f64;
         assert!(
             (mid - v as f64).abs() <= v as f64 / 16.0 + 1.0,
             "{v} -> {mid}"
         );
     }
+}
+
+/// Quantiles are the middle of their bucket, clamped to the window's min/max.
+#[test]
+fn percentiles_are_bucket_middles_within_min_max() {
+    let mut b = Bucket::new();
+    assert_eq!(b.percentile(0.5), 0);
+    for d in [1000i64, 1000, 1000] {
+        b.delay_min = b.delay_min.min(d);
+        b.delay_max = b.delay_max.max(d);
+        b.hist.saturating_record(d as u64);
+    }
+    assert_eq!((b.percentile(0.5), b.percentile(0.99)), (1000, 1000));
+    for d in 1..=100i64 {
+        b.delay_max = b.delay_max.max(d * 10_000);
+        b.hist.saturating_record(d as u64 * 10_000);
+    }
+    b.delay_min = -5;
+    b.hist.saturating_record(0);
+    let p99 = b.percentile(0.99) as f64;
+    assert!((p99 - 990_000.0).abs() <= 990_000.0 / 16.0, "{p99}");
+    let max = b.percentile(1.0);
+    assert!(
+        (1_000_000 - 1_000_000 / 16..=1_000_000).contains(&max),
+        "{max}"
+    );
 }
 
 /// Moved from `peregrine_int::report` with the conversion.

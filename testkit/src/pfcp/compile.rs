@@ -1,8 +1,12 @@
-//! PFCP request builders (the patterns of control/n4/tests/common) and a node to drive.
-#![allow(dead_code)]
+//! PFCP builders with every knob, for the rule compiler's tests (TS 29.244 section 7.5.2):
+//! PDRs with a chosen precedence, F-TEID (or CHOOSE), outer header removal and extra PDI IEs;
+//! FARs with any apply action or outer header; QERs with gates, MBR and QFI; a dual-stack N3
+//! node associated with [`smf`], and establishment / modification / deletion round trips
+//! that return the node's answer. The fixed-shape requests are in [`requests`](super::requests).
 
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
+pub use super::requests::{far_n6, g, msg, smf, GNB, N3, UPF};
 use peregrine_n4::{Node, NodeConfig, Output, Session};
 use peregrine_pfcp::ie::{
     apply_action, ie_type as t, measurement_method, ohc, BitRate, Bitmap, FSeid, FTeid, GateStatus,
@@ -13,26 +17,9 @@ use peregrine_pfcp::message::{
     SessionModificationRequest,
 };
 use peregrine_pfcp::Message;
-use peregrine_rules::CompilerConfig;
 
-pub const UPF: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-pub const N3: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 2);
 pub const N3_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 3, 0, 0, 0, 0, 1);
-pub const GNB: Ipv4Addr = Ipv4Addr::new(192, 168, 1, 10);
 pub const GNB_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 3, 0, 0, 0, 0, 0x10);
-
-pub fn smf() -> SocketAddr {
-    "10.0.0.1:8805".parse().unwrap()
-}
-
-pub fn compiler_cfg() -> CompilerConfig {
-    CompilerConfig {
-        local_v4: vec![N3],
-        local_v6: vec![N3_V6],
-        max_meter_slots: 10_000,
-        max_urr_slots: 10_000,
-    }
-}
 
 /// An N4 node with an association with [`smf`].
 pub fn node() -> Node {
@@ -51,22 +38,6 @@ pub fn node() -> Node {
     );
     n.handle(0, smf(), &setup);
     n
-}
-
-pub fn msg(seq: u32, seid: Option<u64>, body: Body) -> Vec<u8> {
-    Message {
-        seq,
-        seid,
-        priority: None,
-        fo: false,
-        body,
-    }
-    .to_vec()
-    .unwrap()
-}
-
-pub fn g(ty: u16, ies: Vec<Ie>) -> Grouped {
-    Grouped::new(ty, ies)
 }
 
 pub fn sdf(s: &str) -> Ie {
@@ -137,20 +108,6 @@ pub fn pdr_dl(
             Ie::FarId(far),
             Ie::QerId(1),
             Ie::UrrId(1),
-        ],
-    )
-}
-
-pub fn far_n6(id: u32) -> Grouped {
-    g(
-        t::CREATE_FAR,
-        vec![
-            Ie::FarId(id),
-            Ie::ApplyAction(Bitmap(apply_action::FORW)),
-            Ie::Grouped(g(
-                t::FORWARDING_PARAMETERS,
-                vec![Ie::DestinationInterface(1)],
-            )),
         ],
     )
 }
