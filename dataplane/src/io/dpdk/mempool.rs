@@ -9,9 +9,13 @@ use std::ptr::NonNull;
 use std::sync::Mutex;
 
 /// Bytes of every pool's mbuf private area: room for the [`PacketMeta`] behind each
-/// `rte_mbuf`, rounded up to `RTE_MBUF_PRIV_ALIGN` as `rte_pktmbuf_pool_create` requires.
+/// `rte_mbuf`, rounded up to a whole cache line (a multiple of `RTE_MBUF_PRIV_ALIGN`, as
+/// `rte_pktmbuf_pool_create` requires). A whole line keeps the packet data behind it
+/// cache-line aligned as it was before the record existed (with 40 bytes, the first 64
+/// bytes of headers straddled two lines).
 pub const MBUF_PRIV_SIZE: u16 = {
-    let a = sys::RTE_MBUF_PRIV_ALIGN as usize;
+    let a = sys::RTE_CACHE_LINE_SIZE as usize;
+    assert!(a % sys::RTE_MBUF_PRIV_ALIGN as usize == 0);
     let n = PACKET_META_SIZE.div_ceil(a) * a;
     assert!(n <= u16::MAX as usize);
     n as u16
