@@ -15,7 +15,7 @@ use std::sync::Mutex;
 /// bytes of headers straddled two lines).
 pub const MBUF_PRIV_SIZE: u16 = {
     let a = sys::RTE_CACHE_LINE_SIZE as usize;
-    assert!(a % sys::RTE_MBUF_PRIV_ALIGN as usize == 0);
+    assert!(a.is_multiple_of(sys::RTE_MBUF_PRIV_ALIGN as usize));
     let n = PACKET_META_SIZE.div_ceil(a) * a;
     assert!(n <= u16::MAX as usize);
     n as u16
