@@ -6,6 +6,7 @@
 //! Python with Scapy and tshark are test tools: outside CI (`CI` unset) a test whose tool is
 //! missing says so and returns; in CI a missing tool fails it.
 
+use peregrine_testkit::mbr::{inner_lengths, per_second};
 use peregrine_testkit::traffic::{self, IpMix, Sizes, TrafficSpec};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -705,53 +706,6 @@ fn hostile_pfcp_leaves_the_node_serving() {
         Some(4 + 1),
         "static + the prior session"
     );
-}
-
-/// (capture timestamp, inner IP packet length) of every frame of `pcap` that carries user
-/// data: on N3 the T-PDU inside GTP-U (TS 29.281 section 5.1), on N6 the IPv4 packet itself.
-/// The MBR counts the inner packet (TS 29.244 section 5.2.2.2: the T-PDU, without the
-/// GTP-U encapsulation).
-fn inner_lengths(pcap: &Path, n3: bool) -> Vec<(u64, u64)> {
-    use peregrine_dataplane::io::pcapfile::PcapReader;
-    use peregrine_wire::{ethernet, gtpu, ipv4, udp};
-    let mut r = PcapReader::open(pcap).unwrap();
-    let (mut out, mut buf) = (vec![], vec![]);
-    while let Some(info) = r.next_packet(&mut buf).unwrap() {
-        let Ok(eth) = ethernet::Frame::new_checked(&buf[..]) else {
-            continue;
-        };
-        let Ok(ip) = ipv4::Packet::new_checked(eth.payload()) else {
-            continue;
-        };
-        let len = if n3 {
-            let Ok(u) = udp::Packet::new_checked(ip.payload()) else {
-                continue;
-            };
-            let Ok(g) = gtpu::Header::new_checked(u.payload()) else {
-                continue;
-            };
-            let Ok(inner) = ipv4::Packet::new_checked(g.payload()) else {
-                continue;
-            };
-            inner.total_len()
-        } else {
-            ip.total_len()
-        };
-        out.push((info.ts_ns, u64::from(len)));
-    }
-    out
-}
-
-/// Bytes per 1 s window from `t0`, for the `n` full windows.
-fn per_second(pkts: &[(u64, u64)], t0: u64, n: usize) -> Vec<u64> {
-    let mut w = vec![0u64; n];
-    for &(ts, len) in pkts {
-        let i = (ts.saturating_sub(t0) / 1_000_000_000) as usize;
-        if ts >= t0 && i < n {
-            w[i] += len;
-        }
-    }
-    w
 }
 
 /// MBR end to end (TS 29.244 section 5.4.2, QER MBR; TS 23.501 section 5.7.2.5): a session

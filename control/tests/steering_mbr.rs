@@ -7,6 +7,7 @@
 //! worker, whose meter then sees the whole offered rate. Without steering each worker's
 //! meter would let through the full MBR of its own half: about twice the MBR in all.
 
+use peregrine_testkit::mbr::{inner_lengths, per_second};
 use peregrine_testkit::pcap::{read_records, PcapWriter};
 use peregrine_testkit::traffic::{self, IpMix, Sizes, TrafficSpec};
 use std::path::{Path, PathBuf};
@@ -15,50 +16,6 @@ use std::time::{Duration, Instant};
 
 const MBR_KBPS: u64 = 3840;
 const MBR_BYTES: u64 = MBR_KBPS * 1000 / 8;
-
-/// (capture timestamp, inner IPv4 length) of each user-data frame of `pcap`: the T-PDU of
-/// a G-PDU on N3 (TS 29.281 section 5.1), the packet itself on N6; the MBR counts the inner
-/// packet (TS 29.244 section 5.2.2.2).
-fn inner_lengths(pcap: &Path, n3: bool) -> Vec<(u64, u64)> {
-    use peregrine_wire::{ethernet, gtpu, ipv4, udp};
-    let mut out = vec![];
-    for r in read_records(pcap).unwrap() {
-        let Ok(eth) = ethernet::Frame::new_checked(&r.data[..]) else {
-            continue;
-        };
-        let Ok(ip) = ipv4::Packet::new_checked(eth.payload()) else {
-            continue;
-        };
-        let len = if n3 {
-            let Ok(u) = udp::Packet::new_checked(ip.payload()) else {
-                continue;
-            };
-            let Ok(g) = gtpu::Header::new_checked(u.payload()) else {
-                continue;
-            };
-            let Ok(inner) = ipv4::Packet::new_checked(g.payload()) else {
-                continue;
-            };
-            inner.total_len()
-        } else {
-            ip.total_len()
-        };
-        out.push((r.ts_ns, u64::from(len)));
-    }
-    out
-}
-
-/// Bytes per 1 s window from `t0`, for the `n` full windows.
-fn per_second(pkts: &[(u64, u64)], t0: u64, n: usize) -> Vec<u64> {
-    let mut w = vec![0u64; n];
-    for &(ts, len) in pkts {
-        let i = (ts.saturating_sub(t0) / 1_000_000_000) as usize;
-        if ts >= t0 && i < n {
-            w[i] += len;
-        }
-    }
-    w
-}
 
 /// The MAC address of the second N3 port.
 const N3B_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x0b];

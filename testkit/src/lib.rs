@@ -21,6 +21,7 @@ pub mod alloc;
 pub mod frames;
 #[cfg(feature = "dataplane")]
 pub mod impair;
+pub mod mbr;
 pub mod netns;
 pub mod pcap;
 pub mod pfcp;
