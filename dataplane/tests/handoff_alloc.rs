@@ -8,16 +8,15 @@
 
 mod common;
 
-use common::{frame, RefreshTtl, GLOBAL, MAC0, MAC1};
+use common::{loop_routes, seed_both_ports, RefreshTtl, GLOBAL, MAC0, MAC1};
 use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
-use peregrine_dataplane::io::{Backend, Burst, PortId, PortInfo, PortStats, WorkerIo};
+use peregrine_dataplane::io::{Backend, PortId, PortInfo, PortStats};
 use peregrine_dataplane::runtime::Publisher;
 use peregrine_dataplane::runtime::{
     self, Batch, Context, Disposition, Pipeline, Reasons, RuntimeConfig, Stage, WorkerSpec,
 };
-use peregrine_dataplane::stages::l3fwd::{L3Fwd, NextHop, RouteTable};
+use peregrine_dataplane::stages::l3fwd::L3Fwd;
 use peregrine_dataplane::PacketBuf;
-use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 /// Hands every packet to the other of two workers, resuming at the next stage.
@@ -83,30 +82,8 @@ fn handoff_allocates_nothing_per_packet() {
     let mut ios = vec![Some(be.worker_io(0)), Some(be.worker_io(1))];
     // 64 packets per port on worker 0's queues; the first pass hands them to worker 1.
     let io = ios[0].as_mut().unwrap();
-    for (port, mac, dst) in [
-        (0u16, MAC0, Ipv4Addr::new(198, 51, 100, 1)),
-        (1, MAC1, Ipv4Addr::new(203, 0, 113, 1)),
-    ] {
-        let mut b = Burst::new();
-        for _ in 0..64 {
-            let f = frame(mac, dst);
-            let mut m = io.alloc().unwrap();
-            m.append(f.len()).unwrap().copy_from_slice(&f);
-            b.push(m);
-        }
-        assert_eq!(io.tx_burst(port, 0, &mut b), 64);
-    }
-    let mut t = RouteTable::default();
-    t.insert(
-        IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)),
-        24,
-        NextHop { port: 1, mac: MAC1 },
-    );
-    t.insert(
-        IpAddr::V4(Ipv4Addr::new(203, 0, 113, 0)),
-        24,
-        NextHop { port: 0, mac: MAC0 },
-    );
+    seed_both_ports(io);
+    let t = loop_routes();
     let routes = Publisher::new(t);
     let mut pre = Preloaded(be, ios);
     let cfg = RuntimeConfig {

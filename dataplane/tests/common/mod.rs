@@ -85,6 +85,41 @@ pub type Buf = <<Preloaded as Backend>::Io as WorkerIo>::Buf;
 
 /// Start one worker forwarding 128 packets in a loop between two `net_ring` ports through
 /// `RefreshTtl`, the real `l3fwd` and `extra` (if any), with the given egress schedulers.
+/// Put 64 frames on each of the two ring ports (through `io`'s tx, so they come back as rx):
+/// port 0's for 198.51.100.1 (routed to port 1 by [`loop_routes`]), port 1's the reverse.
+pub fn seed_both_ports(io: &mut <DpdkBackend as Backend>::Io) {
+    for (port, mac, dst) in [
+        (0u16, MAC0, Ipv4Addr::new(198, 51, 100, 1)),
+        (1, MAC1, Ipv4Addr::new(203, 0, 113, 1)),
+    ] {
+        let mut b = Burst::new();
+        for _ in 0..64 {
+            let f = frame(mac, dst);
+            let mut m = io.alloc().unwrap();
+            m.append(f.len()).unwrap().copy_from_slice(&f);
+            b.push(m);
+        }
+        assert_eq!(io.tx_burst(port, 0, &mut b), 64);
+    }
+}
+
+/// Routes that send each seeded frame out of the other ring port. Next-hop MAC = the
+/// receiving port's own MAC, so the looped frame is "for us" again.
+pub fn loop_routes() -> RouteTable {
+    let mut t = RouteTable::default();
+    t.insert(
+        IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)),
+        24,
+        NextHop { port: 1, mac: MAC1 },
+    );
+    t.insert(
+        IpAddr::V4(Ipv4Addr::new(203, 0, 113, 0)),
+        24,
+        NextHop { port: 0, mac: MAC0 },
+    );
+    t
+}
+
 pub fn start_ring_loop(
     egress: Vec<Option<EgressConfig>>,
     extra: impl Fn() -> Option<Box<dyn Stage<Buf>>>,
@@ -119,31 +154,8 @@ pub fn start_ring_loop(
     .expect("net_ring backend");
     let mut io = be.worker_io(0);
     // Port 0 receives packets for 198.51.100.0/24 (routed to port 1) and the reverse.
-    for (port, mac, dst) in [
-        (0u16, MAC0, Ipv4Addr::new(198, 51, 100, 1)),
-        (1, MAC1, Ipv4Addr::new(203, 0, 113, 1)),
-    ] {
-        let mut b = Burst::new();
-        for _ in 0..64 {
-            let f = frame(mac, dst);
-            let mut m = io.alloc().unwrap();
-            m.append(f.len()).unwrap().copy_from_slice(&f);
-            b.push(m);
-        }
-        assert_eq!(io.tx_burst(port, 0, &mut b), 64);
-    }
-    let mut t = RouteTable::default();
-    // Next-hop MAC = the receiving port's own MAC, so the looped frame is "for us" again.
-    t.insert(
-        IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)),
-        24,
-        NextHop { port: 1, mac: MAC1 },
-    );
-    t.insert(
-        IpAddr::V4(Ipv4Addr::new(203, 0, 113, 0)),
-        24,
-        NextHop { port: 0, mac: MAC0 },
-    );
+    seed_both_ports(&mut io);
+    let t = loop_routes();
     // Each packet is routed out of its port, loops back in (the ring), and is routed again:
     // every pass goes through the full l3fwd checks and rewrite.
     let routes = Publisher::new(t);
