@@ -330,20 +330,7 @@ fn flow_port(fl: &Flow) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn flow(v6: bool, src: u128, dst: u128, proto: u8, ports: Option<(u16, u16)>) -> Flow {
-        Flow {
-            v6,
-            src,
-            dst,
-            proto,
-            ports,
-            icmp_type: None,
-            len: 100,
-            df: true,
-            frag: false,
-        }
-    }
+    use crate::upf::parse::test_flow as flow;
 
     #[test]
     fn flow_port_is_dynamic_and_spreads() {

@@ -234,22 +234,9 @@ fn select_pdr<'s>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upf::parse::test_flow as flow;
     use peregrine_wire::ipv4::ip_protocol;
     use std::net::{Ipv4Addr, Ipv6Addr};
-
-    fn flow(v6: bool, src: u128, dst: u128, proto: u8, ports: Option<(u16, u16)>) -> Flow {
-        Flow {
-            v6,
-            src,
-            dst,
-            proto,
-            ports,
-            icmp_type: None,
-            len: 100,
-            df: true,
-            frag: false,
-        }
-    }
 
     #[test]
     fn filters_match_prefixes_ports_and_protocol() {

@@ -74,6 +74,28 @@ pub(super) struct Flow {
     pub frag: bool,
 }
 
+/// A 100-byte first-fragment flow with DF, for the phases' unit tests.
+#[cfg(test)]
+pub(super) fn test_flow(
+    v6: bool,
+    src: u128,
+    dst: u128,
+    proto: u8,
+    ports: Option<(u16, u16)>,
+) -> Flow {
+    Flow {
+        v6,
+        src,
+        dst,
+        proto,
+        ports,
+        icmp_type: None,
+        len: 100,
+        df: true,
+        frag: false,
+    }
+}
+
 impl Flow {
     /// The facts of the IP header at `l3` whose L4 header is at `l4` (0: none). The
     /// classifier checked both, so the reads are in bounds.
