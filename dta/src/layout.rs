@@ -67,13 +67,13 @@ pub struct Sizes {
 impl Default for Sizes {
     fn default() -> Self {
         Sizes {
-            kw_slots: 1 << 20,
+            kw_slots: 1_048_573,
             kw_words: 1,
             kw_checksum_bits: 32,
             kw_max_redundancy: 4,
-            ki_slots: 1 << 18,
+            ki_slots: 262_139,
             ki_max_redundancy: 4,
-            pc_chunks: 1 << 16,
+            pc_chunks: 65_521,
             pc_hops: 5,
             pc_mode: PostcardMode::Hashed,
             pc_redundancy: 1,
@@ -167,6 +167,26 @@ impl Sizes {
         ] {
             if v > MAX_TOTAL / 64 {
                 return bad(f, format!("{v} is too large"));
+            }
+        }
+        // CRC-32 is linear: CRC32(k || n) = CRC32(k || 0) xor c_n for a constant c_n. With an
+        // even count the low bits of copy n are copy 0's xor a constant, so two keys that
+        // share one slot share all of them and redundancy buys nothing (measured: N = 2
+        // behaves like N = 1 at twice the load with 2^16 slots). Odd counts break the tie.
+        for (f, count, n) in [
+            ("kw_slots", self.kw_slots, self.kw_max_redundancy),
+            ("ki_slots", self.ki_slots, self.ki_max_redundancy),
+            ("pc_chunks", self.pc_chunks, self.pc_redundancy),
+        ] {
+            if n > 1 && count > 0 && count % 2 == 0 {
+                return bad(
+                    f,
+                    format!(
+                        "{count} is even; with redundancy above 1 the count must be odd (a prime \
+                         is best): CRC32(key || n) mod an even count puts a key's copies at \
+                         correlated slots"
+                    ),
+                );
             }
         }
         if self.ap_lists > 1 << 20 {

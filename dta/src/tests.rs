@@ -42,7 +42,7 @@ fn key_write_query_through_a_second_mapping() {
             a => panic!("key {k}: {a:?}"),
         }
     }
-    // A key never written: empty (with 2^20 slots and 32-bit checksums).
+    // A key never written: empty (with ~2^20 slots and 32-bit checksums).
     assert_eq!(c.key_write(5_000_000, None, 1).unwrap(), KwAnswer::Empty);
     // min_agree 2: both copies agree for a written key.
     assert!(matches!(
@@ -54,16 +54,16 @@ fn key_write_query_through_a_second_mapping() {
 #[test]
 fn key_write_slot_is_the_formula() {
     let sizes = Sizes {
-        kw_slots: 1000,
+        kw_slots: 1001,
         ..Sizes::default()
     };
     let (_d, r) = region(sizes);
     let s = Store::new(r.clone());
     s.key_write(3, 0xdead_beef, &[42]).unwrap();
-    let slots = r.u64s(r.layout().kw_offset, 1000);
+    let slots = r.u64s(r.layout().kw_offset, 1001);
     for n in 0..3u8 {
         let kb = 0xdead_beefu32.to_le_bytes();
-        let idx = crc32fast::hash(&[kb[0], kb[1], kb[2], kb[3], n]) % 1000;
+        let idx = crc32fast::hash(&[kb[0], kb[1], kb[2], kb[3], n]) % 1001;
         let w = slots[idx as usize].load(Ordering::Relaxed);
         assert_eq!(w as u32, crc32fast::hash(&kb));
         assert_eq!((w >> 32) as u32, 42);
@@ -73,7 +73,7 @@ fn key_write_slot_is_the_formula() {
 #[test]
 fn multi_word_slots_never_tear() {
     let sizes = Sizes {
-        kw_slots: 4,
+        kw_slots: 5,
         kw_words: 7,
         ..Sizes::default()
     };
@@ -84,7 +84,7 @@ fn multi_word_slots_never_tear() {
         std::thread::spawn(move || {
             let mut i = 0u32;
             while !stop.load(Ordering::Relaxed) {
-                // Keys 0 and 1 alternate over the same 4 slots with self-describing data.
+                // Keys 0 and 1 alternate over the same 5 slots with self-describing data.
                 let k = i & 1;
                 let _ = s.key_write(4, k, &[k * 1000 + (i >> 1) % 1000; 7]);
                 i = i.wrapping_add(1);
@@ -107,7 +107,7 @@ fn multi_word_slots_never_tear() {
 #[test]
 fn key_increment_min_over_n() {
     let sizes = Sizes {
-        ki_slots: 64,
+        ki_slots: 61,
         ..Sizes::default()
     };
     let (_d, r) = region(sizes);
@@ -127,14 +127,14 @@ fn key_increment_min_over_n() {
         }
     }
     let c = Collector::new(r);
-    // Count-Min: never below the truth; with 200 keys in 64 counters, overestimates happen.
+    // Count-Min: never below the truth; with 200 keys in 61 counters, overestimates happen.
     let mut exact = 0;
     for k in 0..200u32 {
         let v = c.key_increment(k, Some(4)).unwrap();
         assert!(v >= 30);
         exact += (v == 30) as u32;
     }
-    assert!(exact < 200, "200 keys in 64 counters cannot all be exact");
+    assert!(exact < 200, "200 keys in 61 counters cannot all be exact");
 }
 
 #[test]
@@ -241,7 +241,7 @@ fn append_follower_under_a_concurrent_writer() {
 #[test]
 fn postcarding_paths_blanks_and_eviction() {
     let sizes = Sizes {
-        pc_chunks: 1024,
+        pc_chunks: 1021,
         pc_redundancy: 2,
         pc_value_bits: 18,
         ..Sizes::default()
@@ -289,7 +289,7 @@ fn postcarding_paths_blanks_and_eviction() {
 #[test]
 fn postcarding_raw_mode() {
     let sizes = Sizes {
-        pc_chunks: 64,
+        pc_chunks: 61,
         pc_mode: PostcardMode::Raw,
         ..Sizes::default()
     };
@@ -395,6 +395,24 @@ fn corrupt_or_foreign_regions_are_refused_with_a_message() {
     }
     let mut f = c.follow_from(0, 0).unwrap();
     let _ = f.poll(10);
+}
+
+#[test]
+fn even_slot_counts_with_redundancy_are_refused() {
+    let e = Layout::new(Sizes {
+        kw_slots: 1 << 20,
+        ..Sizes::default()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("kw_slots") && e.contains("odd"), "{e}");
+    // Redundancy 1 has no copies to correlate.
+    Layout::new(Sizes {
+        pc_chunks: 1 << 16,
+        pc_redundancy: 1,
+        ..Sizes::default()
+    })
+    .unwrap();
 }
 
 #[test]
