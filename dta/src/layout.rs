@@ -43,7 +43,7 @@ pub enum PostcardMode {
 
 /// Sizes of each primitive's structure; offsets follow from them ([`Layout::new`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Sizes {
     pub kw_slots: u64,
     /// Data words per Key-Write slot: 1, 3 or 7.
