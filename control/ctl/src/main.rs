@@ -4,8 +4,13 @@
 //! rule requests over ZeroMQ REQ/REP (JSON by default, `--cbor`), reports over SUB. Every request
 //! has a timeout, so a dead manager is an error, not a hang.
 //!
+//! `peregrinectl dta --region FILE info|kw|ki|path|follow` queries a DTA collector region
+//! (module `dta`), printing JSON.
+//!
 //! Exit codes: 0 success, 1 the manager answered with an error, 2 bad usage, 3 transport error
 //! or timeout.
+
+mod dta;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use peregrine_int::request::{
@@ -55,6 +60,8 @@ enum Top {
     /// In-band telemetry: rules and reports.
     #[command(subcommand)]
     Int(IntCmd),
+    /// Direct Telemetry Access: query a collector region.
+    Dta(dta::DtaCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -236,7 +243,10 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<(), Fail> {
-    let Top::Int(cmd) = &cli.cmd;
+    let cmd = match &cli.cmd {
+        Top::Int(cmd) => cmd,
+        Top::Dta(d) => return dta::run(d).map_err(|(code, msg)| Fail(code, msg)),
+    };
     let req = match cmd {
         IntCmd::Add(a) => add_request(a)?,
         IntCmd::Mod(m) => mod_request(m)?,
