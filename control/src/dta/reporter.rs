@@ -140,7 +140,7 @@ impl<B: PacketBuf> Tap<B> for SojournTap {
                 continue;
             }
             self.seen = self.seen.wrapping_add(1);
-            if self.seen % self.sample != 0 {
+            if !self.seen.is_multiple_of(self.sample) {
                 continue;
             }
             if self.ring.push((m.flow_hash, m.sojourn_ns)).is_err() {
@@ -150,6 +150,9 @@ impl<B: PacketBuf> Tap<B> for SojournTap {
     }
 }
 
+/// A tap's ring of `(flow hash, sojourn ns)` and the worker that owns the tap.
+type TapRing = (usize, rtrb::Consumer<(u32, u32)>);
+
 /// The reporter feature.
 #[derive(Debug)]
 pub struct DtaReporterFeature {
@@ -158,7 +161,7 @@ pub struct DtaReporterFeature {
     addrs: FrameAddrs,
     /// Consumers of the taps' rings, with the worker that owns each (filled while the
     /// pipelines are built, drained by the control loop).
-    rings: Mutex<Vec<(usize, rtrb::Consumer<(u32, u32)>)>>,
+    rings: Mutex<Vec<TapRing>>,
     tap_counters: Arc<TapCounters>,
     limiter: RateLimiter,
     epoch: Instant,
@@ -192,7 +195,7 @@ impl Configure for DtaReporterFeature {
                 format!("not a MAC address: {}", s.collector_mac),
             )
         })?;
-        if !(s.rate > 0.0 && s.rate.is_finite()) || !(s.burst >= 1.0 && s.burst.is_finite()) {
+        if !(s.rate > 0.0 && s.rate.is_finite() && s.burst >= 1.0 && s.burst.is_finite()) {
             return Err(invalid("dta.rate", "rate must be > 0 and burst >= 1"));
         }
         for (k, n) in [

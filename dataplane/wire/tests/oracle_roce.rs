@@ -42,7 +42,9 @@ fn bth(op: u8, qp: u32, psn: u32) -> Bth {
 }
 
 /// (frame, opcode, qp, psn, va, rkey, dma_len or add value)
-fn frames() -> Vec<(Vec<u8>, u8, u32, u32, u64, u32, u64)> {
+type Case = (Vec<u8>, u8, u32, u32, u64, u32, u64);
+
+fn frames() -> Vec<Case> {
     let mut out = Vec::new();
     let slot = [0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 42];
     let cases: [(u32, u32, u64, u32, &[u8]); 3] = [
