@@ -4,7 +4,10 @@
 //! - [`DtaTranslatorFeature`] (`[dta_translator]`, pipeline kind `dta-translator`): creates
 //!   the collector's shared-memory region and runs the translator stage
 //!   ([`translator_stage`]) as every worker's main stage.
+//! - [`reporter::DtaReporterFeature`] (`[dta]`, any other pipeline kind): our telemetry as
+//!   DTA reports toward a translator.
 
+pub mod reporter;
 pub mod translator_stage;
 
 use crate::error::{invalid, ConfigError, RunError};
