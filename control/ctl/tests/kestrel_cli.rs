@@ -214,8 +214,8 @@ calibration_windows = 1
             _ => None,
         })
         .collect();
-    let dequeued = read_records(&d.join("n3-tx.pcap")).unwrap().len()
-        + read_records(&d.join("n6-tx.pcap")).unwrap().len();
+    let dequeued = read_records(d.join("n3-tx.pcap")).unwrap().len()
+        + read_records(d.join("n6-tx.pcap")).unwrap().len();
     assert_eq!(
         windows.iter().map(|w| w.packets).sum::<u64>(),
         dequeued as u64,

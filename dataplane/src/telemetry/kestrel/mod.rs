@@ -9,6 +9,7 @@
 pub mod bank;
 pub mod edges;
 pub mod layout;
+pub mod postcard;
 pub mod tap;
 pub mod window;
 

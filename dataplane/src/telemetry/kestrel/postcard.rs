@@ -106,7 +106,17 @@ impl Smp {
     /// delta (or always, for full postcards).
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    pub fn record(&mut self, dir: u8, qid: u8, teid: u32, qfi: u8, len: u32, colour: u8, sojourn_ns: u32, t_ns: u64) {
+    pub fn record(
+        &mut self,
+        dir: u8,
+        qid: u8,
+        teid: u32,
+        qfi: u8,
+        len: u32,
+        colour: u8,
+        sojourn_ns: u32,
+        t_ns: u64,
+    ) {
         let key = (u64::from(teid) << 8 | u64::from(qfi)) | 1 << (40 + u32::from(dir & 1));
         let slot = (mix(key) as usize) & self.mask;
         let f = &mut self.flows[slot];
@@ -153,7 +163,9 @@ impl Smp {
     pub fn publish(&self) {
         self.stats.exported.store(self.exported, Ordering::Relaxed);
         self.stats.dropped.store(self.dropped, Ordering::Relaxed);
-        self.stats.suppressed.store(self.suppressed, Ordering::Relaxed);
+        self.stats
+            .suppressed
+            .store(self.suppressed, Ordering::Relaxed);
     }
 }
 
@@ -187,7 +199,9 @@ mod tests {
         s.record(0, 1, 10, 1, 60, 0, 0, 10_000);
         s.record(0, 1, 10, 1, 60, 2, 0, 11_000);
         s.publish();
-        let got: Vec<(u32, u32)> = std::iter::from_fn(|| rx.pop().ok()).map(|p| (p.teid, p.sojourn_ns)).collect();
+        let got: Vec<(u32, u32)> = std::iter::from_fn(|| rx.pop().ok())
+            .map(|p| (p.teid, p.sojourn_ns))
+            .collect();
         assert_eq!(got, vec![(9, 0), (9, 1500), (9, 2600), (10, 0), (10, 0)]);
         assert_eq!(st.suppressed.load(Ordering::Relaxed), 3);
         assert_eq!(st.exported.load(Ordering::Relaxed), 5);
