@@ -14,6 +14,7 @@ pub mod error;
 pub mod feature;
 pub mod int;
 mod int_stage;
+pub mod kestrel;
 pub mod metrics;
 pub mod n4;
 pub mod neighbour;

@@ -11,6 +11,7 @@
 //! or timeout.
 
 mod dta;
+mod kestrel;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use peregrine_int::request::{
@@ -62,6 +63,8 @@ enum Top {
     Int(IntCmd),
     /// Direct Telemetry Access: query a collector region.
     Dta(dta::DtaCmd),
+    /// Kestrel sketch telemetry: query windows, read and set bin edges.
+    Kestrel(kestrel::KestrelCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -246,6 +249,7 @@ fn run(cli: &Cli) -> Result<(), Fail> {
     let cmd = match &cli.cmd {
         Top::Int(cmd) => cmd,
         Top::Dta(d) => return dta::run(d).map_err(|(code, msg)| Fail(code, msg)),
+        Top::Kestrel(k) => return kestrel::run(k).map_err(|(code, msg)| Fail(code, msg)),
     };
     let req = match cmd {
         IntCmd::Add(a) => add_request(a)?,
