@@ -611,6 +611,16 @@ fn workers_mode(a: &Args) {
     }
 }
 
+/// The `q` quantile of `v` (nearest rank; sorts `v`), 0 when empty.
+fn quantile(v: &mut [u64], q: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
+}
+
 fn est_request(seq: u32, k: u32) -> Vec<u8> {
     use peregrine_pfcp::ie::{ie_type as t, FTeid, Ie, OuterHeaderRemoval, UeIpAddress};
     // A pool disjoint from the static synthetic sessions (10.45/16 onwards).
@@ -812,10 +822,15 @@ fn n4_mode(a: &Args, n: usize) {
     let (r0, t0) = (pre.rx_packets(), Instant::now());
     let (mut sent, mut ok, mut rejected, mut got) = (0usize, 0usize, 0usize, 0usize);
     let (mut answered, mut retransmits, mut quiet) = (vec![false; n], 0usize, 0u32);
+    // Request -> response time as the client sees it, from the first send of each request
+    // (with `--window 1`: a lone request, as an SMF waiting for each answer sees it).
+    let mut sent_at: Vec<Option<Instant>> = vec![None; n];
+    let mut rtt_us: Vec<u64> = Vec::with_capacity(n);
     sock.set_read_timeout(Some(Duration::from_millis(500)))
         .expect("timeout");
     while got < n {
         while sent < n && sent - got < a.window {
+            sent_at[sent] = Some(Instant::now());
             sock.send(&reqs[sent]).expect("send");
             sent += 1;
         }
@@ -829,6 +844,9 @@ fn n4_mode(a: &Args, n: usize) {
                     continue;
                 }
                 answered[k] = true;
+                if let Some(t) = sent_at[k] {
+                    rtt_us.push(t.elapsed().as_micros() as u64);
+                }
                 got += 1;
                 quiet = 0;
                 if cause == 1 {
@@ -896,6 +914,11 @@ fn n4_mode(a: &Args, n: usize) {
         "establishments_per_second": ok as f64 / elapsed.as_secs_f64(),
         "goal_establishments_per_second": 20000,
         "publishes": st.counts.publishes,
+        "window": a.window,
+        "request_rtt_us_p50": quantile(&mut rtt_us, 0.5),
+        "request_rtt_us_p99": quantile(&mut rtt_us, 0.99),
+        "request_rtt_us_max": quantile(&mut rtt_us, 1.0),
+        "goal_lone_request_rtt_us": {"p50": 200, "p99": 1000, "with": "--window 1"},
         "publish_latency_us_p50": st.publish_latency_quantile(0.5),
         "publish_latency_us_p99": st.publish_latency_quantile(0.99),
         "publish_latency_us_max": st.publish_latency_quantile(1.0),
