@@ -8,6 +8,7 @@ pub mod meta;
 pub mod qos;
 pub mod runtime;
 pub mod stages;
+pub mod telemetry;
 pub mod upf;
 
 pub use buffer::{Meta, OwnedBuf, PacketBuf};

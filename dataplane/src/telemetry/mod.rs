@@ -1,0 +1,3 @@
+//! Telemetry estimators that run in the workers: I/O-free, time passed in, per-worker state.
+
+pub mod fridge;
