@@ -4,10 +4,13 @@
 //!   (`peregrine_testkit::traffic`).
 //! * [`int_accuracy`]: the seed-003 INT accuracy experiment (Tables II-IV) over emulated
 //!   links; the `int-accuracy` binary runs it.
+//! * [`fridge_eval`]: the fridge paper's section 5 evaluation (Figures 2-5); the
+//!   `pg-fridge-eval` binary runs it.
 //! * [`harness`]: what the throughput binaries (`pg-throughput`, `pg-upf`, `int-throughput`)
 //!   share: `net_ring` set-up, `dpdk-testpmd` runner, paired-round
 //!   statistics and JSON output.
 #![deny(unsafe_code)]
 
+pub mod fridge_eval;
 pub mod harness;
 pub mod int_accuracy;

@@ -98,22 +98,39 @@ impl LogHist {
     }
 }
 
-/// Combine per-fridge estimates bin by bin with inverse-variance weights (section 4.2,
-/// Theorem 4.1 with `V_k` estimated by Eq. 4.7): `f(b) = sum_k (1/V_k) f_k / sum_k (1/V_k)`.
-/// A fridge with `V_k = 0` in a bin (no sample there) is left out of that bin: its weight
-/// `1/V_k` would be infinite while it carries no information about the bin. A bin no fridge
-/// saw estimates 0. With one fridge this is its own `f_k`.
-pub fn combine_ivw(fridges: &[&LogHist], out: &mut [f64]) {
-    for (b, o) in out.iter_mut().enumerate().take(NBINS) {
-        let (mut num, mut den) = (0.0f64, 0.0f64);
-        for h in fridges {
-            let v = h.w2[b];
+/// Bins per IVW group by default: a quarter of an octave. Weights come from the variance
+/// summed over a group, so a sparse fine bin does not pick one fridge by chance.
+pub const IVW_GROUP: usize = 16;
+
+/// Combine per-fridge estimates with inverse-variance weights (section 4.2, Theorem 4.1 with
+/// `V_k` estimated by Eq. 4.7): `f(b) = sum_k (1/V_k) f_k(b) / sum_k (1/V_k)`, the weights
+/// computed per group of `group` consecutive bins (`V_k` and the zero test summed over the
+/// group; `group = 1` is the seed's per-bin rule). A fridge with `V_k = 0` in a group (no
+/// sample there) is left out of that group: its weight `1/V_k` would be infinite while it
+/// carries no information there. A group no fridge saw estimates 0. With one fridge this is
+/// its own `f_k`.
+pub fn combine_ivw(fridges: &[&LogHist], group: usize, out: &mut [f64]) {
+    let group = group.max(1);
+    let mut lo = 0;
+    while lo < NBINS.min(out.len()) {
+        let hi = (lo + group).min(NBINS).min(out.len());
+        let mut inv = [0.0f64; super::kernel::MAX_FRIDGES];
+        let mut den = 0.0;
+        for (k, h) in fridges.iter().enumerate().take(inv.len()) {
+            let v: f64 = h.w2[lo..hi].iter().sum();
             if v > 0.0 {
-                num += h.w[b] / v;
-                den += 1.0 / v;
+                inv[k] = 1.0 / v;
+                den += inv[k];
             }
         }
-        *o = if den > 0.0 { num / den } else { 0.0 };
+        for (b, o) in out.iter_mut().enumerate().take(hi).skip(lo) {
+            *o = if den > 0.0 {
+                fridges.iter().zip(&inv).map(|(h, i)| i * h.w[b]).sum::<f64>() / den
+            } else {
+                0.0
+            };
+        }
+        lo = hi;
     }
 }
 
@@ -223,12 +240,20 @@ mod tests {
         // Bin 300: only A.
         a.add(lo * 4, 7.0);
         let mut out = vec![0.0; NBINS];
-        combine_ivw(&[&a, &b], &mut out);
+        combine_ivw(&[&a, &b], 1, &mut out);
         assert!((out[100] - 11.0).abs() < 1e-12, "{}", out[100]);
         assert_eq!(out[200], 8.0);
         assert_eq!(out[bin_of(lo * 4)], 7.0);
         assert_eq!(out[5], 0.0);
         assert_eq!(out.iter().filter(|&&v| v != 0.0).count(), 3);
+        // Groups of 16 bins: bins 96..112 share weights. Put a second sample of A in bin 101
+        // (w = 2, so A's V over the group is 20 + 4 = 24; B's stays 60): A weighs
+        // (1/24) / (1/24 + 1/60) = 5/7, so bin 100 = 5/7 * 10 + 2/7 * 14 = 78/7 and bin 101
+        // (B has nothing there) = 5/7 * 2 = 10/7.
+        a.add(bin_bounds(101).0, 2.0);
+        combine_ivw(&[&a, &b], 16, &mut out);
+        assert!((out[100] - 78.0 / 7.0).abs() < 1e-12, "{}", out[100]);
+        assert!((out[101] - 10.0 / 7.0).abs() < 1e-12, "{}", out[101]);
     }
 
     #[test]

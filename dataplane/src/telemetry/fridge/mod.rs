@@ -21,6 +21,7 @@
 pub mod baseline;
 pub mod hist;
 pub mod kernel;
+pub mod matcher;
 pub mod tofino;
 pub mod weight;
 
