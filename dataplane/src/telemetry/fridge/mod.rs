@@ -22,8 +22,10 @@ pub mod baseline;
 pub mod hist;
 pub mod kernel;
 pub mod matcher;
+pub mod stage;
 pub mod tofino;
 pub mod weight;
+pub mod window;
 
 pub use hist::{Cdf, LogHist, NBINS};
 pub use kernel::{FridgeSet, FridgeSpec, Sample};
