@@ -75,10 +75,19 @@ pub struct SkipPub {
     pub unsliced: AtomicU64,
 }
 
+/// One slice's two channels: `done` gets each window once it has ended (the control thread
+/// merges and exports those), `running` the window in progress whenever the worker is idle
+/// (live views and the end of a run, when the last window never ends).
+#[derive(Debug)]
+pub struct SliceChannels {
+    pub done: SlicePub,
+    pub running: SlicePub,
+}
+
 /// What one worker shares with the control thread.
 #[derive(Debug)]
 pub struct WorkerPub {
-    pub slices: Vec<SlicePub>,
+    pub slices: Vec<SliceChannels>,
     pub skips: SkipPub,
 }
 
@@ -88,7 +97,10 @@ impl WorkerPub {
             slices: spec
                 .slices
                 .iter()
-                .map(|s| SlicePub::new(s.fridges.len()))
+                .map(|s| SliceChannels {
+                    done: SlicePub::new(s.fridges.len()),
+                    running: SlicePub::new(s.fridges.len()),
+                })
                 .collect(),
             skips: SkipPub::default(),
         }
@@ -111,7 +123,10 @@ pub struct FridgeStage {
     kinds: u8,
     window_ns: u64,
     window: u64,
+    /// Something was tallied since the last publish.
     dirty: bool,
+    /// The window in progress was published as running (so it must also end as done).
+    idle_published: bool,
     uplink: Vec<bool>,
     skips: [u64; Skip::COUNT],
     unsliced: u64,
@@ -157,6 +172,7 @@ impl FridgeStage {
             window_ns: spec.window_ns.max(1),
             window: 0,
             dirty: false,
+            idle_published: false,
             uplink,
             skips: [0; Skip::COUNT],
             unsliced: 0,
@@ -164,10 +180,11 @@ impl FridgeStage {
         })
     }
 
-    /// Publish every slice's running window (and the skip counters).
-    fn publish(&self) {
+    /// Publish every slice's window, ended (`done`) or in progress, and the skip counters.
+    fn publish(&self, done: bool) {
         for (s, p) in self.slices.iter().zip(&self.publ.slices) {
-            p.publish(self.window, &s.hists, &s.set.stats());
+            let ch = if done { &p.done } else { &p.running };
+            ch.publish(self.window, &s.hists, &s.set.stats());
         }
         for (a, &v) in self.publ.skips.counts.iter().zip(&self.skips) {
             a.store(v, Ordering::Relaxed);
@@ -179,9 +196,10 @@ impl FridgeStage {
     fn roll(&mut self, now_ns: u64) {
         let w = now_ns / self.window_ns;
         if w != self.window {
-            if self.dirty {
-                self.publish();
+            if self.dirty || self.idle_published {
+                self.publish(true);
             }
+            self.idle_published = false;
             for s in &mut self.slices {
                 for h in &mut s.hists {
                     h.clear();
@@ -251,8 +269,9 @@ impl<B: PacketBuf> Stage<B> for FridgeStage {
     /// No traffic: let the control thread see the running window.
     fn idle(&mut self) {
         if self.dirty {
-            self.publish();
+            self.publish(false);
             self.dirty = false;
+            self.idle_published = true;
         }
     }
 }

@@ -64,11 +64,11 @@ fn handshakes_land_in_their_slice_and_window() {
         let (f, m) = tcp(SRV, UE, (port, 40000 + i as u16), 9, 7 * i + 1, 0x12);
         st.observe(&f, &m, 1, t0 + 20_000_000);
     }
-    assert!(p.slices[0].read().is_none(), "nothing published inside the window");
+    assert!(p.slices[0].done.read().is_none(), "nothing published inside the window");
     // The next window starts: the first is published.
     st.roll(1_500_000_000);
-    let a = p.slices[0].read().unwrap();
-    let b = p.slices[1].read().unwrap();
+    let a = p.slices[0].done.read().unwrap();
+    let b = p.slices[1].done.read().unwrap();
     assert_eq!(a.index, 0);
     assert_eq!(a.hists[0].samples(), 10);
     assert_eq!(b.hists[0].samples(), 5);
@@ -110,6 +110,7 @@ fn responses_without_requests_and_syn_floods_stay_bounded_and_counted() {
     Stage::<crate::OwnedBuf>::idle(&mut st);
     assert_eq!(p.skips.counts[Skip::TruncatedTcp as usize].load(Ordering::Relaxed), 1);
     assert_eq!(p.skips.counts[Skip::Unclassified as usize].load(Ordering::Relaxed), 1);
-    let w = p.slices[0].read().unwrap();
+    let w = p.slices[0].running.read().unwrap();
     assert_eq!(w.stats[0], 100_000);
+    assert!(p.slices[0].done.read().is_none(), "the window has not ended");
 }
