@@ -1,11 +1,15 @@
 //! `peregrinectl`: the operator's command line for Peregrine's control endpoints.
 //!
+//! `peregrinectl fridge show|p4-table` reads the fridge's window reports (see `fridge`).
+//!
 //! `peregrinectl int add|mod|del|list|stats|watch` talks to the INT manager (Miranda et al., III-B):
 //! rule requests over ZeroMQ REQ/REP (JSON by default, `--cbor`), reports over SUB. Every request
 //! has a timeout, so a dead manager is an error, not a hang.
 //!
 //! Exit codes: 0 success, 1 the manager answered with an error, 2 bad usage, 3 transport error
 //! or timeout.
+
+mod fridge;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use peregrine_int::request::{
@@ -55,6 +59,9 @@ enum Top {
     /// In-band telemetry: rules and reports.
     #[command(subcommand)]
     Int(IntCmd),
+    /// Fridge delay distributions: a slice's CDF and quantiles; the P4 range table.
+    #[command(subcommand)]
+    Fridge(fridge::FridgeCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -236,7 +243,10 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<(), Fail> {
-    let Top::Int(cmd) = &cli.cmd;
+    let cmd = match &cli.cmd {
+        Top::Int(c) => c,
+        Top::Fridge(c) => return fridge::run(c, cli.json),
+    };
     let req = match cmd {
         IntCmd::Add(a) => add_request(a)?,
         IntCmd::Mod(m) => mod_request(m)?,
