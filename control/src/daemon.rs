@@ -258,7 +258,7 @@ impl<B: PacketBuf + 'static> Composer<'_, B> {
                     b.reasons,
                 ))
             }
-            PipelineConfig::Upf { .. } => return None,
+            PipelineConfig::Upf { .. } | PipelineConfig::DtaTranslator {} => return None,
         })
     }
 

@@ -29,6 +29,8 @@ pub enum RunError {
     Backend(String),
     #[error("cannot start workers: {0}")]
     Spawn(#[from] std::io::Error),
+    #[error("DTA: {0}")]
+    Dta(String),
     #[error("INT manager: {0}")]
     IntManager(std::io::Error),
     #[error("metrics endpoint {addr}: {error}")]

@@ -8,6 +8,7 @@
 mod classify_stage;
 pub mod config;
 pub mod daemon;
+pub mod dta;
 pub mod end_marker;
 pub mod error;
 pub mod feature;

@@ -179,6 +179,10 @@ pub enum PipelineConfig {
         #[serde(default)]
         promiscuous: bool,
     },
+    /// A DTA translator: reports on UDP 40040 are written into the collector's region (see
+    /// `[dta_translator]`); its main stage is the `dta_translator` feature's.
+    #[serde(rename = "dta-translator")]
+    DtaTranslator {},
 }
 
 impl PipelineConfig {
@@ -186,6 +190,7 @@ impl PipelineConfig {
     pub fn main_feature(&self) -> Option<&'static str> {
         match self {
             PipelineConfig::Upf { .. } => Some("upf"),
+            PipelineConfig::DtaTranslator {} => Some("dta_translator"),
             _ => None,
         }
     }
@@ -405,6 +410,8 @@ impl Platform {
                     ));
                 }
             }
+            // Reports in, NACKs back out of the rx port: no routes needed.
+            PipelineConfig::DtaTranslator {} => {}
             PipelineConfig::L3fwd { .. } => {
                 if self.routes.is_empty() {
                     return Err(invalid(

@@ -86,7 +86,9 @@ fn handshake_rtt_median_through_the_daemon_with_two_workers() {
         let isn = 1_000 * i;
         let syn = tcp(ue, server, (port, 443), isn, 0, 0x02);
         let f = upf_support::ul_frame(false, s.ul_teid, Some(9), &syn);
-        if i % 2 == 0 { &mut n3a } else { &mut n3b }.write(t, &f).unwrap();
+        if i % 2 == 0 { &mut n3a } else { &mut n3b }
+            .write(t, &f)
+            .unwrap();
         // +-5% jitter, deterministic.
         let jitter = (i64::from(i % 21) - 10) * (DELAY_NS as i64 / 200);
         let delay = (DELAY_NS as i64 + jitter) as u64;
@@ -194,7 +196,10 @@ fridges = [{{ m = 4, p = 0.5 }}, {{ m = 4, p = 0.25 }}]
     // half the SYNs arrived on the other worker.
     assert_eq!(https["samples"].as_u64(), Some(u64::from(FLOWS)), "{f}");
     let med = https["quantiles_ns"]["0.5"].as_f64().unwrap();
-    assert!((med / truth - 1.0).abs() < 0.10, "median {med} ns vs {truth}: {f}");
+    assert!(
+        (med / truth - 1.0).abs() < 0.10,
+        "median {med} ns vs {truth}: {f}"
+    );
     assert!((https["estimated_pairs"].as_f64().unwrap() - f64::from(FLOWS)).abs() < 1e-6);
     // The first slice takes every role: nothing left for the second.
     assert_eq!(slice("small")["samples"].as_u64(), Some(0), "{f}");

@@ -68,19 +68,37 @@ fn check_unbiased(specs: &[FridgeSpec], mode: XMode) {
 
 #[test]
 fn one_fridge_is_unbiased_counting_insertions() {
-    check_unbiased(&[FridgeSpec { m: 256, p: 1.0 / 64.0 }], XMode::Insertions);
+    check_unbiased(
+        &[FridgeSpec {
+            m: 256,
+            p: 1.0 / 64.0,
+        }],
+        XMode::Insertions,
+    );
 }
 
 #[test]
 fn one_fridge_is_unbiased_counting_requests() {
-    check_unbiased(&[FridgeSpec { m: 256, p: 1.0 / 64.0 }], XMode::Requests);
+    check_unbiased(
+        &[FridgeSpec {
+            m: 256,
+            p: 1.0 / 64.0,
+        }],
+        XMode::Requests,
+    );
 }
 
 #[test]
 fn each_fridge_of_a_pair_is_unbiased() {
     let specs = [
-        FridgeSpec { m: 128, p: 1.0 / 16.0 },
-        FridgeSpec { m: 128, p: 1.0 / 128.0 },
+        FridgeSpec {
+            m: 128,
+            p: 1.0 / 16.0,
+        },
+        FridgeSpec {
+            m: 128,
+            p: 1.0 / 128.0,
+        },
     ];
     check_unbiased(&specs, XMode::Insertions);
 }
@@ -93,8 +111,15 @@ fn simple_table_is_biased_against_the_tail_on_the_same_trace() {
     for seed in 0..60u64 {
         let (a, b) = run(&mut SimpleTable::new(256, seed), &t);
         simple.push(b / a);
-        let mut f = FridgeSet::new(&[FridgeSpec { m: 256, p: 1.0 / 64.0 }], XMode::Insertions, seed)
-            .unwrap();
+        let mut f = FridgeSet::new(
+            &[FridgeSpec {
+                m: 256,
+                p: 1.0 / 64.0,
+            }],
+            XMode::Insertions,
+            seed,
+        )
+        .unwrap();
         let (a, b) = run(&mut f, &t);
         fridge.push(b / a);
     }
@@ -112,13 +137,17 @@ fn simple_table_is_biased_against_the_tail_on_the_same_trace() {
 }
 
 #[global_allocator]
-static GLOBAL: peregrine_testkit::alloc::CountingAlloc = peregrine_testkit::alloc::CountingAlloc::new();
+static GLOBAL: peregrine_testkit::alloc::CountingAlloc =
+    peregrine_testkit::alloc::CountingAlloc::new();
 
 #[test]
 fn insert_match_and_tally_allocate_nothing() {
     use peregrine_dataplane::telemetry::fridge::LogHist;
     let (t, _, _) = trace();
-    let specs = [FridgeSpec { m: 1024, p: 0.25 }, FridgeSpec { m: 1024, p: 0.5 }];
+    let specs = [
+        FridgeSpec { m: 1024, p: 0.25 },
+        FridgeSpec { m: 1024, p: 0.5 },
+    ];
     let mut f = FridgeSet::new(&specs, XMode::Insertions, 1).unwrap();
     let mut h = [LogHist::new(), LogHist::new()];
     let before = peregrine_testkit::alloc::thread_allocs();

@@ -26,7 +26,10 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(ev.len() as u64));
     g.sample_size(20);
     let mut h = [LogHist::new(), LogHist::new()];
-    let one = [FridgeSpec { m: 1 << 12, p: 1.0 / 16.0 }];
+    let one = [FridgeSpec {
+        m: 1 << 12,
+        p: 1.0 / 16.0,
+    }];
     let mut f1 = FridgeSet::new(&one, XMode::Insertions, 3).unwrap();
     g.bench_function("one_fridge_m4096", |b| {
         b.iter(|| drive(&mut f1, &mut h, black_box(ev)))
@@ -37,8 +40,14 @@ fn bench(c: &mut Criterion) {
         b.iter(|| drive(&mut f0, &mut h, black_box(ev)))
     });
     let two = [
-        FridgeSpec { m: 1 << 11, p: 1.0 / 8.0 },
-        FridgeSpec { m: 1 << 11, p: 1.0 / 64.0 },
+        FridgeSpec {
+            m: 1 << 11,
+            p: 1.0 / 8.0,
+        },
+        FridgeSpec {
+            m: 1 << 11,
+            p: 1.0 / 64.0,
+        },
     ];
     let mut f2 = FridgeSet::new(&two, XMode::Insertions, 3).unwrap();
     g.bench_function("two_fridges_m4096", |b| {

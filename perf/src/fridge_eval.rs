@@ -33,8 +33,18 @@ impl Errors {
             pick(|e| e.max),
         );
         (
-            Errors { p50: a.0, p95: b.0, p99: c.0, max: d.0 },
-            Errors { p50: a.1, p95: b.1, p99: c.1, max: d.1 },
+            Errors {
+                p50: a.0,
+                p95: b.0,
+                p99: c.0,
+                max: d.0,
+            },
+            Errors {
+                p50: a.1,
+                p95: b.1,
+                p99: c.1,
+                max: d.1,
+            },
         )
     }
 }
@@ -79,7 +89,9 @@ pub fn errors(truth: &Truth, est: impl Fn(f64) -> f64) -> Errors {
         let (a, b) = (est(q).max(1.0), truth.quantile(q).max(1.0));
         (a / b).log2().abs()
     };
-    let max = (10..=190).map(|i| e(f64::from(i) / 200.0)).fold(0.0, f64::max);
+    let max = (10..=190)
+        .map(|i| e(f64::from(i) / 200.0))
+        .fold(0.0, f64::max);
     Errors {
         p50: e(0.5),
         p95: e(0.95),

@@ -233,7 +233,10 @@ mod tests {
         assert!((below_mid / t.delays.len() as f64 - 0.5).abs() < 0.01);
         assert!(t.events.windows(2).all(|w| w[0].t_ns <= w[1].t_ns));
         let again = synthetic(1, 1000, 1e6, 0.4, 1_000, 64_000_000);
-        assert_eq!(again.events, synthetic(1, 1000, 1e6, 0.4, 1_000, 64_000_000).events);
+        assert_eq!(
+            again.events,
+            synthetic(1, 1000, 1e6, 0.4, 1_000, 64_000_000).events
+        );
         assert_eq!(true_delays(&t.events).len(), t.delays.len());
     }
 

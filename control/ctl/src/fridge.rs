@@ -70,13 +70,20 @@ pub fn render(r: &Report) -> String {
     let when = if r.window_start_ns == u64::MAX {
         "whole run".to_string()
     } else {
-        format!("window at {:.3} s", r.window_start_ns as f64 / 1e9)
+        format!(
+            "window at {:.3} s ({} ms)",
+            r.window_start_ns as f64 / 1e9,
+            r.window_ns / 1_000_000
+        )
     };
     let _ = writeln!(
         o,
         "slice {} ({}, {}), {when}: {} samples, ~{:.1} pairs",
         r.slice, r.kind, r.vantage, r.samples, r.estimated_pairs
     );
+    for (k, (m, p, n)) in r.fridges.iter().enumerate() {
+        let _ = writeln!(o, "  fridge {k}: M = {m}, p = {p}, {n} samples");
+    }
     for (q, d) in &r.quantiles {
         let _ = writeln!(o, "  p{:<4} {:>12.3} ms", q * 100.0, d / 1e6);
     }
@@ -113,13 +120,21 @@ pub fn run(cmd: &FridgeCmd, json: bool) -> Result<(), Fail> {
             let mode = match a.x_counts.as_str() {
                 "insertions" => XMode::Insertions,
                 "requests" => XMode::Requests,
-                o => return Err(Fail(EXIT_USAGE, format!("--x-counts {o}: insertions or requests"))),
+                o => {
+                    return Err(Fail(
+                        EXIT_USAGE,
+                        format!("--x-counts {o}: insertions or requests"),
+                    ))
+                }
             };
             if a.m < 2 || !(a.p > 0.0 && a.p <= 1.0) {
                 return Err(Fail(EXIT_USAGE, "--m >= 2 and 0 < --p <= 1".into()));
             }
             let t = RangeTable::generate(a.m, pow2_p(a.p), mode);
-            println!("# fridge M={} p=2^-{} x counts {}: value/prefix_len -> factor (0 = invalid)", t.m, t.p_exp, a.x_counts);
+            println!(
+                "# fridge M={} p=2^-{} x counts {}: value/prefix_len -> factor (0 = invalid)",
+                t.m, t.p_exp, a.x_counts
+            );
             for r in &t.rules {
                 println!("{:#010x}/{} {}", r.value, r.len, r.factor);
             }
@@ -145,7 +160,10 @@ fn show(a: &ShowArgs, json: bool) -> Result<(), Fail> {
     let mut last = Instant::now();
     while got < a.count {
         if last.elapsed() > Duration::from_millis(a.wait_ms) {
-            return Err(Fail(EXIT_TRANSPORT, format!("no fridge report within {} ms", a.wait_ms)));
+            return Err(Fail(
+                EXIT_TRANSPORT,
+                format!("no fridge report within {} ms", a.wait_ms),
+            ));
         }
         let frames = match s.recv_multipart(0) {
             Ok(f) => f,
@@ -164,6 +182,13 @@ fn show(a: &ShowArgs, json: bool) -> Result<(), Fail> {
                 continue;
             }
         };
+        if r.v != 1 {
+            eprintln!(
+                "peregrinectl: a fridge report of version {} (this tool reads 1), skipped",
+                r.v
+            );
+            continue;
+        }
         // An exact slice name: `fridge.a` also prefixes `fridge.ab`.
         if a.slice.as_ref().is_some_and(|n| *n != r.slice) {
             continue;
@@ -203,7 +228,10 @@ mod tests {
             fridges: vec![(1024, 0.5, 4)],
         };
         let t = render(&r);
-        assert!(t.contains("slice hs (tcp_handshake, n6), window at 2.000 s: 4 samples"), "{t}");
+        assert!(
+            t.contains("slice hs (tcp_handshake, n6), window at 2.000 s (1000 ms): 4 samples"),
+            "{t}"
+        );
         assert!(t.contains("p50         10.000 ms"), "{t}");
         assert!(t.contains("<=     10.000 ms   25.0%"), "{t}");
         assert!(t.contains("<=     20.000 ms   75.0%"), "{t}");

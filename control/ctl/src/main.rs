@@ -6,9 +6,13 @@
 //! rule requests over ZeroMQ REQ/REP (JSON by default, `--cbor`), reports over SUB. Every request
 //! has a timeout, so a dead manager is an error, not a hang.
 //!
+//! `peregrinectl dta --region FILE info|kw|ki|path|follow` queries a DTA collector region
+//! (module `dta`), printing JSON.
+//!
 //! Exit codes: 0 success, 1 the manager answered with an error, 2 bad usage, 3 transport error
 //! or timeout.
 
+mod dta;
 mod fridge;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -62,6 +66,8 @@ enum Top {
     /// Fridge delay distributions: a slice's CDF and quantiles; the P4 range table.
     #[command(subcommand)]
     Fridge(fridge::FridgeCmd),
+    /// Direct Telemetry Access: query a collector region.
+    Dta(dta::DtaCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -244,8 +250,9 @@ fn main() -> ExitCode {
 
 fn run(cli: &Cli) -> Result<(), Fail> {
     let cmd = match &cli.cmd {
-        Top::Int(c) => c,
+        Top::Int(cmd) => cmd,
         Top::Fridge(c) => return fridge::run(c, cli.json),
+        Top::Dta(d) => return dta::run(d).map_err(|(code, msg)| Fail(code, msg)),
     };
     let req = match cmd {
         IntCmd::Add(a) => add_request(a)?,

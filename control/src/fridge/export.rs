@@ -124,7 +124,9 @@ impl Aggregator {
         let zmq = match zmq_pub {
             Some(ep) => {
                 let ctx = zmq::Context::new();
-                let s = ctx.socket(zmq::PUB).map_err(|e| format!("PUB socket: {e}"))?;
+                let s = ctx
+                    .socket(zmq::PUB)
+                    .map_err(|e| format!("PUB socket: {e}"))?;
                 s.set_sndhwm(1000).map_err(|e| e.to_string())?;
                 s.set_linger(0).map_err(|e| e.to_string())?;
                 s.bind(ep).map_err(|e| format!("bind {ep}: {e}"))?;
@@ -223,7 +225,11 @@ impl Aggregator {
     }
 
     /// Cumulative plus every worker's running window (the end of a run, or a live view).
-    fn cumulative_with_running(&self, si: usize, workers: &[std::sync::Arc<WorkerPub>]) -> Vec<LogHist> {
+    fn cumulative_with_running(
+        &self,
+        si: usize,
+        workers: &[std::sync::Arc<WorkerPub>],
+    ) -> Vec<LogHist> {
         let s = &self.slices[si];
         let mut h = s.cumulative.clone();
         for wp in workers {
@@ -265,13 +271,19 @@ impl Aggregator {
             MKind::Counter,
             "Windows merged and exported per slice.",
         );
-        const LE: [f64; 12] = [1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1, 0.5, 1.0];
+        const LE: [f64; 12] = [
+            1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1, 0.5, 1.0,
+        ];
         for s in &self.slices {
             let name = s.spec.name.as_str();
             if let Some(r) = &s.last {
                 for &(q, d) in &r.quantiles {
                     let qs = QUANTILES.iter().find(|x| x.0 == q).map_or("?", |x| x.1);
-                    e.sample("peregrine_fridge_delay_seconds", &[("slice", name), ("quantile", qs)], d / 1e9);
+                    e.sample(
+                        "peregrine_fridge_delay_seconds",
+                        &[("slice", name), ("quantile", qs)],
+                        d / 1e9,
+                    );
                 }
                 let mass: f64 = r.bins.iter().map(|b| b.2).sum();
                 if mass > 0.0 {
@@ -291,13 +303,25 @@ impl Aggregator {
                         );
                     }
                 }
-                e.sample("peregrine_fridge_estimated_pairs", &[("slice", name)], r.estimated_pairs);
+                e.sample(
+                    "peregrine_fridge_estimated_pairs",
+                    &[("slice", name)],
+                    r.estimated_pairs,
+                );
             }
             for (i, what) in STAT_NAMES.iter().enumerate() {
                 let v: u64 = s.stats.iter().map(|x| x[i]).sum();
-                e.sample("peregrine_fridge_events_total", &[("slice", name), ("event", what)], v as f64);
+                e.sample(
+                    "peregrine_fridge_events_total",
+                    &[("slice", name), ("event", what)],
+                    v as f64,
+                );
             }
-            e.sample("peregrine_fridge_windows_total", &[("slice", name)], s.windows as f64);
+            e.sample(
+                "peregrine_fridge_windows_total",
+                &[("slice", name)],
+                s.windows as f64,
+            );
         }
         e.one(
             "peregrine_fridge_reports_sent_total",
@@ -316,11 +340,20 @@ impl Aggregator {
     fn skips(workers: &[std::sync::Arc<WorkerPub>]) -> BTreeMap<&'static str, u64> {
         let mut m = BTreeMap::new();
         for (i, n) in Skip::NAMES.iter().enumerate() {
-            m.insert(*n, workers.iter().map(|w| w.skips.counts[i].load(Ordering::Relaxed)).sum());
+            m.insert(
+                *n,
+                workers
+                    .iter()
+                    .map(|w| w.skips.counts[i].load(Ordering::Relaxed))
+                    .sum(),
+            );
         }
         m.insert(
             "unsliced",
-            workers.iter().map(|w| w.skips.unsliced.load(Ordering::Relaxed)).sum(),
+            workers
+                .iter()
+                .map(|w| w.skips.unsliced.load(Ordering::Relaxed))
+                .sum(),
         );
         m
     }

@@ -117,13 +117,19 @@ fn parse(s: FridgeSection, p: &Platform) -> Result<(StageSpec, Option<String>), 
         );
     }
     if s.slices.is_empty() {
-        return Err(invalid("fridge.slice", "at least one [[fridge.slice]] is needed"));
+        return Err(invalid(
+            "fridge.slice",
+            "at least one [[fridge.slice]] is needed",
+        ));
     }
     let mut slices = Vec::new();
     for (i, sl) in s.slices.iter().enumerate() {
         let key = |k: &str| format!("fridge.slice[{i}].{k}");
         if sl.name.is_empty() || slices.iter().any(|x: &SliceSpec| x.name == sl.name) {
-            return Err(invalid(key("name"), format!("\"{}\" is empty or used twice", sl.name)));
+            return Err(invalid(
+                key("name"),
+                format!("\"{}\" is empty or used twice", sl.name),
+            ));
         }
         let kind = Kind::from_name(&sl.kind).ok_or_else(|| {
             invalid(
@@ -138,14 +144,23 @@ fn parse(s: FridgeSection, p: &Platform) -> Result<(StageSpec, Option<String>), 
         let vantage = match sl.vantage.as_str() {
             "n6" => Vantage::N6,
             "n3" => Vantage::N3,
-            o => return Err(invalid(key("vantage"), format!("\"{o}\": expected \"n6\" or \"n3\""))),
+            o => {
+                return Err(invalid(
+                    key("vantage"),
+                    format!("\"{o}\": expected \"n6\" or \"n3\""),
+                ))
+            }
         };
         if let Some(q) = sl.qfi.iter().find(|&&q| q > 63) {
             return Err(invalid(key("qfi"), format!("{q} is not a QFI (0..=63)")));
         }
         let fridges: Vec<FridgeSpec> = match (sl.m, sl.p, sl.fridges.is_empty()) {
             (Some(m), Some(p), true) => vec![FridgeSpec { m, p }],
-            (None, None, false) => sl.fridges.iter().map(|f| FridgeSpec { m: f.m, p: f.p }).collect(),
+            (None, None, false) => sl
+                .fridges
+                .iter()
+                .map(|f| FridgeSpec { m: f.m, p: f.p })
+                .collect(),
             _ => {
                 return Err(invalid(
                     key("fridges"),
@@ -154,7 +169,10 @@ fn parse(s: FridgeSection, p: &Platform) -> Result<(StageSpec, Option<String>), 
             }
         };
         if let Some(f) = fridges.iter().find(|f| f.m > 1 << 24) {
-            return Err(invalid(key("m"), format!("{} slots: at most 2^24 per fridge", f.m)));
+            return Err(invalid(
+                key("m"),
+                format!("{} slots: at most 2^24 per fridge", f.m),
+            ));
         }
         FridgeSet::new(&fridges, mode, 0).map_err(|e| invalid(key("fridges"), e.to_string()))?;
         slices.push(SliceSpec {
@@ -186,7 +204,10 @@ impl Configure for FridgeFeature {
             return Ok(None);
         };
         if matches!(p.pipeline, PipelineConfig::Int { .. }) {
-            return Err(invalid("fridge", "the fridge runs in the upf, l3fwd and xconnect pipelines"));
+            return Err(invalid(
+                "fridge",
+                "the fridge runs in the upf, l3fwd and xconnect pipelines",
+            ));
         }
         let s: FridgeSection = v
             .clone()

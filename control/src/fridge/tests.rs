@@ -31,7 +31,8 @@ fn err(fridge: &str) -> String {
     Config::parse(&with(fridge)).unwrap_err().to_string()
 }
 
-const SLICE: &str = "[[fridge.slice]]\nname = \"hs\"\nkind = \"tcp_handshake\"\nm = 1024\np = 0.25\n";
+const SLICE: &str =
+    "[[fridge.slice]]\nname = \"hs\"\nkind = \"tcp_handshake\"\nm = 1024\np = 0.25\n";
 
 #[test]
 fn a_good_section_parses_into_slices() {

@@ -235,6 +235,9 @@ impl<I: WorkerIo> Worker<I> {
         }
         self.lockstep.set(me, u64::MAX);
         self.drain_handoffs(&mut batch, &mut cx, recorded_clock);
+        // A last quiescent point: stages that stage work for idle moments (the DTA
+        // translator's partial Append batches and cached postcards) write it now.
+        self.pipeline.idle();
         self.flush_egress(&cx);
         self.io.flush();
         self.publish();

@@ -13,6 +13,7 @@ extern crate std;
 
 pub mod arp;
 pub mod checksum;
+pub mod dta;
 mod error;
 pub mod ethernet;
 #[cfg(feature = "fuzzing")]

@@ -50,12 +50,19 @@ struct Row {
 fn final_row(a: &Algo, t: &Trace, truth: &Truth, c: &Ctx) -> Row {
     let (per, pooled) = seeds(a, t, truth, &c.final_seeds, MODE);
     let (mean, sd) = Errors::mean_sd(&per);
-    Row { algo: a.label(), mean, sd, pooled }
+    Row {
+        algo: a.label(),
+        mean,
+        sd,
+        pooled,
+    }
 }
 
 /// The best of `cands` by mean max-error over the search seeds.
 fn best(cands: Vec<Algo>, t: &Trace, truth: &Truth, c: &Ctx) -> Algo {
-    let s = par_map(&cands, c.threads, |a| score(a, t, truth, &c.search_seeds, MODE));
+    let s = par_map(&cands, c.threads, |a| {
+        score(a, t, truth, &c.search_seeds, MODE)
+    });
     let i = (0..cands.len())
         .min_by(|&a, &b| s[a].total_cmp(&s[b]))
         .expect("non-empty grid");
@@ -82,7 +89,8 @@ fn row_md(r: &Row) -> String {
     )
 }
 
-const HEADER: &str = "| algorithm | p50 | p95 | p99 | max p5-p95 | max, pooled CDF |\n|---|---|---|---|---|---|\n";
+const HEADER: &str =
+    "| algorithm | p50 | p95 | p99 | max p5-p95 | max, pooled CDF |\n|---|---|---|---|---|---|\n";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = Args::parse();
@@ -106,7 +114,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let truth = Truth::new(t.delays.clone());
         let ks: Vec<f64> = (0..=16).map(f64::from).collect();
         let rows = par_map(&ks, c.threads, |&k| {
-            let algo = Algo::Fridge(vec![FridgeSpec { m: 1 << 12, p: p_of(k) }]);
+            let algo = Algo::Fridge(vec![FridgeSpec {
+                m: 1 << 12,
+                p: p_of(k),
+            }]);
             let (per, _) = seeds(&algo, &t, &truth, &c.final_seeds, MODE);
             Errors::mean_sd(&per)
         });
@@ -155,7 +166,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // ---- The TCP trace: Figures 2, 4, 5 ----
     let shape = TcpShape {
-        duration_ns: if a.quick { 1_000_000_000 } else { 5_000_000_000 },
+        duration_ns: if a.quick {
+            1_000_000_000
+        } else {
+            5_000_000_000
+        },
         flows_per_s: 20_000.0,
         ..TcpShape::default()
     };
@@ -174,12 +189,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         truth.quantile(0.99) / 1e6
     );
     eprintln!("tcp trace: {tcp_facts}");
-    let mems: Vec<u32> = if a.quick { vec![8, 10, 12] } else { vec![6, 8, 10, 12, 14, 16] };
+    let mems: Vec<u32> = if a.quick {
+        vec![8, 10, 12]
+    } else {
+        vec![6, 8, 10, 12, 14, 16]
+    };
     let mut table5 = Vec::new();
     for &me in &mems {
         let m = 1u32 << me;
         let single = best(
-            (0..=40).map(|h| Algo::Fridge(vec![FridgeSpec { m, p: p_of(f64::from(h) / 2.0) }])).collect(),
+            (0..=40)
+                .map(|h| {
+                    Algo::Fridge(vec![FridgeSpec {
+                        m,
+                        p: p_of(f64::from(h) / 2.0),
+                    }])
+                })
+                .collect(),
             &t,
             &truth,
             &c,
@@ -193,8 +219,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for d2 in 1..=5 {
                 let (k1, k2) = ((kb - f64::from(d1)).max(1.0), kb + f64::from(d2));
                 pairs.push(Algo::Fridge(vec![
-                    FridgeSpec { m: m / 2, p: p_of(k1) },
-                    FridgeSpec { m: m / 2, p: p_of(k2) },
+                    FridgeSpec {
+                        m: m / 2,
+                        p: p_of(k1),
+                    },
+                    FridgeSpec {
+                        m: m / 2,
+                        p: p_of(k2),
+                    },
                 ]));
             }
         }
@@ -202,7 +234,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let expiry = |stages| {
             best(
                 (0..=12)
-                    .map(|j| Algo::Expiry { m, stages, t_ns: (1u64 << j) * 1_000_000 })
+                    .map(|j| Algo::Expiry {
+                        m,
+                        stages,
+                        t_ns: (1u64 << j) * 1_000_000,
+                    })
                     .collect(),
                 &t,
                 &truth,
@@ -217,13 +253,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // Figure 2: M = 2^10.
-    let (_, algos2, rows2) = table5.iter().find(|r| r.0 == 10).expect("M = 2^10 is in the sweep");
+    let (_, algos2, rows2) = table5
+        .iter()
+        .find(|r| r.0 == 10)
+        .expect("M = 2^10 is in the sweep");
     let mut fig2 = vec![Series {
         name: "ground truth".into(),
-        points: (0..=200).map(|i| f64::from(i) / 200.0).map(|q| ((truth.quantile(q).max(1.0) / 1e6).log2(), q)).collect(),
+        points: (0..=200)
+            .map(|i| f64::from(i) / 200.0)
+            .map(|q| ((truth.quantile(q).max(1.0) / 1e6).log2(), q))
+            .collect(),
         spread: None,
     }];
-    for (al, name) in [(&algos2[0], "fridge"), (&algos2[2], "simple, expiry T"), (&algos2[4], "simple, always overwrite")] {
+    for (al, name) in [
+        (&algos2[0], "fridge"),
+        (&algos2[2], "simple, expiry T"),
+        (&algos2[4], "simple, always overwrite"),
+    ] {
         let mut pooled: Vec<f64> = Vec::new();
         for &s in &c.final_seeds {
             let n = run(al, &t, s, MODE).normalised();
@@ -236,16 +282,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let cdf = peregrine_dataplane::telemetry::fridge::Cdf::from_mass(&pooled).expect("samples");
         fig2.push(Series {
             name: format!("{name} (pooled over seeds)"),
-            points: (0..=200).map(|i| f64::from(i) / 200.0).map(|q| ((cdf.quantile(q).max(1.0) / 1e6).log2(), q)).collect(),
+            points: (0..=200)
+                .map(|i| f64::from(i) / 200.0)
+                .map(|q| ((cdf.quantile(q).max(1.0) / 1e6).log2(), q))
+                .collect(),
             spread: None,
         });
     }
-    lines(&a.out.join("fridge-fig2-cdf.svg"), "Fig 2 analog: delay CDF, M = 2^10, TCP trace", "log2 delay (ms)", "CDF", &fig2)?;
+    lines(
+        &a.out.join("fridge-fig2-cdf.svg"),
+        "Fig 2 analog: delay CDF, M = 2^10, TCP trace",
+        "log2 delay (ms)",
+        "CDF",
+        &fig2,
+    )?;
 
     // Figures 4 and 5.
     let series = |idx: usize, name: &str, f: fn(&Errors) -> f64| Series {
         name: name.into(),
-        points: table5.iter().map(|(me, _, r)| (f64::from(*me), f(&r[idx].mean))).collect(),
+        points: table5
+            .iter()
+            .map(|(me, _, r)| (f64::from(*me), f(&r[idx].mean)))
+            .collect(),
         spread: Some(table5.iter().map(|(_, _, r)| f(&r[idx].sd)).collect()),
     };
     lines(
@@ -253,10 +311,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "Fig 4 analog: one vs two fridges (IVW), TCP trace",
         "log2 M (slots in total)",
         "max |log2 err| over p5-p95",
-        &[series(0, "one fridge", |e| e.max), series(1, "two fridges + IVW", |e| e.max)],
+        &[
+            series(0, "one fridge", |e| e.max),
+            series(1, "two fridges + IVW", |e| e.max),
+        ],
     )?;
     for (q, f, file) in [
-        ("p50", (|e: &Errors| e.p50) as fn(&Errors) -> f64, "fridge-fig5-p50.svg"),
+        (
+            "p50",
+            (|e: &Errors| e.p50) as fn(&Errors) -> f64,
+            "fridge-fig5-p50.svg",
+        ),
         ("p95", |e: &Errors| e.p95, "fridge-fig5-p95.svg"),
         ("p99", |e: &Errors| e.p99, "fridge-fig5-p99.svg"),
     ] {
@@ -276,7 +341,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Memory saving: for each M of the best simple variant, the smallest M (interpolated in
     // log2 M) at which two fridges reach the same max error.
     let err_at = |idx: usize| -> Vec<(f64, f64)> {
-        table5.iter().map(|(me, _, r)| (f64::from(*me), r[idx].mean.max)).collect()
+        table5
+            .iter()
+            .map(|(me, _, r)| (f64::from(*me), r[idx].mean.max))
+            .collect()
     };
     let two_curve = err_at(1);
     let mut saving_md = String::new();
@@ -304,8 +372,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 pct(target),
                 (f64::from(*me) - mf).exp2()
             )?,
-            Some(_) => writeln!(saving_md, "| 2^{me} | {} | at or below 2^{} (smallest swept) | >= {:.0}x |", pct(target), two_curve[0].0, (f64::from(*me) - two_curve[0].0).exp2())?,
-            None => writeln!(saving_md, "| 2^{me} | {} | not reached in the sweep | - |", pct(target))?,
+            Some(_) => writeln!(
+                saving_md,
+                "| 2^{me} | {} | at or below 2^{} (smallest swept) | >= {:.0}x |",
+                pct(target),
+                two_curve[0].0,
+                (f64::from(*me) - two_curve[0].0).exp2()
+            )?,
+            None => writeln!(
+                saving_md,
+                "| 2^{me} | {} | not reached in the sweep | - |",
+                pct(target)
+            )?,
         }
     }
 
@@ -317,9 +395,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let m = 1u32 << me_t;
     let tof = [
-        Algo::Fridge(vec![FridgeSpec { m, p: p_of(f64::from(kb)) }]),
-        Algo::Tofino { m, p_exp: kb, log2_bins: false },
-        Algo::Tofino { m, p_exp: kb, log2_bins: true },
+        Algo::Fridge(vec![FridgeSpec {
+            m,
+            p: p_of(f64::from(kb)),
+        }]),
+        Algo::Tofino {
+            m,
+            p_exp: kb,
+            log2_bins: false,
+        },
+        Algo::Tofino {
+            m,
+            p_exp: kb,
+            log2_bins: true,
+        },
     ];
     let tof_rows = par_map(&tof, c.threads, |al| final_row(al, &t, &truth, &c));
     let mut extra = Vec::new();
@@ -332,7 +421,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let extra_absmax = extra.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
 
     // ---- Write the report ----
-    writeln!(md, "# Fridge evaluation (seed paper section 5, Figures 2-5)\n")?;
+    writeln!(
+        md,
+        "# Fridge evaluation (seed paper section 5, Figures 2-5)\n"
+    )?;
     writeln!(md, "Generated by `cargo run --release -p peregrine-perf --bin pg-fridge-eval{}` in {:.0} s (2-core VM shared with other engineers' builds; the results do not depend on timing: virtual time, fixed seeds). x counts insertions (`XMode::Insertions`). Errors are `|log2(estimate / truth)|` (0.25 = the seed's \"25%\"), mean ± sd over {} hash seeds; \"pooled\" is the error of the seeds' averaged CDF, the seed's way of combining ten runs. Parameters (p, T) are grid-searched on two other seeds, then evaluated on the final seeds.\n", if a.quick { " -- --quick" } else { "" }, started.elapsed().as_secs_f64(), c.final_seeds.len())?;
     writeln!(md, "## Traces\n\n* Synthetic (section 5): {} requests at 1 M/s, 40% answered, delays log-uniform in [1 us, T) (the seed writes (0, T); a log-uniform needs a lower end).\n* TCP (our stand-in for the seed's ISP trace, `testkit::delay_trace::tcp_like`): {tcp_facts}. Data segments are requests; ACKs every 2 (60% of flows), 4 or 8 segments match only the segment whose end they acknowledge; a trailing segment waits up to 40 ms for the delayed-ACK timer; 1% of ACKs lost; scan orphans and unmatched responses. RTTs: log-normal (median 35 ms, sigma 0.8) with a 5% Pareto tail. The seed's trace: 10 M packets in 11.4 s, 61% requests, 13% answered, mean 57.8 ms.\n", n_req)?;
     write!(md, "## Figure 2 analog: fridge vs simple at M = 2^10\n\nSeed (real trace): fridge max error 25%, simple (expiry T = 2^9 ms) 36%.\n\n{HEADER}")?;
@@ -359,12 +451,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     json.insert("tcp_trace".into(), serde_json::json!(tcp_facts));
     json.insert(
         "memory_sweep".into(),
-        serde_json::json!(table5.iter().map(|(me, _, r)| serde_json::json!({"log2_m": me, "rows": r})).collect::<Vec<_>>()),
+        serde_json::json!(table5
+            .iter()
+            .map(|(me, _, r)| serde_json::json!({"log2_m": me, "rows": r}))
+            .collect::<Vec<_>>()),
     );
     json.insert("tofino".into(), serde_json::json!({"rows": tof_rows, "extra_mean": extra_mean, "extra_absmax": extra_absmax}));
-    let name = if a.quick { "fridge-eval-quick" } else { "fridge-eval" };
+    let name = if a.quick {
+        "fridge-eval-quick"
+    } else {
+        "fridge-eval"
+    };
     std::fs::write(a.out.join(format!("{name}.md")), &md)?;
-    std::fs::write(a.out.join(format!("{name}.json")), serde_json::to_string_pretty(&json)?)?;
+    std::fs::write(
+        a.out.join(format!("{name}.json")),
+        serde_json::to_string_pretty(&json)?,
+    )?;
     println!("{md}");
     Ok(())
 }

@@ -22,10 +22,10 @@
 
 use clap::Parser;
 use peregrine_dataplane::io::dpdk::DpdkBackend;
+use peregrine_dataplane::runtime::OnEgress;
 use peregrine_dataplane::runtime::{
     self, Batch, Context, Disposition, Pipeline, Publisher, Reasons, Stage,
 };
-use peregrine_dataplane::runtime::OnEgress;
 use peregrine_dataplane::telemetry::fridge::matcher::Kind;
 use peregrine_dataplane::telemetry::fridge::stage::{
     FridgeStage, SliceSpec, StageSpec, Vantage, WorkerPub,
@@ -158,7 +158,8 @@ fn fridge_mode(a: &Args) {
         ),
     });
     let text = serde_json::to_string_pretty(&result).expect("json");
-    std::fs::write(&a.fridge_out, &text).unwrap_or_else(|e| fail(&format!("{}: {e}", a.fridge_out)));
+    std::fs::write(&a.fridge_out, &text)
+        .unwrap_or_else(|e| fail(&format!("{}: {e}", a.fridge_out)));
     println!("{text}");
 }
 
@@ -350,7 +351,10 @@ fn fridge_spec() -> StageSpec {
         vantage: Vantage::N6,
         qfi: vec![],
         ports: vec![],
-        fridges: vec![FridgeSpec { m: 4096, p: 1.0 / 16.0 }],
+        fridges: vec![FridgeSpec {
+            m: 4096,
+            p: 1.0 / 16.0,
+        }],
     };
     StageSpec {
         slices: vec![slice("dns", Kind::Dns), slice("hs", Kind::TcpHandshake)],
@@ -364,7 +368,10 @@ fn fridge_spec() -> StageSpec {
 /// One measurement of our side in this process. `dir == None` runs the feed alone.
 fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
     let (dir, size, n) = parse_case(case);
-    let with_fridge = case.split(',').next().is_some_and(|d| d.ends_with("+fridge"));
+    let with_fridge = case
+        .split(',')
+        .next()
+        .is_some_and(|d| d.ends_with("+fridge"));
     let fridge_spec = fridge_spec();
     let fr = frames(dir.unwrap_or(Dir::Ul), size, n);
     let (tables, slots) = compiled(n);

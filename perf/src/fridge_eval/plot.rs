@@ -49,9 +49,12 @@ pub fn lines(
     c.configure_mesh().x_desc(xlabel).y_desc(ylabel).draw()?;
     for (i, s) in series.iter().enumerate() {
         let col = COLOURS[i % COLOURS.len()];
-        c.draw_series(LineSeries::new(s.points.iter().copied(), col.stroke_width(2)))?
-            .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
+        c.draw_series(LineSeries::new(
+            s.points.iter().copied(),
+            col.stroke_width(2),
+        ))?
+        .label(s.name.clone())
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
         if let Some(sp) = &s.spread {
             c.draw_series(s.points.iter().zip(sp).map(|(&(x, y), &e)| {
                 PathElement::new(vec![(x, y - e), (x, y + e)], col.stroke_width(1))

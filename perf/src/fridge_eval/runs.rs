@@ -28,10 +28,20 @@ impl Algo {
         match self {
             Algo::Fridge(s) => s
                 .iter()
-                .map(|f| format!("fridge(M=2^{:.0}, p=2^{:.1})", f64::from(f.m).log2(), f.p.log2()))
+                .map(|f| {
+                    format!(
+                        "fridge(M=2^{:.0}, p=2^{:.1})",
+                        f64::from(f.m).log2(),
+                        f.p.log2()
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join(" + "),
-            Algo::Tofino { m, p_exp, log2_bins } => format!(
+            Algo::Tofino {
+                m,
+                p_exp,
+                log2_bins,
+            } => format!(
                 "tofino(M=2^{:.0}, p=2^-{p_exp}{})",
                 f64::from(*m).log2(),
                 if *log2_bins { ", 32 log2 bins" } else { "" }
@@ -119,10 +129,13 @@ pub fn run(algo: &Algo, t: &Trace, seed: u64, mode: XMode) -> Mass {
             combine_ivw(&h.iter().collect::<Vec<_>>(), IVW_GROUP, &mut out);
             Mass::Fine(out)
         }
-        Algo::Tofino { m, p_exp, log2_bins } => {
+        Algo::Tofino {
+            m,
+            p_exp,
+            log2_bins,
+        } => {
             let p = (-f64::from(*p_exp)).exp2();
-            let mut f =
-                FridgeSet::new(&[FridgeSpec { m: *m, p }], mode, seed).expect("valid grid");
+            let mut f = FridgeSet::new(&[FridgeSpec { m: *m, p }], mode, seed).expect("valid grid");
             let table = RangeTable::generate(*m, *p_exp, mode);
             let mut h = LogHist::new();
             let mut l2 = [0.0; LOG2_BINS];
@@ -155,7 +168,13 @@ pub fn run(algo: &Algo, t: &Trace, seed: u64, mode: XMode) -> Mass {
 }
 
 /// Errors of `algo` on each seed, plus the error of the seeds' pooled (averaged) CDF.
-pub fn seeds(algo: &Algo, t: &Trace, truth: &Truth, seeds: &[u64], mode: XMode) -> (Vec<Errors>, Errors) {
+pub fn seeds(
+    algo: &Algo,
+    t: &Trace,
+    truth: &Truth,
+    seeds: &[u64],
+    mode: XMode,
+) -> (Vec<Errors>, Errors) {
     let mut per = Vec::new();
     let mut pooled: Vec<f64> = Vec::new();
     for &s in seeds {
@@ -179,9 +198,14 @@ pub fn seeds(algo: &Algo, t: &Trace, truth: &Truth, seeds: &[u64], mode: XMode) 
 }
 
 /// Run `f` over `items` on `threads` threads, results in item order.
-pub fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+pub fn par_map<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let out: Vec<std::sync::Mutex<Option<R>>> = items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let out: Vec<std::sync::Mutex<Option<R>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
     std::thread::scope(|s| {
         for _ in 0..threads.max(1) {
             s.spawn(|| loop {
@@ -195,7 +219,11 @@ pub fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> 
         }
     });
     out.into_iter()
-        .map(|m| m.into_inner().expect("no panics while held").expect("every item ran"))
+        .map(|m| {
+            m.into_inner()
+                .expect("no panics while held")
+                .expect("every item ran")
+        })
         .collect()
 }
 

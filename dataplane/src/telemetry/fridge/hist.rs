@@ -125,7 +125,12 @@ pub fn combine_ivw(fridges: &[&LogHist], group: usize, out: &mut [f64]) {
         }
         for (b, o) in out.iter_mut().enumerate().take(hi).skip(lo) {
             *o = if den > 0.0 {
-                fridges.iter().zip(&inv).map(|(h, i)| i * h.w[b]).sum::<f64>() / den
+                fridges
+                    .iter()
+                    .zip(&inv)
+                    .map(|(h, i)| i * h.w[b])
+                    .sum::<f64>()
+                    / den
             } else {
                 0.0
             };
@@ -211,7 +216,12 @@ mod tests {
         let mut prev_hi = 0;
         for b in 0..NBINS {
             let (lo, hi) = bin_bounds(b);
-            assert_eq!(lo, prev_hi, "bin {b} starts where {} ended", b.wrapping_sub(1));
+            assert_eq!(
+                lo,
+                prev_hi,
+                "bin {b} starts where {} ended",
+                b.wrapping_sub(1)
+            );
             assert_eq!(bin_of(lo), b);
             assert_eq!(bin_of(hi - 1), b);
             if lo >= 1_000 && b < NBINS - 1 {

@@ -311,7 +311,10 @@ mod tests {
 
     #[test]
     fn coins_split_ids_by_p_intervals() {
-        let specs = [FridgeSpec { m: 256, p: 0.25 }, FridgeSpec { m: 256, p: 0.5 }];
+        let specs = [
+            FridgeSpec { m: 256, p: 0.25 },
+            FridgeSpec { m: 256, p: 0.5 },
+        ];
         let f = FridgeSet::new(&specs, XMode::Insertions, 11).unwrap();
         let mut n = [0u32; 3];
         for id in 0..100_000u64 {
@@ -331,7 +334,10 @@ mod tests {
         assert_eq!(e(&[]), SpecError::Count(0));
         assert_eq!(e(&[FridgeSpec { m: 1, p: 0.5 }]), SpecError::TooSmall(0, 1));
         assert_eq!(e(&[FridgeSpec { m: 8, p: 0.0 }]), SpecError::BadP(0, 0.0));
-        assert!(matches!(e(&[FridgeSpec { m: 8, p: f64::NAN }]), SpecError::BadP(0, _)));
+        assert!(matches!(
+            e(&[FridgeSpec { m: 8, p: f64::NAN }]),
+            SpecError::BadP(0, _)
+        ));
         let two = [FridgeSpec { m: 8, p: 0.7 }, FridgeSpec { m: 8, p: 0.7 }];
         assert!(matches!(e(&two), SpecError::SumAboveOne(_)));
         assert_eq!(e(&[FridgeSpec { m: 8, p: 1.0 }; 5]), SpecError::Count(5));

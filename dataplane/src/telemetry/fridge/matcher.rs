@@ -163,7 +163,12 @@ fn addrs(d: &[u8], l3: usize, v6: bool) -> Option<(u128, u128, usize)> {
 #[inline]
 pub fn pair_id(kind: Kind, req: u128, resp: u128, ports: u32, key: u64) -> u64 {
     let mut h = fmix64(kind as u64 ^ 0x6672_6964_6765);
-    for w in [req as u64, (req >> 64) as u64, resp as u64, (resp >> 64) as u64] {
+    for w in [
+        req as u64,
+        (req >> 64) as u64,
+        resp as u64,
+        (resp >> 64) as u64,
+    ] {
         h = fmix64(h.rotate_left(23) ^ w);
     }
     h = fmix64(h.rotate_left(23) ^ u64::from(ports));
@@ -205,7 +210,8 @@ pub fn roles(d: &[u8], m: &PacketMeta, kinds: u8) -> Result<Roles, Skip> {
     }
     let mut out = Roles::default();
     // GTP-U echo rides on the outer UDP header (never a G-PDU).
-    if kinds & Kind::GtpEcho.bit() != 0 && !m.has(flags::GPDU) && m.proto == 17 && m.has(flags::L4) {
+    if kinds & Kind::GtpEcho.bit() != 0 && !m.has(flags::GPDU) && m.proto == 17 && m.has(flags::L4)
+    {
         let l4 = usize::from(m.l4_off);
         let (sp, dp) = (be16(d, l4), be16(d, l4 + 2));
         if sp == Some(2152) || dp == Some(2152) {
@@ -328,7 +334,12 @@ fn tcp(
         return Err(Skip::TruncatedTcp);
     }
     let payload = (end - l4 - hdr) as u32;
-    let (syn, ackf, fin, rst) = (fl & 0x02 != 0, fl & 0x10 != 0, fl & 0x01 != 0, fl & 0x04 != 0);
+    let (syn, ackf, fin, rst) = (
+        fl & 0x02 != 0,
+        fl & 0x10 != 0,
+        fl & 0x01 != 0,
+        fl & 0x04 != 0,
+    );
     let fwd = u32::from(sp) << 16 | u32::from(dp);
     let rev = u32::from(dp) << 16 | u32::from(sp);
     if kinds & Kind::TcpHandshake.bit() != 0 && syn && !rst {

@@ -8,7 +8,15 @@ const UE: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const SRV: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 9));
 
 /// An Ethernet/IP/TCP frame with `payload` bytes.
-fn tcp(src: IpAddr, dst: IpAddr, ports: (u16, u16), seq: u32, ack: u32, fl: u8, payload: usize) -> Vec<u8> {
+fn tcp(
+    src: IpAddr,
+    dst: IpAddr,
+    ports: (u16, u16),
+    seq: u32,
+    ack: u32,
+    fl: u8,
+    payload: usize,
+) -> Vec<u8> {
     let mut ip = ip_packet(src, dst, 6, ports, payload, 64);
     let l4 = if src.is_ipv4() { 20 } else { 40 };
     ip[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
@@ -101,11 +109,17 @@ fn dns_query_pairs_with_response_by_id_v6() {
     let r = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 53));
     let q = look(&dns(a, r, (5353, 53), 0xbeef, false, 30)).unwrap();
     let resp = look(&dns(r, a, (53, 5353), 0xbeef, true, 60)).unwrap();
-    assert_eq!((q[0].kind, q[0].request, resp[0].request), (Kind::Dns, true, false));
+    assert_eq!(
+        (q[0].kind, q[0].request, resp[0].request),
+        (Kind::Dns, true, false)
+    );
     assert_eq!(q[0].id, resp[0].id);
     let other = look(&dns(r, a, (53, 5353), 0xbeee, true, 60)).unwrap();
     assert_ne!(other[0].id, q[0].id);
-    assert_eq!(look(&dns(a, r, (5353, 53), 1, false, 11)), Err(Skip::TruncatedDns));
+    assert_eq!(
+        look(&dns(a, r, (5353, 53), 1, false, 11)),
+        Err(Skip::TruncatedDns)
+    );
     // A "response" to port 53 is no pair.
     assert_eq!(look(&dns(a, r, (5353, 53), 1, true, 30)), Err(Skip::Other));
 }
@@ -120,7 +134,10 @@ fn icmp_echo_pairs_by_ident_and_sequence() {
     rep[24..28].copy_from_slice(&[0x12, 0x34, 0, 7]);
     let a = look(&eth(DST_MAC, SRC_MAC, &req)).unwrap();
     let b = look(&eth(DST_MAC, SRC_MAC, &rep)).unwrap();
-    assert_eq!((a[0].kind, a[0].request, b[0].request), (Kind::IcmpEcho, true, false));
+    assert_eq!(
+        (a[0].kind, a[0].request, b[0].request),
+        (Kind::IcmpEcho, true, false)
+    );
     assert_eq!(a[0].id, b[0].id);
 }
 
@@ -137,7 +154,10 @@ fn gtp_echo_pairs_per_peer_by_sequence() {
     };
     let a = look(&echo(upf, gnb, 1, 77)).unwrap();
     let b = look(&echo(gnb, upf, 2, 77)).unwrap();
-    assert_eq!((a[0].kind, a[0].request, b[0].request), (Kind::GtpEcho, true, false));
+    assert_eq!(
+        (a[0].kind, a[0].request, b[0].request),
+        (Kind::GtpEcho, true, false)
+    );
     assert_eq!(a[0].id, b[0].id);
     let other_peer = IpAddr::V4(Ipv4Addr::new(172, 16, 0, 3));
     assert_ne!(look(&echo(other_peer, upf, 2, 77)).unwrap()[0].id, a[0].id);
@@ -162,7 +182,10 @@ fn truncated_and_odd_packets_are_named() {
     assert_eq!(roles(&syn, &m, Kind::Dns.bit()), Err(Skip::Other));
     // An unclassified record: no parse of stale offsets, only a look at the IP protocol.
     let udp = eth(DST_MAC, SRC_MAC, &ip_udp(UE, SRV, 1, 2, &[0; 4]));
-    assert_eq!(roles(&udp, &PacketMeta::EMPTY, ALL), Err(Skip::Unclassified));
+    assert_eq!(
+        roles(&udp, &PacketMeta::EMPTY, ALL),
+        Err(Skip::Unclassified)
+    );
     // Garbage at every length never panics.
     for n in 0..syn.len() {
         let mut m = PacketMeta::EMPTY;

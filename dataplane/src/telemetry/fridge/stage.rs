@@ -145,7 +145,11 @@ impl std::fmt::Debug for FridgeStage {
 impl FridgeStage {
     /// Worker `worker`'s stage publishing into `publ` (made by [`WorkerPub::new`] from the
     /// same spec). Each worker hashes with its own seed.
-    pub fn new(spec: &StageSpec, worker: usize, publ: Arc<WorkerPub>) -> Result<FridgeStage, SpecError> {
+    pub fn new(
+        spec: &StageSpec,
+        worker: usize,
+        publ: Arc<WorkerPub>,
+    ) -> Result<FridgeStage, SpecError> {
         let mut slices = Vec::new();
         let mut kinds = 0;
         for s in &spec.slices {
@@ -161,7 +165,12 @@ impl FridgeStage {
                 hists: s.fridges.iter().map(|_| LogHist::new()).collect(),
             });
         }
-        let n = spec.uplink_ports.iter().map(|&p| usize::from(p) + 1).max().unwrap_or(0);
+        let n = spec
+            .uplink_ports
+            .iter()
+            .map(|&p| usize::from(p) + 1)
+            .max()
+            .unwrap_or(0);
         let mut uplink = vec![false; n];
         for &p in &spec.uplink_ports {
             uplink[usize::from(p)] = true;
@@ -189,7 +198,10 @@ impl FridgeStage {
         for (a, &v) in self.publ.skips.counts.iter().zip(&self.skips) {
             a.store(v, Ordering::Relaxed);
         }
-        self.publ.skips.unsliced.store(self.unsliced, Ordering::Relaxed);
+        self.publ
+            .skips
+            .unsliced
+            .store(self.unsliced, Ordering::Relaxed);
     }
 
     /// Move to the window of `now_ns`: publish the one that ended, start empty.
@@ -227,14 +239,17 @@ impl FridgeStage {
         };
         for role in r.iter() {
             // N6: requests go up, responses come down; N3 the other way.
-            let vantage = if role.request == uplink { Vantage::N6 } else { Vantage::N3 };
+            let vantage = if role.request == uplink {
+                Vantage::N6
+            } else {
+                Vantage::N3
+            };
             let bit = role.kind.bit();
             let hit = self.slices.iter_mut().find(|s| {
                 s.kind_bit == bit
                     && s.vantage == vantage
                     && (s.any_qfi || s.qfi & (1u64 << (m.qfi & 63)) != 0)
-                    && (s.ports.is_empty()
-                        || s.ports.iter().any(|p| role.ports.contains(p)))
+                    && (s.ports.is_empty() || s.ports.iter().any(|p| role.ports.contains(p)))
             });
             let Some(s) = hit else {
                 self.unsliced += 1;

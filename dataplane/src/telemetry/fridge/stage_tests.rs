@@ -7,7 +7,14 @@ use std::net::{IpAddr, Ipv4Addr};
 const UE: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const SRV: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 9));
 
-fn tcp(src: IpAddr, dst: IpAddr, ports: (u16, u16), seq: u32, ack: u32, fl: u8) -> (Vec<u8>, PacketMeta) {
+fn tcp(
+    src: IpAddr,
+    dst: IpAddr,
+    ports: (u16, u16),
+    seq: u32,
+    ack: u32,
+    fl: u8,
+) -> (Vec<u8>, PacketMeta) {
     let mut ip = ip_packet(src, dst, 6, ports, 0, 64);
     ip[24..28].copy_from_slice(&seq.to_be_bytes());
     ip[28..32].copy_from_slice(&ack.to_be_bytes());
@@ -64,7 +71,10 @@ fn handshakes_land_in_their_slice_and_window() {
         let (f, m) = tcp(SRV, UE, (port, 40000 + i as u16), 9, 7 * i + 1, 0x12);
         st.observe(&f, &m, 1, t0 + 20_000_000);
     }
-    assert!(p.slices[0].done.read().is_none(), "nothing published inside the window");
+    assert!(
+        p.slices[0].done.read().is_none(),
+        "nothing published inside the window"
+    );
     // The next window starts: the first is published.
     st.roll(1_500_000_000);
     let a = p.slices[0].done.read().unwrap();
@@ -74,7 +84,10 @@ fn handshakes_land_in_their_slice_and_window() {
     assert_eq!(b.hists[0].samples(), 5);
     let bin = super::super::hist::bin_of(20_000_000);
     assert_eq!(a.hists[0].n[bin], 10);
-    assert_eq!(a.hists[0].w[bin], 10.0, "p = 1 and nothing evicted: weight 1 each");
+    assert_eq!(
+        a.hists[0].w[bin], 10.0,
+        "p = 1 and nothing evicted: weight 1 each"
+    );
     assert_eq!(a.stats[0], 10, "requests");
     assert_eq!(a.stats[5], 10, "matched");
 }
@@ -108,9 +121,18 @@ fn responses_without_requests_and_syn_floods_stay_bounded_and_counted() {
     st.observe(&f, &m, 0, 300_000_000);
     st.observe(&[0u8; 20], &PacketMeta::EMPTY, 0, 300_000_000);
     Stage::<crate::OwnedBuf>::idle(&mut st);
-    assert_eq!(p.skips.counts[Skip::TruncatedTcp as usize].load(Ordering::Relaxed), 1);
-    assert_eq!(p.skips.counts[Skip::Unclassified as usize].load(Ordering::Relaxed), 1);
+    assert_eq!(
+        p.skips.counts[Skip::TruncatedTcp as usize].load(Ordering::Relaxed),
+        1
+    );
+    assert_eq!(
+        p.skips.counts[Skip::Unclassified as usize].load(Ordering::Relaxed),
+        1
+    );
     let w = p.slices[0].running.read().unwrap();
     assert_eq!(w.stats[0], 100_000);
-    assert!(p.slices[0].done.read().is_none(), "the window has not ended");
+    assert!(
+        p.slices[0].done.read().is_none(),
+        "the window has not ended"
+    );
 }

@@ -72,7 +72,11 @@ pub fn prefixes(lo: u32, hi: u32, factor: u32, out: &mut Vec<Rule>) {
     let (mut lo, hi) = (u64::from(lo), u64::from(hi));
     while lo <= hi {
         // Largest aligned block starting at lo that fits.
-        let mut size = if lo == 0 { 1u64 << 32 } else { lo & lo.wrapping_neg() };
+        let mut size = if lo == 0 {
+            1u64 << 32
+        } else {
+            lo & lo.wrapping_neg()
+        };
         while lo + size - 1 > hi {
             size >>= 1;
         }
@@ -173,7 +177,14 @@ mod tests {
         assert_eq!(r.iter().map(|x| (x.value, x.len)).collect::<Vec<_>>(), want);
         r.clear();
         prefixes(0, u32::MAX, 1, &mut r);
-        assert_eq!(r, vec![Rule { value: 0, len: 0, factor: 1 }]);
+        assert_eq!(
+            r,
+            vec![Rule {
+                value: 0,
+                len: 0,
+                factor: 1
+            }]
+        );
     }
 
     #[test]
@@ -192,7 +203,12 @@ mod tests {
             assert_eq!(w[0].hi + 1, w[1].lo);
             if w[1].factor != 0 {
                 assert!(w[1].factor > w[0].factor);
-                assert!(f64::from(w[1].factor) <= (f64::from(w[0].factor) * 1.1).round().max(f64::from(w[0].factor) + 1.0));
+                assert!(
+                    f64::from(w[1].factor)
+                        <= (f64::from(w[0].factor) * 1.1)
+                            .round()
+                            .max(f64::from(w[0].factor) + 1.0)
+                );
             }
         }
         let last = t.ranges.last().unwrap();

@@ -26,4 +26,5 @@ pub fn all(data: &[u8]) {
     crate::gtpu_msg::fuzz(data);
     crate::ioam::fuzz(data);
     crate::int::fuzz(data);
+    crate::dta::fuzz(data);
 }

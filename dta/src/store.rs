@@ -1,0 +1,326 @@
+//! The translator's writes into the region (seed appendix A, Algorithms 1, 3, 5 and section
+//! 4 "Postcarding"), I/O-free: the caller hands in parsed reports, we store.
+//!
+//! - Key-Write: N copies at `slot(key, n)`; with one data word the slot is one 64-bit
+//!   atomic store (no torn reads, any number of writers); with 3 or 7 words a per-slot
+//!   sequence word makes it a seqlock: odd while a writer is in it, bumped with Release
+//!   after the checksum and data, so a reader that sees the same even sequence before and
+//!   after has a consistent slot (and a writer that finds it odd refuses `slot_busy`
+//!   after a bounded retry instead of waiting).
+//! - Key-Increment: N relaxed atomic fetch-adds.
+//! - Append: per-list batches staged in the translator, written into the ring at
+//!   `(head + j) mod length`, then the head (entries ever written) published with Release.
+//!   One writer per list (the translator steers lists to an owner worker).
+//! - Postcarding: a per-worker cache of `cache_slots` entries holding up to B hops of one
+//!   key; the chunk is written when all B hops are in, or early when another key evicts it
+//!   (missing hops written blank), or on [`Postcarder::flush_all`].
+
+use crate::hash::{self, BLANK};
+use crate::layout::{Layout, PostcardMode};
+use crate::region::Region;
+use crate::Refusal;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Bounded retries of a busy Key-Write slot before refusing.
+const BUSY_RETRIES: u32 = 64;
+
+/// The region as the translator writes it. Cheap to clone (one per worker).
+#[derive(Debug, Clone)]
+pub struct Store {
+    region: Arc<Region>,
+    l: Layout,
+}
+
+impl Store {
+    pub fn new(region: Arc<Region>) -> Store {
+        let l = *region.layout();
+        Store { region, l }
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.l
+    }
+
+    pub fn region(&self) -> &Arc<Region> {
+        &self.region
+    }
+
+    fn kw64(&self) -> &[AtomicU64] {
+        self.region.u64s(self.l.kw_offset, self.l.sizes.kw_slots)
+    }
+
+    fn kw32(&self) -> &[AtomicU32] {
+        let s = &self.l.sizes;
+        self.region
+            .u32s(self.l.kw_offset, s.kw_slots * (2 + s.kw_words as u64))
+    }
+
+    /// Key-Write `data` (exactly K words) under `key` into `redundancy` slots. Returns the
+    /// number of slot writes.
+    pub fn key_write(&self, redundancy: u8, key: u32, data: &[u32]) -> Result<u32, Refusal> {
+        let s = &self.l.sizes;
+        if s.kw_slots == 0 {
+            return Err(Refusal::PrimitiveDisabled);
+        }
+        check_redundancy(redundancy, s.kw_max_redundancy)?;
+        if data.len() != s.kw_words as usize {
+            return Err(Refusal::DataWords);
+        }
+        let csum = hash::kw_checksum(key, s.kw_checksum_bits);
+        if s.kw_words == 1 {
+            let slots = self.kw64();
+            let word = csum as u64 | (data[0] as u64) << 32;
+            for n in 0..redundancy {
+                slots[hash::slot(key, n, s.kw_slots) as usize].store(word, Ordering::Release);
+            }
+            return Ok(redundancy as u32);
+        }
+        let w = self.kw32();
+        let stride = 2 + s.kw_words as usize;
+        for n in 0..redundancy {
+            let base = hash::slot(key, n, s.kw_slots) as usize * stride;
+            let seq = &w[base];
+            let mut tries = 0;
+            let s0 = loop {
+                let cur = seq.load(Ordering::Relaxed);
+                if cur & 1 == 0
+                    && seq
+                        .compare_exchange_weak(cur, cur + 1, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    break cur;
+                }
+                tries += 1;
+                if tries > BUSY_RETRIES {
+                    return Err(Refusal::SlotBusy);
+                }
+                std::hint::spin_loop();
+            };
+            w[base + 1].store(csum, Ordering::Relaxed);
+            for (i, d) in data.iter().enumerate() {
+                w[base + 2 + i].store(*d, Ordering::Relaxed);
+            }
+            seq.store(s0.wrapping_add(2), Ordering::Release);
+        }
+        Ok(redundancy as u32)
+    }
+
+    /// Add `counter` to `key`'s `redundancy` counters. Returns the number of fetch-adds.
+    pub fn key_increment(&self, redundancy: u8, key: u32, counter: u64) -> Result<u32, Refusal> {
+        let s = &self.l.sizes;
+        if s.ki_slots == 0 {
+            return Err(Refusal::PrimitiveDisabled);
+        }
+        check_redundancy(redundancy, s.ki_max_redundancy)?;
+        let c = self.region.u64s(self.l.ki_offset, s.ki_slots);
+        for n in 0..redundancy {
+            c[hash::slot(key, n, s.ki_slots) as usize].fetch_add(counter, Ordering::Relaxed);
+        }
+        Ok(redundancy as u32)
+    }
+
+    /// Write one postcard chunk (`vals[..B]`, [`BLANK`] where no postcard) of `key` into its
+    /// `pc_redundancy` chunks.
+    fn write_chunk(&self, key: u32, vals: &[u32]) -> u32 {
+        let s = &self.l.sizes;
+        let b = s.pc_hops as usize;
+        let words = self.region.u32s(self.l.pc_offset, s.pc_chunks * b as u64);
+        for j in 0..s.pc_redundancy as u8 {
+            let base = hash::slot(key, j, s.pc_chunks) as usize * b;
+            for (i, v) in vals.iter().take(b).enumerate() {
+                let w = match s.pc_mode {
+                    PostcardMode::Hashed => hash::postcard_word(key, i as u8, *v),
+                    PostcardMode::Raw => *v,
+                };
+                words[base + i].store(w, Ordering::Relaxed);
+            }
+        }
+        std::sync::atomic::fence(Ordering::Release);
+        s.pc_redundancy
+    }
+
+    /// Write `vals` as list `list`'s next entries and publish the new head. The caller is
+    /// the list's only writer.
+    fn append_entries(&self, list: u32, vals: &[u32]) {
+        let s = &self.l.sizes;
+        let heads = self.region.u64s(self.l.ap_heads_offset, s.ap_lists as u64);
+        let len = s.ap_list_len;
+        let data = self
+            .region
+            .u32s(self.l.ap_data_offset + 4 * len * list as u64, len);
+        let head = heads[list as usize].load(Ordering::Relaxed);
+        for (j, v) in vals.iter().enumerate() {
+            data[((head + j as u64) % len) as usize].store(*v, Ordering::Relaxed);
+        }
+        heads[list as usize].store(head + vals.len() as u64, Ordering::Release);
+    }
+}
+
+fn check_redundancy(n: u8, max: u32) -> Result<(), Refusal> {
+    if n == 0 {
+        Err(Refusal::RedundancyZero)
+    } else if n as u32 > max {
+        Err(Refusal::RedundancyTooHigh)
+    } else {
+        Ok(())
+    }
+}
+
+/// One worker's Append batching (seed Algorithm 3): `lists x batch` staged entries.
+#[derive(Debug)]
+pub struct Appender {
+    batch: usize,
+    lists: u32,
+    staged: Vec<u32>,
+    fill: Vec<u8>,
+}
+
+impl Appender {
+    pub fn new(l: &Layout) -> Appender {
+        let batch = l.sizes.ap_batch as usize;
+        Appender {
+            batch,
+            lists: l.sizes.ap_lists,
+            staged: vec![0; batch * l.sizes.ap_lists as usize],
+            fill: vec![0; l.sizes.ap_lists as usize],
+        }
+    }
+
+    /// Stage `data` for `list`; write the batch when it is full. Returns region writes (0 or
+    /// 1 batch write).
+    pub fn append(&mut self, store: &Store, list: u32, data: u32) -> Result<u32, Refusal> {
+        if self.lists == 0 {
+            return Err(Refusal::PrimitiveDisabled);
+        }
+        if list >= self.lists {
+            return Err(Refusal::UnknownList);
+        }
+        let l = list as usize;
+        let f = self.fill[l] as usize;
+        self.staged[l * self.batch + f] = data;
+        if f + 1 == self.batch {
+            store.append_entries(list, &self.staged[l * self.batch..(l + 1) * self.batch]);
+            self.fill[l] = 0;
+            Ok(1)
+        } else {
+            self.fill[l] += 1;
+            Ok(0)
+        }
+    }
+
+    /// Write every partial batch (shutdown, or a timer so entries do not wait forever).
+    pub fn flush_all(&mut self, store: &Store) -> u32 {
+        let mut writes = 0;
+        for l in 0..self.lists as usize {
+            let f = self.fill[l] as usize;
+            if f > 0 {
+                store.append_entries(l as u32, &self.staged[l * self.batch..l * self.batch + f]);
+                self.fill[l] = 0;
+                writes += 1;
+            }
+        }
+        writes
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    key: u32,
+    /// Bit i: hop i's postcard is in. 0: the entry is free.
+    present: u8,
+    vals: [u32; 8],
+}
+
+/// What a postcard did in the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PostcardOutcome {
+    /// Chunks written (complete paths).
+    pub complete: u32,
+    /// Chunks written early for an evicted key.
+    pub early: u32,
+    /// The same hop arrived twice before the path completed (the later value wins).
+    pub duplicate_hop: bool,
+}
+
+/// One worker's Postcarding cache (seed section 4 and 5.2: a hash-indexed table keyed by
+/// flow, emitting on completion or collision).
+#[derive(Debug)]
+pub struct Postcarder {
+    entries: Vec<Entry>,
+    hops: u32,
+    full: u8,
+    value_limit: u64,
+    hashed: bool,
+}
+
+impl Postcarder {
+    pub fn new(l: &Layout, cache_slots: usize) -> Postcarder {
+        let hops = l.sizes.pc_hops;
+        Postcarder {
+            entries: vec![
+                Entry {
+                    key: 0,
+                    present: 0,
+                    vals: [BLANK; 8]
+                };
+                cache_slots.max(1)
+            ],
+            hops,
+            full: ((1u16 << hops) - 1) as u8,
+            value_limit: 1u64 << l.sizes.pc_value_bits,
+            hashed: l.sizes.pc_mode == PostcardMode::Hashed,
+        }
+    }
+
+    fn flush(store: &Store, e: &mut Entry) -> u32 {
+        let w = store.write_chunk(e.key, &e.vals);
+        e.present = 0;
+        e.vals = [BLANK; 8];
+        w
+    }
+
+    pub fn postcard(
+        &mut self,
+        store: &Store,
+        key: u32,
+        hop: u8,
+        v: u32,
+    ) -> Result<PostcardOutcome, Refusal> {
+        if store.l.sizes.pc_chunks == 0 {
+            return Err(Refusal::PrimitiveDisabled);
+        }
+        if hop as u32 >= self.hops {
+            return Err(Refusal::HopOutOfRange);
+        }
+        if self.hashed && v as u64 >= self.value_limit {
+            return Err(Refusal::ValueOutOfRange);
+        }
+        let mut out = PostcardOutcome::default();
+        let idx = (hash::g(key) as u64 % self.entries.len() as u64) as usize;
+        let e = &mut self.entries[idx];
+        if e.present != 0 && e.key != key {
+            Self::flush(store, e);
+            out.early = 1;
+        }
+        e.key = key;
+        out.duplicate_hop = e.present & (1 << hop) != 0;
+        e.vals[hop as usize] = v;
+        e.present |= 1 << hop;
+        if e.present == self.full {
+            Self::flush(store, e);
+            out.complete = 1;
+        }
+        Ok(out)
+    }
+
+    /// Write every cached partial path (missing hops blank). Returns chunks written.
+    pub fn flush_all(&mut self, store: &Store) -> u32 {
+        let mut n = 0;
+        for e in self.entries.iter_mut().filter(|e| e.present != 0) {
+            Self::flush(store, e);
+            n += 1;
+        }
+        n
+    }
+}

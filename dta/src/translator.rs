@@ -1,0 +1,224 @@
+//! The translator's logic for one worker, I/O-free: a DTA payload (the UDP payload of a
+//! report) in, writes into the region out, every refusal counted by reason. The pipeline
+//! stage (`peregrine-control`'s `dta-translator` kind) does the I/O: it finds the payload,
+//! applies the per-source rate limit, and sends the NACKs this returns.
+
+use crate::layout::Layout;
+use crate::store::{Appender, Postcarder, Store};
+use crate::Refusal;
+use peregrine_wire::dta::{self, Primitive, Repr, Variant};
+
+/// Per-worker translator configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    pub variant: Variant,
+    /// Postcarding cache entries per worker.
+    pub pc_cache_slots: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            variant: Variant::Tracked,
+            pc_cache_slots: 32_768,
+        }
+    }
+}
+
+/// Counters of one worker's translator.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counters {
+    pub key_write: u64,
+    pub key_increment: u64,
+    pub append: u64,
+    pub postcard: u64,
+    /// Slot / counter / batch / chunk writes into the region (the seed's "RDMA writes").
+    pub region_writes: u64,
+    pub postcard_paths_complete: u64,
+    pub postcard_early_flush: u64,
+    pub postcard_duplicate_hop: u64,
+    /// Refusals, indexed by [`Refusal::index`].
+    pub refused: [u64; Refusal::COUNT],
+}
+
+impl Counters {
+    pub fn refused_total(&self) -> u64 {
+        self.refused.iter().sum()
+    }
+
+    /// Add another worker's counters.
+    pub fn add(&mut self, o: &Counters) {
+        self.key_write += o.key_write;
+        self.key_increment += o.key_increment;
+        self.append += o.append;
+        self.postcard += o.postcard;
+        self.region_writes += o.region_writes;
+        self.postcard_paths_complete += o.postcard_paths_complete;
+        self.postcard_early_flush += o.postcard_early_flush;
+        self.postcard_duplicate_hop += o.postcard_duplicate_hop;
+        for (a, b) in self.refused.iter_mut().zip(o.refused.iter()) {
+            *a += b;
+        }
+    }
+}
+
+/// A refused report: why, and the sequence number to NACK if it was retransmittable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused {
+    pub why: Refusal,
+    pub nack: Option<u8>,
+}
+
+/// One worker's translator.
+#[derive(Debug)]
+pub struct Translator {
+    store: Store,
+    cfg: Config,
+    appender: Appender,
+    postcarder: Postcarder,
+    pub counters: Counters,
+}
+
+impl Translator {
+    pub fn new(store: Store, cfg: Config) -> Translator {
+        let l: Layout = *store.layout();
+        Translator {
+            appender: Appender::new(&l),
+            postcarder: Postcarder::new(&l, cfg.pc_cache_slots),
+            store,
+            cfg,
+            counters: Counters::default(),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Count a refusal decided outside (rate limit, not a report) and say whether to NACK.
+    pub fn refuse(&mut self, why: Refusal, payload: &[u8]) -> Refused {
+        self.counters.refused[why.index()] += 1;
+        Refused {
+            why,
+            nack: nack_seq(payload, self.cfg.variant),
+        }
+    }
+
+    /// Handle one report payload.
+    pub fn handle(&mut self, payload: &[u8]) -> Result<(), Refused> {
+        let r = dta::Packet::new_checked(payload, self.cfg.variant)
+            .and_then(|p| Repr::parse(&p))
+            .map_err(|e| match e {
+                peregrine_wire::Error::Truncated => Refusal::Truncated,
+                peregrine_wire::Error::Unsupported => Refusal::UnknownOpcode,
+                _ => Refusal::Malformed,
+            });
+        let r = match r {
+            Ok(r) => r,
+            Err(why) => return Err(self.refuse(why, payload)),
+        };
+        match self.apply(&r) {
+            Ok(()) => Ok(()),
+            Err(why) => {
+                self.counters.refused[why.index()] += 1;
+                Err(Refused {
+                    why,
+                    nack: r.retransmittable.then_some(r.seqnum),
+                })
+            }
+        }
+    }
+
+    fn apply(&mut self, r: &Repr) -> Result<(), Refusal> {
+        let c = &mut self.counters;
+        match r.primitive {
+            Primitive::KeyWrite {
+                redundancy,
+                key,
+                words,
+                data,
+            } => {
+                c.region_writes += self
+                    .store
+                    .key_write(redundancy, key, &data[..words as usize])?
+                    as u64;
+                c.key_write += 1;
+            }
+            Primitive::KeyIncrement {
+                redundancy,
+                key,
+                counter,
+            } => {
+                c.region_writes += self.store.key_increment(redundancy, key, counter)? as u64;
+                c.key_increment += 1;
+            }
+            Primitive::Append { list, data } => {
+                c.region_writes += self.appender.append(&self.store, list, data)? as u64;
+                c.append += 1;
+            }
+            Primitive::Postcard { key, hop, data } => {
+                let o = self.postcarder.postcard(&self.store, key, hop, data)?;
+                let chunks = (o.complete + o.early) as u64;
+                c.region_writes += chunks * self.store.layout().sizes.pc_redundancy as u64;
+                c.postcard_paths_complete += o.complete as u64;
+                c.postcard_early_flush += o.early as u64;
+                c.postcard_duplicate_hop += o.duplicate_hop as u64;
+                c.postcard += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Write what is staged (partial Append batches, cached postcards).
+    pub fn flush(&mut self) {
+        let w = self.appender.flush_all(&self.store) as u64;
+        let p = self.postcarder.flush_all(&self.store) as u64;
+        self.counters.region_writes += w + p * self.store.layout().sizes.pc_redundancy as u64;
+        self.counters.postcard_early_flush += p;
+    }
+}
+
+/// The sequence number to NACK for a refused payload, if it is a retransmittable report
+/// whose base header we can read.
+fn nack_seq(payload: &[u8], v: Variant) -> Option<u8> {
+    if v != Variant::Tracked || payload.len() < v.base_len() {
+        return None;
+    }
+    let p = dta::Packet::new_unchecked(payload, v);
+    p.retransmittable().then(|| p.seqnum())
+}
+
+/// A per-source token bucket (rate in reports/s, burst in reports), I/O-free: time is
+/// passed in. Sources hash into a fixed table (no allocation per packet); colliding
+/// sources share a bucket.
+#[derive(Debug, Clone)]
+pub struct RateLimiter {
+    rate_per_ns: f64,
+    burst: f64,
+    buckets: Vec<(f64, u64)>,
+}
+
+impl RateLimiter {
+    pub fn new(rate_per_s: f64, burst: f64, table: usize) -> RateLimiter {
+        RateLimiter {
+            rate_per_ns: rate_per_s / 1e9,
+            burst,
+            buckets: vec![(burst, 0); table.max(1)],
+        }
+    }
+
+    /// Whether source `src` may send one more report at `now_ns`.
+    pub fn allow(&mut self, src: u32, now_ns: u64) -> bool {
+        let i = (crate::hash::g(src) as usize) % self.buckets.len();
+        let (tokens, last) = &mut self.buckets[i];
+        let dt = now_ns.saturating_sub(*last) as f64;
+        *tokens = (*tokens + dt * self.rate_per_ns).min(self.burst);
+        *last = now_ns;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
