@@ -74,9 +74,9 @@ fn handshake_rtt_median_through_the_daemon_with_two_workers() {
     let ue = IpAddr::V4(s.ue_ipv4.unwrap());
     let server = IpAddr::V4(upf_support::server_v4());
     let (mut n3a, mut n3b, mut n6) = (
-        PcapWriter::create(&d.join("n3a.pcap")).unwrap(),
-        PcapWriter::create(&d.join("n3b.pcap")).unwrap(),
-        PcapWriter::create(&d.join("n6.pcap")).unwrap(),
+        PcapWriter::create(d.join("n3a.pcap")).unwrap(),
+        PcapWriter::create(d.join("n3b.pcap")).unwrap(),
+        PcapWriter::create(d.join("n6.pcap")).unwrap(),
     );
     let mut dl = Vec::new();
     let mut delays = Vec::new();
@@ -192,15 +192,22 @@ fridges = [{{ m = 4, p = 0.5 }}, {{ m = 4, p = 0.25 }}]
             .clone()
     };
     let https = slice("https");
-    // p = 1, M far above the handshakes in flight: every SYN-ACK found its SYN, although
-    // half the SYNs arrived on the other worker.
-    assert_eq!(https["samples"].as_u64(), Some(u64::from(FLOWS)), "{f}");
+    // p = 1 and about three handshakes in flight in 1,024 slots: every SYN-ACK found its SYN
+    // unless a colliding SYN overwrote it (rare, and the weights make up for it), although
+    // half the SYNs arrived on the other worker. Without steering half would be unmatched.
+    let ev = |k: &str| https["events"][k].as_u64().unwrap();
+    assert_eq!(ev("requests"), u64::from(FLOWS), "{f}");
+    assert_eq!(ev("responses"), u64::from(FLOWS), "{f}");
+    assert_eq!(ev("matched") + ev("overwrote"), u64::from(FLOWS), "{f}");
+    assert!(ev("overwrote") <= 5, "{f}");
+    assert_eq!(https["samples"].as_u64(), Some(ev("matched")), "{f}");
     let med = https["quantiles_ns"]["0.5"].as_f64().unwrap();
     assert!(
         (med / truth - 1.0).abs() < 0.10,
         "median {med} ns vs {truth}: {f}"
     );
-    assert!((https["estimated_pairs"].as_f64().unwrap() - f64::from(FLOWS)).abs() < 1e-6);
+    let pairs = https["estimated_pairs"].as_f64().unwrap();
+    assert!((pairs / f64::from(FLOWS) - 1.0).abs() < 0.02, "{f}");
     // The first slice takes every role: nothing left for the second.
     assert_eq!(slice("small")["samples"].as_u64(), Some(0), "{f}");
     assert!(sum["handed_off"].as_u64().unwrap() > 0, "{sum}");

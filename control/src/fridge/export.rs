@@ -46,8 +46,6 @@ pub struct WindowReport {
 #[derive(Debug)]
 struct SliceAgg {
     spec: SliceSpec,
-    /// Every finished window merged.
-    cumulative: Vec<LogHist>,
     /// Finished windows not yet exported, by index.
     pending: BTreeMap<u64, Vec<LogHist>>,
     /// The last exported window.
@@ -141,7 +139,6 @@ impl Aggregator {
                 .iter()
                 .map(|s| SliceAgg {
                     spec: s.clone(),
-                    cumulative: s.fridges.iter().map(|_| LogHist::new()).collect(),
                     pending: BTreeMap::new(),
                     last: None,
                     taken: Vec::new(),
@@ -194,9 +191,6 @@ impl Aggregator {
                 s.missed += snap.gen - s.taken[w] - 1;
                 s.taken[w] = snap.gen;
                 s.stats[w] = snap.stats;
-                for (c, h) in s.cumulative.iter_mut().zip(&snap.hists) {
-                    c.merge(h);
-                }
                 match s.pending.get_mut(&snap.index) {
                     Some(v) => v.iter_mut().zip(&snap.hists).for_each(|(a, b)| a.merge(b)),
                     None => {
@@ -206,7 +200,7 @@ impl Aggregator {
                 newest = newest.max(Some(snap.index));
             }
             // Windows older than the newest finished one are complete (workers roll at the
-            // same boundaries); a straggler's late part still reaches the cumulative figures.
+            // same boundaries); a straggler's late part only reaches the whole-run totals.
             if let Some(n) = newest {
                 let ready: Vec<u64> = s.pending.range(..n).map(|(&i, _)| i).collect();
                 for i in ready.into_iter().chain(std::iter::once(n)) {
@@ -224,22 +218,17 @@ impl Aggregator {
         }
     }
 
-    /// Cumulative plus every worker's running window (the end of a run, or a live view).
-    fn cumulative_with_running(
-        &self,
-        si: usize,
-        workers: &[std::sync::Arc<WorkerPub>],
-    ) -> Vec<LogHist> {
-        let s = &self.slices[si];
-        let mut h = s.cumulative.clone();
+    /// The whole run so far: every worker's totals (exact even when windows were missed).
+    fn totals(&self, si: usize, workers: &[std::sync::Arc<WorkerPub>]) -> Vec<LogHist> {
+        let mut h: Vec<LogHist> = self.slices[si]
+            .spec
+            .fridges
+            .iter()
+            .map(|_| LogHist::new())
+            .collect();
         for wp in workers {
-            let Some(p) = wp.slices.get(si) else { continue };
-            let done_index = p.done.read().map(|d| d.index);
-            if let Some(r) = p.running.read() {
-                // The running window, unless it is the one already finished.
-                if done_index != Some(r.index) {
-                    h.iter_mut().zip(&r.hists).for_each(|(a, b)| a.merge(b));
-                }
+            if let Some(t) = wp.slices.get(si).and_then(|p| p.total.read()) {
+                h.iter_mut().zip(&t.hists).for_each(|(a, b)| a.merge(b));
             }
         }
         h
@@ -358,13 +347,12 @@ impl Aggregator {
         m
     }
 
-    /// The end-of-run report: per slice the whole run's distribution (finished windows plus
-    /// the running ones), also sent on ZeroMQ with `window_start_ns = u64::MAX`.
+    /// The end-of-run report: per slice the whole run's distribution (the workers' totals), also sent on ZeroMQ with `window_start_ns = u64::MAX`.
     pub fn finish(mut self, workers: &[std::sync::Arc<WorkerPub>]) -> FeatureReport {
         let mut text = String::new();
         let mut slices = Vec::new();
         for si in 0..self.slices.len() {
-            let h = self.cumulative_with_running(si, workers);
+            let h = self.totals(si, workers);
             let s = &self.slices[si];
             let r = report(&s.spec, self.window_ns, u64::MAX, &h);
             let q = |x: f64| {
@@ -382,7 +370,17 @@ impl Aggregator {
                 q(0.9),
                 q(0.99)
             ));
+            let mut events = BTreeMap::new();
+            for (i, name) in STAT_NAMES.iter().enumerate() {
+                let v: u64 = workers
+                    .iter()
+                    .filter_map(|w| w.slices.get(si).and_then(|p| p.total.read()))
+                    .map(|t| t.stats[i])
+                    .sum();
+                events.insert(*name, v);
+            }
             slices.push(serde_json::json!({
+                "events": events,
                 "slice": r.slice, "kind": r.kind, "vantage": r.vantage,
                 "samples": r.samples, "estimated_pairs": r.estimated_pairs,
                 "quantiles_ns": r.quantiles.iter().map(|p| (format!("{}", p.0), p.1)).collect::<BTreeMap<_, _>>(),

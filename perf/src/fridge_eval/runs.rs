@@ -62,7 +62,7 @@ impl Algo {
 #[derive(Debug, Clone)]
 pub enum Mass {
     Fine(Vec<f64>),
-    Log2([f64; LOG2_BINS]),
+    Log2(Box<[f64; LOG2_BINS]>),
 }
 
 impl Mass {
@@ -147,7 +147,7 @@ pub fn run(algo: &Algo, t: &Trace, seed: u64, mode: XMode) -> Mass {
                 }
             });
             if *log2_bins {
-                Mass::Log2(l2)
+                Mass::Log2(Box::new(l2))
             } else {
                 Mass::Fine(h.w.to_vec())
             }
@@ -190,7 +190,7 @@ pub fn seeds(
     let pooled_err = if pooled.len() == LOG2_BINS {
         let mut a = [0.0; LOG2_BINS];
         a.copy_from_slice(&pooled);
-        Mass::Log2(a).errors(truth)
+        Mass::Log2(Box::new(a)).errors(truth)
     } else {
         Mass::Fine(pooled).errors(truth)
     };

@@ -357,7 +357,8 @@ fn tcp(
     }
     if kinds & Kind::TcpData.bit() != 0 && !rst {
         let advance = payload + u32::from(syn) + u32::from(fin);
-        if advance > 0 && !(syn && !ackf) {
+        // A SYN without ACK opens the handshake: that is tcp_handshake's request.
+        if advance > 0 && (ackf || !syn) {
             let key = seq.wrapping_add(advance);
             out.push(Role {
                 kind: Kind::TcpData,

@@ -76,12 +76,14 @@ pub struct SkipPub {
 }
 
 /// One slice's two channels: `done` gets each window once it has ended (the control thread
-/// merges and exports those), `running` the window in progress whenever the worker is idle
-/// (live views and the end of a run, when the last window never ends).
+/// merges and exports those; one it reads too late is counted as missed), `total` the
+/// worker's histograms since start, at every window end and whenever the worker is idle (so
+/// whole-run figures are exact even when windows are missed, and include the last window,
+/// which never ends).
 #[derive(Debug)]
 pub struct SliceChannels {
     pub done: SlicePub,
-    pub running: SlicePub,
+    pub total: SlicePub,
 }
 
 /// What one worker shares with the control thread.
@@ -99,7 +101,7 @@ impl WorkerPub {
                 .iter()
                 .map(|s| SliceChannels {
                     done: SlicePub::new(s.fridges.len()),
-                    running: SlicePub::new(s.fridges.len()),
+                    total: SlicePub::new(s.fridges.len()),
                 })
                 .collect(),
             skips: SkipPub::default(),
@@ -115,6 +117,8 @@ struct SliceRt {
     ports: Vec<u16>,
     set: FridgeSet,
     hists: Vec<LogHist>,
+    /// Since start (the window's samples included).
+    total: Vec<LogHist>,
 }
 
 /// A worker's fridge stage.
@@ -163,6 +167,7 @@ impl FridgeStage {
                 ports: s.ports.clone(),
                 set: FridgeSet::new(&s.fridges, spec.mode, seed)?,
                 hists: s.fridges.iter().map(|_| LogHist::new()).collect(),
+                total: s.fridges.iter().map(|_| LogHist::new()).collect(),
             });
         }
         let n = spec
@@ -189,11 +194,13 @@ impl FridgeStage {
         })
     }
 
-    /// Publish every slice's window, ended (`done`) or in progress, and the skip counters.
-    fn publish(&self, done: bool) {
+    /// Publish every slice's totals, the window too if it `ended`, and the skip counters.
+    fn publish(&self, ended: bool) {
         for (s, p) in self.slices.iter().zip(&self.publ.slices) {
-            let ch = if done { &p.done } else { &p.running };
-            ch.publish(self.window, &s.hists, &s.set.stats());
+            if ended {
+                p.done.publish(self.window, &s.hists, &s.set.stats());
+            }
+            p.total.publish(self.window, &s.total, &s.set.stats());
         }
         for (a, &v) in self.publ.skips.counts.iter().zip(&self.skips) {
             a.store(v, Ordering::Relaxed);
@@ -259,7 +266,9 @@ impl FridgeStage {
             if role.request {
                 s.set.request(role.id, now_ns);
             } else if let Some(x) = s.set.response(role.id, now_ns) {
-                s.hists[usize::from(x.fridge)].add(x.delay_ns, x.weight);
+                let k = usize::from(x.fridge);
+                s.hists[k].add(x.delay_ns, x.weight);
+                s.total[k].add(x.delay_ns, x.weight);
             }
         }
     }
@@ -281,7 +290,7 @@ impl<B: PacketBuf> Stage<B> for FridgeStage {
         });
     }
 
-    /// No traffic: let the control thread see the running window.
+    /// No traffic: let the control thread see the totals so far.
     fn idle(&mut self) {
         if self.dirty {
             self.publish(false);

@@ -129,7 +129,7 @@ fn responses_without_requests_and_syn_floods_stay_bounded_and_counted() {
         p.skips.counts[Skip::Unclassified as usize].load(Ordering::Relaxed),
         1
     );
-    let w = p.slices[0].running.read().unwrap();
+    let w = p.slices[0].total.read().unwrap();
     assert_eq!(w.stats[0], 100_000);
     assert!(
         p.slices[0].done.read().is_none(),
