@@ -90,21 +90,24 @@ pub fn render(r: &Report) -> String {
     let total: f64 = r.bins.iter().map(|b| b.2).sum();
     if total > 0.0 {
         let _ = writeln!(o, "  CDF:");
-        let mut t = 1e3; // 1 us
-        while t <= 1e11 {
+        let first = r.bins.first().map_or(0, |b| b.0) as f64;
+        let mut t = 1e3; // 1 us, then 1-2-5 steps up to the first point at 100%
+        'grid: while t <= 1e11 {
             for m in [1.0, 2.0, 5.0] {
                 let x = t * m;
+                if x < first {
+                    continue;
+                }
                 let below: f64 = r
                     .bins
                     .iter()
                     .map(|&(lo, hi, w)| w * ((x - lo as f64) / (hi - lo) as f64).clamp(0.0, 1.0))
                     .sum::<f64>()
                     / total;
-                let first = r.bins.first().map_or(0, |b| b.0) as f64;
-                let last = r.bins.last().map_or(0, |b| b.1) as f64;
-                if x >= first && x <= last * 2.0 {
-                    let bar = "#".repeat((below * 40.0).round() as usize);
-                    let _ = writeln!(o, "  <= {:>10.3} ms {:>6.1}% {bar}", x / 1e6, below * 100.0);
+                let bar = "#".repeat((below * 40.0).round() as usize);
+                let _ = writeln!(o, "  <= {:>10.3} ms {:>6.1}% {bar}", x / 1e6, below * 100.0);
+                if below >= 1.0 - 1e-12 {
+                    break 'grid;
                 }
             }
             t *= 10.0;
