@@ -503,6 +503,7 @@ impl PageTimer<'_> {
                 ports: running.ports(),
                 port_stats: &port_stats,
                 counters: &counters,
+                per_worker: &running.worker_counters(),
                 reasons: running.reasons(),
                 workers: self.workers,
                 uptime_s: now.duration_since(t0).as_secs_f64(),

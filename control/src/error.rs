@@ -20,6 +20,22 @@ pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigErr
     }
 }
 
+/// A feature section that does not deserialize: an unknown key is named in full
+/// (`upf.mtux`), anything else under the section's name.
+pub fn section_error(section: &str, e: &toml::de::Error) -> ConfigError {
+    let m = e.message();
+    if let Some(rest) = m.strip_prefix("unknown field `") {
+        if let Some((key, expected)) = rest.split_once('`') {
+            let expected = expected.trim_start_matches(',').trim();
+            return invalid(
+                format!("{section}.{key}"),
+                format!("unknown key ({expected})"),
+            );
+        }
+    }
+    invalid(section, m.to_string())
+}
+
 /// Why `peregrine run` could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -38,4 +54,32 @@ pub enum RunError {
         addr: std::net::SocketAddr,
         error: std::io::Error,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct S {
+        mtu: u16,
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_with_its_section() {
+        let e = toml::Value::Table(toml::from_str("mtux = 1").unwrap())
+            .try_into::<S>()
+            .unwrap_err();
+        let m = section_error("upf", &e).to_string();
+        assert!(m.starts_with("invalid `upf.mtux`: unknown key"), "{m}");
+        assert!(m.contains("mtu"), "the keys it could be: {m}");
+        let e = toml::Value::Table(toml::from_str("mtu = \"big\"").unwrap())
+            .try_into::<S>()
+            .unwrap_err();
+        assert!(section_error("upf", &e)
+            .to_string()
+            .starts_with("invalid `upf`: "));
+    }
 }

@@ -489,7 +489,7 @@ impl Configure for IntFeature {
         let s: IntSection = value
             .clone()
             .try_into()
-            .map_err(|e: toml::de::Error| invalid("int", e.message().to_string()))?;
+            .map_err(|e: toml::de::Error| crate::error::section_error("int", &e))?;
         let port_index = |n: &str| p.port_index(n);
         let n6 = if matches!(p.pipeline, PipelineConfig::Upf { .. }) {
             // `[int]` next to `[upf]`: INT on N6 around the UPF stage.

@@ -13,6 +13,8 @@ pub struct Snapshot<'a> {
     /// The backend's counters per port (rte_eth_stats for DPDK).
     pub port_stats: &'a [PortStats],
     pub counters: &'a Counters,
+    /// Each worker's counters, in worker order (the loop counters are per worker).
+    pub per_worker: &'a [Counters],
     pub reasons: &'a Reasons,
     pub workers: usize,
     pub uptime_s: f64,
@@ -88,24 +90,35 @@ pub fn write(e: &mut Exposition, s: &Snapshot<'_>) {
         "Frames the control thread sent through the workers (ARP / ND replies, End Markers).",
         c.injected as f64,
     );
-    e.one(
-        "peregrine_worker_bursts_total",
-        ctr,
-        "Non-empty rx bursts, all workers.",
-        c.bursts as f64,
-    );
-    e.one(
-        "peregrine_worker_handoffs_total",
-        ctr,
-        "Packets a worker handed to another (flow steering), all workers.",
-        c.handed_off as f64,
-    );
-    e.one(
-        "peregrine_worker_idle_polls_total",
-        ctr,
-        "Polls that found no packet, all workers.",
-        c.idle_polls as f64,
-    );
+    type WorkerFamily = (&'static str, &'static str, fn(&Counters) -> u64);
+    let worker_families: [WorkerFamily; 4] = [
+        (
+            "peregrine_worker_bursts_total",
+            "Non-empty rx bursts, per worker.",
+            |c| c.bursts,
+        ),
+        (
+            "peregrine_worker_idle_polls_total",
+            "Polls that found no packet, per worker.",
+            |c| c.idle_polls,
+        ),
+        (
+            "peregrine_worker_handoffs_total",
+            "Packets a worker handed to another (flow steering), per sending worker.",
+            |c| c.handed_off,
+        ),
+        (
+            "peregrine_worker_handoffs_received_total",
+            "Packets a worker took from another (flow steering), per receiving worker.",
+            |c| c.handoff_received,
+        ),
+    ];
+    for (name, help, get) in worker_families {
+        e.family(name, ctr, help);
+        for (w, wc) in s.per_worker.iter().enumerate() {
+            e.sample(name, &[("worker", w.to_string().as_str())], get(wc) as f64);
+        }
+    }
     e.one(
         "peregrine_workers",
         Kind::Gauge,

@@ -37,6 +37,7 @@ pub fn features<B: PacketBuf + 'static>() -> Vec<Registered<B>> {
         kind::<B, crate::upf::UpfFeature>(),
         kind::<B, crate::int::IntFeature>(),
         kind::<B, crate::dta::DtaTranslatorFeature>(),
+        kind::<B, crate::dta::reporter::DtaReporterFeature>(),
         kind::<B, crate::fridge::FridgeFeature>(),
     ]
 }

@@ -55,12 +55,10 @@ fn raw(payload: &[u8]) -> Vec<u8> {
     b
 }
 
-fn config(dir: &Path, workers: usize) -> Config {
-    let text = format!(
-        r#"
-[workers]
-count = {workers}
-
+/// The pcap backend, or DPDK with a `net_pcap` vdev reading and writing the same files.
+fn backend(dir: &Path, dpdk: bool) -> String {
+    if !dpdk {
+        return r#"
 [backend]
 kind = "pcap"
 
@@ -69,7 +67,37 @@ name = "p"
 mac = "02:00:00:00:00:01"
 rx = "in.pcap"
 tx = "out.pcap"
+"#
+        .into();
+    }
+    format!(
+        r#"
+[backend]
+kind = "dpdk"
+eal_args = ["--no-huge", "--no-pci", "-m", "256", "--no-shconf", "--no-telemetry", "-l", "0",
+            "--vdev=net_pcap0,rx_pcap={},tx_pcap={}"]
+mbufs_per_worker = 4095
+mbuf_cache = 128
 
+[[port]]
+name = "p"
+mac = "02:00:00:00:00:01"
+device = "net_pcap0"
+"#,
+        dir.join("in.pcap").display(),
+        dir.join("out.pcap").display()
+    )
+}
+
+fn config(dir: &Path, workers: usize, dpdk: bool) -> Config {
+    let b = backend(dir, dpdk);
+    let idle = if dpdk { "stop_after_idle_ms = 300" } else { "" };
+    let text = format!(
+        r#"
+[workers]
+count = {workers}
+{idle}
+{b}
 [pipeline]
 kind = "dta-translator"
 
@@ -92,7 +120,7 @@ ap_list_len = 64
     c
 }
 
-fn run(workers: usize) {
+fn run(workers: usize, dpdk: bool) {
     let dir = tempfile::tempdir().unwrap();
     let mut frames = Vec::new();
     for k in 0..200u32 {
@@ -166,7 +194,8 @@ fn run(workers: usize) {
     }
     w.flush().unwrap();
 
-    let summary = daemon::run(&config(dir.path(), workers), &RunOptions::default()).expect("run");
+    let summary =
+        daemon::run(&config(dir.path(), workers, dpdk), &RunOptions::default()).expect("run");
     let s: DtaTranslatorStats = summary.feature("dta_translator").expect("summary");
     eprintln!("{s:?}");
     assert_eq!(s.key_write, 200);
@@ -232,10 +261,17 @@ fn run(workers: usize) {
 
 #[test]
 fn translator_pipeline_one_worker() {
-    run(1);
+    run(1, false);
 }
 
 #[test]
 fn translator_pipeline_two_workers_steer_lists_and_keys() {
-    run(2);
+    run(2, false);
+}
+
+/// The real DPDK ethdev path: reports in through a `net_pcap` vdev, NACKs out of it. (One
+/// DPDK test per test binary: EAL initialises once per process.)
+#[test]
+fn translator_pipeline_on_a_dpdk_net_pcap_vdev() {
+    run(1, true);
 }

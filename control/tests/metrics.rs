@@ -165,7 +165,7 @@ fn every_pipeline_kind_serves_the_platform_metrics() {
         }
         assert_eq!(sample(&page, "peregrine_workers"), Some(1.0), "{kind}");
         assert!(
-            sample(&page, "peregrine_worker_bursts_total").is_some_and(|v| v > 0.0),
+            sample(&page, "peregrine_worker_bursts_total{worker=\"0\"}").is_some_and(|v| v > 0.0),
             "{kind}: {page}"
         );
         assert!(

@@ -10,6 +10,9 @@ use serde::Serialize;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
+/// Largest redundancy a query reads (the layout's maximum too).
+const MAX_N: u32 = 16;
+
 /// Reads of a torn Key-Write slot (K > 1) retried before the slot counts as unreadable.
 const TORN_RETRIES: u32 = 16;
 
@@ -86,15 +89,20 @@ impl Collector {
             return Err(Error::Disabled("key-write"));
         }
         let n = n.unwrap_or(s.kw_max_redundancy);
-        if n == 0 || n > 255 {
-            return Err(Error::Query(format!("redundancy must be 1..=255, got {n}")));
+        if n == 0 || n > MAX_N {
+            return Err(Error::Query(format!(
+                "redundancy must be 1..={MAX_N}, got {n}"
+            )));
         }
-        let csum = hash::kw_checksum(key, s.kw_checksum_bits);
+        let kc = hash::KeyCrc::new(key);
+        let csum = kc.crc() & hash::mask(s.kw_checksum_bits);
         let k = s.kw_words as usize;
-        let mut cands: Vec<(Vec<u32>, u32)> = Vec::with_capacity(n as usize);
-        let mut matching = 0;
+        // Distinct candidate values and their votes, on the stack (no allocation until the
+        // answer).
+        let mut cands = [([0u32; 7], 0u32); MAX_N as usize];
+        let (mut distinct, mut matching) = (0usize, 0u32);
         for i in 0..n {
-            let idx = hash::slot(key, i as u8, s.kw_slots) as usize;
+            let idx = kc.slot(i as u8, s.kw_slots) as usize;
             let Some((c, data)) = self.read_kw_slot(idx, k) else {
                 continue;
             };
@@ -102,22 +110,26 @@ impl Collector {
                 continue;
             }
             matching += 1;
-            match cands.iter_mut().find(|(d, _)| *d == data) {
+            match cands[..distinct].iter_mut().find(|(d, _)| *d == data) {
                 Some((_, v)) => *v += 1,
-                None => cands.push((data, 1)),
+                None => {
+                    cands[distinct] = (data, 1);
+                    distinct += 1;
+                }
             }
         }
         if matching == 0 {
             return Ok(KwAnswer::Empty);
         }
-        cands.sort_by_key(|c| std::cmp::Reverse(c.1));
-        let top = cands[0].1;
-        let tied = cands.get(1).is_some_and(|c| c.1 == top);
+        let c = &mut cands[..distinct];
+        c.sort_by_key(|c| std::cmp::Reverse(c.1));
+        let top = c[0].1;
+        let tied = c.get(1).is_some_and(|c| c.1 == top);
         if tied || top < min_agree.max(1) {
             return Ok(KwAnswer::NoConsensus { matching });
         }
         Ok(KwAnswer::Found {
-            data: cands.swap_remove(0).0,
+            data: c[0].0[..k].to_vec(),
             votes: top,
             matching,
         })
@@ -133,17 +145,20 @@ impl Collector {
             )));
         }
         self.read_kw_slot(idx as usize, s.kw_words as usize)
+            .map(|(c, d)| (c, d[..s.kw_words as usize].to_vec()))
             .ok_or_else(|| {
                 Error::Query(format!("slot {idx} stayed torn (a writer is stuck in it)"))
             })
     }
 
     /// Checksum and data of slot `idx`, or `None` if it stayed torn over the retries.
-    fn read_kw_slot(&self, idx: usize, k: usize) -> Option<(u32, Vec<u32>)> {
+    fn read_kw_slot(&self, idx: usize, k: usize) -> Option<(u32, [u32; 7])> {
         let s = &self.l.sizes;
         if k == 1 {
             let w = self.region.u64s(self.l.kw_offset, s.kw_slots)[idx].load(Ordering::Acquire);
-            return Some((w as u32, vec![(w >> 32) as u32]));
+            let mut d = [0u32; 7];
+            d[0] = (w >> 32) as u32;
+            return Some((w as u32, d));
         }
         let stride = 2 + k;
         let w = self
@@ -157,9 +172,10 @@ impl Collector {
                 continue;
             }
             let c = w[base + 1].load(Ordering::Relaxed);
-            let data: Vec<u32> = (0..k)
-                .map(|i| w[base + 2 + i].load(Ordering::Relaxed))
-                .collect();
+            let mut data = [0u32; 7];
+            for (i, d) in data.iter_mut().take(k).enumerate() {
+                *d = w[base + 2 + i].load(Ordering::Relaxed);
+            }
             fence(Ordering::Acquire);
             if w[base].load(Ordering::Relaxed) == s1 {
                 return Some((c, data));
@@ -175,12 +191,15 @@ impl Collector {
             return Err(Error::Disabled("key-increment"));
         }
         let n = n.unwrap_or(s.ki_max_redundancy);
-        if n == 0 || n > 255 {
-            return Err(Error::Query(format!("redundancy must be 1..=255, got {n}")));
+        if n == 0 || n > MAX_N {
+            return Err(Error::Query(format!(
+                "redundancy must be 1..={MAX_N}, got {n}"
+            )));
         }
         let c = self.region.u64s(self.l.ki_offset, s.ki_slots);
+        let kc = hash::KeyCrc::new(key);
         Ok((0..n)
-            .map(|i| c[hash::slot(key, i as u8, s.ki_slots) as usize].load(Ordering::Relaxed))
+            .map(|i| c[kc.slot(i as u8, s.ki_slots) as usize].load(Ordering::Relaxed))
             .min()
             .unwrap_or(0))
     }

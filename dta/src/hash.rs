@@ -9,16 +9,79 @@
 //!   of the seed's lookup table; `v` is valid when below `2^value_bits`, and the blank
 //!   marker is [`BLANK`] (outside every V).
 //!
-//! CRC-32 is the IEEE polynomial (zlib's), computed by `crc32fast`.
+//! CRC-32 is the IEEE polynomial (zlib's). The inputs are 4 or 5 bytes, so it is a
+//! byte-wise table here rather than `crc32fast`'s general path: the CRC register after the
+//! 4 key bytes ([`KeyCrc`]) gives the checksum and, one table step further, every slot, so a
+//! report with N copies costs 4 + N steps (the per-report instruction counts in
+//! perf/results/dta-ingest.md). Tests pin it to `crc32fast`.
 
 /// The blank value ⊔: "no postcard for this hop".
 pub const BLANK: u32 = u32::MAX;
 
+const fn table() -> [u32; 256] {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                0xedb8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+}
+
+static TABLE: [u32; 256] = table();
+
+#[inline(always)]
+fn step(c: u32, b: u8) -> u32 {
+    TABLE[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8)
+}
+
+/// The CRC-32 register after a key's 4 little-endian bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyCrc(u32);
+
+impl KeyCrc {
+    #[inline]
+    pub fn new(key: u32) -> KeyCrc {
+        let mut c = !0u32;
+        for b in key.to_le_bytes() {
+            c = step(c, b);
+        }
+        KeyCrc(c)
+    }
+
+    /// `CRC32(key LE)`.
+    #[inline]
+    pub fn crc(self) -> u32 {
+        !self.0
+    }
+
+    /// `CRC32(key LE || n)`.
+    #[inline]
+    pub fn crc_n(self, n: u8) -> u32 {
+        !step(self.0, n)
+    }
+
+    /// Slot `n` among `slots` (> 0).
+    #[inline]
+    pub fn slot(self, n: u8, slots: u64) -> u64 {
+        self.crc_n(n) as u64 % slots
+    }
+}
+
 /// `CRC32(key LE || n)`.
 #[inline]
 pub fn crc_kn(key: u32, n: u8) -> u32 {
-    let k = key.to_le_bytes();
-    crc32fast::hash(&[k[0], k[1], k[2], k[3], n])
+    KeyCrc::new(key).crc_n(n)
 }
 
 /// Slot `n` of `key` among `slots` (> 0).
@@ -30,7 +93,7 @@ pub fn slot(key: u32, n: u8, slots: u64) -> u64 {
 /// The Key-Write checksum of `key`, its low `bits` bits.
 #[inline]
 pub fn kw_checksum(key: u32, bits: u32) -> u32 {
-    crc32fast::hash(&key.to_le_bytes()) & mask(bits)
+    KeyCrc::new(key).crc() & mask(bits)
 }
 
 #[inline]
@@ -88,6 +151,20 @@ mod tests {
             x = x.wrapping_mul(0x9e37_79b9).wrapping_add(7);
         }
         assert_eq!(g_inv(g(BLANK)), BLANK);
+    }
+
+    #[test]
+    fn table_crc_is_crc32fast() {
+        let mut x = 1u32;
+        for _ in 0..100_000 {
+            let k = KeyCrc::new(x);
+            assert_eq!(k.crc(), crc32fast::hash(&x.to_le_bytes()));
+            let b = x.to_le_bytes();
+            for n in [0u8, 1, 3, 0x80, 0xff] {
+                assert_eq!(k.crc_n(n), crc32fast::hash(&[b[0], b[1], b[2], b[3], n]));
+            }
+            x = x.wrapping_mul(0x9e37_79b9).wrapping_add(11);
+        }
     }
 
     #[test]

@@ -7,11 +7,13 @@
 //! - [`region`]: creating / attaching the mapped file (the crate's only `unsafe`);
 //! - [`hash`]: slot formulas, checksums, the Postcarding value hash;
 //! - [`store`]: the translator's writes; [`translator`]: a worker's report handling;
-//! - [`collector`]: queries and Append list following.
+//! - [`collector`]: queries and Append list following;
+//! - [`rdma`]: the RoCEv2 output mode (WRITE / FETCH_ADD requests, PSN, NAK resync).
 
 pub mod collector;
 pub mod hash;
 pub mod layout;
+pub mod rdma;
 pub mod region;
 pub mod store;
 pub mod translator;

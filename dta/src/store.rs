@@ -67,19 +67,20 @@ impl Store {
         if data.len() != s.kw_words as usize {
             return Err(Refusal::DataWords);
         }
-        let csum = hash::kw_checksum(key, s.kw_checksum_bits);
+        let kc = hash::KeyCrc::new(key);
+        let csum = kc.crc() & hash::mask(s.kw_checksum_bits);
         if s.kw_words == 1 {
             let slots = self.kw64();
             let word = csum as u64 | (data[0] as u64) << 32;
             for n in 0..redundancy {
-                slots[hash::slot(key, n, s.kw_slots) as usize].store(word, Ordering::Release);
+                slots[kc.slot(n, s.kw_slots) as usize].store(word, Ordering::Release);
             }
             return Ok(redundancy as u32);
         }
         let w = self.kw32();
         let stride = 2 + s.kw_words as usize;
         for n in 0..redundancy {
-            let base = hash::slot(key, n, s.kw_slots) as usize * stride;
+            let base = kc.slot(n, s.kw_slots) as usize * stride;
             let seq = &w[base];
             let mut tries = 0;
             let s0 = loop {
@@ -114,8 +115,9 @@ impl Store {
         }
         check_redundancy(redundancy, s.ki_max_redundancy)?;
         let c = self.region.u64s(self.l.ki_offset, s.ki_slots);
+        let kc = hash::KeyCrc::new(key);
         for n in 0..redundancy {
-            c[hash::slot(key, n, s.ki_slots) as usize].fetch_add(counter, Ordering::Relaxed);
+            c[kc.slot(n, s.ki_slots) as usize].fetch_add(counter, Ordering::Relaxed);
         }
         Ok(redundancy as u32)
     }
@@ -126,14 +128,18 @@ impl Store {
         let s = &self.l.sizes;
         let b = s.pc_hops as usize;
         let words = self.region.u32s(self.l.pc_offset, s.pc_chunks * b as u64);
+        let kc = hash::KeyCrc::new(key);
+        let mut enc = [0u32; 8];
+        for (i, (e, v)) in enc.iter_mut().zip(vals).take(b).enumerate() {
+            *e = match s.pc_mode {
+                PostcardMode::Hashed => kc.crc_n(0x80 | i as u8) ^ hash::g(*v),
+                PostcardMode::Raw => *v,
+            };
+        }
         for j in 0..s.pc_redundancy as u8 {
-            let base = hash::slot(key, j, s.pc_chunks) as usize * b;
-            for (i, v) in vals.iter().take(b).enumerate() {
-                let w = match s.pc_mode {
-                    PostcardMode::Hashed => hash::postcard_word(key, i as u8, *v),
-                    PostcardMode::Raw => *v,
-                };
-                words[base + i].store(w, Ordering::Relaxed);
+            let base = kc.slot(j, s.pc_chunks) as usize * b;
+            for (i, w) in enc.iter().take(b).enumerate() {
+                words[base + i].store(*w, Ordering::Relaxed);
             }
         }
         std::sync::atomic::fence(Ordering::Release);
@@ -150,8 +156,14 @@ impl Store {
             .region
             .u32s(self.l.ap_data_offset + 4 * len * list as u64, len);
         let head = heads[list as usize].load(Ordering::Relaxed);
-        for (j, v) in vals.iter().enumerate() {
-            data[((head + j as u64) % len) as usize].store(*v, Ordering::Relaxed);
+        // One division per batch: the batch is at most two runs (before and after the wrap).
+        let mut at = (head % len) as usize;
+        for v in vals {
+            data[at].store(*v, Ordering::Relaxed);
+            at += 1;
+            if at == len as usize {
+                at = 0;
+            }
         }
         heads[list as usize].store(head + vals.len() as u64, Ordering::Release);
     }

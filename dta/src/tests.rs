@@ -218,7 +218,15 @@ fn append_follower_under_a_concurrent_writer() {
     let mut f = c.follow_from(0, 0).unwrap();
     let (mut next, mut seen, mut lost) = (0u64, 0u64, 0u64);
     while next < total as u64 {
+        // Whether the writer was done *before* this poll: then an empty poll is the end.
+        let done = writer.is_finished();
+        let before = f.position();
         let p = f.poll(32);
+        assert_eq!(
+            f.position() - before,
+            p.entries.len() as u64 + p.lost,
+            "poll accounts for every index it moves over: {p:?}"
+        );
         lost += p.lost;
         for (i, e) in p.entries.iter().enumerate() {
             // Every entry we are given is the one at its index: nothing torn or stale.
@@ -226,7 +234,7 @@ fn append_follower_under_a_concurrent_writer() {
         }
         seen += p.entries.len() as u64;
         next = f.position();
-        if writer.is_finished() && p.entries.is_empty() && p.lost == 0 {
+        if done && p.entries.is_empty() && p.lost == 0 {
             break;
         }
     }

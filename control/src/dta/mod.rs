@@ -4,7 +4,10 @@
 //! - [`DtaTranslatorFeature`] (`[dta_translator]`, pipeline kind `dta-translator`): creates
 //!   the collector's shared-memory region and runs the translator stage
 //!   ([`translator_stage`]) as every worker's main stage.
+//! - [`reporter::DtaReporterFeature`] (`[dta]`, any other pipeline kind): our telemetry as
+//!   DTA reports toward a translator.
 
+pub mod reporter;
 pub mod translator_stage;
 
 use crate::error::{invalid, ConfigError, RunError};
@@ -104,7 +107,7 @@ impl Configure for DtaTranslatorFeature {
         let s: TranslatorSection = v
             .clone()
             .try_into()
-            .map_err(|e: toml::de::Error| invalid("dta_translator", e.message().to_string()))?;
+            .map_err(|e: toml::de::Error| crate::error::section_error("dta_translator", &e))?;
         peregrine_dta::Layout::new(s.sizes)
             .map_err(|e| invalid("dta_translator.sizes", e.to_string()))?;
         if !(s.rate_per_source >= 0.0 && s.rate_per_source.is_finite()) {

@@ -108,6 +108,43 @@ pub struct TranslatorStage {
     stored: DropReason,
     refused: [DropReason; Refusal::COUNT],
     dirty: bool,
+    loopback: Option<Loopback>,
+}
+
+/// Benchmark loop-back (`perf/`, never set by the daemon): a stored report is rewritten for
+/// its next pass (key or data advanced, so a recirculating stream keeps writing new slots)
+/// and sent back out of the other port of a `net_ring` pair, as `dpdk-testpmd`'s 5tswap
+/// returns every packet.
+#[derive(Debug, Clone, Copy)]
+pub struct Loopback {
+    base: usize,
+}
+
+/// Added to a looped-back report's key each pass (odd: every key of the 2^32 is visited).
+const KEY_STEP: u32 = 0x3c6e_f373;
+
+impl Loopback {
+    pub fn new(variant: Variant) -> Loopback {
+        Loopback {
+            base: variant.base_len(),
+        }
+    }
+
+    /// Advance the report at the start of `payload` (the UDP payload) for its next pass.
+    pub fn advance(&self, payload: &mut [u8]) {
+        let b = self.base;
+        let at = match payload.first() {
+            Some(&opcode::KEY_WRITE) | Some(&opcode::KEY_INCREMENT) => b + 1,
+            Some(&opcode::POSTCARDING) => b,
+            // Append: the data word.
+            Some(&opcode::APPEND) => b + 4,
+            _ => return,
+        };
+        if let Some(w) = payload.get_mut(at..at + 4) {
+            let v = u32::from_be_bytes([w[0], w[1], w[2], w[3]]).wrapping_add(KEY_STEP);
+            w.copy_from_slice(&v.to_be_bytes());
+        }
+    }
 }
 
 /// The drop-reason names, `dta_` + the refusal's name.
@@ -149,7 +186,14 @@ impl TranslatorStage {
             stored: reasons.register("dta_stored"),
             refused: REFUSED_NAMES.map(|n| reasons.register(n)),
             dirty: false,
+            loopback: None,
         }
+    }
+
+    /// Benchmarks only: loop stored reports back (see [`Loopback`]).
+    pub fn with_loopback(mut self, l: Loopback) -> TranslatorStage {
+        self.loopback = Some(l);
+        self
     }
 
     /// The worker that owns an Append list or a postcard key, if the payload is one.
@@ -199,7 +243,13 @@ impl TranslatorStage {
         };
         self.dirty = true;
         match verdict {
-            Ok(()) => Disposition::drop_as(self.stored),
+            Ok(()) => match self.loopback {
+                Some(l) => {
+                    l.advance(&mut pkt.data_mut()[udp_at + udp::HEADER_LEN..udp_at + len]);
+                    Disposition::tx(rx_port ^ 1)
+                }
+                None => Disposition::drop_as(self.stored),
+            },
             Err(Refused { why, nack: None }) => Disposition::drop_as(self.refused[why.index()]),
             Err(Refused {
                 why,

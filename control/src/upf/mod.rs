@@ -120,7 +120,7 @@ impl Configure for UpfFeature {
         let section: UpfSection = value
             .clone()
             .try_into()
-            .map_err(|e: toml::de::Error| invalid("upf", e.message().to_string()))?;
+            .map_err(|e: toml::de::Error| crate::error::section_error("upf", &e))?;
         section.validate(|n| p.port_index(n))?;
         Ok(Some(UpfFeature {
             qfi_map: section.qfi_map(),

@@ -79,7 +79,19 @@ impl std::fmt::Display for ClassifyError {
 impl std::error::Error for ClassifyError {}
 
 /// Classify the Ethernet frame `data` into `meta` (reset first). See the module docs.
+///
+/// The common shapes take a fast path (`fast`) with the same result; everything else, and
+/// every error, the general parser ([`classify_general`]).
+#[inline]
 pub fn classify(data: &[u8], meta: &mut PacketMeta) -> Result<(), ClassifyError> {
+    if fast::classify_fast(data, meta) {
+        return Ok(());
+    }
+    classify_general(data, meta)
+}
+
+/// [`classify`] without the fast path: the reference the fast path is tested against.
+pub fn classify_general(data: &[u8], meta: &mut PacketMeta) -> Result<(), ClassifyError> {
     *meta = PacketMeta::EMPTY;
     if data.len() < ethernet::HEADER_LEN {
         return Err(ClassifyError::L2Truncated);
@@ -383,5 +395,6 @@ impl<B: PacketBuf> Stage<B> for Classify {
     }
 }
 
+mod fast;
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,6 @@
 use super::*;
 use peregrine_wire::ethernet::Address as Mac;
-use peregrine_wire::pdu_session;
+use peregrine_wire::{checksum, pdu_session};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 const A4: Ipv4Addr = Ipv4Addr::new(10, 45, 0, 7);
@@ -355,4 +355,125 @@ fn parse_ip_never_panics_on_prefixes() {
         let _ = classify_at(&b[..n], 0, false, &mut m);
         let _ = classify_at(&b[..n], 0, true, &mut m);
     }
+}
+
+/// The fast path's templates: every shape it takes, each a frame it must accept.
+fn fast_shapes() -> Vec<Vec<u8>> {
+    let in4 = v4(ip_protocol::TCP, 40000, 443, &[7; 26]);
+    let in6 = v6(ip_protocol::UDP, &[], ip_protocol::UDP, 5353, 53, &[9; 12]);
+    let mut icmp4 = v4(ip_protocol::UDP, 0, 0, &[0; 8]);
+    icmp4[9] = ip_protocol::ICMP;
+    icmp4[10..12].fill(0);
+    let c = !checksum::fold(checksum::sum(&icmp4[..20]));
+    icmp4[10..12].copy_from_slice(&c.to_be_bytes());
+    let icmp6 = v6(
+        ip_protocol::IPV6_ICMP,
+        &[],
+        ip_protocol::IPV6_ICMP,
+        0x8000,
+        0,
+        &[1; 8],
+    );
+    let mut dl_psc = gpdu(77, Some(5), &in4);
+    dl_psc[13] = 0x00; // PDU type 0: DL PDU SESSION INFORMATION
+    let mut out = vec![
+        eth(ethertype::IPV4, &v4(ip_protocol::UDP, 1000, 2000, &[1; 20])),
+        eth(ethertype::IPV4, &in4),
+        eth(ethertype::IPV4, &icmp4),
+        eth(ethertype::IPV6, &in6),
+        eth(ethertype::IPV6, &icmp6),
+    ];
+    for outer6 in [false, true] {
+        for g in [
+            gpdu(0x0102_0304, None, &in4),
+            gpdu(0x0a0b_0c0d, Some(9), &in6),
+            gpdu(5, Some(1), &in4),
+            dl_psc.clone(),
+        ] {
+            out.push(if outer6 {
+                eth(
+                    ethertype::IPV6,
+                    &v6(ip_protocol::UDP, &[], ip_protocol::UDP, 2152, 2152, &g),
+                )
+            } else {
+                eth(ethertype::IPV4, &v4(ip_protocol::UDP, 2152, 2152, &g))
+            });
+        }
+    }
+    out
+}
+
+fn both(
+    f: &[u8],
+) -> (
+    Result<(), ClassifyError>,
+    PacketMeta,
+    Result<(), ClassifyError>,
+    PacketMeta,
+) {
+    let mut a = PacketMeta {
+        session: 3,
+        ..PacketMeta::EMPTY
+    };
+    let mut b = a;
+    let ra = classify(f, &mut a);
+    let rb = classify_general(f, &mut b);
+    (ra, a, rb, b)
+}
+
+#[test]
+fn fast_path_takes_every_template_shape() {
+    for (i, f) in fast_shapes().iter().enumerate() {
+        let mut m = PacketMeta::EMPTY;
+        assert!(
+            fast::classify_fast(f, &mut m),
+            "template {i} not on the fast path"
+        );
+        let (ra, a, rb, b) = both(f);
+        assert_eq!((ra, a), (rb, b), "template {i}");
+    }
+}
+
+/// The fast path gives the general parser's result on every prefix, every single bit flip
+/// and seeded random multi-byte mutations of its templates (what it cannot take it hands
+/// over; it must never take a frame and decide differently).
+#[test]
+fn fast_path_agrees_with_general() {
+    use peregrine_testkit::rng::{below, seeded};
+    let mut rng = seeded(0x5eed_fa57);
+    let mut checked = 0u32;
+    let mut fast = 0u32;
+    let mut check = |g: &[u8]| {
+        let (ra, a, rb, b) = both(g);
+        assert_eq!((ra, a), (rb, b), "frame {g:02x?}");
+        checked += 1;
+        let mut t = PacketMeta::EMPTY;
+        fast += u32::from(fast::classify_fast(g, &mut t));
+    };
+    for f in fast_shapes() {
+        for n in 0..=f.len() {
+            check(&f[..n]);
+        }
+        for i in 0..f.len() {
+            for bit in 0..8 {
+                let mut g = f.clone();
+                g[i] ^= 1 << bit;
+                check(&g);
+            }
+        }
+        for _ in 0..2000 {
+            let mut g = f.clone();
+            for _ in 0..1 + below(&mut rng, 3) {
+                let i = below(&mut rng, g.len() as u64) as usize;
+                g[i] = below(&mut rng, 256) as u8;
+            }
+            let cut = g.len() - below(&mut rng, 4) as usize;
+            check(&g[..cut]);
+        }
+    }
+    // The comparison is only worth something if both paths ran.
+    assert!(
+        fast > checked / 20 && fast < checked,
+        "fast {fast} of {checked}"
+    );
 }

@@ -98,25 +98,23 @@ pub(super) fn test_flow(
 
 impl Flow {
     /// The facts of the IP header at `l3` whose L4 header is at `l4` (0: none). The
-    /// classifier checked both, so the reads are in bounds.
+    /// classifier checked both, so the reads are in bounds; fixed-size views keep them to
+    /// one bounds check each.
     #[inline]
     fn read(data: &[u8], l3: usize, l4: usize, v6: bool, proto: u8, has_l4: bool) -> Flow {
-        let h = &data[l3..];
-        let be16 = |i: usize| u16::from_be_bytes([h[i], h[i + 1]]);
         let (src, dst, len, df) = if v6 {
-            let mut s = [0u8; 16];
-            let mut d = [0u8; 16];
-            s.copy_from_slice(&h[8..24]);
-            d.copy_from_slice(&h[24..40]);
-            (
-                u128::from_be_bytes(s),
-                u128::from_be_bytes(d),
-                40 + usize::from(be16(4)),
-                true,
-            )
+            let h: &[u8; 40] = data[l3..l3 + 40].try_into().expect("40 bytes");
+            let a = |i: usize| {
+                let w: [u8; 16] = h[i..i + 16].try_into().expect("16 bytes");
+                u128::from_be_bytes(w)
+            };
+            let plen = u16::from_be_bytes([h[4], h[5]]);
+            (a(8), a(24), 40 + usize::from(plen), true)
         } else {
+            let h: &[u8; 20] = data[l3..l3 + 20].try_into().expect("20 bytes");
             let a = |i: usize| u128::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
-            (a(12), a(16), usize::from(be16(2)), h[6] & 0x40 != 0)
+            let len = u16::from_be_bytes([h[2], h[3]]);
+            (a(12), a(16), usize::from(len), h[6] & 0x40 != 0)
         };
         let mut f = Flow {
             v6,
@@ -132,7 +130,7 @@ impl Flow {
         if has_l4 {
             match proto {
                 ip_protocol::UDP | ip_protocol::TCP => {
-                    let p = &data[l4..l4 + 4];
+                    let p: &[u8; 4] = data[l4..l4 + 4].try_into().expect("4 bytes");
                     f.ports = Some((
                         u16::from_be_bytes([p[0], p[1]]),
                         u16::from_be_bytes([p[2], p[3]]),
@@ -143,6 +141,20 @@ impl Flow {
             }
         }
         f
+    }
+
+    /// The destination address of a classified record's outer IP header (IPv4 in the low
+    /// 32 bits).
+    #[inline]
+    pub fn outer_dst(data: &[u8], m: &PacketMeta) -> u128 {
+        let l3 = usize::from(m.l3_off);
+        if m.has(flags::OUTER_V6) {
+            let w: [u8; 16] = data[l3 + 24..l3 + 40].try_into().expect("16 bytes");
+            u128::from_be_bytes(w)
+        } else {
+            let w: [u8; 4] = data[l3 + 16..l3 + 20].try_into().expect("4 bytes");
+            u128::from(u32::from_be_bytes(w))
+        }
     }
 
     /// The flow packet of a classified record (the inner packet of a G-PDU).
@@ -207,10 +219,17 @@ impl Work<'_> {
     /// Whether `f`'s destination is one of our GTP-U addresses.
     #[inline]
     fn is_local(&self, f: &Flow) -> bool {
-        if f.v6 {
-            self.t.local_v6.contains(&Ipv6Addr::from(f.dst))
+        self.is_local_dst(f.v6, f.dst)
+    }
+
+    /// Whether `dst` (IPv6 if `v6`, else IPv4 in the low 32 bits) is one of our GTP-U
+    /// addresses.
+    #[inline]
+    fn is_local_dst(&self, v6: bool, dst: u128) -> bool {
+        if v6 {
+            self.t.local_v6.contains(&Ipv6Addr::from(dst))
         } else {
-            self.t.local_v4.contains(&Ipv4Addr::from(f.dst as u32))
+            self.t.local_v4.contains(&Ipv4Addr::from(dst as u32))
         }
     }
 
@@ -234,8 +253,8 @@ impl Work<'_> {
             return Pre::SLOW;
         }
         if m.has(flags::GPDU) {
-            let outer = Flow::outer(data, m);
-            if !self.is_local(&outer) || outer.ports.map(|p| p.1) != Some(gtpu::PORT) {
+            // A G-PDU is UDP to port 2152 (the classifier checked): only the address is left.
+            if !self.is_local_dst(m.has(flags::OUTER_V6), Flow::outer_dst(data, m)) {
                 return Pre::SLOW;
             }
             prefetch(&self.t.teid_shard(m.teid).by_teid);

@@ -190,6 +190,9 @@ pub struct Upf {
     replies: TokenBucket,
     trust_meta: bool,
     general: bool,
+    /// Pass 1's results for one chunk: scratch kept across batches so no batch pays for
+    /// initialising it (pass 1 writes every entry it covers).
+    pre: Box<[Pre; CHUNK]>,
 }
 
 impl Upf {
@@ -223,6 +226,7 @@ impl Upf {
             cfg,
             trust_meta: false,
             general: false,
+            pre: Box::new([Pre::SLOW; CHUNK]),
         }
     }
 
@@ -284,6 +288,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
             replies,
             trust_meta,
             general,
+            pre,
         } = self;
         let mut w = Work {
             t: tables.get(),
@@ -320,13 +325,14 @@ impl<B: PacketBuf> Stage<B> for Upf {
         let mut base = 0;
         while base < n {
             let end = (base + CHUNK).min(n);
-            let mut pre = [Pre::SLOW; CHUNK];
             for (i, pr) in (base..end).zip(pre.iter_mut()) {
-                if batch.disposition(i).is_continue() {
+                *pr = if batch.disposition(i).is_continue() {
                     let p = &mut batch.pkts[i];
                     ensure_classified(p, trust);
-                    *pr = w.pre(p.data(), p.pkt_meta());
-                }
+                    w.pre(p.data(), p.pkt_meta())
+                } else {
+                    Pre::SLOW
+                };
             }
             // The shard headers were prefetched in pass 1; now their slots.
             for pr in pre.iter().take(end - base) {

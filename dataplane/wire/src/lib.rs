@@ -29,6 +29,7 @@ pub mod ipv6;
 pub mod ipv6ext;
 pub mod ipv6option;
 pub mod pdu_session;
+pub mod roce;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;

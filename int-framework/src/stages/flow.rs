@@ -60,12 +60,12 @@ impl Flow {
     #[inline]
     fn read(d: &[u8], m: &PacketMeta) -> Flow {
         let off = usize::from(m.l3_off);
-        let h = &d[off..off + 40];
-        let mut s = [0u8; 16];
-        let mut t = [0u8; 16];
-        s.copy_from_slice(&h[8..24]);
-        t.copy_from_slice(&h[24..40]);
-        let (src, dst) = (Ipv6Addr::from(s), Ipv6Addr::from(t));
+        let h: &[u8; 40] = d[off..off + 40].try_into().expect("40 bytes");
+        let addr = |i: usize| {
+            let a: [u8; 16] = h[i..i + 16].try_into().expect("16 bytes");
+            Ipv6Addr::from(a)
+        };
+        let (src, dst) = (addr(8), addr(24));
         let (proto, ports_at, hash) = if m.has(flags::GPDU) {
             (ip_protocol::UDP, Some(m.l4_off), None)
         } else {
@@ -75,7 +75,8 @@ impl Flow {
         };
         let (sport, dport) = match ports_at {
             Some(at) => {
-                let p = &d[usize::from(at)..usize::from(at) + 4];
+                let at = usize::from(at);
+                let p: &[u8; 4] = d[at..at + 4].try_into().expect("4 bytes");
                 (
                     u16::from_be_bytes([p[0], p[1]]),
                     u16::from_be_bytes([p[2], p[3]]),
@@ -164,6 +165,11 @@ impl FlowKey {
 /// probed once per wildcard pattern present (one probe when every rule is exact or all
 /// rules share a pattern, at most four). Gives the index of the first (lowest-id) matching
 /// namespace in the snapshot. Rebuilt when the snapshot changes, checked once per batch.
+///
+/// In front of it, a direct-mapped cache of exact 5-tuples (hit or miss) indexed by the
+/// packet's `flow_hash`, which the classifier already computed: a packet of a flow seen
+/// recently costs one line and a 37-byte compare instead of hashing once per wildcard
+/// pattern (OVS's exact-match cache idea). A snapshot change invalidates it by generation.
 #[derive(Debug)]
 pub(crate) struct FlowIndex {
     /// Which snapshot this indexes: its address and generation.
@@ -171,9 +177,38 @@ pub(crate) struct FlowIndex {
     map: FxHashMap<FlowKey, u32>,
     patterns: [u8; 4],
     n_patterns: usize,
-    /// The last flow looked up and its answer: packets of a flow come in runs, and a hit
-    /// here costs one 37-byte compare instead of hashing (OVS's exact-match cache idea).
-    last: Option<(FlowKey, Option<u32>)>,
+    cache: Box<[CacheEntry; CACHE_ENTRIES]>,
+    /// Generation of the cache's entries; bumped on every rebuild (entries of older
+    /// generations are misses). Starts at 1: a zeroed entry is never valid.
+    cache_gen: u32,
+}
+
+/// Entries of [`FlowIndex`]'s exact-match cache (a power of two).
+const CACHE_ENTRIES: usize = 1024;
+
+/// One cached answer: the exact 5-tuple, its hash and the namespace index (`u32::MAX`:
+/// no rule matches).
+#[derive(Debug, Clone, Copy)]
+struct CacheEntry {
+    gen: u32,
+    hash: u32,
+    ports: u32,
+    slot: u32,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    proto: u8,
+}
+
+impl CacheEntry {
+    const EMPTY: CacheEntry = CacheEntry {
+        gen: 0,
+        hash: 0,
+        ports: 0,
+        slot: u32::MAX,
+        src: Ipv6Addr::UNSPECIFIED,
+        dst: Ipv6Addr::UNSPECIFIED,
+        proto: 0,
+    };
 }
 
 impl FlowIndex {
@@ -183,7 +218,8 @@ impl FlowIndex {
             map: FxHashMap::with_capacity_and_hasher(NS_CAPACITY, Default::default()),
             patterns: [0; 4],
             n_patterns: 0,
-            last: None,
+            cache: Box::new([CacheEntry::EMPTY; CACHE_ENTRIES]),
+            cache_gen: 1,
         }
     }
 
@@ -196,7 +232,7 @@ impl FlowIndex {
             return false;
         }
         self.of = of;
-        self.last = None;
+        self.cache_gen = self.cache_gen.wrapping_add(1).max(1);
         self.map.clear();
         self.n_patterns = 0;
         for (i, n) in t.namespaces.iter().enumerate() {
@@ -228,11 +264,16 @@ impl FlowIndex {
     /// Index (in the snapshot) of the first namespace whose rule matches `f`.
     #[inline]
     pub(crate) fn lookup(&mut self, f: &Flow) -> Option<usize> {
-        let exact = FlowKey::of_flow(f, 0);
-        if let Some((k, hit)) = self.last {
-            if k == exact {
-                return hit.map(|i| i as usize);
-            }
+        let ports = (f.sport as u32) << 16 | f.dport as u32;
+        let e = &mut self.cache[f.hash as usize & (CACHE_ENTRIES - 1)];
+        if e.gen == self.cache_gen
+            && e.hash == f.hash
+            && e.ports == ports
+            && e.proto == f.proto
+            && e.src == f.src
+            && e.dst == f.dst
+        {
+            return (e.slot != u32::MAX).then_some(e.slot as usize);
         }
         let mut best: Option<u32> = None;
         for &w in &self.patterns[..self.n_patterns] {
@@ -240,7 +281,15 @@ impl FlowIndex {
                 best = Some(best.map_or(i, |b| b.min(i)));
             }
         }
-        self.last = Some((exact, best));
+        *e = CacheEntry {
+            gen: self.cache_gen,
+            hash: f.hash,
+            ports,
+            slot: best.unwrap_or(u32::MAX),
+            src: f.src,
+            dst: f.dst,
+            proto: f.proto,
+        };
         best.map(|i| i as usize)
     }
 }

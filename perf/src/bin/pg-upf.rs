@@ -21,11 +21,13 @@
 //! side dropped anything, and heap allocations in our measurement window are counted.
 
 use clap::Parser;
+use peregrine_dataplane::classify::Classify;
 use peregrine_dataplane::io::dpdk::DpdkBackend;
 use peregrine_dataplane::runtime::OnEgress;
 use peregrine_dataplane::runtime::{
     self, Batch, Context, Disposition, Pipeline, Publisher, Reasons, Stage,
 };
+use peregrine_dataplane::stages::steer::Steer;
 use peregrine_dataplane::telemetry::fridge::matcher::Kind;
 use peregrine_dataplane::telemetry::fridge::stage::{
     FridgeStage, SliceSpec, StageSpec, Vantage, WorkerPub,
@@ -102,6 +104,19 @@ struct Args {
     fridge: bool,
     #[arg(long, default_value = "perf/results/upf-fridge.json")]
     fridge_out: String,
+    /// Worker-scaling mode: the daemon's UPF pipeline (classify, steer, UPF) with this many
+    /// workers (pinned to cores 0..N, a queue pair per worker on each port, flow steering
+    /// handing packets to the UE's worker) against the same pipeline with one worker
+    /// (classify, UPF) on `--core`, alternating rounds; reports the rate ratio and the
+    /// fraction of packets handed off.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    #[arg(long, default_value = "perf/results/upf-workers.json")]
+    workers_out: String,
+    /// Internal (child runs): use the daemon's pipeline (classify first) even with one
+    /// worker.
+    #[arg(long, hide = true)]
+    daemon_pipeline: bool,
 }
 
 /// `--fridge`: UPF + fridge against the UPF alone, alternating rounds in one session.
@@ -245,11 +260,12 @@ struct Feed {
 }
 
 impl Feed {
-    /// The feed of the (one) worker: takes the frames out of `cell`.
-    fn new(cell: &std::sync::Mutex<Option<Vec<Vec<u8>>>>, r: &mut Reasons) -> Self {
+    /// The feed of worker `w`: its own copy of the frames, starting `w` frames in (workers
+    /// do not walk the sessions in lock step).
+    fn new(frames: &[Vec<u8>], w: usize, r: &mut Reasons) -> Self {
         Feed {
-            frames: cell.lock().expect("once").take().expect("one worker"),
-            next: 0,
+            frames: frames.to_vec(),
+            next: w % frames.len(),
             bad: r.register("feed_refill_failed"),
         }
     }
@@ -325,6 +341,10 @@ struct Measured {
     pps: f64,
     allocs: u64,
     drops: Vec<(String, u64)>,
+    /// Packets handed to another worker, and packets received from the ports, over the
+    /// whole run (warm-up included).
+    handed_off: u64,
+    rx: u64,
 }
 
 fn parse_case(s: &str) -> (Option<Dir>, usize, usize) {
@@ -378,30 +398,53 @@ fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
     let stats = Arc::new(UpfStats::new(slots));
     let routes = Publisher::new(upf_support::routes());
     let ucfg = upf_config(slots);
-    let mut pre = Preloaded::inject(backend, &fr, a.inject);
-    let cfg = net_ring::one_worker(a.core, a.burst, false);
-    let fr_cell = std::sync::Mutex::new(Some(fr));
+    let workers = a.workers.max(1);
+    let mut pre = Preloaded::inject_workers(backend, &fr, a.inject, workers);
+    let cfg = if workers == 1 {
+        net_ring::one_worker(a.core, a.burst, false)
+    } else {
+        net_ring::workers_on(&(0..workers).collect::<Vec<_>>(), a.burst)
+    };
+    // The daemon's order (control/src/daemon.rs): classify, steer with 2+ workers, the UPF
+    // reading the record.
+    let daemon = a.daemon_pipeline || workers > 1;
     let run = runtime::start(
         &mut pre,
-        &|_w: usize, r: &mut Reasons| {
-            let feed = Feed::new(&fr_cell, r);
-            let second: Box<dyn Stage<_>> = match dir {
-                Some(_) => Box::new(Upf::new(
-                    tables.reader(),
-                    routes.reader(),
-                    PORT_MACS.to_vec(),
-                    ucfg.clone(),
-                    stats.clone(),
-                    r,
-                )),
-                None => Box::new(Cross),
+        &|w: usize, r: &mut Reasons| {
+            let mut stages: Vec<Box<dyn Stage<_>>> = vec![Box::new(Feed::new(&fr, w, r))];
+            let Some(_) = dir else {
+                stages.push(Box::new(Cross));
+                return Pipeline::new(stages);
             };
-            let mut stages: Vec<Box<dyn Stage<_>>> = vec![Box::new(feed), second];
-            if with_fridge {
-                // As the daemon places it: after the main stage, on every packet sent.
+            let upf = Upf::new(
+                tables.reader(),
+                routes.reader(),
+                PORT_MACS.to_vec(),
+                ucfg.clone(),
+                stats.clone(),
+                r,
+            );
+            // As the daemon places the fridge: after the main stage, on every packet sent.
+            let fridge = |w: usize| -> Box<dyn Stage<_>> {
                 let publ = Arc::new(WorkerPub::new(&fridge_spec));
-                let st = FridgeStage::new(&fridge_spec, 0, publ).expect("valid spec");
-                stages.push(Box::new(OnEgress::new(&[0, 1], st)));
+                let st = FridgeStage::new(&fridge_spec, w, publ).expect("valid spec");
+                Box::new(OnEgress::new(&[0, 1], st))
+            };
+            if !daemon {
+                stages.push(Box::new(upf));
+                if with_fridge {
+                    stages.push(fridge(w));
+                }
+                return Pipeline::new(stages);
+            }
+            stages.push(Box::new(Classify::new()));
+            if workers > 1 {
+                let resume_at = u8::try_from(stages.len() + 1).expect("few stages");
+                stages.push(Box::new(Steer::new(workers, resume_at)));
+            }
+            stages.push(Box::new(upf.after_classifier()));
+            if with_fridge {
+                stages.push(fridge(w));
             }
             Pipeline::new(stages)
         },
@@ -416,12 +459,19 @@ fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
         pps,
         allocs,
         drops: drops_by_reason(&names, &c.drops),
+        handed_off: c.handed_off,
+        rx: c.rx_pkts.iter().sum(),
     }
 }
 
 /// One round of our side in a fresh process (vdev ports cannot be re-probed in a process).
 fn ours_child(a: &Args, case: &str) -> Result<Measured, String> {
-    let out = run_self([
+    ours_child_with(a, case, 1, false)
+}
+
+/// [`ours_child`] with `workers` workers, and the daemon's pipeline when `daemon`.
+fn ours_child_with(a: &Args, case: &str, workers: usize, daemon: bool) -> Result<Measured, String> {
+    let mut args: Vec<String> = [
         "--case",
         case,
         "--seconds",
@@ -432,19 +482,38 @@ fn ours_child(a: &Args, case: &str) -> Result<Measured, String> {
         &a.burst.to_string(),
         "--inject",
         &a.inject.to_string(),
-    ])?;
+        "--workers",
+        &workers.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if daemon {
+        args.push("--daemon-pipeline".into());
+    }
+    let out = run_self(&args)?;
     let text = String::from_utf8_lossy(&out.stdout);
     let mut it = text.split_whitespace();
     let pps = it.next().and_then(|x| x.parse().ok());
     let allocs = it.next().and_then(|x| x.parse().ok());
+    let handed_off = it.next().and_then(|x| x.parse().ok());
+    let rx = it.next().and_then(|x| x.parse().ok());
     let drops = it
         .filter_map(|d| {
             let (n, c) = d.split_once('=')?;
             Some((n.to_string(), c.parse().ok()?))
         })
         .collect();
-    match (pps, allocs) {
-        (Some(pps), Some(allocs)) if out.status.success() => Ok(Measured { pps, allocs, drops }),
+    match (pps, allocs, handed_off, rx) {
+        (Some(pps), Some(allocs), Some(handed_off), Some(rx)) if out.status.success() => {
+            Ok(Measured {
+                pps,
+                allocs,
+                drops,
+                handed_off,
+                rx,
+            })
+        }
         _ => Err(child_failed("our child run", &out)),
     }
 }
@@ -466,8 +535,8 @@ fn testpmd(a: &Args, frame_len: usize, round: usize) -> Result<f64, String> {
 }
 
 /// The backend of a child run (more memory than testpmd's: 100k sessions' tables).
-fn child_backend() -> DpdkBackend {
-    net_ring::backend(1024)
+fn child_backend(workers: usize) -> DpdkBackend {
+    net_ring::backend_for(1024, workers.max(1))
 }
 
 fn main() {
@@ -481,9 +550,20 @@ fn main() {
         return;
     }
     if let Some(case) = &a.case {
-        let m = ours(child_backend(), &a, case);
+        let m = ours(child_backend(a.workers), &a, case);
         let drops: Vec<String> = m.drops.iter().map(|(n, d)| format!("{n}={d}")).collect();
-        println!("{} {} {}", m.pps, m.allocs, drops.join(" "));
+        println!(
+            "{} {} {} {} {}",
+            m.pps,
+            m.allocs,
+            m.handed_off,
+            m.rx,
+            drops.join(" ")
+        );
+        return;
+    }
+    if a.workers > 1 {
+        workers_mode(&a);
         return;
     }
     let mut cases = vec![];
@@ -559,6 +639,85 @@ fn main() {
 /// A Session Establishment Request for UE `k` of the load: UL PDR (F-TEID CHOOSE, the UPF
 /// allocates), DL PDR on the UE's own IPv4 address, N6 and N3 FARs, a QER with MBR and a
 /// volume URR (TS 29.244 section 7.5.2).
+/// `--workers N`: the daemon's pipeline with N workers against one worker, alternating
+/// rounds per case; see [`Args::workers`].
+fn workers_mode(a: &Args) {
+    let n = a.workers;
+    let mut cases = vec![];
+    let mut all_ok = true;
+    for s in &a.sessions {
+        for dir in &a.dirs {
+            for size in &a.sizes {
+                let case = format!("{dir},{size},{s}");
+                let (mut one, mut many, mut frac) = (vec![], vec![], vec![]);
+                let mut drops: Vec<(String, u64)> = vec![];
+                let mut allocs = 0;
+                for round in 0..a.rounds {
+                    let run =
+                        |w: usize| ours_child_with(a, &case, w, true).unwrap_or_else(|e| fail(&e));
+                    let (m1, mn) = if round % 2 == 0 {
+                        let m1 = run(1);
+                        (m1, run(n))
+                    } else {
+                        let mn = run(n);
+                        (run(1), mn)
+                    };
+                    let f = mn.handed_off as f64 / mn.rx.max(1) as f64;
+                    eprintln!(
+                        "{case} round {round}: 1 worker {:.2} Mpps | {n} workers {:.2} Mpps, {:.1} % handed off (drops {:?})",
+                        m1.pps / 1e6,
+                        mn.pps / 1e6,
+                        100.0 * f,
+                        mn.drops
+                    );
+                    allocs += m1.allocs + mn.allocs;
+                    drops.extend(m1.drops);
+                    drops.extend(mn.drops);
+                    one.push(m1.pps);
+                    many.push(mn.pps);
+                    frac.push(f);
+                }
+                let pairs = pair_ratios(&many, &one);
+                all_ok &= drops.is_empty() && allocs == 0;
+                cases.push(serde_json::json!({
+                    "direction": dir,
+                    "inner_bytes": size,
+                    "sessions": s,
+                    "one_worker_mpps": mpps(&one),
+                    "workers_mpps": mpps(&many),
+                    "handed_off_fraction": frac,
+                    "ratio_median_of_round_pairs": median(&pairs),
+                    "round_pair_ratios": pairs,
+                    "drops": drops,
+                    "heap_allocations_in_measurement_windows": allocs,
+                }));
+            }
+        }
+    }
+    let result = serde_json::json!({
+        "what": format!("the daemon's UPF pipeline with {n} workers vs 1 worker, net_ring0/net_ring1, alternating rounds"),
+        "ours": "rx -> feed (next pre-generated frame, one per session) -> classify -> steer (N workers: by UE, hand-off over SPSC rings) -> Upf (reads the record) -> tx; each worker polls and sends on its own queue of both ports (a net_ring queue loops back to itself)",
+        "workers": n,
+        "one_worker_core": a.core,
+        "worker_cores": (0..n).collect::<Vec<_>>(),
+        "burst": a.burst,
+        "inject_per_port_per_worker": a.inject,
+        "seconds_per_round": a.seconds,
+        "rounds": a.rounds,
+        "cases": cases,
+        "all_forwarded_zero_allocations": all_ok,
+        "machine": format!(
+            "{} cores (shared with other engineers' builds; with 2 workers on 2 cores the EAL main thread, the measuring thread and everything else share them), {}",
+            report::cores(),
+            report::cpu_model().unwrap_or_default()
+        ),
+        "dpdk": "Debian libdpdk 22.11",
+    });
+    if let Err(e) = report::print_and_write(&result, Some(a.workers_out.as_ref())) {
+        eprintln!("{e}");
+    }
+}
+
 fn est_request(seq: u32, k: u32) -> Vec<u8> {
     use peregrine_pfcp::ie::{ie_type as t, FTeid, Ie, OuterHeaderRemoval, UeIpAddress};
     // A pool disjoint from the static synthetic sessions (10.45/16 onwards).
@@ -701,13 +860,12 @@ fn n4_mode(a: &Args, n: usize) {
     // One worker forwarding uplink traffic of the static sessions (as the forwarding test).
     let fr = frames(Dir::Ul, size, statics);
     // At most one of each frame in flight, as many as `--inject` allows.
-    let mut pre = Preloaded::inject(child_backend(), &fr, fr.len().min(a.inject));
+    let mut pre = Preloaded::inject(child_backend(1), &fr, fr.len().min(a.inject));
     let cfg = net_ring::one_worker(a.core, a.burst, false);
-    let fr_cell = std::sync::Mutex::new(Some(fr));
     let run = runtime::start(
         &mut pre,
-        &|_w: usize, r: &mut Reasons| {
-            let feed = Feed::new(&fr_cell, r);
+        &|w: usize, r: &mut Reasons| {
+            let feed = Feed::new(&fr, w, r);
             Pipeline::new(vec![
                 Box::new(feed),
                 Box::new(Upf::new(

@@ -12,6 +12,13 @@ use std::time::{Duration, Instant};
 /// A DPDK backend on `net_ring0` and `net_ring1` (EAL main lcore 0, no hugepages, `mem_mb`
 /// megabytes), one worker's mbuf pool.
 pub fn backend(mem_mb: u32) -> DpdkBackend {
+    backend_for(mem_mb, 1)
+}
+
+/// [`backend`] for `workers` workers: a queue pair per worker on each port (a `net_ring`
+/// port loops its tx queue `q` back to its rx queue `q`, so each worker's packets come back
+/// to it unless a stage hands them to another) and an mbuf pool per worker.
+pub fn backend_for(mem_mb: u32, workers: usize) -> DpdkBackend {
     let mem = mem_mb.to_string();
     let cfg = DpdkConfig {
         eal_args: [
@@ -34,7 +41,7 @@ pub fn backend(mem_mb: u32) -> DpdkBackend {
             DpdkPortConfig::new("r0", "net_ring0"),
             DpdkPortConfig::new("r1", "net_ring1"),
         ],
-        workers: 1,
+        workers,
         mbufs_per_worker: 8191,
         mbuf_cache: 256,
         data_room: DpdkConfig::DEFAULT_DATA_ROOM,
@@ -46,14 +53,14 @@ pub fn backend(mem_mb: u32) -> DpdkBackend {
 /// starts: hands the runtime the I/O the harness took to inject the first packets.
 pub struct Preloaded {
     inner: DpdkBackend,
-    io: Option<<DpdkBackend as Backend>::Io>,
+    io: Vec<Option<<DpdkBackend as Backend>::Io>>,
 }
 
 impl std::fmt::Debug for Preloaded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Preloaded")
             .field("ports", &self.inner.ports().len())
-            .field("io_taken", &self.io.is_none())
+            .field("io_taken", &self.io.iter().filter(|i| i.is_none()).count())
             .finish()
     }
 }
@@ -61,21 +68,36 @@ impl std::fmt::Debug for Preloaded {
 impl Preloaded {
     /// Sends `count` frames on each of ports 0 and 1 (cycling over `frames`, which must not
     /// be empty); the rings loop them back as the worker's first input.
-    pub fn inject<F: AsRef<[u8]>>(mut backend: DpdkBackend, frames: &[F], count: usize) -> Self {
-        let mut io = backend.worker_io(0);
-        for port in 0..2u16 {
-            let mut b = Burst::new();
-            for k in 0..count {
-                let mut m = io.alloc().expect("mbuf");
-                let f = frames[k % frames.len()].as_ref();
-                m.append(f.len()).expect("room").copy_from_slice(f);
-                b.push(m);
+    pub fn inject<F: AsRef<[u8]>>(backend: DpdkBackend, frames: &[F], count: usize) -> Self {
+        Self::inject_workers(backend, frames, count, 1)
+    }
+
+    /// [`Preloaded::inject`] for `workers` workers: `count` frames on each port's queue of
+    /// each worker, worker `w` starting `w * count` frames further into `frames`.
+    pub fn inject_workers<F: AsRef<[u8]>>(
+        mut backend: DpdkBackend,
+        frames: &[F],
+        count: usize,
+        workers: usize,
+    ) -> Self {
+        let mut ios = Vec::with_capacity(workers);
+        for w in 0..workers {
+            let mut io = backend.worker_io(w);
+            for port in 0..2u16 {
+                let mut b = Burst::new();
+                for k in 0..count {
+                    let mut m = io.alloc().expect("mbuf");
+                    let f = frames[(w * count + k) % frames.len()].as_ref();
+                    m.append(f.len()).expect("room").copy_from_slice(f);
+                    b.push(m);
+                }
+                io.tx_burst(port, w as u16, &mut b);
             }
-            io.tx_burst(port, 0, &mut b);
+            ios.push(Some(io));
         }
         Self {
             inner: backend,
-            io: Some(io),
+            io: ios,
         }
     }
 
@@ -90,8 +112,8 @@ impl Backend for Preloaded {
     fn ports(&self) -> &[PortInfo] {
         self.inner.ports()
     }
-    fn worker_io(&mut self, _worker: usize) -> Self::Io {
-        self.io.take().expect("one worker")
+    fn worker_io(&mut self, worker: usize) -> Self::Io {
+        self.io[worker].take().expect("each worker's I/O once")
     }
     fn port_stats(&self, port: PortId) -> PortStats {
         self.inner.port_stats(port)
@@ -116,6 +138,24 @@ pub fn one_worker(core: usize, burst: usize, egress: bool) -> RuntimeConfig {
         } else {
             Vec::new()
         },
+    }
+}
+
+/// `cores.len()` workers, worker `w` pinned to `cores[w]` polling and sending on queue `w`
+/// of both ports (no egress scheduler).
+pub fn workers_on(cores: &[usize], burst: usize) -> RuntimeConfig {
+    RuntimeConfig {
+        workers: cores
+            .iter()
+            .enumerate()
+            .map(|(w, &core)| WorkerSpec {
+                id: w,
+                core: Some(core),
+                rx_queues: vec![(0, w as u16), (1, w as u16)],
+                tx_queue: w as u16,
+            })
+            .collect(),
+        ..one_worker(cores[0], burst, false)
     }
 }
 

@@ -27,4 +27,5 @@ pub fn all(data: &[u8]) {
     crate::ioam::fuzz(data);
     crate::int::fuzz(data);
     crate::dta::fuzz(data);
+    crate::roce::fuzz(data);
 }

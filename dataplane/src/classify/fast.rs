@@ -1,0 +1,243 @@
+//! The classifier's fast path: the frame shapes a UPF forwards nearly all the time, read
+//! with fixed offsets and no per-field error paths. Untagged Ethernet; IPv4 without options
+//! or fragmentation (outer header checksum verified) or IPv6 without extension headers;
+//! TCP, UDP, ICMP (over IPv4) or ICMPv6 (over IPv6); and for UDP to port 2152 a G-PDU whose
+//! GTP-U header has no optional fields or only the E flag with one PDU Session Container
+//! (UL, or DL without optional fields: TS 38.415 section 5.5.2), carrying such an inner
+//! packet.
+//!
+//! It answers `false` for anything else, and the general parser (`super::classify_general`)
+//! takes the frame: the fast path never decides an error or an unusual case, so its result,
+//! when it gives one, is the general parser's (`tests::fast_path_agrees_with_general`
+//! checks this on mutated frames).
+
+use super::{flags, flow_hash, PacketMeta, FIRST_FRAGMENT, HAS_QFI};
+use peregrine_wire::ethernet::ethertype;
+use peregrine_wire::gtpu;
+use peregrine_wire::ipv4::ip_protocol;
+
+/// One IP header's facts as the fast path read them.
+struct Ip {
+    v6: bool,
+    src: u128,
+    dst: u128,
+    proto: u8,
+    l3: usize,
+    l4: usize,
+    /// Ports, for TCP / UDP.
+    ports: (u16, u16),
+}
+
+#[inline(always)]
+fn be16(d: &[u8], i: usize) -> u16 {
+    u16::from_be_bytes([d[i], d[i + 1]])
+}
+
+#[inline(always)]
+fn be32(d: &[u8], i: usize) -> u32 {
+    u32::from_be_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]])
+}
+
+#[inline(always)]
+fn be128(d: &[u8], i: usize) -> u128 {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&d[i..i + 16]);
+    u128::from_be_bytes(a)
+}
+
+/// Whether the 20-byte IPv4 header `h` has a correct checksum (RFC 1071: the one's
+/// complement sum of its 16-bit words is 0xffff). 32-bit words folded to 16 bits give the
+/// same one's complement sum as 16-bit words.
+#[inline(always)]
+fn ipv4_checksum_ok(h: &[u8; 20]) -> bool {
+    let mut s = 0u64;
+    for i in (0..20).step_by(4) {
+        s += u64::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+    }
+    s = (s & 0xffff_ffff) + (s >> 32);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    s == 0xffff
+}
+
+/// The IP packet at `l3` of `d[..end]`, if it has the fast shape; `outer` verifies an IPv4
+/// checksum. Returns the packet's facts and its end.
+#[inline(always)]
+fn ip(d: &[u8], l3: usize, end: usize, v6: bool, outer: bool) -> Option<(Ip, usize)> {
+    let (src, dst, proto, l4, pend) = if v6 {
+        if l3 + 40 > end || d[l3] >> 4 != 6 {
+            return None;
+        }
+        let pend = l3 + 40 + usize::from(be16(d, l3 + 4));
+        let nh = d[l3 + 6];
+        if pend > end
+            || !matches!(
+                nh,
+                ip_protocol::TCP | ip_protocol::UDP | ip_protocol::IPV6_ICMP
+            )
+        {
+            return None;
+        }
+        (be128(d, l3 + 8), be128(d, l3 + 24), nh, l3 + 40, pend)
+    } else {
+        let h: &[u8; 20] = d.get(l3..l3 + 20)?.try_into().ok()?;
+        if l3 + 20 > end || h[0] != 0x45 {
+            return None;
+        }
+        let pend = l3 + usize::from(be16(h, 2));
+        // Any fragment (MF or an offset) goes to the general path.
+        if pend < l3 + 20 || pend > end || be16(h, 6) & 0x3fff != 0 {
+            return None;
+        }
+        if outer && !ipv4_checksum_ok(h) {
+            return None;
+        }
+        let proto = h[9];
+        if !matches!(
+            proto,
+            ip_protocol::TCP | ip_protocol::UDP | ip_protocol::ICMP
+        ) {
+            return None;
+        }
+        (
+            u128::from(be32(h, 12)),
+            u128::from(be32(h, 16)),
+            proto,
+            l3 + 20,
+            pend,
+        )
+    };
+    let l4len = pend - l4;
+    let ports = match proto {
+        ip_protocol::UDP => {
+            if l4len < 8 {
+                return None;
+            }
+            let ulen = usize::from(be16(d, l4 + 4));
+            if ulen < 8 || ulen > l4len {
+                return None;
+            }
+            (be16(d, l4), be16(d, l4 + 2))
+        }
+        ip_protocol::TCP => {
+            if l4len < 20 {
+                return None;
+            }
+            let hl = usize::from(d[l4 + 12] >> 4) * 4;
+            if hl < 20 || hl > l4len {
+                return None;
+            }
+            (be16(d, l4), be16(d, l4 + 2))
+        }
+        // ICMP / ICMPv6: type, code, checksum.
+        _ => {
+            if l4len < 4 {
+                return None;
+            }
+            (0, 0)
+        }
+    };
+    Some((
+        Ip {
+            v6,
+            src,
+            dst,
+            proto,
+            l3,
+            l4,
+            ports,
+        },
+        pend,
+    ))
+}
+
+/// Classify `d` into `m` if it has a fast shape (see the module docs); `false` leaves `m`
+/// untouched for the general parser.
+#[inline]
+pub(super) fn classify_fast(d: &[u8], m: &mut PacketMeta) -> bool {
+    if d.len() < 14 + 20 || d.len() > usize::from(u16::MAX) {
+        return false;
+    }
+    let v6 = match be16(d, 12) {
+        ethertype::IPV4 => false,
+        ethertype::IPV6 => true,
+        _ => return false,
+    };
+    let Some((outer, _)) = ip(d, 14, d.len(), v6, true) else {
+        return false;
+    };
+    let mut out = PacketMeta {
+        l3_off: 14,
+        l4_off: outer.l4 as u16,
+        flags: flags::CLASSIFIED | flags::L4 | if v6 { flags::OUTER_V6 } else { 0 },
+        ..PacketMeta::EMPTY
+    };
+    let mut flow = outer;
+    if flow.proto == ip_protocol::UDP && flow.ports.1 == gtpu::PORT {
+        let l4 = flow.l4;
+        let g = l4 + 8;
+        let uend = l4 + usize::from(be16(d, l4 + 4));
+        if g + 8 > uend || d[g + 1] != gtpu::msg_type::G_PDU {
+            return false;
+        }
+        let gend = g + 8 + usize::from(be16(d, g + 2));
+        if gend > uend {
+            return false;
+        }
+        let teid = be32(d, g + 4);
+        let (hlen, qfi) = match d[g] {
+            0x30 => (8, None),
+            0x34 => {
+                if g + 12 > gend {
+                    return false;
+                }
+                match d[g + 11] {
+                    0 => (12, None),
+                    gtpu::ext_type::PDU_SESSION_CONTAINER => {
+                        // One 4-byte container: length 1, two content octets, next type 0.
+                        if g + 16 > gend || d[g + 12] != 1 || d[g + 15] != 0 {
+                            return false;
+                        }
+                        let (o1, o2) = (d[g + 13], d[g + 14]);
+                        match o1 >> 4 {
+                            // UL PDU SESSION INFORMATION.
+                            1 => (16, Some(o2 & 0x3f)),
+                            // DL PDU SESSION INFORMATION without PPI, timestamp or SNs.
+                            0 if o1 & 0x0f == 0 && o2 & 0x80 == 0 => (16, Some(o2 & 0x3f)),
+                            _ => return false,
+                        }
+                    }
+                    _ => return false,
+                }
+            }
+            _ => return false,
+        };
+        let il3 = g + hlen;
+        let iv6 = match d.get(il3).map(|b| b >> 4) {
+            Some(4) => false,
+            Some(6) => true,
+            _ => return false,
+        };
+        let Some((inner, _)) = ip(d, il3, gend, iv6, false) else {
+            return false;
+        };
+        out.flags |= flags::GPDU;
+        out.teid = teid;
+        if let Some(q) = qfi {
+            out.qfi = q;
+            out.flags |= HAS_QFI;
+        }
+        flow = inner;
+    }
+    out.inner_l3_off = flow.l3 as u16;
+    out.inner_l4_off = flow.l4 as u16;
+    out.proto = flow.proto;
+    if flow.v6 {
+        out.flags |= flags::INNER_V6;
+    }
+    out.flow_hash = flow_hash(flow.src, flow.dst, flow.ports.0, flow.ports.1, flow.proto);
+    debug_assert_eq!(out.flags & (flags::FRAGMENT | FIRST_FRAGMENT), 0);
+    *m = out;
+    true
+}

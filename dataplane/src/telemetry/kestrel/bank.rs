@@ -1,0 +1,197 @@
+//! One window's state of one worker's tap (a *bank*): the sketches, the 3GPP-PM per-QFI
+//! counters and, for calibrating QIDs, the fine histograms. The worker owns its active bank
+//! outright (plain stores, no atomics); at the window edge the whole bank moves to the
+//! control side (`super::tap`).
+
+use super::edges::{fine_bin, EdgeSet, FINE_BINS};
+use super::layout::{bin, Bucket, Layout, DIRS, MAX_QIDS, MAX_ROWS};
+
+/// QFIs are 6 bits (TS 38.415 section 5.5.3.3).
+pub const QFIS: usize = 64;
+
+/// 3GPP-PM counters of one (direction, QFI) in a window (TS 28.552 section 5.4: packets,
+/// bytes and mean delay per QFI). Drops are counted by the UPF, not here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pm {
+    pub packets: u64,
+    pub bytes: u64,
+    /// Sum of queue sojourn times, ns (mean delay = sum / packets).
+    pub sojourn_sum_ns: u64,
+}
+
+/// One packet as the kernel sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    /// 0 uplink, 1 downlink.
+    pub dir: usize,
+    pub qid: usize,
+    pub teid: u32,
+    pub qfi: u8,
+    /// Inner IP length, bytes.
+    pub len: u32,
+    /// 0 green, 1 yellow, 2 red.
+    pub colour: u8,
+    pub sojourn_ns: u32,
+    /// Dequeue time, ns on the worker clock (for inter-arrival times).
+    pub t_ns: u64,
+}
+
+/// One window's counters (see the module doc).
+#[derive(Debug, Clone)]
+pub struct Bank {
+    /// Window sequence number: `window start / window length`.
+    pub seq: u64,
+    /// Version of the edges every packet of this bank was binned with.
+    pub edges_version: u64,
+    /// Index of the tap (worker x port) that filled it.
+    pub source: u32,
+    /// `Layout::bank_len` buckets: `[dir][qid][row][column]`.
+    pub buckets: Vec<Bucket>,
+    /// `[dir][qid]`: packets of calibrating QIDs, binned finely: `[latency | iat][FINE_BINS]`.
+    pub fine: Vec<u32>,
+    /// `[dir][qfi]`: 3GPP-PM counters.
+    pub pm: Vec<Pm>,
+    /// Packets recorded in the sketches.
+    pub packets: u64,
+    /// Packets skipped: no direction or a QID beyond the layout.
+    pub skipped: u64,
+    /// Whether anything was recorded since the bank was zeroed.
+    pub dirty: bool,
+}
+
+impl Bank {
+    /// A zeroed bank for `layout` (allocates: control side only).
+    pub fn new(layout: &Layout) -> Bank {
+        Bank {
+            seq: 0,
+            edges_version: 0,
+            source: 0,
+            buckets: vec![Bucket::ZERO; layout.bank_len()],
+            fine: vec![0; DIRS * layout.qids * 2 * FINE_BINS],
+            pm: vec![Pm::default(); DIRS * QFIS],
+            packets: 0,
+            skipped: 0,
+            dirty: false,
+        }
+    }
+
+    /// A bank with no buckets (a placeholder; records nothing).
+    pub fn empty() -> Bank {
+        Bank {
+            seq: 0,
+            edges_version: 0,
+            source: 0,
+            buckets: Vec::new(),
+            fine: Vec::new(),
+            pm: Vec::new(),
+            packets: 0,
+            skipped: 0,
+            dirty: false,
+        }
+    }
+
+    /// Zero every counter (the control side, before handing the bank back).
+    pub fn clear(&mut self) {
+        self.buckets.fill(Bucket::ZERO);
+        self.fine.fill(0);
+        self.pm.fill(Pm::default());
+        self.packets = 0;
+        self.skipped = 0;
+        self.dirty = false;
+    }
+
+    /// The fine histograms of (dir, qid): latency then inter-arrival.
+    pub fn fine_of(&self, dir: usize, qid: usize) -> (&[u32], &[u32]) {
+        let base = (dir * (self.fine.len() / (DIRS * 2 * FINE_BINS)) + qid) * 2 * FINE_BINS;
+        let s = &self.fine[base..base + 2 * FINE_BINS];
+        s.split_at(FINE_BINS)
+    }
+}
+
+/// The per-packet kernel's fixed state: the layout in registers-friendly form and every
+/// bucket's last-seen time, which outlives windows.
+#[derive(Debug, Clone)]
+pub struct Sketcher {
+    qids: usize,
+    rows: usize,
+    bits: u32,
+    width: usize,
+    seeds: [u64; MAX_QIDS],
+    /// Last-seen time of every bucket, `[dir][qid][row][column]`, ns; 0 = never seen.
+    last_seen: Vec<u64>,
+}
+
+impl Sketcher {
+    pub fn new(layout: &Layout) -> Sketcher {
+        let mut seeds = [0; MAX_QIDS];
+        seeds[..layout.qids].copy_from_slice(&layout.seeds);
+        Sketcher {
+            qids: layout.qids,
+            rows: layout.rows,
+            bits: layout.index_bits(),
+            width: layout.width,
+            seeds,
+            last_seen: vec![0; layout.bank_len()],
+        }
+    }
+
+    /// Record one packet in `bank` with `edges` (Kestrel section III-C "Packet updates"):
+    /// per row, packets and bytes, the colour, the latency bin of the sojourn, and the
+    /// inter-arrival bin of `t - last_seen` (none the first time a bucket sees a packet),
+    /// then last-seen := t. No allocation, no branch on data but the first-seen test.
+    #[inline]
+    pub fn record(&mut self, bank: &mut Bank, edges: &EdgeSet, s: &Sample) {
+        if s.dir >= DIRS || s.qid >= self.qids {
+            bank.skipped += 1;
+            return;
+        }
+        let e = &edges.qids[s.qid];
+        let lat_bin = bin(&e.lat, s.sojourn_ns);
+        let mut cols = [0usize; MAX_ROWS];
+        super::layout::split(
+            super::layout::hash(self.seeds[s.qid], s.teid, s.qfi),
+            self.rows,
+            self.bits,
+            &mut cols,
+        );
+        let base = (s.dir * self.qids + s.qid) * self.rows * self.width;
+        let colour = usize::from(s.colour.min(2));
+        let calibrating = edges.calibrating[s.qid];
+        for (row, &c) in cols.iter().enumerate().take(self.rows) {
+            let i = base + row * self.width + c;
+            let b = &mut bank.buckets[i];
+            b.packets += 1;
+            b.bytes += u64::from(s.len);
+            b.colour[colour] += 1;
+            b.lat[lat_bin] += 1;
+            let last = std::mem::replace(&mut self.last_seen[i], s.t_ns.max(1));
+            if last != 0 {
+                let iat = u32::try_from(s.t_ns.saturating_sub(last)).unwrap_or(u32::MAX);
+                b.iat[bin(&e.iat, iat)] += 1;
+                if calibrating && row == 0 {
+                    self.calibrate(bank, s, None, Some(iat));
+                }
+            }
+        }
+        if calibrating {
+            self.calibrate(bank, s, Some(s.sojourn_ns), None);
+        }
+        let pm = &mut bank.pm[s.dir * QFIS + usize::from(s.qfi & 63)];
+        pm.packets += 1;
+        pm.bytes += u64::from(s.len);
+        pm.sojourn_sum_ns += u64::from(s.sojourn_ns);
+        bank.packets += 1;
+        bank.dirty = true;
+    }
+
+    #[cold]
+    fn calibrate(&self, bank: &mut Bank, s: &Sample, lat: Option<u32>, iat: Option<u32>) {
+        let base = (s.dir * self.qids + s.qid) * 2 * FINE_BINS;
+        if let Some(v) = lat {
+            bank.fine[base + fine_bin(v)] += 1;
+        }
+        if let Some(v) = iat {
+            bank.fine[base + FINE_BINS + fine_bin(v)] += 1;
+        }
+    }
+}

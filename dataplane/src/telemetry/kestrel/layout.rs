@@ -1,0 +1,271 @@
+//! The sketch layout (Kestrel section III-C): per direction and egress queue (QID) one
+//! Count-Min sketch of `rows` x `width` enriched buckets, keyed by (TEID, QFI).
+
+/// Bins of each histogram (the seed's 8-bin latency and inter-arrival histograms).
+pub const BINS: usize = 8;
+/// Edges between the bins: bin `k` holds values in `[edge[k-1], edge[k])` (ns).
+pub const EDGES: usize = BINS - 1;
+/// Most egress queues a sketch set covers (the UPF's QIDs are 0..8).
+pub const MAX_QIDS: usize = 8;
+/// Most rows (d) of one sketch.
+pub const MAX_ROWS: usize = 8;
+/// Directions a bank keeps apart: uplink (index 0) and downlink (index 1).
+pub const DIRS: usize = 2;
+/// Longest window the counter widths are sized for (see [`Bucket`]).
+pub const MAX_WINDOW_NS: u64 = 10_000_000_000;
+
+/// One enriched Count-Min bucket: the counters of one window, 128 bytes (two cache lines,
+/// aligned to a line pair so a bucket never straddles a third line).
+///
+/// Widths: at 100 Gbit/s with minimum-size Ethernet frames (84 bytes on the wire) a queue
+/// dequeues at most 148.8 Mpps, so in the longest window ([`MAX_WINDOW_NS`], 10 s) every
+/// per-packet counter stays below 1.49e9 < 2^32; bytes reach 1.25e11 > 2^32 and get 64 bits.
+/// The bucket's last-seen time is not here: it outlives the window and stays with the
+/// worker (`KestrelTap`), so a bank is exactly one window's counters and can be zeroed.
+///
+/// ```text
+///  0       8       12      16      20      24                      56      64
+///  | bytes | pkts  | green | yellow| red   | lat[0..8] (u32 each)  | pad   |
+///  64                              96                              128
+///  | iat[0..8] (u32 each)          | pad                           |
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C, align(128))]
+pub struct Bucket {
+    pub bytes: u64,
+    pub packets: u32,
+    /// TrTCM colours: green, yellow, red.
+    pub colour: [u32; 3],
+    pub lat: [u32; BINS],
+    pub _pad0: [u32; 2],
+    pub iat: [u32; BINS],
+    pub _pad1: [u32; 8],
+}
+
+const _: () = assert!(std::mem::size_of::<Bucket>() == 128);
+
+impl Bucket {
+    pub const ZERO: Bucket = Bucket {
+        bytes: 0,
+        packets: 0,
+        colour: [0; 3],
+        lat: [0; BINS],
+        _pad0: [0; 2],
+        iat: [0; BINS],
+        _pad1: [0; 8],
+    };
+}
+
+impl Default for Bucket {
+    fn default() -> Self {
+        Bucket::ZERO
+    }
+}
+
+/// Why a layout is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    #[error("qids must be 1..={MAX_QIDS}, not {0}")]
+    Qids(usize),
+    #[error("rows (d) must be 1..={MAX_ROWS}, not {0}")]
+    Rows(usize),
+    #[error("width (w) must be a power of two in 2..=65536, not {0}")]
+    Width(usize),
+    #[error("rows x log2(width) = {0} bits: one 64-bit hash gives at most 64")]
+    HashBits(u32),
+    #[error("{got} seeds for {qids} QIDs: one seed per QID")]
+    Seeds { got: usize, qids: usize },
+}
+
+/// Shape of the sketches and their hash seeds: what an export carries so a reader (and the
+/// P4 twin) computes the same bucket indices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub qids: usize,
+    pub rows: usize,
+    pub width: usize,
+    /// One hash seed per QID.
+    pub seeds: Vec<u64>,
+}
+
+impl Layout {
+    /// The seed's configuration (d = 3, w = 512, 8 QIDs) with [`default_seeds`].
+    pub fn paper() -> Layout {
+        Layout::new(8, 3, 512, default_seeds(8)).expect("valid")
+    }
+
+    pub fn new(
+        qids: usize,
+        rows: usize,
+        width: usize,
+        seeds: Vec<u64>,
+    ) -> Result<Layout, LayoutError> {
+        if qids == 0 || qids > MAX_QIDS {
+            return Err(LayoutError::Qids(qids));
+        }
+        if rows == 0 || rows > MAX_ROWS {
+            return Err(LayoutError::Rows(rows));
+        }
+        if !width.is_power_of_two() || !(2..=65536).contains(&width) {
+            return Err(LayoutError::Width(width));
+        }
+        let bits = rows as u32 * width.trailing_zeros();
+        if bits > 64 {
+            return Err(LayoutError::HashBits(bits));
+        }
+        if seeds.len() != qids {
+            return Err(LayoutError::Seeds {
+                got: seeds.len(),
+                qids,
+            });
+        }
+        Ok(Layout {
+            qids,
+            rows,
+            width,
+            seeds,
+        })
+    }
+
+    /// Bits of the hash each row's index takes.
+    pub fn index_bits(&self) -> u32 {
+        self.width.trailing_zeros()
+    }
+
+    /// Buckets of one (direction, QID) sketch.
+    pub fn sketch_len(&self) -> usize {
+        self.rows * self.width
+    }
+
+    /// Buckets of a bank: both directions, every QID.
+    pub fn bank_len(&self) -> usize {
+        DIRS * self.qids * self.sketch_len()
+    }
+
+    /// Index of the first bucket of sketch (dir, qid) in a bank.
+    pub fn sketch_base(&self, dir: usize, qid: usize) -> usize {
+        (dir * self.qids + qid) * self.sketch_len()
+    }
+
+    /// The `rows` bucket columns of `(teid, qfi)` in QID `qid`'s sketch.
+    #[inline]
+    pub fn columns(&self, qid: usize, teid: u32, qfi: u8, out: &mut [usize; MAX_ROWS]) {
+        split(
+            hash(self.seeds[qid], teid, qfi),
+            self.rows,
+            self.index_bits(),
+            out,
+        );
+    }
+}
+
+/// Per-QID seeds when the configuration gives none: splitmix64 of the QID.
+pub fn default_seeds(qids: usize) -> Vec<u64> {
+    (0..qids as u64)
+        .map(|q| mix(q ^ 0x6b65_7374_7265_6c00))
+        .collect()
+}
+
+/// The splitmix64 finaliser (Steele et al., "Fast splittable pseudorandom number
+/// generators"): a bijection of u64 with full avalanche.
+#[inline]
+pub const fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The key hash: `mix(seed ^ (teid << 8 | qfi))` (docs/kestrel.md "Hash").
+#[inline]
+pub const fn hash(seed: u64, teid: u32, qfi: u8) -> u64 {
+    mix(seed ^ ((teid as u64) << 8 | qfi as u64))
+}
+
+/// Row `i`'s column: bits `[i*bits, (i+1)*bits)` of the hash.
+#[inline]
+pub fn split(h: u64, rows: usize, bits: u32, out: &mut [usize; MAX_ROWS]) {
+    let mask = (1u64 << bits) - 1;
+    for (i, o) in out.iter_mut().enumerate().take(rows) {
+        *o = ((h >> (i as u32 * bits)) & mask) as usize;
+    }
+}
+
+/// The bin of `v` given ascending `edges`: the number of edges `<= v`.
+#[inline]
+pub fn bin(edges: &[u32; EDGES], v: u32) -> usize {
+    edges.iter().map(|&e| usize::from(v >= e)).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_is_two_cache_lines() {
+        assert_eq!(std::mem::size_of::<Bucket>(), 128);
+        assert_eq!(std::mem::align_of::<Bucket>(), 128);
+        assert_eq!(std::mem::offset_of!(Bucket, lat), 24);
+        assert_eq!(std::mem::offset_of!(Bucket, iat), 64);
+    }
+
+    #[test]
+    fn counter_widths_hold_a_window_at_100g() {
+        let max_pps = 100e9 / (84.0 * 8.0);
+        let per_window = max_pps * (MAX_WINDOW_NS as f64 / 1e9);
+        assert!(per_window < u32::MAX as f64, "{per_window}");
+        assert!(100e9 / 8.0 * (MAX_WINDOW_NS as f64 / 1e9) > u32::MAX as f64);
+    }
+
+    #[test]
+    fn hash_vectors_and_split() {
+        // Vectors for other implementations (the P4 twin, the docs).
+        assert_eq!(mix(0), 0xe220_a839_7b1d_cdaf);
+        let h = hash(0, 87, 2);
+        let mut c = [0; MAX_ROWS];
+        split(h, 3, 9, &mut c);
+        for (i, &x) in c.iter().enumerate().take(3) {
+            assert_eq!(x as u64, (h >> (9 * i)) & 511);
+            assert!(x < 512);
+        }
+        assert_ne!(hash(0, 87, 2), hash(1, 87, 2), "the seed matters");
+        assert_ne!(hash(0, 87, 2), hash(0, 87, 3), "the QFI matters");
+    }
+
+    #[test]
+    fn bins_follow_edges() {
+        let e = [10, 20, 30, 40, 50, 60, 70];
+        assert_eq!(bin(&e, 0), 0);
+        assert_eq!(bin(&e, 9), 0);
+        assert_eq!(bin(&e, 10), 1);
+        assert_eq!(bin(&e, 69), 6);
+        assert_eq!(bin(&e, 70), 7);
+        assert_eq!(bin(&e, u32::MAX), 7);
+    }
+
+    #[test]
+    fn layouts_are_validated() {
+        assert_eq!(
+            Layout::new(9, 3, 512, default_seeds(9)),
+            Err(LayoutError::Qids(9))
+        );
+        assert_eq!(
+            Layout::new(8, 0, 512, default_seeds(8)),
+            Err(LayoutError::Rows(0))
+        );
+        assert_eq!(
+            Layout::new(8, 3, 500, default_seeds(8)),
+            Err(LayoutError::Width(500))
+        );
+        assert_eq!(
+            Layout::new(8, 5, 65536, default_seeds(8)),
+            Err(LayoutError::HashBits(80))
+        );
+        assert_eq!(
+            Layout::new(8, 3, 512, vec![1]),
+            Err(LayoutError::Seeds { got: 1, qids: 8 })
+        );
+        let l = Layout::paper();
+        assert_eq!(l.bank_len(), 2 * 8 * 3 * 512);
+    }
+}

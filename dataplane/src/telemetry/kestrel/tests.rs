@@ -1,0 +1,308 @@
+//! The kernel and the bank exchange without the runtime: exactness of rows and queries,
+//! windows, last-seen across windows, edge versions by window.
+
+use super::*;
+use crate::meta::PacketMeta;
+use crate::runtime::{Context, Publisher, Tap};
+use crate::{OwnedBuf, PacketBuf};
+use std::collections::HashMap;
+
+fn small() -> Layout {
+    Layout::new(2, 3, 16, layout::default_seeds(2)).unwrap()
+}
+
+/// A packet with an IPv4 inner header of `len` bytes at offset 14.
+fn pkt(dir: u8, qid: u8, teid: u32, qfi: u8, len: u16, colour: u8, sojourn: u32) -> OwnedBuf {
+    let mut f = vec![0u8; 14 + 20];
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&len.to_be_bytes());
+    let mut b = OwnedBuf::from_slice(&f);
+    let m = b.pkt_meta_mut();
+    *m = PacketMeta::EMPTY;
+    m.dir = dir;
+    m.qid = qid;
+    m.teid = teid;
+    m.qfi = qfi;
+    m.color = colour;
+    m.sojourn_ns = sojourn;
+    m.inner_l3_off = 14;
+    b
+}
+
+type Truth = HashMap<(usize, usize, u32, u8), (u64, u64)>;
+
+fn check_window(w: &Window, truth: &Truth) {
+    for dir in 0..DIRS {
+        for qid in 0..w.layout.qids {
+            let keys: Vec<_> = truth
+                .iter()
+                .filter(|(k, _)| k.0 == dir && k.1 == qid)
+                .collect();
+            let (p, b) = keys.iter().fold((0, 0), |a, (_, v)| (a.0 + v.0, a.1 + v.1));
+            for row in 0..w.layout.rows {
+                let s = w.row_sum(dir, qid, row);
+                assert_eq!(
+                    (s.packets, s.bytes),
+                    (p, b),
+                    "dir {dir} qid {qid} row {row}"
+                );
+                assert_eq!(s.colour.iter().sum::<u64>(), p);
+                assert_eq!(s.lat.iter().sum::<u64>(), p);
+            }
+            for (k, v) in &keys {
+                let e = w.query(dir, qid, k.2, k.3);
+                assert!(e.packets >= v.0 && e.bytes >= v.1, "{k:?}");
+                let mut mine = [0; 8];
+                w.layout.columns(qid, k.2, k.3, &mut mine);
+                let collides = keys.iter().any(|(o, _)| {
+                    o != k && {
+                        let mut c = [0; 8];
+                        w.layout.columns(qid, o.2, o.3, &mut c);
+                        (0..w.layout.rows).all(|r| c[r] == mine[r])
+                    }
+                });
+                let alone_somewhere = (0..w.layout.rows).any(|r| {
+                    !keys.iter().any(|(o, _)| {
+                        o != k && {
+                            let mut c = [0; 8];
+                            w.layout.columns(qid, o.2, o.3, &mut c);
+                            c[r] == mine[r]
+                        }
+                    })
+                });
+                if alone_somewhere {
+                    assert_eq!((e.packets, e.bytes), **v, "{k:?} has a row to itself");
+                }
+                let _ = collides;
+            }
+        }
+    }
+}
+
+#[test]
+fn rows_sum_to_queue_totals_and_queries_bound_the_truth() {
+    let layout = small();
+    let table = Publisher::new(EdgeTable::default());
+    let (mut tap, ends) = tap_pair(0, &layout, 1_000_000_000, table.reader());
+    let mut agg = Aggregator::new(layout.clone(), 1_000_000_000);
+    agg.add_source(ends);
+    let mut truth = Truth::new();
+    let mut x = 7u64;
+    let mut burst = Vec::new();
+    for i in 0..5000u32 {
+        x = layout::mix(x);
+        let (dir, qid, teid, qfi) = (
+            (x & 1) as u8 + 1,
+            (x >> 1 & 1) as u8,
+            (x >> 8) as u32 % 40,
+            (x >> 40) as u8 % 3,
+        );
+        let len = 40 + (x >> 20) as u16 % 1400;
+        burst.push(pkt(
+            dir,
+            qid,
+            teid,
+            qfi,
+            len,
+            (x >> 50) as u8 % 3,
+            (x >> 30) as u32 % 5_000_000,
+        ));
+        let e = truth
+            .entry((dir as usize - 1, qid as usize, teid, qfi))
+            .or_default();
+        e.0 += 1;
+        e.1 += u64::from(len);
+        if burst.len() == 32 || i == 4999 {
+            tap.on_burst(
+                0,
+                &mut burst,
+                &Context::fixed(1_000 + u64::from(i) * 1000, 0),
+            );
+            burst.clear();
+        }
+    }
+    drop(tap);
+    let ws = agg.flush(0);
+    assert_eq!(ws.len(), 1);
+    assert_eq!(ws[0].packets, 5000);
+    check_window(&ws[0], &truth);
+}
+
+#[test]
+fn windows_split_at_bursts_and_nothing_is_lost() {
+    let layout = small();
+    let table = Publisher::new(EdgeTable::default());
+    let (mut tap, ends) = tap_pair(3, &layout, 1_000, table.reader());
+    let mut agg = Aggregator::new(layout, 1_000);
+    agg.add_source(ends);
+    let mut got = Vec::new();
+    let mut sent = 0u64;
+    for t in 0..50u64 {
+        let mut b: Vec<OwnedBuf> = (0..(t % 5 + 1))
+            .map(|i| pkt(1, 0, i as u32, 1, 100, 0, 10))
+            .collect();
+        sent += b.len() as u64;
+        tap.on_burst(0, &mut b, &Context::fixed(t * 300, 0));
+        // The control side polls now and then (every third burst).
+        if t % 3 == 0 {
+            got.extend(agg.poll(t * 300));
+        }
+    }
+    drop(tap);
+    got.extend(agg.flush(u64::MAX / 2));
+    let total: u64 = got.iter().map(|w| w.packets).sum();
+    assert_eq!(total, sent);
+    let seqs: Vec<u64> = got.iter().map(|w| w.seq).collect();
+    assert!(seqs.windows(2).all(|p| p[0] < p[1]), "{seqs:?}");
+    assert!(got.iter().all(|w| w.sources == vec![3] && !w.late));
+    for w in &got {
+        // Bursts at t*300 ns: window seq holds the bursts with t*300/1000 == seq.
+        let expect: u64 = (0..50u64)
+            .filter(|t| t * 300 / 1000 == w.seq)
+            .map(|t| t % 5 + 1)
+            .sum();
+        assert_eq!(w.packets, expect, "window {}", w.seq);
+    }
+}
+
+#[test]
+fn last_seen_outlives_windows_and_first_packet_has_no_gap() {
+    let layout = small();
+    let table = Publisher::new(EdgeTable::default());
+    let (mut tap, ends) = tap_pair(0, &layout, 1_000_000, table.reader());
+    let mut agg = Aggregator::new(layout, 1_000_000);
+    agg.add_source(ends);
+    // One key: packets at 0.5 ms, 0.9 ms (gap 400 us), 1.2 ms (next window, gap 300 us).
+    for t in [500_000u64, 900_000, 1_200_000] {
+        tap.on_burst(
+            0,
+            &mut [pkt(2, 1, 9, 5, 60, 1, 2_000)],
+            &Context::fixed(t, 0),
+        );
+    }
+    drop(tap);
+    let ws = agg.flush(0);
+    assert_eq!(ws.len(), 2);
+    let a = ws[0].query(1, 1, 9, 5);
+    let b = ws[1].query(1, 1, 9, 5);
+    assert_eq!(a.packets, 2);
+    assert_eq!(a.iat.iter().sum::<u64>(), 1, "the first packet has no gap");
+    let e = QidEdges::DEFAULT.iat;
+    assert_eq!(a.iat[layout::bin(&e, 400_000)], 1);
+    assert_eq!(
+        b.iat[layout::bin(&e, 300_000)],
+        1,
+        "last-seen kept across the edge"
+    );
+    assert_eq!(a.colour, [0, 2, 0]);
+    assert_eq!(a.lat[layout::bin(&QidEdges::DEFAULT.lat, 2_000)], 2);
+}
+
+#[test]
+fn new_edges_apply_from_their_window_with_their_version() {
+    let layout = small();
+    let table = Publisher::new(EdgeTable::default());
+    let (mut tap, ends) = tap_pair(0, &layout, 1_000, table.reader());
+    let mut agg = Aggregator::new(layout, 1_000);
+    agg.add_source(ends);
+    let mut next = EdgeSet {
+        version: 2,
+        ..EdgeSet::default()
+    };
+    next.qids[0].lat = [1, 2, 3, 4, 5, 6, 7];
+    table.publish(table.current().next(next, 3));
+    let mut ws = Vec::new();
+    for t in 0..6u64 {
+        tap.on_burst(
+            0,
+            &mut [pkt(1, 0, 1, 1, 60, 0, 100)],
+            &Context::fixed(t * 1000 + 10, 0),
+        );
+        ws.extend(agg.poll(0));
+    }
+    drop(tap);
+    ws.extend(agg.flush(0));
+    assert_eq!(ws.len(), 6);
+    for w in &ws {
+        let v = if w.seq >= 3 { 2 } else { 1 };
+        assert_eq!(w.edges_versions, vec![v], "window {}", w.seq);
+        let bin = if v == 2 {
+            7
+        } else {
+            layout::bin(&QidEdges::DEFAULT.lat, 100)
+        };
+        assert_eq!(w.query(0, 0, 1, 1).lat[bin], 1);
+    }
+}
+
+#[test]
+fn unknown_direction_and_queue_are_skipped_and_counted() {
+    let layout = small();
+    let table = Publisher::new(EdgeTable::default());
+    let (mut tap, ends) = tap_pair(0, &layout, 1_000, table.reader());
+    let mut agg = Aggregator::new(layout, 1_000);
+    agg.add_source(ends);
+    tap.on_burst(
+        0,
+        &mut [
+            pkt(0, 0, 1, 1, 60, 0, 1),
+            pkt(1, 5, 1, 1, 60, 0, 1),
+            pkt(1, 1, 1, 1, 60, 0, 1),
+        ],
+        &Context::fixed(5, 0),
+    );
+    drop(tap);
+    let ws = agg.flush(0);
+    assert_eq!((ws[0].packets, ws[0].skipped), (1, 2));
+}
+
+#[test]
+fn calibrating_queues_fill_the_fine_histograms() {
+    let layout = small();
+    let mut set = EdgeSet::default();
+    set.calibrating[1] = true;
+    let table = Publisher::new(EdgeTable {
+        from_seq: 0,
+        current: set,
+        previous: set,
+    });
+    let (mut tap, ends) = tap_pair(0, &layout, 1_000_000_000, table.reader());
+    let mut agg = Aggregator::new(layout, 1_000_000_000);
+    agg.add_source(ends);
+    for t in 0..10u64 {
+        tap.on_burst(
+            0,
+            &mut [pkt(1, 1, 1, 1, 60, 0, 5000), pkt(1, 0, 1, 1, 60, 0, 5000)],
+            &Context::fixed(t * 1000 + 1, 0),
+        );
+    }
+    drop(tap);
+    let w = &agg.flush(0)[0];
+    let (lat, iat) = w.fine_of(0, 1);
+    assert_eq!(lat.iter().sum::<u64>(), 10);
+    assert_eq!(lat[edges::fine_bin(5000)], 10);
+    assert_eq!(iat.iter().sum::<u64>(), 9);
+    let (lat0, _) = w.fine_of(0, 0);
+    assert_eq!(lat0.iter().sum::<u64>(), 0, "QID 0 is not calibrating");
+}
+
+#[test]
+fn a_stalled_control_side_loses_nothing() {
+    let layout = small();
+    let table = Publisher::new(EdgeTable::default());
+    let (mut tap, ends) = tap_pair(0, &layout, 1_000, table.reader());
+    let mut agg = Aggregator::new(layout, 1_000);
+    agg.add_source(ends);
+    // Ten windows and no poll: the spares run out after two edges.
+    for t in 0..10u64 {
+        tap.on_burst(
+            0,
+            &mut [pkt(1, 0, 1, 1, 60, 0, 100)],
+            &Context::fixed(t * 1000, 0),
+        );
+    }
+    drop(tap);
+    let ws = agg.flush(0);
+    assert_eq!(ws.iter().map(|w| w.packets).sum::<u64>(), 10);
+    assert_eq!(agg.tap_stats().1, 7, "stalled edges counted");
+}

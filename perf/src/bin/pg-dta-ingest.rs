@@ -1,0 +1,484 @@
+//! DTA ingest rate per core: the translator stage on two `net_ring` vdevs against
+//! `dpdk-testpmd --forward-mode=5tswap` on the same vdevs and core, and against a CPU
+//! collector that inserts the same reports into hash maps, in one session.
+//!
+//! Set-up (all sides): two `net_ring` ports (a ring PMD without arguments loops a port's tx
+//! back to its own rx), packets preloaded on both ports, one pinned forwarding core, burst
+//! 32; rate = rx packets over both ports per second. Every report is a packet: our stage
+//! parses it, stores it into the region (the real `dta-translator` main stage,
+//! `TranslatorStage`) and, in its benchmark loop-back mode, advances the report's key (so
+//! the stream keeps writing new slots, as a real stream would) and sends it back out
+//! (testpmd's 5tswap also rewrites and returns every packet). The CPU collector is the same
+//! pipeline with `std::collections::HashMap` inserts instead of region writes.
+//!
+//! `--callgrind` runs the I/O-free part (`Translator::handle`, or the hash-map insert)
+//! under `valgrind --tool=callgrind` and reports instructions per report. A Key-Write query
+//! rate (N = 2, one core) is measured in-process.
+//!
+//! `cargo run --release -p peregrine-perf --bin pg-dta-ingest` writes
+//! `perf/results/dta-ingest.json` and `perf/results/dta-ingest.md`.
+
+use clap::Parser;
+use peregrine_control::dta::translator_stage::{Loopback, Shared, TranslatorStage};
+use peregrine_dataplane::runtime::{self, Batch, Context, Disposition, Pipeline, Reasons, Stage};
+use peregrine_dataplane::PacketBuf;
+use peregrine_dta::{Collector, Config, Region, Sizes, Store, Translator};
+use peregrine_perf::harness::net_ring::{self, Preloaded};
+use peregrine_perf::harness::stats::{median, pair_ratios};
+use peregrine_perf::harness::testpmd::Testpmd;
+use peregrine_perf::harness::{child_failed, fail, report, run_self};
+use peregrine_testkit::alloc::CountingAlloc;
+use peregrine_wire::dta::{self, FrameAddrs, Primitive, Repr, Variant};
+use peregrine_wire::ethernet::Address;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc::new();
+
+#[derive(Parser, Debug)]
+#[command(about = "DTA translator ingest rate vs testpmd 5tswap and a hash-map collector")]
+struct Args {
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    #[arg(long, default_value_t = 1)]
+    core: usize,
+    #[arg(long, default_value_t = 32)]
+    burst: usize,
+    /// Reports in flight per port (one burst: at most the runtime's burst capacity).
+    #[arg(long, default_value_t = 32)]
+    inject: usize,
+    #[arg(long, default_value = "dpdk-testpmd")]
+    testpmd: String,
+    /// Internal: one measurement of `mode` in this process; prints `pps allocs`.
+    #[arg(long, hide = true)]
+    child: Option<String>,
+    /// Internal: run `mode`'s I/O-free work `count` times (for callgrind).
+    #[arg(long, hide = true)]
+    count_child: Option<String>,
+    #[arg(long, hide = true, default_value_t = 0)]
+    count: u64,
+    /// Also measure instructions per report under callgrind.
+    #[arg(long)]
+    callgrind: bool,
+    #[arg(long, default_value = "perf/results")]
+    out: String,
+}
+
+/// The measured primitives: (name, Append batch size or 0).
+const MODES: [&str; 7] = [
+    "kw1", "kw2", "ki", "append1", "append4", "append16", "postcard",
+];
+
+fn sizes(mode: &str) -> Sizes {
+    let batch = match mode {
+        "append4" => 4,
+        "append16" => 16,
+        _ => 1,
+    };
+    Sizes {
+        ap_batch: batch,
+        ap_lists: 8,
+        ap_list_len: 1 << 16,
+        ..Sizes::default()
+    }
+}
+
+/// The `i`-th report of `mode`'s stream (before loop-back changes it).
+fn primitive(mode: &str, i: u32) -> Primitive {
+    let key = i.wrapping_mul(0x9e37_79b9);
+    match mode {
+        "kw1" => Primitive::key_write(1, key, &[i]).unwrap(),
+        "kw2" => Primitive::key_write(2, key, &[i]).unwrap(),
+        "ki" => Primitive::KeyIncrement {
+            redundancy: 2,
+            key,
+            counter: 1,
+        },
+        "postcard" => Primitive::Postcard {
+            key: (i / 5).wrapping_mul(0x9e37_79b9),
+            hop: (i % 5) as u8,
+            data: i & 0xffff,
+        },
+        _ => Primitive::Append {
+            list: i % 8,
+            data: i,
+        },
+    }
+}
+
+fn frames(mode: &str, n: usize) -> Vec<Vec<u8>> {
+    let a = FrameAddrs {
+        eth_src: Address([2, 0, 0, 0, 0, 2]),
+        eth_dst: Address([2, 0, 0, 0, 0, 1]),
+        ip_src: Ipv4Addr::new(10, 0, 0, 200),
+        ip_dst: Ipv4Addr::new(10, 0, 0, 51),
+        src_port: 40041,
+        dst_port: dta::UDP_PORT,
+    };
+    (0..n as u32)
+        .map(|i| {
+            let r = Repr {
+                variant: Variant::Tracked,
+                seqnum: 0,
+                immediate: false,
+                retransmittable: false,
+                primitive: primitive(mode, i),
+            };
+            let mut b = vec![0u8; 96];
+            let len = r.emit(&mut b[dta::FRAME_OVERHEAD..]).unwrap();
+            let n = dta::emit_frame(&mut b, &a, len).unwrap();
+            b.truncate(n.max(60));
+            b
+        })
+        .collect()
+}
+
+/// The CPU collector: the same parse, then hash-map inserts.
+#[derive(Debug, Default)]
+struct HashCollector {
+    kw: HashMap<u32, u32>,
+    ki: HashMap<u32, u64>,
+    lists: Vec<Vec<u32>>,
+    pc: HashMap<u32, [u32; 5]>,
+}
+
+impl HashCollector {
+    fn handle(&mut self, payload: &[u8]) -> bool {
+        let Ok(p) = dta::Packet::new_checked(payload, Variant::Tracked) else {
+            return false;
+        };
+        let Ok(r) = Repr::parse(&p) else { return false };
+        match r.primitive {
+            Primitive::KeyWrite { key, data, .. } => {
+                self.kw.insert(key, data[0]);
+            }
+            Primitive::KeyIncrement { key, counter, .. } => {
+                *self.ki.entry(key).or_default() += counter;
+            }
+            Primitive::Append { list, data } => {
+                if self.lists.len() <= list as usize {
+                    self.lists.resize_with(list as usize + 1, Vec::new);
+                }
+                let l = &mut self.lists[list as usize];
+                // A bounded list, like the ring: keep the newest 64 Ki entries.
+                if l.len() >= 1 << 16 {
+                    l.clear();
+                }
+                l.push(data);
+            }
+            Primitive::Postcard { key, hop, data } => {
+                if let Some(v) = self
+                    .pc
+                    .entry(key)
+                    .or_insert([u32::MAX; 5])
+                    .get_mut(hop as usize)
+                {
+                    *v = data;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// The hash-map collector as a stage, with the same loop-back as the translator's.
+struct HashStage {
+    c: HashCollector,
+    lb: Loopback,
+}
+
+impl<B: PacketBuf> Stage<B> for HashStage {
+    fn name(&self) -> &'static str {
+        "hash_collector"
+    }
+    fn process(&mut self, batch: &mut Batch<B>, _cx: &Context) {
+        let rx = batch.rx_port;
+        batch.for_each_active(|p| {
+            let d = p.data_mut();
+            let at = dta::FRAME_OVERHEAD;
+            let end = d.len().min(at + 32);
+            let payload_len = u16::from_be_bytes([d[38], d[39]]) as usize - 8;
+            let ok = self.c.handle(&d[at..(at + payload_len).min(end)]);
+            debug_assert!(ok);
+            self.lb.advance(&mut d[at..]);
+            Disposition::tx(rx ^ 1)
+        });
+    }
+}
+
+fn ours(mode: &str, a: &Args) -> (f64, u64) {
+    let hash = mode.starts_with("hash-");
+    let prim = mode.trim_start_matches("hash-").to_string();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap());
+    let region = Arc::new(Region::create(dir.path().join("r"), sizes(&prim)).expect("region"));
+    let mut pre = Preloaded::inject(
+        net_ring::backend(512),
+        &frames(&prim, 2 * a.inject),
+        a.inject,
+    );
+    let shared = Arc::new(Shared::new(1));
+    let run = runtime::start(
+        &mut pre,
+        &|w: usize, r: &mut Reasons| {
+            let lb = Loopback::new(Variant::Tracked);
+            let stage: Box<dyn Stage<_>> = if hash {
+                Box::new(HashStage {
+                    c: HashCollector::default(),
+                    lb,
+                })
+            } else {
+                let t = Translator::new(Store::new(region.clone()), Config::default());
+                Box::new(
+                    TranslatorStage::new(t, Variant::Tracked, None, 1, w, shared.clone(), r)
+                        .with_loopback(lb),
+                )
+            };
+            Pipeline::new(vec![stage])
+        },
+        &net_ring::one_worker(a.core, a.burst, false),
+    )
+    .expect("start worker");
+    let (pps, allocs) = net_ring::measure(&pre, &GLOBAL, a.seconds);
+    run.request_stop();
+    let c = run.join();
+    assert_eq!(c.total_drops(), 0, "every report stored and looped back");
+    (pps, allocs)
+}
+
+fn child(mode: &str, a: &Args) -> Result<(f64, u64), String> {
+    let out = run_self([
+        "--child",
+        mode,
+        "--seconds",
+        &a.seconds.to_string(),
+        "--core",
+        &a.core.to_string(),
+        "--burst",
+        &a.burst.to_string(),
+        "--inject",
+        &a.inject.to_string(),
+    ])?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut it = text.split_whitespace();
+    match (
+        it.next().and_then(|x| x.parse().ok()),
+        it.next().and_then(|x| x.parse().ok()),
+    ) {
+        (Some(p), Some(al)) if out.status.success() => Ok((p, al)),
+        _ => Err(child_failed(mode, &out)),
+    }
+}
+
+fn testpmd(a: &Args, round: usize) -> Result<f64, String> {
+    Testpmd {
+        program: &a.testpmd,
+        core: a.core,
+        burst: a.burst,
+        forward_mode: "5tswap",
+        file_prefix: format!("pg-dta-tpmd-{}-{round}", std::process::id()),
+        setup: String::new(),
+        seconds: a.seconds,
+    }
+    .run()
+}
+
+/// `count` reports of `mode` through the I/O-free path (for callgrind).
+fn count_child(mode: &str, count: u64) {
+    let hash = mode.starts_with("hash-");
+    let prim = mode.trim_start_matches("hash-");
+    let fr = frames(prim, 4096);
+    let payloads: Vec<&[u8]> = fr
+        .iter()
+        .map(|f| {
+            let n = u16::from_be_bytes([f[38], f[39]]) as usize - 8;
+            &f[dta::FRAME_OVERHEAD..dta::FRAME_OVERHEAD + n]
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let region = Arc::new(Region::create(dir.path().join("r"), sizes(prim)).unwrap());
+    let mut t = Translator::new(Store::new(region), Config::default());
+    let mut h = HashCollector::default();
+    for i in 0..count as usize {
+        let p = payloads[i % payloads.len()];
+        if hash {
+            std::hint::black_box(h.handle(p));
+        } else {
+            std::hint::black_box(t.handle(p).is_ok());
+        }
+    }
+}
+
+/// Instructions per report: callgrind over `count` and over 0 reports, difference / count.
+fn callgrind(mode: &str) -> Option<f64> {
+    let exe = std::env::current_exe().ok()?;
+    let run = |n: u64| -> Option<f64> {
+        let f = std::env::temp_dir().join(format!("pg-dta-cg-{}-{mode}-{n}", std::process::id()));
+        let o = std::process::Command::new("valgrind")
+            .args(["--tool=callgrind", "--cache-sim=no"])
+            .arg(format!("--callgrind-out-file={}", f.display()))
+            .arg(&exe)
+            .args(["--count-child", mode, "--count", &n.to_string()])
+            .output()
+            .ok()?;
+        let _ = std::fs::remove_file(&f);
+        let err = String::from_utf8_lossy(&o.stderr);
+        // "==pid== Collected : 123456"
+        err.lines()
+            .find_map(|l| l.split("Collected :").nth(1))
+            .and_then(|s| s.trim().parse::<f64>().ok())
+    };
+    let n = 200_000;
+    Some((run(n)? - run(0)?) / n as f64)
+}
+
+/// Key-Write queries per second on one core (N = 2, random keys, 2^20 written).
+fn query_rate() -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let region = Arc::new(Region::create(dir.path().join("q"), Sizes::default()).unwrap());
+    let s = Store::new(region.clone());
+    for i in 0..1u32 << 20 {
+        s.key_write(2, i.wrapping_mul(0x9e37_79b9), &[i]).unwrap();
+    }
+    let c = Collector::new(region);
+    let t0 = Instant::now();
+    let mut n = 0u64;
+    let mut found = 0u64;
+    while t0.elapsed() < Duration::from_secs(2) {
+        for _ in 0..1024 {
+            let k = (n as u32).wrapping_mul(0x9e37_79b9);
+            if matches!(
+                c.key_write(k, Some(2), 1),
+                Ok(peregrine_dta::KwAnswer::Found { .. })
+            ) {
+                found += 1;
+            }
+            n += 1;
+        }
+    }
+    std::hint::black_box(found);
+    n as f64 / t0.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let a = Args::parse();
+    if let Some(m) = &a.count_child {
+        count_child(m, a.count);
+        return;
+    }
+    if let Some(m) = &a.child {
+        let (pps, allocs) = ours(m, &a);
+        println!("{pps} {allocs}");
+        return;
+    }
+    let mut tpmd = Vec::new();
+    let mut rows: Vec<(String, Vec<f64>, Vec<f64>, u64)> = MODES
+        .iter()
+        .map(|m| (m.to_string(), Vec::new(), Vec::new(), 0))
+        .collect();
+    for round in 0..a.rounds {
+        let p = testpmd(&a, round).unwrap_or_else(|e| fail(&e));
+        eprintln!("round {round}: testpmd 5tswap {:.2} Mpps", p / 1e6);
+        tpmd.push(p);
+        for (m, dta_pps, hash_pps, allocs) in rows.iter_mut() {
+            let (p, al) = child(m, &a).unwrap_or_else(|e| fail(&e));
+            let (h, _) = child(&format!("hash-{m}"), &a).unwrap_or_else(|e| fail(&e));
+            eprintln!(
+                "round {round}: {m:9} translator {:.2} M/s, hash map {:.2} M/s",
+                p / 1e6,
+                h / 1e6
+            );
+            dta_pps.push(p);
+            hash_pps.push(h);
+            *allocs += al;
+        }
+    }
+    let q = query_rate();
+    eprintln!("key-write queries (N=2): {:.2} M/s", q / 1e6);
+    let t = median(&tpmd);
+    let goal = |m: &str| match m {
+        "append4" | "append16" => Some(0.5),
+        "kw2" | "postcard" => Some(0.3),
+        _ => None,
+    };
+    let mut json_rows = Vec::new();
+    let mut md = String::new();
+    let _ = writeln!(md, "# DTA ingest rate per core\n");
+    let _ = writeln!(
+        md,
+        "Generated by `cargo run --release -p peregrine-perf --bin pg-dta-ingest{}` \
+         (source `perf/src/bin/pg-dta-ingest.rs`). One pinned core, two `net_ring` vdevs, \
+         {} reports in flight per port, burst {}, {} rounds of {} s, alternating testpmd / \
+         translator / hash map within each round. **The machine is a 2-core VM shared with \
+         other engineers' builds**: rates move between rounds; the ratios of adjacent runs \
+         are steadier than the absolute numbers.\n",
+        if a.callgrind { " -- --callgrind" } else { "" },
+        a.inject,
+        a.burst,
+        a.rounds,
+        a.seconds
+    );
+    let _ = writeln!(
+        md,
+        "Yardstick: `dpdk-testpmd --forward-mode=5tswap` on the same vdevs and core: median \
+         {:.2} Mpps (rounds: {}).\n",
+        t / 1e6,
+        tpmd.iter()
+            .map(|p| format!("{:.2}", p / 1e6))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(md, "| primitive | translator M reports/s | / testpmd | goal | hash-map collector M/s | translator / hash map | instr/report (translator) | instr/report (hash map) |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
+    for (m, d, h, allocs) in &rows {
+        let (dm, hm) = (median(d), median(h));
+        let ratio_t = median(&pair_ratios(d, &tpmd));
+        let cg = a
+            .callgrind
+            .then(|| (callgrind(m), callgrind(&format!("hash-{m}"))));
+        let (ci, ch) = cg.unwrap_or((None, None));
+        let fmt = |x: Option<f64>| x.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            md,
+            "| {m} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {} | {} |",
+            dm / 1e6,
+            ratio_t,
+            goal(m)
+                .map(|g| format!(">= {g}"))
+                .unwrap_or_else(|| "-".into()),
+            hm / 1e6,
+            dm / hm,
+            fmt(ci),
+            fmt(ch)
+        );
+        json_rows.push(serde_json::json!({
+            "primitive": m, "translator_pps": d, "hash_map_pps": h,
+            "translator_median": dm, "hash_map_median": hm,
+            "vs_testpmd_median_of_pairs": ratio_t, "goal_vs_testpmd": goal(m),
+            "vs_hash_map": dm / hm, "heap_allocations_in_windows": allocs,
+            "instructions_per_report": ci, "hash_map_instructions_per_report": ch,
+        }));
+    }
+    let _ = writeln!(
+        md,
+        "\nKey-Write query rate, one core, N = 2, 2^20 keys written into 2^20 slots: {:.2} M \
+         queries/s (the seed: ~1.8 M/s per core at N = 2).\n",
+        q / 1e6
+    );
+    md.push_str(include_str!("dta-ingest-discussion.md"));
+    let result = serde_json::json!({
+        "testpmd_5tswap_pps": tpmd, "rows": json_rows, "kw_query_per_s": q,
+        "core": a.core, "burst": a.burst, "inject": a.inject, "seconds": a.seconds,
+        "machine": format!("{} cores, {} (shared with other builds)", report::cores(), report::cpu_model().unwrap_or_default()),
+    });
+    let out = std::path::Path::new(&a.out);
+    if let Err(e) = report::print_and_write(&result, Some(&out.join("dta-ingest.json"))) {
+        eprintln!("{e}");
+    }
+    let _ = std::fs::write(out.join("dta-ingest.md"), md);
+}
