@@ -274,7 +274,10 @@ pairs = [["a", "a"]]
                 .contains("upf")
         );
         // An unknown section is named, with the feature sections a file may have.
+        let e = err(&(GOOD.to_string() + "[falcon]\nwidth = 1\n"));
+        assert!(e.contains("falcon") && e.contains("`upf`, `int`"), "{e}");
+        // A known feature's section is validated, the key named.
         let e = err(&(GOOD.to_string() + "[kestrel]\nwidth = 1\n"));
-        assert!(e.contains("kestrel") && e.contains("`upf`, `int`"), "{e}");
+        assert!(e.contains("kestrel") && e.contains("power of two"), "{e}");
     }
 }

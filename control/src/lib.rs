@@ -15,6 +15,7 @@ pub mod feature;
 pub mod fridge;
 pub mod int;
 mod int_stage;
+pub mod kestrel;
 pub mod metrics;
 pub mod n4;
 pub mod neighbour;

@@ -36,6 +36,7 @@ pub fn features<B: PacketBuf + 'static>() -> Vec<Registered<B>> {
     vec![
         kind::<B, crate::upf::UpfFeature>(),
         kind::<B, crate::int::IntFeature>(),
+        kind::<B, crate::kestrel::KestrelFeature>(),
         kind::<B, crate::dta::DtaTranslatorFeature>(),
         kind::<B, crate::dta::reporter::DtaReporterFeature>(),
         kind::<B, crate::fridge::FridgeFeature>(),

@@ -14,6 +14,7 @@
 
 mod dta;
 mod fridge;
+mod kestrel;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use peregrine_int::request::{
@@ -68,6 +69,8 @@ enum Top {
     Fridge(fridge::FridgeCmd),
     /// Direct Telemetry Access: query a collector region.
     Dta(dta::DtaCmd),
+    /// Kestrel sketch telemetry: query windows, read and set bin edges.
+    Kestrel(kestrel::KestrelCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -253,6 +256,7 @@ fn run(cli: &Cli) -> Result<(), Fail> {
         Top::Int(cmd) => cmd,
         Top::Fridge(c) => return fridge::run(c, cli.json),
         Top::Dta(d) => return dta::run(d).map_err(|(code, msg)| Fail(code, msg)),
+        Top::Kestrel(k) => return kestrel::run(k).map_err(|(code, msg)| Fail(code, msg)),
     };
     let req = match cmd {
         IntCmd::Add(a) => add_request(a)?,

@@ -9,12 +9,13 @@
 pub mod bank;
 pub mod edges;
 pub mod layout;
+pub mod postcard;
 pub mod tap;
 pub mod window;
 
 pub use bank::{Bank, Pm, Sample, Sketcher, QFIS};
 pub use edges::{parse_edges, EdgeError, EdgeSet, EdgeTable, QidEdges, FINE_BINS};
-pub use layout::{Bucket, Layout, LayoutError, BINS, DIRS, EDGES, MAX_QIDS};
+pub use layout::{Bucket, Layout, LayoutError, BINS, DIRS, EDGES, MAX_QIDS, MAX_WINDOW_NS};
 pub use tap::{tap_pair, KestrelTap, TapEnds, TapStats};
 pub use window::{Aggregator, SumBucket, Window};
 

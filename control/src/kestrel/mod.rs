@@ -1,0 +1,600 @@
+//! Kestrel per-queue sketch telemetry as a feature (`[kestrel]`; docs/kestrel.md): the
+//! workers' post-dequeue taps (`peregrine_dataplane::telemetry::kestrel`) fill per-window
+//! banks; here the control side sums them per window, exports each window (sketches and
+//! 3GPP-PM counters, versioned CBOR) on a ZeroMQ PUB socket and to a windows file, serves
+//! the edge API (ZeroMQ REP, JSON), runs target-occupancy binning with drift re-binning, and
+//! adds its Prometheus families.
+
+pub mod api;
+pub mod binning;
+pub mod collector;
+pub mod export;
+
+use crate::error::{invalid, ConfigError, RunError};
+use crate::feature::{Build, Configure, Feature, FeatureReport, Taps};
+use crate::metrics::{Exposition, Kind};
+use crate::platform::Platform;
+use binning::{Action, Drift, Strategy};
+use export::{EdgesRec, Header, PmMsg, SketchMsg};
+use peregrine_dataplane::io::PortId;
+use peregrine_dataplane::runtime::{Publisher, Running};
+use peregrine_dataplane::telemetry::kestrel::{
+    layout, parse_edges, tap_pair, Aggregator, EdgeSet, EdgeTable, Layout, QidEdges, Window, DIRS,
+    MAX_WINDOW_NS,
+};
+use peregrine_dataplane::PacketBuf;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::Mutex;
+use std::time::Instant;
+
+pub const DEFAULT_PUBLISH: &str = "tcp://127.0.0.1:5571";
+pub const DEFAULT_API: &str = "tcp://127.0.0.1:5572";
+
+/// `[[kestrel.edges]]`: one QID's edges, ns.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EdgesConf {
+    pub qid: usize,
+    pub lat: Vec<f64>,
+    pub iat: Vec<f64>,
+}
+
+/// The `[kestrel]` section.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct KestrelSection {
+    #[serde(default = "d_window_ms")]
+    pub window_ms: u64,
+    #[serde(default = "d_qids")]
+    pub qids: usize,
+    #[serde(default = "d_rows")]
+    pub rows: usize,
+    #[serde(default = "d_width")]
+    pub width: usize,
+    /// One hash seed per QID (default: splitmix64 of the QID).
+    pub seeds: Option<Vec<u64>>,
+    /// ZeroMQ PUB endpoint of the exports; "" for none.
+    #[serde(default = "d_publish")]
+    pub publish: String,
+    /// ZeroMQ REP endpoint of the edge API; "" for none.
+    #[serde(default = "d_api")]
+    pub api: String,
+    /// Append every export to this file (a CBOR sequence).
+    pub windows_file: Option<String>,
+    /// Export the 3GPP-PM per-QFI counters too.
+    #[serde(default = "d_true")]
+    pub pm: bool,
+    /// Edge placement.
+    #[serde(default = "d_strategy")]
+    pub strategy: Strategy,
+    /// Target diagnostic occupancy.
+    #[serde(default = "d_rho")]
+    pub rho: f64,
+    /// Windows above rho before re-binning (M).
+    #[serde(default = "d_m")]
+    pub drift_windows: u32,
+    /// Windows with packets a calibration period lasts.
+    #[serde(default = "d_cal")]
+    pub calibration_windows: u32,
+    /// Initial per-QID edges (else the defaults until calibrated).
+    #[serde(default)]
+    pub edges: Vec<EdgesConf>,
+}
+
+fn d_window_ms() -> u64 {
+    1000
+}
+fn d_qids() -> usize {
+    8
+}
+fn d_rows() -> usize {
+    3
+}
+fn d_width() -> usize {
+    512
+}
+fn d_publish() -> String {
+    DEFAULT_PUBLISH.into()
+}
+fn d_api() -> String {
+    DEFAULT_API.into()
+}
+fn d_true() -> bool {
+    true
+}
+fn d_strategy() -> Strategy {
+    Strategy::Target
+}
+fn d_rho() -> f64 {
+    0.01
+}
+fn d_m() -> u32 {
+    3
+}
+fn d_cal() -> u32 {
+    2
+}
+
+impl KestrelSection {
+    fn layout(&self) -> Result<Layout, ConfigError> {
+        let seeds = self
+            .seeds
+            .clone()
+            .unwrap_or_else(|| layout::default_seeds(self.qids));
+        Layout::new(self.qids, self.rows, self.width, seeds)
+            .map_err(|e| invalid("kestrel", e.to_string()))
+    }
+
+    fn initial_edges(&self, qids: usize) -> Result<EdgeSet, ConfigError> {
+        let mut set = EdgeSet::default();
+        for (i, e) in self.edges.iter().enumerate() {
+            if e.qid >= qids {
+                return Err(invalid(
+                    format!("kestrel.edges[{i}].qid"),
+                    format!("QID {} is not configured (QIDs are 0..{qids})", e.qid),
+                ));
+            }
+            let f = |w: &'static str, v: &[f64]| {
+                parse_edges(w, v)
+                    .map_err(|x| invalid(format!("kestrel.edges[{i}].{w}"), x.to_string()))
+            };
+            set.qids[e.qid] = QidEdges {
+                lat: f("lat", &e.lat)?,
+                iat: f("iat", &e.iat)?,
+            };
+        }
+        Ok(set)
+    }
+}
+
+/// Export figures for the summary and metrics.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct KestrelStats {
+    pub windows: u64,
+    pub late_parts: u64,
+    pub packets: u64,
+    pub sketch_bytes: u64,
+    pub pm_bytes: u64,
+    pub messages: u64,
+    pub rebinnings: u64,
+    pub bank_stalls: u64,
+    pub publish_errors: u64,
+    pub file_errors: u64,
+    /// First and last window seq exported.
+    pub seq_range: Option<(u64, u64)>,
+    /// Packets per [dir][qid] over the run.
+    pub per_qid: Vec<[u64; 2]>,
+    /// Mbit/s of each export kind over the windows exported.
+    pub sketch_mbps: f64,
+    pub pm_mbps: f64,
+}
+
+struct Io {
+    _ctx: zmq::Context,
+    publ: Option<zmq::Socket>,
+    api: Option<zmq::Socket>,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+}
+
+/// The feature.
+pub struct KestrelFeature {
+    section: KestrelSection,
+    layout: Layout,
+    workers: usize,
+    window_ns: u64,
+    table: Publisher<EdgeTable>,
+    agg: Mutex<Aggregator>,
+    next_source: Mutex<u32>,
+    versions: BTreeMap<u64, EdgeSet>,
+    drift: Vec<Drift>,
+    io: Option<Io>,
+    epoch: Instant,
+    stats: KestrelStats,
+    /// Latest diagnostic occupancy per QID: (latency tail, inter-arrival head).
+    occupancy: Vec<(f64, f64)>,
+    windows_file: Option<std::path::PathBuf>,
+}
+
+impl std::fmt::Debug for KestrelFeature {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KestrelFeature")
+            .field("layout", &self.layout)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl Configure for KestrelFeature {
+    const SECTION: &'static str = "kestrel";
+
+    fn configure(section: Option<&toml::Value>, p: &Platform) -> Result<Option<Self>, ConfigError> {
+        let Some(v) = section else {
+            return Ok(None);
+        };
+        let s: KestrelSection = v
+            .clone()
+            .try_into()
+            .map_err(|e: toml::de::Error| invalid("kestrel", e.message().to_string()))?;
+        let window_ns = s.window_ms.saturating_mul(1_000_000);
+        if window_ns == 0 || window_ns > MAX_WINDOW_NS {
+            return Err(invalid(
+                "kestrel.window_ms",
+                "1..=10000 ms (the counter widths hold 10 s at 100 Gbit/s)",
+            ));
+        }
+        if !(s.rho > 0.0 && s.rho < 0.5) {
+            return Err(invalid("kestrel.rho", "a fraction in (0, 0.5)"));
+        }
+        if s.drift_windows == 0 {
+            return Err(invalid("kestrel.drift_windows", "at least 1"));
+        }
+        let layout = s.layout()?;
+        let mut set = s.initial_edges(layout.qids)?;
+        let drift: Vec<Drift> = (0..layout.qids)
+            .map(|_| {
+                let mut d = Drift::new(s.strategy, s.rho, s.drift_windows, s.calibration_windows);
+                if s.strategy != Strategy::Static {
+                    d.calibrate();
+                }
+                d
+            })
+            .collect();
+        for (q, c) in set.calibrating.iter_mut().enumerate().take(layout.qids) {
+            *c = s.strategy != Strategy::Static && q < layout.qids;
+        }
+        let table = Publisher::new(EdgeTable {
+            from_seq: 0,
+            current: set,
+            previous: set,
+        });
+        let mut versions = BTreeMap::new();
+        versions.insert(set.version, set);
+        Ok(Some(KestrelFeature {
+            windows_file: s
+                .windows_file
+                .as_ref()
+                .map(|f| p.resolve(std::path::Path::new(f))),
+            workers: p.workers.count,
+            window_ns,
+            agg: Mutex::new(Aggregator::new(layout.clone(), window_ns)),
+            next_source: Mutex::new(0),
+            occupancy: vec![(0.0, 0.0); layout.qids],
+            stats: KestrelStats {
+                per_qid: vec![[0; 2]; layout.qids],
+                ..KestrelStats::default()
+            },
+            layout,
+            table,
+            versions,
+            drift,
+            io: None,
+            epoch: Instant::now(),
+            section: s,
+        }))
+    }
+}
+
+impl KestrelFeature {
+    fn now_ns(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.epoch).as_nanos() as u64
+    }
+
+    /// The edge set in force (newest published).
+    pub fn current_edges(&self) -> EdgeSet {
+        self.table.current().current
+    }
+
+    /// Publish a changed edge set; it applies from two windows after the newest bank.
+    fn publish_set(&mut self, f: impl FnOnce(&mut EdgeSet)) -> (u64, u64) {
+        let cur = *self.table.current();
+        let mut next = cur.current;
+        f(&mut next);
+        next.version = cur.current.version + 1;
+        let from = self
+            .agg
+            .lock()
+            .expect("not poisoned")
+            .newest_seq()
+            .map_or(0, |s| s + 2);
+        self.table.publish(cur.next(next, from));
+        self.table.reclaim();
+        self.versions.insert(next.version, next);
+        while self.versions.len() > 64 {
+            self.versions.pop_first();
+        }
+        (next.version, from)
+    }
+
+    /// Set one QID's edges (the API and tests): refused with a message, nothing changed,
+    /// when the QID or the lists are bad.
+    pub fn set_edges(
+        &mut self,
+        qid: usize,
+        lat: &[f64],
+        iat: &[f64],
+    ) -> Result<(u64, u64), String> {
+        if qid >= self.layout.qids {
+            return Err(format!(
+                "QID {qid} is not configured (QIDs are 0..{})",
+                self.layout.qids
+            ));
+        }
+        let lat = parse_edges("lat", lat).map_err(|e| e.to_string())?;
+        let iat = parse_edges("iat", iat).map_err(|e| e.to_string())?;
+        let old = self.current_edges().qids[qid];
+        let r = self.publish_set(|s| {
+            s.qids[qid] = QidEdges { lat, iat };
+            s.calibrating[qid] = false;
+        });
+        self.drift[qid].phase = binning::Phase::Steady { over: 0 };
+        tracing::info!(qid, ?old, new = ?QidEdges { lat, iat }, version = r.0, "kestrel: edges set");
+        Ok(r)
+    }
+
+    fn header(&self, w: &Window, kind: &str) -> Header {
+        Header {
+            v: export::VERSION,
+            kind: kind.into(),
+            seq: w.seq,
+            window_ns: self.window_ns,
+            workers: self.workers as u32,
+            sources: w.sources.clone(),
+            late: w.late,
+        }
+    }
+
+    fn emit(&mut self, topic: &str, bytes: &[u8]) {
+        self.stats.messages += 1;
+        if let Some(io) = &mut self.io {
+            if let Some(p) = &io.publ {
+                if p.send_multipart([topic.as_bytes(), bytes], zmq::DONTWAIT)
+                    .is_err()
+                {
+                    self.stats.publish_errors += 1;
+                }
+            }
+            if let Some(f) = &mut io.file {
+                if f.write_all(bytes).is_err() {
+                    self.stats.file_errors += 1;
+                }
+            }
+        }
+    }
+
+    fn on_window(&mut self, w: &Window) {
+        let version = w.edges_versions.first().copied().unwrap_or(1);
+        let set = self.versions.get(&version).copied().unwrap_or_default();
+        let edges = (0..self.layout.qids)
+            .map(|q| EdgesRec {
+                qid: q,
+                lat: set.qids[q].lat.to_vec(),
+                iat: set.qids[q].iat.to_vec(),
+            })
+            .collect();
+        let m = export::encode(&SketchMsg::of(w, self.header(w, "kestrel"), edges));
+        self.stats.sketch_bytes += m.len() as u64;
+        self.emit("kestrel", &m);
+        if self.section.pm {
+            let p = export::encode(&PmMsg::of(w, self.header(w, "pm")));
+            self.stats.pm_bytes += p.len() as u64;
+            self.emit("pm", &p);
+        }
+        self.stats.packets += w.packets;
+        if w.late {
+            self.stats.late_parts += 1;
+        } else {
+            self.stats.windows += 1;
+            let (a, b) = self.stats.seq_range.unwrap_or((w.seq, w.seq));
+            self.stats.seq_range = Some((a.min(w.seq), b.max(w.seq)));
+        }
+        for q in 0..self.layout.qids {
+            let mut packets = 0;
+            let mut diag = (0, 0);
+            let mut lat = vec![0u64; peregrine_dataplane::telemetry::kestrel::FINE_BINS];
+            let mut iat = lat.clone();
+            for d in 0..DIRS {
+                let r = w.row_sum(d, q, 0);
+                self.stats.per_qid[q][d] += r.packets;
+                packets += r.packets;
+                diag.0 += r.lat[7];
+                diag.1 += r.iat[0];
+                let (fl, fi) = w.fine_of(d, q);
+                lat.iter_mut().zip(fl).for_each(|(a, b)| *a += b);
+                iat.iter_mut().zip(fi).for_each(|(a, b)| *a += b);
+            }
+            if packets > 0 {
+                self.occupancy[q] = (
+                    diag.0 as f64 / packets as f64,
+                    diag.1 as f64 / packets as f64,
+                );
+            }
+            if w.late {
+                continue;
+            }
+            match self.drift[q].window(q, packets, diag, (&lat, &iat)) {
+                None => {}
+                Some(Action::Calibrate { qid, reason }) => {
+                    tracing::info!(qid, %reason, "kestrel: re-calibrating");
+                    self.publish_set(|s| s.calibrating[qid] = true);
+                }
+                Some(Action::Rebin { qid, edges }) => {
+                    let old = self.current_edges().qids[qid];
+                    let (version, from) = self.publish_set(|s| {
+                        s.qids[qid] = edges;
+                        s.calibrating[qid] = false;
+                    });
+                    self.stats.rebinnings += 1;
+                    tracing::info!(qid, ?old, new = ?edges, version, from_seq = from, "kestrel: re-binned");
+                }
+            }
+        }
+    }
+
+    fn pump(&mut self, now_ns: u64, flush: bool) {
+        let ws = {
+            let mut a = self.agg.lock().expect("not poisoned");
+            let ws = if flush {
+                a.flush(now_ns)
+            } else {
+                a.poll(now_ns)
+            };
+            self.stats.bank_stalls = a.tap_stats().1;
+            ws
+        };
+        for w in &ws {
+            self.on_window(w);
+        }
+    }
+
+    fn finish_stats(&mut self) {
+        let secs = self.stats.windows.max(1) as f64 * self.window_ns as f64 / 1e9;
+        self.stats.sketch_mbps = self.stats.sketch_bytes as f64 * 8.0 / secs / 1e6;
+        self.stats.pm_mbps = self.stats.pm_bytes as f64 * 8.0 / secs / 1e6;
+    }
+}
+
+impl<B: PacketBuf + 'static> Feature<B> for KestrelFeature {
+    fn name(&self) -> &'static str {
+        "kestrel"
+    }
+
+    fn prepare(
+        &mut self,
+        _p: &Platform,
+        _egress: &mut [Option<peregrine_dataplane::runtime::EgressConfig>],
+    ) -> Result<(), RunError> {
+        let ctx = zmq::Context::new();
+        let bind = |kind: zmq::SocketType, ep: &str| -> Result<Option<zmq::Socket>, RunError> {
+            if ep.is_empty() {
+                return Ok(None);
+            }
+            let s = ctx
+                .socket(kind)
+                .map_err(|e| RunError::Backend(format!("kestrel socket: {e}")))?;
+            s.bind(ep)
+                .map_err(|e| RunError::Backend(format!("kestrel: cannot bind {ep}: {e}")))?;
+            Ok(Some(s))
+        };
+        let publ = bind(zmq::PUB, &self.section.publish)?;
+        let api = bind(zmq::REP, &self.section.api)?;
+        let file = match &self.windows_file {
+            None => None,
+            Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(
+                |e| RunError::Backend(format!("kestrel.windows_file {}: {e}", p.display())),
+            )?)),
+        };
+        self.io = Some(Io {
+            _ctx: ctx,
+            publ,
+            api,
+            file,
+        });
+        self.epoch = Instant::now();
+        Ok(())
+    }
+
+    fn taps(&self, _port: PortId, _b: &mut Build<'_>, out: &mut Taps<B>) {
+        let mut n = self.next_source.lock().expect("not poisoned");
+        let (tap, ends) = tap_pair(*n, &self.layout, self.window_ns, self.table.reader());
+        *n += 1;
+        self.agg.lock().expect("not poisoned").add_source(ends);
+        out.push(Box::new(tap));
+    }
+
+    fn tick(&mut self, now: Instant, _running: &Running) {
+        let ns = self.now_ns(now);
+        self.pump(ns, false);
+        self.serve_api();
+    }
+
+    fn metrics(&self, e: &mut Exposition) {
+        let s = &self.stats;
+        e.one(
+            "peregrine_kestrel_windows_total",
+            Kind::Counter,
+            "Sketch windows exported (late parts not counted).",
+            s.windows as f64,
+        );
+        e.one(
+            "peregrine_kestrel_late_parts_total",
+            Kind::Counter,
+            "Parts of windows exported after their window (banks handed over late).",
+            s.late_parts as f64,
+        );
+        e.family(
+            "peregrine_kestrel_export_bytes_total",
+            Kind::Counter,
+            "Bytes of CBOR exported, by message kind.",
+        );
+        e.sample(
+            "peregrine_kestrel_export_bytes_total",
+            &[("kind", "kestrel")],
+            s.sketch_bytes as f64,
+        );
+        e.sample(
+            "peregrine_kestrel_export_bytes_total",
+            &[("kind", "pm")],
+            s.pm_bytes as f64,
+        );
+        e.one(
+            "peregrine_kestrel_rebinnings_total",
+            Kind::Counter,
+            "Per-QID re-binnings pushed (calibration ends and drift).",
+            s.rebinnings as f64,
+        );
+        e.one(
+            "peregrine_kestrel_bank_stalls_total",
+            Kind::Counter,
+            "Window edges at which a tap had no spare bank back (it kept filling the old one).",
+            s.bank_stalls as f64,
+        );
+        e.family(
+            "peregrine_kestrel_diagnostic_occupancy",
+            Kind::Gauge,
+            "Fraction of a QID's packets in a diagnostic bin in the latest window.",
+        );
+        for (q, (l, i)) in self.occupancy.iter().enumerate() {
+            let qs = q.to_string();
+            e.sample(
+                "peregrine_kestrel_diagnostic_occupancy",
+                &[("qid", &qs), ("bin", "latency_tail")],
+                *l,
+            );
+            e.sample(
+                "peregrine_kestrel_diagnostic_occupancy",
+                &[("qid", &qs), ("bin", "iat_head")],
+                *i,
+            );
+        }
+    }
+
+    fn finish(mut self: Box<Self>) -> FeatureReport {
+        // The workers have stopped: their taps handed over their last banks.
+        let ns = self.now_ns(Instant::now());
+        self.pump(ns, true);
+        if let Some(io) = &mut self.io {
+            if let Some(f) = &mut io.file {
+                if f.flush().is_err() {
+                    self.stats.file_errors += 1;
+                }
+            }
+        }
+        self.finish_stats();
+        let s = &self.stats;
+        let mut text = format!(
+            "kestrel: {} windows ({} late parts), {} packets; export {:.3} Mbit/s sketches, {:.3} Mbit/s pm; {} re-binnings, {} bank stalls\n",
+            s.windows, s.late_parts, s.packets, s.sketch_mbps, s.pm_mbps, s.rebinnings, s.bank_stalls
+        );
+        for (q, [ul, dl]) in s.per_qid.iter().enumerate() {
+            if ul + dl > 0 {
+                let (l, i) = self.occupancy[q];
+                text += &format!(
+                    "kestrel qid {q}: {ul} uplink, {dl} downlink packets; last window latency-tail {l:.4}, iat-head {i:.4}\n"
+                );
+            }
+        }
+        FeatureReport::new("kestrel", s, text)
+    }
+}
