@@ -117,6 +117,11 @@ struct Args {
     /// worker.
     #[arg(long, hide = true)]
     daemon_pipeline: bool,
+    /// Worker-scaling mode without the steer stage: each worker forwards what arrives on
+    /// its own queues (no hand-off), to separate the hand-off's cost from the cost of
+    /// running N busy workers on the machine.
+    #[arg(long)]
+    no_steer: bool,
 }
 
 /// `--fridge`: UPF + fridge against the UPF alone, alternating rounds in one session.
@@ -438,7 +443,7 @@ fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
                 return Pipeline::new(stages);
             }
             stages.push(Box::new(Classify::new()));
-            if workers > 1 {
+            if workers > 1 && !a.no_steer {
                 let resume_at = u8::try_from(stages.len() + 1).expect("few stages");
                 stages.push(Box::new(Steer::new(workers, resume_at)));
             }
@@ -490,6 +495,9 @@ fn ours_child_with(a: &Args, case: &str, workers: usize, daemon: bool) -> Result
     .collect();
     if daemon {
         args.push("--daemon-pipeline".into());
+    }
+    if a.no_steer {
+        args.push("--no-steer".into());
     }
     let out = run_self(&args)?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -698,6 +706,7 @@ fn workers_mode(a: &Args) {
         "what": format!("the daemon's UPF pipeline with {n} workers vs 1 worker, net_ring0/net_ring1, alternating rounds"),
         "ours": "rx -> feed (next pre-generated frame, one per session) -> classify -> steer (N workers: by UE, hand-off over SPSC rings) -> Upf (reads the record) -> tx; each worker polls and sends on its own queue of both ports (a net_ring queue loops back to itself)",
         "workers": n,
+        "steer": !a.no_steer,
         "one_worker_core": a.core,
         "worker_cores": (0..n).collect::<Vec<_>>(),
         "burst": a.burst,
