@@ -2,7 +2,7 @@
 //! pipelines, the control loop, metrics and reporting.
 //!
 //! Modules, leaves first (no module imports one above it): `error`, `metrics`, `summary`,
-//! `neighbour`, `end_marker`, `n4`; `platform`; `feature`; the features `upf`, `int` (with `int_stage`);
+//! `neighbour`, `end_marker`, `n4`; `platform`; `feature`; the features `upf`, `int` (with `int_stage`), `fridge`;
 //! `registry`; `config`; `platform_metrics`, `classify_stage`; `daemon`.
 
 mod classify_stage;
@@ -12,6 +12,7 @@ pub mod dta;
 pub mod end_marker;
 pub mod error;
 pub mod feature;
+pub mod fridge;
 pub mod int;
 mod int_stage;
 pub mod kestrel;

@@ -39,6 +39,7 @@ pub fn features<B: PacketBuf + 'static>() -> Vec<Registered<B>> {
         kind::<B, crate::kestrel::KestrelFeature>(),
         kind::<B, crate::dta::DtaTranslatorFeature>(),
         kind::<B, crate::dta::reporter::DtaReporterFeature>(),
+        kind::<B, crate::fridge::FridgeFeature>(),
     ]
 }
 

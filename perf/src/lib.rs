@@ -4,6 +4,8 @@
 //!   (`peregrine_testkit::traffic`).
 //! * [`int_accuracy`]: the seed-003 INT accuracy experiment (Tables II-IV) over emulated
 //!   links; the `int-accuracy` binary runs it.
+//! * [`fridge_eval`]: the fridge paper's section 5 evaluation (Figures 2-5); the
+//!   `pg-fridge-eval` binary runs it.
 //! * [`dta_eval`]: the DTA seed's appendix A / Figures 12-14 through our translator and
 //!   collector; the `pg-dta-eval` binary runs it.
 //! * [`harness`]: what the throughput binaries (`pg-throughput`, `pg-upf`, `int-throughput`)
@@ -12,5 +14,6 @@
 #![deny(unsafe_code)]
 
 pub mod dta_eval;
+pub mod fridge_eval;
 pub mod harness;
 pub mod int_accuracy;

@@ -1,5 +1,7 @@
 //! `peregrinectl`: the operator's command line for Peregrine's control endpoints.
 //!
+//! `peregrinectl fridge show|p4-table` reads the fridge's window reports (see `fridge`).
+//!
 //! `peregrinectl int add|mod|del|list|stats|watch` talks to the INT manager (Miranda et al., III-B):
 //! rule requests over ZeroMQ REQ/REP (JSON by default, `--cbor`), reports over SUB. Every request
 //! has a timeout, so a dead manager is an error, not a hang.
@@ -11,6 +13,7 @@
 //! or timeout.
 
 mod dta;
+mod fridge;
 mod kestrel;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -61,6 +64,9 @@ enum Top {
     /// In-band telemetry: rules and reports.
     #[command(subcommand)]
     Int(IntCmd),
+    /// Fridge delay distributions: a slice's CDF and quantiles; the P4 range table.
+    #[command(subcommand)]
+    Fridge(fridge::FridgeCmd),
     /// Direct Telemetry Access: query a collector region.
     Dta(dta::DtaCmd),
     /// Kestrel sketch telemetry: query windows, read and set bin edges.
@@ -248,6 +254,7 @@ fn main() -> ExitCode {
 fn run(cli: &Cli) -> Result<(), Fail> {
     let cmd = match &cli.cmd {
         Top::Int(cmd) => cmd,
+        Top::Fridge(c) => return fridge::run(c, cli.json),
         Top::Dta(d) => return dta::run(d).map_err(|(code, msg)| Fail(code, msg)),
         Top::Kestrel(k) => return kestrel::run(k).map_err(|(code, msg)| Fail(code, msg)),
     };

@@ -185,7 +185,7 @@ impl Configure for DtaReporterFeature {
         let s: ReporterSection = v
             .clone()
             .try_into()
-            .map_err(|e: toml::de::Error| invalid("dta", e.message().to_string()))?;
+            .map_err(|e: toml::de::Error| crate::error::section_error("dta", &e))?;
         let port = p
             .port_index(&s.port)
             .ok_or_else(|| invalid("dta.port", format!("no port named `{}`", s.port)))?;

@@ -23,10 +23,16 @@
 use clap::Parser;
 use peregrine_dataplane::classify::Classify;
 use peregrine_dataplane::io::dpdk::DpdkBackend;
+use peregrine_dataplane::runtime::OnEgress;
 use peregrine_dataplane::runtime::{
     self, Batch, Context, Disposition, Pipeline, Publisher, Reasons, Stage,
 };
 use peregrine_dataplane::stages::steer::Steer;
+use peregrine_dataplane::telemetry::fridge::matcher::Kind;
+use peregrine_dataplane::telemetry::fridge::stage::{
+    FridgeStage, SliceSpec, StageSpec, Vantage, WorkerPub,
+};
+use peregrine_dataplane::telemetry::fridge::{FridgeSpec, XMode};
 use peregrine_dataplane::telemetry::kestrel::{tap_pair, EdgeTable, Layout as KestrelLayout};
 use peregrine_dataplane::upf::{Upf, UpfConfig, UpfStats};
 use peregrine_dataplane::PacketBuf;
@@ -93,6 +99,12 @@ struct Args {
     window: usize,
     #[arg(long, default_value = "perf/results/upf-n4.json")]
     n4_out: String,
+    /// Fridge mode: per case, alternating rounds of the UPF alone and the UPF followed by the
+    /// fridge stage (`fridge_spec`); paired ratios to `--fridge-out` (goal >= 0.9).
+    #[arg(long)]
+    fridge: bool,
+    #[arg(long, default_value = "perf/results/upf-fridge.json")]
+    fridge_out: String,
     /// Worker-scaling mode: the daemon's UPF pipeline (classify, steer, UPF) with this many
     /// workers (pinned to cores 0..N, a queue pair per worker on each port, flow steering
     /// handing packets to the UE's worker) against the same pipeline with one worker
@@ -116,6 +128,70 @@ struct Args {
     kestrel_compare: bool,
     #[arg(long, default_value = "perf/results/kestrel-upf.json")]
     kestrel_out: String,
+    /// Worker-scaling mode without the steer stage: each worker forwards what arrives on
+    /// its own queues (no hand-off), to separate the hand-off's cost from the cost of
+    /// running N busy workers on the machine.
+    #[arg(long)]
+    no_steer: bool,
+}
+
+/// `--fridge`: UPF + fridge against the UPF alone, alternating rounds in one session.
+fn fridge_mode(a: &Args) {
+    let mut cases = vec![];
+    for n in &a.sessions {
+        for dir in &a.dirs {
+            for size in &a.sizes {
+                let case = format!("{dir},{size},{n}");
+                let with = format!("{dir}+fridge,{size},{n}");
+                let (mut base, mut fr, mut allocs) = (vec![], vec![], 0u64);
+                let mut drops: Vec<(String, u64)> = vec![];
+                for round in 0..a.rounds {
+                    let m = ours_child(a, &case).unwrap_or_else(|e| fail(&e));
+                    let f = ours_child(a, &with).unwrap_or_else(|e| fail(&e));
+                    eprintln!(
+                        "{case} round {round}: upf {:.2} Mpps | upf + fridge {:.2} Mpps (allocs {}, drops {:?})",
+                        m.pps / 1e6,
+                        f.pps / 1e6,
+                        f.allocs,
+                        f.drops
+                    );
+                    allocs += m.allocs + f.allocs;
+                    drops.extend(m.drops.into_iter().chain(f.drops));
+                    base.push(m.pps);
+                    fr.push(f.pps);
+                }
+                let pairs = pair_ratios(&fr, &base);
+                cases.push(serde_json::json!({
+                    "direction": dir,
+                    "inner_bytes": size,
+                    "sessions": n,
+                    "upf_mpps": mpps(&base),
+                    "upf_fridge_mpps": mpps(&fr),
+                    "round_pair_ratios": pairs,
+                    "ratio_median_of_round_pairs": median(&pairs),
+                    "drops": drops,
+                    "heap_allocations_in_measurement_windows": allocs,
+                }));
+            }
+        }
+    }
+    let result = serde_json::json!({
+        "what": "UPF + fridge stage vs UPF alone, net_ring0 <-> net_ring1, one core, alternating rounds",
+        "fridge": "after the Upf stage on every packet sent (OnEgress over both ports): slices dns (N6, M=4096, p=1/16; the uplink frames are DNS queries to port 53) and tcp_handshake (no TCP in the traffic)",
+        "goal_ratio": 0.9,
+        "rounds": a.rounds,
+        "seconds_per_round": a.seconds,
+        "cases": cases,
+        "machine": format!(
+            "{} cores (shared with other engineers' builds), {}",
+            report::cores(),
+            report::cpu_model().unwrap_or_default()
+        ),
+    });
+    let text = serde_json::to_string_pretty(&result).expect("json");
+    std::fs::write(&a.fridge_out, &text)
+        .unwrap_or_else(|e| fail(&format!("{}: {e}", a.fridge_out)));
+    println!("{text}");
 }
 
 /// Port MACs the stage answers to (frames are rewritten to the rx port's).
@@ -289,7 +365,7 @@ struct Measured {
 
 fn parse_case(s: &str) -> (Option<Dir>, usize, usize) {
     let v: Vec<&str> = s.split(',').collect();
-    let dir = match v[0] {
+    let dir = match v[0].trim_end_matches("+fridge") {
         "ul" => Some(Dir::Ul),
         "dl" => Some(Dir::Dl),
         _ => None,
@@ -301,9 +377,38 @@ fn parse_case(s: &str) -> (Option<Dir>, usize, usize) {
     )
 }
 
+/// The fridge slices of the `+fridge` cases: the uplink frames are UDP to port 53 with a
+/// zeroed payload, i.e. DNS queries (QR = 0), so the `dns` slice inserts with p = 1/16 and
+/// looks up nothing; a `tcp_handshake` slice sees no TCP. Every packet is matched.
+fn fridge_spec() -> StageSpec {
+    let slice = |name: &str, kind| SliceSpec {
+        name: name.into(),
+        kind,
+        vantage: Vantage::N6,
+        qfi: vec![],
+        ports: vec![],
+        fridges: vec![FridgeSpec {
+            m: 4096,
+            p: 1.0 / 16.0,
+        }],
+    };
+    StageSpec {
+        slices: vec![slice("dns", Kind::Dns), slice("hs", Kind::TcpHandshake)],
+        mode: XMode::Insertions,
+        window_ns: 1_000_000_000,
+        seed: 1,
+        uplink_ports: vec![],
+    }
+}
+
 /// One measurement of our side in this process. `dir == None` runs the feed alone.
 fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
     let (dir, size, n) = parse_case(case);
+    let with_fridge = case
+        .split(',')
+        .next()
+        .is_some_and(|d| d.ends_with("+fridge"));
+    let fridge_spec = fridge_spec();
     let fr = frames(dir.unwrap_or(Dir::Ul), size, n);
     let (tables, slots) = compiled(n);
     let stats = Arc::new(UpfStats::new(slots));
@@ -359,16 +464,28 @@ fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
                 stats.clone(),
                 r,
             );
+            // As the daemon places the fridge: after the main stage, on every packet sent.
+            let fridge = |w: usize| -> Box<dyn Stage<_>> {
+                let publ = Arc::new(WorkerPub::new(&fridge_spec));
+                let st = FridgeStage::new(&fridge_spec, w, publ).expect("valid spec");
+                Box::new(OnEgress::new(&[0, 1], st))
+            };
             if !daemon {
                 stages.push(Box::new(upf));
+                if with_fridge {
+                    stages.push(fridge(w));
+                }
                 return with_kestrel(Pipeline::new(stages));
             }
             stages.push(Box::new(Classify::new()));
-            if workers > 1 {
+            if workers > 1 && !a.no_steer {
                 let resume_at = u8::try_from(stages.len() + 1).expect("few stages");
                 stages.push(Box::new(Steer::new(workers, resume_at)));
             }
             stages.push(Box::new(upf.after_classifier()));
+            if with_fridge {
+                stages.push(fridge(w));
+            }
             with_kestrel(Pipeline::new(stages))
         },
         &cfg,
@@ -428,6 +545,9 @@ fn ours_child_opts(
     if kestrel {
         args.push("--kestrel".into());
     }
+    if a.no_steer {
+        args.push("--no-steer".into());
+    }
     let out = run_self(&args)?;
     let text = String::from_utf8_lossy(&out.stdout);
     let mut it = text.split_whitespace();
@@ -480,6 +600,10 @@ fn main() {
     let a = Args::parse();
     if let Some(n) = a.n4 {
         n4_mode(&a, n);
+        return;
+    }
+    if a.fridge && a.case.is_none() {
+        fridge_mode(&a);
         return;
     }
     if let Some(case) = &a.case {
@@ -635,6 +759,7 @@ fn workers_mode(a: &Args) {
         "what": format!("the daemon's UPF pipeline with {n} workers vs 1 worker, net_ring0/net_ring1, alternating rounds"),
         "ours": "rx -> feed (next pre-generated frame, one per session) -> classify -> steer (N workers: by UE, hand-off over SPSC rings) -> Upf (reads the record) -> tx; each worker polls and sends on its own queue of both ports (a net_ring queue loops back to itself)",
         "workers": n,
+        "steer": !a.no_steer,
         "one_worker_core": a.core,
         "worker_cores": (0..n).collect::<Vec<_>>(),
         "burst": a.burst,
@@ -653,6 +778,16 @@ fn workers_mode(a: &Args) {
     if let Err(e) = report::print_and_write(&result, Some(a.workers_out.as_ref())) {
         eprintln!("{e}");
     }
+}
+
+/// The `q` quantile of `v` (nearest rank; sorts `v`), 0 when empty.
+fn quantile(v: &mut [u64], q: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
 }
 
 fn est_request(seq: u32, k: u32) -> Vec<u8> {
@@ -856,10 +991,15 @@ fn n4_mode(a: &Args, n: usize) {
     let (r0, t0) = (pre.rx_packets(), Instant::now());
     let (mut sent, mut ok, mut rejected, mut got) = (0usize, 0usize, 0usize, 0usize);
     let (mut answered, mut retransmits, mut quiet) = (vec![false; n], 0usize, 0u32);
+    // Request -> response time as the client sees it, from the first send of each request
+    // (with `--window 1`: a lone request, as an SMF waiting for each answer sees it).
+    let mut sent_at: Vec<Option<Instant>> = vec![None; n];
+    let mut rtt_us: Vec<u64> = Vec::with_capacity(n);
     sock.set_read_timeout(Some(Duration::from_millis(500)))
         .expect("timeout");
     while got < n {
         while sent < n && sent - got < a.window {
+            sent_at[sent] = Some(Instant::now());
             sock.send(&reqs[sent]).expect("send");
             sent += 1;
         }
@@ -873,6 +1013,9 @@ fn n4_mode(a: &Args, n: usize) {
                     continue;
                 }
                 answered[k] = true;
+                if let Some(t) = sent_at[k] {
+                    rtt_us.push(t.elapsed().as_micros() as u64);
+                }
                 got += 1;
                 quiet = 0;
                 if cause == 1 {
@@ -940,6 +1083,11 @@ fn n4_mode(a: &Args, n: usize) {
         "establishments_per_second": ok as f64 / elapsed.as_secs_f64(),
         "goal_establishments_per_second": 20000,
         "publishes": st.counts.publishes,
+        "window": a.window,
+        "request_rtt_us_p50": quantile(&mut rtt_us, 0.5),
+        "request_rtt_us_p99": quantile(&mut rtt_us, 0.99),
+        "request_rtt_us_max": quantile(&mut rtt_us, 1.0),
+        "goal_lone_request_rtt_us": {"p50": 200, "p99": 1000, "with": "--window 1"},
         "publish_latency_us_p50": st.publish_latency_quantile(0.5),
         "publish_latency_us_p99": st.publish_latency_quantile(0.99),
         "publish_latency_us_max": st.publish_latency_quantile(1.0),

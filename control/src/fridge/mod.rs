@@ -1,0 +1,293 @@
+//! `[fridge]`: unbiased request/response delay distributions per slice (Zheng, Chen,
+//! Braverman, Rexford, "Unbiased Delay Measurement in the Data Plane"). The estimator and the
+//! stage are the dataplane's (`peregrine_dataplane::telemetry::fridge`); this module parses
+//! the section, places one stage per worker after the main stage (it sees every packet about
+//! to be sent, with the UPF's direction and QFI), and on the control thread merges the
+//! workers' windows, exports them on ZeroMQ (CBOR) and on the metrics page. See
+//! `docs/fridge.md`.
+
+mod export;
+
+use crate::error::{invalid, ConfigError, RunError};
+use crate::feature::{Build, Configure, Feature, FeatureReport, Place, Stages};
+use crate::metrics::Exposition;
+use crate::platform::{PipelineConfig, Platform};
+use export::Aggregator;
+use peregrine_dataplane::runtime::{EgressConfig, OnEgress, Running};
+use peregrine_dataplane::telemetry::fridge::matcher::Kind;
+use peregrine_dataplane::telemetry::fridge::stage::{
+    FridgeStage, SliceSpec, StageSpec, Vantage, WorkerPub,
+};
+use peregrine_dataplane::telemetry::fridge::{FridgeSet, FridgeSpec, XMode};
+use peregrine_dataplane::PacketBuf;
+use serde::Deserialize;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+pub use export::{WindowReport, CBOR_VERSION};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FridgeSection {
+    /// Window length, ms.
+    #[serde(default = "default_window")]
+    window_ms: u64,
+    /// What x counts: "insertions" (default) or "requests".
+    #[serde(default = "default_x")]
+    x_counts: String,
+    /// Hash seed (each worker mixes in its index).
+    #[serde(default = "default_seed")]
+    seed: u64,
+    /// Ports whose received packets are uplink when no UPF sets a direction.
+    #[serde(default)]
+    uplink_ports: Vec<String>,
+    /// ZeroMQ PUB endpoint for window reports (CBOR), e.g. "tcp://127.0.0.1:5600".
+    zmq_pub: Option<String>,
+    #[serde(rename = "slice")]
+    slices: Vec<SliceSection>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SliceSection {
+    name: String,
+    kind: String,
+    #[serde(default = "default_vantage")]
+    vantage: String,
+    #[serde(default)]
+    qfi: Vec<u8>,
+    #[serde(default)]
+    ports: Vec<u16>,
+    /// One fridge: `m` and `p`; several: `fridges = [{ m, p }, ...]`.
+    m: Option<u32>,
+    p: Option<f64>,
+    #[serde(default)]
+    fridges: Vec<FridgeEntry>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FridgeEntry {
+    m: u32,
+    p: f64,
+}
+
+fn default_window() -> u64 {
+    1000
+}
+fn default_x() -> String {
+    "insertions".into()
+}
+fn default_seed() -> u64 {
+    0x6672_6964_6765
+}
+fn default_vantage() -> String {
+    "n6".into()
+}
+
+/// The fridge feature.
+#[derive(Debug)]
+pub struct FridgeFeature {
+    spec: StageSpec,
+    zmq_pub: Option<String>,
+    ports: usize,
+    workers: Mutex<Vec<Arc<WorkerPub>>>,
+    agg: Option<Aggregator>,
+}
+
+fn parse(s: FridgeSection, p: &Platform) -> Result<(StageSpec, Option<String>), ConfigError> {
+    if s.window_ms == 0 {
+        return Err(invalid("fridge.window_ms", "must be at least 1"));
+    }
+    let mode = match s.x_counts.as_str() {
+        "insertions" => XMode::Insertions,
+        "requests" => XMode::Requests,
+        o => {
+            return Err(invalid(
+                "fridge.x_counts",
+                format!("\"{o}\": expected \"insertions\" or \"requests\""),
+            ))
+        }
+    };
+    let mut uplink_ports = Vec::new();
+    for n in &s.uplink_ports {
+        uplink_ports.push(
+            p.port_index(n)
+                .ok_or_else(|| invalid("fridge.uplink_ports", format!("no port named \"{n}\"")))?,
+        );
+    }
+    if s.slices.is_empty() {
+        return Err(invalid(
+            "fridge.slice",
+            "at least one [[fridge.slice]] is needed",
+        ));
+    }
+    let mut slices = Vec::new();
+    for (i, sl) in s.slices.iter().enumerate() {
+        let key = |k: &str| format!("fridge.slice[{i}].{k}");
+        if sl.name.is_empty() || slices.iter().any(|x: &SliceSpec| x.name == sl.name) {
+            return Err(invalid(
+                key("name"),
+                format!("\"{}\" is empty or used twice", sl.name),
+            ));
+        }
+        let kind = Kind::from_name(&sl.kind).ok_or_else(|| {
+            invalid(
+                key("kind"),
+                format!(
+                    "\"{}\": expected one of {}",
+                    sl.kind,
+                    Kind::ALL.map(Kind::name).join(", ")
+                ),
+            )
+        })?;
+        let vantage = match sl.vantage.as_str() {
+            "n6" => Vantage::N6,
+            "n3" => Vantage::N3,
+            o => {
+                return Err(invalid(
+                    key("vantage"),
+                    format!("\"{o}\": expected \"n6\" or \"n3\""),
+                ))
+            }
+        };
+        if let Some(q) = sl.qfi.iter().find(|&&q| q > 63) {
+            return Err(invalid(key("qfi"), format!("{q} is not a QFI (0..=63)")));
+        }
+        let fridges: Vec<FridgeSpec> = match (sl.m, sl.p, sl.fridges.is_empty()) {
+            (Some(m), Some(p), true) => vec![FridgeSpec { m, p }],
+            (None, None, false) => sl
+                .fridges
+                .iter()
+                .map(|f| FridgeSpec { m: f.m, p: f.p })
+                .collect(),
+            _ => {
+                return Err(invalid(
+                    key("fridges"),
+                    "give either m and p (one fridge) or fridges = [{ m, p }, ...]",
+                ))
+            }
+        };
+        if let Some(f) = fridges.iter().find(|f| f.m > 1 << 24) {
+            return Err(invalid(
+                key("m"),
+                format!("{} slots: at most 2^24 per fridge", f.m),
+            ));
+        }
+        FridgeSet::new(&fridges, mode, 0).map_err(|e| invalid(key("fridges"), e.to_string()))?;
+        slices.push(SliceSpec {
+            name: sl.name.clone(),
+            kind,
+            vantage,
+            qfi: sl.qfi.clone(),
+            ports: sl.ports.clone(),
+            fridges,
+        });
+    }
+    Ok((
+        StageSpec {
+            slices,
+            mode,
+            window_ns: s.window_ms * 1_000_000,
+            seed: s.seed,
+            uplink_ports,
+        },
+        s.zmq_pub,
+    ))
+}
+
+impl Configure for FridgeFeature {
+    const SECTION: &'static str = "fridge";
+
+    fn configure(section: Option<&toml::Value>, p: &Platform) -> Result<Option<Self>, ConfigError> {
+        let Some(v) = section else {
+            return Ok(None);
+        };
+        if matches!(p.pipeline, PipelineConfig::Int { .. }) {
+            return Err(invalid(
+                "fridge",
+                "the fridge runs in the upf, l3fwd and xconnect pipelines",
+            ));
+        }
+        let s: FridgeSection = v
+            .clone()
+            .try_into()
+            .map_err(|e: toml::de::Error| invalid("fridge", e.message().to_string()))?;
+        let (spec, zmq_pub) = parse(s, p)?;
+        Ok(Some(FridgeFeature {
+            spec,
+            zmq_pub,
+            ports: p.ports.len(),
+            workers: Mutex::new(Vec::new()),
+            agg: None,
+        }))
+    }
+}
+
+impl<B: PacketBuf + 'static> Feature<B> for FridgeFeature {
+    fn name(&self) -> &'static str {
+        Self::SECTION
+    }
+
+    /// The exporter binds before workers start: a bad endpoint fails the run early.
+    fn prepare(&mut self, _p: &Platform, _e: &mut [Option<EgressConfig>]) -> Result<(), RunError> {
+        self.agg = Some(
+            Aggregator::new(&self.spec, self.zmq_pub.as_deref())
+                .map_err(|e| RunError::Backend(format!("fridge.zmq_pub: {e}")))?,
+        );
+        Ok(())
+    }
+
+    fn reads_packet_meta(&self) -> bool {
+        true
+    }
+
+    /// After the main stage, on every packet about to be sent (any port).
+    fn stages(&self, place: Place, b: &mut Build<'_>, out: &mut Stages<B>) {
+        if place != Place::AfterUpf {
+            return;
+        }
+        let publ = Arc::new(WorkerPub::new(&self.spec));
+        let st = FridgeStage::new(&self.spec, b.worker, publ.clone())
+            .expect("validated when the section was parsed");
+        match self.workers.lock() {
+            Ok(mut w) => w.push(publ),
+            Err(p) => p.into_inner().push(publ),
+        }
+        let ports: Vec<u16> = (0..self.ports as u16).collect();
+        out.push(Box::new(OnEgress::new(&ports, st)));
+    }
+
+    fn tick(&mut self, _now: Instant, _running: &Running) {
+        let workers = match self.workers.lock() {
+            Ok(w) => w.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        if let Some(a) = &mut self.agg {
+            a.poll(&workers);
+        }
+    }
+
+    fn metrics(&self, e: &mut Exposition) {
+        if let Some(a) = &self.agg {
+            a.metrics(e);
+        }
+    }
+
+    fn finish(self: Box<Self>) -> FeatureReport {
+        let workers = match self.workers.lock() {
+            Ok(w) => w.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        match self.agg {
+            Some(mut a) => {
+                a.poll(&workers);
+                a.finish(&workers)
+            }
+            None => FeatureReport::new("fridge", &serde_json::json!({}), String::new()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,345 @@
+//! `fridge(M, p)` (section 3.2) and sets of fridges sharing one request stream (section 4.2).
+
+use super::weight::{Weigher, XMode};
+use super::{Estimator, Keyed};
+
+/// Most fridges in one set (the seed evaluates one and two; four leave room to try more).
+pub const MAX_FRIDGES: usize = 4;
+
+/// One fridge's size and entry probability.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FridgeSpec {
+    /// Slots (`M >= 2`, section 3.3).
+    pub m: u32,
+    /// Entry probability `p` in `(0, 1]`.
+    pub p: f64,
+}
+
+/// A delay sample: a response that found its request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Response time minus request time.
+    pub delay_ns: u64,
+    /// Counts (insertions or requests, see [`XMode`]) between request and response.
+    pub x: u64,
+    /// Index of the fridge in its set (0 for a baseline table).
+    pub fridge: u8,
+    /// Correction factor `1/q` (1 for the baselines).
+    pub weight: f64,
+}
+
+/// Why a set refuses a configuration.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpecError {
+    #[error("a fridge set has 1 to {MAX_FRIDGES} fridges, not {0}")]
+    Count(usize),
+    #[error("fridge {0}: M must be at least 2 (section 3.3 of the fridge paper), not {1}")]
+    TooSmall(usize, u32),
+    #[error("fridge {0}: p must be in (0, 1], not {1}")]
+    BadP(usize, f64),
+    #[error("the fridges' entry probabilities sum to {0}, more than 1")]
+    SumAboveOne(f64),
+}
+
+/// What a set has seen (plain counters: the set is per worker).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SetStats {
+    pub requests: u64,
+    /// Requests that entered a fridge.
+    pub inserted: u64,
+    /// Insertions that overwrote a live entry (a pending request lost).
+    pub overwrote: u64,
+    pub responses: u64,
+    /// Responses whose coin picks no fridge (their request was never eligible).
+    pub not_sampled: u64,
+    /// Responses that found their request: samples.
+    pub matched: u64,
+    /// Responses whose slot held another ID or nothing (evicted, or no request seen).
+    pub unmatched: u64,
+}
+
+#[derive(Debug)]
+struct Table {
+    sig: Box<[u32]>,
+    ts: Box<[u64]>,
+    ctr: Box<[u64]>,
+    inserts: u64,
+    m: u32,
+    weigher: Weigher,
+}
+
+/// One or more fridges fed by one stream. Each ID's hash gives a uniform coin; fridge `k`
+/// takes the IDs whose coin falls in its interval of width `p_k`, so each fridge sees every
+/// request with probability `p_k` and estimates the whole distribution on its own (the
+/// estimators are then combined per bin by inverse-variance weighting, `hist::combine_ivw`).
+#[derive(Debug)]
+pub struct FridgeSet {
+    tables: Vec<Table>,
+    /// Coin upper bounds (exclusive) per fridge, cumulative, over 2^32.
+    bounds: [u64; MAX_FRIDGES],
+    requests: u64,
+    mode: XMode,
+    seed: u64,
+    stats: SetStats,
+}
+
+impl FridgeSet {
+    /// A set of `specs.len()` fridges (all slots empty), IDs hashed with `seed`. The entry
+    /// probabilities are rounded to multiples of 2^-32 and the weights use the rounded ones.
+    pub fn new(specs: &[FridgeSpec], mode: XMode, seed: u64) -> Result<FridgeSet, SpecError> {
+        if specs.is_empty() || specs.len() > MAX_FRIDGES {
+            return Err(SpecError::Count(specs.len()));
+        }
+        let mut bounds = [0u64; MAX_FRIDGES];
+        let mut tables = Vec::with_capacity(specs.len());
+        let (mut sum, mut lo) = (0.0f64, 0u64);
+        for (i, s) in specs.iter().enumerate() {
+            if s.m < 2 {
+                return Err(SpecError::TooSmall(i, s.m));
+            }
+            if !(s.p > 0.0 && s.p <= 1.0) {
+                return Err(SpecError::BadP(i, s.p));
+            }
+            sum += s.p;
+            if sum > 1.0 + 1e-9 {
+                return Err(SpecError::SumAboveOne(sum));
+            }
+            let hi = ((sum * 4_294_967_296.0).round() as u64).clamp(lo + 1, 1 << 32);
+            let p = (hi - lo) as f64 / 4_294_967_296.0;
+            bounds[i] = hi;
+            lo = hi;
+            let m = s.m as usize;
+            tables.push(Table {
+                sig: vec![0; m].into_boxed_slice(),
+                ts: vec![0; m].into_boxed_slice(),
+                ctr: vec![0; m].into_boxed_slice(),
+                inserts: 0,
+                m: s.m,
+                weigher: Weigher::new(s.m, p, mode),
+            });
+        }
+        for b in bounds.iter_mut().skip(specs.len()) {
+            *b = lo;
+        }
+        Ok(FridgeSet {
+            tables,
+            bounds,
+            requests: 0,
+            mode,
+            seed,
+            stats: SetStats::default(),
+        })
+    }
+
+    /// Number of fridges.
+    pub fn len(&self) -> usize {
+        self.tables.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tables.is_empty()
+    }
+
+    pub fn mode(&self) -> XMode {
+        self.mode
+    }
+
+    /// The weigher of fridge `k` (its effective `p` and `M`).
+    pub fn weigher(&self, k: usize) -> Weigher {
+        self.tables[k].weigher
+    }
+
+    /// Effective entry probability of fridge `k` (rounded to 2^-32).
+    pub fn p(&self, k: usize) -> f64 {
+        self.tables[k].weigher.inv_p().recip()
+    }
+
+    pub fn m(&self, k: usize) -> u32 {
+        self.tables[k].m
+    }
+
+    pub fn stats(&self) -> SetStats {
+        self.stats
+    }
+
+    /// Slots holding a pending request, over all fridges (a scan: for tests and reports).
+    pub fn occupied(&self) -> usize {
+        self.tables
+            .iter()
+            .map(|t| t.sig.iter().filter(|&&s| s != 0).count())
+            .sum()
+    }
+
+    #[inline]
+    fn pick(&self, coin: u32) -> Option<usize> {
+        let c = u64::from(coin);
+        // At most four compares, no loop-carried state: cheaper than a search.
+        (0..self.tables.len()).find(|&k| c < self.bounds[k])
+    }
+
+    /// A request: count it, and if its coin picks a fridge, overwrite its slot there.
+    #[inline]
+    pub fn request(&mut self, id: u64, now_ns: u64) {
+        self.requests += 1;
+        self.stats.requests += 1;
+        let k = Keyed::new(id, self.seed);
+        let Some(f) = self.pick(k.coin) else {
+            return;
+        };
+        let requests = self.requests;
+        let t = &mut self.tables[f];
+        t.inserts += 1;
+        let i = k.index(t.m);
+        self.stats.inserted += 1;
+        self.stats.overwrote += u64::from(t.sig[i] != 0);
+        t.sig[i] = k.sig;
+        t.ts[i] = now_ns;
+        t.ctr[i] = match self.mode {
+            XMode::Insertions => t.inserts,
+            XMode::Requests => requests,
+        };
+    }
+
+    /// A response: if its request is still in its slot, clear the slot and return the sample.
+    #[inline]
+    pub fn response(&mut self, id: u64, now_ns: u64) -> Option<Sample> {
+        self.stats.responses += 1;
+        let k = Keyed::new(id, self.seed);
+        let Some(f) = self.pick(k.coin) else {
+            self.stats.not_sampled += 1;
+            return None;
+        };
+        let requests = self.requests;
+        let t = &mut self.tables[f];
+        let i = k.index(t.m);
+        if t.sig[i] != k.sig {
+            self.stats.unmatched += 1;
+            return None;
+        }
+        t.sig[i] = 0;
+        let now_ctr = match self.mode {
+            XMode::Insertions => t.inserts,
+            XMode::Requests => requests,
+        };
+        let x = now_ctr.wrapping_sub(t.ctr[i]);
+        self.stats.matched += 1;
+        Some(Sample {
+            delay_ns: now_ns.saturating_sub(t.ts[i]),
+            x,
+            fridge: f as u8,
+            weight: t.weigher.weight(x),
+        })
+    }
+}
+
+impl Estimator for FridgeSet {
+    fn request(&mut self, id: u64, now_ns: u64) {
+        FridgeSet::request(self, id, now_ns)
+    }
+    fn response(&mut self, id: u64, now_ns: u64) -> Option<Sample> {
+        FridgeSet::response(self, id, now_ns)
+    }
+    /// 4 (signature) + 8 (timestamp) + 8 (counter) bytes per slot; the same per-slot cost is
+    /// charged to the baselines (4 + 8), so equal M means the seed's "equal memory" in slots.
+    fn state_bytes(&self) -> usize {
+        self.tables.iter().map(|t| t.m as usize * 20).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(m: u32, p: f64) -> FridgeSet {
+        FridgeSet::new(&[FridgeSpec { m, p }], XMode::Insertions, 7).unwrap()
+    }
+
+    #[test]
+    fn match_clears_and_reports_delay_and_x() {
+        let mut f = one(1024, 1.0);
+        f.request(1, 100);
+        f.request(2, 150);
+        f.request(3, 170);
+        let s = f.response(1, 1_100).expect("request 1 is in the fridge");
+        assert_eq!(s.delay_ns, 1_000);
+        assert_eq!(s.x, 2, "two insertions after request 1");
+        assert_eq!(s.fridge, 0);
+        let w = Weigher::new(1024, 1.0, XMode::Insertions);
+        assert_eq!(s.weight, w.weight(2));
+        assert!(f.response(1, 1_200).is_none(), "a slot answers once");
+        let s3 = f.response(3, 1_300).unwrap();
+        assert_eq!((s3.delay_ns, s3.x), (1_130, 0));
+        assert_eq!(f.stats().matched, 2);
+        assert_eq!(f.stats().unmatched, 1);
+        assert_eq!(f.occupied(), 1);
+    }
+
+    #[test]
+    fn requests_mode_counts_every_request() {
+        let mut f = FridgeSet::new(&[FridgeSpec { m: 64, p: 0.5 }], XMode::Requests, 3).unwrap();
+        // Find an ID that enters and 5 that do not.
+        let entering: Vec<u64> = (0..1000)
+            .filter(|&i| f.pick(Keyed::new(i, 3).coin).is_some())
+            .take(1)
+            .collect();
+        let skipped: Vec<u64> = (0..1000)
+            .filter(|&i| f.pick(Keyed::new(i, 3).coin).is_none())
+            .take(5)
+            .collect();
+        f.request(entering[0], 0);
+        for &s in &skipped {
+            f.request(s, 1);
+        }
+        let s = f.response(entering[0], 10).unwrap();
+        assert_eq!(s.x, 5, "five requests after it, none inserted");
+        assert_eq!(f.stats().inserted, 1);
+        assert_eq!(f.response(skipped[0], 11), None);
+        assert_eq!(f.stats().not_sampled, 1);
+    }
+
+    #[test]
+    fn overwrite_on_collision_and_bounded_state() {
+        let mut f = one(4, 1.0);
+        for id in 0..10_000u64 {
+            f.request(id, id);
+        }
+        assert!(f.occupied() <= 4);
+        assert_eq!(f.stats().inserted, 10_000);
+        assert!(f.stats().overwrote >= 10_000 - 4);
+        assert_eq!(f.state_bytes(), 80);
+    }
+
+    #[test]
+    fn coins_split_ids_by_p_intervals() {
+        let specs = [
+            FridgeSpec { m: 256, p: 0.25 },
+            FridgeSpec { m: 256, p: 0.5 },
+        ];
+        let f = FridgeSet::new(&specs, XMode::Insertions, 11).unwrap();
+        let mut n = [0u32; 3];
+        for id in 0..100_000u64 {
+            n[f.pick(Keyed::new(id, 11).coin).unwrap_or(2)] += 1;
+        }
+        let frac = |c: u32| f64::from(c) / 100_000.0;
+        assert!((frac(n[0]) - 0.25).abs() < 0.01, "{n:?}");
+        assert!((frac(n[1]) - 0.5).abs() < 0.01, "{n:?}");
+        assert!((frac(n[2]) - 0.25).abs() < 0.01, "{n:?}");
+        assert_eq!(f.p(0), 0.25);
+        assert_eq!(f.p(1), 0.5);
+    }
+
+    #[test]
+    fn bad_specs_are_refused_by_name() {
+        let e = |s: &[FridgeSpec]| FridgeSet::new(s, XMode::Insertions, 0).unwrap_err();
+        assert_eq!(e(&[]), SpecError::Count(0));
+        assert_eq!(e(&[FridgeSpec { m: 1, p: 0.5 }]), SpecError::TooSmall(0, 1));
+        assert_eq!(e(&[FridgeSpec { m: 8, p: 0.0 }]), SpecError::BadP(0, 0.0));
+        assert!(matches!(
+            e(&[FridgeSpec { m: 8, p: f64::NAN }]),
+            SpecError::BadP(0, _)
+        ));
+        let two = [FridgeSpec { m: 8, p: 0.7 }, FridgeSpec { m: 8, p: 0.7 }];
+        assert!(matches!(e(&two), SpecError::SumAboveOne(_)));
+        assert_eq!(e(&[FridgeSpec { m: 8, p: 1.0 }; 5]), SpecError::Count(5));
+    }
+}

@@ -1,0 +1,384 @@
+//! Request/response IDs of packets, read at the offsets the classifier left in `PacketMeta`
+//! (the flow's IP and L4 headers: the inner packet of a G-PDU), so nothing is parsed twice.
+//!
+//! Each ID is hashed to 64 bits over the kind, the requester's and responder's addresses, and
+//! the field that pairs them; a response hashes the same fields in the request's order:
+//!
+//! | kind | request | response | pairing field |
+//! |---|---|---|---|
+//! | `tcp_handshake` | SYN without ACK | SYN-ACK | ports, `seq + 1` = `ack` |
+//! | `tcp_data` | a segment that advances seq (payload, SYN-ACK, FIN) | a non-SYN segment with ACK | ports, `seq + len` = `ack` |
+//! | `dns` | UDP to port 53, QR = 0 | UDP from port 53, QR = 1 | ports, DNS ID |
+//! | `icmp_echo` | ICMP echo request (8), ICMPv6 (128) | echo reply (0, 129) | identifier, sequence |
+//! | `gtp_echo` | GTP-U Echo Request (1) | Echo Response (2) | GTP-U sequence number |
+//!
+//! `tcp_data` follows the fridge paper's trace evaluation: a delayed or cumulative ACK
+//! matches only the segment whose end it acknowledges (the latest covered request); the
+//! earlier segments it covers stay unanswered. A data segment carrying an ACK is a request
+//! and a response at once.
+
+use super::fmix64;
+use crate::meta::{flags, PacketMeta};
+
+/// A kind of request/response pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Kind {
+    TcpHandshake = 0,
+    TcpData = 1,
+    Dns = 2,
+    IcmpEcho = 3,
+    GtpEcho = 4,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 5] = [
+        Kind::TcpHandshake,
+        Kind::TcpData,
+        Kind::Dns,
+        Kind::IcmpEcho,
+        Kind::GtpEcho,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::TcpHandshake => "tcp_handshake",
+            Kind::TcpData => "tcp_data",
+            Kind::Dns => "dns",
+            Kind::IcmpEcho => "icmp_echo",
+            Kind::GtpEcho => "gtp_echo",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    pub const fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// One role a packet plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Role {
+    pub kind: Kind,
+    pub request: bool,
+    /// 64-bit ID hash (equal for a request and its response).
+    pub id: u64,
+    /// The packet's (source, destination) ports (0 for ICMP): a port-class slice matches
+    /// either, so both halves of a pair fall in the same slice.
+    pub ports: [u16; 2],
+}
+
+/// Up to two roles (a data segment with an ACK; a SYN-ACK).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Roles {
+    n: u8,
+    r: [Option<Role>; 2],
+}
+
+impl Roles {
+    fn push(&mut self, r: Role) {
+        if let Some(s) = self.r.get_mut(usize::from(self.n)) {
+            *s = Some(r);
+            self.n += 1;
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Role> + '_ {
+        self.r.iter().flatten().copied()
+    }
+
+    pub fn len(&self) -> usize {
+        usize::from(self.n)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+}
+
+/// Why a packet yields no role, counted by the stage under these names. None is an error of
+/// the packet's forwarding: telemetry never drops traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Skip {
+    /// The classifier could not parse it (a non-IP frame, or an IP packet whose L4 header is
+    /// cut short: those are counted below when the IP header names TCP or UDP).
+    Unclassified = 0,
+    /// TCP header cut short (the classifier refused it) or payload length past the frame.
+    TruncatedTcp = 1,
+    /// UDP to or from port 53 with fewer than 12 bytes of DNS header.
+    TruncatedDns = 2,
+    /// ICMP echo shorter than its 8-byte header.
+    TruncatedIcmp = 3,
+    /// GTP-U echo shorter than its header with a sequence number.
+    TruncatedGtp = 4,
+    /// A non-first fragment: no L4 header to match on.
+    Fragment = 5,
+    /// A packet of no configured kind.
+    Other = 6,
+}
+
+impl Skip {
+    pub const COUNT: usize = 7;
+    pub const NAMES: [&'static str; Skip::COUNT] = [
+        "unclassified",
+        "truncated_tcp",
+        "truncated_dns",
+        "truncated_icmp",
+        "truncated_gtp",
+        "fragment",
+        "other",
+    ];
+}
+
+#[inline]
+fn be16(d: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes(d.get(at..at + 2)?.try_into().ok()?))
+}
+
+#[inline]
+fn be32(d: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(d.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// The flow's addresses (IPv4 in the low 32 bits) and the end of its IP payload (from the
+/// IP length field, bounded by the frame).
+#[inline]
+fn addrs(d: &[u8], l3: usize, v6: bool) -> Option<(u128, u128, usize)> {
+    if v6 {
+        let s = u128::from_be_bytes(d.get(l3 + 8..l3 + 24)?.try_into().ok()?);
+        let t = u128::from_be_bytes(d.get(l3 + 24..l3 + 40)?.try_into().ok()?);
+        Some((s, t, l3 + 40 + usize::from(be16(d, l3 + 4)?)))
+    } else {
+        let s = u128::from(be32(d, l3 + 12)?);
+        let t = u128::from(be32(d, l3 + 16)?);
+        Some((s, t, l3 + usize::from(be16(d, l3 + 2)?)))
+    }
+}
+
+/// The ID hash of a pair: kind, requester, responder, ports, pairing field.
+#[inline]
+pub fn pair_id(kind: Kind, req: u128, resp: u128, ports: u32, key: u64) -> u64 {
+    let mut h = fmix64(kind as u64 ^ 0x6672_6964_6765);
+    for w in [
+        req as u64,
+        (req >> 64) as u64,
+        resp as u64,
+        (resp >> 64) as u64,
+    ] {
+        h = fmix64(h.rotate_left(23) ^ w);
+    }
+    h = fmix64(h.rotate_left(23) ^ u64::from(ports));
+    fmix64(h.rotate_left(23) ^ key)
+}
+
+/// Minimal look at a packet the classifier refused: does its IP header name TCP (a truncated
+/// TCP header) or UDP to/from 53 (a truncated DNS datagram)?
+fn refused(d: &[u8]) -> Skip {
+    // Ethernet without VLAN, as the refused frames we can say anything about.
+    let Some(et) = be16(d, 12) else {
+        return Skip::Unclassified;
+    };
+    let (proto, l4) = match et {
+        0x0800 => match (d.get(23), d.get(14)) {
+            (Some(&p), Some(&vihl)) => (p, 14 + usize::from(vihl & 0x0f) * 4),
+            _ => return Skip::Unclassified,
+        },
+        0x86dd => match d.get(20) {
+            Some(&p) => (p, 54),
+            None => return Skip::Unclassified,
+        },
+        _ => return Skip::Unclassified,
+    };
+    match proto {
+        6 => Skip::TruncatedTcp,
+        17 if be16(d, l4) == Some(53) || be16(d, l4 + 2) == Some(53) => Skip::TruncatedDns,
+        _ => Skip::Unclassified,
+    }
+}
+
+/// The roles of one packet among the kinds in `kinds` (a mask of [`Kind::bit`]).
+pub fn roles(d: &[u8], m: &PacketMeta, kinds: u8) -> Result<Roles, Skip> {
+    if !m.is_classified() {
+        return Err(refused(d));
+    }
+    if m.has(flags::FRAGMENT) {
+        return Err(Skip::Fragment);
+    }
+    let mut out = Roles::default();
+    // GTP-U echo rides on the outer UDP header (never a G-PDU).
+    if kinds & Kind::GtpEcho.bit() != 0 && !m.has(flags::GPDU) && m.proto == 17 && m.has(flags::L4)
+    {
+        let l4 = usize::from(m.l4_off);
+        let (sp, dp) = (be16(d, l4), be16(d, l4 + 2));
+        if sp == Some(2152) || dp == Some(2152) {
+            let g = l4 + 8;
+            let t = d.get(g + 1).copied();
+            if matches!(t, Some(1) | Some(2)) {
+                let (Some(fl), Some(seq)) = (d.get(g).copied(), be16(d, g + 8)) else {
+                    return Err(Skip::TruncatedGtp);
+                };
+                if fl & 0x02 == 0 {
+                    // No sequence number: nothing pairs the echo (TS 29.281 section 7.2.1
+                    // requires one).
+                    return Err(Skip::TruncatedGtp);
+                }
+                let (s, t2, _) = addrs(d, usize::from(m.l3_off), m.has(flags::OUTER_V6))
+                    .ok_or(Skip::TruncatedGtp)?;
+                let request = t == Some(1);
+                let (rq, rs) = if request { (s, t2) } else { (t2, s) };
+                out.push(Role {
+                    kind: Kind::GtpEcho,
+                    request,
+                    id: pair_id(Kind::GtpEcho, rq, rs, 2152, u64::from(seq)),
+                    ports: [2152, 2152],
+                });
+                return Ok(out);
+            }
+        }
+    }
+    let (l3, l4, v6) = (
+        usize::from(m.inner_l3_off),
+        usize::from(m.inner_l4_off),
+        m.has(flags::INNER_V6),
+    );
+    match m.proto {
+        6 if kinds & (Kind::TcpHandshake.bit() | Kind::TcpData.bit()) != 0 => {
+            tcp(d, l3, l4, v6, m, kinds, &mut out)?
+        }
+        17 if kinds & Kind::Dns.bit() != 0 && m.has(flags::L4) => {
+            let (sp, dp) = (be16(d, l4).unwrap_or(0), be16(d, l4 + 2).unwrap_or(0));
+            if sp != 53 && dp != 53 {
+                return Err(Skip::Other);
+            }
+            let (s, t, end) = addrs(d, l3, v6).ok_or(Skip::TruncatedDns)?;
+            let dns = l4 + 8;
+            if end.min(d.len()) < dns + 12 {
+                return Err(Skip::TruncatedDns);
+            }
+            let (Some(dns_id), Some(&fl)) = (be16(d, dns), d.get(dns + 2)) else {
+                return Err(Skip::TruncatedDns);
+            };
+            let qr = fl & 0x80 != 0;
+            let (request, (rq, rs), ports) = match (qr, dp == 53, sp == 53) {
+                (false, true, _) => (true, (s, t), u32::from(sp) << 16 | u32::from(dp)),
+                (true, _, true) => (false, (t, s), u32::from(dp) << 16 | u32::from(sp)),
+                _ => return Err(Skip::Other),
+            };
+            out.push(Role {
+                kind: Kind::Dns,
+                request,
+                id: pair_id(Kind::Dns, rq, rs, ports, u64::from(dns_id)),
+                ports: [sp, dp],
+            });
+        }
+        1 | 58 if kinds & Kind::IcmpEcho.bit() != 0 && m.has(flags::L4) => {
+            let ty = d.get(l4).copied().unwrap_or(255);
+            let request = match (m.proto, ty) {
+                (1, 8) | (58, 128) => true,
+                (1, 0) | (58, 129) => false,
+                _ => return Err(Skip::Other),
+            };
+            let (s, t, end) = addrs(d, l3, v6).ok_or(Skip::TruncatedIcmp)?;
+            if end.min(d.len()) < l4 + 8 {
+                return Err(Skip::TruncatedIcmp);
+            }
+            let (Some(ident), Some(seq)) = (be16(d, l4 + 4), be16(d, l4 + 6)) else {
+                return Err(Skip::TruncatedIcmp);
+            };
+            let (rq, rs) = if request { (s, t) } else { (t, s) };
+            out.push(Role {
+                kind: Kind::IcmpEcho,
+                request,
+                id: pair_id(Kind::IcmpEcho, rq, rs, u32::from(ident), u64::from(seq)),
+                ports: [0, 0],
+            });
+        }
+        _ => return Err(Skip::Other),
+    }
+    if out.is_empty() {
+        Err(Skip::Other)
+    } else {
+        Ok(out)
+    }
+}
+
+fn tcp(
+    d: &[u8],
+    l3: usize,
+    l4: usize,
+    v6: bool,
+    m: &PacketMeta,
+    kinds: u8,
+    out: &mut Roles,
+) -> Result<(), Skip> {
+    if !m.has(flags::L4) {
+        return Err(Skip::TruncatedTcp);
+    }
+    let (s, t, end) = addrs(d, l3, v6).ok_or(Skip::TruncatedTcp)?;
+    let (Some(sp), Some(dp), Some(seq), Some(ack), Some(&off), Some(&fl)) = (
+        be16(d, l4),
+        be16(d, l4 + 2),
+        be32(d, l4 + 4),
+        be32(d, l4 + 8),
+        d.get(l4 + 12),
+        d.get(l4 + 13),
+    ) else {
+        return Err(Skip::TruncatedTcp);
+    };
+    let hdr = usize::from(off >> 4) * 4;
+    if hdr < 20 || end > d.len() || end < l4 + hdr {
+        return Err(Skip::TruncatedTcp);
+    }
+    let payload = (end - l4 - hdr) as u32;
+    let (syn, ackf, fin, rst) = (
+        fl & 0x02 != 0,
+        fl & 0x10 != 0,
+        fl & 0x01 != 0,
+        fl & 0x04 != 0,
+    );
+    let fwd = u32::from(sp) << 16 | u32::from(dp);
+    let rev = u32::from(dp) << 16 | u32::from(sp);
+    if kinds & Kind::TcpHandshake.bit() != 0 && syn && !rst {
+        let (request, rq, rs, ports, key) = if ackf {
+            (false, t, s, rev, ack)
+        } else {
+            (true, s, t, fwd, seq.wrapping_add(1))
+        };
+        out.push(Role {
+            kind: Kind::TcpHandshake,
+            request,
+            id: pair_id(Kind::TcpHandshake, rq, rs, ports, u64::from(key)),
+            ports: [sp, dp],
+        });
+    }
+    if kinds & Kind::TcpData.bit() != 0 && !rst {
+        let advance = payload + u32::from(syn) + u32::from(fin);
+        // A SYN without ACK opens the handshake: that is tcp_handshake's request.
+        if advance > 0 && (ackf || !syn) {
+            let key = seq.wrapping_add(advance);
+            out.push(Role {
+                kind: Kind::TcpData,
+                request: true,
+                id: pair_id(Kind::TcpData, s, t, fwd, u64::from(key)),
+                ports: [sp, dp],
+            });
+        }
+        if ackf && !syn {
+            out.push(Role {
+                kind: Kind::TcpData,
+                request: false,
+                id: pair_id(Kind::TcpData, t, s, rev, u64::from(ack)),
+                ports: [sp, dp],
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "matcher_tests.rs"]
+mod tests;

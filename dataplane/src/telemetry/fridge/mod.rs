@@ -1,0 +1,92 @@
+//! Fridges: unbiased request/response delay distributions with little memory (Zheng, Chen,
+//! Braverman, Rexford, "Unbiased Delay Measurement in the Data Plane", 2022).
+//!
+//! * [`kernel`]: `fridge(M, p)` (section 3.2): signature, timestamp and insertion-counter arrays
+//!   and a global insertion counter; a request enters with probability `p` (overwriting), a
+//!   matching response yields `(delay, x)` and clears the slot. A [`kernel::FridgeSet`] holds
+//!   one or more fridges picked by one hash-derived uniform per ID (section 4.2).
+//! * [`weight`]: the correction factor `p^-1 (1 - 1/M)^-x` (x counts insertions, the default)
+//!   or `p^-1 (1 - p/M)^-x` (x counts all requests, Eq. 3.1), and its square (Eq. 4.7).
+//! * [`hist`]: weighted log-linear histograms (sum of w and w^2 per bin), inverse-variance
+//!   weighting of several fridges per bin (section 4.2), CDF and quantiles.
+//! * [`baseline`]: the always-overwrite table (section 2.1) and the expiry-T table with one or
+//!   more stages (section 5, after Chen et al., "Measuring TCP round-trip time in the data
+//!   plane").
+//! * [`tofino`]: the Tofino-compatible approximation (section 6.2): powers-of-two p, a range
+//!   table of correction factors in 1.1x steps, 32 log2(delay) bins.
+//! * [`matcher`]: request/response IDs of packets (TCP SYN -> SYN-ACK, data -> ACK, DNS, ICMP
+//!   and ICMPv6 echo, GTP-U echo) read from `PacketMeta` offsets.
+//! * [`window`]: per-worker double-buffered windows published to the control thread.
+
+pub mod baseline;
+pub mod hist;
+pub mod kernel;
+pub mod matcher;
+pub mod stage;
+pub mod tofino;
+pub mod weight;
+pub mod window;
+
+pub use hist::{Cdf, LogHist, NBINS};
+pub use kernel::{FridgeSet, FridgeSpec, Sample};
+pub use weight::XMode;
+
+/// A delay estimator fed with request and response IDs (a 64-bit hash of the header fields
+/// that pair them) and the time. The fridge and the baselines share this path, so the
+/// evaluation compares them on identical input.
+pub trait Estimator {
+    /// A request with ID hash `id` seen at `now_ns`.
+    fn request(&mut self, id: u64, now_ns: u64);
+    /// A response with ID hash `id` seen at `now_ns`: the sample it completes, if any.
+    fn response(&mut self, id: u64, now_ns: u64) -> Option<Sample>;
+    /// Bytes of table state (signatures, timestamps, counters), for equal-memory comparisons.
+    fn state_bytes(&self) -> usize;
+}
+
+/// Murmur3's 64-bit finaliser: a bijective mix, so distinct IDs stay distinct.
+#[inline]
+pub const fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^= k >> 33;
+    k
+}
+
+/// What a table derives from one ID hash under its seed: the 32-bit signature stored in the
+/// slot (never 0, which marks an empty slot), a uniform `u32` that decides entry (and which
+/// fridge of a set), and an independent 32-bit value for the slot index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keyed {
+    pub sig: u32,
+    pub coin: u32,
+    pub slot: u32,
+}
+
+impl Keyed {
+    #[inline]
+    pub const fn new(id: u64, seed: u64) -> Keyed {
+        let h = fmix64(id ^ seed);
+        let g = fmix64(h ^ 0x9e37_79b9_7f4a_7c15);
+        let s = (h >> 32) as u32;
+        Keyed {
+            sig: if s == 0 { 1 } else { s },
+            coin: h as u32,
+            slot: g as u32,
+        }
+    }
+
+    /// The slot index in a table of `m` entries (multiply-shift: uniform without a division).
+    #[inline]
+    pub const fn index(self, m: u32) -> usize {
+        ((self.slot as u64 * m as u64) >> 32) as usize
+    }
+
+    /// Index for stage `stage` of a multi-stage table: another independent value per stage.
+    #[inline]
+    pub const fn stage_index(self, stage: u32, m: u32) -> usize {
+        let g = fmix64(((self.slot as u64) << 32 | self.sig as u64) ^ (stage as u64 + 1));
+        ((g as u32 as u64 * m as u64) >> 32) as usize
+    }
+}

@@ -1,0 +1,305 @@
+//! The fridge as a pipeline stage: each packet's request/response roles (from [`matcher`])
+//! go to the first slice whose kind, vantage and filter (QFI, port class) match; each slice
+//! has its own [`FridgeSet`] and per-fridge histograms, published per window ([`window`]).
+//! The stage only observes: every packet leaves with the disposition it came with.
+//!
+//! Vantage (which leg of the round trip a slice measures): `N6` pairs uplink requests (from
+//! the UE) with downlink responses, the delay from the UPF towards the internet and back;
+//! `N3` pairs downlink requests with uplink responses, the leg towards the UE. Direction is
+//! the UPF's (`PacketMeta::dir`); in a pipeline without the UPF, packets received on the
+//! configured uplink ports are uplink and the others downlink.
+//!
+//! [`matcher`]: super::matcher
+//! [`window`]: super::window
+
+use super::hist::LogHist;
+use super::kernel::{FridgeSet, FridgeSpec, SpecError};
+use super::matcher::{roles, Kind, Skip};
+use super::weight::XMode;
+use super::window::SlicePub;
+use crate::buffer::PacketBuf;
+use crate::io::PortId;
+use crate::meta::Direction;
+use crate::runtime::{Batch, Context, Disposition, Stage};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Which leg a slice measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vantage {
+    /// Requests uplink, responses downlink.
+    N6,
+    /// Requests downlink, responses uplink.
+    N3,
+}
+
+impl Vantage {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Vantage::N6 => "n6",
+            Vantage::N3 => "n3",
+        }
+    }
+}
+
+/// One slice: what it matches and its fridges.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SliceSpec {
+    pub name: String,
+    pub kind: Kind,
+    pub vantage: Vantage,
+    /// QFIs of the slice (empty: any).
+    pub qfi: Vec<u8>,
+    /// Port class: a packet matches if either port is listed (empty: any).
+    pub ports: Vec<u16>,
+    pub fridges: Vec<FridgeSpec>,
+}
+
+/// Everything the stage needs (shared by every worker's copy).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageSpec {
+    pub slices: Vec<SliceSpec>,
+    pub mode: XMode,
+    pub window_ns: u64,
+    pub seed: u64,
+    /// Ports whose received packets are uplink when the UPF has not set a direction.
+    pub uplink_ports: Vec<PortId>,
+}
+
+/// Per-worker counters of packets that played no role, by [`Skip`] reason (cumulative,
+/// published with every window).
+#[derive(Debug, Default)]
+pub struct SkipPub {
+    pub counts: [AtomicU64; Skip::COUNT],
+    /// Roles that matched no slice.
+    pub unsliced: AtomicU64,
+}
+
+/// One slice's two channels: `done` gets each window once it has ended (the control thread
+/// merges and exports those; one it reads too late is counted as missed), `total` the
+/// worker's histograms since start, at every window end and whenever the worker is idle (so
+/// whole-run figures are exact even when windows are missed, and include the last window,
+/// which never ends).
+#[derive(Debug)]
+pub struct SliceChannels {
+    pub done: SlicePub,
+    pub total: SlicePub,
+}
+
+/// What one worker shares with the control thread.
+#[derive(Debug)]
+pub struct WorkerPub {
+    pub slices: Vec<SliceChannels>,
+    pub skips: SkipPub,
+}
+
+impl WorkerPub {
+    pub fn new(spec: &StageSpec) -> WorkerPub {
+        WorkerPub {
+            slices: spec
+                .slices
+                .iter()
+                .map(|s| SliceChannels {
+                    done: SlicePub::new(s.fridges.len()),
+                    total: SlicePub::new(s.fridges.len()),
+                })
+                .collect(),
+            skips: SkipPub::default(),
+        }
+    }
+}
+
+struct SliceRt {
+    kind_bit: u8,
+    vantage: Vantage,
+    qfi: u64,
+    any_qfi: bool,
+    ports: Vec<u16>,
+    set: FridgeSet,
+    hists: Vec<LogHist>,
+    /// Since start (the window's samples included).
+    total: Vec<LogHist>,
+}
+
+/// A worker's fridge stage.
+pub struct FridgeStage {
+    slices: Vec<SliceRt>,
+    kinds: u8,
+    window_ns: u64,
+    window: u64,
+    /// Something was tallied since the last publish.
+    dirty: bool,
+    /// The window in progress was published as running (so it must also end as done).
+    idle_published: bool,
+    uplink: Vec<bool>,
+    skips: [u64; Skip::COUNT],
+    unsliced: u64,
+    publ: Arc<WorkerPub>,
+}
+
+impl std::fmt::Debug for FridgeStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FridgeStage")
+            .field("slices", &self.slices.len())
+            .field("window", &self.window)
+            .finish()
+    }
+}
+
+impl FridgeStage {
+    /// Worker `worker`'s stage publishing into `publ` (made by [`WorkerPub::new`] from the
+    /// same spec). Each worker hashes with its own seed.
+    pub fn new(
+        spec: &StageSpec,
+        worker: usize,
+        publ: Arc<WorkerPub>,
+    ) -> Result<FridgeStage, SpecError> {
+        let mut slices = Vec::new();
+        let mut kinds = 0;
+        for s in &spec.slices {
+            kinds |= s.kind.bit();
+            let seed = spec.seed ^ (worker as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            slices.push(SliceRt {
+                kind_bit: s.kind.bit(),
+                vantage: s.vantage,
+                qfi: s.qfi.iter().fold(0u64, |a, &q| a | 1u64 << (q & 63)),
+                any_qfi: s.qfi.is_empty(),
+                ports: s.ports.clone(),
+                set: FridgeSet::new(&s.fridges, spec.mode, seed)?,
+                hists: s.fridges.iter().map(|_| LogHist::new()).collect(),
+                total: s.fridges.iter().map(|_| LogHist::new()).collect(),
+            });
+        }
+        let n = spec
+            .uplink_ports
+            .iter()
+            .map(|&p| usize::from(p) + 1)
+            .max()
+            .unwrap_or(0);
+        let mut uplink = vec![false; n];
+        for &p in &spec.uplink_ports {
+            uplink[usize::from(p)] = true;
+        }
+        Ok(FridgeStage {
+            slices,
+            kinds,
+            window_ns: spec.window_ns.max(1),
+            window: 0,
+            dirty: false,
+            idle_published: false,
+            uplink,
+            skips: [0; Skip::COUNT],
+            unsliced: 0,
+            publ,
+        })
+    }
+
+    /// Publish every slice's totals, the window too if it `ended`, and the skip counters.
+    fn publish(&self, ended: bool) {
+        for (s, p) in self.slices.iter().zip(&self.publ.slices) {
+            if ended {
+                p.done.publish(self.window, &s.hists, &s.set.stats());
+            }
+            p.total.publish(self.window, &s.total, &s.set.stats());
+        }
+        for (a, &v) in self.publ.skips.counts.iter().zip(&self.skips) {
+            a.store(v, Ordering::Relaxed);
+        }
+        self.publ
+            .skips
+            .unsliced
+            .store(self.unsliced, Ordering::Relaxed);
+    }
+
+    /// Move to the window of `now_ns`: publish the one that ended, start empty.
+    fn roll(&mut self, now_ns: u64) {
+        let w = now_ns / self.window_ns;
+        if w != self.window {
+            if self.dirty || self.idle_published {
+                self.publish(true);
+            }
+            self.idle_published = false;
+            for s in &mut self.slices {
+                for h in &mut s.hists {
+                    h.clear();
+                }
+            }
+            self.window = w;
+            self.dirty = false;
+        }
+    }
+
+    /// One packet (its bytes, metadata and rx port) at `now_ns`.
+    #[inline]
+    pub fn observe(&mut self, data: &[u8], m: &crate::meta::PacketMeta, rx: PortId, now_ns: u64) {
+        let r = match roles(data, m, self.kinds) {
+            Ok(r) => r,
+            Err(s) => {
+                self.skips[s as usize] += 1;
+                return;
+            }
+        };
+        let uplink = match m.direction() {
+            Direction::Uplink => true,
+            Direction::Downlink => false,
+            Direction::Unknown => self.uplink.get(usize::from(rx)).copied().unwrap_or(false),
+        };
+        for role in r.iter() {
+            // N6: requests go up, responses come down; N3 the other way.
+            let vantage = if role.request == uplink {
+                Vantage::N6
+            } else {
+                Vantage::N3
+            };
+            let bit = role.kind.bit();
+            let hit = self.slices.iter_mut().find(|s| {
+                s.kind_bit == bit
+                    && s.vantage == vantage
+                    && (s.any_qfi || s.qfi & (1u64 << (m.qfi & 63)) != 0)
+                    && (s.ports.is_empty() || s.ports.iter().any(|p| role.ports.contains(p)))
+            });
+            let Some(s) = hit else {
+                self.unsliced += 1;
+                continue;
+            };
+            self.dirty = true;
+            if role.request {
+                s.set.request(role.id, now_ns);
+            } else if let Some(x) = s.set.response(role.id, now_ns) {
+                let k = usize::from(x.fridge);
+                s.hists[k].add(x.delay_ns, x.weight);
+                s.total[k].add(x.delay_ns, x.weight);
+            }
+        }
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for FridgeStage {
+    fn name(&self) -> &'static str {
+        "fridge"
+    }
+
+    fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
+        let now = cx.now_ns();
+        self.roll(now);
+        let rx = batch.rx_port;
+        batch.for_each_active(|p| {
+            let m = *p.pkt_meta();
+            self.observe(p.data(), &m, rx, now);
+            Disposition::CONTINUE
+        });
+    }
+
+    /// No traffic: let the control thread see the totals so far.
+    fn idle(&mut self) {
+        if self.dirty {
+            self.publish(false);
+            self.dirty = false;
+            self.idle_published = true;
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "stage_tests.rs"]
+mod tests;

@@ -1,0 +1,138 @@
+use super::*;
+use crate::classify::classify;
+use crate::meta::PacketMeta;
+use peregrine_testkit::frames::{eth, ip_packet, DST_MAC, SRC_MAC};
+use std::net::{IpAddr, Ipv4Addr};
+
+const UE: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+const SRV: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 9));
+
+fn tcp(
+    src: IpAddr,
+    dst: IpAddr,
+    ports: (u16, u16),
+    seq: u32,
+    ack: u32,
+    fl: u8,
+) -> (Vec<u8>, PacketMeta) {
+    let mut ip = ip_packet(src, dst, 6, ports, 0, 64);
+    ip[24..28].copy_from_slice(&seq.to_be_bytes());
+    ip[28..32].copy_from_slice(&ack.to_be_bytes());
+    ip[33] = fl;
+    let f = eth(DST_MAC, SRC_MAC, &ip);
+    let mut m = PacketMeta::EMPTY;
+    classify(&f, &mut m).unwrap();
+    (f, m)
+}
+
+fn spec(m: u32, p: f64) -> StageSpec {
+    StageSpec {
+        slices: vec![
+            SliceSpec {
+                name: "https".into(),
+                kind: Kind::TcpHandshake,
+                vantage: Vantage::N6,
+                qfi: vec![],
+                ports: vec![443],
+                fridges: vec![FridgeSpec { m, p }],
+            },
+            SliceSpec {
+                name: "other".into(),
+                kind: Kind::TcpHandshake,
+                vantage: Vantage::N6,
+                qfi: vec![],
+                ports: vec![],
+                fridges: vec![FridgeSpec { m, p }],
+            },
+        ],
+        mode: XMode::Insertions,
+        window_ns: 1_000_000_000,
+        seed: 1,
+        uplink_ports: vec![0],
+    }
+}
+
+fn stage(s: &StageSpec) -> (FridgeStage, Arc<WorkerPub>) {
+    let p = Arc::new(WorkerPub::new(s));
+    (FridgeStage::new(s, 0, p.clone()).unwrap(), p)
+}
+
+#[test]
+fn handshakes_land_in_their_slice_and_window() {
+    let s = spec(1024, 1.0);
+    let (mut st, p) = stage(&s);
+    // UE (uplink, rx port 0) opens 10 connections to :443 and 5 to :80; SYN-ACKs 20 ms later
+    // come back on port 1 (downlink).
+    for i in 0..15u32 {
+        let port = if i < 10 { 443 } else { 80 };
+        let t0 = u64::from(i) * 1_000_000;
+        let (f, m) = tcp(UE, SRV, (40000 + i as u16, port), 7 * i, 0, 0x02);
+        st.observe(&f, &m, 0, t0);
+        let (f, m) = tcp(SRV, UE, (port, 40000 + i as u16), 9, 7 * i + 1, 0x12);
+        st.observe(&f, &m, 1, t0 + 20_000_000);
+    }
+    assert!(
+        p.slices[0].done.read().is_none(),
+        "nothing published inside the window"
+    );
+    // The next window starts: the first is published.
+    st.roll(1_500_000_000);
+    let a = p.slices[0].done.read().unwrap();
+    let b = p.slices[1].done.read().unwrap();
+    assert_eq!(a.index, 0);
+    assert_eq!(a.hists[0].samples(), 10);
+    assert_eq!(b.hists[0].samples(), 5);
+    let bin = super::super::hist::bin_of(20_000_000);
+    assert_eq!(a.hists[0].n[bin], 10);
+    assert_eq!(
+        a.hists[0].w[bin], 10.0,
+        "p = 1 and nothing evicted: weight 1 each"
+    );
+    assert_eq!(a.stats[0], 10, "requests");
+    assert_eq!(a.stats[5], 10, "matched");
+}
+
+#[test]
+fn responses_without_requests_and_syn_floods_stay_bounded_and_counted() {
+    let s = spec(256, 0.5);
+    let (mut st, p) = stage(&s);
+    // 100k SYNs from random ports: state stays 256 slots per slice.
+    for i in 0..100_000u32 {
+        let (f, m) = tcp(UE, SRV, ((i % 60000) as u16 + 1024, 443), i, 0, 0x02);
+        st.observe(&f, &m, 0, u64::from(i) * 1_000);
+    }
+    // 1000 SYN-ACKs nobody asked for.
+    for i in 0..1000u32 {
+        let (f, m) = tcp(SRV, UE, (443, 9), i, 12345 + i, 0x12);
+        st.observe(&f, &m, 1, 200_000_000);
+    }
+    assert!(st.slices[0].set.occupied() <= 256);
+    let stats = st.slices[0].set.stats();
+    assert_eq!(stats.requests, 100_000);
+    assert!(stats.overwrote > 40_000, "{stats:?}");
+    assert_eq!(stats.responses, 1000);
+    assert_eq!(stats.matched, 0);
+    assert_eq!(stats.unmatched + stats.not_sampled, 1000);
+    // Truncated and odd packets are counted by reason, not matched.
+    let (mut f, _) = tcp(UE, SRV, (1, 443), 0, 0, 0x02);
+    f.truncate(40);
+    let mut m = PacketMeta::EMPTY;
+    let _ = classify(&f, &mut m);
+    st.observe(&f, &m, 0, 300_000_000);
+    st.observe(&[0u8; 20], &PacketMeta::EMPTY, 0, 300_000_000);
+    Stage::<crate::OwnedBuf>::idle(&mut st);
+    assert_eq!(
+        p.skips.counts[Skip::TruncatedTcp as usize].load(Ordering::Relaxed),
+        1
+    );
+    assert_eq!(
+        p.skips.counts[Skip::Unclassified as usize].load(Ordering::Relaxed),
+        1
+    );
+    let w = p.slices[0].total.read().unwrap();
+    assert_eq!(w.stats[0], 100_000);
+    assert!(
+        p.slices[0].done.read().is_none(),
+        "the window has not ended"
+    );
+}

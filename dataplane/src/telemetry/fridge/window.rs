@@ -1,0 +1,187 @@
+//! A worker's windows, published to the control thread without locks: per slice two buffers
+//! of atomics and a generation (a seqlock over a double buffer). The worker fills its private
+//! [`LogHist`]s; at the end of a window (and when idle, for the running window) it copies
+//! them into the buffer the reader is not using and bumps the generation. Each buffer also
+//! has its own sequence number, odd while it is being written, so a reader that raced with a
+//! second publish into the same buffer sees the change and retries (a seqlock, in atomics).
+
+use super::hist::{LogHist, NBINS};
+use super::kernel::SetStats;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Cumulative set counters carried with each publish, in this order.
+pub const STAT_NAMES: [&str; 7] = [
+    "requests",
+    "inserted",
+    "overwrote",
+    "responses",
+    "not_sampled",
+    "matched",
+    "unmatched",
+];
+
+fn stats_array(s: &SetStats) -> [u64; 7] {
+    [
+        s.requests,
+        s.inserted,
+        s.overwrote,
+        s.responses,
+        s.not_sampled,
+        s.matched,
+        s.unmatched,
+    ]
+}
+
+#[derive(Debug)]
+struct Buf {
+    seq: AtomicU64,
+    index: AtomicU64,
+    n: Box<[AtomicU64]>,
+    w: Box<[AtomicU64]>,
+    w2: Box<[AtomicU64]>,
+    stats: [AtomicU64; 7],
+}
+
+impl Buf {
+    fn new(fridges: usize) -> Buf {
+        let z = || (0..fridges * NBINS).map(|_| AtomicU64::new(0)).collect();
+        Buf {
+            seq: AtomicU64::new(0),
+            index: AtomicU64::new(0),
+            n: z(),
+            w: z(),
+            w2: z(),
+            stats: Default::default(),
+        }
+    }
+}
+
+/// One slice's published window (shared between its worker and the control thread).
+#[derive(Debug)]
+pub struct SlicePub {
+    fridges: usize,
+    gen: AtomicU64,
+    bufs: [Buf; 2],
+}
+
+/// What a reader gets: the window's index (`now_ns / window_ns`), per-fridge histograms and
+/// the set's cumulative counters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowSnap {
+    pub gen: u64,
+    pub index: u64,
+    pub hists: Vec<LogHist>,
+    pub stats: [u64; 7],
+}
+
+impl SlicePub {
+    pub fn new(fridges: usize) -> SlicePub {
+        SlicePub {
+            fridges,
+            gen: AtomicU64::new(0),
+            bufs: [Buf::new(fridges), Buf::new(fridges)],
+        }
+    }
+
+    /// Worker side: publish the state of window `index`. No allocation, no lock.
+    pub fn publish(&self, index: u64, hists: &[LogHist], stats: &SetStats) {
+        let g = self.gen.load(Ordering::Relaxed) + 1;
+        let b = &self.bufs[(g & 1) as usize];
+        let s = b.seq.load(Ordering::Relaxed);
+        b.seq.store(s + 1, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        b.index.store(index, Ordering::Relaxed);
+        for (k, h) in hists.iter().enumerate().take(self.fridges) {
+            let base = k * NBINS;
+            for i in 0..NBINS {
+                b.n[base + i].store(h.n[i], Ordering::Relaxed);
+                b.w[base + i].store(h.w[i].to_bits(), Ordering::Relaxed);
+                b.w2[base + i].store(h.w2[i].to_bits(), Ordering::Relaxed);
+            }
+        }
+        for (a, v) in b.stats.iter().zip(stats_array(stats)) {
+            a.store(v, Ordering::Relaxed);
+        }
+        b.seq.store(s + 2, Ordering::Release);
+        self.gen.store(g, Ordering::Release);
+    }
+
+    /// Generation of the last publish (0: nothing yet).
+    pub fn generation(&self) -> u64 {
+        self.gen.load(Ordering::Acquire)
+    }
+
+    /// Reader side: the last published window, or `None` before the first publish (or after
+    /// three torn attempts, when the worker publishes faster than we read).
+    pub fn read(&self) -> Option<WindowSnap> {
+        for _ in 0..3 {
+            let g = self.gen.load(Ordering::Acquire);
+            if g == 0 {
+                return None;
+            }
+            let b = &self.bufs[(g & 1) as usize];
+            let s1 = b.seq.load(Ordering::Acquire);
+            if s1 & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let mut hists = Vec::with_capacity(self.fridges);
+            for k in 0..self.fridges {
+                let mut h = LogHist::new();
+                let base = k * NBINS;
+                for i in 0..NBINS {
+                    h.n[i] = b.n[base + i].load(Ordering::Relaxed);
+                    h.w[i] = f64::from_bits(b.w[base + i].load(Ordering::Relaxed));
+                    h.w2[i] = f64::from_bits(b.w2[base + i].load(Ordering::Relaxed));
+                }
+                hists.push(h);
+            }
+            let mut stats = [0u64; 7];
+            for (s, a) in stats.iter_mut().zip(&b.stats) {
+                *s = a.load(Ordering::Relaxed);
+            }
+            let index = b.index.load(Ordering::Relaxed);
+            std::sync::atomic::fence(Ordering::Acquire);
+            if b.seq.load(Ordering::Relaxed) == s1 {
+                return Some(WindowSnap {
+                    gen: g,
+                    index,
+                    hists,
+                    stats,
+                });
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publish_then_read_round_trips() {
+        let p = SlicePub::new(2);
+        assert!(p.read().is_none());
+        let mut h = [LogHist::new(), LogHist::new()];
+        h[0].add(1_000, 2.5);
+        h[1].add(5_000_000, 7.0);
+        let st = SetStats {
+            requests: 10,
+            matched: 3,
+            ..SetStats::default()
+        };
+        p.publish(42, &h, &st);
+        let s = p.read().unwrap();
+        assert_eq!((s.gen, s.index), (1, 42));
+        assert_eq!(s.hists[0], h[0]);
+        assert_eq!(s.hists[1], h[1]);
+        assert_eq!(s.stats[0], 10);
+        assert_eq!(s.stats[5], 3);
+        h[0].add(1_000, 1.0);
+        p.publish(43, &h, &st);
+        let s = p.read().unwrap();
+        assert_eq!((s.gen, s.index), (2, 43));
+        assert_eq!(s.hists[0].w[super::super::hist::bin_of(1_000)], 3.5);
+    }
+}
