@@ -33,6 +33,7 @@ use peregrine_dataplane::telemetry::fridge::stage::{
     FridgeStage, SliceSpec, StageSpec, Vantage, WorkerPub,
 };
 use peregrine_dataplane::telemetry::fridge::{FridgeSpec, XMode};
+use peregrine_dataplane::telemetry::kestrel::{tap_pair, EdgeTable, Layout as KestrelLayout};
 use peregrine_dataplane::upf::{Upf, UpfConfig, UpfStats};
 use peregrine_dataplane::PacketBuf;
 use peregrine_perf::harness::net_ring::{self, drops_by_reason, Preloaded};
@@ -117,6 +118,16 @@ struct Args {
     /// worker.
     #[arg(long, hide = true)]
     daemon_pipeline: bool,
+    /// Internal (child runs): attach the Kestrel tap (8 QIDs x d=3 x w=512 sketches with
+    /// the PM counters, 1 s windows) to both ports.
+    #[arg(long, hide = true)]
+    kestrel: bool,
+    /// Kestrel mode: for each case, the UPF with the Kestrel tap against the UPF alone,
+    /// alternating rounds; reports the paired rate ratios (goal >= 0.9).
+    #[arg(long)]
+    kestrel_compare: bool,
+    #[arg(long, default_value = "perf/results/kestrel-upf.json")]
+    kestrel_out: String,
     /// Worker-scaling mode without the steer stage: each worker forwards what arrives on
     /// its own queues (no hand-off), to separate the hand-off's cost from the cost of
     /// running N busy workers on the machine.
@@ -413,6 +424,30 @@ fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
     // The daemon's order (control/src/daemon.rs): classify, steer with 2+ workers, the UPF
     // reading the record.
     let daemon = a.daemon_pipeline || workers > 1;
+    // Kestrel: the banks' control ends are kept but not polled (the aggregator allocates,
+    // and allocations are counted process-wide): after its two spares a tap keeps filling
+    // its bank, which costs the same per packet.
+    let edge_table = Publisher::new(EdgeTable::default());
+    let kestrel_ends = std::sync::Mutex::new(Vec::new());
+    let with_kestrel = |p: Pipeline<_>| {
+        if !a.kestrel {
+            return p;
+        }
+        let mut p = p;
+        for port in 0..2u16 {
+            let mut ends = kestrel_ends.lock().expect("not poisoned");
+            let (tap, e) = tap_pair(
+                ends.len() as u32,
+                &KestrelLayout::paper(),
+                1_000_000_000,
+                edge_table.reader(),
+                None,
+            );
+            ends.push(e);
+            p = p.with_tap(port, Box::new(tap));
+        }
+        p
+    };
     let run = runtime::start(
         &mut pre,
         &|w: usize, r: &mut Reasons| {
@@ -440,7 +475,7 @@ fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
                 if with_fridge {
                     stages.push(fridge(w));
                 }
-                return Pipeline::new(stages);
+                return with_kestrel(Pipeline::new(stages));
             }
             stages.push(Box::new(Classify::new()));
             if workers > 1 && !a.no_steer {
@@ -451,7 +486,7 @@ fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
             if with_fridge {
                 stages.push(fridge(w));
             }
-            Pipeline::new(stages)
+            with_kestrel(Pipeline::new(stages))
         },
         &cfg,
     )
@@ -476,6 +511,17 @@ fn ours_child(a: &Args, case: &str) -> Result<Measured, String> {
 
 /// [`ours_child`] with `workers` workers, and the daemon's pipeline when `daemon`.
 fn ours_child_with(a: &Args, case: &str, workers: usize, daemon: bool) -> Result<Measured, String> {
+    ours_child_opts(a, case, workers, daemon, false)
+}
+
+/// [`ours_child_with`], with the Kestrel tap when `kestrel`.
+fn ours_child_opts(
+    a: &Args,
+    case: &str,
+    workers: usize,
+    daemon: bool,
+    kestrel: bool,
+) -> Result<Measured, String> {
     let mut args: Vec<String> = [
         "--case",
         case,
@@ -495,6 +541,9 @@ fn ours_child_with(a: &Args, case: &str, workers: usize, daemon: bool) -> Result
     .collect();
     if daemon {
         args.push("--daemon-pipeline".into());
+    }
+    if kestrel {
+        args.push("--kestrel".into());
     }
     if a.no_steer {
         args.push("--no-steer".into());
@@ -572,6 +621,10 @@ fn main() {
     }
     if a.workers > 1 {
         workers_mode(&a);
+        return;
+    }
+    if a.kestrel_compare {
+        kestrel_mode(&a);
         return;
     }
     let mut cases = vec![];
@@ -1065,4 +1118,60 @@ fn n4_mode(a: &Args, n: usize) {
         eprintln!("cannot write {}: {e}", a.n4_out);
     }
     drop(ep);
+}
+
+/// `--kestrel-compare`: UPF + Kestrel tap against the UPF alone, same core, alternating
+/// rounds in fresh processes; the paired ratios per case.
+fn kestrel_mode(a: &Args) {
+    let mut cases = vec![];
+    for n in &a.sessions {
+        for dir in &a.dirs {
+            for size in &a.sizes {
+                let case = format!("{dir},{size},{n}");
+                let (mut with, mut alone, mut allocs) = (vec![], vec![], 0u64);
+                for round in 0..a.rounds {
+                    let u = ours_child_opts(a, &case, 1, false, false).unwrap_or_else(|e| fail(&e));
+                    let k = ours_child_opts(a, &case, 1, false, true).unwrap_or_else(|e| fail(&e));
+                    eprintln!(
+                        "{case} round {round}: upf alone {:.2} Mpps | upf + kestrel {:.2} Mpps (allocs {}, drops {:?})",
+                        u.pps / 1e6,
+                        k.pps / 1e6,
+                        k.allocs,
+                        k.drops
+                    );
+                    allocs += k.allocs + u.allocs;
+                    alone.push(u.pps);
+                    with.push(k.pps);
+                }
+                let pairs = pair_ratios(&with, &alone);
+                cases.push(serde_json::json!({
+                    "direction": dir,
+                    "inner_bytes": size,
+                    "sessions": n,
+                    "upf_alone_mpps": mpps(&alone),
+                    "upf_kestrel_mpps": mpps(&with),
+                    "round_pair_ratios": pairs,
+                    "ratio_median_of_round_pairs": median(&pairs),
+                    "heap_allocations_in_measurement_windows": allocs,
+                }));
+            }
+        }
+    }
+    let result = serde_json::json!({
+        "what": "UPF + Kestrel tap vs UPF alone, one worker, net_ring0 <-> net_ring1, alternating rounds in fresh processes",
+        "kestrel": "tap on both ports: 2 directions x 8 QIDs x d=3 x w=512 buckets of 128 B, 3GPP-PM counters, 1 s windows, no postcards",
+        "goal_ratio": 0.9,
+        "seconds_per_round": a.seconds,
+        "rounds": a.rounds,
+        "core": a.core,
+        "cases": cases,
+        "machine": format!(
+            "{} cores (shared with other engineers' builds), {}",
+            report::cores(),
+            report::cpu_model().unwrap_or_default()
+        ),
+    });
+    if let Err(e) = report::print_and_write(&result, Some(a.kestrel_out.as_ref())) {
+        eprintln!("{e}");
+    }
 }
