@@ -133,6 +133,19 @@ impl<B: PacketBuf, S: Stage<B>> Stage<B> for OnEgress<S> {
             return;
         }
         let n = batch.len();
+        // Stages that decide packet by packet (the UPF) leave the batch mixed even when
+        // every packet goes to one port: one compare per packet finds that case.
+        if n > 0 {
+            let d0 = batch.disposition(0);
+            if (1..n).all(|i| batch.disposition(i) == d0) {
+                if self.ours(d0) {
+                    batch.reset_dispositions();
+                    self.inner.process(batch, cx);
+                    batch.set_active(d0);
+                }
+                return;
+            }
+        }
         let mut any = false;
         for i in 0..n {
             let d = batch.disposition(i);

@@ -261,6 +261,39 @@ impl FlowIndex {
         self.n_patterns == 0
     }
 
+    /// The cached answer for the packet whose current classified record is `m`, compared
+    /// in place (nothing copied out of the packet): `Some(hit)` on a cache hit; `None` when
+    /// the cache cannot answer (a miss, an unclassified or non-IPv6 record, a G-PDU, whose
+    /// flow is the outer UDP datagram and not the record's hash): the caller then takes the
+    /// full path ([`locate`] and [`FlowIndex::lookup`], which fills the cache).
+    #[inline]
+    pub(crate) fn cached(&self, d: &[u8], m: &PacketMeta) -> Option<Option<usize>> {
+        if !m.is_classified() || !m.has(flags::OUTER_V6) || m.has(flags::GPDU) {
+            return None;
+        }
+        let e = &self.cache[m.flow_hash as usize & (CACHE_ENTRIES - 1)];
+        if e.gen != self.cache_gen || e.hash != m.flow_hash || e.proto != m.proto {
+            return None;
+        }
+        let off = usize::from(m.l3_off);
+        let a: &[u8; 32] = d.get(off + 8..off + 40)?.try_into().ok()?;
+        if a[..16] != e.src.octets() || a[16..] != e.dst.octets() {
+            return None;
+        }
+        let tcp_udp = matches!(m.proto, ip_protocol::TCP | ip_protocol::UDP);
+        let ports = if tcp_udp && m.has(flags::L4) {
+            let at = usize::from(m.inner_l4_off);
+            let p: &[u8; 4] = d.get(at..at + 4)?.try_into().ok()?;
+            u32::from_be_bytes(*p)
+        } else {
+            0
+        };
+        if ports != e.ports {
+            return None;
+        }
+        Some((e.slot != u32::MAX).then_some(e.slot as usize))
+    }
+
     /// Index (in the snapshot) of the first namespace whose rule matches `f`.
     #[inline]
     pub(crate) fn lookup(&mut self, f: &Flow) -> Option<usize> {

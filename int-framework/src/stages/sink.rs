@@ -104,6 +104,17 @@ impl IntSink {
             if self.index.is_empty() {
                 return Disposition::CONTINUE;
             }
+            // A flow seen recently: its answer from the index's cache, read in place.
+            if self.trust_meta {
+                if let Some(hit) = self.index.cached(b.data(), b.pkt_meta()) {
+                    if let Some(i) = hit {
+                        let d = b.data();
+                        let len = 40 + usize::from(u16::from_be_bytes([d[off + 4], d[off + 5]]));
+                        self.counters.vals[i].add(len);
+                    }
+                    return Disposition::CONTINUE;
+                }
+            }
             if let Some(flow) = locate(self.cfg.l3, self.trust_meta, b) {
                 if let Some(i) = self.index.lookup(&flow) {
                     self.counters.vals[i].add(flow.len);
