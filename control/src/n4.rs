@@ -189,6 +189,7 @@ impl N4Endpoint {
             end_markers: Vec::new(),
             dirty: false,
             epoch: Instant::now(),
+            waiting_since: None,
         };
         let st = stop.clone();
         let handle = std::thread::Builder::new()
@@ -273,7 +274,15 @@ struct Loop<R> {
     end_markers: Vec<(u64, u32, OuterHeaderCreation)>,
     dirty: bool,
     epoch: Instant,
+    /// When the thread started waiting for the oldest in-flight burst (None: not waiting).
+    waiting_since: Option<u64>,
 }
+
+/// How long [`Loop::wait`] yields for the workers before it sleeps instead (rule publication
+/// takes ~80 us).
+const SPIN_NS: u64 = 500_000;
+/// The sleep step after that.
+const NAP: Duration = Duration::from_micros(50);
 
 impl<R: SessionRules> Loop<R> {
     fn now(&self) -> u64 {
@@ -333,23 +342,33 @@ impl<R: SessionRules> Loop<R> {
 
     /// Nothing waiting: sleep on the first socket until a datagram or the next timer
     /// (at most 10 ms, so a stop request is seen promptly).
+    ///
+    /// While output waits for the workers (`inflight`), no socket timeout: the kernel counts
+    /// `SO_RCVTIMEO` in scheduler ticks, so a 20 us timeout slept ~4 ms and a lone request
+    /// took ~12 ms. The workers take a new snapshot within microseconds (every batch and
+    /// every idle pass), so the thread yields for the first [`SPIN_NS`] of a wait, then
+    /// sleeps in [`NAP`] steps (`nanosleep`: a high-resolution timer, not a tick).
     fn wait(&mut self, buf: &mut [u8]) {
         let now = self.now();
+        if !self.inflight.is_empty() {
+            let since = *self.waiting_since.get_or_insert(now);
+            if now.saturating_sub(since) < SPIN_NS {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(NAP);
+            }
+            return;
+        }
         let until_timer = self
             .node
             .next_timer()
             .map(|t| Duration::from_nanos(t.saturating_sub(now)))
             .unwrap_or(Duration::MAX);
-        // With several sockets the others are polled every millisecond; while output waits
-        // for the workers, every 20 us.
-        let timeout = if !self.inflight.is_empty() {
-            Duration::from_micros(20)
-        } else {
-            let cap = if self.sockets.len() > 1 { 1 } else { 10 };
-            until_timer
-                .min(Duration::from_millis(cap))
-                .max(Duration::from_micros(100))
-        };
+        // With several sockets the others are polled every millisecond.
+        let cap = if self.sockets.len() > 1 { 1 } else { 10 };
+        let timeout = until_timer
+            .min(Duration::from_millis(cap))
+            .max(Duration::from_micros(100));
         let s = &self.sockets[0];
         if s.set_nonblocking(false).is_err() || s.set_read_timeout(Some(timeout)).is_err() {
             std::thread::sleep(timeout);
@@ -495,6 +514,7 @@ impl<R: SessionRules> Loop<R> {
                 }
             };
             let f = self.inflight.pop_front().expect("front exists");
+            self.waiting_since = None;
             if f.published {
                 self.latency
                     .push(latency.as_micros().min(u128::from(u32::MAX)) as u32);

@@ -275,3 +275,42 @@ fn translator_pipeline_two_workers_steer_lists_and_keys() {
 fn translator_pipeline_on_a_dpdk_net_pcap_vdev() {
     run(1, true);
 }
+
+/// `examples/dta-translator.toml` as shipped (region and NACK paths moved to a temp dir):
+/// the Scapy-built reports land where the example's comments say.
+#[test]
+fn the_example_config_runs_and_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let region = dir.path().join("region");
+    let text = std::fs::read_to_string(examples.join("dta-translator.toml"))
+        .unwrap()
+        .replace("/dev/shm/peregrine-dta-example", region.to_str().unwrap())
+        .replace(
+            "/tmp/peregrine-dta-example-nacks.pcap",
+            dir.path().join("nacks.pcap").to_str().unwrap(),
+        );
+    let mut cfg = Config::parse(&text).unwrap();
+    cfg.base_dir = examples;
+    let summary = daemon::run(&cfg, &RunOptions::default()).expect("run");
+    let s: DtaTranslatorStats = summary.feature("dta_translator").unwrap();
+    assert_eq!(
+        (s.key_write, s.key_increment, s.append, s.postcard),
+        (8, 9, 16, 5)
+    );
+    assert_eq!((s.refused["redundancy_zero"], s.nacks), (1, 1));
+    let c = Collector::attach(&region).unwrap();
+    for k in 1..=8u32 {
+        assert!(
+            matches!(c.key_write(k, Some(2), 1).unwrap(), KwAnswer::Found { ref data, .. } if data == &[k * 100])
+        );
+    }
+    assert_eq!(c.key_increment(2, Some(2)).unwrap(), 30);
+    assert_eq!(
+        c.follow_from(1, 0).unwrap().poll(100).entries,
+        (1000..1016).collect::<Vec<u32>>()
+    );
+    assert!(
+        matches!(c.path(77).unwrap(), PathAnswer::Found { ref hops, .. } if hops == &[10, 11, 12, 13, 14])
+    );
+}

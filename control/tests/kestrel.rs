@@ -105,6 +105,10 @@ publish = ""
 api = ""
 windows_file = "windows.cbor"
 strategy = "static"
+
+[kestrel.postcards]
+sojourn_ns = 0
+iat_ns = 0
 "#,
         ul = ul.display(),
         dl = dl.display()
@@ -172,13 +176,15 @@ fn exact(workers: usize) {
     assert!(dl_out > 2000 && ul_in > 2000, "{dl_out} {ul_in}");
 
     let msgs = read_file(&std::fs::read(d.join("windows.cbor")).unwrap()).unwrap();
-    let windows: Vec<SketchMsg> = msgs
-        .into_iter()
-        .filter_map(|m| match m {
-            Msg::Sketch(s) => Some(s),
-            Msg::Pm(_) => None,
-        })
-        .collect();
+    let (mut pm_packets, mut postcards) = (0, 0);
+    let mut windows: Vec<SketchMsg> = Vec::new();
+    for m in msgs {
+        match m {
+            Msg::Sketch(s) => windows.push(s),
+            Msg::Pm(p) => pm_packets += p.qfis.iter().map(|q| q.packets).sum::<u64>(),
+            Msg::Postcards(p) => postcards += p.validate().unwrap() as u64,
+        }
+    }
     assert!(windows.len() >= 3, "{} windows", windows.len());
     let layout: Layout = windows[0].layout.layout().unwrap();
     assert_eq!((layout.rows, layout.width, layout.qids), (3, 64, 8));
@@ -187,6 +193,10 @@ fn exact(workers: usize) {
     let total: u64 = windows.iter().map(|w| w.packets).sum();
     assert_eq!(total, ul_out + dl_out, "{summary}");
     assert!(windows.iter().all(|w| w.h.workers == workers as u32));
+    // The baselines on the same channel: PM per QFI and full postcards (delta 0) count the
+    // same packets.
+    assert_eq!(pm_packets, total);
+    assert_eq!(postcards, total);
 
     // Rows: each row of each sketch sums to the same queue totals in every window.
     let mut per_dir = [0u64; 2];

@@ -3,12 +3,15 @@
 //! bucket) with the same hash, over the same packets: 900 keys (100 UEs x 9 QFIs, the
 //! seed's testbed) in 8 queues, both directions.
 //!
+//! Also the baselines' per-packet costs (Delta-SMP postcards, full and with deltas).
+//!
 //! Run with `cargo bench -p peregrine-perf --bench kestrel`; throughput is in packets.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use peregrine_dataplane::runtime::Publisher;
 use peregrine_dataplane::telemetry::kestrel::layout::{self, Layout, MAX_ROWS};
-use peregrine_dataplane::telemetry::kestrel::{tap_pair, EdgeTable, Sample};
+use peregrine_dataplane::telemetry::kestrel::postcard::smp_pair;
+use peregrine_dataplane::telemetry::kestrel::{tap_pair, Deltas, EdgeTable, Sample};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -74,7 +77,7 @@ fn bench(c: &mut Criterion) {
         })
     });
     let table = Publisher::new(EdgeTable::default());
-    let (mut tap, _ends) = tap_pair(0, &l, 1_000_000_000, table.reader());
+    let (mut tap, _ends) = tap_pair(0, &l, 1_000_000_000, table.reader(), None);
     g.bench_function("kestrel_3x512", |b| {
         b.iter(|| {
             for x in &s {
@@ -82,6 +85,39 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
+    // The baselines on the same packets. 3GPP-PM counters are part of every bank update
+    // (kestrel_3x512 includes them); Delta-SMP postcards, full and with deltas (5 us sojourn,
+    // 100 us inter-arrival), each iteration also draining the ring as the control side does.
+    for (name, d) in [
+        ("postcards_full", Deltas::FULL),
+        (
+            "postcards_delta",
+            Deltas {
+                sojourn_ns: 5_000,
+                iat_ns: 100_000,
+            },
+        ),
+    ] {
+        let (mut smp, mut rx, _) = smp_pair(d);
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                for x in &s {
+                    let x = black_box(x);
+                    smp.record(
+                        x.dir as u8,
+                        x.qid as u8,
+                        x.teid,
+                        x.qfi,
+                        x.len,
+                        x.colour,
+                        x.sojourn_ns,
+                        x.t_ns,
+                    );
+                }
+                while rx.pop().is_ok() {}
+            })
+        });
+    }
     g.finish();
 }
 

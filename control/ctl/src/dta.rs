@@ -36,6 +36,8 @@ enum Query {
     /// Key-Increment: the minimum of the key's counters.
     Ki {
         key: u32,
+        /// Counters to read: the reporters' redundancy (default: the region's maximum;
+        /// counters beyond the reports' N read 0).
         #[arg(long)]
         n: Option<u32>,
     },

@@ -109,6 +109,7 @@ impl Collector {
                     self.sketches.pop_front();
                 }
             }
+            Msg::Postcards(_) => {}
             Msg::Pm(p) => {
                 self.pm.push_back(p);
                 while self.pm.len() > self.keep {

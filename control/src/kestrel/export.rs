@@ -5,7 +5,7 @@
 //! per-QFI counters) and `postcards` (Delta-SMP).
 
 use peregrine_dataplane::telemetry::kestrel::{
-    layout, Layout, SumBucket, Window, BINS, DIRS, QFIS,
+    layout, Layout, Postcard, SumBucket, Window, BINS, DIRS, QFIS,
 };
 use serde::{Deserialize, Serialize};
 
@@ -116,11 +116,67 @@ pub struct PmMsg {
     pub qfis: Vec<PmRec>,
 }
 
+/// A `postcards` message: the Delta-SMP postcards whose dequeue time falls in the window,
+/// columnar (entry i of every array is postcard i).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostcardMsg {
+    #[serde(flatten)]
+    pub h: Header,
+    pub t_ns: Vec<u64>,
+    pub teid: Vec<u32>,
+    pub qfi: Vec<u8>,
+    pub qid: Vec<u8>,
+    pub dir: Vec<u8>,
+    pub colour: Vec<u8>,
+    pub sojourn_ns: Vec<u32>,
+    pub iat_ns: Vec<u32>,
+    pub len: Vec<u32>,
+}
+
+impl PostcardMsg {
+    pub fn of(h: Header, ps: &[Postcard]) -> PostcardMsg {
+        PostcardMsg {
+            h,
+            t_ns: ps.iter().map(|p| p.t_ns).collect(),
+            teid: ps.iter().map(|p| p.teid).collect(),
+            qfi: ps.iter().map(|p| p.qfi).collect(),
+            qid: ps.iter().map(|p| p.qid).collect(),
+            dir: ps.iter().map(|p| p.dir).collect(),
+            colour: ps.iter().map(|p| p.colour).collect(),
+            sojourn_ns: ps.iter().map(|p| p.sojourn_ns).collect(),
+            iat_ns: ps.iter().map(|p| p.iat_ns).collect(),
+            len: ps.iter().map(|p| p.len).collect(),
+        }
+    }
+
+    /// The number of postcards; an error when the columns disagree.
+    pub fn validate(&self) -> Result<usize, String> {
+        let n = self.t_ns.len();
+        let lens = [
+            self.teid.len(),
+            self.qfi.len(),
+            self.qid.len(),
+            self.dir.len(),
+            self.colour.len(),
+            self.sojourn_ns.len(),
+            self.iat_ns.len(),
+            self.len.len(),
+        ];
+        if lens.iter().any(|&l| l != n) {
+            return Err(format!(
+                "postcard columns of different lengths: {n} and {lens:?}"
+            ));
+        }
+        Ok(n)
+    }
+}
+
 /// Any message, as read back.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Msg {
     Sketch(SketchMsg),
     Pm(PmMsg),
+    Postcards(PostcardMsg),
 }
 
 impl SketchMsg {
@@ -284,6 +340,13 @@ fn decode_value(v: ciborium::Value) -> Result<Msg, String> {
         "pm" => Ok(Msg::Pm(
             v.deserialized().map_err(|e| format!("pm message: {e}"))?,
         )),
+        "postcards" => {
+            let m: PostcardMsg = v
+                .deserialized()
+                .map_err(|e| format!("postcards message: {e}"))?;
+            m.validate()?;
+            Ok(Msg::Postcards(m))
+        }
         k => Err(format!("unknown message kind `{k}`")),
     }
 }
@@ -299,4 +362,98 @@ pub fn read_file(bytes: &[u8]) -> Result<Vec<Msg>, String> {
         out.push(decode_value(v).map_err(|e| format!("message {}: {e}", out.len()))?);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use peregrine_dataplane::runtime::Publisher;
+    use peregrine_dataplane::telemetry::kestrel::{tap_pair, Aggregator, EdgeTable, Sample};
+
+    fn header(kind: &str) -> Header {
+        Header {
+            v: VERSION,
+            kind: kind.into(),
+            seq: 4,
+            window_ns: 1_000,
+            workers: 1,
+            sources: vec![0],
+            late: false,
+        }
+    }
+
+    fn window() -> Window {
+        let l = Layout::new(2, 3, 16, layout::default_seeds(2)).unwrap();
+        let t = Publisher::new(EdgeTable::default());
+        let (mut tap, ends) = tap_pair(0, &l, 1_000, t.reader(), None);
+        let mut a = Aggregator::new(l, 1_000);
+        a.add_source(ends);
+        for i in 0..50u32 {
+            tap.record(&Sample {
+                dir: 1,
+                qid: 1,
+                teid: i % 7,
+                qfi: 9,
+                len: 100 + i,
+                colour: (i % 3) as u8,
+                sojourn_ns: i * 100,
+                t_ns: u64::from(i) * 10,
+            });
+        }
+        drop(tap);
+        a.flush(0).remove(0)
+    }
+
+    #[test]
+    fn sketch_messages_round_trip_and_answer_queries_like_the_window() {
+        let w = window();
+        let m = SketchMsg::of(&w, header("kestrel"), vec![]);
+        let Msg::Sketch(back) = decode(&encode(&m)).unwrap() else {
+            panic!("kind")
+        };
+        assert_eq!(back, m);
+        assert_eq!(back.sketches.len(), 1, "empty sketches are left out");
+        for teid in 0..7 {
+            assert_eq!(back.query(1, 1, teid, 9), Some(w.query(1, 1, teid, 9)));
+        }
+        let pm = PmMsg::of(&w, header("pm"));
+        assert_eq!(pm.qfis.len(), 1);
+        assert_eq!(pm.qfis[0].packets, 50);
+        assert_eq!(decode(&encode(&pm)).unwrap(), Msg::Pm(pm));
+    }
+
+    #[test]
+    fn bad_messages_are_refused_by_name() {
+        assert!(decode(&[0xff, 0x00]).unwrap_err().contains("not CBOR"));
+        let mut m = SketchMsg::of(&window(), header("kestrel"), vec![]);
+        m.h.v = 9;
+        assert!(decode(&encode(&m)).unwrap_err().contains("version"));
+        m.h.v = VERSION;
+        m.sketches[0].lat.pop();
+        assert!(decode(&encode(&m)).unwrap_err().contains("`lat` has"));
+        m.sketches[0].qid = 5;
+        assert!(decode(&encode(&m))
+            .unwrap_err()
+            .contains("outside the layout"));
+        let mut m = SketchMsg::of(&window(), header("falcon"), vec![]);
+        assert!(decode(&encode(&m))
+            .unwrap_err()
+            .contains("unknown message kind"));
+        m.h.kind = "kestrel".into();
+        m.layout.hash = "crc32".into();
+        assert!(decode(&encode(&m)).unwrap_err().contains("unknown hash"));
+        let mut p = PostcardMsg::of(header("postcards"), &[Postcard::default(); 3]);
+        assert_eq!(p.validate(), Ok(3));
+        p.len.pop();
+        assert!(decode(&encode(&p))
+            .unwrap_err()
+            .contains("different lengths"));
+        // A file: messages in turn, the bad one named by its index.
+        let good = encode(&SketchMsg::of(&window(), header("kestrel"), vec![]));
+        let mut file = good.clone();
+        file.extend_from_slice(&good);
+        assert_eq!(read_file(&file).unwrap().len(), 2);
+        file.extend_from_slice(&[0xa1]);
+        assert!(read_file(&file).unwrap_err().starts_with("message 2"));
+    }
 }

@@ -15,12 +15,12 @@ use crate::feature::{Build, Configure, Feature, FeatureReport, Taps};
 use crate::metrics::{Exposition, Kind};
 use crate::platform::Platform;
 use binning::{Action, Drift, Strategy};
-use export::{EdgesRec, Header, PmMsg, SketchMsg};
+use export::{EdgesRec, Header, PmMsg, PostcardMsg, SketchMsg};
 use peregrine_dataplane::io::PortId;
 use peregrine_dataplane::runtime::{Publisher, Running};
 use peregrine_dataplane::telemetry::kestrel::{
-    layout, parse_edges, tap_pair, Aggregator, EdgeSet, EdgeTable, Layout, QidEdges, Window, DIRS,
-    MAX_WINDOW_NS,
+    layout, parse_edges, tap_pair, Aggregator, Deltas, EdgeSet, EdgeTable, Layout, Postcard,
+    QidEdges, Window, DIRS, MAX_WINDOW_NS,
 };
 use peregrine_dataplane::PacketBuf;
 use serde::{Deserialize, Serialize};
@@ -39,6 +39,25 @@ pub struct EdgesConf {
     pub qid: usize,
     pub lat: Vec<f64>,
     pub iat: Vec<f64>,
+}
+
+/// `[kestrel.postcards]`: the Delta-SMP baseline; both deltas 0 = full postcards.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PostcardsConf {
+    /// A postcard when the sojourn moved by more than this since the flow's last one, ns.
+    pub sojourn_ns: u32,
+    /// ... or the inter-arrival time did, ns (a colour change always exports).
+    pub iat_ns: u32,
+}
+
+impl PostcardsConf {
+    pub fn deltas(&self) -> Deltas {
+        Deltas {
+            sojourn_ns: self.sojourn_ns,
+            iat_ns: self.iat_ns,
+        }
+    }
 }
 
 /// The `[kestrel]` section.
@@ -66,6 +85,8 @@ pub struct KestrelSection {
     /// Export the 3GPP-PM per-QFI counters too.
     #[serde(default = "d_true")]
     pub pm: bool,
+    /// Delta-SMP postcards (off without the table).
+    pub postcards: Option<PostcardsConf>,
     /// Edge placement.
     #[serde(default = "d_strategy")]
     pub strategy: Strategy,
@@ -157,6 +178,9 @@ pub struct KestrelStats {
     pub packets: u64,
     pub sketch_bytes: u64,
     pub pm_bytes: u64,
+    pub postcard_bytes: u64,
+    /// Postcards exported by the taps, dropped (ring full), suppressed (under delta).
+    pub postcards: (u64, u64, u64),
     pub messages: u64,
     pub rebinnings: u64,
     pub bank_stalls: u64,
@@ -169,6 +193,7 @@ pub struct KestrelStats {
     /// Mbit/s of each export kind over the windows exported.
     pub sketch_mbps: f64,
     pub pm_mbps: f64,
+    pub postcard_mbps: f64,
 }
 
 struct Io {
@@ -195,6 +220,9 @@ pub struct KestrelFeature {
     /// Latest diagnostic occupancy per QID: (latency tail, inter-arrival head).
     occupancy: Vec<(f64, f64)>,
     windows_file: Option<std::path::PathBuf>,
+    /// Postcards drained, by window seq, until their window is exported.
+    postcards: BTreeMap<u64, Vec<Postcard>>,
+    drained: Vec<Postcard>,
 }
 
 impl std::fmt::Debug for KestrelFeature {
@@ -270,6 +298,8 @@ impl Configure for KestrelFeature {
             versions,
             drift,
             io: None,
+            postcards: BTreeMap::new(),
+            drained: Vec::new(),
             epoch: Instant::now(),
             section: s,
         }))
@@ -441,10 +471,47 @@ impl KestrelFeature {
                 a.poll(now_ns)
             };
             self.stats.bank_stalls = a.tap_stats().1;
+            self.stats.postcards = a.drain_postcards(&mut self.drained);
             ws
         };
+        let mut drained = std::mem::take(&mut self.drained);
+        for p in drained.drain(..) {
+            self.postcards
+                .entry(p.t_ns / self.window_ns)
+                .or_default()
+                .push(p);
+        }
+        self.drained = drained;
         for w in &ws {
             self.on_window(w);
+            if !w.late {
+                self.emit_postcards(Some(w.seq));
+            }
+        }
+        if flush {
+            self.emit_postcards(None);
+        }
+    }
+
+    /// Export the postcards of windows up to `upto` (all with `None`).
+    fn emit_postcards(&mut self, upto: Option<u64>) {
+        while let Some((&seq, _)) = self.postcards.first_key_value() {
+            if upto.is_some_and(|u| seq > u) {
+                break;
+            }
+            let ps = self.postcards.remove(&seq).unwrap_or_default();
+            let h = Header {
+                v: export::VERSION,
+                kind: "postcards".into(),
+                seq,
+                window_ns: self.window_ns,
+                workers: self.workers as u32,
+                sources: Vec::new(),
+                late: false,
+            };
+            let m = export::encode(&PostcardMsg::of(h, &ps));
+            self.stats.postcard_bytes += m.len() as u64;
+            self.emit("postcards", &m);
         }
     }
 
@@ -452,6 +519,7 @@ impl KestrelFeature {
         let secs = self.stats.windows.max(1) as f64 * self.window_ns as f64 / 1e9;
         self.stats.sketch_mbps = self.stats.sketch_bytes as f64 * 8.0 / secs / 1e6;
         self.stats.pm_mbps = self.stats.pm_bytes as f64 * 8.0 / secs / 1e6;
+        self.stats.postcard_mbps = self.stats.postcard_bytes as f64 * 8.0 / secs / 1e6;
     }
 }
 
@@ -497,7 +565,13 @@ impl<B: PacketBuf + 'static> Feature<B> for KestrelFeature {
 
     fn taps(&self, _port: PortId, _b: &mut Build<'_>, out: &mut Taps<B>) {
         let mut n = self.next_source.lock().expect("not poisoned");
-        let (tap, ends) = tap_pair(*n, &self.layout, self.window_ns, self.table.reader());
+        let (tap, ends) = tap_pair(
+            *n,
+            &self.layout,
+            self.window_ns,
+            self.table.reader(),
+            self.section.postcards.as_ref().map(|p| p.deltas()),
+        );
         *n += 1;
         self.agg.lock().expect("not poisoned").add_source(ends);
         out.push(Box::new(tap));
@@ -584,8 +658,8 @@ impl<B: PacketBuf + 'static> Feature<B> for KestrelFeature {
         self.finish_stats();
         let s = &self.stats;
         let mut text = format!(
-            "kestrel: {} windows ({} late parts), {} packets; export {:.3} Mbit/s sketches, {:.3} Mbit/s pm; {} re-binnings, {} bank stalls\n",
-            s.windows, s.late_parts, s.packets, s.sketch_mbps, s.pm_mbps, s.rebinnings, s.bank_stalls
+            "kestrel: {} windows ({} late parts), {} packets; export {:.3} Mbit/s sketches, {:.3} Mbit/s pm, {:.3} Mbit/s postcards ({} sent, {} dropped, {} under delta); {} re-binnings, {} bank stalls\n",
+            s.windows, s.late_parts, s.packets, s.sketch_mbps, s.pm_mbps, s.postcard_mbps, s.postcards.0, s.postcards.1, s.postcards.2, s.rebinnings, s.bank_stalls
         );
         for (q, [ul, dl]) in s.per_qid.iter().enumerate() {
             if ul + dl > 0 {

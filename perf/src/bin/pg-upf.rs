@@ -33,6 +33,7 @@ use peregrine_dataplane::telemetry::fridge::stage::{
     FridgeStage, SliceSpec, StageSpec, Vantage, WorkerPub,
 };
 use peregrine_dataplane::telemetry::fridge::{FridgeSpec, XMode};
+use peregrine_dataplane::telemetry::kestrel::{tap_pair, EdgeTable, Layout as KestrelLayout};
 use peregrine_dataplane::upf::{Upf, UpfConfig, UpfStats};
 use peregrine_dataplane::PacketBuf;
 use peregrine_perf::harness::net_ring::{self, drops_by_reason, Preloaded};
@@ -117,6 +118,16 @@ struct Args {
     /// worker.
     #[arg(long, hide = true)]
     daemon_pipeline: bool,
+    /// Internal (child runs): attach the Kestrel tap (8 QIDs x d=3 x w=512 sketches with
+    /// the PM counters, 1 s windows) to both ports.
+    #[arg(long, hide = true)]
+    kestrel: bool,
+    /// Kestrel mode: for each case, the UPF with the Kestrel tap against the UPF alone,
+    /// alternating rounds; reports the paired rate ratios (goal >= 0.9).
+    #[arg(long)]
+    kestrel_compare: bool,
+    #[arg(long, default_value = "perf/results/kestrel-upf.json")]
+    kestrel_out: String,
     /// Worker-scaling mode without the steer stage: each worker forwards what arrives on
     /// its own queues (no hand-off), to separate the hand-off's cost from the cost of
     /// running N busy workers on the machine.
@@ -413,6 +424,30 @@ fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
     // The daemon's order (control/src/daemon.rs): classify, steer with 2+ workers, the UPF
     // reading the record.
     let daemon = a.daemon_pipeline || workers > 1;
+    // Kestrel: the banks' control ends are kept but not polled (the aggregator allocates,
+    // and allocations are counted process-wide): after its two spares a tap keeps filling
+    // its bank, which costs the same per packet.
+    let edge_table = Publisher::new(EdgeTable::default());
+    let kestrel_ends = std::sync::Mutex::new(Vec::new());
+    let with_kestrel = |p: Pipeline<_>| {
+        if !a.kestrel {
+            return p;
+        }
+        let mut p = p;
+        for port in 0..2u16 {
+            let mut ends = kestrel_ends.lock().expect("not poisoned");
+            let (tap, e) = tap_pair(
+                ends.len() as u32,
+                &KestrelLayout::paper(),
+                1_000_000_000,
+                edge_table.reader(),
+                None,
+            );
+            ends.push(e);
+            p = p.with_tap(port, Box::new(tap));
+        }
+        p
+    };
     let run = runtime::start(
         &mut pre,
         &|w: usize, r: &mut Reasons| {
@@ -440,7 +475,7 @@ fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
                 if with_fridge {
                     stages.push(fridge(w));
                 }
-                return Pipeline::new(stages);
+                return with_kestrel(Pipeline::new(stages));
             }
             stages.push(Box::new(Classify::new()));
             if workers > 1 && !a.no_steer {
@@ -451,7 +486,7 @@ fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
             if with_fridge {
                 stages.push(fridge(w));
             }
-            Pipeline::new(stages)
+            with_kestrel(Pipeline::new(stages))
         },
         &cfg,
     )
@@ -476,6 +511,17 @@ fn ours_child(a: &Args, case: &str) -> Result<Measured, String> {
 
 /// [`ours_child`] with `workers` workers, and the daemon's pipeline when `daemon`.
 fn ours_child_with(a: &Args, case: &str, workers: usize, daemon: bool) -> Result<Measured, String> {
+    ours_child_opts(a, case, workers, daemon, false)
+}
+
+/// [`ours_child_with`], with the Kestrel tap when `kestrel`.
+fn ours_child_opts(
+    a: &Args,
+    case: &str,
+    workers: usize,
+    daemon: bool,
+    kestrel: bool,
+) -> Result<Measured, String> {
     let mut args: Vec<String> = [
         "--case",
         case,
@@ -495,6 +541,9 @@ fn ours_child_with(a: &Args, case: &str, workers: usize, daemon: bool) -> Result
     .collect();
     if daemon {
         args.push("--daemon-pipeline".into());
+    }
+    if kestrel {
+        args.push("--kestrel".into());
     }
     if a.no_steer {
         args.push("--no-steer".into());
@@ -572,6 +621,10 @@ fn main() {
     }
     if a.workers > 1 {
         workers_mode(&a);
+        return;
+    }
+    if a.kestrel_compare {
+        kestrel_mode(&a);
         return;
     }
     let mut cases = vec![];
@@ -725,6 +778,16 @@ fn workers_mode(a: &Args) {
     if let Err(e) = report::print_and_write(&result, Some(a.workers_out.as_ref())) {
         eprintln!("{e}");
     }
+}
+
+/// The `q` quantile of `v` (nearest rank; sorts `v`), 0 when empty.
+fn quantile(v: &mut [u64], q: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
 }
 
 fn est_request(seq: u32, k: u32) -> Vec<u8> {
@@ -928,10 +991,15 @@ fn n4_mode(a: &Args, n: usize) {
     let (r0, t0) = (pre.rx_packets(), Instant::now());
     let (mut sent, mut ok, mut rejected, mut got) = (0usize, 0usize, 0usize, 0usize);
     let (mut answered, mut retransmits, mut quiet) = (vec![false; n], 0usize, 0u32);
+    // Request -> response time as the client sees it, from the first send of each request
+    // (with `--window 1`: a lone request, as an SMF waiting for each answer sees it).
+    let mut sent_at: Vec<Option<Instant>> = vec![None; n];
+    let mut rtt_us: Vec<u64> = Vec::with_capacity(n);
     sock.set_read_timeout(Some(Duration::from_millis(500)))
         .expect("timeout");
     while got < n {
         while sent < n && sent - got < a.window {
+            sent_at[sent] = Some(Instant::now());
             sock.send(&reqs[sent]).expect("send");
             sent += 1;
         }
@@ -945,6 +1013,9 @@ fn n4_mode(a: &Args, n: usize) {
                     continue;
                 }
                 answered[k] = true;
+                if let Some(t) = sent_at[k] {
+                    rtt_us.push(t.elapsed().as_micros() as u64);
+                }
                 got += 1;
                 quiet = 0;
                 if cause == 1 {
@@ -1012,6 +1083,11 @@ fn n4_mode(a: &Args, n: usize) {
         "establishments_per_second": ok as f64 / elapsed.as_secs_f64(),
         "goal_establishments_per_second": 20000,
         "publishes": st.counts.publishes,
+        "window": a.window,
+        "request_rtt_us_p50": quantile(&mut rtt_us, 0.5),
+        "request_rtt_us_p99": quantile(&mut rtt_us, 0.99),
+        "request_rtt_us_max": quantile(&mut rtt_us, 1.0),
+        "goal_lone_request_rtt_us": {"p50": 200, "p99": 1000, "with": "--window 1"},
         "publish_latency_us_p50": st.publish_latency_quantile(0.5),
         "publish_latency_us_p99": st.publish_latency_quantile(0.99),
         "publish_latency_us_max": st.publish_latency_quantile(1.0),
@@ -1042,4 +1118,60 @@ fn n4_mode(a: &Args, n: usize) {
         eprintln!("cannot write {}: {e}", a.n4_out);
     }
     drop(ep);
+}
+
+/// `--kestrel-compare`: UPF + Kestrel tap against the UPF alone, same core, alternating
+/// rounds in fresh processes; the paired ratios per case.
+fn kestrel_mode(a: &Args) {
+    let mut cases = vec![];
+    for n in &a.sessions {
+        for dir in &a.dirs {
+            for size in &a.sizes {
+                let case = format!("{dir},{size},{n}");
+                let (mut with, mut alone, mut allocs) = (vec![], vec![], 0u64);
+                for round in 0..a.rounds {
+                    let u = ours_child_opts(a, &case, 1, false, false).unwrap_or_else(|e| fail(&e));
+                    let k = ours_child_opts(a, &case, 1, false, true).unwrap_or_else(|e| fail(&e));
+                    eprintln!(
+                        "{case} round {round}: upf alone {:.2} Mpps | upf + kestrel {:.2} Mpps (allocs {}, drops {:?})",
+                        u.pps / 1e6,
+                        k.pps / 1e6,
+                        k.allocs,
+                        k.drops
+                    );
+                    allocs += k.allocs + u.allocs;
+                    alone.push(u.pps);
+                    with.push(k.pps);
+                }
+                let pairs = pair_ratios(&with, &alone);
+                cases.push(serde_json::json!({
+                    "direction": dir,
+                    "inner_bytes": size,
+                    "sessions": n,
+                    "upf_alone_mpps": mpps(&alone),
+                    "upf_kestrel_mpps": mpps(&with),
+                    "round_pair_ratios": pairs,
+                    "ratio_median_of_round_pairs": median(&pairs),
+                    "heap_allocations_in_measurement_windows": allocs,
+                }));
+            }
+        }
+    }
+    let result = serde_json::json!({
+        "what": "UPF + Kestrel tap vs UPF alone, one worker, net_ring0 <-> net_ring1, alternating rounds in fresh processes",
+        "kestrel": "tap on both ports: 2 directions x 8 QIDs x d=3 x w=512 buckets of 128 B, 3GPP-PM counters, 1 s windows, no postcards",
+        "goal_ratio": 0.9,
+        "seconds_per_round": a.seconds,
+        "rounds": a.rounds,
+        "core": a.core,
+        "cases": cases,
+        "machine": format!(
+            "{} cores (shared with other engineers' builds), {}",
+            report::cores(),
+            report::cpu_model().unwrap_or_default()
+        ),
+    });
+    if let Err(e) = report::print_and_write(&result, Some(a.kestrel_out.as_ref())) {
+        eprintln!("{e}");
+    }
 }

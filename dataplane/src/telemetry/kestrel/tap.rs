@@ -19,6 +19,7 @@
 use super::bank::{Bank, Sample, Sketcher};
 use super::edges::{EdgeSet, EdgeTable};
 use super::layout::Layout;
+use super::postcard::{smp_pair, Deltas, Postcard, PostcardStats, Smp};
 use crate::buffer::PacketBuf;
 use crate::io::PortId;
 use crate::meta::Direction;
@@ -52,6 +53,8 @@ pub struct TapEnds {
     pub full: Consumer<Box<Bank>>,
     pub spare: Producer<Box<Bank>>,
     pub stats: Arc<TapStats>,
+    /// Delta-SMP postcards, when enabled.
+    pub postcards: Option<(Consumer<Postcard>, Arc<PostcardStats>)>,
 }
 
 /// The Kestrel tap of one worker's egress port.
@@ -67,6 +70,7 @@ pub struct KestrelTap {
     spare: Consumer<Box<Bank>>,
     stats: Arc<TapStats>,
     idle_calls: u32,
+    smp: Option<Smp>,
 }
 
 /// A tap and its control-side ends, with [`BANKS_PER_TAP`] banks allocated (control thread).
@@ -75,6 +79,7 @@ pub fn tap_pair(
     layout: &Layout,
     window_ns: u64,
     table: Reader<EdgeTable>,
+    postcards: Option<Deltas>,
 ) -> (KestrelTap, TapEnds) {
     let (full_tx, full_rx) = RingBuffer::new(BANKS_PER_TAP);
     let (mut spare_tx, spare_rx) = RingBuffer::new(BANKS_PER_TAP);
@@ -86,6 +91,10 @@ pub fn tap_pair(
     let mut active = Box::new(Bank::new(layout));
     active.source = source;
     let stats = Arc::new(TapStats::default());
+    let (smp, pc) = match postcards.map(smp_pair) {
+        Some((smp, rx, st)) => (Some(smp), Some((rx, st))),
+        None => (None, None),
+    };
     let edges = *table.cached().for_seq(0);
     active.edges_version = edges.version;
     let tap = KestrelTap {
@@ -99,12 +108,14 @@ pub fn tap_pair(
         spare: spare_rx,
         stats: stats.clone(),
         idle_calls: 0,
+        smp,
     };
     let ends = TapEnds {
         source,
         full: full_rx,
         spare: spare_tx,
         stats,
+        postcards: pc,
     };
     (tap, ends)
 }
@@ -114,6 +125,23 @@ impl KestrelTap {
     #[inline]
     pub fn record(&mut self, s: &Sample) {
         self.sketcher.record(&mut self.active, &self.edges, s);
+    }
+
+    /// Record one packet as a Delta-SMP postcard candidate (the benchmark's entry point).
+    #[inline]
+    pub fn record_postcard(&mut self, s: &Sample) {
+        if let Some(smp) = &mut self.smp {
+            smp.record(
+                s.dir as u8,
+                s.qid as u8,
+                s.teid,
+                s.qfi,
+                s.len,
+                s.colour,
+                s.sojourn_ns,
+                s.t_ns,
+            );
+        }
     }
 
     /// Move to window `seq` at `now` (a burst's time), handing the filled bank over.
@@ -198,6 +226,23 @@ impl<B: PacketBuf> Tap<B> for KestrelTap {
                 t_ns,
             };
             self.sketcher.record(&mut self.active, &self.edges, &s);
+            if let Some(smp) = &mut self.smp {
+                if dir < 2 {
+                    smp.record(
+                        dir as u8,
+                        m.qid,
+                        m.teid,
+                        m.qfi,
+                        s.len,
+                        m.color,
+                        m.sojourn_ns,
+                        t_ns,
+                    );
+                }
+            }
+        }
+        if let Some(smp) = &self.smp {
+            smp.publish();
         }
     }
 

@@ -83,7 +83,7 @@ fn check_window(w: &Window, truth: &Truth) {
 fn rows_sum_to_queue_totals_and_queries_bound_the_truth() {
     let layout = small();
     let table = Publisher::new(EdgeTable::default());
-    let (mut tap, ends) = tap_pair(0, &layout, 1_000_000_000, table.reader());
+    let (mut tap, ends) = tap_pair(0, &layout, 1_000_000_000, table.reader(), None);
     let mut agg = Aggregator::new(layout.clone(), 1_000_000_000);
     agg.add_source(ends);
     let mut truth = Truth::new();
@@ -132,7 +132,7 @@ fn rows_sum_to_queue_totals_and_queries_bound_the_truth() {
 fn windows_split_at_bursts_and_nothing_is_lost() {
     let layout = small();
     let table = Publisher::new(EdgeTable::default());
-    let (mut tap, ends) = tap_pair(3, &layout, 1_000, table.reader());
+    let (mut tap, ends) = tap_pair(3, &layout, 1_000, table.reader(), None);
     let mut agg = Aggregator::new(layout, 1_000);
     agg.add_source(ends);
     let mut got = Vec::new();
@@ -169,7 +169,7 @@ fn windows_split_at_bursts_and_nothing_is_lost() {
 fn last_seen_outlives_windows_and_first_packet_has_no_gap() {
     let layout = small();
     let table = Publisher::new(EdgeTable::default());
-    let (mut tap, ends) = tap_pair(0, &layout, 1_000_000, table.reader());
+    let (mut tap, ends) = tap_pair(0, &layout, 1_000_000, table.reader(), None);
     let mut agg = Aggregator::new(layout, 1_000_000);
     agg.add_source(ends);
     // One key: packets at 0.5 ms, 0.9 ms (gap 400 us), 1.2 ms (next window, gap 300 us).
@@ -202,7 +202,7 @@ fn last_seen_outlives_windows_and_first_packet_has_no_gap() {
 fn new_edges_apply_from_their_window_with_their_version() {
     let layout = small();
     let table = Publisher::new(EdgeTable::default());
-    let (mut tap, ends) = tap_pair(0, &layout, 1_000, table.reader());
+    let (mut tap, ends) = tap_pair(0, &layout, 1_000, table.reader(), None);
     let mut agg = Aggregator::new(layout, 1_000);
     agg.add_source(ends);
     let mut next = EdgeSet {
@@ -239,7 +239,7 @@ fn new_edges_apply_from_their_window_with_their_version() {
 fn unknown_direction_and_queue_are_skipped_and_counted() {
     let layout = small();
     let table = Publisher::new(EdgeTable::default());
-    let (mut tap, ends) = tap_pair(0, &layout, 1_000, table.reader());
+    let (mut tap, ends) = tap_pair(0, &layout, 1_000, table.reader(), None);
     let mut agg = Aggregator::new(layout, 1_000);
     agg.add_source(ends);
     tap.on_burst(
@@ -266,7 +266,7 @@ fn calibrating_queues_fill_the_fine_histograms() {
         current: set,
         previous: set,
     });
-    let (mut tap, ends) = tap_pair(0, &layout, 1_000_000_000, table.reader());
+    let (mut tap, ends) = tap_pair(0, &layout, 1_000_000_000, table.reader(), None);
     let mut agg = Aggregator::new(layout, 1_000_000_000);
     agg.add_source(ends);
     for t in 0..10u64 {
@@ -290,7 +290,7 @@ fn calibrating_queues_fill_the_fine_histograms() {
 fn a_stalled_control_side_loses_nothing() {
     let layout = small();
     let table = Publisher::new(EdgeTable::default());
-    let (mut tap, ends) = tap_pair(0, &layout, 1_000, table.reader());
+    let (mut tap, ends) = tap_pair(0, &layout, 1_000, table.reader(), None);
     let mut agg = Aggregator::new(layout, 1_000);
     agg.add_source(ends);
     // Ten windows and no poll: the spares run out after two edges.

@@ -237,6 +237,23 @@ impl Aggregator {
         })
     }
 
+    /// Move the postcards waiting in the taps' rings to `out`; (exported, dropped,
+    /// suppressed) summed over taps.
+    pub fn drain_postcards(&mut self, out: &mut Vec<super::postcard::Postcard>) -> (u64, u64, u64) {
+        let mut t = (0, 0, 0);
+        for s in &mut self.sources {
+            if let Some((rx, st)) = &mut s.ends.postcards {
+                while let Ok(p) = rx.pop() {
+                    out.push(p);
+                }
+                t.0 += st.exported.load(Ordering::Relaxed);
+                t.1 += st.dropped.load(Ordering::Relaxed);
+                t.2 += st.suppressed.load(Ordering::Relaxed);
+            }
+        }
+        t
+    }
+
     /// Drain the rings (banks summed, zeroed, handed back) and return the windows finished
     /// at control-clock `now_ns`, oldest first.
     pub fn poll(&mut self, now_ns: u64) -> Vec<Window> {
