@@ -585,10 +585,12 @@ fn hostile_pfcp_leaves_the_node_serving() {
         Option<&'static str>,
     );
     let want: &[(&str, Want)] = &[
-        // A truncated / over-long IE: Invalid Length (68) naming the IE.
+        // A truncated / over-long IE: Invalid Length (68) naming the IE. The truncated IE is
+        // the last, so the F-SEID before it is readable and the header carries the CP's
+        // SEID; the over-long one is the first (Node ID) and hides it: SEID 0.
         (
             "truncated_ie",
-            (Some(51), Some(68), Some(3), Some(0), Some("ie_length")),
+            (Some(51), Some(68), Some(3), Some(0x9100), Some("ie_length")),
         ),
         (
             "overlong_ie_length",
@@ -611,13 +613,15 @@ fn hostile_pfcp_leaves_the_node_serving() {
                 Some("mandatory_ie_missing"),
             ),
         ),
+        // The F-SEID is readable though the message is refused: the response carries the
+        // CP's SEID (TS 29.244 section 7.2.2.4.2), not 0.
         (
             "missing_node_id",
             (
                 Some(51),
                 Some(66),
                 Some(60),
-                Some(0),
+                Some(0x9103),
                 Some("mandatory_ie_missing"),
             ),
         ),
@@ -645,6 +649,11 @@ fn hostile_pfcp_leaves_the_node_serving() {
         (
             "unparsable_sdf_filter",
             (Some(51), Some(73), Some(23), Some(0x9108), None),
+        ),
+        // A spare Destination Interface: Mandatory IE incorrect (69) naming IE 42.
+        (
+            "spare_destination_interface",
+            (Some(51), Some(69), Some(42), Some(0x9109), None),
         ),
         // Garbage is discarded (or, with a version other than 1, Version Not Supported).
         ("garbage_short", (None, None, None, None, Some("truncated"))),

@@ -33,6 +33,25 @@ fn peek(b: &[u8]) -> Option<Peek> {
     })
 }
 
+/// The SEID of the top-level CP F-SEID IE (type 57) of a request that does not decode as a
+/// whole, if its header and the IEs up to that one can be walked: a rejected Session
+/// Establishment is answered with that SEID rather than 0 when the CP sent one we can read
+/// (TS 29.244 section 7.2.2.4.2).
+fn readable_cp_seid(b: &[u8]) -> Option<u64> {
+    let f = *b.first()?;
+    let len = usize::from(u16::from_be_bytes([*b.get(2)?, *b.get(3)?]));
+    let ies_at = if f & 1 != 0 { 16 } else { 8 };
+    let body = b.get(ies_at..(4 + len).min(b.len()))?;
+    for ie in peregrine_pfcp::ie::IeIter::new(body) {
+        let ie = ie.ok()?;
+        if ie.ie_type == peregrine_pfcp::ie::ie_type::F_SEID {
+            let v: [u8; 8] = ie.value.get(1..9)?.try_into().ok()?;
+            return Some(u64::from_be_bytes(v));
+        }
+    }
+    None
+}
+
 fn is_answered_request(m: u8) -> bool {
     matches!(
         m,
@@ -167,11 +186,16 @@ impl Node {
                             && p.msg_type != mt::HEARTBEAT_REQUEST
                     }) {
                         let rej = Reject::new(cause, offending_ie);
-                        let cp_seid = p
-                            .seid
-                            .and_then(|s| self.sessions.get(&s))
-                            .and_then(|st| compact::peer(&st.rules))
-                            .map_or(0, |(_, cp)| cp.seid);
+                        let cp_seid = if p.msg_type == mt::SESSION_ESTABLISHMENT_REQUEST {
+                            // No session yet: the CP's SEID is in the request's F-SEID, if
+                            // that IE can be read although the message as a whole cannot.
+                            readable_cp_seid(datagram).unwrap_or(0)
+                        } else {
+                            p.seid
+                                .and_then(|s| self.sessions.get(&s))
+                                .and_then(|st| compact::peer(&st.rules))
+                                .map_or(0, |(_, cp)| cp.seid)
+                        };
                         if let Some(body) = self.reject_body(p.msg_type, rej) {
                             let seid = mt::is_session(p.msg_type).then_some(cp_seid);
                             self.respond(now, peer, p.seq, seid, body, out);
@@ -355,6 +379,29 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cp_seid_of_a_refused_establishment_is_read_if_it_can_be() {
+        // Header without SEID, then Node ID (60, IPv4), then F-SEID (57: flags v4, SEID 0x9103,
+        // address): the CP SEID is found behind the IE before it.
+        let mut m = vec![0x20, 50, 0, 0, 0, 0, 7, 0];
+        m.extend_from_slice(&[0, 60, 0, 5, 0, 10, 0, 0, 1]);
+        m.extend_from_slice(&[0, 57, 0, 13, 2, 0, 0, 0, 0, 0, 0, 0x91, 0x03, 10, 0, 0, 1]);
+        let len = (m.len() - 4) as u16;
+        m[2..4].copy_from_slice(&len.to_be_bytes());
+        assert_eq!(readable_cp_seid(&m), Some(0x9103));
+        // An IE before it that overruns the message: nothing readable.
+        let mut bad = m.clone();
+        bad[10..12].copy_from_slice(&0xfff0u16.to_be_bytes());
+        assert_eq!(readable_cp_seid(&bad), None);
+        // No F-SEID, or one too short for its SEID.
+        assert_eq!(readable_cp_seid(&m[..17]), None);
+        let mut short = m[..17].to_vec();
+        short.extend_from_slice(&[0, 57, 0, 3, 2, 0, 0]);
+        let len = (short.len() - 4) as u16;
+        short[2..4].copy_from_slice(&len.to_be_bytes());
+        assert_eq!(readable_cp_seid(&short), None);
+    }
 
     #[test]
     fn peek_reads_what_it_can() {

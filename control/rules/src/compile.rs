@@ -60,6 +60,10 @@ pub struct CompilerConfig {
     pub max_urr_slots: u32,
 }
 
+/// The highest Destination Interface value TS 29.244 section 8.2.24 defines (5: 5G VN
+/// Internal); 6-15 are spare.
+const MAX_DESTINATION_INTERFACE: u8 = 5;
+
 /// What exactly was wrong, for logs.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum CompileErrorKind {
@@ -83,6 +87,10 @@ pub enum CompileErrorKind {
     DanglingReference { pdr_id: u16, ie: u16 },
     #[error("FAR {far_id}: apply action {bits:#x} is not exactly one of DROP, FORW, BUFF, or asks for DUPL")]
     ApplyAction { far_id: u32, bits: u64 },
+    #[error(
+        "FAR {far_id}: destination interface {value} is a spare value (TS 29.244 section 8.2.24)"
+    )]
+    DestinationInterface { far_id: u32, value: u8 },
     #[error("FAR {far_id}: FORW without forwarding parameters")]
     NoForwardingParameters { far_id: u32 },
     #[error("FAR {far_id}: outer header creation {description:#06x} is not GTP-U/UDP/IP with TEID and address")]
@@ -129,6 +137,7 @@ impl CompileError {
             | K::TooManyUrrs { pdr_id }
             | K::DanglingReference { pdr_id, .. } => Some(F::Pdr(pdr_id)),
             K::ApplyAction { far_id, .. }
+            | K::DestinationInterface { far_id, .. }
             | K::NoForwardingParameters { far_id }
             | K::OuterHeaderCreation { far_id, .. }
             | K::NoLocalAddress { far_id, .. } => Some(F::Far(far_id)),
@@ -558,6 +567,18 @@ impl Compiler {
             _ => return Err(bad()),
         };
         let fp = far.forwarding.as_ref();
+        // Values 6-15 are spare (TS 29.244 section 8.2.24): the IE is incorrect, not a rule
+        // we cannot build (section 7.2.2.4.2: cause 69 with the Offending IE).
+        if let Some(f) = fp.filter(|f| f.destination_interface > MAX_DESTINATION_INTERFACE) {
+            return Err(CompileError {
+                cause: cause::MANDATORY_IE_INCORRECT,
+                offending_ie: Some(t::DESTINATION_INTERFACE),
+                kind: CompileErrorKind::DestinationInterface {
+                    far_id,
+                    value: f.destination_interface,
+                },
+            });
+        }
         if action == FarAction::Forward && fp.is_none() {
             return Err(CompileError {
                 cause: cause::CONDITIONAL_IE_MISSING,

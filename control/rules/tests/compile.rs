@@ -433,6 +433,18 @@ fn rejections_carry_cause_and_offending_ie_and_change_nothing() {
         ..Default::default()
     }];
     cases.push((s, cause::RULE_CREATION_MODIFICATION_FAILURE, t::SDF_FILTER));
+    // A spare Destination Interface (6-15, TS 29.244 section 8.2.24): the IE is incorrect.
+    for spare in [6u8, 15] {
+        let mut s = good.clone();
+        s.fars
+            .get_mut(&2)
+            .unwrap()
+            .forwarding
+            .as_mut()
+            .unwrap()
+            .destination_interface = spare;
+        cases.push((s, cause::MANDATORY_IE_INCORRECT, t::DESTINATION_INTERFACE));
+    }
     // IPv6 gNB but no local IPv6 address.
     let mut s = good.clone();
     s.fars

@@ -292,6 +292,16 @@ def main():
     case("unparsable_sdf_filter",
          h.raw(h.establishment(0x9108, "10.99.1.9", sdf="permit out 17 from bogus to assigned"),
                seid=0))
+    # A FAR whose Destination Interface is a spare value (6-15, TS 29.244 section 8.2.24).
+    case("spare_destination_interface",
+         h.raw(h.establishment(0x9109, "10.99.1.10", fars=[
+             IE_CreateFAR(IE_list=[IE_FAR_Id(id=1), IE_ApplyAction(FORW=1),
+                                   IE_ForwardingParameters(IE_list=[IE_DestinationInterface(interface=6)])]),
+             IE_CreateFAR(IE_list=[IE_FAR_Id(id=2), IE_ApplyAction(FORW=1),
+                                   IE_ForwardingParameters(IE_list=[
+                                       IE_DestinationInterface(interface=0),
+                                       IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=0x77, ipv4="192.0.2.77")])])]),
+               seid=0))
     # Garbage: too short for a header, random bytes, all zeros, an unknown message type.
     for name, data, kind in [
             ("garbage_short", b"\xde\xad", "truncated"),

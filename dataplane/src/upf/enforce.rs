@@ -6,12 +6,12 @@ use crate::buffer::PacketBuf;
 use crate::qos::{Colour, TrTcm};
 use crate::runtime::Disposition;
 use crate::upf::parse::Flow;
-use crate::upf::stage::Work;
 use crate::upf::stats::Total;
 use crate::upf::tables::{
     Direction, FarAction, MeterRef, OuterHeader, PdrRule, Shard, MAX_QERS_PER_PDR,
     MAX_URRS_PER_PDR, NONE,
 };
+use crate::upf::work::Work;
 
 /// The flattened actions for one packet: from a fast-path record or from a matched PDR
 /// with its QERs and FAR.

@@ -7,10 +7,11 @@ use crate::buffer::PacketBuf;
 use crate::runtime::Disposition;
 use crate::upf::enforce::Plan;
 use crate::upf::parse::{Flow, Pre, KIND_DL4, KIND_DL6, KIND_UL};
-use crate::upf::stage::{prefetch_all, Work};
+use crate::upf::prefetch::prefetch_all;
 use crate::upf::tables::{
     Direction, FarAction, FastPath, FlowFilter, IpPrefix, KeySlot, PdrRule, Shard, NONE,
 };
+use crate::upf::work::Work;
 
 impl<'a> Work<'a> {
     /// Pass 1b: start loading the key's slot (the shard header was prefetched in pass 1).

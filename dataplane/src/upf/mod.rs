@@ -2,14 +2,17 @@
 //! rule tables and the stage that applies them, in phases: [`parse`], [`lookup`],
 //! [`enforce`], [`emit`].
 
+pub mod config;
 pub mod emit;
 pub mod encap;
 pub mod enforce;
 pub mod lookup;
 pub mod parse;
+pub mod prefetch;
 pub mod stage;
 pub mod stats;
 pub mod tables;
+pub mod work;
 
 pub use stage::{Upf, UpfConfig};
 pub use stats::{QfiUsage, UpfStats, UpfTotals, UrrUsage};

@@ -6,9 +6,10 @@
 use crate::buffer::PacketBuf;
 use crate::classify::{self, flags, ClassifyError, PacketMeta, FIRST_FRAGMENT, HAS_QFI};
 use crate::runtime::Disposition;
-use crate::upf::stage::{prefetch, prefetch_addr, Work};
+use crate::upf::prefetch::{prefetch, prefetch_addr};
 use crate::upf::stats::Total;
 use crate::upf::tables::Direction;
+use crate::upf::work::Work;
 use peregrine_wire::ethernet::{self, ethertype};
 use peregrine_wire::ipv4::ip_protocol;
 use peregrine_wire::{gtpu, icmpv4, udp, Error as WireError};

@@ -200,7 +200,7 @@ impl UpfStats {
     #[inline]
     pub(crate) fn urr_prefetch(&self, slot: u32) {
         if let Some(c) = self.urr.get(slot as usize) {
-            crate::upf::stage::prefetch(c);
+            crate::upf::prefetch::prefetch(c);
         }
     }
 

@@ -469,7 +469,7 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     #[inline]
     pub fn prefetch(&self, key: K) {
         if !self.slots.is_empty() {
-            crate::upf::stage::prefetch(&self.slots[self.home(key.into())]);
+            crate::upf::prefetch::prefetch(&self.slots[self.home(key.into())]);
         }
     }
 

@@ -1,0 +1,36 @@
+//! The UPF stage's configuration (the same for every worker).
+
+use crate::qos::QfiMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// Configuration of one UPF stage (the same for every worker).
+#[derive(Debug, Clone)]
+pub struct UpfConfig {
+    /// Largest outer IP packet sent on egress (default 1500).
+    pub mtu: u16,
+    /// Per-worker rate limit for Error Indications and ICMP errors, per second (default 100).
+    pub error_indication_pps: u32,
+    /// Our N6 address: the source of ICMP errors toward N6 hosts.
+    pub n6_v4: Option<Ipv4Addr>,
+    pub n6_v6: Option<Ipv6Addr>,
+    /// QFI -> egress queue.
+    pub qfi_map: QfiMap,
+    /// Route frames whatever their destination MAC (replays of foreign captures).
+    pub promiscuous: bool,
+    /// Per-worker meter array size, fixed at construction.
+    pub max_meter_slots: u32,
+}
+
+impl Default for UpfConfig {
+    fn default() -> Self {
+        UpfConfig {
+            mtu: 1500,
+            error_indication_pps: 100,
+            n6_v4: None,
+            n6_v6: None,
+            qfi_map: QfiMap::default(),
+            promiscuous: false,
+            max_meter_slots: 4096,
+        }
+    }
+}
