@@ -63,6 +63,45 @@ pub struct TranslatorSection {
     /// The region's structures (defaults: docs/dta.md).
     #[serde(default)]
     pub sizes: Sizes,
+    /// RoCEv2 output: Key-Write (K = 1) and Key-Increment reports become RDMA WRITE /
+    /// FETCH_ADD requests toward a collector's RDMA NIC instead of region writes.
+    #[serde(default)]
+    pub rocev2: Option<RoceSection>,
+}
+
+/// `[dta_translator.rocev2]`: where the collector's registered memory is.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoceSection {
+    /// The port requests leave through (responses come back on it).
+    pub port: String,
+    pub collector_ip: std::net::Ipv4Addr,
+    pub collector_mac: String,
+    pub source_ip: std::net::Ipv4Addr,
+    #[serde(default = "default_roce_sport")]
+    pub source_port: u16,
+    /// The collector's queue pair number, its memory region's R_Key and the virtual address
+    /// of the region's first byte (the layout's offsets are added to it).
+    pub qp: u32,
+    pub rkey: u32,
+    pub base_va: u64,
+    #[serde(default)]
+    pub first_psn: u32,
+}
+
+fn default_roce_sport() -> u16 {
+    49152
+}
+
+/// The RoCEv2 output's state on the control side: the queue pair, the workers' rings of
+/// reports to send, counters.
+#[derive(Debug)]
+struct RoceOut {
+    port: peregrine_dataplane::io::PortId,
+    qp: peregrine_dta::rdma::Qp,
+    rings: std::sync::Mutex<Vec<translator_stage::RdmaRing>>,
+    sent: u64,
+    inject_failed: u64,
 }
 
 fn default_cache() -> usize {
@@ -81,6 +120,7 @@ pub struct DtaTranslatorFeature {
     workers: usize,
     region: Option<Arc<Region>>,
     shared: Arc<Shared>,
+    roce: Option<RoceOut>,
 }
 
 impl Configure for DtaTranslatorFeature {
@@ -122,7 +162,56 @@ impl Configure for DtaTranslatorFeature {
         if s.pc_cache_slots == 0 || s.pc_cache_slots > 1 << 24 {
             return Err(invalid("dta_translator.pc_cache_slots", "must be 1..=2^24"));
         }
+        let roce = match &s.rocev2 {
+            None => None,
+            Some(r) => {
+                let port = p.port_index(&r.port).ok_or_else(|| {
+                    invalid(
+                        "dta_translator.rocev2.port",
+                        format!("no port named `{}`", r.port),
+                    )
+                })?;
+                let mac = peregrine_wire::ethernet::Address::parse(&r.collector_mac).ok_or_else(
+                    || invalid("dta_translator.rocev2.collector_mac", "not a MAC address"),
+                )?;
+                if s.sizes.kw_words != 1 {
+                    return Err(invalid(
+                        "dta_translator.rocev2",
+                        "RDMA output writes one-word Key-Write slots: sizes.kw_words must be 1",
+                    ));
+                }
+                if r.qp > 0xff_ffff || r.first_psn > 0xff_ffff {
+                    return Err(invalid(
+                        "dta_translator.rocev2",
+                        "qp and first_psn are 24-bit",
+                    ));
+                }
+                let layout = peregrine_dta::Layout::new(s.sizes)
+                    .map_err(|e| invalid("dta_translator.sizes", e.to_string()))?;
+                let addrs = peregrine_wire::dta::FrameAddrs {
+                    eth_src: p.port_mac(port as usize),
+                    eth_dst: mac,
+                    ip_src: r.source_ip,
+                    ip_dst: r.collector_ip,
+                    src_port: r.source_port,
+                    dst_port: peregrine_wire::roce::UDP_PORT,
+                };
+                let t = peregrine_dta::rdma::Target {
+                    qp: r.qp,
+                    rkey: r.rkey,
+                    base_va: r.base_va,
+                };
+                Some(RoceOut {
+                    port,
+                    qp: peregrine_dta::rdma::Qp::new(t, layout, addrs, r.first_psn),
+                    rings: std::sync::Mutex::new(Vec::new()),
+                    sent: 0,
+                    inject_failed: 0,
+                })
+            }
+        };
         Ok(Some(DtaTranslatorFeature {
+            roce,
             path: p.resolve(&s.region),
             section: s,
             workers: p.workers.count,
@@ -145,6 +234,13 @@ pub struct DtaTranslatorStats {
     pub postcard_early_flush: u64,
     pub nacks: u64,
     pub handed_off: u64,
+    /// RoCEv2 output: requests sent, not injected, PSN resynchronisations.
+    #[serde(default)]
+    pub rdma_sent: u64,
+    #[serde(default)]
+    pub rdma_inject_failed: u64,
+    #[serde(default)]
+    pub rdma_resyncs: u64,
     /// Refusals by reason (`Refusal::name`), zeros included.
     pub refused: std::collections::BTreeMap<String, u64>,
 }
@@ -163,6 +259,9 @@ impl DtaTranslatorFeature {
             postcard_early_flush: c.postcard_early_flush,
             nacks,
             handed_off,
+            rdma_sent: self.roce.as_ref().map_or(0, |r| r.sent),
+            rdma_inject_failed: self.roce.as_ref().map_or(0, |r| r.inject_failed),
+            rdma_resyncs: self.roce.as_ref().map_or(0, |r| r.qp.resyncs),
             refused: Refusal::ALL
                 .iter()
                 .map(|r| (r.name().to_string(), c.refused[r.index()]))
@@ -200,7 +299,7 @@ impl<B: PacketBuf> Feature<B> for DtaTranslatorFeature {
         );
         let limiter = (s.rate_per_source > 0.0)
             .then(|| RateLimiter::new(s.rate_per_source, s.rate_burst, 4096));
-        Some(Box::new(TranslatorStage::new(
+        let mut stage = TranslatorStage::new(
             t,
             s.variant.into(),
             limiter,
@@ -208,7 +307,65 @@ impl<B: PacketBuf> Feature<B> for DtaTranslatorFeature {
             b.worker,
             self.shared.clone(),
             b.reasons,
-        )))
+        );
+        if let Some(r) = &self.roce {
+            let (tx, rx) = rtrb::RingBuffer::new(translator_stage::RDMA_RING);
+            if let Ok(mut rings) = r.rings.lock() {
+                rings.push(rx);
+            }
+            stage = stage.with_rdma(tx);
+        }
+        Some(Box::new(stage))
+    }
+
+    fn on_control_packet(
+        &mut self,
+        _now: std::time::Instant,
+        p: &peregrine_dataplane::runtime::ControlPacket,
+    ) {
+        // RoCEv2 responses (ACK / NAK) the stage handed up.
+        if let Some(r) = self.roce.as_mut() {
+            if p.len == p.data.len() && p.data.len() > 14 {
+                r.qp.on_response(&p.data[14..]);
+            }
+        }
+    }
+
+    fn tick(&mut self, _now: std::time::Instant, running: &peregrine_dataplane::runtime::Running) {
+        let Some(r) = self.roce.as_mut() else { return };
+        let mut todo = Vec::new();
+        if let Ok(mut rings) = r.rings.lock() {
+            for ring in rings.iter_mut() {
+                while let Ok(p) = ring.pop() {
+                    todo.push(p);
+                }
+            }
+        }
+        let inj = running.injector();
+        let port = r.port;
+        let (mut sent, mut failed) = (0u64, 0u64);
+        for p in todo {
+            let mut send = |f: &[u8]| match inj.inject(0, port, f) {
+                Ok(()) => sent += 1,
+                Err(_) => failed += 1,
+            };
+            let _ = match p {
+                peregrine_wire::dta::Primitive::KeyWrite {
+                    redundancy,
+                    key,
+                    data,
+                    ..
+                } => r.qp.key_write(redundancy, key, data[0], &mut send),
+                peregrine_wire::dta::Primitive::KeyIncrement {
+                    redundancy,
+                    key,
+                    counter,
+                } => r.qp.key_increment(redundancy, key, counter, &mut send),
+                _ => Ok(0),
+            };
+        }
+        r.sent += sent;
+        r.inject_failed += failed;
     }
 
     fn metrics(&self, e: &mut Exposition) {

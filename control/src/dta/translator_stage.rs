@@ -11,7 +11,8 @@
 use peregrine_dataplane::runtime::{Batch, Context, Disposition, DropReason, Reasons, Stage};
 use peregrine_dataplane::PacketBuf;
 use peregrine_dta::{RateLimiter, Refusal, Refused, Translator};
-use peregrine_wire::dta::{self, opcode, AckRepr, Variant};
+use peregrine_wire::dta::{self, opcode, AckRepr, Primitive, Repr, Variant};
+use peregrine_wire::roce;
 use peregrine_wire::{ethernet, ipv4, udp};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -109,7 +110,15 @@ pub struct TranslatorStage {
     refused: [DropReason; Refusal::COUNT],
     dirty: bool,
     loopback: Option<Loopback>,
+    /// RoCEv2 output: Key-Write / Key-Increment primitives for the control side to send.
+    rdma: Option<rtrb::Producer<Primitive>>,
 }
+
+/// Reports a worker queues for the RoCEv2 output between two control ticks.
+pub const RDMA_RING: usize = 8192;
+
+/// The control side's end of a worker's RoCEv2 queue.
+pub type RdmaRing = rtrb::Consumer<Primitive>;
 
 /// Benchmark loop-back (`perf/`, never set by the daemon): a stored report is rewritten for
 /// its next pass (key or data advanced, so a recirculating stream keeps writing new slots)
@@ -187,7 +196,50 @@ impl TranslatorStage {
             refused: REFUSED_NAMES.map(|n| reasons.register(n)),
             dirty: false,
             loopback: None,
+            rdma: None,
         }
+    }
+
+    /// RoCEv2 output: valid Key-Write (one data word) and Key-Increment reports go to `tx`
+    /// for the control side to send as RDMA requests; RoCEv2 frames arriving (the
+    /// collector's ACK / NAK) go to the control thread.
+    pub fn with_rdma(mut self, tx: rtrb::Producer<Primitive>) -> TranslatorStage {
+        self.rdma = Some(tx);
+        self
+    }
+
+    /// RoCEv2 mode: queue a valid Key-Write / Key-Increment; `None` when the report is for
+    /// the region path (other primitives, or bad ones, which `handle` refuses by reason).
+    fn queue_rdma(&mut self, payload: &[u8]) -> Option<Result<(), Refused>> {
+        let tx = self.rdma.as_mut()?;
+        let r = dta::Packet::new_checked(payload, self.variant)
+            .and_then(|p| Repr::parse(&p))
+            .ok()?;
+        let s = self.t.store().layout().sizes;
+        let ok = match r.primitive {
+            Primitive::KeyWrite {
+                redundancy, words, ..
+            } => words == 1 && redundancy >= 1 && redundancy as u32 <= s.kw_max_redundancy,
+            Primitive::KeyIncrement { redundancy, .. } => {
+                redundancy >= 1 && redundancy as u32 <= s.ki_max_redundancy
+            }
+            _ => false,
+        };
+        if !ok {
+            return None;
+        }
+        Some(match tx.push(r.primitive) {
+            Ok(()) => {
+                match r.primitive {
+                    Primitive::KeyWrite { .. } => self.t.counters.key_write += 1,
+                    _ => self.t.counters.key_increment += 1,
+                }
+                Ok(())
+            }
+            // The control side is behind: refused like an over-rate report (NACKed when
+            // retransmittable).
+            Err(_) => Err(self.t.refuse(Refusal::RateLimited, payload)),
+        })
     }
 
     /// Benchmarks only: loop stored reports back (see [`Loopback`]).
@@ -219,9 +271,15 @@ impl TranslatorStage {
     }
 
     fn one<B: PacketBuf>(&mut self, pkt: &mut B, rx_port: u16, now_ns: u64) -> Disposition {
-        let Some((udp_at, src, len)) = report_offsets(pkt.data()) else {
+        let Some((udp_at, src, len, dport)) = report_offsets(pkt.data()) else {
             return Disposition::drop_as(self.not_report);
         };
+        if dport != dta::UDP_PORT {
+            if dport == roce::UDP_PORT && self.rdma.is_some() {
+                return Disposition::TO_CONTROL;
+            }
+            return Disposition::drop_as(self.not_report);
+        }
         let payload = &pkt.data()[udp_at + udp::HEADER_LEN..udp_at + len];
         if self.workers > 1 {
             if let Some(w) = self.owner(payload) {
@@ -237,7 +295,10 @@ impl TranslatorStage {
             None => true,
         };
         let verdict = if allowed {
-            self.t.handle(payload)
+            match self.queue_rdma(payload) {
+                Some(v) => v,
+                None => self.t.handle(payload),
+            }
         } else {
             Err(self.t.refuse(Refusal::RateLimited, payload))
         };
@@ -266,8 +327,9 @@ impl TranslatorStage {
     }
 }
 
-/// (UDP header offset, IPv4 source, UDP length) of a DTA report frame, or `None`.
-fn report_offsets(f: &[u8]) -> Option<(usize, std::net::Ipv4Addr, usize)> {
+/// (UDP header offset, IPv4 source, UDP length, UDP destination port) of an IPv4 / UDP
+/// frame, or `None`.
+fn report_offsets(f: &[u8]) -> Option<(usize, std::net::Ipv4Addr, usize, u16)> {
     let eth = ethernet::Frame::new_checked(f).ok()?;
     if eth.ethertype() != ethernet::ethertype::IPV4 {
         return None;
@@ -278,10 +340,7 @@ fn report_offsets(f: &[u8]) -> Option<(usize, std::net::Ipv4Addr, usize)> {
     }
     let udp_at = ethernet::HEADER_LEN + ip.header_len();
     let u = udp::Packet::new_checked(ip.payload()).ok()?;
-    if u.dst_port() != dta::UDP_PORT {
-        return None;
-    }
-    Some((udp_at, ip.src_addr(), u.length() as usize))
+    Some((udp_at, ip.src_addr(), u.length() as usize, u.dst_port()))
 }
 
 /// Rewrite a report frame into a NACK back to its sender: addresses swapped, UDP 40040 ->

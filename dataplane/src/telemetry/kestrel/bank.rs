@@ -108,8 +108,7 @@ impl Bank {
     }
 }
 
-/// The per-packet kernel's fixed state: the layout in registers-friendly form and every
-/// bucket's last-seen time, which outlives windows.
+/// The per-packet kernel's fixed state: the layout in register-friendly form.
 #[derive(Debug, Clone)]
 pub struct Sketcher {
     qids: usize,
@@ -117,8 +116,6 @@ pub struct Sketcher {
     bits: u32,
     width: usize,
     seeds: [u64; MAX_QIDS],
-    /// Last-seen time of every bucket, `[dir][qid][row][column]`, ns; 0 = never seen.
-    last_seen: Vec<u64>,
 }
 
 impl Sketcher {
@@ -131,7 +128,6 @@ impl Sketcher {
             bits: layout.index_bits(),
             width: layout.width,
             seeds,
-            last_seen: vec![0; layout.bank_len()],
         }
     }
 
@@ -164,7 +160,7 @@ impl Sketcher {
             b.bytes += u64::from(s.len);
             b.colour[colour] += 1;
             b.lat[lat_bin] += 1;
-            let last = std::mem::replace(&mut self.last_seen[i], s.t_ns.max(1));
+            let last = std::mem::replace(&mut b.last_seen, s.t_ns.max(1));
             if last != 0 {
                 let iat = u32::try_from(s.t_ns.saturating_sub(last)).unwrap_or(u32::MAX);
                 b.iat[bin(&e.iat, iat)] += 1;

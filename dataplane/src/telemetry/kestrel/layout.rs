@@ -20,12 +20,13 @@ pub const MAX_WINDOW_NS: u64 = 10_000_000_000;
 /// Widths: at 100 Gbit/s with minimum-size Ethernet frames (84 bytes on the wire) a queue
 /// dequeues at most 148.8 Mpps, so in the longest window ([`MAX_WINDOW_NS`], 10 s) every
 /// per-packet counter stays below 1.49e9 < 2^32; bytes reach 1.25e11 > 2^32 and get 64 bits.
-/// The bucket's last-seen time is not here: it outlives the window and stays with the
-/// worker (`KestrelTap`), so a bank is exactly one window's counters and can be zeroed.
+/// The bucket's last-seen time shares the first line with the counters an update writes, so
+/// a row's update touches two lines; it outlives the window: at the edge the worker copies
+/// it into the next bank (`KestrelTap`), exports leave it out.
 ///
 /// ```text
-///  0       8       12      16      20      24                      56      64
-///  | bytes | pkts  | green | yellow| red   | lat[0..8] (u32 each)  | pad   |
+///  0       8       12      16      20      24                      56          64
+///  | bytes | pkts  | green | yellow| red   | lat[0..8] (u32 each)  | last_seen |
 ///  64                              96                              128
 ///  | iat[0..8] (u32 each)          | pad                           |
 /// ```
@@ -37,7 +38,9 @@ pub struct Bucket {
     /// TrTCM colours: green, yellow, red.
     pub colour: [u32; 3],
     pub lat: [u32; BINS],
-    pub _pad0: [u32; 2],
+    /// Worker-clock ns of the bucket's last packet (0: never); not a window counter: the
+    /// worker carries it into the next bank at the window edge, exports leave it out.
+    pub last_seen: u64,
     pub iat: [u32; BINS],
     pub _pad1: [u32; 8],
 }
@@ -50,7 +53,7 @@ impl Bucket {
         packets: 0,
         colour: [0; 3],
         lat: [0; BINS],
-        _pad0: [0; 2],
+        last_seen: 0,
         iat: [0; BINS],
         _pad1: [0; 8],
     };

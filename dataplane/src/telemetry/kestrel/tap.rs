@@ -173,6 +173,10 @@ impl KestrelTap {
         };
         next.seq = self.active.seq;
         next.edges_version = self.active.edges_version;
+        // Last-seen outlives the window: carry it into the zeroed bank (once per edge).
+        for (n, o) in next.buckets.iter_mut().zip(&self.active.buckets) {
+            n.last_seen = o.last_seen;
+        }
         let full = std::mem::replace(&mut self.active, next);
         let pushed = self.full.push(full).is_ok();
         debug_assert!(pushed, "checked for room above");
