@@ -6,13 +6,13 @@
 //! report, in the summary, every handshake matched and a median within 10% of the delay.
 
 use peregrine_rules::static_sessions::{synthetic, OuterMix, SyntheticParams};
+use peregrine_testkit::daemon;
 use peregrine_testkit::frames::ip_packet;
 use peregrine_testkit::pcap::PcapWriter;
 use peregrine_testkit::upf as upf_support;
 use std::net::IpAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const DELAY_NS: u64 = 30_000_000;
 const FLOWS: u32 = 300;
@@ -27,34 +27,10 @@ fn tcp(src: IpAddr, dst: IpAddr, ports: (u16, u16), seq: u32, ack: u32, flags: u
 }
 
 fn run(dir: &Path, cfg: &str) -> serde_json::Value {
-    let path = dir.join("upf.toml");
-    std::fs::write(&path, cfg).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_peregrine"))
-        .args(["run", "--config"])
-        .arg(&path)
-        .arg("--summary-json")
-        .arg(dir.join("summary.json"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t0.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("the daemon did not stop after its replay");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
-    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+    let bin = env!("CARGO_BIN_EXE_peregrine");
+    let (stdout, summary) = daemon::run_to_end(bin, dir, cfg, Duration::from_secs(60));
+    eprintln!("{stdout}");
+    summary
 }
 
 #[test]

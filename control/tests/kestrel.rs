@@ -7,13 +7,13 @@
 
 use peregrine_control::kestrel::export::{read_file, Msg, SketchMsg};
 use peregrine_dataplane::telemetry::kestrel::{Layout, BINS};
+use peregrine_testkit::daemon;
 use peregrine_testkit::pcap::read_records;
 use peregrine_testkit::traffic::{self, parse, IpMix, Sizes, TrafficSpec};
 use peregrine_wire::pdu_session;
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// (dir, teid, qfi) -> (packets, inner bytes).
 type Truth = HashMap<(usize, u32, u8), (u64, u64)>;
@@ -113,36 +113,10 @@ iat_ns = 0
         ul = ul.display(),
         dl = dl.display()
     );
-    let path = dir.join("upf.toml");
-    std::fs::write(&path, cfg).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_peregrine"))
-        .current_dir(dir)
-        .args(["run", "--config"])
-        .arg(&path)
-        .arg("--summary-json")
-        .arg(dir.join("summary.json"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t0.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("the daemon did not stop after its replay");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let bin = env!("CARGO_BIN_EXE_peregrine");
+    let (text, summary) = daemon::run_to_end(bin, dir, &cfg, Duration::from_secs(60));
     assert!(text.contains("kestrel qid"), "a per-QID summary: {text}");
-    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+    summary
 }
 
 fn exact(workers: usize) {

@@ -7,12 +7,12 @@
 //! worker, whose meter then sees the whole offered rate. Without steering each worker's
 //! meter would let through the full MBR of its own half: about twice the MBR in all.
 
+use peregrine_testkit::daemon;
 use peregrine_testkit::mbr::{inner_lengths, per_second};
 use peregrine_testkit::pcap::{read_records, PcapWriter};
 use peregrine_testkit::traffic::{self, IpMix, Sizes, TrafficSpec};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const MBR_KBPS: u64 = 3840;
 const MBR_BYTES: u64 = MBR_KBPS * 1000 / 8;
@@ -85,33 +85,8 @@ outer = "v4"
 mbr_kbps = {MBR_KBPS}
 "#
     );
-    let path = dir.join("upf.toml");
-    std::fs::write(&path, cfg).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_peregrine"))
-        .args(["run", "--config"])
-        .arg(&path)
-        .arg("--summary-json")
-        .arg(dir.join("summary.json"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t0.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("the daemon did not stop after its replay");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+    let bin = env!("CARGO_BIN_EXE_peregrine");
+    daemon::run_to_end(bin, dir, &cfg, Duration::from_secs(60)).1
 }
 
 /// TS 29.244 section 5.4.2 (QER MBR) with two workers: a session offered about twice its

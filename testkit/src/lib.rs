@@ -18,6 +18,7 @@
 //!   and as a pipeline stage, for experiments and tests.
 
 pub mod alloc;
+pub mod daemon;
 pub mod delay_trace;
 pub mod frames;
 #[cfg(feature = "dataplane")]
