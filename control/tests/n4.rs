@@ -6,7 +6,7 @@
 //! Python with Scapy and tshark are test tools: outside CI (`CI` unset) a test whose tool is
 //! missing says so and returns; in CI a missing tool fails it.
 
-use peregrine_testkit::mbr::{inner_lengths, per_second};
+use peregrine_testkit::mbr::{assert_windows_at_mbr, inner_lengths, per_second, qfi_row};
 use peregrine_testkit::traffic::{self, IpMix, Sizes, TrafficSpec};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -783,22 +783,9 @@ fn mbr_is_enforced_per_second_from_the_first_second() {
         ("uplink", &offered_ul, &delivered_ul),
         ("downlink", &offered_dl, &delivered_dl),
     ] {
-        let w = per_second(dlv, t0, windows);
-        eprintln!("{name}: delivered per second {w:?} (MBR {MBR_BYTES} bytes/s)");
-        for (i, &b) in w.iter().enumerate() {
-            let x = b as f64 / MBR_BYTES as f64;
-            assert!(
-                (0.95..=1.05).contains(&x),
-                "{name}: second {i} delivered {b} bytes = {x:.3} x MBR: {w:?}"
-            );
-        }
+        assert_windows_at_mbr(name, dlv, t0, windows, MBR_BYTES);
         // The summary's colours: red = the excess, dropped; green + yellow = forwarded.
-        let row = s["upf"]["qfi"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["direction"] == name && r["qfi"] == 9)
-            .unwrap_or_else(|| panic!("no {name} QFI 9 row: {s}"));
+        let row = qfi_row(&s, name, 9);
         let n = |k: &str| row[k].as_u64().unwrap();
         assert_eq!(n("packets"), dlv.len() as u64, "{row}");
         assert_eq!(n("bytes"), dlv.iter().map(|p| p.1).sum::<u64>(), "{row}");

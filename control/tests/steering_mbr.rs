@@ -8,7 +8,7 @@
 //! meter would let through the full MBR of its own half: about twice the MBR in all.
 
 use peregrine_testkit::daemon;
-use peregrine_testkit::mbr::{inner_lengths, per_second};
+use peregrine_testkit::mbr::{assert_windows_at_mbr, inner_lengths, per_second, qfi_row};
 use peregrine_testkit::pcap::{read_records, PcapWriter};
 use peregrine_testkit::traffic::{self, IpMix, Sizes, TrafficSpec};
 use std::path::{Path, PathBuf};
@@ -226,21 +226,8 @@ tx = "n6-tx.pcap"
         ("uplink", &offered_ul, &delivered_ul),
         ("downlink", &offered_dl, &delivered_dl),
     ] {
-        let w = per_second(dlv, t0, windows);
-        eprintln!("{name}: delivered per second {w:?} (MBR {MBR_BYTES} bytes/s)");
-        for (i, &bytes) in w.iter().enumerate() {
-            let x = bytes as f64 / MBR_BYTES as f64;
-            assert!(
-                (0.95..=1.05).contains(&x),
-                "{name}: second {i} delivered {bytes} bytes = {x:.3} x MBR: {w:?}"
-            );
-        }
-        let row = s["upf"]["qfi"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["direction"] == name && r["qfi"] == 9)
-            .unwrap_or_else(|| panic!("no {name} QFI 9 row: {s}"));
+        assert_windows_at_mbr(name, dlv, t0, windows, MBR_BYTES);
+        let row = qfi_row(&s, name, 9);
         let n = |k: &str| row[k].as_u64().unwrap();
         assert_eq!(n("packets"), dlv.len() as u64, "{row}");
         assert_eq!(n("packets") + n("drops"), o.len() as u64, "{row}");

@@ -9,7 +9,7 @@
 mod common;
 
 use common::{loop_routes, seed_both_ports, RefreshTtl, GLOBAL, MAC0, MAC1};
-use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
+use peregrine_dataplane::io::dpdk::DpdkBackend;
 use peregrine_dataplane::io::{Backend, PortId, PortInfo, PortStats};
 use peregrine_dataplane::runtime::Publisher;
 use peregrine_dataplane::runtime::{
@@ -51,34 +51,7 @@ impl Backend for Preloaded {
 
 #[test]
 fn handoff_allocates_nothing_per_packet() {
-    let eal: Vec<String> = [
-        "-l",
-        "0",
-        "--no-huge",
-        "--no-pci",
-        "-m",
-        "256",
-        "--no-shconf",
-        "--no-telemetry",
-        "--log-level=lib.eal:error",
-        "--vdev=net_ring0",
-        "--vdev=net_ring1",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let mut be = DpdkBackend::new(DpdkConfig {
-        eal_args: eal,
-        ports: vec![
-            DpdkPortConfig::new("a", "net_ring0"),
-            DpdkPortConfig::new("b", "net_ring1"),
-        ],
-        workers: 2,
-        mbufs_per_worker: 4095,
-        mbuf_cache: 64,
-        data_room: DpdkConfig::DEFAULT_DATA_ROOM,
-    })
-    .expect("net_ring backend");
+    let mut be = common::ring_backend(2, 256);
     let mut ios = vec![Some(be.worker_io(0)), Some(be.worker_io(1))];
     // 64 packets per port on worker 0's queues; the first pass hands them to worker 1.
     let io = ios[0].as_mut().unwrap();

@@ -49,6 +49,42 @@ pub fn per_second(pkts: &[(u64, u64)], t0: u64, n: usize) -> Vec<u64> {
     w
 }
 
+/// Assert that every one of the `n` full 1 s windows of `delivered` from `t0` carried the
+/// MBR (`mbr_bytes` per second) within 5 %; `name` labels the failure. Returns the windows.
+pub fn assert_windows_at_mbr(
+    name: &str,
+    delivered: &[(u64, u64)],
+    t0: u64,
+    n: usize,
+    mbr_bytes: u64,
+) -> Vec<u64> {
+    let w = per_second(delivered, t0, n);
+    eprintln!("{name}: delivered per second {w:?} (MBR {mbr_bytes} bytes/s)");
+    for (i, &bytes) in w.iter().enumerate() {
+        let x = bytes as f64 / mbr_bytes as f64;
+        assert!(
+            (0.95..=1.05).contains(&x),
+            "{name}: second {i} delivered {bytes} bytes = {x:.3} x MBR: {w:?}"
+        );
+    }
+    w
+}
+
+/// The `direction` / `qfi` row of the daemon summary's per-QFI table.
+pub fn qfi_row<'a>(
+    summary: &'a serde_json::Value,
+    direction: &str,
+    qfi: u64,
+) -> &'a serde_json::Value {
+    summary["upf"]["qfi"]
+        .as_array()
+        .and_then(|rows| {
+            rows.iter()
+                .find(|r| r["direction"] == direction && r["qfi"] == qfi)
+        })
+        .unwrap_or_else(|| panic!("no {direction} QFI {qfi} row: {summary}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::per_second;

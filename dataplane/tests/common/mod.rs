@@ -120,17 +120,16 @@ pub fn loop_routes() -> RouteTable {
     t
 }
 
-pub fn start_ring_loop(
-    egress: Vec<Option<EgressConfig>>,
-    extra: impl Fn() -> Option<Box<dyn Stage<Buf>>>,
-) -> (Running, Publisher<RouteTable>) {
+/// A DPDK backend on the `net_ring0` / `net_ring1` vdevs (ports "a" and "b"), no hugepages,
+/// `mem_mb` MB, `workers` workers with 4,095 mbufs each.
+pub fn ring_backend(workers: usize, mem_mb: u32) -> DpdkBackend {
     let eal: Vec<String> = [
         "-l",
         "0",
         "--no-huge",
         "--no-pci",
         "-m",
-        "128",
+        &mem_mb.to_string(),
         "--no-shconf",
         "--no-telemetry",
         "--log-level=lib.eal:error",
@@ -140,18 +139,25 @@ pub fn start_ring_loop(
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let mut be = DpdkBackend::new(DpdkConfig {
+    DpdkBackend::new(DpdkConfig {
         eal_args: eal,
         ports: vec![
             DpdkPortConfig::new("a", "net_ring0"),
             DpdkPortConfig::new("b", "net_ring1"),
         ],
-        workers: 1,
+        workers,
         mbufs_per_worker: 4095,
         mbuf_cache: 64,
         data_room: DpdkConfig::DEFAULT_DATA_ROOM,
     })
-    .expect("net_ring backend");
+    .expect("net_ring backend")
+}
+
+pub fn start_ring_loop(
+    egress: Vec<Option<EgressConfig>>,
+    extra: impl Fn() -> Option<Box<dyn Stage<Buf>>>,
+) -> (Running, Publisher<RouteTable>) {
+    let mut be = ring_backend(1, 128);
     let mut io = be.worker_io(0);
     // Port 0 receives packets for 198.51.100.0/24 (routed to port 1) and the reverse.
     seed_both_ports(&mut io);
