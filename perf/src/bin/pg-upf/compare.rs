@@ -1,0 +1,200 @@
+//! Paired comparisons of our own pipelines, alternating rounds in fresh processes:
+//! `--fridge` and `--kestrel-compare` (UPF + a telemetry feature against the UPF alone) and
+//! `--workers N` (the daemon's pipeline with N workers against one).
+
+use super::*;
+
+/// `--fridge`: UPF + fridge against the UPF alone, alternating rounds in one session.
+pub(crate) fn fridge_mode(a: &Args) {
+    let mut cases = vec![];
+    for n in &a.sessions {
+        for dir in &a.dirs {
+            for size in &a.sizes {
+                let case = format!("{dir},{size},{n}");
+                let with = format!("{dir}+fridge,{size},{n}");
+                let (mut base, mut fr, mut allocs) = (vec![], vec![], 0u64);
+                let mut drops: Vec<(String, u64)> = vec![];
+                for round in 0..a.rounds {
+                    let m = ours_child(a, &case).unwrap_or_else(|e| fail(&e));
+                    let f = ours_child(a, &with).unwrap_or_else(|e| fail(&e));
+                    eprintln!(
+                        "{case} round {round}: upf {:.2} Mpps | upf + fridge {:.2} Mpps (allocs {}, drops {:?})",
+                        m.pps / 1e6,
+                        f.pps / 1e6,
+                        f.allocs,
+                        f.drops
+                    );
+                    allocs += m.allocs + f.allocs;
+                    drops.extend(m.drops.into_iter().chain(f.drops));
+                    base.push(m.pps);
+                    fr.push(f.pps);
+                }
+                let pairs = pair_ratios(&fr, &base);
+                cases.push(serde_json::json!({
+                    "direction": dir,
+                    "inner_bytes": size,
+                    "sessions": n,
+                    "upf_mpps": mpps(&base),
+                    "upf_fridge_mpps": mpps(&fr),
+                    "round_pair_ratios": pairs,
+                    "ratio_median_of_round_pairs": median(&pairs),
+                    "drops": drops,
+                    "heap_allocations_in_measurement_windows": allocs,
+                }));
+            }
+        }
+    }
+    let result = serde_json::json!({
+        "what": "UPF + fridge stage vs UPF alone, net_ring0 <-> net_ring1, one core, alternating rounds",
+        "fridge": "after the Upf stage on every packet sent (OnEgress over both ports): slices dns (N6, M=4096, p=1/16; the uplink frames are DNS queries to port 53) and tcp_handshake (no TCP in the traffic)",
+        "goal_ratio": 0.9,
+        "rounds": a.rounds,
+        "seconds_per_round": a.seconds,
+        "cases": cases,
+        "machine": format!(
+            "{} cores (shared with other engineers' builds), {}",
+            report::cores(),
+            report::cpu_model().unwrap_or_default()
+        ),
+    });
+    let text = serde_json::to_string_pretty(&result).expect("json");
+    std::fs::write(&a.fridge_out, &text)
+        .unwrap_or_else(|e| fail(&format!("{}: {e}", a.fridge_out)));
+    println!("{text}");
+}
+
+/// `--kestrel-compare`: UPF + Kestrel tap against the UPF alone, same core, alternating
+/// rounds in fresh processes; the paired ratios per case.
+pub(crate) fn kestrel_mode(a: &Args) {
+    let mut cases = vec![];
+    for n in &a.sessions {
+        for dir in &a.dirs {
+            for size in &a.sizes {
+                let case = format!("{dir},{size},{n}");
+                let (mut with, mut alone, mut allocs) = (vec![], vec![], 0u64);
+                for round in 0..a.rounds {
+                    let u = ours_child_opts(a, &case, 1, false, false).unwrap_or_else(|e| fail(&e));
+                    let k = ours_child_opts(a, &case, 1, false, true).unwrap_or_else(|e| fail(&e));
+                    eprintln!(
+                        "{case} round {round}: upf alone {:.2} Mpps | upf + kestrel {:.2} Mpps (allocs {}, drops {:?})",
+                        u.pps / 1e6,
+                        k.pps / 1e6,
+                        k.allocs,
+                        k.drops
+                    );
+                    allocs += k.allocs + u.allocs;
+                    alone.push(u.pps);
+                    with.push(k.pps);
+                }
+                let pairs = pair_ratios(&with, &alone);
+                cases.push(serde_json::json!({
+                    "direction": dir,
+                    "inner_bytes": size,
+                    "sessions": n,
+                    "upf_alone_mpps": mpps(&alone),
+                    "upf_kestrel_mpps": mpps(&with),
+                    "round_pair_ratios": pairs,
+                    "ratio_median_of_round_pairs": median(&pairs),
+                    "heap_allocations_in_measurement_windows": allocs,
+                }));
+            }
+        }
+    }
+    let result = serde_json::json!({
+        "what": "UPF + Kestrel tap vs UPF alone, one worker, net_ring0 <-> net_ring1, alternating rounds in fresh processes",
+        "kestrel": "tap on both ports: 2 directions x 8 QIDs x d=3 x w=512 buckets of 128 B, 3GPP-PM counters, 1 s windows, no postcards",
+        "goal_ratio": 0.9,
+        "seconds_per_round": a.seconds,
+        "rounds": a.rounds,
+        "core": a.core,
+        "cases": cases,
+        "machine": format!(
+            "{} cores (shared with other engineers' builds), {}",
+            report::cores(),
+            report::cpu_model().unwrap_or_default()
+        ),
+    });
+    if let Err(e) = report::print_and_write(&result, Some(a.kestrel_out.as_ref())) {
+        eprintln!("{e}");
+    }
+}
+
+/// `--workers N`: the daemon's pipeline with N workers against one worker, alternating
+/// rounds per case; see [`Args::workers`].
+pub(crate) fn workers_mode(a: &Args) {
+    let n = a.workers;
+    let mut cases = vec![];
+    let mut all_ok = true;
+    for s in &a.sessions {
+        for dir in &a.dirs {
+            for size in &a.sizes {
+                let case = format!("{dir},{size},{s}");
+                let (mut one, mut many, mut frac) = (vec![], vec![], vec![]);
+                let mut drops: Vec<(String, u64)> = vec![];
+                let mut allocs = 0;
+                for round in 0..a.rounds {
+                    let run =
+                        |w: usize| ours_child_with(a, &case, w, true).unwrap_or_else(|e| fail(&e));
+                    let (m1, mn) = if round % 2 == 0 {
+                        let m1 = run(1);
+                        (m1, run(n))
+                    } else {
+                        let mn = run(n);
+                        (run(1), mn)
+                    };
+                    let f = mn.handed_off as f64 / mn.rx.max(1) as f64;
+                    eprintln!(
+                        "{case} round {round}: 1 worker {:.2} Mpps | {n} workers {:.2} Mpps, {:.1} % handed off (drops {:?})",
+                        m1.pps / 1e6,
+                        mn.pps / 1e6,
+                        100.0 * f,
+                        mn.drops
+                    );
+                    allocs += m1.allocs + mn.allocs;
+                    drops.extend(m1.drops);
+                    drops.extend(mn.drops);
+                    one.push(m1.pps);
+                    many.push(mn.pps);
+                    frac.push(f);
+                }
+                let pairs = pair_ratios(&many, &one);
+                all_ok &= drops.is_empty() && allocs == 0;
+                cases.push(serde_json::json!({
+                    "direction": dir,
+                    "inner_bytes": size,
+                    "sessions": s,
+                    "one_worker_mpps": mpps(&one),
+                    "workers_mpps": mpps(&many),
+                    "handed_off_fraction": frac,
+                    "ratio_median_of_round_pairs": median(&pairs),
+                    "round_pair_ratios": pairs,
+                    "drops": drops,
+                    "heap_allocations_in_measurement_windows": allocs,
+                }));
+            }
+        }
+    }
+    let result = serde_json::json!({
+        "what": format!("the daemon's UPF pipeline with {n} workers vs 1 worker, net_ring0/net_ring1, alternating rounds"),
+        "ours": "rx -> feed (next pre-generated frame, one per session) -> classify -> steer (N workers: by UE, hand-off over SPSC rings) -> Upf (reads the record) -> tx; each worker polls and sends on its own queue of both ports (a net_ring queue loops back to itself)",
+        "workers": n,
+        "steer": !a.no_steer,
+        "one_worker_core": a.core,
+        "worker_cores": (0..n).collect::<Vec<_>>(),
+        "burst": a.burst,
+        "inject_per_port_per_worker": a.inject,
+        "seconds_per_round": a.seconds,
+        "rounds": a.rounds,
+        "cases": cases,
+        "all_forwarded_zero_allocations": all_ok,
+        "machine": format!(
+            "{} cores (shared with other engineers' builds; with 2 workers on 2 cores the EAL main thread, the measuring thread and everything else share them), {}",
+            report::cores(),
+            report::cpu_model().unwrap_or_default()
+        ),
+        "dpdk": "Debian libdpdk 22.11",
+    });
+    if let Err(e) = report::print_and_write(&result, Some(a.workers_out.as_ref())) {
+        eprintln!("{e}");
+    }
+}

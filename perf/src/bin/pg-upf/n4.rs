@@ -1,0 +1,347 @@
+//! `pg-upf --n4 N`: session establishments through the real N4 endpoint under traffic,
+//! request round-trip and publish latency, memory per session.
+
+use super::*;
+
+/// The `q` quantile of `v` (nearest rank; sorts `v`), 0 when empty.
+fn quantile(v: &mut [u64], q: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
+}
+
+/// A Session Establishment Request for UE `k` of the load: UL PDR (F-TEID CHOOSE, the UPF
+/// allocates), DL PDR on the UE's own IPv4 address, N6 and N3 FARs, a QER with MBR and a
+/// volume URR (TS 29.244 section 7.5.2).
+fn est_request(seq: u32, k: u32) -> Vec<u8> {
+    use peregrine_pfcp::ie::{ie_type as t, FTeid, Ie, OuterHeaderRemoval, UeIpAddress};
+    // A pool disjoint from the static synthetic sessions (10.45/16 onwards).
+    let ue = std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(10, 128, 0, 0)) + k);
+    let pdi_ul = pfcp_msgs::g(
+        t::PDI,
+        vec![
+            Ie::SourceInterface(0),
+            Ie::FTeid(FTeid::Choose {
+                v4: true,
+                v6: false,
+                choose_id: Some(1),
+            }),
+            Ie::UeIpAddress(UeIpAddress {
+                ipv4: Some(ue),
+                ..Default::default()
+            }),
+            Ie::Qfi(9),
+        ],
+    );
+    let ul = pfcp_msgs::g(
+        t::CREATE_PDR,
+        vec![
+            Ie::PdrId(1),
+            Ie::Precedence(200),
+            Ie::Grouped(pdi_ul),
+            Ie::OuterHeaderRemoval(OuterHeaderRemoval {
+                description: 0,
+                ext_header_deletion: None,
+            }),
+            Ie::FarId(1),
+            Ie::UrrId(1),
+            Ie::QerId(1),
+        ],
+    );
+    let pdi_dl = pfcp_msgs::g(
+        t::PDI,
+        vec![
+            Ie::SourceInterface(1),
+            Ie::UeIpAddress(UeIpAddress {
+                sd: true,
+                ipv4: Some(ue),
+                ..Default::default()
+            }),
+        ],
+    );
+    let dl = pfcp_msgs::g(
+        t::CREATE_PDR,
+        vec![
+            Ie::PdrId(2),
+            Ie::Precedence(100),
+            Ie::Grouped(pdi_dl),
+            Ie::FarId(2),
+            Ie::UrrId(1),
+            Ie::QerId(1),
+        ],
+    );
+    let r = peregrine_pfcp::message::SessionEstablishmentRequest {
+        create_pdr: vec![ul, dl],
+        create_far: vec![pfcp_msgs::far_n6(1), pfcp_msgs::far_n3(2, 0x0300_0000 | k)],
+        ..pfcp_msgs::est(u64::from(k) + 1)
+    };
+    pfcp_msgs::est_bytes(seq, r)
+}
+
+/// (sequence number, cause) of a Session Establishment Response, if `d` is one.
+fn est_answer(d: &[u8]) -> Option<(u32, u8)> {
+    let m = peregrine_pfcp::Message::parse(d).ok()?;
+    match m.body {
+        peregrine_pfcp::message::Body::SessionEstablishmentResponse(r) => Some((m.seq, r.cause)),
+        _ => None,
+    }
+}
+
+/// Bytes per session of the N4 node alone, and of the compiler + one published table
+/// version alone, for `n` sessions established in-process (no UDP, no traffic).
+fn memory_breakdown(n: usize) -> (f64, f64, usize, u32, u32) {
+    let mut cfg = peregrine_n4::NodeConfig::new(
+        peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
+        0xe6f0_0001,
+        Some(upf_support::upf_v4()),
+    );
+    cfg.max_sessions = n + 16;
+    let peer: std::net::SocketAddr = "127.0.0.1:8805".parse().expect("addr");
+    let reqs: Vec<Vec<u8>> = (0..n as u32).map(|k| est_request(k + 2, k)).collect();
+    let l0 = GLOBAL.live();
+    let mut node = peregrine_n4::Node::new(cfg);
+    drop(node.handle(0, peer, &pfcp_msgs::setup_req(1, 1000)));
+    for r in &reqs {
+        drop(node.handle(1, peer, r));
+    }
+    // Responses are cached for retransmissions for a while (TS 29.244 section 6.4); let the
+    // cache expire so only the sessions remain.
+    drop(node.poll_timers(3_600_000_000_000));
+    let l1 = GLOBAL.live();
+    let sessions: Vec<peregrine_n4::Session> = node.sessions().collect();
+    let l2 = GLOBAL.live();
+    let mut c = Compiler::new(CompilerConfig {
+        local_v4: vec![upf_support::upf_v4()],
+        local_v6: vec![],
+        max_meter_slots: 4 * n as u32,
+        max_urr_slots: 4 * n as u32,
+    });
+    for s in &sessions {
+        c.upsert(s).expect("compiles");
+    }
+    let t = c.build();
+    let l3 = GLOBAL.live();
+    let st = c.stats();
+    drop((t, c, sessions));
+    let cached = node.cached_responses();
+    drop(node);
+    (
+        (l1 - l0) as f64 / n as f64,
+        (l3 - l2) as f64 / n as f64,
+        cached,
+        st.meter_slots_used,
+        st.urr_slots_used,
+    )
+}
+
+/// Session establishment rate, publish latency and memory per session, under traffic.
+pub(crate) fn n4_mode(a: &Args, n: usize) {
+    let (node_b, compiler_b, cached, meter_slots, urr_slots) = memory_breakdown(n);
+    eprintln!("node {node_b:.0} B/session (cached responses left {cached}), compiler + tables {compiler_b:.0} B/session");
+    use peregrine_control::n4::{N4Config, N4Endpoint};
+    use peregrine_control::upf::DaemonRules;
+    use std::net::UdpSocket;
+    let statics = a.sessions.first().copied().unwrap_or(10_000);
+    let size = a.sizes.first().copied().unwrap_or(64);
+    let slots = u32::try_from(4 * (statics + n)).expect("slots");
+    // Compiler holding the static sessions the traffic belongs to; as the daemon does,
+    // static SEIDs never collide with the ones N4 hands out.
+    let mut compiler = compiler(statics, slots, peregrine_control::upf::STATIC_SEID_BIT);
+    let publisher = Arc::new(Publisher::new(compiler.build()));
+    let stats = Arc::new(UpfStats::new(slots));
+    let routes = Publisher::new(upf_support::routes());
+    let ucfg = upf_config(slots);
+
+    // One worker forwarding uplink traffic of the static sessions (as the forwarding test).
+    let fr = frames(Dir::Ul, size, statics);
+    // At most one of each frame in flight, as many as `--inject` allows.
+    let mut pre = Preloaded::inject(child_backend(1), &fr, fr.len().min(a.inject));
+    let cfg = net_ring::one_worker(a.core, a.burst, false);
+    let run = runtime::start(
+        &mut pre,
+        &|w: usize, r: &mut Reasons| {
+            let feed = Feed::new(&fr, w, r);
+            Pipeline::new(vec![
+                Box::new(feed),
+                Box::new(Upf::new(
+                    publisher.reader(),
+                    routes.reader(),
+                    PORT_MACS.to_vec(),
+                    ucfg.clone(),
+                    stats.clone(),
+                    r,
+                )),
+            ])
+        },
+        &cfg,
+    )
+    .expect("start worker");
+    std::thread::sleep(Duration::from_millis(500));
+    // The generator and the N4 thread (which inherits this affinity) stay off the worker's
+    // core, as the daemon's control core would.
+    if let Some(c) = (0..2).find(|c| *c != a.core) {
+        core_affinity::set_for_current(core_affinity::CoreId { id: c });
+    }
+
+    let mut node = peregrine_n4::NodeConfig::new(
+        peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
+        0xe6f0_0001,
+        Some(upf_support::upf_v4()),
+    );
+    node.max_sessions = n + 16;
+    node.heartbeat_interval = Duration::from_secs(3600);
+    let rules = DaemonRules::new(compiler, publisher.clone(), vec![stats.clone()]);
+    let ep = N4Endpoint::start(
+        N4Config {
+            listen: vec!["127.0.0.1:0".parse().expect("addr")],
+            node,
+            usage_interval: Duration::from_secs(1),
+        },
+        rules,
+    )
+    .expect("N4 endpoint");
+    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    sock.connect(ep.local_addrs()[0]).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    let mut buf = vec![0u8; 65536];
+    sock.send(&pfcp_msgs::setup_req(1, 1000)).expect("send");
+    sock.recv(&mut buf).expect("association setup response");
+    // Pre-build the requests so the generator measures the endpoint, not itself.
+    let reqs: Vec<Vec<u8>> = (0..n as u32).map(|k| est_request(k + 2, k)).collect();
+
+    let live0 = GLOBAL.live();
+    let (r0, t0) = (pre.rx_packets(), Instant::now());
+    let (mut sent, mut ok, mut rejected, mut got) = (0usize, 0usize, 0usize, 0usize);
+    let (mut answered, mut retransmits, mut quiet) = (vec![false; n], 0usize, 0u32);
+    // Request -> response time as the client sees it, from the first send of each request
+    // (with `--window 1`: a lone request, as an SMF waiting for each answer sees it).
+    let mut sent_at: Vec<Option<Instant>> = vec![None; n];
+    let mut rtt_us: Vec<u64> = Vec::with_capacity(n);
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    while got < n {
+        while sent < n && sent - got < a.window {
+            sent_at[sent] = Some(Instant::now());
+            sock.send(&reqs[sent]).expect("send");
+            sent += 1;
+        }
+        match sock.recv(&mut buf) {
+            Ok(len) => {
+                let Some((seq, cause)) = est_answer(&buf[..len]) else {
+                    continue;
+                };
+                let k = seq.wrapping_sub(2) as usize;
+                if k >= n || answered[k] {
+                    continue;
+                }
+                answered[k] = true;
+                if let Some(t) = sent_at[k] {
+                    rtt_us.push(t.elapsed().as_micros() as u64);
+                }
+                got += 1;
+                quiet = 0;
+                if cause == 1 {
+                    ok += 1;
+                } else {
+                    rejected += 1;
+                }
+            }
+            // UDP may lose a request or a response under a full window: retransmit what is
+            // unanswered, as an SMF does on T1 expiry (the node answers duplicates from its
+            // response cache, TS 29.244 section 6.4).
+            Err(_) => {
+                quiet += 1;
+                if quiet > 10 {
+                    fail(&format!("N4 endpoint stopped answering after {got}"));
+                }
+                for k in (0..sent).filter(|k| !answered[*k]) {
+                    sock.send(&reqs[k]).expect("send");
+                    retransmits += 1;
+                }
+            }
+        }
+    }
+    let elapsed = t0.elapsed();
+    let (r1, t1) = (pre.rx_packets(), Instant::now());
+    drop(reqs);
+    let st = ep.status();
+    let live1 = GLOBAL.live();
+    std::thread::sleep(Duration::from_millis(200));
+    run.request_stop();
+    let names: Vec<&'static str> = run.reasons().names().to_vec();
+    let c = run.join();
+    let drops = drops_by_reason(&names, &c.drops);
+
+    // Per-worker state the new sessions need: their URR counters and meter slots (the
+    // counts the compiler allocated for them).
+    let per_worker = {
+        let (urr, meters) = (urr_slots, meter_slots);
+        let before = GLOBAL.live();
+        let mut reasons = Reasons::new();
+        let st = Arc::new(UpfStats::new(urr));
+        let stage = Upf::new(
+            publisher.reader(),
+            routes.reader(),
+            PORT_MACS.to_vec(),
+            UpfConfig {
+                max_meter_slots: meters,
+                ..UpfConfig::default()
+            },
+            st,
+            &mut reasons,
+        );
+        let b = GLOBAL.live() - before;
+        drop(stage);
+        b
+    };
+    let n4_bytes = live1 - live0;
+    let result = serde_json::json!({
+        "what": "PFCP Session Establishment through the real N4 endpoint (UDP, pipelined) while one worker forwards uplink traffic",
+        "sessions_established": ok,
+        "rejected": rejected,
+        "window": a.window,
+        "retransmissions": retransmits,
+        "seconds": elapsed.as_secs_f64(),
+        "establishments_per_second": ok as f64 / elapsed.as_secs_f64(),
+        "goal_establishments_per_second": 20000,
+        "publishes": st.counts.publishes,
+        "window": a.window,
+        "request_rtt_us_p50": quantile(&mut rtt_us, 0.5),
+        "request_rtt_us_p99": quantile(&mut rtt_us, 0.99),
+        "request_rtt_us_max": quantile(&mut rtt_us, 1.0),
+        "goal_lone_request_rtt_us": {"p50": 200, "p99": 1000, "with": "--window 1"},
+        "publish_latency_us_p50": st.publish_latency_quantile(0.5),
+        "publish_latency_us_p99": st.publish_latency_quantile(0.99),
+        "publish_latency_us_max": st.publish_latency_quantile(1.0),
+        "publish_latency_samples": st.publish_latency_us.len(),
+        "goal_publish_latency_us_p99": 1000,
+        "traffic": format!("uplink, {size} B inner, {statics} static synthetic sessions, one worker on core {}", a.core),
+        "traffic_mpps_during_load": (r1 - r0) as f64 / (t1 - t0).as_secs_f64() / 1e6,
+        "traffic_drops_by_reason": drops,
+        "memory": {
+            "n4_node_compiler_tables_bytes": n4_bytes,
+            "per_worker_state_bytes": per_worker,
+            "workers": 1,
+            "meter_slots_per_session": f64::from(meter_slots) / n as f64,
+            "urr_slots_per_session": f64::from(urr_slots) / n as f64,
+            "breakdown_node_only_bytes_per_session": node_b,
+            "breakdown_compiler_and_tables_bytes_per_session": compiler_b,
+            "bytes_per_session": (n4_bytes + per_worker) as f64 / n as f64,
+            "goal_bytes_per_session": 2048,
+        },
+        "machine": format!(
+            "{} cores (shared with other engineers' builds)",
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
+        ),
+    });
+    let text = serde_json::to_string_pretty(&result).expect("json");
+    println!("{text}");
+    if let Err(e) = std::fs::write(&a.n4_out, text) {
+        eprintln!("cannot write {}: {e}", a.n4_out);
+    }
+    drop(ep);
+}
