@@ -563,6 +563,9 @@ fn main() {
         );
         return;
     }
+    if a.no_steer && a.workers < 2 && a.case.is_none() {
+        fail("--no-steer compares workers without hand-off: it needs --workers 2 or more");
+    }
     if a.workers > 1 {
         compare::workers_mode(&a);
         return;
