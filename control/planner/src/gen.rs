@@ -63,7 +63,7 @@ pub fn fat_tree(k: usize, seed: u64) -> TopologyFile {
 
 /// [`fat_tree`] with a chosen number of flows.
 pub fn fat_tree_with(k: usize, seed: u64, flows: usize) -> TopologyFile {
-    assert!(k >= 2 && k % 2 == 0, "fat-tree arity must be even");
+    assert!(k >= 2 && k.is_multiple_of(2), "fat-tree arity must be even");
     let h = k / 2;
     let mut rng = Rng::new(seed);
     let mut nodes = Vec::new();
@@ -148,21 +148,19 @@ pub fn wan(n: usize, flows: usize, seed: u64) -> TopologyFile {
     let nodes = (0..n)
         .map(|i| node(name(i), rng.f64() < 0.5, i == c0 || i == c1))
         .collect();
-    let mut adj = vec![vec![false; n]; n];
+    let mut adj = std::collections::HashSet::new();
     let mut pairs = Vec::new();
     for i in 1..n {
         let j = (0..i)
             .min_by(|&a, &b| dist(i, a).total_cmp(&dist(i, b)))
             .expect("i >= 1");
-        adj[i][j] = true;
-        adj[j][i] = true;
+        adj.insert((j, i));
         pairs.push((j, i));
     }
     let l_max = 2f64.sqrt();
     for i in 0..n {
         for j in i + 1..n {
-            if !adj[i][j] && rng.f64() < 0.4 * (-dist(i, j) / (0.25 * l_max)).exp() {
-                adj[i][j] = true;
+            if !adj.contains(&(i, j)) && rng.f64() < 0.4 * (-dist(i, j) / (0.25 * l_max)).exp() {
                 pairs.push((i, j));
             }
         }

@@ -90,7 +90,7 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Gen(g) => {
-            if matches!(g, GenCmd::FatTree { k, .. } if k < 2 || k % 2 == 1)
+            if matches!(g, GenCmd::FatTree { k, .. } if k < 2 || !k.is_multiple_of(2))
                 || matches!(g, GenCmd::Wan { nodes, .. } if nodes < 3)
             {
                 eprintln!("pg-plan: fat-tree k must be even and >= 2; a WAN needs >= 3 nodes");
