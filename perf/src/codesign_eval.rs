@@ -1,0 +1,3 @@
+//! The sketch-INT co-design evaluation (`pg-codesign-eval`, `docs/codesign.md`).
+
+pub mod planner;
