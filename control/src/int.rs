@@ -38,6 +38,7 @@ use crate::platform::{PipelineConfig, Platform};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use peregrine_dataplane::runtime::{self, OnEgress, OnIngress, Publisher, Running};
 use peregrine_dataplane::PacketBuf;
+use peregrine_int::gate::{FlowGate, GateConfig};
 use peregrine_int::namespace::TableSnapshot;
 use peregrine_int::report::IntReport;
 use peregrine_int::stages::{IntConfig, IntEvent, IntSink, IntSource, IntTransit, Piggyback};
@@ -123,6 +124,9 @@ pub struct IntSection {
     /// `upf` pipeline only: elements run on packets leaving on `n6_ports` (uplink, after
     /// decap: the inner IPv6 of the G-PDU), before tx. Default: the source of `roles`.
     pub n6_out: Option<Vec<Role>>,
+    /// `[int.gate]`: the sketch-INT co-design gate at the source (docs/codesign.md).
+    #[serde(default)]
+    pub gate: Option<GateConfig>,
 }
 
 /// Order of the elements at one place: sink first (strips what arrived), then transit, then
@@ -248,6 +252,16 @@ impl IntSection {
                 ));
             }
         }
+        if let Some(g) = &self.gate {
+            g.validate()
+                .map_err(|e| invalid("int.gate", e.to_string()))?;
+            if !self.roles.contains(&Role::Source) {
+                return Err(invalid(
+                    "int.gate",
+                    "the gate acts at the source: add \"source\" to int.roles",
+                ));
+            }
+        }
         if self.rules == self.reports {
             return Err(invalid("int.reports", "must differ from int.rules"));
         }
@@ -284,6 +298,7 @@ impl IntSection {
                 .iter()
                 .filter_map(|p| port_index(p))
                 .collect(),
+            gate: self.gate.clone(),
             ..IntConfig::default()
         }
     }
@@ -540,6 +555,11 @@ impl IntFeature {
                     Role::Source => {
                         let s = IntSource::new(c.clone(), ir.tables.reader())
                             .with_piggyback(ir.piggyback_rx.clone());
+                        let s = match c.gate.clone().map(FlowGate::new) {
+                            Some(Ok(g)) => s.with_gate(g),
+                            // Refused at load by IntSection::validate: not reached.
+                            Some(Err(_)) | None => s,
+                        };
                         Element::Source(if trust { s.after_classifier() } else { s })
                     }
                 };
