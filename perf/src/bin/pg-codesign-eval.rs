@@ -4,6 +4,7 @@
 //! except the run times (wall clock). `--quick` runs a smaller version.
 
 use clap::Parser;
+use peregrine_perf::codesign_eval::accuracy::{self, Outcome, Setup};
 use peregrine_perf::codesign_eval::planner::{
     cases, collection, gaps, sweep, CollectRow, GapStats, SweepRow,
 };
@@ -26,6 +27,40 @@ struct Results {
     sweep: Vec<SweepRow>,
     gaps: GapStats,
     collection: Vec<CollectRow>,
+    accuracy: Vec<Outcome>,
+}
+
+/// Sketch memory per scheme swept in the accuracy experiment, KiB.
+const MEMORY_KIB: [usize; 6] = [8, 16, 32, 64, 128, 256];
+
+fn accuracy_runs(quick: bool) -> Vec<Outcome> {
+    let seeds: &[u64] = if quick { &[1] } else { &[1, 2, 3] };
+    let mut out = Vec::new();
+    for &kib in &MEMORY_KIB {
+        for &seed in seeds {
+            out.push(accuracy::run(&Setup {
+                flows: 10_000,
+                zipf: 1.2,
+                top: 100_000.0,
+                memory_bytes: kib * 1024,
+                rows: 4,
+                large: 32,
+                int_bytes: 12,
+                seed,
+            }));
+        }
+    }
+    out
+}
+
+/// Mean of a field over the seeds of one memory size.
+fn mean_at(r: &[Outcome], kib: usize, f: impl Fn(&Outcome) -> f64) -> f64 {
+    let v: Vec<f64> = r
+        .iter()
+        .filter(|o| o.setup.memory_bytes == kib * 1024)
+        .map(f)
+        .collect();
+    v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
 fn series_by_topology(rows: &[SweepRow], y: impl Fn(&SweepRow) -> f64) -> Vec<Series> {
@@ -72,7 +107,31 @@ fn main() {
         sweep: sw,
         gaps: g,
         collection: col,
+        accuracy: accuracy_runs(a.quick),
     };
+    let acc_series = |name: &str, f: &dyn Fn(&Outcome) -> f64| Series {
+        name: name.to_string(),
+        points: MEMORY_KIB
+            .iter()
+            .map(|&k| ((k as f64).log2(), mean_at(&res.accuracy, k, f)))
+            .collect(),
+        spread: None,
+    };
+    plot(
+        &a.out,
+        "codesign-accuracy.svg",
+        "Flows with relative error < 10 % (10,000 Zipf flows)",
+        "log2(sketch memory, KiB)",
+        "fraction of flows",
+        &[
+            acc_series("sketch only (CM-CU)", &|o| o.sketch_only.within_10pct),
+            acc_series("co-design (gate, T_hi = 32)", &|o| o.codesign.within_10pct),
+            acc_series("INT sampled at the co-design's INT budget", &|o| {
+                o.int_sampled.within_10pct
+            }),
+            acc_series("INT only (every packet)", &|o| o.int_only.within_10pct),
+        ],
+    );
     plot(
         &a.out,
         "codesign-coverage.svg",
@@ -231,6 +290,52 @@ fn report(r: &Results, quick: bool) -> String {
             x.lp_ms
         );
     }
+    let _ = writeln!(
+        w,
+        "\n## Per-flow accuracy: sketch-only vs INT-only vs co-design\n"
+    );
+    let o0 = &r.accuracy[0];
+    let _ = writeln!(w, "Virtual time, one window: {} flows with Zipf (rank-size, s = {}) sizes, largest {} packets,", o0.setup.flows, o0.setup.zipf, o0.setup.top);
+    let _ = writeln!(
+        w,
+        "{} packets in all, interleaved at random; {} flows are small (< T_hi = {} packets). Every",
+        o0.packets, o0.small_flows, o0.setup.large
+    );
+    let _ = writeln!(w, "sketch is the gate's Count-Min with conservative update, d = {} rows; at each memory size the", o0.setup.rows);
+    let _ = writeln!(w, "sketch-only run has d x w counters and the co-design the same bytes as two windows of d x w/2");
+    let _ = writeln!(w, "(the gate's hysteresis copy). INT bytes at the draft's 12 B per instrumented packet and switch.");
+    let _ = writeln!(w, "\"INT sampled\": every packet carries INT with probability q, q set so its INT packets equal the");
+    let _ = writeln!(
+        w,
+        "co-design's; estimate = sampled / q. Means over {} seeds.\n",
+        r.accuracy
+            .iter()
+            .filter(|o| o.setup.memory_bytes == o0.setup.memory_bytes)
+            .count()
+    );
+    let _ = writeln!(w, "Draft (Zhu et al., \"Limitations of Sketch-Only Measurement\"): fewer than 50 % of flows within 10 %");
+    let _ = writeln!(w, "with state-of-the-art sketches at 10 MB per switch (traces with millions of flows; no other");
+    let _ = writeln!(w, "numbers). Our goal for the co-design: >= 95 %.\n");
+    let _ = writeln!(w, "![accuracy](codesign-accuracy.svg)\n");
+    let _ = writeln!(w, "| memory KiB | < 10 % sketch-only | < 10 % co-design | < 10 % INT sampled | < 10 % INT-only | small-flow MRE sketch-only | small-flow MRE co-design | small-flow MRE INT sampled | large-flow MRE sketch / co-design | INT MB co-design / INT-only | small flows misclassified (share) | their MRE | small-flow packets without INT |");
+    let _ = writeln!(
+        w,
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
+    for &k in &MEMORY_KIB {
+        let m = |f: &dyn Fn(&Outcome) -> f64| mean_at(&r.accuracy, k, f);
+        let small = m(&|o| o.small_flows as f64);
+        let _ = writeln!(w, "| {k} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.4} | {:.3} | {:.4} / {:.4} | {:.2} / {:.2} | {:.0} ({:.2} %) | {:.2} | {:.0} |",
+            m(&|o| o.sketch_only.within_10pct), m(&|o| o.codesign.within_10pct),
+            m(&|o| o.int_sampled.within_10pct), m(&|o| o.int_only.within_10pct),
+            m(&|o| o.sketch_only.small_mre), m(&|o| o.codesign.small_mre), m(&|o| o.int_sampled.small_mre),
+            m(&|o| o.sketch_only.large_mre), m(&|o| o.codesign.large_mre),
+            m(&|o| o.codesign.int_bytes as f64) / 1e6, m(&|o| o.int_only.int_bytes as f64) / 1e6,
+            m(&|o| o.small_misclassified as f64), 100.0 * m(&|o| o.small_misclassified as f64) / small,
+            m(&|o| o.misclassified_mre), m(&|o| o.small_packets_gated as f64));
+    }
+    let _ = writeln!(w, "\n## Discussion (accuracy)\n");
+    let _ = writeln!(w, "{}", ACCURACY_DISCUSSION);
     let _ = writeln!(w, "\n## Discussion (planner)\n");
     let _ = writeln!(w, "{}", PLANNER_DISCUSSION);
     s
@@ -255,3 +360,23 @@ exceeds it once the worst-case telemetry reaches a few Gbit/s per point (and alr
 what K = 3 paths can carry, the plan reports the scale every point must cut its telemetry to.
 Alpha = 0 selects nothing, even the zero-cost control nodes: coverage then has no weight and
 we break the tie towards fewer points.";
+
+const ACCURACY_DISCUSSION: &str = "\
+The draft's only figure is that fewer than 50 % of flows are within 10 % with sketches alone
+at 10 MB per switch, on traces with millions of flows; we have 10,000 flows, so the regime is
+set by counters per flow, not bytes. Sketch-only reaches the draft's \"about half\" at 64 KiB
+(16k counters for 10k flows); at that memory the co-design has 99.4 % of flows within 10 %,
+above our 95 % goal, while carrying INT on about 16 % of the packets (0.93 MB against 5.76 MB
+for INT on every packet). The goal is met from 64 KiB up, and missed below: at 32 KiB the
+co-design has 88 % (sketch-only 18 %), and at 8-16 KiB it is no better than the sketch,
+sometimes worse. The cause is the misclassification the table quantifies: a small flow whose
+counters are already at T_hi through collisions with large flows is judged large from its
+first packet, gets no INT, and its count is the sketch's (noisy) growth; with half the
+counters per window (the hysteresis copy costs half the memory at equal bytes) that happens to
+19 % of small flows at 32 KiB and to nearly all of them at 8 KiB. Large flows are measured a
+little worse by the co-design at small memory (its sketch is half as wide) and equally well
+from 64 KiB. INT sampled at the same INT budget is poor for every flow (it estimates a flow
+from about 16 % of its packets), which is the draft's argument for giving INT to small flows
+rather than to a sample of all packets. One window, uniformly interleaved packets and
+packet-count thresholds are our choices; real traffic with flow arrivals spread over windows
+would exercise the hysteresis, which only the unit tests do here.";
