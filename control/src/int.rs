@@ -796,4 +796,37 @@ next_hop_mac = "02:00:00:00:01:06"
             + "[int]\nnode_id = 9\nroles = [\"sink\"]\nn6_ports = [\"n6\"]\n"));
         assert!(e.contains("int.n6_ports"), "{e}");
     }
+
+    #[test]
+    fn gate_section_is_read_and_checked() {
+        let int = |extra: &str| {
+            GOOD.replace("kind = \"l3fwd\"", "kind = \"int\"")
+                + "[int]\nnode_id = 9\nroles = [\"source\"]\n"
+                + extra
+        };
+        let c = Config::parse(&int("[int.gate]\nlarge = 64\nsmall = 16\n")).unwrap();
+        let g = section(&c).gate.unwrap();
+        assert_eq!(
+            (g.large, g.small, g.rows, g.width, g.window_ms),
+            (64, 16, 3, 4096, 1000)
+        );
+        for (extra, want) in [
+            ("[int.gate]\nlarge = 8\nsmall = 16\n", "small <= large"),
+            (
+                "[int.gate]\nlarge = 8\nsmall = 4\nwidth = 1000\n",
+                "power of two",
+            ),
+            (
+                "[int.gate]\nlarge = 8\nsmall = 4\nunit = \"flows\"\n",
+                "unknown variant `flows`",
+            ),
+            ("[int.gate]\nlarge = 8\nsmall = 4\nwindow = 3\n", "window"),
+        ] {
+            let e = err(&int(extra));
+            assert!(e.contains(want), "{extra}: {e}");
+        }
+        let e = err(&(GOOD.replace("kind = \"l3fwd\"", "kind = \"int\"")
+            + "[int]\nnode_id = 9\nroles = [\"sink\"]\n[int.gate]\nlarge = 8\nsmall = 4\n"));
+        assert!(e.contains("int.gate") && e.contains("source"), "{e}");
+    }
 }
