@@ -6,6 +6,7 @@ pub mod config;
 pub mod emit;
 pub mod encap;
 pub mod enforce;
+pub mod frag;
 pub mod lookup;
 pub mod parse;
 pub mod prefetch;

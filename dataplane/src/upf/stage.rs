@@ -171,6 +171,10 @@ impl<B: PacketBuf> Stage<B> for Upf {
         self.routes.get();
     }
 
+    fn spare_buffers(&self) -> usize {
+        crate::upf::frag::MAX_PIECES - 1
+    }
+
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
         let now = cx.now_ns();
         let rx = batch.rx_port;
@@ -201,6 +205,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
             memo_fam: 2,
             memo_dst: 0,
             memo_nh: None,
+            frag: None,
         };
         let n = batch.len();
         if *general {
@@ -208,7 +213,10 @@ impl<B: PacketBuf> Stage<B> for Upf {
                 if batch.disposition(i).is_continue() {
                     let p = &mut batch.pkts[i];
                     ensure_classified(p, false);
-                    let d = w.packet(p);
+                    let mut d = w.packet(p);
+                    if let Some(job) = w.frag.take() {
+                        d = w.fragment(batch, i, &job);
+                    }
                     batch.set_disposition(i, d);
                 }
             }
@@ -244,10 +252,13 @@ impl<B: PacketBuf> Stage<B> for Upf {
                     continue;
                 }
                 let p = &mut batch.pkts[i];
-                let d = match hit[i - base] {
+                let mut d = match hit[i - base] {
                     Some((s, slot)) => w.resolved(p, &pre[i - base], s, slot),
                     None => w.packet(p),
                 };
+                if let Some(job) = w.frag.take() {
+                    d = w.fragment(batch, i, &job);
+                }
                 batch.set_disposition(i, d);
             }
             base = end;

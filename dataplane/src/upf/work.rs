@@ -7,6 +7,7 @@ use crate::qos::{TokenBucket, TrTcm};
 use crate::runtime::{DropReason, Reasons};
 use crate::stages::l3fwd::{NextHop, RouteTable};
 use crate::upf::config::UpfConfig;
+use crate::upf::frag::FragJob;
 use crate::upf::stats::{Total, UpfStats};
 use crate::upf::tables::{Direction, UpfTables};
 use peregrine_wire::ethernet::Address as MacAddr;
@@ -39,6 +40,7 @@ pub(super) struct Drops {
     pub mtu_exceeded: DropReason,
     pub encap_failed: DropReason,
     pub reply_failed: DropReason,
+    pub frag_no_buffer: DropReason,
 }
 
 impl Drops {
@@ -70,6 +72,7 @@ impl Drops {
             mtu_exceeded: r.register("mtu_exceeded"),
             encap_failed: r.register("encap_failed"),
             reply_failed: r.register("reply_failed"),
+            frag_no_buffer: r.register("frag_no_buffer"),
         }
     }
 }
@@ -99,6 +102,9 @@ pub(super) struct Work<'a> {
     pub memo_fam: u8,
     pub memo_dst: u128,
     pub memo_nh: Option<NextHop>,
+    /// Set by the emit phase instead of a disposition when the packet must be fragmented;
+    /// the stage finishes it with the batch in hand (`Work::fragment`).
+    pub frag: Option<FragJob>,
 }
 
 impl Work<'_> {
