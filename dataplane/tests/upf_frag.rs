@@ -109,8 +109,9 @@ fn non_df_downlink_is_fragmented_and_scapy_reassembles_it() {
             let small = packet(ip_protocol::UDP, 200, false);
             let out = r.run(&[dl_frame(&big), dl_frame(&small)], 1, 1);
             assert_eq!(out.len(), 1 + pieces, "{mode:?} {len}/{mtu}");
-            assert!(out.iter().all(|(_, d)| *d == Disposition::tx_queue(0, 0)
-                || d.action() == Action::Tx(0)));
+            assert!(out
+                .iter()
+                .all(|(_, d)| *d == Disposition::tx_queue(0, 0) || d.action() == Action::Tx(0)));
             assert_eq!(inner_of(&out[1].0, usize::from(mtu)), hop(&small));
             let frags: Vec<Vec<u8>> = [&out[0]]
                 .into_iter()

@@ -10,6 +10,7 @@ pub mod frag;
 pub mod lookup;
 pub mod parse;
 pub mod prefetch;
+pub mod reasm;
 pub mod stage;
 pub mod stats;
 pub mod tables;
