@@ -185,3 +185,90 @@ fn df_and_ipv6_keep_the_icmp_path_and_spares_bound_the_pieces() {
     assert_eq!(refused, 1);
     assert_eq!(r.stats.totals().packets_fragmented, 5);
 }
+
+const TEID: u32 = 0x0100_0001;
+
+/// Cut the outer IP packet of frame `f` (Ethernet + IPv4/IPv6) into fragments of at most
+/// `max` payload bytes (multiples of 8), as a sending kernel would: IPv4 offset / MF,
+/// IPv6 a Fragment header after the fixed header.
+fn outer_fragments(f: &[u8], max: usize, ident: u32) -> Vec<Vec<u8>> {
+    let (eth, ip) = f.split_at(14);
+    let v6 = ip[0] >> 4 == 6;
+    let hl = if v6 { 40 } else { 20 };
+    let body = &ip[hl..];
+    let mut out = Vec::new();
+    for (k, chunk) in body.chunks(max & !7).enumerate() {
+        let off = k * (max & !7);
+        let more = off + chunk.len() < body.len();
+        let mut v = eth.to_vec();
+        if v6 {
+            let mut h = ip[..40].to_vec();
+            h[6] = 44;
+            let pl = (8 + chunk.len()) as u16;
+            h[4..6].copy_from_slice(&pl.to_be_bytes());
+            v.extend_from_slice(&h);
+            v.extend_from_slice(&[ip_protocol::UDP, 0]);
+            v.extend_from_slice(&((off as u16) | u16::from(more)).to_be_bytes());
+            v.extend_from_slice(&ident.to_be_bytes());
+        } else {
+            let mut h = ip[..20].to_vec();
+            {
+                let mut p = ipv4::Packet::new_unchecked(&mut h[..]);
+                p.set_total_len((20 + chunk.len()) as u16);
+                p.set_ident(ident as u16);
+                p.set_dont_frag(false);
+                p.set_frag_offset(off as u16);
+                p.set_more_frags(more);
+                p.fill_checksum();
+            }
+            v.extend_from_slice(&h);
+        }
+        v.extend_from_slice(chunk);
+        out.push(v);
+    }
+    out
+}
+
+#[test]
+fn outer_fragments_to_n3_are_reassembled_and_decapsulated() {
+    for mode in [Mode::Alone, Mode::Classified, Mode::General] {
+        for v6_outer in [false, true] {
+            let mut tb = TableBuilder::default();
+            tb.add(Key::Teid(TEID), &[ul(Some(9))]);
+            let mut r = Rig::with_mode(tb.build(), cfg(), mode);
+            let inner = packet(ip_protocol::UDP, 1500, false);
+            let mut inner = inner.clone();
+            // Uplink: UE -> server.
+            {
+                let mut ip = ipv4::Packet::new_unchecked(&mut inner[..]);
+                ip.set_src_addr(ue_v4(0));
+                ip.set_dst_addr(server_v4());
+                ip.fill_checksum();
+            }
+            let frame = ul_frame(v6_outer, TEID, Some(9), &inner);
+            let mut frags = outer_fragments(&frame, 1480 - 8, 77);
+            assert_eq!(frags.len(), 2);
+            // Last first, in separate batches.
+            frags.reverse();
+            let out = r.run(&frags[..1], 0, 1);
+            assert_eq!(r.reason(out[0].1), "reasm_held", "{mode:?} {v6_outer}");
+            let out = r.run(&frags[1..], 0, 2);
+            assert_eq!(out.len(), 1);
+            assert_eq!(
+                out[0].1.action(),
+                Action::Tx(1),
+                "{mode:?} {v6_outer} {}",
+                r.reason(out[0].1)
+            );
+            assert_eq!(&out[0].0[14..], &hop(&inner)[..]);
+            // A duplicate of a fragment of a finished datagram starts a new one, held.
+            assert_eq!(r.why(frags[0].clone(), 0, 3), "reasm_held");
+            let t = r.stats.totals();
+            assert_eq!((t.fragments_received, t.datagrams_reassembled), (3, 1));
+            // It times out (default 2 s) when the next fragment comes.
+            let other = outer_fragments(&frame, 1480 - 8, 78);
+            assert_eq!(r.why(other[0].clone(), 0, 3_000_000_000), "reasm_held");
+            assert_eq!(r.stats.totals().reassembly_timeouts, 1);
+        }
+    }
+}

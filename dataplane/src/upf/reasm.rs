@@ -370,6 +370,11 @@ impl Reassembler {
         Ok(())
     }
 
+    /// Give up complete datagram `slot` without writing it (no buffer to hold it).
+    pub fn abandon(&mut self, slot: usize) {
+        self.free(slot);
+    }
+
     /// Write complete datagram `slot` (as [`Outcome::Complete`] gave it) into `out`, which
     /// must be exactly its length, with its header made whole again (IPv4: length, no MF or
     /// offset, checksum; IPv6: payload length, the Fragment header removed), and free the

@@ -68,6 +68,7 @@ use crate::runtime::{Batch, Context, Reader, Reasons, Stage};
 use crate::stages::l3fwd::RouteTable;
 pub use crate::upf::config::UpfConfig;
 use crate::upf::parse::Pre;
+use crate::upf::reasm::Reassembler;
 use crate::upf::stats::UpfStats;
 use crate::upf::tables::{KeySlot, Shard, UpfTables};
 use crate::upf::work::{Drops, MeterSlot, Work};
@@ -85,6 +86,7 @@ pub struct Upf {
     drops: Drops,
     meters: Vec<MeterSlot>,
     replies: TokenBucket,
+    reasm: Reassembler,
     trust_meta: bool,
     general: bool,
     /// Pass 1's results for one chunk: scratch kept across batches so no batch pays for
@@ -120,6 +122,7 @@ impl Upf {
             drops: Drops::register(reasons),
             meters,
             replies: TokenBucket::new(pps, burst, 0),
+            reasm: Reassembler::new(cfg.reassembly),
             cfg,
             trust_meta: false,
             general: false,
@@ -187,6 +190,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
             drops,
             meters,
             replies,
+            reasm,
             trust_meta,
             general,
             pre,
@@ -200,6 +204,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
             d: *drops,
             meters,
             replies,
+            reasm,
             now,
             rx,
             memo_fam: 2,
