@@ -317,6 +317,19 @@ pub fn write_metrics(
                 *n as f64,
             );
         }
+        e.family(
+            "peregrine_pfcp_ies_discarded_total",
+            ctr,
+            "IEs of session requests discarded unread (TS 29.244 7.6.1: a type beyond the \
+             specification we know, or vendor-specific), by IE type.",
+        );
+        for (ty, n) in &ns.ies_discarded {
+            e.sample(
+                "peregrine_pfcp_ies_discarded_total",
+                &[("ie_type", &ty.to_string())],
+                *n as f64,
+            );
+        }
         e.one(
             "peregrine_pfcp_duplicates_total",
             ctr,
