@@ -189,6 +189,11 @@ pub fn write_metrics(
         tot.end_markers_received += x.end_markers_received;
         tot.buffered += x.buffered;
         tot.icmp_errors_sent += x.icmp_errors_sent;
+        tot.packets_fragmented += x.packets_fragmented;
+        tot.fragments_made += x.fragments_made;
+        tot.fragments_received += x.fragments_received;
+        tot.datagrams_reassembled += x.datagrams_reassembled;
+        tot.reassembly_timeouts += x.reassembly_timeouts;
     }
     e.one(
         "peregrine_gtpu_echo_replies_total",
@@ -226,6 +231,35 @@ pub fn write_metrics(
         "ICMP Packet Too Big / Fragmentation Needed sent.",
         tot.icmp_errors_sent as f64,
     );
+    for (name, help, v) in [
+        (
+            "peregrine_upf_packets_fragmented_total",
+            "IPv4 packets without DF fragmented to fit the MTU.",
+            tot.packets_fragmented,
+        ),
+        (
+            "peregrine_upf_fragments_made_total",
+            "Fragments made of them.",
+            tot.fragments_made,
+        ),
+        (
+            "peregrine_upf_fragments_received_total",
+            "Outer IPv4/IPv6 fragments received for our N3/N9 addresses.",
+            tot.fragments_received,
+        ),
+        (
+            "peregrine_upf_datagrams_reassembled_total",
+            "Datagrams reassembled from outer fragments.",
+            tot.datagrams_reassembled,
+        ),
+        (
+            "peregrine_upf_reassembly_timeouts_total",
+            "Datagrams given up at the reassembly timeout.",
+            tot.reassembly_timeouts,
+        ),
+    ] {
+        e.one(name, ctr, help, v as f64);
+    }
     if let Some(n) = compiler_sessions {
         e.one(
             "peregrine_upf_sessions",

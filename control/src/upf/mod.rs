@@ -154,6 +154,7 @@ impl UpfFeature {
             qfi_map: self.qfi_map,
             promiscuous: self.promiscuous,
             max_meter_slots: s.slots(),
+            reassembly: s.reassembly.config(),
         }
     }
 
