@@ -189,6 +189,11 @@ pub fn write_metrics(
         tot.end_markers_received += x.end_markers_received;
         tot.buffered += x.buffered;
         tot.icmp_errors_sent += x.icmp_errors_sent;
+        tot.packets_fragmented += x.packets_fragmented;
+        tot.fragments_made += x.fragments_made;
+        tot.fragments_received += x.fragments_received;
+        tot.datagrams_reassembled += x.datagrams_reassembled;
+        tot.reassembly_timeouts += x.reassembly_timeouts;
     }
     e.one(
         "peregrine_gtpu_echo_replies_total",
@@ -226,6 +231,35 @@ pub fn write_metrics(
         "ICMP Packet Too Big / Fragmentation Needed sent.",
         tot.icmp_errors_sent as f64,
     );
+    for (name, help, v) in [
+        (
+            "peregrine_upf_packets_fragmented_total",
+            "IPv4 packets without DF fragmented to fit the MTU.",
+            tot.packets_fragmented,
+        ),
+        (
+            "peregrine_upf_fragments_made_total",
+            "Fragments made of them.",
+            tot.fragments_made,
+        ),
+        (
+            "peregrine_upf_fragments_received_total",
+            "Outer IPv4/IPv6 fragments received for our N3/N9 addresses.",
+            tot.fragments_received,
+        ),
+        (
+            "peregrine_upf_datagrams_reassembled_total",
+            "Datagrams reassembled from outer fragments.",
+            tot.datagrams_reassembled,
+        ),
+        (
+            "peregrine_upf_reassembly_timeouts_total",
+            "Datagrams given up at the reassembly timeout.",
+            tot.reassembly_timeouts,
+        ),
+    ] {
+        e.one(name, ctr, help, v as f64);
+    }
     if let Some(n) = compiler_sessions {
         e.one(
             "peregrine_upf_sessions",
@@ -327,6 +361,73 @@ pub fn write_metrics(
         ] {
             e.one(name, ctr, help, v as f64);
         }
+        let ps = &ns.paths;
+        for (name, help, v) in [
+            (
+                "peregrine_pfcp_node_reports_sent_total",
+                "Node Report Requests sent (GTP-U path failure / recovery; TS 29.244 6.2.9).",
+                ns.node_reports_sent,
+            ),
+            (
+                "peregrine_pfcp_node_reports_acknowledged_total",
+                "Node Report Requests answered with an acceptance cause.",
+                ns.node_reports_acknowledged,
+            ),
+            (
+                "peregrine_pfcp_node_reports_rejected_total",
+                "Node Report Requests answered with a rejection cause.",
+                ns.node_reports_rejected,
+            ),
+            (
+                "peregrine_gtpu_echo_requests_sent_total",
+                "GTP-U Echo Requests to peers in use (TS 29.281 7.2.1), first transmissions.",
+                ps.echo_requests,
+            ),
+            (
+                "peregrine_gtpu_echo_retransmissions_total",
+                "GTP-U Echo Requests repeated after T3 without a response.",
+                ps.echo_retransmissions,
+            ),
+            (
+                "peregrine_gtpu_echo_responses_total",
+                "GTP-U Echo Responses answering an outstanding request.",
+                ps.echo_responses,
+            ),
+            (
+                "peregrine_gtpu_echo_responses_unexpected_total",
+                "GTP-U Echo Responses from a peer not in use or with a stale sequence number.",
+                ps.echo_responses_unexpected,
+            ),
+            (
+                "peregrine_gtpu_echo_requests_failed_total",
+                "GTP-U Echo Requests that could not be sent (no route or address, port refused).",
+                st.counts.echo_requests_failed,
+            ),
+            (
+                "peregrine_gtpu_path_failures_total",
+                "GTP-U paths declared failed after N3 unanswered retransmissions.",
+                ps.failures,
+            ),
+            (
+                "peregrine_gtpu_path_recoveries_total",
+                "Failed GTP-U paths that answered again.",
+                ps.recoveries,
+            ),
+        ] {
+            e.one(name, ctr, help, v as f64);
+        }
+        e.one(
+            "peregrine_gtpu_paths",
+            Kind::Gauge,
+            "GTP-U peers in use by some session's FAR (supervised with Echo Requests).",
+            ns.gtpu_paths as f64,
+        );
+        e.one(
+            "peregrine_gtpu_paths_failed",
+            Kind::Gauge,
+            "GTP-U peers in use whose path has failed.",
+            ns.gtpu_paths_failed as f64,
+        );
         e.one(
             "peregrine_pfcp_sessions",
             Kind::Gauge,

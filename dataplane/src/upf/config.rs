@@ -1,6 +1,7 @@
 //! The UPF stage's configuration (the same for every worker).
 
 use crate::qos::QfiMap;
+use crate::upf::reasm::ReasmConfig;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Configuration of one UPF stage (the same for every worker).
@@ -19,6 +20,8 @@ pub struct UpfConfig {
     pub promiscuous: bool,
     /// Per-worker meter array size, fixed at construction.
     pub max_meter_slots: u32,
+    /// Per-worker limits of the outer-fragment reassembly (`crate::upf::reasm`).
+    pub reassembly: ReasmConfig,
 }
 
 impl Default for UpfConfig {
@@ -31,6 +34,7 @@ impl Default for UpfConfig {
             qfi_map: QfiMap::default(),
             promiscuous: false,
             max_meter_slots: 4096,
+            reassembly: ReasmConfig::default(),
         }
     }
 }

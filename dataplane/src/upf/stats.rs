@@ -60,6 +60,14 @@ pub struct UpfTotals {
     pub urr_slots_exceeded: u64,
     /// Packets whose meter slot is beyond the worker's meter array (passed unmetered).
     pub meter_slots_exceeded: u64,
+    /// IPv4 packets without DF fragmented to fit the MTU, and the fragments made of them.
+    pub packets_fragmented: u64,
+    pub fragments_made: u64,
+    /// Outer IPv4 / IPv6 fragments addressed to our N3/N9 addresses, the datagrams
+    /// reassembled from them, and the datagrams given up at the reassembly timeout.
+    pub fragments_received: u64,
+    pub datagrams_reassembled: u64,
+    pub reassembly_timeouts: u64,
 }
 
 /// One cache line per slot, so a packet's usage update touches one line.
@@ -93,6 +101,11 @@ struct Totals {
     replies_rate_limited: AtomicU64,
     urr_slots_exceeded: AtomicU64,
     meter_slots_exceeded: AtomicU64,
+    packets_fragmented: AtomicU64,
+    fragments_made: AtomicU64,
+    fragments_received: AtomicU64,
+    datagrams_reassembled: AtomicU64,
+    reassembly_timeouts: AtomicU64,
 }
 
 /// A total the worker counts (see [`UpfTotals`]).
@@ -106,6 +119,11 @@ pub(crate) enum Total {
     IcmpErrorsSent,
     RepliesRateLimited,
     MeterSlotsExceeded,
+    PacketsFragmented,
+    FragmentsMade,
+    FragmentsReceived,
+    DatagramsReassembled,
+    ReassemblyTimeouts,
 }
 
 /// One worker's UPF counters. See the module docs.
@@ -173,6 +191,11 @@ impl UpfStats {
             replies_rate_limited: t.replies_rate_limited.load(Relaxed),
             urr_slots_exceeded: t.urr_slots_exceeded.load(Relaxed),
             meter_slots_exceeded: t.meter_slots_exceeded.load(Relaxed),
+            packets_fragmented: t.packets_fragmented.load(Relaxed),
+            fragments_made: t.fragments_made.load(Relaxed),
+            fragments_received: t.fragments_received.load(Relaxed),
+            datagrams_reassembled: t.datagrams_reassembled.load(Relaxed),
+            reassembly_timeouts: t.reassembly_timeouts.load(Relaxed),
         }
     }
 
@@ -180,6 +203,12 @@ impl UpfStats {
 
     #[inline]
     pub(crate) fn count(&self, t: Total) {
+        self.count_n(t, 1);
+    }
+
+    /// Add `n` to a total.
+    #[inline]
+    pub(crate) fn count_n(&self, t: Total, n: u64) {
         let s = &self.totals;
         add(
             match t {
@@ -191,8 +220,13 @@ impl UpfStats {
                 Total::IcmpErrorsSent => &s.icmp_errors_sent,
                 Total::RepliesRateLimited => &s.replies_rate_limited,
                 Total::MeterSlotsExceeded => &s.meter_slots_exceeded,
+                Total::PacketsFragmented => &s.packets_fragmented,
+                Total::FragmentsMade => &s.fragments_made,
+                Total::FragmentsReceived => &s.fragments_received,
+                Total::DatagramsReassembled => &s.datagrams_reassembled,
+                Total::ReassemblyTimeouts => &s.reassembly_timeouts,
             },
-            1,
+            n,
         );
     }
 
