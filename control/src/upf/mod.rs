@@ -4,6 +4,7 @@
 //! the SMF, and closes 3GPP-PM style windows once a second.
 
 mod metrics;
+mod qos;
 mod rules;
 mod section;
 

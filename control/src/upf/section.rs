@@ -47,6 +47,9 @@ pub struct UpfSection {
     /// Overrides of the default QFI -> egress queue map: `[[qfi, qid], ...]`.
     #[serde(default)]
     pub qfi_to_qid: Vec<[u8; 2]>,
+    /// MBR enforcement: policing bursts or shaping, per QFI (`upf::qos`).
+    #[serde(default)]
+    pub qos: super::qos::QosSection,
     /// Ports with the 8-queue egress scheduler (SP + WRR) and optional shaper.
     #[serde(default)]
     pub egress: Vec<EgressPort>,
@@ -221,6 +224,7 @@ impl UpfSection {
                 ));
             }
         }
+        self.qos.policies()?;
         for (i, e) in self.egress.iter().enumerate() {
             if port_index(&e.port).is_none() {
                 return Err(invalid(
@@ -264,8 +268,11 @@ impl UpfSection {
         Ok(())
     }
 
+    /// The compiler's configuration (`validate` has checked `[upf.qos]`; a bad one here
+    /// falls back to the defaults).
     pub fn compiler_config(&self) -> CompilerConfig {
         CompilerConfig {
+            qos: self.qos.policies().unwrap_or_default(),
             local_v4: self.n3_v4().into_iter().collect(),
             local_v6: self.n3_v6().into_iter().collect(),
             max_meter_slots: self.slots(),
@@ -287,7 +294,9 @@ impl UpfSection {
         Ok(c)
     }
 
-    /// Egress scheduler per port index.
+    /// Egress scheduler per port index. When a QoS policy shapes, every port gets one (the
+    /// default scheduler where `[[upf.egress]]` names none): shaped packets wait on the
+    /// scheduler's timing wheel.
     pub fn egress_configs(
         &self,
         nports: usize,
@@ -295,6 +304,14 @@ impl UpfSection {
     ) -> Vec<Option<EgressConfig>> {
         let mut v = vec![None; nports];
         let default_qid = self.qfi_map().qid(9);
+        if self.qos.policies().is_ok_and(|p| p.any_shaping()) {
+            for c in v.iter_mut() {
+                *c = Some(EgressConfig {
+                    scheduler: SchedulerConfig::default(),
+                    default_qid,
+                });
+            }
+        }
         for e in &self.egress {
             if let Some(p) = port_index(&e.port) {
                 let scheduler = SchedulerConfig {
