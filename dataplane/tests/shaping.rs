@@ -17,7 +17,7 @@ fn cfg() -> PacerConfig {
     PacerConfig {
         rate_bytes_per_s: 2_500_000,
         burst_bytes: 5_000,
-        queue_ns: 100 * MS,
+        queue_ns: 100 * MS as u32,
     }
 }
 
@@ -106,13 +106,13 @@ fn shaping_holds_2x_mbr_udp_to_the_mbr() {
         );
     }
     // The queue bound: the delay bound at the rate, plus the burst and a packet.
-    let bound = pc.rate_bytes_per_s * pc.queue_ns / S + pc.burst_bytes + len;
+    let bound = pc.rate_bytes_per_s * u64::from(pc.queue_ns) / S + u64::from(pc.burst_bytes) + len;
     assert!(
         r.max_waiting_bytes <= bound,
         "{} > {bound}",
         r.max_waiting_bytes
     );
-    let full = pc.rate_bytes_per_s * pc.queue_ns / S - 2 * len;
+    let full = pc.rate_bytes_per_s * u64::from(pc.queue_ns) / S - 2 * len;
     assert!(
         r.max_waiting_bytes >= full,
         "the queue filled up: {}",
@@ -153,7 +153,7 @@ fn shaping_smooths_a_bursty_source() {
     let sent: u64 = r.out.iter().map(|o| o.1).sum();
     assert_eq!(sent, r.offered);
     let slot = 1u64 << SLOT_SHIFT;
-    let cap = pc.rate_bytes_per_s * (10 * MS + slot + TICK) / S + pc.burst_bytes + len;
+    let cap = pc.rate_bytes_per_s * (10 * MS + slot + TICK) / S + u64::from(pc.burst_bytes) + len;
     let mut w = 0;
     while w + 10 * MS < 4800 * MS {
         let b = bytes_between(&r.out, w, w + 10 * MS);

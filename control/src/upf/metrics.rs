@@ -189,6 +189,7 @@ pub fn write_metrics(
         tot.end_markers_received += x.end_markers_received;
         tot.buffered += x.buffered;
         tot.icmp_errors_sent += x.icmp_errors_sent;
+        tot.l4_checksums_fixed += x.l4_checksums_fixed;
     }
     e.one(
         "peregrine_gtpu_echo_replies_total",
@@ -225,6 +226,12 @@ pub fn write_metrics(
         ctr,
         "ICMP Packet Too Big / Fragmentation Needed sent.",
         tot.icmp_errors_sent as f64,
+    );
+    e.one(
+        "peregrine_l4_checksums_fixed_total",
+        ctr,
+        "TCP/UDP checksums recomputed on `fix_l4_checksums` ports that arrived partial or wrong.",
+        tot.l4_checksums_fixed as f64,
     );
     if let Some(n) = compiler_sessions {
         e.one(
@@ -357,6 +364,8 @@ pub struct UpfSummary {
     pub qfi: Vec<QfiRow>,
     pub echo_replies: u64,
     pub error_indications_sent: u64,
+    /// TCP/UDP checksums completed in software (`fix_l4_checksums`).
+    pub l4_checksums_fixed: u64,
     pub pfcp_datagrams_in: u64,
     pub pfcp_datagrams_out: u64,
     pub rule_publishes: u64,
@@ -400,11 +409,12 @@ pub(super) fn summary(
             }
         }
     }
-    let (mut echo, mut ei) = (0, 0);
+    let (mut echo, mut ei, mut fixed) = (0, 0, 0);
     for s in stats {
         let x = s.totals();
         echo += x.echo_replies;
         ei += x.error_indications_sent;
+        fixed += x.l4_checksums_fixed;
     }
     let st = n4.unwrap_or_default();
     UpfSummary {
@@ -412,6 +422,7 @@ pub(super) fn summary(
         qfi,
         echo_replies: echo,
         error_indications_sent: ei,
+        l4_checksums_fixed: fixed,
         pfcp_datagrams_in: st.counts.datagrams_in,
         pfcp_datagrams_out: st.counts.datagrams_out,
         rule_publishes: st.counts.publishes,

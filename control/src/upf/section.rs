@@ -47,6 +47,10 @@ pub struct UpfSection {
     /// Overrides of the default QFI -> egress queue map: `[[qfi, qid], ...]`.
     #[serde(default)]
     pub qfi_to_qid: Vec<[u8; 2]>,
+    /// Ports whose received TCP/UDP checksums are recomputed (peers with checksum offload,
+    /// e.g. veths, leave them partial; `upf::offload`).
+    #[serde(default)]
+    pub fix_l4_checksums: Vec<String>,
     /// MBR enforcement: policing bursts or shaping, per QFI (`upf::qos`).
     #[serde(default)]
     pub qos: super::qos::QosSection,
@@ -225,6 +229,23 @@ impl UpfSection {
             }
         }
         self.qos.policies()?;
+        for (i, n) in self.fix_l4_checksums.iter().enumerate() {
+            match port_index(n) {
+                None => {
+                    return Err(invalid(
+                        format!("upf.fix_l4_checksums[{i}]"),
+                        format!("no port named `{n}`"),
+                    ))
+                }
+                Some(p) if p >= 64 => {
+                    return Err(invalid(
+                        format!("upf.fix_l4_checksums[{i}]"),
+                        format!("`{n}` is port {p}: only ports 0..64 can be listed"),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
         for (i, e) in self.egress.iter().enumerate() {
             if port_index(&e.port).is_none() {
                 return Err(invalid(

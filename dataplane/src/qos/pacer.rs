@@ -17,9 +17,10 @@ pub struct PacerConfig {
     /// The MBR, bytes/s (> 0).
     pub rate_bytes_per_s: u64,
     /// Bytes that may leave back to back before pacing starts.
-    pub burst_bytes: u64,
-    /// Longest delay (queue at the rate) accepted before a packet is dropped.
-    pub queue_ns: u64,
+    pub burst_bytes: u32,
+    /// Longest delay (queue at the rate) accepted before a packet is dropped (32 bits: the
+    /// compiled rules stay small; the config allows at most 250 ms).
+    pub queue_ns: u32,
 }
 
 /// The per-session pacer state (per worker, like the meters).
@@ -57,8 +58,8 @@ impl Pacer {
     pub fn new(cfg: PacerConfig, now_ns: u64) -> Pacer {
         Pacer {
             rate: cfg.rate_bytes_per_s,
-            tau_ns: ns_for(cfg.burst_bytes, cfg.rate_bytes_per_s),
-            queue_ns: cfg.queue_ns,
+            tau_ns: ns_for(u64::from(cfg.burst_bytes), cfg.rate_bytes_per_s),
+            queue_ns: u64::from(cfg.queue_ns),
             tat_ns: now_ns,
         }
     }
@@ -100,7 +101,7 @@ mod tests {
             PacerConfig {
                 rate_bytes_per_s: 1_000_000,
                 burst_bytes: 3000,
-                queue_ns: 10 * MS,
+                queue_ns: 10 * MS as u32,
             },
             0,
         );

@@ -141,8 +141,8 @@ impl QerPolicy {
         }
         Some(PacerConfig {
             rate_bytes_per_s: rate,
-            burst_bytes: self.shaping_burst.bytes(rate),
-            queue_ns: self.shaping_queue_ns,
+            burst_bytes: u32::try_from(self.shaping_burst.bytes(rate)).unwrap_or(u32::MAX),
+            queue_ns: u32::try_from(self.shaping_queue_ns).unwrap_or(u32::MAX),
         })
     }
 }

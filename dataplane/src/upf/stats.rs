@@ -60,6 +60,9 @@ pub struct UpfTotals {
     pub urr_slots_exceeded: u64,
     /// Packets whose meter slot is beyond the worker's meter array (passed unmetered).
     pub meter_slots_exceeded: u64,
+    /// TCP/UDP checksums completed in software (`[upf] fix_l4_checksums`): they arrived
+    /// partial or wrong.
+    pub l4_checksums_fixed: u64,
 }
 
 /// One cache line per slot, so a packet's usage update touches one line.
@@ -93,6 +96,7 @@ struct Totals {
     replies_rate_limited: AtomicU64,
     urr_slots_exceeded: AtomicU64,
     meter_slots_exceeded: AtomicU64,
+    l4_checksums_fixed: AtomicU64,
 }
 
 /// A total the worker counts (see [`UpfTotals`]).
@@ -106,6 +110,7 @@ pub(crate) enum Total {
     IcmpErrorsSent,
     RepliesRateLimited,
     MeterSlotsExceeded,
+    L4ChecksumsFixed,
 }
 
 /// One worker's UPF counters. See the module docs.
@@ -173,6 +178,7 @@ impl UpfStats {
             replies_rate_limited: t.replies_rate_limited.load(Relaxed),
             urr_slots_exceeded: t.urr_slots_exceeded.load(Relaxed),
             meter_slots_exceeded: t.meter_slots_exceeded.load(Relaxed),
+            l4_checksums_fixed: t.l4_checksums_fixed.load(Relaxed),
         }
     }
 
@@ -191,6 +197,7 @@ impl UpfStats {
                 Total::IcmpErrorsSent => &s.icmp_errors_sent,
                 Total::RepliesRateLimited => &s.replies_rate_limited,
                 Total::MeterSlotsExceeded => &s.meter_slots_exceeded,
+                Total::L4ChecksumsFixed => &s.l4_checksums_fixed,
             },
             1,
         );
