@@ -68,9 +68,11 @@ pub fn warn_partial_checksums(p: &Platform, fix: u64) {
                 port = %name,
                 iface = %iface,
                 "net_af_packet port on a veth: frames from a peer with checksum offload carry \
-                 partial TCP/UDP checksums and are forwarded as they are (receivers drop them); \
-                 run `ethtool -K <dev> tx off rx off` on both ends of the veth, or list the port \
-                 in [upf] fix_l4_checksums (docs/upf.md)"
+                 partial TCP/UDP checksums, forwarded as they are (receivers drop them), and with \
+                 segmentation offload arrive as 64 kB GSO frames net_af_packet truncates \
+                 (ipv4_truncated); run `ethtool -K <dev> tx off rx off` on both ends of the veth, \
+                 or turn TSO/GSO off on the peer and list the port in [upf] fix_l4_checksums \
+                 (docs/upf.md)"
             );
         }
     }
