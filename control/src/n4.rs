@@ -61,7 +61,7 @@ pub trait SessionRules: Send {
     fn seen(&mut self, g: u64) -> Option<Duration>;
     /// Cumulative usage of a URR as the dataplane counted it.
     fn usage(&mut self, up_seid: u64, urr_id: u32) -> Option<Usage>;
-    /// The URR's volume quota is used up: stop forwarding what it counts (staged).
+    /// The URR's volume or time quota is used up: stop forwarding what it counts (staged).
     fn quota_exhausted(&mut self, s: &Session, urr_id: u32);
 }
 
@@ -460,7 +460,7 @@ impl<R: SessionRules> Loop<R> {
             }
             Event::QuotaExhausted { seid, urr_id } => {
                 if let Some(s) = self.node.session(seid) {
-                    tracing::info!(seid, urr_id, "volume quota exhausted: forwarding stops");
+                    tracing::info!(seid, urr_id, "quota exhausted: forwarding stops");
                     self.rules.quota_exhausted(&s, urr_id);
                     self.dirty = true;
                 }

@@ -350,13 +350,16 @@ impl Rig {
             Mode::Classified => vec![Box::new(Classify::new()), Box::new(upf.after_classifier())],
             Mode::General => vec![Box::new(upf.general_path_only())],
         };
+        let pipe = Pipeline::new(stages);
+        let mut batch = Batch::new();
+        batch.want_spares(pipe.spare_buffers());
         Rig {
-            pipe: Pipeline::new(stages),
+            pipe,
             reasons,
             stats,
             tables,
             routes,
-            batch: Batch::new(),
+            batch,
         }
     }
 
@@ -372,6 +375,10 @@ impl Rig {
             self.batch
                 .push(OwnedBuf::from_slice(f), Disposition::CONTINUE)
                 .expect("batch room");
+        }
+        // The worker's top-up of spare buffers (stages that make packets take them).
+        for _ in 0..self.batch.spares_missing() {
+            let _ = self.batch.give_spare(OwnedBuf::new());
         }
         let cx = Context::fixed(now_ns, 0);
         self.pipe.run(&mut self.batch, &cx);

@@ -326,12 +326,14 @@ impl<R: ManagedReport> Loop<R> {
                 [] => (self.core.handle_message(&[]).reply, false),
                 [first, ..] => (self.core.reject_multipart(first, frames.len()), false),
             };
-            if self.rep.send(reply, 0).is_err() {
-                self.core.count_reply_send_error();
-            }
+            // Publish before replying: a controller that reads "installed" / "removed" can
+            // count on the dataplane's next snapshot carrying the change.
             if changed {
                 let s = self.core.publish_snapshot();
                 (self.on_snapshot)(s);
+            }
+            if self.rep.send(reply, 0).is_err() {
+                self.core.count_reply_send_error();
             }
         }
     }

@@ -220,6 +220,7 @@ struct_code!(Urr {
     volume_threshold,
     time_threshold,
     volume_quota,
+    time_quota,
     measurement_period
 });
 struct_code!(OuterHeaderCreation {
@@ -488,6 +489,7 @@ mod tests {
                 volume_threshold: r.opt(vol),
                 time_threshold: r.opt(|r| r.int() as u32),
                 volume_quota: r.opt(vol),
+                time_quota: r.opt(|r| r.int() as u32),
                 measurement_period: r.opt(|r| r.int() as u32),
             };
             s.urrs.insert(u.id, u);

@@ -288,6 +288,17 @@ impl Node {
         out: &mut Vec<Output>,
     ) {
         let seq = m.seq;
+        // Every IE of a session request is honoured, informational, refused or (unknown
+        // type) discarded and counted: see [`audit`].
+        let audited = match &m.body {
+            Body::SessionEstablishmentRequest(_) => {
+                audit::establishment(&m.body.to_ies(), &mut self.stats.ies_discarded)
+            }
+            Body::SessionModificationRequest(_) => {
+                audit::modification(&m.body.to_ies(), &mut self.stats.ies_discarded)
+            }
+            _ => Ok(()),
+        };
         match m.body {
             Body::HeartbeatRequest(_) => {
                 let body = Body::HeartbeatResponse(Heartbeat {
@@ -339,9 +350,12 @@ impl Node {
                     out,
                 );
             }
-            Body::SessionEstablishmentRequest(r) => self.establish(now, peer, seq, r, usage, out),
+            Body::SessionEstablishmentRequest(r) => {
+                self.establish(now, peer, seq, r, audited, usage, out)
+            }
             Body::SessionModificationRequest(r) => {
-                self.modify(now, peer, seq, m.seid.unwrap_or(0), r, usage, out)
+                let seid = m.seid.unwrap_or(0);
+                self.modify(now, peer, seq, seid, r, audited, usage, out)
             }
             Body::SessionDeletionRequest(_) => {
                 let seid = m.seid.unwrap_or(0);

@@ -48,7 +48,7 @@ impl Node {
         &mut self,
         now: Nanos,
         s: &Session,
-        updated_urr: &[(u32, bool)],
+        updated_urr: &[(u32, QuotaUpdate)],
         updated_far: &[u32],
     ) {
         let seid = s.up_seid;
@@ -179,13 +179,17 @@ impl Node {
     /// Session Establishment (section 6.3.2, 7.5.2 / 7.5.3). Rejections: 72 without
     /// association, 75 when the session table is full, 73 for a rule that cannot be created
     /// (duplicate ID, dangling FAR / QER / URR reference, TEID clash, unserved F-TEID family),
-    /// 71 for CHOOSE without FTUP, 66 / 67 for missing IEs. Nothing changes on rejection.
+    /// 71 for CHOOSE without FTUP, 66 / 67 for missing IEs, `audited`'s refusal (73 for an
+    /// IE of a rule we do not implement, 76 for such an IE at the top; see [`audit`]).
+    /// Nothing changes on rejection.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn establish(
         &mut self,
         now: Nanos,
         peer: SocketAddr,
         seq: u32,
         r: SessionEstablishmentRequest,
+        audited: Result<(), Reject>,
         env: &mut dyn UsageSource,
         out: &mut Vec<Output>,
     ) {
@@ -199,6 +203,7 @@ impl Node {
         };
         let checked = self
             .validate_establishment(peer, candidate, &r)
+            .and_then(|v| audited.map(|()| v))
             .and_then(|v| env.check_rules(&v.0).map(|()| v));
         let body = match checked {
             Ok((s, created, next_teid)) => {

@@ -40,6 +40,7 @@
 #![forbid(unsafe_code)]
 
 mod association;
+pub mod audit;
 mod compact;
 mod dispatch;
 mod establishment;
@@ -74,8 +75,8 @@ pub use session::{
 };
 use session::{Edits, TeidAlloc};
 use stats::bump;
-use usage::Meter;
 pub use usage::{LastFed, Usage, UsageSource};
+use usage::{Meter, QuotaUpdate};
 
 /// UP Function Features bits (section 8.2.25), octet 5 in bits 0-7 as in
 /// [`peregrine_pfcp::ie::Bitmap`].
@@ -178,7 +179,8 @@ pub enum Event {
     SessionDeleted {
         seid: u64,
     },
-    /// The URR's Volume Quota is used up: stop forwarding its traffic (section 5.2.2.2).
+    /// The URR's Volume or Time Quota is used up: stop forwarding its traffic (section
+    /// 5.2.2.2).
     QuotaExhausted {
         seid: u64,
         urr_id: u32,

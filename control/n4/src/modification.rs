@@ -53,6 +53,7 @@ impl Node {
         seq: u32,
         seid: u64,
         r: SessionModificationRequest,
+        audited: Result<(), Reject>,
         usage: &mut dyn UsageSource,
         out: &mut Vec<Output>,
     ) {
@@ -99,10 +100,13 @@ impl Node {
         let removed_urrs: Vec<u32> = ids_of(&r.remove_urr, t::URR_ID)
             .filter(|id| cur.urrs.contains_key(id))
             .collect();
-        let queried: Vec<u32> = ids_of(&r.query_urr, t::URR_ID).collect();
+        let mut queried: Vec<u32> = ids_of(&r.query_urr, t::URR_ID).collect();
+        let qaurr = r
+            .pfcpsm_req_flags
+            .is_some_and(|f| f.contains(smreq_flags::QAURR));
         let sndem = sndem_tunnels(&cur, &r.update_far);
-        let result = s
-            .apply(&edits, &mut alloc)
+        let result = audited
+            .and_then(|()| s.apply(&edits, &mut alloc))
             .and_then(|()| self.check_teids(&s))
             .and_then(
                 |()| match queried.iter().find(|id| !s.urrs.contains_key(id)) {
@@ -116,6 +120,12 @@ impl Node {
         let resp = match result {
             Ok(()) => {
                 let hdr = s.cp_f_seid.seid;
+                // QAURR (section 8.2.58): every URR the session had and still has.
+                if qaurr {
+                    queried.extend(cur.urrs.keys().filter(|id| s.urrs.contains_key(*id)));
+                    queried.sort_unstable();
+                    queried.dedup();
+                }
                 // Removed URRs report while their meters still exist.
                 let mut reports =
                     self.final_reports(now, seid, &removed_urrs, t::USAGE_REPORT_SMR, usage);
@@ -127,24 +137,31 @@ impl Node {
                         st.meters.remove(id);
                     }
                 }
-                let updated_urr: Vec<(u32, bool)> = r
+                let updated_urr: Vec<(u32, QuotaUpdate)> = r
                     .update_urr
                     .iter()
                     .filter_map(|g| match g.get(t::URR_ID) {
-                        Some(Ie::UrrId(id)) => Some((*id, g.get(t::VOLUME_QUOTA).is_some())),
+                        Some(Ie::UrrId(id)) => Some((
+                            *id,
+                            QuotaUpdate {
+                                volume: g.get(t::VOLUME_QUOTA).is_some(),
+                                time: g.get(t::TIME_QUOTA).is_some(),
+                            },
+                        )),
                         _ => None,
                     })
                     .collect();
                 let updated_far: Vec<u32> = ids_of(&r.update_far, t::FAR_ID).collect();
                 self.sync_session_state(now, &s, &updated_urr, &updated_far);
-                reports.extend(self.usage_reports(
-                    now,
-                    seid,
-                    &queried,
-                    t::USAGE_REPORT_SMR,
-                    urt::IMMER,
-                    usage,
-                ));
+                let mut answers =
+                    self.usage_reports(now, seid, &queried, t::USAGE_REPORT_SMR, urt::IMMER, usage);
+                // Table 7.5.5.2-1: the reports that answer a query carry its reference.
+                if let Some(x) = r.query_urr_reference {
+                    for g in &mut answers {
+                        g.ies.push(Ie::QueryUrrReference(x));
+                    }
+                }
+                reports.extend(answers);
                 for (far_id, old) in sndem {
                     let new = s
                         .fars

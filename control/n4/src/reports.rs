@@ -73,7 +73,7 @@ impl Node {
             return;
         }
         let g = m.report(&urr, t::USAGE_REPORT_SRR, bits, now, self.config.ntp_origin);
-        if bits & urt::VOLQU != 0 {
+        if bits & (urt::VOLQU | urt::TIMQU) != 0 {
             out.push(Output::Event(Event::QuotaExhausted { seid, urr_id }));
         }
         self.send_report(

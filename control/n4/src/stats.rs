@@ -16,6 +16,9 @@ pub struct N4Stats {
     pub responses: BTreeMap<(u8, u8), u64>,
     /// Undecodable datagrams, by [`peregrine_pfcp::DecodeError::kind`].
     pub decode_errors: BTreeMap<&'static str, u64>,
+    /// IEs of session requests discarded as section 7.6.1 requires (a type beyond what we
+    /// know, or vendor-specific: enterprise bit kept), by IE type; see [`crate::audit`].
+    pub ies_discarded: BTreeMap<u16, u64>,
     /// Retransmitted requests answered from the response cache (section 6.4).
     pub duplicates: u64,
     /// Session Report Requests sent (first transmissions).

@@ -12,6 +12,9 @@
 //! * Volume Quota (section 5.2.2.2) is counted from the moment the quota was provisioned
 //!   (Create URR, or Update URR carrying a Volume Quota), independently of other reports; it
 //!   is reported once when exhausted.
+//! * Time Quota (section 5.2.2.2, 8.2.51) is wall-clock time from the moment it was
+//!   provisioned (as Duration Measurement is); reported once (TIMQU) when it runs out, and
+//!   forwarding then stops as for a volume quota. A quota of 0 is exhausted at once.
 //! * Time of First / Last Packet of an interval: the cumulative times, the first one clamped
 //!   to the interval start when the URR saw packets before the interval.
 
@@ -68,6 +71,13 @@ impl<F: FnMut(u64, u32) -> Option<Usage>> UsageSource for F {
     fn usage(&mut self, up_seid: u64, urr_id: u32) -> Option<Usage> {
         self(up_seid, urr_id)
     }
+}
+
+/// Which quotas an Update URR provisioned anew (table 7.5.4.4-1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct QuotaUpdate {
+    pub volume: bool,
+    pub time: bool,
 }
 
 /// The four counters of a [`Usage`], without the packet times.
@@ -135,6 +145,7 @@ pub(crate) struct Meter {
     /// UR-SEQN of the next report (section 8.2.54).
     seqn: u32,
     quota_reported: bool,
+    time_quota_reported: bool,
     /// Latest cumulative usage fed: counters and packet times ([`NO_TIME`] = none).
     last: Counts,
     first_pkt_ns: Nanos,
@@ -146,6 +157,8 @@ pub(crate) struct Meter {
     /// Cumulative UL / DL octets when the Volume Quota was provisioned (the quota counts
     /// octets only).
     quota_base: [u64; 2],
+    /// When the Time Quota was provisioned.
+    time_quota_start: Nanos,
     /// Next periodic report (PERIO with a non-zero Measurement Period); never 0, as it is
     /// at least one period after a time >= 0.
     next_period: Option<NonZeroU64>,
@@ -156,12 +169,14 @@ impl Meter {
         let mut m = Meter {
             seqn: 0,
             quota_reported: false,
+            time_quota_reported: false,
             last: Counts::default(),
             first_pkt_ns: NO_TIME,
             last_pkt_ns: NO_TIME,
             base: Counts::default(),
             start: now,
             quota_base: [0; 2],
+            time_quota_start: now,
             next_period: None,
         };
         m.arm_period(urr, now);
@@ -178,11 +193,15 @@ impl Meter {
     }
 
     /// Update URR (table 7.5.4.4-1) applied: thresholds are read from the rule on each
-    /// check; a new Volume Quota counts from now; the measurement period restarts.
-    pub(crate) fn rearm(&mut self, urr: &Urr, quota_updated: bool, now: Nanos) {
-        if quota_updated {
+    /// check; a new Volume or Time Quota counts from now; the measurement period restarts.
+    pub(crate) fn rearm(&mut self, urr: &Urr, q: QuotaUpdate, now: Nanos) {
+        if q.volume {
             self.quota_base = [self.last.ul_bytes, self.last.dl_bytes];
             self.quota_reported = false;
+        }
+        if q.time {
+            self.time_quota_start = now;
+            self.time_quota_reported = false;
         }
         self.arm_period(urr, now);
     }
@@ -199,10 +218,18 @@ impl Meter {
             .time_threshold
             .filter(|&s| s > 0 && urr.reporting_triggers.contains(rt::TIMTH))
             .map(|s| self.start.saturating_add(secs(s)));
-        match (self.next_period.map(NonZeroU64::get), timth) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let timqu = self.time_quota_end(urr);
+        [self.next_period.map(NonZeroU64::get), timth, timqu]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// When the Time Quota runs out, if it is armed and not yet reported.
+    fn time_quota_end(&self, urr: &Urr) -> Option<Nanos> {
+        urr.time_quota
+            .filter(|_| urr.reporting_triggers.contains(rt::TIMQU) && !self.time_quota_reported)
+            .map(|s| self.time_quota_start.saturating_add(secs(s)))
     }
 
     /// Usage Report Trigger bits (section 8.2.41) that hold now: volume threshold and quota
@@ -231,6 +258,10 @@ impl Meter {
         {
             bits |= urt::VOLQU;
             self.quota_reported = true;
+        }
+        if self.time_quota_end(urr).is_some_and(|end| now >= end) {
+            bits |= urt::TIMQU;
+            self.time_quota_reported = true;
         }
         if trig.contains(rt::TIMTH)
             && urr
@@ -325,6 +356,7 @@ mod tests {
                 dl: Some(5000),
                 ..Default::default()
             }),
+            time_quota: Some(60),
             measurement_period: Some(10),
         }
     }
@@ -378,5 +410,30 @@ mod tests {
             _ => None,
         });
         assert_eq!(vol.and_then(|v| v.dl), Some(0));
+    }
+
+    #[test]
+    fn time_quota_runs_out_once_and_rearms_on_update() {
+        let u = urr(rt::TIMQU);
+        let mut m = Meter::new(&u, 5 * NS);
+        assert_eq!(m.next_due(&u), Some(65 * NS));
+        assert_eq!(m.due(&u, 64 * NS), 0);
+        assert_eq!(m.due(&u, 65 * NS), urt::TIMQU);
+        // Reported once; nothing further is due.
+        assert_eq!(m.due(&u, 100 * NS), 0);
+        assert_eq!(m.next_due(&u), None);
+        // A new Time Quota (Update URR) counts from then.
+        m.rearm(
+            &u,
+            QuotaUpdate {
+                volume: false,
+                time: true,
+            },
+            100 * NS,
+        );
+        assert_eq!(m.next_due(&u), Some(160 * NS));
+        // Without the TIMQU trigger the quota is not armed.
+        let quiet = urr(rt::VOLTH);
+        assert_eq!(Meter::new(&quiet, 0).next_due(&quiet), None);
     }
 }

@@ -84,6 +84,8 @@ pub mod ie_type {
     pub const TIME_OF_FIRST_PACKET: u16 = 69;
     pub const TIME_OF_LAST_PACKET: u16 = 70;
     pub const VOLUME_QUOTA: u16 = 73;
+    /// Time Quota (section 8.2.51), seconds.
+    pub const TIME_QUOTA: u16 = 74;
     pub const START_TIME: u16 = 75;
     pub const END_TIME: u16 = 76;
     /// Query URR in Session Modification Request (table 7.5.4.10-1).
@@ -110,6 +112,8 @@ pub mod ie_type {
     pub const QER_ID: u16 = 109;
     pub const FAILED_RULE_ID: u16 = 114;
     pub const QFI: u16 = 124;
+    /// Query URR Reference (section 8.2.98).
+    pub const QUERY_URR_REFERENCE: u16 = 125;
     pub const SUGGESTED_BUFFERING_PACKETS_COUNT: u16 = 140;
 
     /// Whether `t` is one of the grouped IEs decoded as [`super::Grouped`].
@@ -602,6 +606,8 @@ pub enum Ie {
     TimeOfFirstPacket(u32),
     TimeOfLastPacket(u32),
     VolumeQuota(Volume),
+    /// Seconds (section 8.2.51).
+    TimeQuota(u32),
     OuterHeaderCreation(OuterHeaderCreation),
     UeIpAddress(UeIpAddress),
     OuterHeaderRemoval(OuterHeaderRemoval),
@@ -621,6 +627,9 @@ pub enum Ie {
     SuggestedBufferingPacketsCount(u8),
     /// 6-bit QoS Flow Identifier.
     Qfi(u8),
+    /// Query URR Reference (section 8.2.98): the CP function's tag for one query, echoed in
+    /// the usage reports that answer it.
+    QueryUrrReference(u32),
     Grouped(Grouped),
     Raw(RawIe),
 }
@@ -834,6 +843,7 @@ impl Ie {
             Ie::TimeOfFirstPacket(_) => t::TIME_OF_FIRST_PACKET,
             Ie::TimeOfLastPacket(_) => t::TIME_OF_LAST_PACKET,
             Ie::VolumeQuota(_) => t::VOLUME_QUOTA,
+            Ie::TimeQuota(_) => t::TIME_QUOTA,
             Ie::OuterHeaderCreation(_) => t::OUTER_HEADER_CREATION,
             Ie::UeIpAddress(_) => t::UE_IP_ADDRESS,
             Ie::OuterHeaderRemoval(_) => t::OUTER_HEADER_REMOVAL,
@@ -848,6 +858,7 @@ impl Ie {
             Ie::FailedRuleId(_) => t::FAILED_RULE_ID,
             Ie::SuggestedBufferingPacketsCount(_) => t::SUGGESTED_BUFFERING_PACKETS_COUNT,
             Ie::Qfi(_) => t::QFI,
+            Ie::QueryUrrReference(_) => t::QUERY_URR_REFERENCE,
             Ie::Grouped(g) => g.ie_type,
             Ie::Raw(r) => r.ie_type,
         }
@@ -895,6 +906,8 @@ impl Ie {
             t::VOLUME_QUOTA => parse_volume(v, 0x07).map(Ie::VolumeQuota),
             t::VOLUME_MEASUREMENT => parse_volume(v, 0x3f).map(Ie::VolumeMeasurement),
             t::TIME_THRESHOLD => r.u32().map(Ie::TimeThreshold),
+            t::TIME_QUOTA => r.u32().map(Ie::TimeQuota),
+            t::QUERY_URR_REFERENCE => r.u32().map(Ie::QueryUrrReference),
             t::REPORTING_TRIGGERS => parse_bitmap(v).map(Ie::ReportingTriggers),
             t::REPORT_TYPE => parse_bitmap(v).map(Ie::ReportType),
             t::UP_FUNCTION_FEATURES => parse_bitmap(v).map(Ie::UpFunctionFeatures),
@@ -1043,6 +1056,8 @@ impl Ie {
             }
             Ie::Precedence(x)
             | Ie::TimeThreshold(x)
+            | Ie::TimeQuota(x)
+            | Ie::QueryUrrReference(x)
             | Ie::MeasurementPeriod(x)
             | Ie::DurationMeasurement(x)
             | Ie::TimeOfFirstPacket(x)
@@ -1239,6 +1254,8 @@ mod tests {
             dl_packets: Some(6),
         }));
         rt(Ie::TimeThreshold(60));
+        rt(Ie::TimeQuota(3600));
+        rt(Ie::QueryUrrReference(0xdead_beef));
         rt(Ie::ReportingTriggers(Bitmap(0x0102)));
         rt(Ie::ReportType(Bitmap(report_type::USAR)));
         rt(Ie::OffendingIe(60));

@@ -124,6 +124,10 @@ pub struct SessionModificationRequest {
     pub update_bar: Option<Grouped>,
     /// Query URR (table 7.5.4.10-1): report these URRs' usage in the response.
     pub query_urr: Vec<Grouped>,
+    /// PFCPSMReq-Flags (section 8.2.58): DROBU, QAURR.
+    pub pfcpsm_req_flags: Option<Bitmap>,
+    /// Query URR Reference (section 8.2.98): echoed in the reports that answer the query.
+    pub query_urr_reference: Option<u32>,
     pub extra: Vec<Ie>,
 }
 
@@ -383,6 +387,8 @@ impl Body {
                     update_qer: take_all!(s, t::UPDATE_QER),
                     update_bar: take!(s, t::UPDATE_BAR, Ie::Grouped),
                     query_urr: take_all!(s, t::QUERY_URR),
+                    pfcpsm_req_flags: take!(s, t::PFCPSMREQ_FLAGS, Ie::PfcpsmReqFlags),
+                    query_urr_reference: take!(s, t::QUERY_URR_REFERENCE, Ie::QueryUrrReference),
                     extra: Vec::new(),
                 })
             }
@@ -531,6 +537,8 @@ impl Body {
                 g(&mut v, &b.update_qer);
                 v.extend(b.update_bar.clone().map(Ie::Grouped));
                 g(&mut v, &b.query_urr);
+                v.extend(b.pfcpsm_req_flags.map(Ie::PfcpsmReqFlags));
+                v.extend(b.query_urr_reference.map(Ie::QueryUrrReference));
                 v.extend(b.extra.iter().cloned());
             }
             Body::SessionModificationResponse(b)

@@ -37,6 +37,8 @@ fn ie_json(ie: &Ie) -> Value {
         | Ie::RecoveryTimeStamp(x)
         | Ie::UrSeqn(x)
         | Ie::TimeThreshold(x)
+        | Ie::TimeQuota(x)
+        | Ie::QueryUrrReference(x)
         | Ie::MeasurementPeriod(x)
         | Ie::DurationMeasurement(x)
         | Ie::TimeOfFirstPacket(x)

@@ -252,6 +252,7 @@ pub fn to_sessions(cfg: &[StaticSession], n3: N3Addresses) -> Result<Vec<Session
                     volume_threshold: None,
                     time_threshold: None,
                     volume_quota: None,
+                    time_quota: None,
                     measurement_period: None,
                 },
             )]),

@@ -190,6 +190,11 @@ pub fn write_metrics(
         tot.buffered += x.buffered;
         tot.icmp_errors_sent += x.icmp_errors_sent;
         tot.l4_checksums_fixed += x.l4_checksums_fixed;
+        tot.packets_fragmented += x.packets_fragmented;
+        tot.fragments_made += x.fragments_made;
+        tot.fragments_received += x.fragments_received;
+        tot.datagrams_reassembled += x.datagrams_reassembled;
+        tot.reassembly_timeouts += x.reassembly_timeouts;
     }
     e.one(
         "peregrine_gtpu_echo_replies_total",
@@ -233,6 +238,35 @@ pub fn write_metrics(
         "TCP/UDP checksums recomputed on `fix_l4_checksums` ports that arrived partial or wrong.",
         tot.l4_checksums_fixed as f64,
     );
+    for (name, help, v) in [
+        (
+            "peregrine_upf_packets_fragmented_total",
+            "IPv4 packets without DF fragmented to fit the MTU.",
+            tot.packets_fragmented,
+        ),
+        (
+            "peregrine_upf_fragments_made_total",
+            "Fragments made of them.",
+            tot.fragments_made,
+        ),
+        (
+            "peregrine_upf_fragments_received_total",
+            "Outer IPv4/IPv6 fragments received for our N3/N9 addresses.",
+            tot.fragments_received,
+        ),
+        (
+            "peregrine_upf_datagrams_reassembled_total",
+            "Datagrams reassembled from outer fragments.",
+            tot.datagrams_reassembled,
+        ),
+        (
+            "peregrine_upf_reassembly_timeouts_total",
+            "Datagrams given up at the reassembly timeout.",
+            tot.reassembly_timeouts,
+        ),
+    ] {
+        e.one(name, ctr, help, v as f64);
+    }
     if let Some(n) = compiler_sessions {
         e.one(
             "peregrine_upf_sessions",
@@ -287,6 +321,19 @@ pub fn write_metrics(
             e.sample(
                 "peregrine_pfcp_decode_errors_total",
                 &[("kind", k)],
+                *n as f64,
+            );
+        }
+        e.family(
+            "peregrine_pfcp_ies_discarded_total",
+            ctr,
+            "IEs of session requests discarded unread (TS 29.244 7.6.1: a type beyond the \
+             specification we know, or vendor-specific), by IE type.",
+        );
+        for (ty, n) in &ns.ies_discarded {
+            e.sample(
+                "peregrine_pfcp_ies_discarded_total",
+                &[("ie_type", &ty.to_string())],
                 *n as f64,
             );
         }

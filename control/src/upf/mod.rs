@@ -162,6 +162,7 @@ impl UpfFeature {
             promiscuous: self.promiscuous,
             max_meter_slots: s.slots(),
             fix_l4_checksums: self.fix_l4_checksums,
+            reassembly: s.reassembly.config(),
         }
     }
 

@@ -14,15 +14,23 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A URR's Volume and Time Quota (TS 29.244 sections 8.2.50, 8.2.51).
+type Quotas = (Option<peregrine_pfcp::ie::Volume>, Option<u32>);
+
+fn quotas(u: &peregrine_n4::Urr) -> Quotas {
+    (u.volume_quota, u.time_quota)
+}
+
 /// The rule side of the N4 endpoint: the compiler, the snapshot publisher the workers read,
 /// and the workers' usage counters.
 pub struct DaemonRules {
     pub compiler: Compiler,
     pub publisher: Arc<Publisher<UpfTables>>,
     pub stats: Vec<Arc<UpfStats>>,
-    /// (SEID, URR ID) whose volume quota is used up, with that quota: their PDRs' FARs are
-    /// compiled as DROP until the SMF provisions a new quota (Update URR).
-    exhausted: BTreeMap<(u64, u32), Option<peregrine_pfcp::ie::Volume>>,
+    /// (SEID, URR ID) whose volume or time quota is used up, with the quotas then in force:
+    /// their PDRs' FARs are compiled as DROP until the SMF provisions a new quota (Update
+    /// URR with a Volume or Time Quota of another value).
+    exhausted: BTreeMap<(u64, u32), Quotas>,
     /// (generation, publish time in the publisher's clock) of recent publishes.
     published_at: std::collections::VecDeque<(u64, u64)>,
 }
@@ -55,7 +63,7 @@ impl DaemonRules {
     fn enforce_quota(&mut self, s: &Session) -> Option<Session> {
         // A new quota (or a removed URR) lifts the block.
         self.exhausted.retain(|(seid, urr), q| {
-            *seid != s.up_seid || s.urrs.get(urr).is_some_and(|u| u.volume_quota == *q)
+            *seid != s.up_seid || s.urrs.get(urr).is_some_and(|u| quotas(u) == *q)
         });
         let ids: Vec<u32> = self
             .exhausted
@@ -150,8 +158,8 @@ impl SessionRules for DaemonRules {
     }
 
     fn quota_exhausted(&mut self, session: &Session, urr_id: u32) {
-        let quota = session.urrs.get(&urr_id).and_then(|u| u.volume_quota);
-        self.exhausted.insert((session.up_seid, urr_id), quota);
+        let q = session.urrs.get(&urr_id).map(quotas).unwrap_or_default();
+        self.exhausted.insert((session.up_seid, urr_id), q);
         if let Err(r) = self.upsert(session) {
             tracing::error!(
                 seid = session.up_seid,

@@ -4,6 +4,7 @@
 use crate::error::{invalid, ConfigError};
 use peregrine_dataplane::qos::scheduler::{QfiMap, SchedulerConfig, ShaperConfig, NUM_QFI};
 use peregrine_dataplane::runtime::egress::EgressConfig;
+use peregrine_dataplane::upf::reasm::{ReasmConfig, MAX_DATAGRAM};
 use peregrine_n4::Session;
 use peregrine_pfcp::ie::NodeId;
 use peregrine_rules::static_sessions::{
@@ -62,6 +63,78 @@ pub struct UpfSection {
     pub session: Vec<StaticSession>,
     /// Generated sessions numbered like `pg-gen`'s traffic.
     pub synthetic: Option<Synthetic>,
+    /// Limits of the per-worker reassembly of outer fragments to our N3/N9 addresses.
+    #[serde(default)]
+    pub reassembly: Reassembly,
+}
+
+/// `[upf.reassembly]`: per-worker limits of outer-fragment reassembly
+/// (`peregrine_dataplane::upf::reasm`).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Reassembly {
+    /// Datagrams in reassembly at once.
+    pub max_datagrams: usize,
+    /// Largest reassembled datagram, bytes after its IP header.
+    pub max_datagram_bytes: usize,
+    /// Fragment bytes held at once.
+    pub max_bytes: usize,
+    /// Datagrams one source may have in reassembly.
+    pub max_per_source: usize,
+    /// Give a datagram up this long after its first fragment.
+    pub timeout_ms: u64,
+}
+
+impl Default for Reassembly {
+    fn default() -> Self {
+        let d = ReasmConfig::default();
+        Reassembly {
+            max_datagrams: d.max_datagrams,
+            max_datagram_bytes: d.max_datagram,
+            max_bytes: d.max_bytes,
+            max_per_source: d.max_per_source,
+            timeout_ms: d.timeout_ns / 1_000_000,
+        }
+    }
+}
+
+impl Reassembly {
+    /// The stage's form.
+    pub fn config(&self) -> ReasmConfig {
+        ReasmConfig {
+            max_datagrams: self.max_datagrams,
+            max_datagram: self.max_datagram_bytes,
+            max_bytes: self.max_bytes,
+            max_per_source: self.max_per_source,
+            timeout_ns: self.timeout_ms.saturating_mul(1_000_000),
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let f = |k: &str| format!("upf.reassembly.{k}");
+        if self.max_datagrams > 4096 {
+            return Err(invalid(
+                f("max_datagrams"),
+                "must be 0..=4096 (0: refuse every fragment)",
+            ));
+        }
+        if !(8..=MAX_DATAGRAM).contains(&self.max_datagram_bytes) {
+            return Err(invalid(
+                f("max_datagram_bytes"),
+                format!(
+                    "must be 8..={MAX_DATAGRAM}, got {}",
+                    self.max_datagram_bytes
+                ),
+            ));
+        }
+        if self.max_per_source == 0 {
+            return Err(invalid(f("max_per_source"), "must be positive"));
+        }
+        if self.timeout_ms == 0 || self.timeout_ms > 120_000 {
+            return Err(invalid(f("timeout_ms"), "must be 1..=120000"));
+        }
+        Ok(())
+    }
 }
 
 fn default_max_sessions() -> usize {
@@ -214,6 +287,7 @@ impl UpfSection {
                 format!("must be 576..=9000, got {}", self.mtu),
             ));
         }
+        self.reassembly.validate()?;
         if self.usage_interval_ms == 0 {
             return Err(invalid("upf.usage_interval_ms", "must be positive"));
         }

@@ -59,6 +59,8 @@ class Hostile:
         self.prior = None  # (cp seid, up seid)
         self.mods = 0
         self.last_tx = self.tx_total()
+        # Session Report Requests the UPF sent us: (our SEID, [(URR ID, trigger names)]).
+        self.reports = []
 
     def next_seq(self):
         self.seq += 1
@@ -85,9 +87,25 @@ class Hostile:
                     IE_list=[IE_RecoveryTimeStamp(timestamp=0xE6F00002)])), peer)
                 continue
             if isinstance(pkt.payload, PFCPSessionReportRequest):
+                self.answer_report(pkt, peer)
                 continue
             return pkt
         return None
+
+    def answer_report(self, pkt, peer):
+        """Keep what a Session Report Request reports and acknowledge it (cause 1)."""
+        urrs = []
+        for u in ies_of(pkt.payload):
+            if isinstance(u, IE_UsageReport_SRR):
+                ids = find(ies_of(u), IE_URR_Id)
+                trig = find(ies_of(u), IE_UsageReportTrigger)
+                names = [f.name for f in trig.fields_desc
+                         if f.name not in ("ietype", "length", "extra_data")
+                         and getattr(trig, f.name)] if trig is not None else []
+                urrs.append([ids.id if ids is not None else None, names])
+        self.reports.append([pkt.seid, urrs])
+        self.sock.sendto(bytes(PFCP(version=1, S=1, seq=pkt.seq, seid=pkt.seid)
+                               / PFCPSessionReportResponse(IE_list=[IE_Cause(cause=ACCEPTED)])), peer)
 
     @staticmethod
     def summary(pkt):
@@ -302,6 +320,19 @@ def main():
                                        IE_DestinationInterface(interface=0),
                                        IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=0x77, ipv4="192.0.2.77")])])]),
                seid=0))
+    # IEs we would otherwise accept and ignore (docs/upf.md "IE audit"): Monitoring Time in a
+    # Create URR is refused by name (73, Offending IE 33); Create Traffic Endpoint at the top
+    # of an establishment is Service not supported (76, Offending IE 127).
+    urr = IE_CreateURR(IE_list=[IE_URR_Id(id=1), IE_MeasurementMethod(VOLUM=1),
+                                IE_ReportingTriggers(volume_threshold=1),
+                                IE_MonitoringTime(time_value=0xE6F00100)])
+    e = h.establishment(0x910A, "10.99.1.11")
+    e.IE_list = e.IE_list + [urr]
+    case("monitoring_time_in_urr", h.raw(e, seid=0))
+    cte = raw_ie(127, raw_ie(131, b"\x01") + raw_ie(21, b"\x05" + (0x99).to_bytes(4, "big")
+                                                      + bytes([192, 0, 2, 1])))
+    case("create_traffic_endpoint",
+         fix_len(h.raw(h.establishment(0x910B, "10.99.1.12"), seid=0) + cte))
     # Garbage: too short for a header, random bytes, all zeros, an unknown message type.
     for name, data, kind in [
             ("garbage_short", b"\xde\xad", "truncated"),
@@ -333,7 +364,43 @@ def main():
     if unk is not None and find(ies_of(unk.payload), IE_FSEID) is not None:
         out["setup"]["unknown_ie_session_deleted"] = h.delete(find(ies_of(unk.payload), IE_FSEID).seid)
     out["setup"]["prior_still_modifiable"] = h.modify_prior()
+    out["gaps"] = gaps(h)
     print(json.dumps(out))
+
+
+def gaps(h):
+    """Issue 14 item 6 with Scapy's bytes: a URR with a 2 s Time Quota (TIMQU), QAURR with a
+    Query URR Reference, and the TIMQU report when the quota runs out."""
+    g = {}
+    urr = IE_CreateURR(IE_list=[IE_URR_Id(id=1), IE_MeasurementMethod(VOLUM=1, DURAT=1),
+                                IE_ReportingTriggers(time_quota=1), IE_TimeQuota(quota=2)])
+    e = h.establishment(0x9400, "10.99.4.1")
+    e.IE_list = e.IE_list + [urr]
+    t0 = time.time()
+    r = h.exchange(h.raw(e, seid=0))
+    g["establishment"] = h.summary(r)
+    if r is None or find(ies_of(r.payload), IE_FSEID) is None:
+        return g
+    up = find(ies_of(r.payload), IE_FSEID).seid
+    q = PFCPSessionModificationRequest(IE_list=[IE_PFCPSMReqFlags(QUARR=1),
+                                                IE_QueryURRReference(reference=0x51AB)])
+    r = h.exchange(h.raw(q, seid=up))
+    g["qaurr"] = h.summary(r)
+    reps = []
+    for u in ies_of(r.payload) if r is not None else []:
+        if isinstance(u, IE_UsageReport_SMR):
+            ref = find(ies_of(u), IE_QueryURRReference)
+            trig = find(ies_of(u), IE_UsageReportTrigger)
+            reps.append({"urr": find(ies_of(u), IE_URR_Id).id,
+                         "immer": bool(trig is not None and trig.IMMER),
+                         "reference": ref.reference if ref is not None else None})
+    g["qaurr_reports"] = reps
+    # The quota runs out 2 s after the establishment: a Session Report Request with TIMQU.
+    while time.time() < t0 + 6 and not h.reports:
+        h.exchange(h.heartbeat_bytes(), wait=0.5)
+    g["reports"] = h.reports
+    g["deleted"] = h.delete(up)
+    return g
 
 
 if __name__ == "__main__":

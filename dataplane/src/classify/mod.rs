@@ -295,7 +295,12 @@ fn parse_ip(data: &[u8], l3: usize, v6: bool, outer: bool) -> Result<Ip, Classif
         return Ok(ip);
     }
     let l4 = data.get(ip.l4..end).unwrap_or_default();
+    // A first fragment holds the L4 header but not what its length fields cover: only the
+    // header itself is checked (its ports are all a flow needs).
+    let first = ip.flags & FIRST_FRAGMENT != 0;
     let complete = match ip.proto {
+        ip_protocol::UDP if first => l4.len() >= udp::HEADER_LEN,
+        ip_protocol::TCP if first => l4.len() >= tcp::HEADER_LEN,
         ip_protocol::UDP => udp::Packet::new_checked(l4)
             .map(|_| true)
             .map_err(|_| ClassifyError::L4Malformed)?,

@@ -3,6 +3,10 @@
 use super::reason::DropReason;
 use crate::buffer::PacketBuf;
 use crate::io::{Burst, PortId, MAX_BURST};
+use arrayvec::ArrayVec;
+
+/// Most empty buffers a batch keeps for stages that make packets (see [`Batch::take_spare`]).
+pub const MAX_SPARES: usize = 32;
 
 /// What happens to a packet once the pipeline is done with it.
 ///
@@ -146,6 +150,11 @@ pub struct Batch<B> {
     uniform: Disposition,
     /// Port the whole batch was received on.
     pub rx_port: PortId,
+    /// Empty buffers from the worker's pool for stages that turn one packet into several
+    /// (the UPF's fragmenter): the worker tops them up to `spares_wanted` after each batch,
+    /// so taking one costs no allocator call on the packet path.
+    spares: ArrayVec<B, MAX_SPARES>,
+    spares_wanted: usize,
 }
 
 /// `Batch::uniform` value meaning "dispositions differ; read the array".
@@ -164,7 +173,50 @@ impl<B: PacketBuf> Batch<B> {
             disp: [Disposition::CONTINUE; MAX_BURST],
             uniform: Disposition::CONTINUE,
             rx_port: 0,
+            spares: ArrayVec::new(),
+            spares_wanted: 0,
         }
+    }
+
+    /// Keep `n` (at most [`MAX_SPARES`]) empty buffers for the stages (the most any stage
+    /// of the pipeline asks for, `Stage::spare_buffers`).
+    pub fn want_spares(&mut self, n: usize) {
+        self.spares_wanted = n.min(MAX_SPARES);
+    }
+
+    /// How many spare buffers the batch lacks: the worker allocates that many after a batch.
+    #[inline]
+    pub fn spares_missing(&self) -> usize {
+        self.spares_wanted.saturating_sub(self.spares.len())
+    }
+
+    /// Add an empty buffer to the spares; returns it back if the spares are full.
+    pub fn give_spare(&mut self, b: B) -> Result<(), B> {
+        self.spares.try_push(b).map_err(|e| e.element())
+    }
+
+    /// An empty buffer from the spares (contents and metadata unspecified: reset by the
+    /// pool), `None` if there is none left in this batch.
+    #[inline]
+    pub fn take_spare(&mut self) -> Option<B> {
+        self.spares.pop()
+    }
+
+    /// Spare buffers left (how many [`take_spare`](Self::take_spare) can still give).
+    #[inline]
+    pub fn spares(&self) -> usize {
+        self.spares.len()
+    }
+
+    /// Take every spare buffer out (the worker frees them at stop).
+    pub fn drain_spares(&mut self) -> impl Iterator<Item = B> + '_ {
+        self.spares.drain(..)
+    }
+
+    /// Room for packets made by a stage ([`push`](Self::push)).
+    #[inline]
+    pub fn room(&self) -> usize {
+        self.pkts.remaining_capacity()
     }
 
     pub fn len(&self) -> usize {

@@ -72,6 +72,10 @@ impl<B: PacketBuf, S: Stage<B>> Stage<B> for OnIngress<S> {
     fn idle(&mut self) {
         self.inner.idle();
     }
+
+    fn spare_buffers(&self) -> usize {
+        self.inner.spare_buffers()
+    }
 }
 
 /// What [`OnEgress`] did to packet `i` before running its inner stage.
@@ -183,6 +187,10 @@ impl<B: PacketBuf, S: Stage<B>> Stage<B> for OnEgress<S> {
 
     fn idle(&mut self) {
         self.inner.idle();
+    }
+
+    fn spare_buffers(&self) -> usize {
+        self.inner.spare_buffers()
     }
 }
 

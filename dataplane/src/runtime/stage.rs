@@ -87,6 +87,12 @@ pub trait Stage<B: PacketBuf>: Send {
     /// publisher waiting for every worker to see a new table does not wait for the next
     /// packet. Must not allocate or block.
     fn idle(&mut self) {}
+
+    /// Empty buffers this stage may take from a batch (`Batch::take_spare`) to turn one
+    /// packet into several; the worker keeps that many ready (the pipeline's largest ask).
+    fn spare_buffers(&self) -> usize {
+        0
+    }
 }
 
 /// The ordered stages of one worker, and its post-dequeue taps per egress port.
@@ -173,6 +179,15 @@ impl<B: PacketBuf> Pipeline<B> {
         for s in self.stages.iter_mut().skip(first) {
             s.process(batch, cx);
         }
+    }
+
+    /// The most spare buffers any stage asks for (`Stage::spare_buffers`).
+    pub fn spare_buffers(&self) -> usize {
+        self.stages
+            .iter()
+            .map(|s| s.spare_buffers())
+            .max()
+            .unwrap_or(0)
     }
 
     /// Number of stages.

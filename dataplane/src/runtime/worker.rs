@@ -147,6 +147,8 @@ impl<I: WorkerIo> Worker<I> {
             }
         }
         let mut batch: Batch<I::Buf> = Batch::new();
+        batch.want_spares(self.pipeline.spare_buffers());
+        self.top_up_spares(&mut batch);
         let mut cx = Context::live(self.epoch, self.spec.id);
         let mut polls: u64 = 0;
         let mut idle = IdleClock {
@@ -239,6 +241,9 @@ impl<I: WorkerIo> Worker<I> {
         // translator's partial Append batches and cached postcards) write it now.
         self.pipeline.idle();
         self.flush_egress(&cx);
+        for b in batch.drain_spares() {
+            self.io.release(b);
+        }
         self.io.flush();
         self.publish();
         self.counters
@@ -278,6 +283,7 @@ impl<I: WorkerIo> Worker<I> {
             Some(first) => self.pipeline.run_from(first, batch, cx),
         }
         self.dispatch(batch, cx, resume.is_some());
+        self.top_up_spares(batch);
         let (counters, io) = (&mut self.counters, &mut self.io);
         counters.handed_off += self.outbox.flush(|pkt| {
             counters.drops[Reasons::HANDOFF_RING_FULL.0 as usize] += 1;
@@ -288,6 +294,22 @@ impl<I: WorkerIo> Worker<I> {
         }
         self.flush_tx(cx);
         debug_assert!(batch.pkts.is_empty());
+    }
+
+    /// Stages that made packets took spare buffers: top them up, off the stages' path (one
+    /// comparison when none was taken).
+    #[inline]
+    fn top_up_spares(&mut self, batch: &mut Batch<I::Buf>) {
+        for _ in 0..batch.spares_missing() {
+            match self.io.alloc() {
+                Some(b) => {
+                    if let Err(b) = batch.give_spare(b) {
+                        self.io.release(b);
+                    }
+                }
+                None => break,
+            }
+        }
     }
 
     /// Take up to a burst from each incoming hand-off ring, one run (same rx port and resume

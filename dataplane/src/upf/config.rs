@@ -1,6 +1,7 @@
 //! The UPF stage's configuration (the same for every worker).
 
 use crate::qos::QfiMap;
+use crate::upf::reasm::ReasmConfig;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Configuration of one UPF stage (the same for every worker).
@@ -22,6 +23,8 @@ pub struct UpfConfig {
     /// Bit `i`: recompute the TCP/UDP checksum of packets received on port `i` (peers with
     /// checksum offload leave them partial; `upf::csum`).
     pub fix_l4_checksums: u64,
+    /// Per-worker limits of the outer-fragment reassembly (`crate::upf::reasm`).
+    pub reassembly: ReasmConfig,
 }
 
 impl Default for UpfConfig {
@@ -35,6 +38,7 @@ impl Default for UpfConfig {
             promiscuous: false,
             max_meter_slots: 4096,
             fix_l4_checksums: 0,
+            reassembly: ReasmConfig::default(),
         }
     }
 }

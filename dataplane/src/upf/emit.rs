@@ -10,6 +10,7 @@ use crate::qos::Colour;
 use crate::runtime::Disposition;
 use crate::upf::encap::{self, Psc};
 use crate::upf::enforce::Plan;
+use crate::upf::frag::{FragJob, Out};
 use crate::upf::parse::{is_icmp_error, Flow};
 use crate::upf::stats::Total;
 use crate::upf::tables::{Direction, NONE};
@@ -57,7 +58,8 @@ impl Work<'_> {
                 return self.drop_q(dir, qfi, d.no_route);
             };
             let overhead = encap::overhead(ov6);
-            if inner.len + overhead > mtu {
+            let fits = inner.len + overhead <= mtu;
+            if !fits && !fragmentable(inner) {
                 return self.too_big(p, dir, qfi, inner, mtu.saturating_sub(overhead));
             }
             let psc = if dir == Direction::Downlink {
@@ -69,6 +71,21 @@ impl Work<'_> {
                 Psc::Ul
             };
             let src_mac = self.our_mac(nh.port);
+            if !fits {
+                self.frag = Some(FragJob {
+                    budget: mtu.saturating_sub(overhead),
+                    out: Out::Encap {
+                        outer,
+                        psc,
+                        src_port: flow_port(inner),
+                    },
+                    dst_mac: nh.mac,
+                    src_mac,
+                    disp: Disposition::tx_queue(nh.port, qid),
+                    stamp,
+                });
+                return Disposition::CONTINUE;
+            }
             if encap::encap_gtpu(p, &outer, qfi, psc, flow_port(inner), nh.mac, src_mac).is_err() {
                 return self.drop_q(dir, qfi, d.encap_failed);
             }
@@ -79,13 +96,25 @@ impl Work<'_> {
             let Some(nh) = self.route(inner.v6, inner.dst) else {
                 return self.drop_q(dir, qfi, d.no_route);
             };
-            if inner.len > mtu {
+            let fits = inner.len <= mtu;
+            if !fits && !fragmentable(inner) {
                 return self.too_big(p, dir, qfi, inner, mtu);
             }
             if !decrement_ttl(p.data_mut(), inner.v6) {
                 return self.drop_q(dir, qfi, d.ttl_exceeded);
             }
             let src_mac = self.our_mac(nh.port);
+            if !fits {
+                self.frag = Some(FragJob {
+                    budget: mtu,
+                    out: Out::Routed,
+                    dst_mac: nh.mac,
+                    src_mac,
+                    disp: Disposition::tx_queue(nh.port, qid),
+                    stamp,
+                });
+                return Disposition::CONTINUE;
+            }
             let et = if inner.v6 {
                 ethertype::IPV6
             } else {
@@ -224,6 +253,13 @@ impl Work<'_> {
     }
 }
 
+/// Whether an oversize packet is cut into fragments (an IPv4 packet without DF) rather than
+/// answered per the MTU policy.
+#[inline]
+fn fragmentable(inner: &Flow) -> bool {
+    !inner.v6 && !inner.df
+}
+
 /// Decrement the TTL / hop limit of the IP packet at the start of `data` (RFC 1812 section
 /// 5.3.1, RFC 8200 section 3); `false` if it would reach 0 (the packet must not be sent).
 fn decrement_ttl(data: &mut [u8], v6: bool) -> bool {
@@ -245,9 +281,10 @@ fn decrement_ttl(data: &mut [u8], v6: bool) -> bool {
 
 /// What the UPF decided about a forwarded packet, written into its record together with
 /// the offsets of the bytes it now holds.
-struct Stamp {
-    dir: Direction,
-    qfi: u8,
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Stamp {
+    pub dir: Direction,
+    pub qfi: u8,
     qid: u8,
     colour: Colour,
     /// First URR slot of the rule, `NONE` if it counts none.
@@ -282,7 +319,7 @@ impl Stamp {
     }
 
     /// Ethernet + the user packet.
-    fn routed(&self, m: &mut PacketMeta) {
+    pub(super) fn routed(&self, m: &mut PacketMeta) {
         self.common(m, ethernet::HEADER_LEN);
         m.l3_off = m.inner_l3_off;
         m.l4_off = m.inner_l4_off;
@@ -293,7 +330,7 @@ impl Stamp {
     }
 
     /// Ethernet + outer IP + UDP + GTP-U with a PDU Session Container + the user packet.
-    fn encapsulated(&self, m: &mut PacketMeta, v6_outer: bool, teid: u32) {
+    pub(super) fn encapsulated(&self, m: &mut PacketMeta, v6_outer: bool, teid: u32) {
         let l3 = ethernet::HEADER_LEN;
         let l4 = l3
             + if v6_outer {

@@ -6,7 +6,9 @@
 use crate::buffer::PacketBuf;
 use crate::classify::{self, flags, ClassifyError, PacketMeta, FIRST_FRAGMENT, HAS_QFI};
 use crate::runtime::Disposition;
+use crate::upf::encap;
 use crate::upf::prefetch::{prefetch, prefetch_addr};
+use crate::upf::reasm::Outcome;
 use crate::upf::stats::Total;
 use crate::upf::tables::Direction;
 use crate::upf::work::Work;
@@ -334,6 +336,9 @@ impl Work<'_> {
         let data = p.data();
         let f = Flow::outer(data, &m);
         if self.is_local(&f) {
+            if f.frag {
+                return self.reassemble(p, &m);
+            }
             if f.proto == ip_protocol::UDP && !f.frag {
                 if let Some((_, gtpu::PORT)) = f.ports {
                     return self.gtpu(p, &m, &f);
@@ -345,6 +350,57 @@ impl Work<'_> {
             return Disposition::TO_CONTROL;
         }
         self.downlink(p, usize::from(m.l3_off), &f)
+    }
+
+    /// An outer fragment to one of our addresses: into the reassembly table
+    /// ([`crate::upf::reasm`]); the fragment that completes a datagram gets the whole
+    /// datagram written into its buffer (untagged Ethernet in front), is classified again
+    /// and goes on as a received packet: a G-PDU to the uplink, anything else to the
+    /// control core as before.
+    fn reassemble<B: PacketBuf>(&mut self, p: &mut B, m: &PacketMeta) -> Disposition {
+        let d = self.d;
+        self.stats.count(Total::FragmentsReceived);
+        let gone = self.reasm.expire(self.now);
+        if gone > 0 {
+            self.stats.count_n(Total::ReassemblyTimeouts, gone as u64);
+        }
+        let l3 = usize::from(m.l3_off);
+        let (slot, len) = match self.reasm.insert(&p.data()[l3..], self.now) {
+            Ok(Outcome::Held) => return Disposition::drop_as(d.reasm.held),
+            Ok(Outcome::Complete { slot, len }) => (slot, len),
+            Err(e) => return Disposition::drop_as(d.reasm.refused(e)),
+        };
+        let frame = ethernet::HEADER_LEN + len;
+        let mut macs = [0u8; 12];
+        macs.copy_from_slice(&p.data()[..12]);
+        // Grow at the tail, and into the headroom only for what the tailroom lacks.
+        let short = frame.saturating_sub(p.len() + p.tailroom());
+        if (short > 0 && p.prepend(short).is_err()) || encap::set_len(p, frame).is_err() {
+            self.reasm.abandon(slot);
+            return Disposition::drop_as(d.reasm.no_room);
+        }
+        let et = if m.has(flags::OUTER_V6) {
+            ethertype::IPV6
+        } else {
+            ethertype::IPV4
+        };
+        let data = p.data_mut();
+        data[..12].copy_from_slice(&macs);
+        data[12..14].copy_from_slice(&et.to_be_bytes());
+        self.reasm.finish(slot, &mut data[ethernet::HEADER_LEN..]);
+        self.stats.count(Total::DatagramsReassembled);
+        let mut m = PacketMeta::EMPTY;
+        if let Err(e) = classify::classify(p.data(), &mut m) {
+            return self.classify_err(e);
+        }
+        *p.pkt_meta_mut() = m;
+        let f = Flow::outer(p.data(), &m);
+        if f.proto == ip_protocol::UDP && !f.frag {
+            if let Some((_, gtpu::PORT)) = f.ports {
+                return self.gtpu(p, &m, &f);
+            }
+        }
+        Disposition::TO_CONTROL
     }
 
     /// A GTP-U message to one of our addresses (TS 29.281 section 7): path management

@@ -19,8 +19,10 @@
 //!   another MAC is dropped (`l2_not_for_us`) unless the stage is promiscuous.
 //! * UDP to port 2152 addressed to one of the tables' `local_v4` / `local_v6` is GTP-U;
 //!   anything else to one of our addresses (local or N6) goes to the control core (exception
-//!   path), as do outer IPv4 fragments to us (no reassembly on the fast path). All other
-//!   traffic is N6 downlink traffic, looked up by destination UE address.
+//!   path). Outer IPv4 / IPv6 fragments to one of our GTP-U addresses are reassembled
+//!   ([`reasm`](super::reasm), per worker, off the chunked path) and the datagram goes on as
+//!   if received whole. All other traffic is N6 downlink traffic, looked up by destination
+//!   UE address.
 //! * GTP-U: Echo Request is answered in place (Echo Response, Recovery 0); Echo Response and
 //!   received Error Indications go to the control core; End Marker is counted and dropped;
 //!   G-PDUs are looked up by TEID; an unknown TEID is answered with an Error Indication
@@ -38,17 +40,20 @@
 //! entropy for ECMP), in 49152..=65535.
 //!
 //! # MTU policy
-//! `UpfConfig::mtu` bounds the outer IP packet sent. A downlink packet that would exceed it
-//! after encapsulation (or, routed on N6, on its own) is not fragmented: an inner IPv6 packet
+//! `UpfConfig::mtu` bounds the outer IP packet sent. An IPv4 packet without DF that would
+//! exceed it after encapsulation (or, routed on N6, on its own) is fragmented before
+//! encapsulation, each piece a whole G-PDU ([`frag`](super::frag), RFC 791 section 3.2;
+//! `docs/upf.md` argues the choice with RFC 4459 section 3). Otherwise the packet is not
+//! sent: an inner IPv6 packet
 //! is answered with ICMPv6 Packet Too Big (RFC 4443 section 3.2) and an inner IPv4 packet
 //! with DF with ICMPv4 Fragmentation Needed (RFC 1191 section 4), both carrying
 //! MTU = `mtu` minus the encapsulation overhead (44 bytes over IPv4, 64 over IPv6), sent
 //! from our N6 address (`n6_v4` / `n6_v6`) toward the sender, quoting as much of the packet
-//! as fits (576 / 1280 bytes), built in place in the packet's buffer. An inner IPv4 packet
-//! without DF, a packet that is itself an ICMP error, a packet when we have no N6 address of
-//! its family, and replies over the rate limit are dropped as `mtu_exceeded`. Uplink packets
-//! shrink on decapsulation; an uplink packet that would still exceed the MTU (an N9 relay of
-//! a full-size packet) is dropped as `mtu_exceeded` without ICMP.
+//! as fits (576 / 1280 bytes), built in place in the packet's buffer. A packet that is
+//! itself an ICMP error, a packet when we have no N6 address of its family, and replies over
+//! the rate limit are dropped as `mtu_exceeded`. Uplink packets shrink on decapsulation; an
+//! uplink packet that would still exceed the MTU (an N9 relay of a full-size packet) is
+//! fragmented as above without DF, else dropped as `mtu_exceeded` without ICMP.
 //!
 //! # Rate limit
 //! Error Indications and ICMP errors share one token bucket per worker filled at
@@ -68,6 +73,7 @@ use crate::runtime::{Batch, Context, Reader, Reasons, Stage};
 use crate::stages::l3fwd::RouteTable;
 pub use crate::upf::config::UpfConfig;
 use crate::upf::parse::Pre;
+use crate::upf::reasm::Reassembler;
 use crate::upf::stats::UpfStats;
 use crate::upf::tables::{KeySlot, Shard, UpfTables};
 use crate::upf::work::{Drops, MeterSlot, Work};
@@ -85,6 +91,7 @@ pub struct Upf {
     drops: Drops,
     meters: Vec<MeterSlot>,
     replies: TokenBucket,
+    reasm: Reassembler,
     trust_meta: bool,
     general: bool,
     /// Pass 1's results for one chunk: scratch kept across batches so no batch pays for
@@ -121,6 +128,7 @@ impl Upf {
             drops: Drops::register(reasons),
             meters,
             replies: TokenBucket::new(pps, burst, 0),
+            reasm: Reassembler::new(cfg.reassembly),
             cfg,
             trust_meta: false,
             general: false,
@@ -172,6 +180,10 @@ impl<B: PacketBuf> Stage<B> for Upf {
         self.routes.get();
     }
 
+    fn spare_buffers(&self) -> usize {
+        crate::upf::frag::MAX_PIECES - 1
+    }
+
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
         let now = cx.now_ns();
         let rx = batch.rx_port;
@@ -184,6 +196,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
             drops,
             meters,
             replies,
+            reasm,
             trust_meta,
             general,
             pre,
@@ -197,11 +210,13 @@ impl<B: PacketBuf> Stage<B> for Upf {
             d: *drops,
             meters,
             replies,
+            reasm,
             now,
             rx,
             memo_fam: 2,
             memo_dst: 0,
             memo_nh: None,
+            frag: None,
         };
         let n = batch.len();
         if *general {
@@ -209,7 +224,10 @@ impl<B: PacketBuf> Stage<B> for Upf {
                 if batch.disposition(i).is_continue() {
                     let p = &mut batch.pkts[i];
                     ensure_classified(p, false);
-                    let d = w.packet(p);
+                    let mut d = w.packet(p);
+                    if let Some(job) = w.frag.take() {
+                        d = w.fragment(batch, i, &job);
+                    }
                     batch.set_disposition(i, d);
                 }
             }
@@ -245,10 +263,13 @@ impl<B: PacketBuf> Stage<B> for Upf {
                     continue;
                 }
                 let p = &mut batch.pkts[i];
-                let d = match hit[i - base] {
+                let mut d = match hit[i - base] {
                     Some((s, slot)) => w.resolved(p, &pre[i - base], s, slot),
                     None => w.packet(p),
                 };
+                if let Some(job) = w.frag.take() {
+                    d = w.fragment(batch, i, &job);
+                }
                 batch.set_disposition(i, d);
             }
             base = end;

@@ -63,6 +63,14 @@ pub struct UpfTotals {
     /// TCP/UDP checksums completed in software (`[upf] fix_l4_checksums`): they arrived
     /// partial or wrong.
     pub l4_checksums_fixed: u64,
+    /// IPv4 packets without DF fragmented to fit the MTU, and the fragments made of them.
+    pub packets_fragmented: u64,
+    pub fragments_made: u64,
+    /// Outer IPv4 / IPv6 fragments addressed to our N3/N9 addresses, the datagrams
+    /// reassembled from them, and the datagrams given up at the reassembly timeout.
+    pub fragments_received: u64,
+    pub datagrams_reassembled: u64,
+    pub reassembly_timeouts: u64,
 }
 
 /// One cache line per slot, so a packet's usage update touches one line.
@@ -97,6 +105,11 @@ struct Totals {
     urr_slots_exceeded: AtomicU64,
     meter_slots_exceeded: AtomicU64,
     l4_checksums_fixed: AtomicU64,
+    packets_fragmented: AtomicU64,
+    fragments_made: AtomicU64,
+    fragments_received: AtomicU64,
+    datagrams_reassembled: AtomicU64,
+    reassembly_timeouts: AtomicU64,
 }
 
 /// A total the worker counts (see [`UpfTotals`]).
@@ -111,6 +124,11 @@ pub(crate) enum Total {
     RepliesRateLimited,
     MeterSlotsExceeded,
     L4ChecksumsFixed,
+    PacketsFragmented,
+    FragmentsMade,
+    FragmentsReceived,
+    DatagramsReassembled,
+    ReassemblyTimeouts,
 }
 
 /// One worker's UPF counters. See the module docs.
@@ -179,6 +197,11 @@ impl UpfStats {
             urr_slots_exceeded: t.urr_slots_exceeded.load(Relaxed),
             meter_slots_exceeded: t.meter_slots_exceeded.load(Relaxed),
             l4_checksums_fixed: t.l4_checksums_fixed.load(Relaxed),
+            packets_fragmented: t.packets_fragmented.load(Relaxed),
+            fragments_made: t.fragments_made.load(Relaxed),
+            fragments_received: t.fragments_received.load(Relaxed),
+            datagrams_reassembled: t.datagrams_reassembled.load(Relaxed),
+            reassembly_timeouts: t.reassembly_timeouts.load(Relaxed),
         }
     }
 
@@ -186,6 +209,12 @@ impl UpfStats {
 
     #[inline]
     pub(crate) fn count(&self, t: Total) {
+        self.count_n(t, 1);
+    }
+
+    /// Add `n` to a total.
+    #[inline]
+    pub(crate) fn count_n(&self, t: Total, n: u64) {
         let s = &self.totals;
         add(
             match t {
@@ -198,8 +227,13 @@ impl UpfStats {
                 Total::RepliesRateLimited => &s.replies_rate_limited,
                 Total::MeterSlotsExceeded => &s.meter_slots_exceeded,
                 Total::L4ChecksumsFixed => &s.l4_checksums_fixed,
+                Total::PacketsFragmented => &s.packets_fragmented,
+                Total::FragmentsMade => &s.fragments_made,
+                Total::FragmentsReceived => &s.fragments_received,
+                Total::DatagramsReassembled => &s.datagrams_reassembled,
+                Total::ReassemblyTimeouts => &s.reassembly_timeouts,
             },
-            1,
+            n,
         );
     }
 

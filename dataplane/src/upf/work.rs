@@ -7,6 +7,8 @@ use crate::qos::{TokenBucket, TrTcm};
 use crate::runtime::{DropReason, Reasons};
 use crate::stages::l3fwd::{NextHop, RouteTable};
 use crate::upf::config::UpfConfig;
+use crate::upf::frag::FragJob;
+use crate::upf::reasm::{Reassembler, Refusal};
 use crate::upf::stats::{Total, UpfStats};
 use crate::upf::tables::{Direction, UpfTables};
 use peregrine_wire::ethernet::Address as MacAddr;
@@ -41,6 +43,55 @@ pub(super) struct Drops {
     pub mtu_exceeded: DropReason,
     pub encap_failed: DropReason,
     pub reply_failed: DropReason,
+    pub frag_no_buffer: DropReason,
+    pub reasm: ReasmDrops,
+}
+
+/// The reassembly's drop reasons: `reasm_held` (a fragment copied into the table: kept,
+/// not lost) and one per [`Refusal`], plus `reasm_no_room` (the completed datagram does not
+/// fit the buffer of the fragment that completed it).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReasmDrops {
+    pub held: DropReason,
+    pub no_room: DropReason,
+    refused: [DropReason; 10],
+}
+
+impl ReasmDrops {
+    fn register(r: &mut Reasons) -> ReasmDrops {
+        ReasmDrops {
+            held: r.register("reasm_held"),
+            no_room: r.register("reasm_no_room"),
+            refused: [
+                "reasm_malformed",
+                "reasm_tiny",
+                "reasm_too_big",
+                "reasm_table_full",
+                "reasm_source_limit",
+                "reasm_memory_full",
+                "reasm_overlap",
+                "reasm_duplicate",
+                "reasm_too_many_fragments",
+                "reasm_discarded",
+            ]
+            .map(|n| r.register(n)),
+        }
+    }
+
+    pub fn refused(&self, e: Refusal) -> DropReason {
+        self.refused[match e {
+            Refusal::Malformed => 0,
+            Refusal::Tiny => 1,
+            Refusal::TooBig => 2,
+            Refusal::TableFull => 3,
+            Refusal::SourceLimit => 4,
+            Refusal::MemoryFull => 5,
+            Refusal::Overlap => 6,
+            Refusal::Duplicate => 7,
+            Refusal::TooManyFragments => 8,
+            Refusal::Discarded => 9,
+        }]
+    }
 }
 
 impl Drops {
@@ -73,6 +124,8 @@ impl Drops {
             mtu_exceeded: r.register("mtu_exceeded"),
             encap_failed: r.register("encap_failed"),
             reply_failed: r.register("reply_failed"),
+            frag_no_buffer: r.register("frag_no_buffer"),
+            reasm: ReasmDrops::register(r),
         }
     }
 }
@@ -97,6 +150,7 @@ pub(super) struct Work<'a> {
     pub d: Drops,
     pub meters: &'a mut [MeterSlot],
     pub replies: &'a mut TokenBucket,
+    pub reasm: &'a mut Reassembler,
     pub now: u64,
     pub rx: PortId,
     /// The last route looked up in this batch (the route table cannot change within one):
@@ -104,6 +158,9 @@ pub(super) struct Work<'a> {
     pub memo_fam: u8,
     pub memo_dst: u128,
     pub memo_nh: Option<NextHop>,
+    /// Set by the emit phase instead of a disposition when the packet must be fragmented;
+    /// the stage finishes it with the batch in hand (`Work::fragment`).
+    pub frag: Option<FragJob>,
 }
 
 impl Work<'_> {

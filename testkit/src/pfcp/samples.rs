@@ -2,9 +2,9 @@
 //! with most typed IEs somewhere inside.
 
 use peregrine_pfcp::ie::{
-    apply_action, encode_labels, ie_type as t, measurement_method, ohc, report_type, BitRate,
-    Bitmap, FSeid, FTeid, GateStatus, Grouped, Ie, NodeId, OuterHeaderCreation, OuterHeaderRemoval,
-    RawIe, SdfFilter, UeIpAddress, Volume,
+    apply_action, encode_labels, ie_type as t, measurement_method, ohc, report_type, smreq_flags,
+    BitRate, Bitmap, FSeid, FTeid, GateStatus, Grouped, Ie, NodeId, OuterHeaderCreation,
+    OuterHeaderRemoval, RawIe, SdfFilter, UeIpAddress, Volume,
 };
 use peregrine_pfcp::message::{
     AssociationRequest, AssociationResponse, Body, Heartbeat, Message, SessionDeletionRequest,
@@ -367,6 +367,8 @@ pub fn all() -> Vec<Message> {
                     vec![Ie::BarId(1), Ie::SuggestedBufferingPacketsCount(20)],
                 )),
                 query_urr: vec![grouped(t::QUERY_URR, vec![Ie::UrrId(1)])],
+                pfcpsm_req_flags: Some(Bitmap(smreq_flags::QAURR)),
+                query_urr_reference: Some(0x0102_0304),
                 extra: vec![],
             }),
         ),

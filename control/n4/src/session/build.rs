@@ -214,6 +214,7 @@ pub(crate) fn urr_from_create(g: &Grouped) -> Result<Urr, Reject> {
         volume_threshold: find!(g, Ie::VolumeThreshold),
         time_threshold: find!(g, Ie::TimeThreshold),
         volume_quota: find!(g, Ie::VolumeQuota),
+        time_quota: find!(g, Ie::TimeQuota),
         measurement_period: find!(g, Ie::MeasurementPeriod),
     })
 }

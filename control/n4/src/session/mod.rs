@@ -145,6 +145,8 @@ pub struct Urr {
     /// Seconds.
     pub time_threshold: Option<u32>,
     pub volume_quota: Option<Volume>,
+    /// Time Quota (section 8.2.51), seconds.
+    pub time_quota: Option<u32>,
     /// Seconds.
     pub measurement_period: Option<u32>,
 }
@@ -363,6 +365,9 @@ impl Session {
             }
             if let Some(v) = find!(g, Ie::VolumeQuota) {
                 u.volume_quota = Some(v);
+            }
+            if let Some(v) = find!(g, Ie::TimeQuota) {
+                u.time_quota = Some(v);
             }
             if let Some(v) = find!(g, Ie::MeasurementPeriod) {
                 u.measurement_period = Some(v);
