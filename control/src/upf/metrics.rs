@@ -368,6 +368,73 @@ pub fn write_metrics(
         ] {
             e.one(name, ctr, help, v as f64);
         }
+        let ps = &ns.paths;
+        for (name, help, v) in [
+            (
+                "peregrine_pfcp_node_reports_sent_total",
+                "Node Report Requests sent (GTP-U path failure / recovery; TS 29.244 6.2.9).",
+                ns.node_reports_sent,
+            ),
+            (
+                "peregrine_pfcp_node_reports_acknowledged_total",
+                "Node Report Requests answered with an acceptance cause.",
+                ns.node_reports_acknowledged,
+            ),
+            (
+                "peregrine_pfcp_node_reports_rejected_total",
+                "Node Report Requests answered with a rejection cause.",
+                ns.node_reports_rejected,
+            ),
+            (
+                "peregrine_gtpu_echo_requests_sent_total",
+                "GTP-U Echo Requests to peers in use (TS 29.281 7.2.1), first transmissions.",
+                ps.echo_requests,
+            ),
+            (
+                "peregrine_gtpu_echo_retransmissions_total",
+                "GTP-U Echo Requests repeated after T3 without a response.",
+                ps.echo_retransmissions,
+            ),
+            (
+                "peregrine_gtpu_echo_responses_total",
+                "GTP-U Echo Responses answering an outstanding request.",
+                ps.echo_responses,
+            ),
+            (
+                "peregrine_gtpu_echo_responses_unexpected_total",
+                "GTP-U Echo Responses from a peer not in use or with a stale sequence number.",
+                ps.echo_responses_unexpected,
+            ),
+            (
+                "peregrine_gtpu_echo_requests_failed_total",
+                "GTP-U Echo Requests that could not be sent (no route or address, port refused).",
+                st.counts.echo_requests_failed,
+            ),
+            (
+                "peregrine_gtpu_path_failures_total",
+                "GTP-U paths declared failed after N3 unanswered retransmissions.",
+                ps.failures,
+            ),
+            (
+                "peregrine_gtpu_path_recoveries_total",
+                "Failed GTP-U paths that answered again.",
+                ps.recoveries,
+            ),
+        ] {
+            e.one(name, ctr, help, v as f64);
+        }
+        e.one(
+            "peregrine_gtpu_paths",
+            Kind::Gauge,
+            "GTP-U peers in use by some session's FAR (supervised with Echo Requests).",
+            ns.gtpu_paths as f64,
+        );
+        e.one(
+            "peregrine_gtpu_paths_failed",
+            Kind::Gauge,
+            "GTP-U peers in use whose path has failed.",
+            ns.gtpu_paths_failed as f64,
+        );
         e.one(
             "peregrine_pfcp_sessions",
             Kind::Gauge,

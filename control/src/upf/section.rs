@@ -45,6 +45,15 @@ pub struct UpfSection {
     /// Heartbeat Requests to each associated SMF, seconds.
     #[serde(default = "default_heartbeat_s")]
     pub heartbeat_interval_s: u64,
+    /// GTP-U Echo Request to each peer in use (TS 29.281 section 7.2.1), seconds; 0 = off.
+    #[serde(default = "default_echo_interval_s")]
+    pub echo_interval_s: u64,
+    /// Unanswered Echo Requests are repeated after `echo_t3_s` up to `echo_n3` times, then
+    /// the path has failed (reported to the SMF in a Node Report Request).
+    #[serde(default = "default_echo_t3_s")]
+    pub echo_t3_s: u64,
+    #[serde(default = "default_echo_n3")]
+    pub echo_n3: u32,
     /// Overrides of the default QFI -> egress queue map: `[[qfi, qid], ...]`.
     #[serde(default)]
     pub qfi_to_qid: Vec<[u8; 2]>,
@@ -135,6 +144,18 @@ impl Reassembly {
         }
         Ok(())
     }
+}
+
+fn default_echo_interval_s() -> u64 {
+    60
+}
+
+fn default_echo_t3_s() -> u64 {
+    3
+}
+
+fn default_echo_n3() -> u32 {
+    3
 }
 
 fn default_max_sessions() -> usize {
@@ -293,6 +314,9 @@ impl UpfSection {
         }
         if self.heartbeat_interval_s == 0 {
             return Err(invalid("upf.heartbeat_interval_s", "must be positive"));
+        }
+        if self.echo_interval_s > 0 && self.echo_t3_s == 0 {
+            return Err(invalid("upf.echo_t3_s", "must be positive"));
         }
         for (i, [q, id]) in self.qfi_to_qid.iter().enumerate() {
             if *q as usize >= NUM_QFI || *id >= 8 {
