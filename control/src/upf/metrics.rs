@@ -189,6 +189,7 @@ pub fn write_metrics(
         tot.end_markers_received += x.end_markers_received;
         tot.buffered += x.buffered;
         tot.icmp_errors_sent += x.icmp_errors_sent;
+        tot.l4_checksums_fixed += x.l4_checksums_fixed;
         tot.packets_fragmented += x.packets_fragmented;
         tot.fragments_made += x.fragments_made;
         tot.fragments_received += x.fragments_received;
@@ -230,6 +231,12 @@ pub fn write_metrics(
         ctr,
         "ICMP Packet Too Big / Fragmentation Needed sent.",
         tot.icmp_errors_sent as f64,
+    );
+    e.one(
+        "peregrine_l4_checksums_fixed_total",
+        ctr,
+        "TCP/UDP checksums recomputed on `fix_l4_checksums` ports that arrived partial or wrong.",
+        tot.l4_checksums_fixed as f64,
     );
     for (name, help, v) in [
         (
@@ -471,6 +478,8 @@ pub struct UpfSummary {
     pub qfi: Vec<QfiRow>,
     pub echo_replies: u64,
     pub error_indications_sent: u64,
+    /// TCP/UDP checksums completed in software (`fix_l4_checksums`).
+    pub l4_checksums_fixed: u64,
     pub pfcp_datagrams_in: u64,
     pub pfcp_datagrams_out: u64,
     pub rule_publishes: u64,
@@ -514,11 +523,12 @@ pub(super) fn summary(
             }
         }
     }
-    let (mut echo, mut ei) = (0, 0);
+    let (mut echo, mut ei, mut fixed) = (0, 0, 0);
     for s in stats {
         let x = s.totals();
         echo += x.echo_replies;
         ei += x.error_indications_sent;
+        fixed += x.l4_checksums_fixed;
     }
     let st = n4.unwrap_or_default();
     UpfSummary {
@@ -526,6 +536,7 @@ pub(super) fn summary(
         qfi,
         echo_replies: echo,
         error_indications_sent: ei,
+        l4_checksums_fixed: fixed,
         pfcp_datagrams_in: st.counts.datagrams_in,
         pfcp_datagrams_out: st.counts.datagrams_out,
         rule_publishes: st.counts.publishes,

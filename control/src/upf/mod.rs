@@ -4,6 +4,8 @@
 //! the SMF, and closes 3GPP-PM style windows once a second.
 
 mod metrics;
+mod offload;
+mod qos;
 mod rules;
 mod section;
 
@@ -39,6 +41,8 @@ pub struct UpfFeature {
     /// End Markers; the UPF stage reads the daemon's published routes).
     routes: RouteTable,
     qfi_map: QfiMap,
+    /// Ports whose TCP/UDP checksums are recomputed (bit per port index).
+    fix_l4_checksums: u64,
     state: Option<State>,
     neighbours: Option<Neighbours>,
     last_window: Option<Instant>,
@@ -122,7 +126,10 @@ impl Configure for UpfFeature {
             .try_into()
             .map_err(|e: toml::de::Error| crate::error::section_error("upf", &e))?;
         section.validate(|n| p.port_index(n))?;
+        let fix_l4_checksums = offload::fix_mask(&section.fix_l4_checksums, |n| p.port_index(n));
+        offload::warn_partial_checksums(p, fix_l4_checksums);
         Ok(Some(UpfFeature {
+            fix_l4_checksums,
             qfi_map: section.qfi_map(),
             promiscuous,
             macs: (0..p.ports.len()).map(|i| p.port_mac(i)).collect(),
@@ -154,6 +161,7 @@ impl UpfFeature {
             qfi_map: self.qfi_map,
             promiscuous: self.promiscuous,
             max_meter_slots: s.slots(),
+            fix_l4_checksums: self.fix_l4_checksums,
             reassembly: s.reassembly.config(),
         }
     }

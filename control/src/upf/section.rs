@@ -57,6 +57,13 @@ pub struct UpfSection {
     /// Overrides of the default QFI -> egress queue map: `[[qfi, qid], ...]`.
     #[serde(default)]
     pub qfi_to_qid: Vec<[u8; 2]>,
+    /// Ports whose received TCP/UDP checksums are recomputed (peers with checksum offload,
+    /// e.g. veths, leave them partial; `upf::offload`).
+    #[serde(default)]
+    pub fix_l4_checksums: Vec<String>,
+    /// MBR enforcement: policing bursts or shaping, per QFI (`upf::qos`).
+    #[serde(default)]
+    pub qos: super::qos::QosSection,
     /// Ports with the 8-queue egress scheduler (SP + WRR) and optional shaper.
     #[serde(default)]
     pub egress: Vec<EgressPort>,
@@ -319,6 +326,24 @@ impl UpfSection {
                 ));
             }
         }
+        self.qos.policies()?;
+        for (i, n) in self.fix_l4_checksums.iter().enumerate() {
+            match port_index(n) {
+                None => {
+                    return Err(invalid(
+                        format!("upf.fix_l4_checksums[{i}]"),
+                        format!("no port named `{n}`"),
+                    ))
+                }
+                Some(p) if p >= 64 => {
+                    return Err(invalid(
+                        format!("upf.fix_l4_checksums[{i}]"),
+                        format!("`{n}` is port {p}: only ports 0..64 can be listed"),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
         for (i, e) in self.egress.iter().enumerate() {
             if port_index(&e.port).is_none() {
                 return Err(invalid(
@@ -362,8 +387,11 @@ impl UpfSection {
         Ok(())
     }
 
+    /// The compiler's configuration (`validate` has checked `[upf.qos]`; a bad one here
+    /// falls back to the defaults).
     pub fn compiler_config(&self) -> CompilerConfig {
         CompilerConfig {
+            qos: self.qos.policies().unwrap_or_default(),
             local_v4: self.n3_v4().into_iter().collect(),
             local_v6: self.n3_v6().into_iter().collect(),
             max_meter_slots: self.slots(),
@@ -385,7 +413,9 @@ impl UpfSection {
         Ok(c)
     }
 
-    /// Egress scheduler per port index.
+    /// Egress scheduler per port index. When a QoS policy shapes, every port gets one (the
+    /// default scheduler where `[[upf.egress]]` names none): shaped packets wait on the
+    /// scheduler's timing wheel.
     pub fn egress_configs(
         &self,
         nports: usize,
@@ -393,6 +423,14 @@ impl UpfSection {
     ) -> Vec<Option<EgressConfig>> {
         let mut v = vec![None; nports];
         let default_qid = self.qfi_map().qid(9);
+        if self.qos.policies().is_ok_and(|p| p.any_shaping()) {
+            for c in v.iter_mut() {
+                *c = Some(EgressConfig {
+                    scheduler: SchedulerConfig::default(),
+                    default_qid,
+                });
+            }
+        }
         for e in &self.egress {
             if let Some(p) = port_index(&e.port) {
                 let scheduler = SchedulerConfig {
