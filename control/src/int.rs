@@ -30,6 +30,9 @@
 //! namespaces listed in `seed_namespaces` use the seed's layout, all others IOAM (the same
 //! list the stages take, `IntConfig::seed_namespaces`).
 
+mod inband;
+pub use inband::InBandRejects;
+
 use crate::error::{invalid, ConfigError, RunError};
 use crate::feature::{Build, Configure, Feature, FeatureReport, Place, Stages};
 use crate::int_stage::{Element, IntStage, StageCounters};
@@ -41,8 +44,9 @@ use peregrine_dataplane::PacketBuf;
 use peregrine_int::gate::{FlowGate, GateConfig};
 use peregrine_int::namespace::TableSnapshot;
 use peregrine_int::report::IntReport;
+use peregrine_int::request::Rule;
 use peregrine_int::stages::{IntConfig, IntEvent, IntSink, IntSource, IntTransit, Piggyback};
-use peregrine_int_manager::{self as manager, IntManager, ManagerConfig};
+use peregrine_int_manager::{self as manager, InBandCounters, IntManager, ManagerConfig};
 use peregrine_wire::int::TsFormat;
 use serde::{Deserialize, Serialize};
 use std::sync::mpsc::{self, SyncSender};
@@ -317,16 +321,25 @@ pub struct IntDaemonStats {
     pub inband_malformed: u64,
     /// In-band (0x32) requests seen.
     pub requests: u64,
+    /// In-band requests that failed decoding or validation, by reason; they change nothing.
+    pub requests_rejected: InBandRejects,
+    /// Valid in-band requests dropped because the manager's queue was full.
+    pub requests_dropped: u64,
     /// Events dropped because the manager or source queue was full.
     pub dropped: u64,
     /// The manager's figures: reports in, raw reports published, rules installed.
     pub manager_reports_in: u64,
     pub manager_raw_published: u64,
     pub manager_installs: u64,
+    /// What the manager did with the valid in-band requests, by outcome.
+    pub manager_inband: InBandCounters,
 }
 
 /// Channel depth between the workers and the control core.
 pub const EVENT_QUEUE: usize = 4096;
+/// Valid in-band requests waiting for the manager (one per flow per re-send interval is the
+/// normal rate; a burst beyond this is dropped and counted, `requests_dropped`).
+pub const INBAND_QUEUE: usize = 256;
 /// Piggy-back reports waiting for the source.
 pub const PIGGYBACK_QUEUE: usize = 256;
 
@@ -341,6 +354,7 @@ pub struct IntRuntime {
     events_rx: Receiver<IntEvent>,
     piggyback_tx: Sender<Piggyback>,
     reports_tx: SyncSender<IntReport>,
+    inband_tx: SyncSender<Rule>,
     manager: IntManager,
     stats: IntDaemonStats,
 }
@@ -353,6 +367,7 @@ impl IntRuntime {
         let (events_tx, events_rx) = crossbeam_channel::bounded(EVENT_QUEUE);
         let (piggyback_tx, piggyback_rx) = crossbeam_channel::bounded(PIGGYBACK_QUEUE);
         let (reports_tx, reports_rx) = mpsc::sync_channel::<IntReport>(EVENT_QUEUE);
+        let (inband_tx, inband_rx) = mpsc::sync_channel::<Rule>(INBAND_QUEUE);
         let mcfg = ManagerConfig {
             rules_endpoint: section.rules.clone(),
             reports_endpoint: section.reports.clone(),
@@ -363,9 +378,10 @@ impl IntRuntime {
             ..ManagerConfig::default()
         };
         let publish = Arc::clone(&tables);
-        let manager = IntManager::spawn(
+        let manager = IntManager::spawn_with_inband(
             mcfg,
             reports_rx,
+            inband_rx,
             Box::new(move |snap: Arc<TableSnapshot>| {
                 // Rare (one per rule change): the copy is on the control side.
                 publish.publish((*snap).clone());
@@ -386,6 +402,7 @@ impl IntRuntime {
             events_rx,
             piggyback_tx,
             reports_tx,
+            inband_tx,
             manager,
             stats: IntDaemonStats::default(),
         })
@@ -423,9 +440,9 @@ impl IntRuntime {
                         }
                     }
                 }
-                IntEvent::Request { from, len, .. } => {
+                IntEvent::Request { from, len, cbor } => {
                     self.stats.requests += 1;
-                    tracing::debug!(%from, len, "in-band INT request seen");
+                    self.on_request(from, &cbor[..len as usize]);
                 }
             }
         }
@@ -446,6 +463,7 @@ impl IntRuntime {
             manager_reports_in: m.reports_in,
             manager_raw_published: m.raw_published,
             manager_installs: m.installs,
+            manager_inband: m.inband,
             ..self.stats
         }
     }
@@ -687,14 +705,24 @@ impl<B: PacketBuf + 'static> Feature<B> for IntFeature {
         ] {
             e.one(name, c, help, v as f64);
         }
+        inband::write_metrics(&s, e);
         self.counters.write_metrics(e);
     }
 
     fn finish(self: Box<Self>) -> FeatureReport {
         let i = self.runtime.map(IntRuntime::finish).unwrap_or_default();
         let text = format!(
-            "int: {} reports, {} piggy-backed, {} in-band reports received, {} requests seen, {} dropped\n",
-            i.reports, i.piggybacks, i.inband_reports, i.requests, i.dropped
+            "int: {} reports, {} piggy-backed, {} in-band reports received, {} requests seen ({} installed, {} refreshed, {} replaced, {} conflict, {} refused), {} dropped\n",
+            i.reports,
+            i.piggybacks,
+            i.inband_reports,
+            i.requests,
+            i.manager_inband.installed,
+            i.manager_inband.refreshed,
+            i.manager_inband.replaced,
+            i.manager_inband.conflict,
+            i.requests_rejected.total(),
+            i.dropped
         );
         let mut r = FeatureReport::new(Self::SECTION, &i, text);
         // The elements' totals next to the control side's figures.

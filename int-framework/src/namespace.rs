@@ -89,11 +89,40 @@ pub struct NamespaceState {
     pub last_int_tx: Option<u64>,
     /// Node id -> collection forced on (`true`) or off (`false`).
     pub hop_overrides: BTreeMap<u16, bool>,
+    /// Who installed it: the controller (rule API) or an in-band 0x32 request.
+    pub origin: Origin,
+}
+
+/// Who installed a namespace (docs/int.md "In-band installation").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Origin {
+    /// The controller, over the rule API: an in-band request never changes it.
+    #[default]
+    Controller,
+    /// Learned from an in-band request (seed III-B, III-D: "if a packet carries an INT
+    /// request ... the Namespace control structure is created by the INTManager"): refreshed
+    /// or replaced by later requests; this node is not the flow's source.
+    InBand,
+}
+
+/// What an in-band request did to the table ([`NamespaceTable::learn`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Learned {
+    /// The namespace was not present: installed from the request.
+    Installed,
+    /// Present with the same rule, learned in-band: nothing changed.
+    Refreshed,
+    /// Present with a different rule, learned in-band: the rule was replaced (a changed rule
+    /// or route reaches this node with the source's periodic re-send).
+    Replaced,
+    /// Present and installed by the controller: left alone.
+    Conflict,
 }
 
 impl NamespaceState {
     fn new(rule: Rule) -> Self {
         NamespaceState {
+            origin: Origin::Controller,
             request: rule,
             counters: Counters::default(),
             request_sent: false,
@@ -214,6 +243,9 @@ pub struct NamespaceSnapshot {
     pub rule: Rule,
     /// Per-node hop overrides, sorted by node id.
     pub hop_overrides: Vec<(u16, bool)>,
+    /// Learned from an in-band request: transit and sink act on it, the INTSource does not
+    /// (this node is on the flow's path, not its source).
+    pub in_band: bool,
 }
 
 impl NamespaceSnapshot {
@@ -252,7 +284,8 @@ impl TableSnapshot {
             .ok()
             .map(|i| &self.namespaces[i])
     }
-    /// The first namespace (lowest id) whose rule matches this 5-tuple (the INTSource lookup).
+    /// The first namespace (lowest id) whose rule matches this 5-tuple (the INTSource lookup);
+    /// namespaces learned in-band are not source rules and never match.
     pub fn lookup_flow(
         &self,
         src: Ipv6Addr,
@@ -263,7 +296,7 @@ impl TableSnapshot {
     ) -> Option<&NamespaceSnapshot> {
         self.namespaces
             .iter()
-            .find(|n| n.rule.matches(src, dst, proto, sport, dport))
+            .find(|n| !n.in_band && n.rule.matches(src, dst, proto, sport, dport))
     }
 }
 
@@ -311,11 +344,20 @@ impl NamespaceTable {
         self.snapshot = None;
     }
 
-    /// Installs a rule (duplicate namespace or a full table is an error).
+    /// Installs a rule (duplicate namespace or a full table is an error). A namespace learned
+    /// in-band is taken over: the controller's rule replaces it and is then protected from
+    /// in-band requests (counters and hop overrides are kept).
     pub fn install(&mut self, rule: Rule) -> Result<(), TableError> {
         let ns_id = rule.ns_id;
-        if self.entries.contains_key(&ns_id) {
-            return Err(TableError::Duplicate { ns_id });
+        if let Some(cur) = self.entries.get_mut(&ns_id) {
+            if cur.origin == Origin::Controller {
+                return Err(TableError::Duplicate { ns_id });
+            }
+            cur.origin = Origin::Controller;
+            cur.request = rule;
+            cur.request_sent = false;
+            self.changed();
+            return Ok(());
         }
         if self.entries.len() >= self.config.max_namespaces {
             return Err(TableError::Full {
@@ -325,6 +367,36 @@ impl NamespaceTable {
         self.entries.insert(ns_id, NamespaceState::new(rule));
         self.changed();
         Ok(())
+    }
+
+    /// Creates or refreshes a namespace from an in-band INT request (seed III-B, III-D), the rule
+    /// already validated as a rule API install is. Absent: installed ([`Origin::InBand`]);
+    /// learned in-band with the same rule: refreshed (no change, no new snapshot needed); with a
+    /// different rule: replaced (counters and hop overrides kept); installed by the controller:
+    /// [`Learned::Conflict`], unchanged. Only a full table is an error.
+    pub fn learn(&mut self, rule: Rule) -> Result<Learned, TableError> {
+        let ns_id = rule.ns_id;
+        if let Some(cur) = self.entries.get_mut(&ns_id) {
+            return Ok(match cur.origin {
+                Origin::Controller => Learned::Conflict,
+                Origin::InBand if cur.request == rule => Learned::Refreshed,
+                Origin::InBand => {
+                    cur.request = rule;
+                    self.changed();
+                    Learned::Replaced
+                }
+            });
+        }
+        if self.entries.len() >= self.config.max_namespaces {
+            return Err(TableError::Full {
+                max: self.config.max_namespaces,
+            });
+        }
+        let mut st = NamespaceState::new(rule);
+        st.origin = Origin::InBand;
+        self.entries.insert(ns_id, st);
+        self.changed();
+        Ok(Learned::Installed)
     }
 
     /// Changes only the given fields; all or nothing.
@@ -467,6 +539,7 @@ impl NamespaceTable {
                 .map(|s| NamespaceSnapshot {
                     rule: s.request.clone(),
                     hop_overrides: s.hop_overrides.iter().map(|(k, v)| (*k, *v)).collect(),
+                    in_band: s.origin == Origin::InBand,
                 })
                 .collect(),
         });
@@ -507,6 +580,43 @@ mod tests {
         assert!(c.namespaces.is_empty());
         assert!(c.generation > a.generation);
         assert_eq!(a.get(1).unwrap().ns_id(), 1);
+    }
+
+    #[test]
+    fn learn_installs_refreshes_replaces_and_yields_to_the_controller() {
+        let mut t = NamespaceTable::new(TableConfig {
+            max_namespaces: 2,
+            ..TableConfig::default()
+        });
+        assert_eq!(t.learn(rule(1)), Ok(Learned::Installed));
+        let g0 = t.snapshot();
+        let n = g0.get(1).unwrap();
+        assert!(n.in_band);
+        // Transit and sink find it by id; the source's flow lookup does not.
+        let (src, dst) = (rule(1).src_ip, rule(1).dst_ip);
+        assert!(g0.lookup_flow(src, dst, 17, 9, 5000).is_none());
+        assert_eq!(t.learn(rule(1)), Ok(Learned::Refreshed));
+        assert!(Arc::ptr_eq(&g0, &t.snapshot()), "a refresh changes nothing");
+        let mut changed = rule(1);
+        changed.mode = Mode::Count(5);
+        assert_eq!(t.learn(changed.clone()), Ok(Learned::Replaced));
+        assert_eq!(t.get(1).unwrap().request, changed);
+        assert!(t.snapshot().generation > g0.generation);
+        // Controller-installed namespaces are never touched in-band.
+        t.install(rule(2)).unwrap();
+        let mut other = rule(2);
+        other.app_id = 99;
+        assert_eq!(t.learn(other), Ok(Learned::Conflict));
+        assert_eq!(t.get(2).unwrap().request, rule(2));
+        // Full table: an error, nothing installed.
+        assert_eq!(t.learn(rule(3)), Err(TableError::Full { max: 2 }));
+        assert!(t.get(3).is_none());
+        // The controller takes a learned namespace over; it is then protected and a source rule.
+        t.install(rule(1)).unwrap();
+        assert_eq!(t.get(1).unwrap().origin, Origin::Controller);
+        assert_eq!(t.learn(changed), Ok(Learned::Conflict));
+        assert!(t.snapshot().lookup_flow(src, dst, 17, 9, 5000).is_some());
+        assert_eq!(t.install(rule(1)), Err(TableError::Duplicate { ns_id: 1 }));
     }
 
     #[test]

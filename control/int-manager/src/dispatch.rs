@@ -8,8 +8,8 @@
 use super::{Encoding, ManagedReport, Publication};
 use crate::codec::{self, ReplyCodec};
 use crate::qos_monitor::{QosConfig, QosMonitor, QosReport, Window};
-use peregrine_int::namespace::{NamespaceTable, TableConfig, TableSnapshot};
-use peregrine_int::request::{Reply, Request, RequestError};
+use peregrine_int::namespace::{Learned, NamespaceTable, TableConfig, TableSnapshot};
+use peregrine_int::request::{Reply, Request, RequestError, Rule};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -70,6 +70,35 @@ impl RejectCounters {
     }
 }
 
+/// What in-band INT requests (0x32, already decoded and validated) did to the table
+/// ([`ManagerCore::on_inband_request`]; docs/int.md "In-band installation").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct InBandCounters {
+    /// Namespace absent: installed from the request.
+    pub installed: u64,
+    /// Namespace learned in-band with the same rule: nothing changed.
+    pub refreshed: u64,
+    /// Namespace learned in-band with a different rule: replaced.
+    pub replaced: u64,
+    /// Namespace installed by the controller: left alone.
+    pub conflict: u64,
+    /// Namespace absent and the table full: not installed.
+    pub table_full: u64,
+}
+
+impl InBandCounters {
+    /// `(outcome, count)` pairs, for exporters.
+    pub fn outcomes(&self) -> [(&'static str, u64); 5] {
+        [
+            ("installed", self.installed),
+            ("refreshed", self.refreshed),
+            ("replaced", self.replaced),
+            ("conflict", self.conflict),
+            ("table_full", self.table_full),
+        ]
+    }
+}
+
 /// The manager's counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ManagerCounters {
@@ -109,6 +138,8 @@ pub struct ManagerCounters {
     pub qos_ingest_refused: u64,
     /// Publications the PUB socket failed to send.
     pub publish_errors: u64,
+    /// In-band requests applied, by outcome.
+    pub inband: InBandCounters,
 }
 
 /// What [`ManagerCore::handle_message`] produced.
@@ -274,6 +305,32 @@ impl ManagerCore {
             reply: reply(&r),
             changed,
         }
+    }
+
+    /// One in-band INT request (seed III-B, III-D), decoded and validated by the caller exactly
+    /// as a rule API install: creates or refreshes the namespace ([`NamespaceTable::learn`]).
+    /// Returns whether the table changed (publish a snapshot). Never touches a namespace the
+    /// controller installed.
+    pub fn on_inband_request(&mut self, rule: Rule) -> bool {
+        let c = &mut self.counters.inband;
+        match self.table.learn(rule) {
+            Ok(Learned::Installed) => c.installed += 1,
+            Ok(Learned::Replaced) => c.replaced += 1,
+            Ok(Learned::Refreshed) => {
+                c.refreshed += 1;
+                return false;
+            }
+            Ok(Learned::Conflict) => {
+                c.conflict += 1;
+                return false;
+            }
+            // The only error of `learn`.
+            Err(_) => {
+                c.table_full += 1;
+                return false;
+            }
+        }
+        true
     }
 
     /// One report from the sink: fed to the QoS monitor and returned as a publication on
@@ -491,6 +548,66 @@ mod tests {
         let last: QosReport = serde_json::from_slice(&out.last().unwrap().payload).unwrap();
         assert_eq!((last.window, last.reports), (Window::TenSeconds, 10));
         assert_eq!(c.counters().qos_published, out.len() as u64);
+    }
+
+    fn inband_rule(ns: u16, count: u32) -> Rule {
+        let text = INSTALL
+            .replace("\"ns_id\":7", &format!("\"ns_id\":{ns}"))
+            .replace("\"mode_setting\":100", &format!("\"mode_setting\":{count}"));
+        match codec::decode_json(text.as_bytes()).unwrap() {
+            Request::Install(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn inband_request_installs_refreshes_replaces_and_conflicts() {
+        let mut c = ManagerCore::new(
+            TableConfig {
+                max_namespaces: 2,
+                ..TableConfig::default()
+            },
+            QosConfig::default(),
+            Encoding::Json,
+            0,
+        );
+        // Install: absent namespace, new snapshot; reports for it are now published.
+        assert!(c.on_inband_request(inband_rule(9, 100)));
+        assert_eq!(c.table().get(9).unwrap().request, inband_rule(9, 100));
+        assert_eq!(
+            c.on_report(&RawReport::new(9, 0, 0, 1, 100)).unwrap().topic,
+            "raw/1/9"
+        );
+        // Refresh: same rule, nothing to publish.
+        let before = c.publish_snapshot();
+        assert!(!c.on_inband_request(inband_rule(9, 100)));
+        assert!(Arc::ptr_eq(&before, &c.publish_snapshot()));
+        // Replace: the source's re-send carries a changed rule.
+        assert!(c.on_inband_request(inband_rule(9, 5)));
+        assert_eq!(c.table().get(9).unwrap().request, inband_rule(9, 5));
+        // Conflict: the controller's namespace 7 is never replaced in-band.
+        assert!(c.handle_message(INSTALL.as_bytes()).changed);
+        assert!(!c.on_inband_request(inband_rule(7, 5)));
+        assert_eq!(c.table().get(7).unwrap().request, inband_rule(7, 100));
+        // Table full (2): counted, nothing installed.
+        assert!(!c.on_inband_request(inband_rule(11, 100)));
+        assert!(c.table().get(11).is_none());
+        let k = c.counters().inband;
+        assert_eq!(
+            (
+                k.installed,
+                k.refreshed,
+                k.replaced,
+                k.conflict,
+                k.table_full
+            ),
+            (1, 1, 1, 1, 1)
+        );
+        // The controller still sees a learned namespace, and can take it over.
+        let h = c.handle_message(INSTALL.replace("\"ns_id\":7", "\"ns_id\":9").as_bytes());
+        assert!(h.changed, "{}", String::from_utf8_lossy(&h.reply));
+        assert!(!c.on_inband_request(inband_rule(9, 5)));
+        assert_eq!(c.counters().inband.conflict, 2);
     }
 
     #[test]

@@ -32,11 +32,12 @@ pub mod codec;
 pub mod dispatch;
 pub mod qos_monitor;
 
-pub use dispatch::{ManagerCore, ManagerCounters, RejectCounters};
+pub use dispatch::{InBandCounters, ManagerCore, ManagerCounters, RejectCounters};
 
 use crate::qos_monitor::{QosConfig, RawReport};
 use peregrine_int::namespace::{TableConfig, TableSnapshot};
 use peregrine_int::report::IntReport;
+use peregrine_int::request::Rule;
 use serde::Serialize;
 use std::borrow::Cow;
 use std::io;
@@ -190,6 +191,21 @@ impl IntManager {
         on_snapshot: SnapshotSink,
         clock: Clock,
     ) -> io::Result<IntManager> {
+        // No in-band requests: a receiver whose sender is gone.
+        let (_, inband) = std::sync::mpsc::sync_channel(0);
+        Self::spawn_with_inband(cfg, reports, inband, on_snapshot, clock)
+    }
+
+    /// [`IntManager::spawn`], also taking in-band INT requests (0x32, decoded and validated
+    /// by the daemon as rule API installs) from `inband`: each creates or refreshes its
+    /// namespace ([`ManagerCore::on_inband_request`]) and a change is published as a snapshot.
+    pub fn spawn_with_inband<R: ManagedReport>(
+        cfg: ManagerConfig,
+        reports: Receiver<R>,
+        inband: Receiver<Rule>,
+        on_snapshot: SnapshotSink,
+        clock: Clock,
+    ) -> io::Result<IntManager> {
         let ctx = zmq::Context::new();
         let rep = ctx.socket(zmq::REP).map_err(|e| zerr("REP socket", e))?;
         rep.set_linger(0).map_err(|e| zerr("REP linger", e))?;
@@ -222,6 +238,8 @@ impl IntManager {
             publ,
             reports,
             reports_open: true,
+            inband,
+            inband_open: true,
             on_snapshot,
             clock,
             cfg,
@@ -281,6 +299,8 @@ struct Loop<R> {
     publ: zmq::Socket,
     reports: Receiver<R>,
     reports_open: bool,
+    inband: Receiver<Rule>,
+    inband_open: bool,
     on_snapshot: SnapshotSink,
     clock: Clock,
     cfg: ManagerConfig,
@@ -300,6 +320,7 @@ impl<R: ManagedReport> Loop<R> {
             if self.rep.poll(zmq::POLLIN, poll_ms).unwrap_or(0) > 0 {
                 self.serve_requests();
             }
+            self.drain_inband();
             self.drain_reports();
             self.core.tick((self.clock)(), &mut out);
             for p in out.drain(..) {
@@ -335,6 +356,28 @@ impl<R: ManagedReport> Loop<R> {
             if self.rep.send(reply, 0).is_err() {
                 self.core.count_reply_send_error();
             }
+        }
+    }
+
+    /// Applies queued in-band requests, then publishes one snapshot if any changed the table.
+    fn drain_inband(&mut self) {
+        if !self.inband_open {
+            return;
+        }
+        let mut changed = false;
+        for _ in 0..self.cfg.request_batch.max(1) {
+            match self.inband.try_recv() {
+                Ok(rule) => changed |= self.core.on_inband_request(rule),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    self.inband_open = false;
+                    break;
+                }
+            }
+        }
+        if changed {
+            let s = self.core.publish_snapshot();
+            (self.on_snapshot)(s);
         }
     }
 

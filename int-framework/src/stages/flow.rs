@@ -236,6 +236,10 @@ impl FlowIndex {
         self.map.clear();
         self.n_patterns = 0;
         for (i, n) in t.namespaces.iter().enumerate() {
+            if n.in_band {
+                // Learned from an in-band request: not a source rule (`lookup_flow`).
+                continue;
+            }
             let r = &n.rule;
             let wild = (r.src_port == 0) as u8 | ((r.dst_port == 0) as u8) << 1;
             let key = FlowKey::new(
