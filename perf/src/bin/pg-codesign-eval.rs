@@ -207,7 +207,11 @@ fn report(r: &Results, quick: bool) -> String {
         w,
         "a 2-core VM shared with other engineers' builds: read them as orders of magnitude.\n"
     );
-    let _ = writeln!(w, "The draft (Zhu et al.) reports no planner figures; its only number is for accuracy (below).\n");
+    let _ = writeln!(w, "The draft (Zhu et al.) reports no planner figures; its only number is for accuracy (below).");
+    let _ = writeln!(
+        w,
+        "The gate's per-packet cost is in `codesign-gate-bench.md`.\n"
+    );
     let _ = writeln!(w, "## Coverage and collection distance vs alpha\n");
     let _ = writeln!(
         w,
