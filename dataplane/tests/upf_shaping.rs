@@ -44,8 +44,11 @@ fn stage_shapes_2x_mbr_to_the_mbr() {
     let (mut queue_full, mut shaped) = (0u64, 0u64);
     let mut t = 0u64;
     while t < 5 * S {
-        if t < 4 * S && t % (4 * MS) == 0 {
-            let (bytes, d, meta) = rig.run_meta(&[frame.clone()], 1, t).pop().unwrap();
+        if t < 4 * S && t.is_multiple_of(4 * MS) {
+            let (bytes, d, meta) = rig
+                .run_meta(std::slice::from_ref(&frame), 1, t)
+                .pop()
+                .unwrap();
             match d.action() {
                 Action::Tx(0) => {
                     if meta.flags & flags::SHAPED != 0 {
