@@ -425,8 +425,9 @@ fn any_in(have: &[u64; BLOCKS / 64], b0: usize, b1: usize) -> bool {
 /// Set blocks `b0..b1`.
 fn set_range(have: &mut [u64; BLOCKS / 64], b0: usize, b1: usize) {
     if b0 < b1 {
-        for w in b0 / 64..=(b1 - 1) / 64 {
-            have[w] |= word_mask(w, b0, b1);
+        let (w0, w1) = (b0 / 64, (b1 - 1) / 64);
+        for (w, word) in have.iter_mut().enumerate().take(w1 + 1).skip(w0) {
+            *word |= word_mask(w, b0, b1);
         }
     }
 }
