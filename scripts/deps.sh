@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Install the system packages Peregrine needs on Debian 12 (bookworm), only what is missing.
 #   scripts/deps.sh          build and run: DPDK 22.11 headers and libs, clang for bindgen
-#   scripts/deps.sh --test   also the test oracles: dpdk-testpmd, tshark, Scapy (pip), iproute2
+#   scripts/deps.sh --test   also the test oracles: dpdk-testpmd, tshark, Scapy (pip), iproute2,
+#                            ethtool (veth checksum offload in the netns TCP test)
 set -euo pipefail
 
 want=(libdpdk-dev pkg-config clang libclang-dev libzmq3-dev)
 if [[ "${1:-}" == "--test" ]]; then
-  want+=(dpdk dpdk-dev tshark python3-pip iproute2)
+  want+=(dpdk dpdk-dev tshark python3-pip iproute2 ethtool)
 fi
 command -v cargo >/dev/null 2>&1 || want+=(cargo rustc)
 

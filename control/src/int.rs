@@ -38,6 +38,7 @@ use crate::platform::{PipelineConfig, Platform};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use peregrine_dataplane::runtime::{self, OnEgress, OnIngress, Publisher, Running};
 use peregrine_dataplane::PacketBuf;
+use peregrine_int::gate::{FlowGate, GateConfig};
 use peregrine_int::namespace::TableSnapshot;
 use peregrine_int::report::IntReport;
 use peregrine_int::stages::{IntConfig, IntEvent, IntSink, IntSource, IntTransit, Piggyback};
@@ -123,6 +124,9 @@ pub struct IntSection {
     /// `upf` pipeline only: elements run on packets leaving on `n6_ports` (uplink, after
     /// decap: the inner IPv6 of the G-PDU), before tx. Default: the source of `roles`.
     pub n6_out: Option<Vec<Role>>,
+    /// `[int.gate]`: the sketch-INT co-design gate at the source (docs/codesign.md).
+    #[serde(default)]
+    pub gate: Option<GateConfig>,
 }
 
 /// Order of the elements at one place: sink first (strips what arrived), then transit, then
@@ -248,6 +252,16 @@ impl IntSection {
                 ));
             }
         }
+        if let Some(g) = &self.gate {
+            g.validate()
+                .map_err(|e| invalid("int.gate", e.to_string()))?;
+            if !self.roles.contains(&Role::Source) {
+                return Err(invalid(
+                    "int.gate",
+                    "the gate acts at the source: add \"source\" to int.roles",
+                ));
+            }
+        }
         if self.rules == self.reports {
             return Err(invalid("int.reports", "must differ from int.rules"));
         }
@@ -284,6 +298,7 @@ impl IntSection {
                 .iter()
                 .filter_map(|p| port_index(p))
                 .collect(),
+            gate: self.gate.clone(),
             ..IntConfig::default()
         }
     }
@@ -540,6 +555,11 @@ impl IntFeature {
                     Role::Source => {
                         let s = IntSource::new(c.clone(), ir.tables.reader())
                             .with_piggyback(ir.piggyback_rx.clone());
+                        let s = match c.gate.clone().map(FlowGate::new) {
+                            Some(Ok(g)) => s.with_gate(g),
+                            // Refused at load by IntSection::validate: not reached.
+                            Some(Err(_)) | None => s,
+                        };
                         Element::Source(if trust { s.after_classifier() } else { s })
                     }
                 };
@@ -775,5 +795,38 @@ next_hop_mac = "02:00:00:00:01:06"
         let e = err(&(GOOD.replace("kind = \"l3fwd\"", "kind = \"int\"")
             + "[int]\nnode_id = 9\nroles = [\"sink\"]\nn6_ports = [\"n6\"]\n"));
         assert!(e.contains("int.n6_ports"), "{e}");
+    }
+
+    #[test]
+    fn gate_section_is_read_and_checked() {
+        let int = |extra: &str| {
+            GOOD.replace("kind = \"l3fwd\"", "kind = \"int\"")
+                + "[int]\nnode_id = 9\nroles = [\"source\"]\n"
+                + extra
+        };
+        let c = Config::parse(&int("[int.gate]\nlarge = 64\nsmall = 16\n")).unwrap();
+        let g = section(&c).gate.unwrap();
+        assert_eq!(
+            (g.large, g.small, g.rows, g.width, g.window_ms),
+            (64, 16, 3, 4096, 1000)
+        );
+        for (extra, want) in [
+            ("[int.gate]\nlarge = 8\nsmall = 16\n", "small <= large"),
+            (
+                "[int.gate]\nlarge = 8\nsmall = 4\nwidth = 1000\n",
+                "power of two",
+            ),
+            (
+                "[int.gate]\nlarge = 8\nsmall = 4\nunit = \"flows\"\n",
+                "unknown variant `flows`",
+            ),
+            ("[int.gate]\nlarge = 8\nsmall = 4\nwindow = 3\n", "window"),
+        ] {
+            let e = err(&int(extra));
+            assert!(e.contains(want), "{extra}: {e}");
+        }
+        let e = err(&(GOOD.replace("kind = \"l3fwd\"", "kind = \"int\"")
+            + "[int]\nnode_id = 9\nroles = [\"sink\"]\n[int.gate]\nlarge = 8\nsmall = 4\n"));
+        assert!(e.contains("int.gate") && e.contains("source"), "{e}");
     }
 }

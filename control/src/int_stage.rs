@@ -18,7 +18,7 @@ pub(crate) enum Element {
 }
 
 /// The counters each element keeps (`SourceStats`, `TransitStats`, `SinkStats`), by name.
-const SOURCE: [&str; 7] = [
+const SOURCE: [&str; N] = [
     "matched",
     "int_added",
     "requests_sent",
@@ -26,7 +26,13 @@ const SOURCE: [&str; 7] = [
     "skipped_mtu",
     "skipped_has_hbh",
     "skipped_build",
+    "gate_switched",
+    "gate_skipped",
+    "gate_bytes_saved",
+    "gate_unclassified",
 ];
+/// Counters per element (the source has the most).
+const N: usize = 11;
 const TRANSIT: [&str; 7] = [
     "hops_added",
     "requests_seen",
@@ -47,7 +53,7 @@ const ROLES: [(&str, &[&str]); 3] = [("source", &SOURCE), ("transit", &TRANSIT),
 
 impl Element {
     /// (index into `ROLES`, the element's counters in that role's order).
-    fn counters(&self) -> (usize, [u64; 7]) {
+    fn counters(&self) -> (usize, [u64; N]) {
         match self {
             Element::Source(s) => {
                 let x = s.stats();
@@ -59,6 +65,10 @@ impl Element {
                     x.skipped_mtu,
                     x.skipped_has_hbh,
                     x.skipped_build,
+                    x.gate_switched,
+                    x.gate_skipped,
+                    x.gate_bytes_saved,
+                    x.gate_unclassified,
                 ];
                 (0, v)
             }
@@ -72,6 +82,10 @@ impl Element {
                     x.skipped_mtu,
                     x.skipped_full,
                     x.events_dropped,
+                    0,
+                    0,
+                    0,
+                    0,
                 ];
                 (1, v)
             }
@@ -85,6 +99,10 @@ impl Element {
                     x.unknown_namespace,
                     0,
                     0,
+                    0,
+                    0,
+                    0,
+                    0,
                 ];
                 (2, v)
             }
@@ -96,7 +114,7 @@ impl Element {
 #[derive(Debug, Default)]
 struct Slot {
     role: usize,
-    vals: [AtomicU64; 7],
+    vals: [AtomicU64; N],
 }
 
 /// Every element's slot, registered when pipelines are built (on the control thread).
@@ -107,8 +125,8 @@ pub(crate) struct StageCounters {
 
 impl StageCounters {
     /// Per role, per counter: the sum over every element of that role.
-    fn totals(&self) -> [[u64; 7]; 3] {
-        let mut t = [[0u64; 7]; 3];
+    fn totals(&self) -> [[u64; N]; 3] {
+        let mut t = [[0u64; N]; 3];
         let slots = match self.slots.lock() {
             Ok(s) => s,
             Err(p) => p.into_inner(),

@@ -2,17 +2,17 @@
 //! pipelines, the control loop, metrics and reporting.
 //!
 //! Modules, leaves first (no module imports one above it): `error`, `metrics`, `summary`,
-//! `neighbour`, `end_marker`, `n4`; `platform`; `feature`; the features `upf`, `int` (with `int_stage`), `fridge`;
+//! `neighbour`, `gtpu_frames`, `n4`; `platform`; `feature`; the features `upf`, `int` (with `int_stage`), `fridge`;
 //! `registry`; `config`; `platform_metrics`, `classify_stage`; `daemon`.
 
 mod classify_stage;
 pub mod config;
 pub mod daemon;
 pub mod dta;
-pub mod end_marker;
 pub mod error;
 pub mod feature;
 pub mod fridge;
+pub mod gtpu_frames;
 pub mod int;
 mod int_stage;
 pub mod kestrel;

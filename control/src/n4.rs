@@ -11,8 +11,13 @@
 //! in order as their generations are seen. Then run the node's timers (heartbeats, report
 //! retransmissions). Workers never wait for any of this.
 //!
+//! GTP-U path supervision (TS 29.281 section 7.2.1): the node's `Output::Echo`s go out at
+//! once through the [`GtpuSink`]; Echo Responses reach the node as
+//! [`N4Command::EchoResponse`] from the exception path; failures and recoveries go to the SMF
+//! as Node Report Requests from the node itself.
+//!
 //! End Markers (SNDEM, TS 29.244 section 5.2.2.3): the node's `Event::EndMarker`s of a
-//! burst are sent by the [`EndMarkerSink`] after the burst's snapshot is published and seen
+//! burst are sent by the [`GtpuSink`] after the burst's snapshot is published and seen
 //! by every worker, and before the responses. Why after: until the publish the old rules are
 //! in force, and a worker keeps sending G-PDUs down the old tunnel; an End Marker injected
 //! before it could be followed by more of them, and the gNB would drop those (TS 29.281
@@ -28,7 +33,7 @@ use peregrine_n4::{Event, N4Stats, Node, NodeConfig, Output, Reject, Session};
 use peregrine_pfcp::ie::OuterHeaderCreation;
 use std::collections::VecDeque;
 use std::io::ErrorKind;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -65,11 +70,13 @@ pub trait SessionRules: Send {
     fn quota_exhausted(&mut self, s: &Session, urr_id: u32);
 }
 
-/// Sends the GTP-U End Marker down a tunnel the SMF moved away from (see the module docs).
-pub trait EndMarkerSink: Send {
+/// Sends the GTP-U frames the node asks for (see the module docs).
+pub trait GtpuSink: Send {
     /// Send an End Marker for the tunnel `old` of FAR `far_id` of session `seid`; false if
     /// it could not be sent (logged by the sink).
-    fn send(&mut self, seid: u64, far_id: u32, old: &OuterHeaderCreation) -> bool;
+    fn end_marker(&mut self, seid: u64, far_id: u32, old: &OuterHeaderCreation) -> bool;
+    /// Send a GTP-U Echo Request with `seq` to `peer`; false if it could not be sent.
+    fn echo_request(&mut self, peer: IpAddr, seq: u16) -> bool;
 }
 
 /// Requests from other threads to the N4 thread.
@@ -77,6 +84,8 @@ pub trait EndMarkerSink: Send {
 pub enum N4Command {
     /// A buffering FAR got downlink data (the exception path saw a buffered packet).
     DownlinkData { up_seid: u64, pdr_id: u16 },
+    /// A GTP-U Echo Response from `peer` (TS 29.281 section 7.2.2).
+    EchoResponse { peer: IpAddr, seq: u16 },
 }
 
 /// Where the endpoint listens and how its node behaves.
@@ -104,6 +113,9 @@ pub struct N4Counts {
     /// GTP-U End Markers sent for SNDEM, and those that could not be.
     pub end_markers_sent: u64,
     pub end_markers_failed: u64,
+    /// GTP-U Echo Requests that could not be sent (no route, no N3 address of the family,
+    /// port refused).
+    pub echo_requests_failed: u64,
 }
 
 /// What the endpoint has done, for logs, the summary and Prometheus.
@@ -151,7 +163,7 @@ impl N4Endpoint {
     pub fn start_with<R: SessionRules + 'static>(
         cfg: N4Config,
         rules: R,
-        end_markers: Option<Box<dyn EndMarkerSink>>,
+        end_markers: Option<Box<dyn GtpuSink>>,
     ) -> std::io::Result<Self> {
         if cfg.listen.is_empty() {
             return Err(std::io::Error::new(
@@ -185,7 +197,7 @@ impl N4Endpoint {
             pending: Vec::new(),
             inflight: VecDeque::new(),
             last_generation: 0,
-            end_marker_sink: end_markers,
+            gtpu_sink: end_markers,
             end_markers: Vec::new(),
             dirty: false,
             epoch: Instant::now(),
@@ -269,7 +281,7 @@ struct Loop<R> {
     inflight: VecDeque<Inflight>,
     /// The generation the last publish produced (0: none yet).
     last_generation: u64,
-    end_marker_sink: Option<Box<dyn EndMarkerSink>>,
+    gtpu_sink: Option<Box<dyn GtpuSink>>,
     /// End Markers held until the burst's rules are published: (SEID, FAR ID, old tunnel).
     end_markers: Vec<(u64, u32, OuterHeaderCreation)>,
     dirty: bool,
@@ -306,6 +318,10 @@ impl<R: SessionRules> Loop<R> {
                 match c {
                     N4Command::DownlinkData { up_seid, pdr_id } => {
                         let out = self.node.downlink_data(now, up_seid, pdr_id);
+                        self.apply(None, out);
+                    }
+                    N4Command::EchoResponse { peer, seq } => {
+                        let out = self.node.echo_response(now, peer, seq);
                         self.apply(None, out);
                     }
                 }
@@ -412,6 +428,16 @@ impl<R: SessionRules> Loop<R> {
                     self.pending.push((s, to, bytes));
                 }
                 Output::Event(e) => self.on_event(e),
+                // Path probes do not wait for a publish: they carry no rule change.
+                Output::Echo { peer, seq } => {
+                    let sent = self
+                        .gtpu_sink
+                        .as_mut()
+                        .is_some_and(|s| s.echo_request(peer, seq));
+                    if !sent {
+                        self.counts.echo_requests_failed += 1;
+                    }
+                }
             }
         }
     }
@@ -469,6 +495,12 @@ impl<R: SessionRules> Loop<R> {
             Event::ReportTimedOut { seid, seq } => {
                 tracing::warn!(seid, seq, "Session Report Request unanswered")
             }
+            Event::PathFailed { peer } => {
+                tracing::warn!(%peer, "GTP-U path failed: no Echo Response; Node Report sent")
+            }
+            Event::PathRecovered { peer } => {
+                tracing::info!(%peer, "GTP-U path recovered; Node Report sent")
+            }
             Event::AssociationUp { peer, .. } => tracing::info!(%peer, "PFCP association up"),
             Event::AssociationDown { peer, reason } => {
                 tracing::warn!(%peer, ?reason, "PFCP association down")
@@ -521,9 +553,9 @@ impl<R: SessionRules> Loop<R> {
             }
             for (seid, far_id, old) in f.end_markers {
                 let sent = self
-                    .end_marker_sink
+                    .gtpu_sink
                     .as_mut()
-                    .is_some_and(|s| s.send(seid, far_id, &old));
+                    .is_some_and(|s| s.end_marker(seid, far_id, &old));
                 if sent {
                     self.counts.end_markers_sent += 1;
                 } else {

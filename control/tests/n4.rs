@@ -267,6 +267,11 @@ fn smf_at_scale_1000_sessions() {
 /// the windows are the trace's seconds and the result does not depend on the machine's
 /// load. (A timed replay on a loaded 2-core machine delivers late, bunched packets that a
 /// 10 ms bucket rightly marks red.)
+/// The policer this test was written for (10 ms bursts, red dropped): `[upf.qos]` now
+/// defaults to shaping with 100 ms bursts (docs/upf.md, "MBR enforcement").
+const LEGACY_POLICING: &str = "[upf.qos]\nmbr_enforcement = \"policing\"\npbs = \"10ms\"\n\
+                               cbs = \"10ms\"\nmin_burst_bytes = 3200\n";
+
 #[test]
 fn mbr_is_enforced_per_second_from_the_first_second() {
     let _turn = heavy();
@@ -302,7 +307,7 @@ fn mbr_is_enforced_per_second_from_the_first_second() {
         &dl,
         &format!(
             "n3 = [\"192.0.2.1\"]\n\n[upf.synthetic]\nsessions = 1\nseed = 1\nqfis = [9]\n\
-             gnbs = 1\nouter = \"v4\"\nmbr_kbps = {MBR_KBPS}\n"
+             gnbs = 1\nouter = \"v4\"\nmbr_kbps = {MBR_KBPS}\n{LEGACY_POLICING}"
         ),
     );
     // The replay plays each file once; the daemon stops when both are done.

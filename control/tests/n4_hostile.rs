@@ -24,7 +24,8 @@ fn hostile_pfcp_leaves_the_node_serving() {
         "replay = \"timed\"\nloops = 0",
         &ul,
         &dl,
-        "n3 = [\"192.0.2.1\"]\nmax_sessions = 8\nheartbeat_interval_s = 30\n\n\
+        "n3 = [\"192.0.2.1\"]\nmax_sessions = 8\nheartbeat_interval_s = 30\n\
+         echo_interval_s = 2\necho_t3_s = 1\necho_n3 = 1\n\n\
          [upf.synthetic]\nsessions = 4\nseed = 1\nqfis = [9]\ngnbs = 1\nouter = \"v4\"\n",
     );
     let Some(r) = python(
@@ -211,7 +212,40 @@ fn hostile_pfcp_leaves_the_node_serving() {
     });
     assert!(timqu, "a TIMQU report for URR 1 of CP SEID 0x9400: {g}");
     assert_eq!(g["deleted"], true, "{g}");
+    // Path supervision (TS 29.281 7.2.1, TS 29.244 6.2.9): the pcap gNB 192.0.2.77 of the
+    // sessions never answers the Echo Requests (every 2 s, one retransmission after 1 s), so
+    // its path fails and the SMF gets a Node Report Request (UPFR) naming it.
+    let upfr = g["node_reports"].as_array().unwrap().iter().any(|n| {
+        n["type_upfr"] == 1 && n["upfr"].as_array().unwrap().contains(&"192.0.2.77".into())
+    });
+    assert!(upfr, "a UPFR Node Report naming 192.0.2.77: {g}");
     let (_, s) = d.stop();
+    // The Echo Requests on N3, as tshark reads the daemon's output: to the gNB, from our N3
+    // address, sequence numbers counting up.
+    if peregrine_testkit::tools::tool_present("tshark", &["-v"]) {
+        let pcap = dir.path().join("n3-tx.pcap");
+        let out = peregrine_testkit::tools::run(&[
+            "tshark",
+            "-r",
+            pcap.to_str().unwrap(),
+            "-Y",
+            "gtp.message == 1",
+            "-T",
+            "fields",
+            "-e",
+            "ip.src",
+            "-e",
+            "ip.dst",
+            "-e",
+            "gtp.seq_number",
+        ])
+        .unwrap();
+        let echoes: Vec<&str> = out.lines().filter(|l| l.contains("192.0.2.77")).collect();
+        assert!(echoes.len() >= 2, "Echo Requests to the gNB on N3: {out}");
+        assert!(echoes.iter().all(|l| l.starts_with("192.0.2.1\t")), "{out}");
+    } else {
+        assert!(!in_ci(), "tshark is required in CI");
+    }
     assert_eq!(
         s["upf"]["sessions"].as_u64(),
         Some(4 + 1),

@@ -83,6 +83,14 @@ qfis = [9]
 gnbs = 1
 outer = "v4"
 mbr_kbps = {MBR_KBPS}
+
+# The policer this test was written for (10 ms bursts, red dropped); the default is now
+# shaping (docs/upf.md, "MBR enforcement").
+[upf.qos]
+mbr_enforcement = "policing"
+pbs = "10ms"
+cbs = "10ms"
+min_burst_bytes = 3200
 "#
     );
     let bin = env!("CARGO_BIN_EXE_peregrine");

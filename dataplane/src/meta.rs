@@ -12,7 +12,8 @@
 //! * the classifier: offsets, `flow_hash`, `proto`, `flags`, `teid` and `qfi` of a G-PDU;
 //! * the UPF: `dir`, `teid` (downlink: the one it encapsulates with), `session`, `qfi`, `qid`,
 //!   `color`;
-//! * the egress scheduler: `enqueue_ns` at enqueue, `sojourn_ns` at dequeue.
+//! * the egress scheduler: `enqueue_ns` at enqueue, `sojourn_ns` at dequeue (a UPF that shapes
+//!   writes the departure time into `enqueue_ns` with [`flags::SHAPED`] set, for the scheduler).
 
 /// What stages learned about a packet, filled once and read by later stages, the egress
 /// scheduler and post-dequeue taps without re-parsing. 40 bytes.
@@ -66,8 +67,11 @@ pub mod flags {
     pub const FRAGMENT: u16 = 1 << 4;
     /// The flow's L4 header is present and complete.
     pub const L4: u16 = 1 << 5;
+    /// Shaped by the UPF (`qos::pacer`): `enqueue_ns` holds the departure time until the
+    /// egress scheduler takes the packet (it then clears the bit and stamps the enqueue time).
+    pub const SHAPED: u16 = 1 << 6;
     /// Bits assigned above; the others are free for features.
-    pub const ASSIGNED: u16 = (1 << 6) - 1;
+    pub const ASSIGNED: u16 = (1 << 7) - 1;
 }
 
 impl PacketMeta {
@@ -210,6 +214,7 @@ mod tests {
             flags::GPDU,
             flags::FRAGMENT,
             flags::L4,
+            flags::SHAPED,
         ];
         let mut seen = 0u16;
         for f in all {

@@ -6,6 +6,7 @@
 //! monitor are control-side, in `peregrine-int-manager`; the option formats are in
 //! `peregrine_wire::int`, next to `peregrine_wire::ioam`.
 //!
+//! - [`gate`]: the sketch-INT co-design gate (INT only for small flows; `docs/codesign.md`).
 //! - [`stages`]: INTSource / INTInter / INTSink as worker pipeline stages.
 //! - [`namespace`]: the namespace table (III-B.2) and the immutable snapshots the stages read.
 //! - [`request`]: the rule model the table holds and the in-band 0x32 request encoder.
@@ -13,6 +14,7 @@
 //!   form of the piggy-backed 0x33 report.
 #![forbid(unsafe_code)]
 
+pub mod gate;
 pub mod namespace;
 pub mod report;
 pub mod request;

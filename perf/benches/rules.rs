@@ -39,6 +39,9 @@ fn compiler(n: usize) -> Compiler {
         local_v6: N3.v6.into_iter().collect(),
         max_meter_slots: 2 * n as u32,
         max_urr_slots: n as u32,
+        qos: peregrine_dataplane::qos::QosPolicies::new(
+            peregrine_dataplane::qos::QerPolicy::legacy_policing(),
+        ),
     })
 }
 

@@ -12,6 +12,9 @@
 //!   flows, strips INT when present), the UPF, the INT source on N6 egress (`OnEgress`: the
 //!   decapsulated uplink, 1 in 100 packets of each monitored flow instrumented with an IOAM
 //!   trace); every stage reads the metadata. 64 rules: one per flow in the traffic.
+//! * `classify+int+gate+upf`: the same with the sketch-INT co-design gate at the source
+//!   (`docs/codesign.md`: d = 3, w = 4096, T_hi = 64 packets), which counts every uplink
+//!   packet; the flows turn large within the first iterations, so their INT stops.
 //!
 //! Each round runs every pipeline for `--ms` (default 300) in an order that alternates
 //! between rounds, so load from other processes hits every side alike; the figure is the
@@ -26,6 +29,7 @@ use peregrine_dataplane::runtime::{
 };
 use peregrine_dataplane::upf::{Upf, UpfStats, UpfTables};
 use peregrine_dataplane::OwnedBuf;
+use peregrine_int::gate::{FlowGate, GateConfig, GateUnit};
 use peregrine_int::namespace::NamespaceTable;
 use peregrine_int::request::{Flags, Mode, Protocol, Rule, TraceType};
 use peregrine_int::stages::{IntConfig, IntSink, IntSource};
@@ -93,7 +97,7 @@ struct Side {
     _keep: Box<dyn std::any::Any>,
 }
 
-fn side(name: &'static str, classify: bool, int: bool, sport: u16) -> Side {
+fn side(name: &'static str, classify: bool, int: bool, gate: bool, sport: u16) -> Side {
     let tables = Publisher::new(tables());
     let routes = Publisher::new(routes());
     let mut reasons = Reasons::new();
@@ -146,7 +150,20 @@ fn side(name: &'static str, classify: bool, int: bool, sport: u16) -> Side {
             hop_limit_after_forward: false,
             ..IntConfig::default()
         };
-        let source = IntSource::new(src_cfg, int_tables.reader());
+        let mut source = IntSource::new(src_cfg, int_tables.reader());
+        if gate {
+            source = source.with_gate(
+                FlowGate::new(GateConfig {
+                    window_ms: 1000,
+                    rows: 3,
+                    width: 4096,
+                    unit: GateUnit::Packets,
+                    large: 64,
+                    small: 16,
+                })
+                .expect("valid gate"),
+            );
+        }
         stages.push(Box::new(OnEgress::new(
             &[DL_PORT],
             source.after_classifier(),
@@ -230,9 +247,10 @@ fn main() {
     };
     let tr = traffic();
     let mut sides = [
-        side("upf", false, false, sport),
-        side("classify+upf", true, false, sport),
-        side("classify+int+upf", true, true, sport),
+        side("upf", false, false, false, sport),
+        side("classify+upf", true, false, false, sport),
+        side("classify+int+upf", true, true, false, sport),
+        side("classify+int+gate+upf", true, true, true, sport),
     ];
     let mut bufs: Vec<Vec<OwnedBuf>> = (0..sides.len())
         .map(|_| {
@@ -283,7 +301,7 @@ fn main() {
             1e3 / median(&mut v)
         );
     }
-    for (a, b) in [(0, 2), (1, 2), (0, 1)] {
+    for (a, b) in [(0, 2), (1, 2), (0, 1), (2, 3)] {
         let mut ratio: Vec<f64> = ns[a].iter().zip(&ns[b]).map(|(x, y)| x / y).collect();
         println!(
             "rate {} / {}: {:.3} (median of per-round ratios)",

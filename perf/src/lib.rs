@@ -8,11 +8,14 @@
 //!   `pg-fridge-eval` binary runs it.
 //! * [`dta_eval`]: the DTA seed's appendix A / Figures 12-14 through our translator and
 //!   collector; the `pg-dta-eval` binary runs it.
+//! * [`codesign_eval`]: the sketch-INT co-design evaluation (planner and per-flow accuracy);
+//!   the `pg-codesign-eval` binary runs it.
 //! * [`harness`]: what the throughput binaries (`pg-throughput`, `pg-upf`, `int-throughput`)
 //!   share: `net_ring` set-up, `dpdk-testpmd` runner, paired-round
 //!   statistics and JSON output.
 #![deny(unsafe_code)]
 
+pub mod codesign_eval;
 pub mod dta_eval;
 pub mod fridge_eval;
 pub mod harness;

@@ -14,6 +14,8 @@
 //! * [`pfcp`]: PFCP sample messages and request builders (TS 29.244);
 //! * [`traffic`]: the deterministic 5G user-plane traffic generator;
 //! * `upf` (feature `dataplane`): UPF rule-table fixtures and a rig running the UPF stage;
+//! * `gnb`, `tcp_rig` (feature `gnb`): a GTP-U gNB on a TUN device carrying kernel traffic, and
+//!   kernel TCP / UDP through the real daemon in network namespaces;
 //! * `impair` (feature `dataplane`): link impairments (loss, rate, delay, jitter) as a model
 //!   and as a pipeline stage, for experiments and tests.
 
@@ -21,6 +23,8 @@ pub mod alloc;
 pub mod daemon;
 pub mod delay_trace;
 pub mod frames;
+#[cfg(feature = "gnb")]
+pub mod gnb;
 #[cfg(feature = "dataplane")]
 pub mod impair;
 pub mod mbr;
@@ -28,6 +32,8 @@ pub mod netns;
 pub mod pcap;
 pub mod pfcp;
 pub mod rng;
+#[cfg(feature = "gnb")]
+pub mod tcp_rig;
 pub mod tools;
 pub mod traffic;
 pub mod tshark;

@@ -150,6 +150,7 @@ pub fn qer(qfi: Option<u8>, gate_open: bool, meter: Option<(TrTcmConfig, u32, u3
         qer_id: 1,
         gate_open,
         meter_cfg: meter.map(|m| m.0),
+        pacer: None,
         meter: meter.map_or(
             MeterRef {
                 slot: 0,

@@ -24,7 +24,7 @@ impl Node {
                 d
             }
         };
-        hb.chain(rtx).chain(urr).min()
+        hb.chain(rtx).chain(urr).chain(self.paths.next_due()).min()
     }
 
     /// Heartbeats to associated peers (section 6.2.2): a Heartbeat Request every
@@ -69,6 +69,7 @@ impl Node {
             }
         }
         self.retransmit_reports(now, &mut out);
+        self.poll_paths(now, &mut out);
         let due: Vec<(u64, u32)> = self
             .sessions
             .iter()

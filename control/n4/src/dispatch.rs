@@ -383,6 +383,7 @@ impl Node {
                 self.respond(now, peer, seq, Some(hdr), body, out);
             }
             Body::SessionReportResponse(r) => self.report_answered(peer, seq, r.cause),
+            Body::NodeReportResponse(r) => self.node_report_answered(peer, seq, r.cause),
             // Responses to requests we never send, Session Report Request (UP -> CP only),
             // Version Not Supported: nothing to do.
             _ => {}

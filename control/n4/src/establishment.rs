@@ -21,6 +21,9 @@ impl Node {
                 self.teids.remove(&teid);
             }
         }
+        for peer in Node::gtpu_peers(&s) {
+            self.paths.remove(peer);
+        }
         if let Some(a) = self.associations.get_mut(&s.peer) {
             a.sessions.remove(&seid);
         }
@@ -98,20 +101,25 @@ impl Node {
 
     /// Install a validated session (new or replacing its previous version), keeping the
     /// meters it had; [`Node::sync_session_state`] then brings them in line.
-    pub(crate) fn commit(&mut self, s: &Session) {
+    pub(crate) fn commit(&mut self, now: Nanos, s: &Session) {
         let seid = s.up_seid;
         let meters = match self.sessions.remove(&seid) {
             Some(old) => {
-                for teid in compact::decode(seid, &old.rules)
-                    .map(|o| o.teids())
-                    .unwrap_or_default()
-                {
-                    self.teids.remove(&teid);
+                if let Some(o) = compact::decode(seid, &old.rules) {
+                    for teid in o.teids() {
+                        self.teids.remove(&teid);
+                    }
+                    for peer in Node::gtpu_peers(&o) {
+                        self.paths.remove(peer);
+                    }
                 }
                 old.meters
             }
             None => RuleMap::new(),
         };
+        for peer in Node::gtpu_peers(s) {
+            self.paths.add(peer, now);
+        }
         for teid in s.teids() {
             self.teids.insert(teid, seid);
         }
@@ -210,7 +218,7 @@ impl Node {
                 let seid = self.alloc_seid();
                 debug_assert_eq!(seid, candidate);
                 self.next_teid = next_teid;
-                self.commit(&s);
+                self.commit(now, &s);
                 self.sync_session_state(now, &s, &[], &[]);
                 out.push(Output::Event(Event::SessionCreated { seid }));
                 SessionEstablishmentResponse {

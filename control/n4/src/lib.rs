@@ -45,6 +45,7 @@ mod compact;
 mod dispatch;
 mod establishment;
 mod modification;
+pub mod path;
 mod reports;
 pub mod rulemap;
 pub mod session;
@@ -53,16 +54,17 @@ pub use stats::N4Stats;
 pub mod usage;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use peregrine_pfcp::cause;
 use peregrine_pfcp::ie::{
-    apply_action, ie_type as t, report_type, smreq_flags, usage_report_trigger as urt, Bitmap,
-    FSeid, FailedRuleId, Grouped, Ie, NodeId, OuterHeaderCreation,
+    apply_action, ie_type as t, node_report_type, report_type, smreq_flags,
+    usage_report_trigger as urt, Bitmap, FSeid, FailedRuleId, Grouped, Ie, NodeId,
+    OuterHeaderCreation, RemoteGtpuPeer,
 };
 use peregrine_pfcp::message::{
-    msg_type as mt, AssociationRequest, AssociationResponse, Heartbeat,
+    msg_type as mt, AssociationRequest, AssociationResponse, Heartbeat, NodeReportRequest,
     SessionEstablishmentRequest, SessionEstablishmentResponse, SessionModificationRequest,
     SessionReportRequest, SessionResponse,
 };
@@ -115,11 +117,18 @@ pub struct NodeConfig {
     pub n1: u32,
     /// NTP seconds at node time 0, for Start / End Time and Time of First / Last Packet.
     pub ntp_origin: u32,
+    /// GTP-U path supervision (TS 29.281 section 7.2.1, see [`path`]): an Echo Request to
+    /// each peer in use every `echo_interval` (zero: off), repeated after `echo_t3` up to
+    /// `echo_n3` times before the path is declared failed.
+    pub echo_interval: Duration,
+    pub echo_t3: Duration,
+    pub echo_n3: u32,
 }
 
 impl NodeConfig {
     /// Defaults: FTUP, 100k sessions, heartbeat every 10 s with 3 retries, 30 s / 4096
-    /// response cache, T1 3 s / N1 3, NTP origin = the Recovery Time Stamp.
+    /// response cache, T1 3 s / N1 3, NTP origin = the Recovery Time Stamp, GTP-U Echo every
+    /// 60 s (T3 3 s, N3 3).
     pub fn new(node_id: NodeId, recovery_time_stamp: u32, n3_ipv4: Option<Ipv4Addr>) -> Self {
         NodeConfig {
             node_id,
@@ -135,6 +144,9 @@ impl NodeConfig {
             n1: 3,
             // The caller's clock origin is taken to be the node's start.
             ntp_origin: recovery_time_stamp,
+            echo_interval: Duration::from_secs(60),
+            echo_t3: Duration::from_secs(3),
+            echo_n3: 3,
         }
     }
 }
@@ -146,6 +158,12 @@ pub enum Output {
     Send {
         to: SocketAddr,
         bytes: Vec<u8>,
+    },
+    /// Send a GTP-U Echo Request (TS 29.281 section 7.2.1) with `seq` to the GTP-U peer;
+    /// feed its Echo Response to [`Node::echo_response`].
+    Echo {
+        peer: IpAddr,
+        seq: u16,
     },
     Event(Event),
 }
@@ -194,10 +212,19 @@ pub enum Event {
         far_id: u32,
         old: OuterHeaderCreation,
     },
-    /// A Session Report Request went unanswered after N1 retransmissions.
+    /// A Session Report Request (or, with `seid` 0, a Node Report Request) went unanswered
+    /// after N1 retransmissions.
     ReportTimedOut {
         seid: u64,
         seq: u32,
+    },
+    /// The GTP-U path to `peer` failed (no Echo Response): reported in a Node Report Request.
+    PathFailed {
+        peer: IpAddr,
+    },
+    /// The failed path to `peer` answered again: reported in a Node Report Request.
+    PathRecovered {
+        peer: IpAddr,
     },
 }
 
@@ -205,7 +232,10 @@ pub enum Event {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct PendingReport {
     peer: SocketAddr,
+    /// The session reported on; 0 for a Node Report Request.
     seid: u64,
+    /// A Node Report Request (section 7.4.5.1) rather than a Session Report Request.
+    node: bool,
     bytes: Vec<u8>,
     next_at: Nanos,
     retransmissions: u32,
@@ -271,6 +301,8 @@ pub struct Node {
     pending: BTreeMap<u32, PendingReport>,
     /// (UP SEID, FAR ID) whose buffering episode has been reported (DLDR).
     dldr_reported: BTreeSet<(u64, u32)>,
+    /// GTP-U paths in use and their supervision.
+    paths: path::Paths,
     stats: N4Stats,
 }
 
@@ -281,7 +313,6 @@ fn nanos(d: Duration) -> Nanos {
 impl Node {
     pub fn new(config: NodeConfig) -> Node {
         Node {
-            config,
             associations: BTreeMap::new(),
             sessions: BTreeMap::new(),
             teids: BTreeMap::new(),
@@ -293,7 +324,13 @@ impl Node {
             urr_due: std::cell::Cell::new(None),
             pending: BTreeMap::new(),
             dldr_reported: BTreeSet::new(),
+            paths: path::Paths::new(path::EchoConfig {
+                interval: nanos(config.echo_interval),
+                t3: nanos(config.echo_t3),
+                n3: config.echo_n3,
+            }),
             stats: N4Stats::default(),
+            config,
         }
     }
 

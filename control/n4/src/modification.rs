@@ -130,7 +130,7 @@ impl Node {
                 let mut reports =
                     self.final_reports(now, seid, &removed_urrs, t::USAGE_REPORT_SMR, usage);
                 self.next_teid = next_teid;
-                self.commit(&s);
+                self.commit(now, &s);
                 // A URR removed and re-created by the same request measures afresh.
                 if let Some(st) = self.sessions.get_mut(&seid) {
                     for id in &removed_urrs {

@@ -120,6 +120,7 @@ impl Node {
             PendingReport {
                 peer,
                 seid,
+                node: false,
                 bytes: bytes.clone(),
                 next_at: now.saturating_add(nanos(self.config.t1)),
                 retransmissions: 0,
@@ -167,7 +168,7 @@ impl Node {
     /// it; 65 (the CP function has no such session) drops every report of the session;
     /// other rejections complete it too (counted). Retransmitted responses match nothing.
     pub(crate) fn report_answered(&mut self, peer: SocketAddr, seq: u32, c: u8) {
-        let Some(p) = self.pending.get(&seq).filter(|p| p.peer == peer) else {
+        let Some(p) = self.pending.get(&seq).filter(|p| p.peer == peer && !p.node) else {
             self.stats.reports_unexpected_responses += 1;
             return;
         };
@@ -220,5 +221,133 @@ impl Node {
             v.push(m.report(&u, ie_type, trigger, now, self.config.ntp_origin));
         }
         v
+    }
+
+    /// GTP-U path supervision due at `now` (see [`path`]): Echo Requests to send, and one
+    /// Node Report Request per associated CP function for the paths that failed (UPFR) or
+    /// recovered (UPRR).
+    pub(crate) fn poll_paths(&mut self, now: Nanos, out: &mut Vec<Output>) {
+        let mut po = Vec::new();
+        self.paths.poll(now, &mut po);
+        self.path_outputs(now, po, out);
+    }
+
+    /// An Echo Response (TS 29.281 section 7.2.2) from the GTP-U peer `peer` with `seq`.
+    pub fn echo_response(&mut self, now: Nanos, peer: IpAddr, seq: u16) -> Vec<Output> {
+        let mut po = Vec::new();
+        self.paths.on_response(now, peer, seq, &mut po);
+        let mut out = Vec::new();
+        self.path_outputs(now, po, &mut out);
+        self.account(&out);
+        out
+    }
+
+    fn path_outputs(&mut self, now: Nanos, po: Vec<path::PathOut>, out: &mut Vec<Output>) {
+        use path::PathOut as P;
+        let (mut failed, mut recovered) = (Vec::new(), Vec::new());
+        for o in po {
+            match o {
+                P::Echo { peer, seq } => out.push(Output::Echo { peer, seq }),
+                P::Failed { peer } => {
+                    failed.push(peer);
+                    out.push(Output::Event(Event::PathFailed { peer }));
+                }
+                P::Recovered { peer } => {
+                    recovered.push(peer);
+                    out.push(Output::Event(Event::PathRecovered { peer }));
+                }
+            }
+        }
+        if failed.is_empty() && recovered.is_empty() {
+            return;
+        }
+        let group = |ty: u16, peers: &[IpAddr]| {
+            (!peers.is_empty()).then(|| {
+                let ies = peers
+                    .iter()
+                    .map(|a| {
+                        Ie::RemoteGtpuPeer(RemoteGtpuPeer {
+                            ipv4: match a {
+                                IpAddr::V4(x) => Some(*x),
+                                IpAddr::V6(_) => None,
+                            },
+                            ipv6: match a {
+                                IpAddr::V6(x) => Some(*x),
+                                IpAddr::V4(_) => None,
+                            },
+                            ..RemoteGtpuPeer::default()
+                        })
+                    })
+                    .collect();
+                Grouped::new(ty, ies)
+            })
+        };
+        let mut nrt = 0;
+        if !failed.is_empty() {
+            nrt |= node_report_type::UPFR;
+        }
+        if !recovered.is_empty() {
+            nrt |= node_report_type::UPRR;
+        }
+        let body = NodeReportRequest {
+            node_id: self.config.node_id.clone(),
+            node_report_type: Bitmap(nrt),
+            path_failure: group(t::USER_PLANE_PATH_FAILURE_REPORT, &failed),
+            path_recovery: group(t::USER_PLANE_PATH_RECOVERY_REPORT, &recovered),
+            extra: Vec::new(),
+        };
+        let peers: Vec<SocketAddr> = self.associations.keys().copied().collect();
+        for peer in peers {
+            let seq = self.alloc_seq();
+            let msg = Message {
+                seq,
+                seid: None,
+                priority: None,
+                fo: false,
+                body: Body::NodeReportRequest(body.clone()),
+            };
+            let Ok(bytes) = msg.to_vec() else { continue };
+            self.pending.insert(
+                seq,
+                PendingReport {
+                    peer,
+                    seid: 0,
+                    node: true,
+                    bytes: bytes.clone(),
+                    next_at: now.saturating_add(nanos(self.config.t1)),
+                    retransmissions: 0,
+                },
+            );
+            self.stats.node_reports_sent += 1;
+            out.push(Output::Send { to: peer, bytes });
+        }
+    }
+
+    /// Node Report Response (section 7.4.5.2) to one of our Node Report Requests.
+    pub(crate) fn node_report_answered(&mut self, peer: SocketAddr, seq: u32, c: u8) {
+        if self
+            .pending
+            .get(&seq)
+            .is_none_or(|p| p.peer != peer || !p.node)
+        {
+            self.stats.reports_unexpected_responses += 1;
+            return;
+        }
+        self.pending.remove(&seq);
+        if cause::is_accepted(c) {
+            self.stats.node_reports_acknowledged += 1;
+        } else {
+            self.stats.node_reports_rejected += 1;
+        }
+    }
+
+    /// GTP-U peers the FARs of `s` send to (Outer Header Creation with a TEID), one entry per
+    /// FAR: the path supervision's use counts.
+    pub(crate) fn gtpu_peers(s: &Session) -> impl Iterator<Item = IpAddr> + '_ {
+        s.fars.values().filter_map(|f| {
+            let o = f.forwarding.as_ref()?.outer_header_creation?;
+            o.teid?;
+            o.ipv4.map(IpAddr::V4).or(o.ipv6.map(IpAddr::V6))
+        })
     }
 }

@@ -32,9 +32,19 @@ pub struct N4Stats {
     pub reports_timed_out: u64,
     /// Session Report Responses matching no outstanding request.
     pub reports_unexpected_responses: u64,
+    /// Node Report Requests sent (first transmissions; retransmissions count in
+    /// `reports_retransmitted`), and their answers.
+    pub node_reports_sent: u64,
+    pub node_reports_acknowledged: u64,
+    pub node_reports_rejected: u64,
+    /// GTP-U path supervision (see [`crate::path`]).
+    pub paths: crate::path::PathStats,
     /// Gauges, as of the last call.
     pub sessions: u64,
     pub associations: u64,
+    /// GTP-U paths in use, and of those the failed ones.
+    pub gtpu_paths: u64,
+    pub gtpu_paths_failed: u64,
 }
 
 pub(crate) fn bump<K: Ord>(m: &mut BTreeMap<K, u64>, k: K) {
@@ -53,6 +63,10 @@ impl Node {
         }
         self.stats.sessions = self.sessions.len() as u64;
         self.stats.associations = self.associations.len() as u64;
+        let (paths, failed) = self.paths.counts();
+        self.stats.gtpu_paths = paths as u64;
+        self.stats.gtpu_paths_failed = failed as u64;
+        self.stats.paths = self.paths.stats();
     }
 
     /// A textual dump of all protocol state (associations, sessions, TEID table), excluding the
@@ -65,8 +79,8 @@ impl Node {
             .map(|(&k, st)| (k, &st.meters))
             .collect();
         format!(
-            "{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
-            self.associations, sessions, self.teids, meters, self.dldr_reported
+            "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+            self.associations, sessions, self.teids, meters, self.dldr_reported, self.paths
         )
     }
 
@@ -120,7 +134,7 @@ impl Node {
         if let Some(p) = self
             .pending
             .values()
-            .find(|p| !self.sessions.contains_key(&p.seid))
+            .find(|p| !p.node && !self.sessions.contains_key(&p.seid))
         {
             return Err(format!("report pending for missing session {}", p.seid));
         }

@@ -220,6 +220,9 @@ pub fn compile(cfg: &Config) -> Result<UpfTables, ConfigError> {
         local_v6: u.n3_v6().into_iter().collect(),
         max_meter_slots: slots,
         max_urr_slots: slots,
+        qos: peregrine_dataplane::qos::QosPolicies::new(
+            peregrine_dataplane::qos::QerPolicy::legacy_policing(),
+        ),
     });
     for s in &sessions {
         c.upsert(s).map_err(|e| ConfigError::Invalid {

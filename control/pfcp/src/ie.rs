@@ -107,6 +107,12 @@ pub mod ie_type {
     pub const UE_IP_ADDRESS: u16 = 93;
     pub const OUTER_HEADER_REMOVAL: u16 = 95;
     pub const RECOVERY_TIME_STAMP: u16 = 96;
+    /// Node Report Type (section 8.2.69), see [`super::node_report_type`].
+    pub const NODE_REPORT_TYPE: u16 = 101;
+    /// User Plane Path Failure Report (table 7.4.5.1.2-1).
+    pub const USER_PLANE_PATH_FAILURE_REPORT: u16 = 102;
+    /// Remote GTP-U Peer (section 8.2.70).
+    pub const REMOTE_GTPU_PEER: u16 = 103;
     pub const UR_SEQN: u16 = 104;
     pub const FAR_ID: u16 = 108;
     pub const QER_ID: u16 = 109;
@@ -115,6 +121,8 @@ pub mod ie_type {
     /// Query URR Reference (section 8.2.98).
     pub const QUERY_URR_REFERENCE: u16 = 125;
     pub const SUGGESTED_BUFFERING_PACKETS_COUNT: u16 = 140;
+    /// User Plane Path Recovery Report (table 7.4.5.1.3-1).
+    pub const USER_PLANE_PATH_RECOVERY_REPORT: u16 = 187;
 
     /// Whether `t` is one of the grouped IEs decoded as [`super::Grouped`].
     pub const fn is_grouped(t: u16) -> bool {
@@ -145,6 +153,8 @@ pub mod ie_type {
                 | UPDATE_BAR
                 | UPDATE_BAR_SRR
                 | QUERY_URR
+                | USER_PLANE_PATH_FAILURE_REPORT
+                | USER_PLANE_PATH_RECOVERY_REPORT
         )
     }
 
@@ -272,6 +282,14 @@ pub mod smreq_flags {
     pub const QAURR: u64 = 0x04;
 }
 
+/// Node Report Type bits (section 8.2.69).
+pub mod node_report_type {
+    /// User Plane Path Failure Report.
+    pub const UPFR: u64 = 0x01;
+    /// User Plane Path Recovery Report.
+    pub const UPRR: u64 = 0x02;
+}
+
 /// Report Type bits (section 8.2.21).
 pub mod report_type {
     pub const DLDR: u64 = 0x01;
@@ -343,6 +361,18 @@ pub struct FSeid {
     pub seid: u64,
     pub ipv4: Option<Ipv4Addr>,
     pub ipv6: Option<Ipv6Addr>,
+}
+
+/// Remote GTP-U Peer (section 8.2.70): a GTP-U peer address, with the Destination Interface
+/// and Network Instance of the path when given.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RemoteGtpuPeer {
+    pub ipv4: Option<Ipv4Addr>,
+    pub ipv6: Option<Ipv6Addr>,
+    /// Destination Interface value (section 8.2.24).
+    pub destination_interface: Option<u8>,
+    /// Network Instance (section 8.2.4), as bytes.
+    pub network_instance: Option<Vec<u8>>,
 }
 
 /// Node ID (section 8.2.38).
@@ -630,6 +660,8 @@ pub enum Ie {
     /// Query URR Reference (section 8.2.98): the CP function's tag for one query, echoed in
     /// the usage reports that answer it.
     QueryUrrReference(u32),
+    NodeReportType(Bitmap),
+    RemoteGtpuPeer(RemoteGtpuPeer),
     Grouped(Grouped),
     Raw(RawIe),
 }
@@ -799,6 +831,34 @@ fn parse_ueip(v: &[u8]) -> Option<UeIpAddress> {
     })
 }
 
+/// Section 8.2.70: flags (V6 0x01, V4 0x02, DI 0x04, NI 0x08), IPv4, IPv6, then the
+/// Destination Interface and Network Instance each behind a 2-octet length.
+fn parse_remote_gtpu_peer(v: &[u8]) -> Option<RemoteGtpuPeer> {
+    let mut r = Rd(v);
+    let f = r.u8()?;
+    let ipv4 = r.opt(f & 0x02 != 0, Rd::ipv4)?;
+    let ipv6 = r.opt(f & 0x01 != 0, Rd::ipv6)?;
+    let destination_interface = if f & 0x04 != 0 {
+        let n = r.be(2)? as usize;
+        let d = r.take(n)?;
+        Some(*d.first()? & 0x0f)
+    } else {
+        None
+    };
+    let network_instance = if f & 0x08 != 0 {
+        let n = r.be(2)? as usize;
+        Some(r.take(n)?.to_vec())
+    } else {
+        None
+    };
+    Some(RemoteGtpuPeer {
+        ipv4,
+        ipv6,
+        destination_interface,
+        network_instance,
+    })
+}
+
 fn parse_node_id(v: &[u8]) -> Option<NodeId> {
     let mut r = Rd(v);
     match r.u8()? & 0x0f {
@@ -859,6 +919,8 @@ impl Ie {
             Ie::SuggestedBufferingPacketsCount(_) => t::SUGGESTED_BUFFERING_PACKETS_COUNT,
             Ie::Qfi(_) => t::QFI,
             Ie::QueryUrrReference(_) => t::QUERY_URR_REFERENCE,
+            Ie::NodeReportType(_) => t::NODE_REPORT_TYPE,
+            Ie::RemoteGtpuPeer(_) => t::REMOTE_GTPU_PEER,
             Ie::Grouped(g) => g.ie_type,
             Ie::Raw(r) => r.ie_type,
         }
@@ -908,6 +970,8 @@ impl Ie {
             t::TIME_THRESHOLD => r.u32().map(Ie::TimeThreshold),
             t::TIME_QUOTA => r.u32().map(Ie::TimeQuota),
             t::QUERY_URR_REFERENCE => r.u32().map(Ie::QueryUrrReference),
+            t::NODE_REPORT_TYPE => parse_bitmap(v).map(Ie::NodeReportType),
+            t::REMOTE_GTPU_PEER => parse_remote_gtpu_peer(v).map(Ie::RemoteGtpuPeer),
             t::REPORTING_TRIGGERS => parse_bitmap(v).map(Ie::ReportingTriggers),
             t::REPORT_TYPE => parse_bitmap(v).map(Ie::ReportType),
             t::UP_FUNCTION_FEATURES => parse_bitmap(v).map(Ie::UpFunctionFeatures),
@@ -1082,8 +1146,34 @@ impl Ie {
             Ie::UpFunctionFeatures(b) => emit_bitmap(out, *b, 6),
             Ie::ApplyAction(b) => emit_bitmap(out, *b, 2),
             Ie::PfcpsmReqFlags(b) => emit_bitmap(out, *b, 1),
-            Ie::ReportType(b) | Ie::MeasurementMethod(b) => emit_bitmap(out, *b, 1),
+            Ie::ReportType(b) | Ie::MeasurementMethod(b) | Ie::NodeReportType(b) => {
+                emit_bitmap(out, *b, 1)
+            }
             Ie::OffendingIe(x) | Ie::PdrId(x) => put_be(out, *x as u64, 2),
+            Ie::RemoteGtpuPeer(p) => {
+                out.push(
+                    (p.network_instance.is_some() as u8) << 3
+                        | (p.destination_interface.is_some() as u8) << 2
+                        | (p.ipv4.is_some() as u8) << 1
+                        | p.ipv6.is_some() as u8,
+                );
+                if let Some(a) = p.ipv4 {
+                    out.extend_from_slice(&a.octets());
+                }
+                if let Some(a) = p.ipv6 {
+                    out.extend_from_slice(&a.octets());
+                }
+                if let Some(d) = p.destination_interface {
+                    put_be(out, 1, 2);
+                    out.push(d & 0x0f);
+                }
+                if let Some(n) = &p.network_instance {
+                    let len = u16::try_from(n.len())
+                        .map_err(|_| EmitError::FieldRange("network instance"))?;
+                    put_be(out, u64::from(len), 2);
+                    out.extend_from_slice(n);
+                }
+            }
             Ie::FSeid(f) => {
                 out.push((f.ipv4.is_some() as u8) << 1 | f.ipv6.is_some() as u8);
                 put_be(out, f.seid, 8);
@@ -1256,6 +1346,20 @@ mod tests {
         rt(Ie::TimeThreshold(60));
         rt(Ie::TimeQuota(3600));
         rt(Ie::QueryUrrReference(0xdead_beef));
+        rt(Ie::NodeReportType(Bitmap(node_report_type::UPFR)));
+        assert_eq!(
+            rt(Ie::RemoteGtpuPeer(RemoteGtpuPeer {
+                ipv4: Some(a4),
+                ..Default::default()
+            })),
+            [0, 103, 0, 5, 2, 10, 0, 0, 1]
+        );
+        rt(Ie::RemoteGtpuPeer(RemoteGtpuPeer {
+            ipv4: Some(a4),
+            ipv6: Some(a6),
+            destination_interface: Some(0),
+            network_instance: Some(encode_labels("access")),
+        }));
         rt(Ie::ReportingTriggers(Bitmap(0x0102)));
         rt(Ie::ReportType(Bitmap(report_type::USAR)));
         rt(Ie::OffendingIe(60));

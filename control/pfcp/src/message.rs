@@ -25,6 +25,8 @@ pub mod msg_type {
     pub const ASSOCIATION_RELEASE_REQUEST: u8 = 9;
     pub const ASSOCIATION_RELEASE_RESPONSE: u8 = 10;
     pub const VERSION_NOT_SUPPORTED_RESPONSE: u8 = 11;
+    pub const NODE_REPORT_REQUEST: u8 = 12;
+    pub const NODE_REPORT_RESPONSE: u8 = 13;
     pub const SESSION_ESTABLISHMENT_REQUEST: u8 = 50;
     pub const SESSION_ESTABLISHMENT_RESPONSE: u8 = 51;
     pub const SESSION_MODIFICATION_REQUEST: u8 = 52;
@@ -163,6 +165,31 @@ pub struct SessionReportRequest {
     pub extra: Vec<Ie>,
 }
 
+/// Node Report Request (section 7.4.5.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeReportRequest {
+    /// Mandatory.
+    pub node_id: NodeId,
+    /// Mandatory, see [`ie::node_report_type`].
+    pub node_report_type: Bitmap,
+    /// Conditional: present when Node Report Type has UPFR (table 7.4.5.1.2-1).
+    pub path_failure: Option<Grouped>,
+    /// Conditional: present when Node Report Type has UPRR (table 7.4.5.1.3-1).
+    pub path_recovery: Option<Grouped>,
+    pub extra: Vec<Ie>,
+}
+
+/// Node Report Response (section 7.4.5.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeReportResponse {
+    /// Mandatory.
+    pub node_id: NodeId,
+    /// Mandatory.
+    pub cause: u8,
+    pub offending_ie: Option<u16>,
+    pub extra: Vec<Ie>,
+}
+
 /// The message body, by type.
 // One body per datagram on the control plane: the size difference costs nothing worth a Box
 // in every match of every user.
@@ -179,6 +206,8 @@ pub enum Body {
     AssociationReleaseResponse(AssociationResponse),
     /// Version Not Supported Response (section 7.4.4.7): header only; IEs are ignored.
     VersionNotSupportedResponse,
+    NodeReportRequest(NodeReportRequest),
+    NodeReportResponse(NodeReportResponse),
     SessionEstablishmentRequest(SessionEstablishmentRequest),
     SessionEstablishmentResponse(SessionEstablishmentResponse),
     SessionModificationRequest(SessionModificationRequest),
@@ -266,6 +295,8 @@ impl Body {
             Body::AssociationReleaseRequest(_) => m::ASSOCIATION_RELEASE_REQUEST,
             Body::AssociationReleaseResponse(_) => m::ASSOCIATION_RELEASE_RESPONSE,
             Body::VersionNotSupportedResponse => m::VERSION_NOT_SUPPORTED_RESPONSE,
+            Body::NodeReportRequest(_) => m::NODE_REPORT_REQUEST,
+            Body::NodeReportResponse(_) => m::NODE_REPORT_RESPONSE,
             Body::SessionEstablishmentRequest(_) => m::SESSION_ESTABLISHMENT_REQUEST,
             Body::SessionEstablishmentResponse(_) => m::SESSION_ESTABLISHMENT_RESPONSE,
             Body::SessionModificationRequest(_) => m::SESSION_MODIFICATION_REQUEST,
@@ -339,6 +370,42 @@ impl Body {
                 }
             }
             m::VERSION_NOT_SUPPORTED_RESPONSE => return Ok(Body::VersionNotSupportedResponse),
+            m::NODE_REPORT_REQUEST => {
+                let r = NodeReportRequest {
+                    node_id: mandatory(take!(s, t::NODE_ID, Ie::NodeId), t::NODE_ID)?,
+                    node_report_type: mandatory(
+                        take!(s, t::NODE_REPORT_TYPE, Ie::NodeReportType),
+                        t::NODE_REPORT_TYPE,
+                    )?,
+                    path_failure: take!(s, t::USER_PLANE_PATH_FAILURE_REPORT, Ie::Grouped),
+                    path_recovery: take!(s, t::USER_PLANE_PATH_RECOVERY_REPORT, Ie::Grouped),
+                    extra: Vec::new(),
+                };
+                let nrt = r.node_report_type;
+                for (bit, present, ie_type) in [
+                    (
+                        ie::node_report_type::UPFR,
+                        r.path_failure.is_some(),
+                        t::USER_PLANE_PATH_FAILURE_REPORT,
+                    ),
+                    (
+                        ie::node_report_type::UPRR,
+                        r.path_recovery.is_some(),
+                        t::USER_PLANE_PATH_RECOVERY_REPORT,
+                    ),
+                ] {
+                    if nrt.contains(bit) && !present {
+                        return Err(DecodeError::ConditionalIeMissing { ie_type });
+                    }
+                }
+                Body::NodeReportRequest(r)
+            }
+            m::NODE_REPORT_RESPONSE => Body::NodeReportResponse(NodeReportResponse {
+                node_id: mandatory(take!(s, t::NODE_ID, Ie::NodeId), t::NODE_ID)?,
+                cause: mandatory(take!(s, t::CAUSE, Ie::Cause), t::CAUSE)?,
+                offending_ie: take!(s, t::OFFENDING_IE, Ie::OffendingIe),
+                extra: Vec::new(),
+            }),
             m::SESSION_ESTABLISHMENT_REQUEST => {
                 let r = SessionEstablishmentRequest {
                     node_id: mandatory(take!(s, t::NODE_ID, Ie::NodeId), t::NODE_ID)?,
@@ -463,6 +530,8 @@ impl Body {
             | Body::AssociationUpdateResponse(b)
             | Body::AssociationReleaseResponse(b) => &mut b.extra,
             Body::VersionNotSupportedResponse => return None,
+            Body::NodeReportRequest(b) => &mut b.extra,
+            Body::NodeReportResponse(b) => &mut b.extra,
             Body::SessionEstablishmentRequest(b) => &mut b.extra,
             Body::SessionEstablishmentResponse(b) => &mut b.extra,
             Body::SessionModificationRequest(b) => &mut b.extra,
@@ -501,6 +570,19 @@ impl Body {
                 v.extend(b.extra.iter().cloned());
             }
             Body::VersionNotSupportedResponse => {}
+            Body::NodeReportRequest(b) => {
+                v.push(Ie::NodeId(b.node_id.clone()));
+                v.push(Ie::NodeReportType(b.node_report_type));
+                v.extend(b.path_failure.clone().map(Ie::Grouped));
+                v.extend(b.path_recovery.clone().map(Ie::Grouped));
+                v.extend(b.extra.iter().cloned());
+            }
+            Body::NodeReportResponse(b) => {
+                v.push(Ie::NodeId(b.node_id.clone()));
+                v.push(Ie::Cause(b.cause));
+                v.extend(b.offending_ie.map(Ie::OffendingIe));
+                v.extend(b.extra.iter().cloned());
+            }
             Body::SessionEstablishmentRequest(b) => {
                 v.push(Ie::NodeId(b.node_id.clone()));
                 v.push(Ie::FSeid(b.cp_f_seid));
@@ -573,7 +655,7 @@ impl Message {
     pub fn parse_prefix(buf: &[u8]) -> Result<(Message, usize), DecodeError> {
         let h = Header::new_checked(buf)?;
         let mt = h.msg_type();
-        let known = matches!(mt, 1 | 2 | 5..=11 | 50..=57);
+        let known = matches!(mt, 1 | 2 | 5..=13 | 50..=57);
         if !known {
             return Err(DecodeError::UnknownMessageType(mt));
         }

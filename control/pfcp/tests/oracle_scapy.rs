@@ -49,7 +49,12 @@ fn ie_json(ie: &Ie) -> Value {
         | Ie::ApplyAction(b)
         | Ie::PfcpsmReqFlags(b)
         | Ie::MeasurementMethod(b)
-        | Ie::UsageReportTrigger(b) => json!(b.0),
+        | Ie::UsageReportTrigger(b)
+        | Ie::NodeReportType(b) => json!(b.0),
+        Ie::RemoteGtpuPeer(p) => json!({
+            "ipv4": opt(p.ipv4), "ipv6": opt(p.ipv6), "di": p.destination_interface,
+            "ni": p.network_instance.as_deref().map(decode_labels),
+        }),
         Ie::FTeid(FTeid::Assigned { teid, ipv4, ipv6 }) => {
             json!({"teid": teid, "ipv4": opt(*ipv4), "ipv6": opt(*ipv6)})
         }
@@ -129,7 +134,7 @@ fn scapy_vectors_decode_to_scapy_values() {
         assert_eq!(again, m, "{name}");
         n += 1;
     }
-    assert_eq!(n, 16, "one vector per message type");
+    assert_eq!(n, 18, "one vector per message type");
 }
 
 #[test]

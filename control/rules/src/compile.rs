@@ -15,7 +15,7 @@
 //!   whose source is our local address of the peer's family (preferring one the session's
 //!   F-TEIDs use); other descriptions are refused.
 //! * A QER (section 7.5.2.5) becomes one [`QerRule`] per direction a PDR uses it in: gate,
-//!   MBR → PIR and GBR → CIR ([`qer_config_kbps`]), QFI. Each metered direction owns a meter
+//!   MBR → PIR and GBR → CIR with the bursts of the QFI's policy (`QerPolicy::meter_kbps`), a pacer when it shapes, QFI. Each metered direction owns a meter
 //!   slot; a direction without MBR needs none (`MeterRef { slot: NONE, generation: 0 }`).
 //! * Each URR of the session owns a usage-counter slot.
 //!
@@ -31,7 +31,8 @@
 
 use crate::sdf::{self, SdfError};
 use arrayvec::ArrayVec;
-use peregrine_dataplane::qos::trtcm::{qer_config_kbps, ColourMode, TrTcmConfig};
+use peregrine_dataplane::qos::trtcm::{ColourMode, TrTcmConfig};
+use peregrine_dataplane::qos::QosPolicies;
 use peregrine_dataplane::upf::tables::{
     iface, shard_of, Direction, FarAction, FarRule, FlowFilter, KeyMap, MeterRef, OuterHeader,
     PdrRule, QerRule, SessionInfo, Shard, UpfTables, UrrRef, MAX_QERS_PER_PDR, MAX_URRS_PER_PDR,
@@ -58,6 +59,8 @@ pub struct CompilerConfig {
     pub max_meter_slots: u32,
     /// Usage-counter slots (one per URR) available in total.
     pub max_urr_slots: u32,
+    /// How QERs enforce their MBR (policing bursts or shaping), by QFI (`[upf.qos]`).
+    pub qos: QosPolicies,
 }
 
 /// The highest Destination Interface value TS 29.244 section 8.2.24 defines (5: 5G VN
@@ -857,7 +860,9 @@ impl Compiler {
             Direction::Uplink => (q.gate.ul, q.mbr.map(|m| m.ul), q.gbr.map(|g| g.ul)),
             Direction::Downlink => (q.gate.dl, q.mbr.map(|m| m.dl), q.gbr.map(|g| g.dl)),
         };
-        let meter_cfg: Option<TrTcmConfig> = qer_config_kbps(mbr, gbr, ColourMode::Blind);
+        let policy = self.cfg.qos.for_qfi(q.qfi);
+        let meter_cfg: Option<TrTcmConfig> = policy.meter_kbps(mbr, gbr, ColourMode::Blind);
+        let pacer = policy.pacer_kbps(mbr);
         let prev = old.and_then(|o| {
             o.qers
                 .iter()
@@ -868,7 +873,9 @@ impl Compiler {
                 slot: NONE,
                 generation: 0,
             },
-            (Some(c), Some(p)) if p.rule.meter_cfg == Some(c) => p.rule.meter,
+            (Some(c), Some(p)) if p.rule.meter_cfg == Some(c) && p.rule.pacer == pacer => {
+                p.rule.meter
+            }
             (Some(_), Some(p)) => {
                 // Same slot, new config: the workers re-create the meter.
                 delta.bumped.push(p.rule.meter.slot);
@@ -894,6 +901,7 @@ impl Compiler {
             // Section 8.2.7: 0 = OPEN; 1 = CLOSED (spare values treated as closed).
             gate_open: gate == 0,
             meter_cfg,
+            pacer,
             meter,
             qfi: q.qfi,
         })

@@ -21,6 +21,9 @@ fn compiler_cfg() -> CompilerConfig {
         local_v6: vec![N3_V6],
         max_meter_slots: 10_000,
         max_urr_slots: 10_000,
+        qos: peregrine_dataplane::qos::QosPolicies::new(
+            peregrine_dataplane::qos::QerPolicy::legacy_policing(),
+        ),
     }
 }
 
@@ -552,6 +555,9 @@ fn slots_exhausted_is_no_resources() {
     let mut c = Compiler::new(CompilerConfig {
         max_meter_slots: 3,
         max_urr_slots: 10,
+        qos: peregrine_dataplane::qos::QosPolicies::new(
+            peregrine_dataplane::qos::QerPolicy::legacy_policing(),
+        ),
         ..compiler_cfg()
     });
     let a = establish(&mut n, 2, est(1, None, ue(0)));
@@ -570,6 +576,9 @@ fn slots_exhausted_is_no_resources() {
     assert_eq!(c.meter(b, 1, Direction::Uplink), None);
     let mut c = Compiler::new(CompilerConfig {
         max_urr_slots: 1,
+        qos: peregrine_dataplane::qos::QosPolicies::new(
+            peregrine_dataplane::qos::QerPolicy::legacy_policing(),
+        ),
         ..compiler_cfg()
     });
     c.upsert(&session(&n, a)).unwrap();

@@ -28,6 +28,9 @@ fn hundred_thousand_sessions() {
         local_v6: n3.v6.into_iter().collect(),
         max_meter_slots: 2 * N as u32,
         max_urr_slots: N as u32,
+        qos: peregrine_dataplane::qos::QosPolicies::new(
+            peregrine_dataplane::qos::QerPolicy::legacy_policing(),
+        ),
     });
     for s in &sessions {
         c.upsert(s).unwrap();

@@ -189,6 +189,7 @@ pub fn write_metrics(
         tot.end_markers_received += x.end_markers_received;
         tot.buffered += x.buffered;
         tot.icmp_errors_sent += x.icmp_errors_sent;
+        tot.l4_checksums_fixed += x.l4_checksums_fixed;
         tot.packets_fragmented += x.packets_fragmented;
         tot.fragments_made += x.fragments_made;
         tot.fragments_received += x.fragments_received;
@@ -230,6 +231,12 @@ pub fn write_metrics(
         ctr,
         "ICMP Packet Too Big / Fragmentation Needed sent.",
         tot.icmp_errors_sent as f64,
+    );
+    e.one(
+        "peregrine_l4_checksums_fixed_total",
+        ctr,
+        "TCP/UDP checksums recomputed on `fix_l4_checksums` ports that arrived partial or wrong.",
+        tot.l4_checksums_fixed as f64,
     );
     for (name, help, v) in [
         (
@@ -361,6 +368,73 @@ pub fn write_metrics(
         ] {
             e.one(name, ctr, help, v as f64);
         }
+        let ps = &ns.paths;
+        for (name, help, v) in [
+            (
+                "peregrine_pfcp_node_reports_sent_total",
+                "Node Report Requests sent (GTP-U path failure / recovery; TS 29.244 6.2.9).",
+                ns.node_reports_sent,
+            ),
+            (
+                "peregrine_pfcp_node_reports_acknowledged_total",
+                "Node Report Requests answered with an acceptance cause.",
+                ns.node_reports_acknowledged,
+            ),
+            (
+                "peregrine_pfcp_node_reports_rejected_total",
+                "Node Report Requests answered with a rejection cause.",
+                ns.node_reports_rejected,
+            ),
+            (
+                "peregrine_gtpu_echo_requests_sent_total",
+                "GTP-U Echo Requests to peers in use (TS 29.281 7.2.1), first transmissions.",
+                ps.echo_requests,
+            ),
+            (
+                "peregrine_gtpu_echo_retransmissions_total",
+                "GTP-U Echo Requests repeated after T3 without a response.",
+                ps.echo_retransmissions,
+            ),
+            (
+                "peregrine_gtpu_echo_responses_total",
+                "GTP-U Echo Responses answering an outstanding request.",
+                ps.echo_responses,
+            ),
+            (
+                "peregrine_gtpu_echo_responses_unexpected_total",
+                "GTP-U Echo Responses from a peer not in use or with a stale sequence number.",
+                ps.echo_responses_unexpected,
+            ),
+            (
+                "peregrine_gtpu_echo_requests_failed_total",
+                "GTP-U Echo Requests that could not be sent (no route or address, port refused).",
+                st.counts.echo_requests_failed,
+            ),
+            (
+                "peregrine_gtpu_path_failures_total",
+                "GTP-U paths declared failed after N3 unanswered retransmissions.",
+                ps.failures,
+            ),
+            (
+                "peregrine_gtpu_path_recoveries_total",
+                "Failed GTP-U paths that answered again.",
+                ps.recoveries,
+            ),
+        ] {
+            e.one(name, ctr, help, v as f64);
+        }
+        e.one(
+            "peregrine_gtpu_paths",
+            Kind::Gauge,
+            "GTP-U peers in use by some session's FAR (supervised with Echo Requests).",
+            ns.gtpu_paths as f64,
+        );
+        e.one(
+            "peregrine_gtpu_paths_failed",
+            Kind::Gauge,
+            "GTP-U peers in use whose path has failed.",
+            ns.gtpu_paths_failed as f64,
+        );
         e.one(
             "peregrine_pfcp_sessions",
             Kind::Gauge,
@@ -404,6 +478,8 @@ pub struct UpfSummary {
     pub qfi: Vec<QfiRow>,
     pub echo_replies: u64,
     pub error_indications_sent: u64,
+    /// TCP/UDP checksums completed in software (`fix_l4_checksums`).
+    pub l4_checksums_fixed: u64,
     pub pfcp_datagrams_in: u64,
     pub pfcp_datagrams_out: u64,
     pub rule_publishes: u64,
@@ -447,11 +523,12 @@ pub(super) fn summary(
             }
         }
     }
-    let (mut echo, mut ei) = (0, 0);
+    let (mut echo, mut ei, mut fixed) = (0, 0, 0);
     for s in stats {
         let x = s.totals();
         echo += x.echo_replies;
         ei += x.error_indications_sent;
+        fixed += x.l4_checksums_fixed;
     }
     let st = n4.unwrap_or_default();
     UpfSummary {
@@ -459,6 +536,7 @@ pub(super) fn summary(
         qfi,
         echo_replies: echo,
         error_indications_sent: ei,
+        l4_checksums_fixed: fixed,
         pfcp_datagrams_in: st.counts.datagrams_in,
         pfcp_datagrams_out: st.counts.datagrams_out,
         rule_publishes: st.counts.publishes,

@@ -4,16 +4,18 @@
 //! the SMF, and closes 3GPP-PM style windows once a second.
 
 mod metrics;
+mod offload;
+mod qos;
 mod rules;
 mod section;
 
 pub use metrics::{qfi_totals, write_metrics, PerQfi, PmWindows, QfiRow, QfiTotals, UpfSummary};
-pub use rules::{ntp_now, DaemonRules, InjectEndMarkers};
+pub use rules::{ntp_now, DaemonRules, InjectGtpu};
 pub use section::{EgressPort, Synthetic, UpfSection, STATIC_SEID_BIT};
 
-use crate::end_marker::EndMarkerBuilder;
 use crate::error::{invalid, ConfigError, RunError};
 use crate::feature::{Build, Configure, Feature, FeatureReport};
+use crate::gtpu_frames::GtpuFrames;
 use crate::metrics::Exposition;
 use crate::neighbour::Responder;
 use crate::platform::{PipelineConfig, Platform};
@@ -39,6 +41,8 @@ pub struct UpfFeature {
     /// End Markers; the UPF stage reads the daemon's published routes).
     routes: RouteTable,
     qfi_map: QfiMap,
+    /// Ports whose TCP/UDP checksums are recomputed (bit per port index).
+    fix_l4_checksums: u64,
     state: Option<State>,
     neighbours: Option<Neighbours>,
     last_window: Option<Instant>,
@@ -122,7 +126,10 @@ impl Configure for UpfFeature {
             .try_into()
             .map_err(|e: toml::de::Error| crate::error::section_error("upf", &e))?;
         section.validate(|n| p.port_index(n))?;
+        let fix_l4_checksums = offload::fix_mask(&section.fix_l4_checksums, |n| p.port_index(n));
+        offload::warn_partial_checksums(p, fix_l4_checksums);
         Ok(Some(UpfFeature {
+            fix_l4_checksums,
             qfi_map: section.qfi_map(),
             promiscuous,
             macs: (0..p.ports.len()).map(|i| p.port_mac(i)).collect(),
@@ -154,6 +161,7 @@ impl UpfFeature {
             qfi_map: self.qfi_map,
             promiscuous: self.promiscuous,
             max_meter_slots: s.slots(),
+            fix_l4_checksums: self.fix_l4_checksums,
             reassembly: s.reassembly.config(),
         }
     }
@@ -185,8 +193,8 @@ impl UpfFeature {
         let Some(compiler) = st.compiler.take() else {
             return Ok(());
         };
-        let end_markers = InjectEndMarkers {
-            builder: EndMarkerBuilder {
+        let gtpu = InjectGtpu {
+            frames: GtpuFrames {
                 n3_v4: s.n3_v4(),
                 n3_v6: s.n3_v6(),
                 routes: self.routes.clone(),
@@ -198,6 +206,9 @@ impl UpfFeature {
         node.n3_addresses.1 = s.n3_v6();
         node.max_sessions = s.max_sessions;
         node.heartbeat_interval = Duration::from_secs(s.heartbeat_interval_s);
+        node.echo_interval = Duration::from_secs(s.echo_interval_s);
+        node.echo_t3 = Duration::from_secs(s.echo_t3_s);
+        node.echo_n3 = s.echo_n3;
         let rules = DaemonRules::new(compiler, st.publisher.clone(), st.stats.clone());
         let ep = crate::n4::N4Endpoint::start_with(
             crate::n4::N4Config {
@@ -206,7 +217,7 @@ impl UpfFeature {
                 usage_interval: Duration::from_millis(s.usage_interval_ms),
             },
             rules,
-            Some(Box::new(end_markers)),
+            Some(Box::new(gtpu)),
         )?;
         tracing::info!(listen = ?ep.local_addrs(), "PFCP N4 endpoint up");
         st.n4 = Some(ep);
@@ -305,6 +316,8 @@ impl<B: PacketBuf + 'static> Feature<B> for UpfFeature {
         if let Some((up_seid, pdr_id)) = rules::buffered_downlink(&st.publisher.current(), &p.data)
         {
             n4.command(crate::n4::N4Command::DownlinkData { up_seid, pdr_id });
+        } else if let Some((peer, seq)) = crate::gtpu_frames::echo_response(&p.data) {
+            n4.command(crate::n4::N4Command::EchoResponse { peer, seq });
         }
     }
 

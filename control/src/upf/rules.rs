@@ -170,21 +170,34 @@ impl SessionRules for DaemonRules {
     }
 }
 
-/// End Markers built from the route table and sent through worker 0's tx queue.
+/// GTP-U frames (End Markers, Echo Requests) built from the route table and sent through
+/// worker 0's tx queue.
 #[derive(Debug)]
-pub struct InjectEndMarkers {
-    pub builder: crate::end_marker::EndMarkerBuilder,
+pub struct InjectGtpu {
+    pub frames: crate::gtpu_frames::GtpuFrames,
     pub injector: peregrine_dataplane::runtime::Injector,
 }
 
-impl crate::n4::EndMarkerSink for InjectEndMarkers {
-    fn send(
+impl crate::n4::GtpuSink for InjectGtpu {
+    fn echo_request(&mut self, peer: IpAddr, seq: u16) -> bool {
+        let sent = self
+            .frames
+            .echo_request(peer, seq)
+            .map_err(|e| e.to_string())
+            .and_then(|(port, f)| self.injector.inject(0, port, &f).map_err(|e| e.to_string()));
+        if let Err(e) = &sent {
+            tracing::warn!(%peer, seq, %e, "GTP-U Echo Request not sent");
+        }
+        sent.is_ok()
+    }
+
+    fn end_marker(
         &mut self,
         seid: u64,
         far_id: u32,
         old: &peregrine_pfcp::ie::OuterHeaderCreation,
     ) -> bool {
-        let (port, frame) = match self.builder.frame(old) {
+        let (port, frame) = match self.frames.end_marker(old) {
             Ok(x) => x,
             Err(e) => {
                 tracing::warn!(seid, far_id, %e, "End Marker not built");

@@ -45,9 +45,25 @@ pub struct UpfSection {
     /// Heartbeat Requests to each associated SMF, seconds.
     #[serde(default = "default_heartbeat_s")]
     pub heartbeat_interval_s: u64,
+    /// GTP-U Echo Request to each peer in use (TS 29.281 section 7.2.1), seconds; 0 = off.
+    #[serde(default = "default_echo_interval_s")]
+    pub echo_interval_s: u64,
+    /// Unanswered Echo Requests are repeated after `echo_t3_s` up to `echo_n3` times, then
+    /// the path has failed (reported to the SMF in a Node Report Request).
+    #[serde(default = "default_echo_t3_s")]
+    pub echo_t3_s: u64,
+    #[serde(default = "default_echo_n3")]
+    pub echo_n3: u32,
     /// Overrides of the default QFI -> egress queue map: `[[qfi, qid], ...]`.
     #[serde(default)]
     pub qfi_to_qid: Vec<[u8; 2]>,
+    /// Ports whose received TCP/UDP checksums are recomputed (peers with checksum offload,
+    /// e.g. veths, leave them partial; `upf::offload`).
+    #[serde(default)]
+    pub fix_l4_checksums: Vec<String>,
+    /// MBR enforcement: policing bursts or shaping, per QFI (`upf::qos`).
+    #[serde(default)]
+    pub qos: super::qos::QosSection,
     /// Ports with the 8-queue egress scheduler (SP + WRR) and optional shaper.
     #[serde(default)]
     pub egress: Vec<EgressPort>,
@@ -128,6 +144,18 @@ impl Reassembly {
         }
         Ok(())
     }
+}
+
+fn default_echo_interval_s() -> u64 {
+    60
+}
+
+fn default_echo_t3_s() -> u64 {
+    3
+}
+
+fn default_echo_n3() -> u32 {
+    3
 }
 
 fn default_max_sessions() -> usize {
@@ -287,12 +315,33 @@ impl UpfSection {
         if self.heartbeat_interval_s == 0 {
             return Err(invalid("upf.heartbeat_interval_s", "must be positive"));
         }
+        if self.echo_interval_s > 0 && self.echo_t3_s == 0 {
+            return Err(invalid("upf.echo_t3_s", "must be positive"));
+        }
         for (i, [q, id]) in self.qfi_to_qid.iter().enumerate() {
             if *q as usize >= NUM_QFI || *id >= 8 {
                 return Err(invalid(
                     format!("upf.qfi_to_qid[{i}]"),
                     format!("[{q}, {id}]: QFI must be 0..=63 and queue 0..=7"),
                 ));
+            }
+        }
+        self.qos.policies()?;
+        for (i, n) in self.fix_l4_checksums.iter().enumerate() {
+            match port_index(n) {
+                None => {
+                    return Err(invalid(
+                        format!("upf.fix_l4_checksums[{i}]"),
+                        format!("no port named `{n}`"),
+                    ))
+                }
+                Some(p) if p >= 64 => {
+                    return Err(invalid(
+                        format!("upf.fix_l4_checksums[{i}]"),
+                        format!("`{n}` is port {p}: only ports 0..64 can be listed"),
+                    ))
+                }
+                Some(_) => {}
             }
         }
         for (i, e) in self.egress.iter().enumerate() {
@@ -338,8 +387,11 @@ impl UpfSection {
         Ok(())
     }
 
+    /// The compiler's configuration (`validate` has checked `[upf.qos]`; a bad one here
+    /// falls back to the defaults).
     pub fn compiler_config(&self) -> CompilerConfig {
         CompilerConfig {
+            qos: self.qos.policies().unwrap_or_default(),
             local_v4: self.n3_v4().into_iter().collect(),
             local_v6: self.n3_v6().into_iter().collect(),
             max_meter_slots: self.slots(),
@@ -361,7 +413,9 @@ impl UpfSection {
         Ok(c)
     }
 
-    /// Egress scheduler per port index.
+    /// Egress scheduler per port index. When a QoS policy shapes, every port gets one (the
+    /// default scheduler where `[[upf.egress]]` names none): shaped packets wait on the
+    /// scheduler's timing wheel.
     pub fn egress_configs(
         &self,
         nports: usize,
@@ -369,6 +423,14 @@ impl UpfSection {
     ) -> Vec<Option<EgressConfig>> {
         let mut v = vec![None; nports];
         let default_qid = self.qfi_map().qid(9);
+        if self.qos.policies().is_ok_and(|p| p.any_shaping()) {
+            for c in v.iter_mut() {
+                *c = Some(EgressConfig {
+                    scheduler: SchedulerConfig::default(),
+                    default_qid,
+                });
+            }
+        }
         for e in &self.egress {
             if let Some(p) = port_index(&e.port) {
                 let scheduler = SchedulerConfig {

@@ -61,6 +61,8 @@ class Hostile:
         self.last_tx = self.tx_total()
         # Session Report Requests the UPF sent us: (our SEID, [(URR ID, trigger names)]).
         self.reports = []
+        # Node Report Requests: {"upfr": [peer, ...], "uprr": [peer, ...]}.
+        self.node_reports = []
 
     def next_seq(self):
         self.seq += 1
@@ -82,15 +84,40 @@ class Hostile:
             except socket.timeout:
                 return None
             pkt = PFCP(got)
-            if isinstance(pkt.payload, PFCPHeartbeatRequest):
-                self.sock.sendto(bytes(PFCP(version=1, S=0, seq=pkt.seq) / PFCPHeartbeatResponse(
-                    IE_list=[IE_RecoveryTimeStamp(timestamp=0xE6F00002)])), peer)
-                continue
-            if isinstance(pkt.payload, PFCPSessionReportRequest):
-                self.answer_report(pkt, peer)
+            if self.upf_request(pkt, peer):
                 continue
             return pkt
         return None
+
+    def upf_request(self, pkt, peer):
+        """Answer a request of the UPF's own (Heartbeat, Session / Node Report); True if it
+        was one."""
+        if isinstance(pkt.payload, PFCPHeartbeatRequest):
+            self.sock.sendto(bytes(PFCP(version=1, S=0, seq=pkt.seq) / PFCPHeartbeatResponse(
+                IE_list=[IE_RecoveryTimeStamp(timestamp=0xE6F00002)])), peer)
+            return True
+        if isinstance(pkt.payload, PFCPSessionReportRequest):
+            self.answer_report(pkt, peer)
+            return True
+        if isinstance(pkt.payload, PFCPNodeReportRequest):
+            self.answer_node_report(pkt, peer)
+            return True
+        return False
+
+    def answer_node_report(self, pkt, peer):
+        """Keep the peers of a Node Report Request (Scapy decodes it) and accept it."""
+        rep = {"upfr": [], "uprr": []}
+        for ie in ies_of(pkt.payload):
+            if isinstance(ie, IE_NodeReportType):
+                rep["type_upfr"] = int(ie.UPFR)
+            elif isinstance(ie, IE_UserPlanePathFailureReport):
+                rep["upfr"] += [p.ipv4 if p.V4 else p.ipv6 for p in ies_of(ie)
+                                if isinstance(p, IE_RemoteGTP_U_Peer)]
+            elif getattr(ie, "ietype", None) == 187:
+                rep["uprr"].append("present")
+        self.node_reports.append(rep)
+        self.sock.sendto(bytes(PFCP(version=1, S=0, seq=pkt.seq) / PFCPNodeReportResponse(
+            IE_list=[IE_NodeId(id_type=0, ipv4=CP_NODE), IE_Cause(cause=ACCEPTED)])), peer)
 
     def answer_report(self, pkt, peer):
         """Keep what a Session Report Request reports and acknowledge it (cause 1)."""
@@ -206,10 +233,7 @@ class Hostile:
                 got, peer = self.sock.recvfrom(65535)
             except socket.timeout:
                 return
-            pkt = PFCP(got)
-            if isinstance(pkt.payload, PFCPHeartbeatRequest):
-                self.sock.sendto(bytes(PFCP(version=1, S=0, seq=pkt.seq) / PFCPHeartbeatResponse(
-                    IE_list=[IE_RecoveryTimeStamp(timestamp=0xE6F00002)])), peer)
+            self.upf_request(PFCP(got), peer)
 
     def settled_decode_errors(self, before, expect_kind):
         """Decode-error counters once the page shows the case (or after 3 s)."""
@@ -400,6 +424,9 @@ def gaps(h):
         h.exchange(h.heartbeat_bytes(), wait=0.5)
     g["reports"] = h.reports
     g["deleted"] = h.delete(up)
+    # GTP-U path supervision: the pcap gNB never answers the UPF's Echo Requests, so its
+    # paths fail and the UPF says so in Node Report Requests (Scapy decodes them here).
+    g["node_reports"] = h.node_reports
     return g
 
 

@@ -5,9 +5,14 @@
 //! Everything takes time as an argument (`runtime::Context::now_ns`), so tests run on a fake
 //! clock, and nothing allocates per packet.
 
+pub mod pacer;
+pub mod policy;
 pub mod scheduler;
 pub mod trtcm;
+pub mod wheel;
 
+pub use pacer::{Pace, Pacer, PacerConfig};
+pub use policy::{BurstSpec, Enforcement, QerPolicy, QosPolicies};
 pub use scheduler::{
     Dequeued, QfiMap, QueueClass, QueueConfig, QueueStats, Scheduler, SchedulerConfig,
     ShaperConfig, NUM_QFI, NUM_QUEUES,

@@ -16,11 +16,17 @@
 //!   taps read it with the rest of the record (`Meta::timestamp_ns` stays the arrival time).
 //! * An optional token-bucket shaper limits the port's total rate, so queues build up when the
 //!   offered load exceeds it. Time is passed in everywhere.
+//! * Packets a UPF shaped (`qos::pacer`: [`flags::SHAPED`](crate::meta::flags::SHAPED), the
+//!   departure time in `enqueue_ns`) wait on a timing wheel (`qos::wheel`) until their
+//!   departure time, then join their queue. A queue's depth counts the packets waiting for
+//!   it on the wheel, so a released packet always finds room.
 //!
 //! Nothing allocates after construction.
 
 use super::trtcm::{QosConfigError, TokenBucket};
+use super::wheel::Wheel;
 use crate::buffer::PacketBuf;
+use crate::meta::flags;
 #[cfg(doc)]
 use crate::meta::PacketMeta;
 
@@ -252,8 +258,11 @@ pub struct Scheduler<B> {
     /// Whether `wrr[cur]` already got its quantum for this visit.
     credited: bool,
     shaper: Option<TokenBucket>,
-    /// Packets queued in all queues.
+    /// Packets queued in all queues (not counting the wheel).
     total: usize,
+    /// Shaped packets waiting for their departure time, and how many of them per queue.
+    wheel: Wheel<B>,
+    held: [usize; NUM_QUEUES],
 }
 
 impl<B: PacketBuf> Scheduler<B> {
@@ -296,7 +305,25 @@ impl<B: PacketBuf> Scheduler<B> {
                 .shaper
                 .map(|s| TokenBucket::new(s.rate_bytes_per_s, s.burst_bytes, now_ns)),
             total: 0,
+            wheel: Wheel::new(cfg.queues.iter().map(|q| q.depth).sum(), now_ns),
+            held: [0; NUM_QUEUES],
         })
+    }
+
+    /// Move the shaped packets due at `now_ns` from the wheel to their queues (each has its
+    /// place reserved in `held`).
+    #[inline]
+    fn advance(&mut self, now_ns: u64) {
+        let (wheel, rings, held) = (&mut self.wheel, &mut self.rings, &mut self.held);
+        let (bytes, total) = (&mut self.bytes, &mut self.total);
+        wheel.advance(now_ns, |pkt, qid| {
+            let q = usize::from(qid);
+            held[q] -= 1;
+            let len = pkt.len() as u64;
+            rings[q].push(Entry { pkt, len });
+            bytes[q] += len;
+            *total += 1;
+        });
     }
 
     /// Queue `pkt` on `qid` (values `>= NUM_QUEUES` use the last queue) at `now_ns`. A full
@@ -305,15 +332,32 @@ impl<B: PacketBuf> Scheduler<B> {
     pub fn enqueue(&mut self, mut pkt: B, qid: u8, now_ns: u64) -> Result<(), B> {
         let q = usize::from(qid).min(NUM_QUEUES - 1);
         let len = pkt.len() as u64;
+        if !self.wheel.is_empty() {
+            self.advance(now_ns);
+        }
         let st = &mut self.stats[q];
-        if self.rings[q].is_full() {
+        if self.rings[q].len + self.held[q] >= self.rings[q].slots.len() {
             st.drop_pkts += 1;
             st.drop_bytes += len;
             return Err(pkt);
         }
+        let m = pkt.pkt_meta_mut();
+        let depart = if m.flags & flags::SHAPED != 0 {
+            m.flags &= !flags::SHAPED;
+            m.enqueue_ns
+        } else {
+            0
+        };
+        m.enqueue_ns = now_ns;
+        if depart > now_ns && !self.wheel.is_due(depart) {
+            self.wheel.insert(pkt, q as u8, depart)?;
+            st.enq_pkts += 1;
+            st.enq_bytes += len;
+            self.held[q] += 1;
+            return Ok(());
+        }
         st.enq_pkts += 1;
         st.enq_bytes += len;
-        pkt.pkt_meta_mut().enqueue_ns = now_ns;
         self.rings[q].push(Entry { pkt, len });
         self.bytes[q] += len;
         self.total += 1;
@@ -351,6 +395,9 @@ impl<B: PacketBuf> Scheduler<B> {
     /// The next packet to send at `now_ns`, or `None` if every queue is empty or the shaper
     /// holds the next packet back.
     pub fn dequeue(&mut self, now_ns: u64) -> Option<Dequeued<B>> {
+        if !self.wheel.is_empty() {
+            self.advance(now_ns);
+        }
         if self.total == 0 {
             return None;
         }
@@ -424,6 +471,16 @@ impl<B: PacketBuf> Scheduler<B> {
     /// (shutdown: what is queued goes out as fast as the port takes it). The shaper's tokens
     /// are left as they were. Counted as dequeues, with sojourn times.
     pub fn flush_burst(&mut self, now_ns: u64, max: usize, f: impl FnMut(Dequeued<B>)) -> usize {
+        let (wheel, rings, held) = (&mut self.wheel, &mut self.rings, &mut self.held);
+        let (bytes, total) = (&mut self.bytes, &mut self.total);
+        wheel.release_all(|pkt, qid| {
+            let q = usize::from(qid);
+            held[q] -= 1;
+            let len = pkt.len() as u64;
+            rings[q].push(Entry { pkt, len });
+            bytes[q] += len;
+            *total += 1;
+        });
         let shaper = self.shaper.take();
         let n = self.dequeue_burst(now_ns, max, f);
         self.shaper = shaper;
@@ -440,14 +497,19 @@ impl<B: PacketBuf> Scheduler<B> {
         self.bytes[usize::from(qid).min(NUM_QUEUES - 1)]
     }
 
-    /// Packets queued in all queues.
+    /// Packets queued in all queues, including shaped packets waiting on the wheel.
     pub fn len(&self) -> usize {
-        self.total
+        self.total + self.wheel.len()
     }
 
-    /// Whether every queue is empty.
+    /// Whether every queue and the wheel are empty.
     pub fn is_empty(&self) -> bool {
-        self.total == 0
+        self.total == 0 && self.wheel.is_empty()
+    }
+
+    /// Shaped packets waiting for their departure time.
+    pub fn shaped_waiting(&self) -> usize {
+        self.wheel.len()
     }
 
     /// Counters of `qid`.
@@ -462,6 +524,8 @@ impl<B: PacketBuf> Scheduler<B> {
 
     /// Remove every queued packet (e.g. on port stop), handing each to `f` to free.
     pub fn drain(&mut self, mut f: impl FnMut(B)) {
+        self.wheel.release_all(|pkt, _| f(pkt));
+        self.held = [0; NUM_QUEUES];
         for q in 0..NUM_QUEUES {
             while let Some(e) = self.rings[q].pop() {
                 f(e.pkt);

@@ -20,6 +20,9 @@ pub struct UpfConfig {
     pub promiscuous: bool,
     /// Per-worker meter array size, fixed at construction.
     pub max_meter_slots: u32,
+    /// Bit `i`: recompute the TCP/UDP checksum of packets received on port `i` (peers with
+    /// checksum offload leave them partial; `upf::csum`).
+    pub fix_l4_checksums: u64,
     /// Per-worker limits of the outer-fragment reassembly (`crate::upf::reasm`).
     pub reassembly: ReasmConfig,
 }
@@ -34,6 +37,7 @@ impl Default for UpfConfig {
             qfi_map: QfiMap::default(),
             promiscuous: false,
             max_meter_slots: 4096,
+            fix_l4_checksums: 0,
             reassembly: ReasmConfig::default(),
         }
     }

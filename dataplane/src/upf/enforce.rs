@@ -3,7 +3,8 @@
 //! before the emit phase writes the packet out.
 
 use crate::buffer::PacketBuf;
-use crate::qos::{Colour, TrTcm};
+use crate::meta::flags;
+use crate::qos::{Colour, Pace, Pacer, TrTcm};
 use crate::runtime::Disposition;
 use crate::upf::parse::Flow;
 use crate::upf::stats::Total;
@@ -110,6 +111,8 @@ impl Work<'_> {
             return self.drop_q(dir, qfi, d.gate_closed);
         }
         let mut colour = None;
+        // Shaping: the latest departure time any of the QERs asks for (0: now).
+        let mut depart = 0u64;
         for (mr, &qi) in plan.meters.iter().zip(&plan.meter_qers) {
             if mr.slot == NONE {
                 break;
@@ -120,12 +123,33 @@ impl Work<'_> {
             };
             if !m.live || m.generation != mr.generation {
                 // A new QER in this slot, or a new MBR: start from full buckets.
-                let Some(cfg) = s.qers.get(qi as usize).and_then(|q| q.meter_cfg) else {
+                let Some(q) = s.qers.get(qi as usize) else {
+                    continue;
+                };
+                let Some(cfg) = q.meter_cfg else {
                     continue;
                 };
                 m.tcm = TrTcm::new(cfg, self.now).unwrap_or_else(|_| TrTcm::unlimited());
+                m.pacer = q.pacer.map(|p| Pacer::new(p, self.now));
                 m.generation = mr.generation;
                 m.live = true;
+            }
+            if let Some(pacer) = m.pacer.as_mut() {
+                // Shaped: delayed to the MBR (yellow), or dropped when the session's queue
+                // is full; on time is green.
+                let c = match pacer.pace(self.now, len) {
+                    Pace::Now => Colour::Green,
+                    Pace::At(t) => {
+                        depart = depart.max(t);
+                        Colour::Yellow
+                    }
+                    Pace::Full => {
+                        self.stats.qfi_colour(dir, qfi, Colour::Red);
+                        return self.drop_q(dir, qfi, d.mbr_queue_full);
+                    }
+                };
+                colour = colour.max(Some(c));
+                continue;
             }
             let c = m.tcm.mark(self.now, len, Colour::Green);
             colour = colour.max(Some(c));
@@ -153,13 +177,28 @@ impl Work<'_> {
         if dir == Direction::Uplink && !plan.remove_gtpu {
             return self.drop_q(dir, qfi, d.ul_without_decap);
         }
-        self.forward(
+        if self.rx < 64 && self.cfg.fix_l4_checksums & (1 << self.rx) != 0 {
+            let end = inner_off.saturating_add(inner.len);
+            if let Some(ip) = p.data_mut().get_mut(inner_off..end) {
+                if crate::upf::csum::fix_l4_checksum(ip) {
+                    self.stats.count(Total::L4ChecksumsFixed);
+                }
+            }
+        }
+        let disp = self.forward(
             p,
             plan,
             dir,
             colour.unwrap_or(Colour::Green),
             inner_off,
             inner,
-        )
+        );
+        if depart > self.now {
+            // The egress scheduler holds it until then (`qos::wheel`).
+            let m = p.pkt_meta_mut();
+            m.enqueue_ns = depart;
+            m.flags |= flags::SHAPED;
+        }
+        disp
     }
 }

@@ -3,6 +3,7 @@
 //! [`enforce`], [`emit`].
 
 pub mod config;
+pub mod csum;
 pub mod emit;
 pub mod encap;
 pub mod enforce;

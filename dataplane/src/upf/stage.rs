@@ -116,6 +116,7 @@ impl Upf {
                 live: false,
                 generation: 0,
                 tcm: TrTcm::unlimited(),
+                pacer: None,
             };
             cfg.max_meter_slots as usize
         ];

@@ -60,6 +60,9 @@ pub struct UpfTotals {
     pub urr_slots_exceeded: u64,
     /// Packets whose meter slot is beyond the worker's meter array (passed unmetered).
     pub meter_slots_exceeded: u64,
+    /// TCP/UDP checksums completed in software (`[upf] fix_l4_checksums`): they arrived
+    /// partial or wrong.
+    pub l4_checksums_fixed: u64,
     /// IPv4 packets without DF fragmented to fit the MTU, and the fragments made of them.
     pub packets_fragmented: u64,
     pub fragments_made: u64,
@@ -101,6 +104,7 @@ struct Totals {
     replies_rate_limited: AtomicU64,
     urr_slots_exceeded: AtomicU64,
     meter_slots_exceeded: AtomicU64,
+    l4_checksums_fixed: AtomicU64,
     packets_fragmented: AtomicU64,
     fragments_made: AtomicU64,
     fragments_received: AtomicU64,
@@ -119,6 +123,7 @@ pub(crate) enum Total {
     IcmpErrorsSent,
     RepliesRateLimited,
     MeterSlotsExceeded,
+    L4ChecksumsFixed,
     PacketsFragmented,
     FragmentsMade,
     FragmentsReceived,
@@ -191,6 +196,7 @@ impl UpfStats {
             replies_rate_limited: t.replies_rate_limited.load(Relaxed),
             urr_slots_exceeded: t.urr_slots_exceeded.load(Relaxed),
             meter_slots_exceeded: t.meter_slots_exceeded.load(Relaxed),
+            l4_checksums_fixed: t.l4_checksums_fixed.load(Relaxed),
             packets_fragmented: t.packets_fragmented.load(Relaxed),
             fragments_made: t.fragments_made.load(Relaxed),
             fragments_received: t.fragments_received.load(Relaxed),
@@ -220,6 +226,7 @@ impl UpfStats {
                 Total::IcmpErrorsSent => &s.icmp_errors_sent,
                 Total::RepliesRateLimited => &s.replies_rate_limited,
                 Total::MeterSlotsExceeded => &s.meter_slots_exceeded,
+                Total::L4ChecksumsFixed => &s.l4_checksums_fixed,
                 Total::PacketsFragmented => &s.packets_fragmented,
                 Total::FragmentsMade => &s.fragments_made,
                 Total::FragmentsReceived => &s.fragments_received,

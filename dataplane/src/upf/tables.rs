@@ -13,6 +13,7 @@
 //! worker); the snapshot carries stable slot numbers ([`MeterRef`], [`UrrRef`]) that the
 //! compiler keeps for a rule's whole life, so state survives republishing.
 
+use crate::qos::pacer::PacerConfig;
 use crate::qos::trtcm::TrTcmConfig;
 use std::marker::PhantomData;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -144,6 +145,9 @@ pub struct QerRule {
     /// TrTCM for this direction's MBR (PIR) and GBR (CIR), bytes and bytes/s; `None` = no
     /// MBR = no limit.
     pub meter_cfg: Option<TrTcmConfig>,
+    /// Shaping instead of policing the MBR (`qos::policy`): the session's pacer. The
+    /// TrTCM above then only colours.
+    pub pacer: Option<PacerConfig>,
     pub meter: MeterRef,
     /// QFI to mark (downlink PDU Session Container), section 8.2.89.
     pub qfi: Option<u8>,
@@ -687,6 +691,7 @@ mod tests {
             qer_id: 1,
             gate_open: true,
             meter_cfg: Some(cfg),
+            pacer: None,
             meter: MeterRef {
                 slot: 3,
                 generation: 2,

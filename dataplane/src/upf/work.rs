@@ -34,6 +34,8 @@ pub(super) struct Drops {
     pub downlink_no_pdr: DropReason,
     pub gate_closed: DropReason,
     pub mbr_exceeded: DropReason,
+    /// A shaped session's queue (time at its MBR) is full.
+    pub mbr_queue_full: DropReason,
     pub far_drop: DropReason,
     pub ul_without_decap: DropReason,
     pub no_route: DropReason,
@@ -114,6 +116,7 @@ impl Drops {
             downlink_no_pdr: r.register("downlink_no_pdr"),
             gate_closed: r.register("gate_closed"),
             mbr_exceeded: r.register("mbr_exceeded"),
+            mbr_queue_full: r.register("mbr_queue_full"),
             far_drop: r.register("far_drop"),
             ul_without_decap: r.register("ul_without_decap"),
             no_route: r.register("no_route"),
@@ -133,6 +136,8 @@ pub(super) struct MeterSlot {
     pub live: bool,
     pub generation: u32,
     pub tcm: TrTcm,
+    /// `Some` when the QER shapes its MBR instead of policing it.
+    pub pacer: Option<crate::qos::Pacer>,
 }
 
 /// One batch's view of the stage state, shared by the phases.

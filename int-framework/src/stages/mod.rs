@@ -100,6 +100,9 @@ pub struct IntConfig {
     /// a Linux transit writes it (`ioam6_fill_trace_data` on input); set when the stages
     /// run before the routing stage that decrements it. Off: the hop limit as seen.
     pub hop_limit_after_forward: bool,
+    /// The sketch-INT co-design gate at the source: INT only for small flows
+    /// (`docs/codesign.md`). Needs the classifier's flow hash (`after_classifier`).
+    pub gate: Option<crate::gate::GateConfig>,
 }
 
 impl Default for IntConfig {
@@ -119,6 +122,7 @@ impl Default for IntConfig {
             wall_clock: false,
             source_ports: Vec::new(),
             hop_limit_after_forward: false,
+            gate: None,
         }
     }
 }

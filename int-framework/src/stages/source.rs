@@ -4,6 +4,7 @@
 
 use super::flow::{locate, Flow, FlowCounters, FlowIndex, NsSlots, Prng};
 use super::{fix_ipv6, resize_at, InBandBytes, IntConfig, Piggyback, StageClock};
+use crate::gate::FlowGate;
 use crate::namespace::TableSnapshot;
 use crate::report::Encoding;
 use crate::request::{Mode, TraceType};
@@ -35,6 +36,14 @@ pub struct SourceStats {
     pub skipped_has_hbh: u64,
     /// INT skipped: the headers could not be built (trace type / hops do not fit an option).
     pub skipped_build: u64,
+    /// Co-design gate: flows that turned large within a window (INT stops for them).
+    pub gate_switched: u64,
+    /// Co-design gate: packets that would have got INT but belong to a large flow.
+    pub gate_skipped: u64,
+    /// Co-design gate: INT header bytes those packets did not carry.
+    pub gate_bytes_saved: u64,
+    /// Co-design gate: packets without a classified flow hash (INT as without the gate).
+    pub gate_unclassified: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -83,6 +92,7 @@ pub struct IntSource {
     stats: SourceStats,
     clock: StageClock,
     trust_meta: bool,
+    gate: Option<FlowGate>,
 }
 
 impl IntSource {
@@ -99,7 +109,21 @@ impl IntSource {
             n_pending: 0,
             stats: SourceStats::default(),
             trust_meta: false,
+            gate: None,
         }
+    }
+
+    /// Gate INT by flow size (sketch-INT co-design, `docs/codesign.md`): every packet updates
+    /// the gate's sketch, and packets of large flows get no INT. Keyed by the classifier's
+    /// flow hash, so it acts only with [`IntSource::after_classifier`].
+    pub fn with_gate(mut self, gate: FlowGate) -> IntSource {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// The gate, if any (tests and the accuracy experiment read its sketch).
+    pub fn gate(&self) -> Option<&FlowGate> {
+        self.gate.as_ref()
     }
 
     /// A classifier stage runs before this one: read each packet's classified
@@ -116,7 +140,11 @@ impl IntSource {
     }
 
     pub fn stats(&self) -> SourceStats {
-        self.stats
+        let mut s = self.stats;
+        if let Some(g) = &self.gate {
+            s.gate_switched = g.stats().switched;
+        }
+        s
     }
 
     /// The source's counters for a namespace (TX packets/bytes, INT packets).
@@ -125,6 +153,20 @@ impl IntSource {
     }
 
     fn process_one<B: PacketBuf>(&mut self, b: &mut B, now: u64) {
+        // The gate sees every packet (Zhu et al., step 3a), INT-matched or not.
+        let mut large = false;
+        if let Some(g) = &mut self.gate {
+            let m = b.pkt_meta();
+            if self.trust_meta && m.is_classified() {
+                large = g.observe(m.flow_hash, b.data().len() as u32, now).large;
+            } else {
+                self.stats.gate_unclassified += 1;
+            }
+        }
+        self.process_flow(b, now, large);
+    }
+
+    fn process_flow<B: PacketBuf>(&mut self, b: &mut B, now: u64, large: bool) {
         // The common case: a packet of a flow seen recently that is only counted (no
         // piggy-back report waiting, no request due, not sampled). Anything else, or a cache
         // miss, takes the full path below, with nothing changed here.
@@ -270,6 +312,16 @@ impl IntSource {
         };
         if flow.len + n > self.cfg.mtu {
             self.stats.skipped_mtu += 1;
+            return;
+        }
+        if large {
+            // Step 3d: a large flow is measured by the sketch only.
+            // The sample is spent (the flow stays on the count-only fast path).
+            self.stats.gate_skipped += 1;
+            self.stats.gate_bytes_saved += n as u64;
+            let st = &mut self.ns.vals[slot];
+            st.since_int = 0;
+            st.last_int_ns = Some(now);
             return;
         }
         if insert(b, ins_at, off, &hdr[..n]) {

@@ -163,6 +163,17 @@ msg("association_update_response", PFCPAssociationUpdateResponse, 8, 3,
 msg("association_release_request", PFCPAssociationReleaseRequest, 9, 4, [node_v4("10.0.0.1")])
 msg("association_release_response", PFCPAssociationReleaseResponse, 10, 4,
     [node_v4("10.0.0.2"), cause(1)])
+msg("node_report_request", PFCPNodeReportRequest, 12, 5, [
+    node_v4("10.0.0.2"),
+    bitmap(IE_NodeReportType(UPFR=1), 101),
+    grp(IE_UserPlanePathFailureReport, 102, [
+        leaf(IE_RemoteGTP_U_Peer(V4=1, ipv4="192.168.1.10"), 103,
+             {"ipv4": "192.168.1.10", "ipv6": None, "di": None, "ni": None}),
+        leaf(IE_RemoteGTP_U_Peer(V6=1, ipv6="2001:db8:3::10"), 103,
+             {"ipv4": None, "ipv6": "2001:db8:3::10", "di": None, "ni": None}),
+    ]),
+])
+msg("node_report_response", PFCPNodeReportResponse, 13, 5, [node_v4("10.0.0.1"), cause(1)])
 msg("session_establishment_request", PFCPSessionEstablishmentRequest, 50, 10, [
     node_v4("10.0.0.1"),
     fseid(0x1111, v4="10.0.0.1"),
@@ -191,8 +202,10 @@ msg("session_modification_request", PFCPSessionModificationRequest, 52, 11, [
                            grp(IE_UpdateForwardingParameters, 11,
                                [dst_if(0), ohc_gtpu_v4(0x5678, "192.168.1.11"),
                                 bitmap(IE_PFCPSMReqFlags(SNDEM=1), 49)])]),
-    grp(IE_UpdateURR, 13, [urr_id(1), tthresh(60)]),
+    grp(IE_UpdateURR, 13, [urr_id(1), tthresh(60), leaf(IE_TimeQuota(quota=3600), 74, 3600)]),
     grp(IE_UpdateQER, 14, [qer_id(1), gate(1, 1)]),
+    bitmap(IE_PFCPSMReqFlags(QUARR=1), 49),
+    leaf(IE_QueryURRReference(reference=0x77), 125, 0x77),
 ], seid=0x2222)
 msg("session_modification_response", PFCPSessionModificationResponse, 53, 11, [
     cause(1), usage_report(IE_UsageReport_SMR, 78),

@@ -199,6 +199,9 @@ fn compiler(n: usize, slots: u32, seid_bits: u64) -> Compiler {
         local_v6: vec![upf_support::upf_v6()],
         max_meter_slots: slots,
         max_urr_slots: slots,
+        qos: peregrine_dataplane::qos::QosPolicies::new(
+            peregrine_dataplane::qos::QerPolicy::legacy_policing(),
+        ),
     });
     let n3 = N3Addresses {
         v4: Some(upf_support::upf_v4()),

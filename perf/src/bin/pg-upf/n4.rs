@@ -118,6 +118,9 @@ fn memory_breakdown(n: usize) -> (f64, f64, usize, u32, u32) {
         local_v6: vec![],
         max_meter_slots: 4 * n as u32,
         max_urr_slots: 4 * n as u32,
+        qos: peregrine_dataplane::qos::QosPolicies::new(
+            peregrine_dataplane::qos::QerPolicy::legacy_policing(),
+        ),
     });
     for s in &sessions {
         c.upsert(s).expect("compiles");

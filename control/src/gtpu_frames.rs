@@ -1,11 +1,14 @@
-//! GTP-U End Marker frames for SNDEM (TS 29.244 section 5.2.2.3, TS 29.281 section 7.3.2).
+//! GTP-U frames the control side sends itself: End Markers for SNDEM (TS 29.244 section
+//! 5.2.2.3, TS 29.281 section 7.3.2) and Echo Requests for path supervision (TS 29.281
+//! section 7.2.1).
 //!
 //! When the SMF moves a downlink tunnel with SNDEM set, the N4 node emits
-//! `Event::EndMarker` with the old Outer Header Creation; [`EndMarkerBuilder`] turns that
-//! into a whole frame: GTP-U type 254 with the old TEID and no IE, UDP 2152 -> 2152, outer
-//! IPv4 (TTL 64, UDP checksum 0 as RFC 768 allows) or IPv6 (hop limit 64, UDP checksum
-//! computed, RFC 8200 section 8.1) from our N3 address of the peer's family to the old peer,
-//! Ethernet to the route table's next hop for the peer, from that port's MAC.
+//! `Event::EndMarker` with the old Outer Header Creation; when a path is due a probe it emits
+//! `Output::Echo`. [`GtpuFrames`] turns either into a whole frame: the GTP-U message (End
+//! Marker with the old TEID and no IE; Echo Request with S = 1 and its sequence number), UDP
+//! 2152 -> 2152, outer IPv4 (TTL 64, UDP checksum 0 as RFC 768 allows) or IPv6 (hop limit 64,
+//! UDP checksum computed, RFC 8200 section 8.1) from our N3 address of the peer's family to
+//! the peer, Ethernet to the route table's next hop for the peer, from that port's MAC.
 
 use peregrine_dataplane::io::PortId;
 use peregrine_dataplane::stages::l3fwd::RouteTable;
@@ -15,20 +18,20 @@ use peregrine_wire::ipv4::ip_protocol;
 use peregrine_wire::{gtpu, gtpu_msg, ipv4, ipv6, udp};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// Why no End Marker could be built.
+/// Why no frame could be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum EndMarkerError {
+pub enum FrameError {
     #[error("the old Outer Header Creation has no TEID")]
     NoTeid,
-    #[error("no N3 address of the old peer's family")]
+    #[error("no N3 address of the peer's family")]
     NoLocalAddress,
-    #[error("no route to the old peer {0}")]
+    #[error("no route to the peer {0}")]
     NoRoute(IpAddr),
 }
 
-/// Builds End Marker frames from our N3 addresses, the route table and the port MACs.
+/// Builds GTP-U frames from our N3 addresses, the route table and the port MACs.
 #[derive(Debug, Clone)]
-pub struct EndMarkerBuilder {
+pub struct GtpuFrames {
     pub n3_v4: Option<Ipv4Addr>,
     pub n3_v6: Option<Ipv6Addr>,
     pub routes: RouteTable,
@@ -36,38 +39,84 @@ pub struct EndMarkerBuilder {
     pub macs: Vec<Mac>,
 }
 
-impl EndMarkerBuilder {
-    /// The port to send on and the frame for the tunnel `old` (an IPv4 peer is preferred
+impl GtpuFrames {
+    /// The port and the End Marker frame for the tunnel `old` (an IPv4 peer is preferred
     /// when the Outer Header Creation carries both and we have an IPv4 N3 address).
-    pub fn frame(&self, old: &OuterHeaderCreation) -> Result<(PortId, Vec<u8>), EndMarkerError> {
-        let teid = old.teid.ok_or(EndMarkerError::NoTeid)?;
-        let (local, peer) = match (old.ipv4, self.n3_v4, old.ipv6, self.n3_v6) {
-            (Some(p), Some(l), _, _) => (IpAddr::V4(l), IpAddr::V4(p)),
-            (_, _, Some(p), Some(l)) => (IpAddr::V6(l), IpAddr::V6(p)),
-            _ => return Err(EndMarkerError::NoLocalAddress),
+    pub fn end_marker(&self, old: &OuterHeaderCreation) -> Result<(PortId, Vec<u8>), FrameError> {
+        let teid = old.teid.ok_or(FrameError::NoTeid)?;
+        let peer = match (old.ipv4, self.n3_v4, old.ipv6, self.n3_v6) {
+            (Some(p), Some(_), _, _) => IpAddr::V4(p),
+            (_, _, Some(p), Some(_)) => IpAddr::V6(p),
+            _ => return Err(FrameError::NoLocalAddress),
         };
+        self.frame(gtpu_msg::Repr::EndMarker { teid }, peer)
+    }
+
+    /// The port and the Echo Request frame (sequence number `seq`) to the GTP-U peer `peer`.
+    pub fn echo_request(&self, peer: IpAddr, seq: u16) -> Result<(PortId, Vec<u8>), FrameError> {
+        self.frame(gtpu_msg::Repr::EchoRequest { seq }, peer)
+    }
+
+    fn frame(&self, msg: gtpu_msg::Repr, peer: IpAddr) -> Result<(PortId, Vec<u8>), FrameError> {
+        let local = match peer {
+            IpAddr::V4(_) => self.n3_v4.map(IpAddr::V4),
+            IpAddr::V6(_) => self.n3_v6.map(IpAddr::V6),
+        }
+        .ok_or(FrameError::NoLocalAddress)?;
         let nh = match peer {
             IpAddr::V4(a) => self.routes.v4.lookup(u32::from(a)),
             IpAddr::V6(a) => self.routes.v6.lookup(u128::from(a)),
         }
-        .ok_or(EndMarkerError::NoRoute(peer))?;
+        .ok_or(FrameError::NoRoute(peer))?;
         let src_mac = self
             .macs
             .get(usize::from(nh.port))
             .copied()
             .unwrap_or_default();
-        Ok((
-            nh.port,
-            end_marker_frame(teid, local, peer, nh.mac, src_mac),
-        ))
+        Ok((nh.port, gtpu_frame(msg, local, peer, nh.mac, src_mac)))
     }
 }
 
-/// An End Marker (TS 29.281 section 7.3.2) for `teid` from `local` to `peer` in an Ethernet
-/// frame; `local` and `peer` must be of one family (else the IPv6 branch is taken with the
-/// IPv4 addresses mapped, which callers avoid).
-pub fn end_marker_frame(teid: u32, local: IpAddr, peer: IpAddr, dst: Mac, src: Mac) -> Vec<u8> {
-    let msg = gtpu_msg::Repr::EndMarker { teid };
+/// The sender and sequence number of a GTP-U Echo Response (TS 29.281 section 7.2.2) in an
+/// untagged Ethernet frame (IPv4 without fragmentation, or IPv6 without extension headers,
+/// UDP to port 2152); `None` for anything else.
+pub fn echo_response(frame: &[u8]) -> Option<(IpAddr, u16)> {
+    let eth = ethernet::Frame::new_checked(frame).ok()?;
+    let l3 = eth.payload();
+    let (src, l4): (IpAddr, &[u8]) = match eth.ethertype() {
+        ethertype::IPV4 => {
+            let ip = ipv4::Packet::new_checked(l3).ok()?;
+            if ip.protocol() != ip_protocol::UDP || ip.more_frags() || ip.frag_offset() != 0 {
+                return None;
+            }
+            let l4 = l3.get(ip.header_len()..usize::from(ip.total_len()))?;
+            (ip.src_addr().into(), l4)
+        }
+        ethertype::IPV6 => {
+            let ip = ipv6::Packet::new_checked(l3).ok()?;
+            if ip.next_header() != ip_protocol::UDP {
+                return None;
+            }
+            (
+                ip.src_addr().into(),
+                l3.get(ipv6::HEADER_LEN..ip.total_len())?,
+            )
+        }
+        _ => return None,
+    };
+    let u = udp::Packet::new_checked(l4).ok()?;
+    if u.dst_port() != gtpu::PORT {
+        return None;
+    }
+    let g = gtpu::Header::new_checked(u.payload()).ok()?;
+    match gtpu_msg::Repr::parse(&g).ok()? {
+        gtpu_msg::Repr::EchoResponse { seq, .. } => Some((src, seq)),
+        _ => None,
+    }
+}
+
+/// A GTP-U message from `local` to `peer` (one family) in an Ethernet frame.
+fn gtpu_frame(msg: gtpu_msg::Repr, local: IpAddr, peer: IpAddr, dst: Mac, src: Mac) -> Vec<u8> {
     let gtp_len = msg.buffer_len();
     let v6 = matches!((local, peer), (IpAddr::V6(_), _) | (_, IpAddr::V6(_)));
     let ihl = if v6 {
@@ -135,7 +184,7 @@ mod tests {
     const OURS: Mac = Mac([2, 0, 0, 0, 0, 3]);
     const GNB_MAC: Mac = Mac([2, 0, 0, 0, 3, 1]);
 
-    fn builder() -> EndMarkerBuilder {
+    fn builder() -> GtpuFrames {
         let mut routes = RouteTable::default();
         let nh = NextHop {
             port: 1,
@@ -143,7 +192,7 @@ mod tests {
         };
         routes.insert("192.0.2.0".parse().unwrap(), 24, nh);
         routes.insert("2001:db8:3::".parse().unwrap(), 48, nh);
-        EndMarkerBuilder {
+        GtpuFrames {
             n3_v4: Some("192.0.2.1".parse().unwrap()),
             n3_v6: Some("2001:db8:3::1".parse().unwrap()),
             routes,
@@ -172,11 +221,50 @@ mod tests {
         let u = udp::Packet::new_checked(&f[l4..]).unwrap();
         assert_eq!((u.src_port(), u.dst_port()), (2152, 2152));
         let g = gtpu::Header::new_checked(u.payload()).unwrap();
-        assert_eq!(
-            gtpu_msg::Repr::parse(&g).unwrap(),
-            gtpu_msg::Repr::EndMarker { teid: g.teid() }
-        );
+        if g.msg_type() == 254 {
+            assert_eq!(
+                gtpu_msg::Repr::parse(&g).unwrap(),
+                gtpu_msg::Repr::EndMarker { teid: g.teid() }
+            );
+        }
         (s, d, g.teid(), g.msg_type())
+    }
+
+    #[test]
+    fn echo_requests_to_v4_and_v6_peers_parse_back() {
+        let b = builder();
+        for (peer, local, seq) in [
+            ("192.0.2.10", "192.0.2.1", 7),
+            ("2001:db8:3::10", "2001:db8:3::1", 8),
+        ] {
+            let (port, f) = b.echo_request(peer.parse().unwrap(), seq).unwrap();
+            assert_eq!(port, 1);
+            let (s, d, teid, ty) = parse(&f);
+            assert_eq!(
+                (s, d, teid, ty),
+                (local.parse().unwrap(), peer.parse().unwrap(), 0, 1)
+            );
+            let l4 = if peer.contains(':') { 14 + 40 } else { 14 + 20 };
+            let u = udp::Packet::new_checked(&f[l4..]).unwrap();
+            let g = gtpu::Header::new_checked(u.payload()).unwrap();
+            assert_eq!(
+                gtpu_msg::Repr::parse(&g).unwrap(),
+                gtpu_msg::Repr::EchoRequest { seq }
+            );
+            // Our own request is not a response; the peer's answer is, by its source.
+            assert_eq!(echo_response(&f), None);
+            let answer = gtpu_frame(
+                gtpu_msg::Repr::echo_response(seq),
+                peer.parse().unwrap(),
+                local.parse().unwrap(),
+                OURS,
+                GNB_MAC,
+            );
+            assert_eq!(echo_response(&answer), Some((peer.parse().unwrap(), seq)));
+            for cut in [0, 13, 20, answer.len() - 1] {
+                assert_eq!(echo_response(&answer[..cut]), None, "cut at {cut}");
+            }
+        }
     }
 
     #[test]
@@ -188,7 +276,7 @@ mod tests {
             ipv4: Some("192.0.2.10".parse().unwrap()),
             ..Default::default()
         };
-        let (port, f) = b.frame(&old).unwrap();
+        let (port, f) = b.end_marker(&old).unwrap();
         assert_eq!(port, 1);
         assert_eq!(f.len(), 14 + 20 + 8 + 8, "GTP-U header only, no IE");
         assert_eq!(
@@ -206,7 +294,7 @@ mod tests {
             ipv6: Some("2001:db8:3::10".parse().unwrap()),
             ..Default::default()
         };
-        let (_, f) = b.frame(&old6).unwrap();
+        let (_, f) = b.end_marker(&old6).unwrap();
         assert_eq!(
             parse(&f),
             (
@@ -227,18 +315,22 @@ mod tests {
             ipv4: Some("192.0.2.10".parse().unwrap()),
             ..Default::default()
         };
-        assert_eq!(b.frame(&old), Err(EndMarkerError::NoTeid));
+        assert_eq!(b.end_marker(&old), Err(FrameError::NoTeid));
         old.teid = Some(1);
         old.ipv4 = Some("203.0.113.1".parse().unwrap());
         assert_eq!(
-            b.frame(&old),
-            Err(EndMarkerError::NoRoute("203.0.113.1".parse().unwrap()))
+            b.end_marker(&old),
+            Err(FrameError::NoRoute("203.0.113.1".parse().unwrap()))
         );
-        let b4 = EndMarkerBuilder {
+        let b4 = GtpuFrames {
             n3_v4: None,
             ..builder()
         };
         old.ipv4 = Some("192.0.2.10".parse().unwrap());
-        assert_eq!(b4.frame(&old), Err(EndMarkerError::NoLocalAddress));
+        assert_eq!(b4.end_marker(&old), Err(FrameError::NoLocalAddress));
+        assert_eq!(
+            b4.echo_request("192.0.2.10".parse().unwrap(), 1),
+            Err(FrameError::NoLocalAddress)
+        );
     }
 }
