@@ -1,6 +1,7 @@
 //! Forwarding through the `Upf` stage does not allocate: a counting global allocator
 //! watches 20 000 batches of uplink decap, downlink encap (IPv4 and IPv6 outer, metered),
-//! echo replies and Error Indications; the count must not move.
+//! echo replies and Error Indications, and of fragmenting (downlink IPv4 without DF) and
+//! reassembling (outer fragments to N3); the count must not move.
 
 mod common;
 
@@ -86,4 +87,83 @@ fn upf_forwarding_allocates_nothing() {
     let after = peregrine_testkit::alloc::thread_allocs();
     assert_eq!(sent, 19_999 * frames.len());
     assert_eq!(after - before, 0, "allocations on the UPF path");
+}
+
+/// The outer IPv4 packet of `f` cut in two fragments (ident `id`), Ethernet kept.
+fn two_fragments(f: &[u8], first: usize, id: u16) -> [Vec<u8>; 2] {
+    let body = &f[34..];
+    let piece = |off: usize, data: &[u8], more: bool| {
+        let mut v = f[..34].to_vec();
+        v.extend_from_slice(data);
+        let mut ip = peregrine_wire::ipv4::Packet::new_unchecked(&mut v[14..]);
+        ip.set_total_len((20 + data.len()) as u16);
+        ip.set_ident(id);
+        ip.set_dont_frag(false);
+        ip.set_frag_offset(off as u16);
+        ip.set_more_frags(more);
+        ip.fill_checksum();
+        v
+    };
+    [
+        piece(0, &body[..first], true),
+        piece(first, &body[first..], false),
+    ]
+}
+
+#[test]
+fn fragmenting_and_reassembling_allocate_nothing() {
+    let mut tb = TableBuilder::default();
+    tb.add(Key::Teid(0x11), &[ul(Some(9))])
+        .add(Key::Ue4(ue_v4(0)), &[dl(0x22, IpAddr::V4(gnb_v4()))]);
+    let mut rig = Rig::new(tb.build(), cfg());
+    let mut big = udp4(server_v4(), ue_v4(0), 80, 1500 - 28);
+    big[6] = 0;
+    {
+        let mut ip = peregrine_wire::ipv4::Packet::new_unchecked(&mut big[..]);
+        ip.fill_checksum();
+    }
+    let ul = ul_frame(
+        false,
+        0x11,
+        Some(9),
+        &udp4(ue_v4(0), server_v4(), 53, 1500 - 28),
+    );
+    let [f0, f1] = two_fragments(&ul, 1480, 5);
+    let frames = [(1u16, dl_frame(&big)), (0, f1), (0, f0)];
+    let mut pool: Vec<OwnedBuf> = (0..128).map(|_| OwnedBuf::new()).collect();
+    let mut run = |pool: &mut Vec<OwnedBuf>, i: u64| {
+        let mut sent = 0;
+        for (port, f) in &frames {
+            let mut b = pool.pop().unwrap();
+            b.set_data(f).unwrap();
+            while rig.batch.spares_missing() > 0 {
+                let mut s = pool.pop().unwrap();
+                s.reset();
+                let _ = rig.batch.give_spare(s);
+            }
+            rig.batch.rx_port = *port;
+            let _ = rig.batch.push(b, Disposition::CONTINUE);
+            rig.pipe.run(&mut rig.batch, &Context::fixed(i * 1_000, 0));
+            for (b, d) in rig.batch.drain() {
+                sent += usize::from(matches!(d.action(), Action::Tx(_)));
+                pool.push(b);
+            }
+        }
+        sent
+    };
+    // 2 pieces down, the reassembled G-PDU up (its first fragment is held).
+    assert_eq!(run(&mut pool, 0), 3);
+    let before = peregrine_testkit::alloc::thread_allocs();
+    let mut sent = 0;
+    for i in 1..5_000 {
+        sent += run(&mut pool, i);
+    }
+    let after = peregrine_testkit::alloc::thread_allocs();
+    assert_eq!(sent, 4_999 * 3);
+    assert_eq!(after - before, 0, "allocations on the fragment paths");
+    let t = rig.stats.totals();
+    assert_eq!(
+        (t.packets_fragmented, t.datagrams_reassembled),
+        (5_000, 5_000)
+    );
 }

@@ -175,15 +175,21 @@ fn df_and_ipv6_keep_the_icmp_path_and_spares_bound_the_pieces() {
     // A batch whose spares ran out mid-batch: the later packet is refused by name.
     let mut r = rig(Mode::Alone, 576);
     let f = dl_frame(&packet(ip_protocol::UDP, 1900, false));
-    let frames: Vec<Vec<u8>> = (0..6).map(|_| f.clone()).collect();
+    let frames: Vec<Vec<u8>> = (0..25).map(|_| f.clone()).collect();
     let out = r.run(&frames, 1, 1);
     let refused = out
         .iter()
         .filter(|(_, d)| r.reason(*d) == "frag_no_buffer")
         .count();
-    // 15 spares, 3 per packet: 5 packets fragmented, the sixth refused.
-    assert_eq!(refused, 1);
-    assert_eq!(r.stats.totals().packets_fragmented, 5);
+    // 64 spares, 3 per packet: 21 packets fragmented, the other 4 refused.
+    assert_eq!(refused, 4);
+    assert_eq!(r.stats.totals().packets_fragmented, 21);
+    // A burst of 32 full-size packets (2 pieces each) is all fragmented.
+    let mut r = rig(Mode::Alone, 1500);
+    let f = dl_frame(&packet(ip_protocol::UDP, 1500, false));
+    let out = r.run(&vec![f; 32], 1, 1);
+    assert_eq!(out.len(), 64);
+    assert!(out.iter().all(|(_, d)| d.action() == Action::Tx(0)));
 }
 
 const TEID: u32 = 0x0100_0001;

@@ -119,7 +119,7 @@ fn bench_paths(c: &mut Criterion) {
     ];
     for (name, port, frames, out) in cases {
         let mut rig = rig();
-        let mut pool: Vec<OwnedBuf> = (0..128).map(|_| OwnedBuf::new()).collect();
+        let mut pool: Vec<OwnedBuf> = (0..160).map(|_| OwnedBuf::new()).collect();
         let mut now = 0;
         assert_eq!(step(&mut rig, &mut pool, &frames, port, now), out, "{name}");
         g.throughput(Throughput::Elements(u64::from(out)));

@@ -6,7 +6,7 @@ use crate::io::{Burst, PortId, MAX_BURST};
 use arrayvec::ArrayVec;
 
 /// Most empty buffers a batch keeps for stages that make packets (see [`Batch::take_spare`]).
-pub const MAX_SPARES: usize = 32;
+pub const MAX_SPARES: usize = 64;
 
 /// What happens to a packet once the pipeline is done with it.
 ///

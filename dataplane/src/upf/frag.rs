@@ -22,9 +22,13 @@ use crate::upf::work::Work;
 use peregrine_wire::ethernet::{self, ethertype, Address as MacAddr};
 use peregrine_wire::ipv4;
 
-/// Most pieces one packet is cut into: the spare buffers the stage asks the worker to keep.
-/// A 2048-byte buffer's packet over a 576-byte MTU needs 4.
+/// Most pieces one packet is cut into (a 2048-byte buffer's packet over a 576-byte MTU
+/// needs 4).
 pub const MAX_PIECES: usize = 16;
+
+/// Spare buffers the stage asks the worker to keep in each batch: a burst of 32 full-size
+/// packets cut in 2, twice over.
+pub const SPARES: usize = 64;
 
 /// How the pieces leave: encapsulated toward a GTP-U peer, or routed on N6.
 #[derive(Debug, Clone, Copy)]

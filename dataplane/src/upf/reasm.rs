@@ -319,7 +319,7 @@ impl Reassembler {
         let held = self.held;
         let s = &mut self.slots[i];
         let (b0, b1) = (f.offset / 8, end.div_ceil(8));
-        let overlap = (b0..b1).any(|b| s.have[b / 64] & (1 << (b % 64)) != 0);
+        let overlap = any_in(&s.have, b0, b1);
         if overlap {
             let dup = s.frags[..s.nfrags]
                 .iter()
@@ -357,9 +357,7 @@ impl Reassembler {
             s.end = Some(end);
         }
         s.data[HDR_ROOM + f.offset..HDR_ROOM + end].copy_from_slice(f.payload);
-        for b in b0..b1 {
-            s.have[b / 64] |= 1 << (b % 64);
-        }
+        set_range(&mut s.have, b0, b1);
         s.frags[s.nfrags] = (f.offset as u16, f.payload.len() as u16);
         s.nfrags += 1;
         s.held += f.payload.len();
@@ -403,8 +401,34 @@ impl Reassembler {
 impl Slot {
     /// Whether data was received at or past byte `end` (a last fragment that would cut it).
     fn have_past(&self, end: usize) -> bool {
-        let first = end.div_ceil(8);
-        (first..BLOCKS).any(|b| self.have[b / 64] & (1 << (b % 64)) != 0)
+        any_in(&self.have, end.div_ceil(8), BLOCKS)
+    }
+}
+
+/// The mask of bits `lo..hi` of word `w` of a block range `b0..b1`.
+#[inline]
+fn word_mask(w: usize, b0: usize, b1: usize) -> u64 {
+    let lo = b0.max(w * 64) - w * 64;
+    let hi = b1.min(w * 64 + 64) - w * 64;
+    if hi - lo == 64 {
+        u64::MAX
+    } else {
+        ((1u64 << (hi - lo)) - 1) << lo
+    }
+}
+
+/// Whether any block of `b0..b1` is set (a word at a time).
+fn any_in(have: &[u64; BLOCKS / 64], b0: usize, b1: usize) -> bool {
+    b0 < b1 && (b0 / 64..=(b1 - 1) / 64).any(|w| have[w] & word_mask(w, b0, b1) != 0)
+}
+
+/// Set blocks `b0..b1`.
+fn set_range(have: &mut [u64; BLOCKS / 64], b0: usize, b1: usize) {
+    if b0 < b1 {
+        let (w0, w1) = (b0 / 64, (b1 - 1) / 64);
+        for (w, word) in have.iter_mut().enumerate().take(w1 + 1).skip(w0) {
+            *word |= word_mask(w, b0, b1);
+        }
     }
 }
 
@@ -510,3 +534,33 @@ pub fn fuzz(data: &[u8]) {
 #[cfg(test)]
 #[path = "reasm_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+mod bits {
+    use super::*;
+
+    #[test]
+    fn word_ranges_match_bit_by_bit() {
+        let cases = [
+            (0, 1),
+            (0, 64),
+            (3, 70),
+            (63, 65),
+            (64, 128),
+            (100, 2048),
+            (2047, 2048),
+        ];
+        for &(b0, b1) in &cases {
+            let mut h = [0u64; BLOCKS / 64];
+            set_range(&mut h, b0, b1);
+            for b in 0..BLOCKS {
+                assert_eq!(h[b / 64] & (1 << (b % 64)) != 0, (b0..b1).contains(&b));
+            }
+            for &(c0, c1) in &cases {
+                let slow = (c0..c1).any(|b| (b0..b1).contains(&b));
+                assert_eq!(any_in(&h, c0, c1), slow, "{b0}..{b1} vs {c0}..{c1}");
+            }
+            assert!(!any_in(&h, 5, 5));
+        }
+    }
+}

@@ -181,7 +181,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
     }
 
     fn spare_buffers(&self) -> usize {
-        crate::upf::frag::MAX_PIECES - 1
+        crate::upf::frag::SPARES
     }
 
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
