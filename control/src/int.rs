@@ -128,6 +128,10 @@ pub struct IntSection {
     /// `upf` pipeline only: elements run on packets leaving on `n6_ports` (uplink, after
     /// decap: the inner IPv6 of the G-PDU), before tx. Default: the source of `roles`.
     pub n6_out: Option<Vec<Role>>,
+    /// The source re-sends each namespace's in-band request (0x32) this often, ms (seed
+    /// III-B.2: 60 s by default), so nodes newly on the path learn the namespace.
+    #[serde(default = "default_resend_ms")]
+    pub resend_interval_ms: u64,
     /// `[int.gate]`: the sketch-INT co-design gate at the source (docs/codesign.md).
     #[serde(default)]
     pub gate: Option<GateConfig>,
@@ -145,6 +149,9 @@ fn default_reports() -> String {
 }
 fn default_mtu() -> usize {
     1500
+}
+fn default_resend_ms() -> u64 {
+    60_000
 }
 fn default_ioam_hops() -> u8 {
     5
@@ -256,6 +263,15 @@ impl IntSection {
                 ));
             }
         }
+        if !(100..=3_600_000).contains(&self.resend_interval_ms) {
+            return Err(invalid(
+                "int.resend_interval_ms",
+                format!(
+                    "must be 100..=3600000 (0.1 s to an hour), got {}",
+                    self.resend_interval_ms
+                ),
+            ));
+        }
         if let Some(g) = &self.gate {
             g.validate()
                 .map_err(|e| invalid("int.gate", e.to_string()))?;
@@ -303,6 +319,7 @@ impl IntSection {
                 .filter_map(|p| port_index(p))
                 .collect(),
             gate: self.gate.clone(),
+            resend_interval_ns: self.resend_interval_ms * 1_000_000,
             ..IntConfig::default()
         }
     }
@@ -852,6 +869,24 @@ next_hop_mac = "02:00:00:00:01:06"
         ] {
             let e = err(&int(extra));
             assert!(e.contains(want), "{extra}: {e}");
+        }
+        let int_only = |extra: &str| {
+            GOOD.replace("kind = \"l3fwd\"", "kind = \"int\"")
+                + "[int]\nnode_id = 9\nroles = [\"sink\"]\n"
+                + extra
+        };
+        let c = Config::parse(&int_only("")).unwrap();
+        assert_eq!(section(&c).resend_interval_ms, 60_000);
+        let c = Config::parse(&int_only("resend_interval_ms = 2000\n")).unwrap();
+        assert_eq!(
+            section(&c).stage_config(|_| None).resend_interval_ns,
+            2_000_000_000
+        );
+        for bad in ["resend_interval_ms = 0\n", "resend_interval_ms = 3600001\n"] {
+            assert!(
+                err(&int_only(bad)).contains("int.resend_interval_ms"),
+                "{bad}"
+            );
         }
         let e = err(&(GOOD.replace("kind = \"l3fwd\"", "kind = \"int\"")
             + "[int]\nnode_id = 9\nroles = [\"sink\"]\n[int.gate]\nlarge = 8\nsmall = 4\n"));
