@@ -21,7 +21,7 @@
 //! why and passes when they are missing, under `CI` it fails.
 
 use peregrine_testkit::frames::ipv6_udp;
-use peregrine_testkit::netns::Topology;
+use peregrine_testkit::netns::{two_port_backend, Topology, VdevPort};
 use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, Guard};
 use std::io::{BufRead, BufReader, Write};
 use std::net::Ipv6Addr;
@@ -266,27 +266,29 @@ fn node_config(
     let (a, b) = (t.dev(&format!("{}a", n.id)), t.dev(&format!("{}b", n.id)));
     // p1's west end is "sa", p3's east end "3b".
     let a = if n.id == 1 { t.dev("sa") } else { a };
+    let (ma, mb) = (mac(n.id, 'a'), mac(n.id, 'b'));
+    let backend = two_port_backend(
+        &format!("{}n{}", t.prefix(), n.id),
+        [
+            VdevPort {
+                name: "a",
+                mac: &ma,
+                driver: "net_af_packet",
+                iface: &a,
+            },
+            VdevPort {
+                name: "b",
+                mac: &mb,
+                driver: "net_af_packet",
+                iface: &b,
+            },
+        ],
+        256,
+        2047,
+        128,
+    );
     format!(
-        r#"
-[workers]
-count = 1
-[backend]
-kind = "dpdk"
-eal_args = ["--no-huge", "--no-pci", "-m", "128", "--no-shconf", "--no-telemetry", "-l", "0",
-            "--file-prefix={p}n{id}", "--log-level=lib.eal:error",
-            "--vdev=net_af_packet0,iface={a}", "--vdev=net_af_packet1,iface={b}"]
-rx_desc = 256
-tx_desc = 256
-mbufs_per_worker = 2047
-mbuf_cache = 64
-[[port]]
-name = "a"
-mac = "{ma}"
-device = "net_af_packet0"
-[[port]]
-name = "b"
-mac = "{mb}"
-device = "net_af_packet1"
+        r#"{backend}
 [pipeline]
 kind = "int"
 [[route]]
@@ -304,10 +306,7 @@ rules = "tcp://127.0.0.1:{r}"
 reports = "tcp://127.0.0.1:{rp}"
 source_ports = [{source_port}]
 "#,
-        p = t.prefix(),
         id = n.id,
-        ma = mac(n.id, 'a'),
-        mb = mac(n.id, 'b'),
         r = n.rules,
         rp = n.reports,
     )

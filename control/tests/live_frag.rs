@@ -21,7 +21,7 @@
 //! Needs root, `ip netns` and python3 with Scapy; outside CI it prints why and passes when
 //! they are missing, under `CI` it fails.
 
-use peregrine_testkit::netns::Topology;
+use peregrine_testkit::netns::{two_port_backend, Topology, VdevPort};
 use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, Guard};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -75,31 +75,30 @@ fn setup(t: &mut Topology) -> Result<(), String> {
 }
 
 fn config(topo: &Topology, metrics: u16) -> String {
+    let (n3, n6) = (topo.dev("n3"), topo.dev("n6"));
+    // N3 is a net_pcap port: it hands over outer fragments as they are.
+    let backend = two_port_backend(
+        topo.prefix(),
+        [
+            VdevPort {
+                name: "n3",
+                mac: N3_MAC,
+                driver: "net_pcap",
+                iface: &n3,
+            },
+            VdevPort {
+                name: "n6",
+                mac: N6_MAC,
+                driver: "net_af_packet",
+                iface: &n6,
+            },
+        ],
+        512,
+        4095,
+        256,
+    );
     format!(
-        r#"
-[workers]
-count = 1
-
-[backend]
-kind = "dpdk"
-eal_args = ["--no-huge", "--no-pci", "-m", "256", "--no-shconf", "--no-telemetry", "-l", "0",
-            "--file-prefix={p}", "--log-level=lib.eal:error",
-            "--vdev=net_pcap0,iface={n3}", "--vdev=net_af_packet1,iface={n6}"]
-rx_desc = 512
-tx_desc = 512
-mbufs_per_worker = 4095
-mbuf_cache = 128
-
-[[port]]
-name = "n3"
-mac = "{N3_MAC}"
-device = "net_pcap0"
-
-[[port]]
-name = "n6"
-mac = "{N6_MAC}"
-device = "net_af_packet1"
-
+        r#"{backend}
 [pipeline]
 kind = "upf"
 
@@ -137,9 +136,6 @@ prefix = "198.51.100.0/24"
 port = "n6"
 next_hop_mac = "{DN_MAC}"
 "#,
-        p = topo.prefix(),
-        n3 = topo.dev("n3"),
-        n6 = topo.dev("n6"),
     )
 }
 
@@ -153,11 +149,14 @@ fn scrape(port: u16) -> String {
     out
 }
 
-fn sample(page: &str, series: &str) -> f64 {
+fn value(page: &str, series: &str) -> Option<f64> {
     page.lines()
         .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
         .and_then(|l| l[series.len()..].trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {series} in the metrics page"))
+}
+
+fn sample(page: &str, series: &str) -> f64 {
+    value(page, series).unwrap_or_else(|| panic!("no {series} in the metrics page"))
 }
 
 #[test]
@@ -220,7 +219,17 @@ fn kernel_fragments_through_the_live_upf() {
         .args(["--ul-teid", &UL_TEID.to_string(), "--qfi", &QFI.to_string()])
         .output()
         .expect("run frag_gnb.py");
-    let page = scrape(metrics);
+    // The page is refreshed once a second: wait until it shows the traffic's counters.
+    let t0 = Instant::now();
+    let page = loop {
+        let page = scrape(metrics);
+        let seen = value(&page, "peregrine_upf_fragments_made_total") >= Some(2.0)
+            && value(&page, "peregrine_upf_datagrams_reassembled_total") >= Some(2.0);
+        if seen || t0.elapsed() > Duration::from_secs(5) {
+            break page;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
     let drops: Vec<&str> = page
         .lines()
         .filter(|l| l.starts_with("peregrine_drops_total{") && !l.ends_with(" 0"))

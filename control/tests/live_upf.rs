@@ -22,7 +22,7 @@
 //! Needs root, `ip netns`, python3 with Scapy and tshark; outside CI it prints why and passes
 //! when they are missing, under `CI` it fails.
 
-use peregrine_testkit::netns::Topology;
+use peregrine_testkit::netns::{two_port_backend, Topology, VdevPort};
 use peregrine_testkit::tools::{free_tcp_port, free_udp_port, is_root, run, skip, Guard};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -137,31 +137,29 @@ fn session<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 }
 
 fn config(topo: &Topology, pfcp: u16, metrics: u16) -> String {
+    let (n3, n6) = (topo.dev("n3"), topo.dev("n6"));
+    let backend = two_port_backend(
+        topo.prefix(),
+        [
+            VdevPort {
+                name: "n3",
+                mac: N3_MAC,
+                driver: "net_af_packet",
+                iface: &n3,
+            },
+            VdevPort {
+                name: "n6",
+                mac: N6_MAC,
+                driver: "net_af_packet",
+                iface: &n6,
+            },
+        ],
+        512,
+        4095,
+        256,
+    );
     format!(
-        r#"
-[workers]
-count = 1
-
-[backend]
-kind = "dpdk"
-eal_args = ["--no-huge", "--no-pci", "-m", "256", "--no-shconf", "--no-telemetry", "-l", "0",
-            "--file-prefix={p}", "--log-level=lib.eal:error",
-            "--vdev=net_af_packet0,iface={n3}", "--vdev=net_af_packet1,iface={n6}"]
-rx_desc = 512
-tx_desc = 512
-mbufs_per_worker = 4095
-mbuf_cache = 128
-
-[[port]]
-name = "n3"
-mac = "{N3_MAC}"
-device = "net_af_packet0"
-
-[[port]]
-name = "n6"
-mac = "{N6_MAC}"
-device = "net_af_packet1"
-
+        r#"{backend}
 [pipeline]
 kind = "upf"
 
@@ -193,9 +191,6 @@ prefix = "2001:db8:6::/48"
 port = "n6"
 next_hop_mac = "{DN_MAC}"
 "#,
-        p = topo.prefix(),
-        n3 = topo.dev("n3"),
-        n6 = topo.dev("n6"),
     )
 }
 

@@ -220,3 +220,58 @@ mod tests {
         assert!(run(&["ip", "link", "show", &format!("{p}x")]).is_err());
     }
 }
+
+/// A DPDK port of a [`two_port_backend`]: its `[[port]]` name and MAC, and the vdev
+/// driving it (`net_af_packet` or `net_pcap`) on the host interface `iface`.
+#[derive(Debug, Clone, Copy)]
+pub struct VdevPort<'a> {
+    pub name: &'a str,
+    pub mac: &'a str,
+    /// `"net_af_packet"` or `"net_pcap"`.
+    pub driver: &'a str,
+    pub iface: &'a str,
+}
+
+/// The `[workers]` (one worker), `[backend]` (DPDK, `--no-huge`, one vdev per port on a host
+/// interface, EAL file prefix `file_prefix`) and `[[port]]` sections of a daemon config
+/// whose ports are two veth ends: the part the netns tests share. `mbufs` per worker, ring
+/// sizes `desc`, EAL memory `mem_mb`.
+pub fn two_port_backend(
+    file_prefix: &str,
+    ports: [VdevPort<'_>; 2],
+    desc: u32,
+    mbufs: u32,
+    mem_mb: u32,
+) -> String {
+    let dev = |i: usize| format!("{}{i}", ports[i].driver);
+    let vdevs = (0..2)
+        .map(|i| format!("\"--vdev={},iface={}\"", dev(i), ports[i].iface))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut s = format!(
+        r#"
+[workers]
+count = 1
+
+[backend]
+kind = "dpdk"
+eal_args = ["--no-huge", "--no-pci", "-m", "{mem_mb}", "--no-shconf", "--no-telemetry", "-l", "0",
+            "--file-prefix={file_prefix}", "--log-level=lib.eal:error",
+            {vdevs}]
+rx_desc = {desc}
+tx_desc = {desc}
+mbufs_per_worker = {mbufs}
+mbuf_cache = {cache}
+"#,
+        cache = if mbufs >= 4095 { 128 } else { 64 },
+    );
+    for (i, p) in ports.iter().enumerate() {
+        s.push_str(&format!(
+            "\n[[port]]\nname = \"{}\"\nmac = \"{}\"\ndevice = \"{}\"\n",
+            p.name,
+            p.mac,
+            dev(i)
+        ));
+    }
+    s
+}

@@ -137,31 +137,29 @@ fn config(t: &Topology, cfg: &RigConfig) -> String {
         Offload::Off => "",
         Offload::FixInUpf => "fix_l4_checksums = [\"n6\"]",
     };
+    let (n3, n6) = (t.dev("n3"), t.dev("n6"));
+    let backend = crate::netns::two_port_backend(
+        t.prefix(),
+        [
+            crate::netns::VdevPort {
+                name: "n3",
+                mac: N3_MAC,
+                driver: "net_af_packet",
+                iface: &n3,
+            },
+            crate::netns::VdevPort {
+                name: "n6",
+                mac: N6_MAC,
+                driver: "net_af_packet",
+                iface: &n6,
+            },
+        ],
+        1024,
+        8191,
+        256,
+    );
     format!(
-        r#"
-[workers]
-count = 1
-
-[backend]
-kind = "dpdk"
-eal_args = ["--no-huge", "--no-pci", "-m", "256", "--no-shconf", "--no-telemetry", "-l", "0",
-            "--file-prefix={p}", "--log-level=lib.eal:error",
-            "--vdev=net_af_packet0,iface={n3}", "--vdev=net_af_packet1,iface={n6}"]
-rx_desc = 1024
-tx_desc = 1024
-mbufs_per_worker = 8191
-mbuf_cache = 128
-
-[[port]]
-name = "n3"
-mac = "{N3_MAC}"
-device = "net_af_packet0"
-
-[[port]]
-name = "n6"
-mac = "{N6_MAC}"
-device = "net_af_packet1"
-
+        r#"{backend}
 [pipeline]
 kind = "upf"
 
@@ -195,9 +193,6 @@ prefix = "198.51.100.0/24"
 port = "n6"
 next_hop_mac = "{DN_MAC}"
 "#,
-        p = t.prefix(),
-        n3 = t.dev("n3"),
-        n6 = t.dev("n6"),
         qos = cfg.qos,
         mbr = cfg.mbr_kbps,
     )

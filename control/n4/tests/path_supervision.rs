@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use peregrine_n4::{Event, Node, Output};
-use peregrine_pfcp::ie::{ie_type as t, node_report_type, Bitmap, Ie, NodeId, RemoteGtpuPeer};
+use peregrine_pfcp::ie::{ie_type as t, node_report_type, Ie, NodeId, RemoteGtpuPeer};
 use peregrine_pfcp::message::{msg_type as mt, NodeReportRequest, NodeReportResponse};
 use peregrine_pfcp::Body;
 use peregrine_testkit::pfcp::{node::*, requests::*};
@@ -29,14 +29,7 @@ fn echo_node() -> Node {
 /// mix with the node's).
 fn quiet_session(n: &mut Node, seq: u32, cp_seid: u64) -> u64 {
     let mut r = est(cp_seid);
-    r.create_urr = vec![g(
-        t::CREATE_URR,
-        vec![
-            Ie::UrrId(1),
-            Ie::MeasurementMethod(Bitmap(2)),
-            Ie::ReportingTriggers(Bitmap(0)),
-        ],
-    )];
+    r.create_urr = vec![urr_with(1, 0, vec![])];
     let resp = sess_resp(&n.handle(0, smf(), &est_bytes(seq, r)));
     assert_eq!(resp.cause, 1, "{:?}", resp.offending);
     resp.up_seid.unwrap()

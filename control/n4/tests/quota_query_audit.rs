@@ -5,24 +5,14 @@
 
 use peregrine_n4::{Event, Node};
 use peregrine_pfcp::ie::{
-    ie_type as t, measurement_method as mm, reporting_triggers as rt, smreq_flags,
-    usage_report_trigger as urt, Bitmap, FailedRuleId, Grouped, Ie, RawIe, ENTERPRISE_BIT,
+    ie_type as t, reporting_triggers as rt, smreq_flags, usage_report_trigger as urt, Bitmap,
+    FailedRuleId, Grouped, Ie, RawIe, ENTERPRISE_BIT,
 };
 use peregrine_pfcp::message::{SessionModificationRequest, SessionResponse};
 use peregrine_pfcp::{cause, Body};
 use peregrine_testkit::pfcp::{node::*, requests::*};
 
 const SEC: u64 = 1_000_000_000;
-
-fn urr_with(id: u32, triggers: u64, extra: Vec<Ie>) -> Grouped {
-    let mut ies = vec![
-        Ie::UrrId(id),
-        Ie::MeasurementMethod(Bitmap(mm::VOLUM | mm::DURAT)),
-        Ie::ReportingTriggers(Bitmap(triggers)),
-    ];
-    ies.extend(extra);
-    g(t::CREATE_URR, ies)
-}
 
 fn raw(ty: u16, value: &[u8]) -> Ie {
     Ie::Raw(RawIe {

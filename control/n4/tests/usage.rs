@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use peregrine_n4::{Event, Node, Output, Usage};
 use peregrine_pfcp::ie::{
-    apply_action, ie_type as t, measurement_method as mm, report_type, reporting_triggers as rt,
-    usage_report_trigger as urt, Bitmap, FailedRuleId, Grouped, Ie, Volume,
+    apply_action, ie_type as t, report_type, reporting_triggers as rt, usage_report_trigger as urt,
+    Bitmap, FailedRuleId, Grouped, Ie, Volume,
 };
 use peregrine_pfcp::message::{
     msg_type as mt, SessionEstablishmentRequest, SessionModificationRequest, SessionReportRequest,
@@ -26,16 +26,6 @@ fn quiet_node() -> Node {
     let mut n = Node::new(c);
     n.handle(0, smf(), &setup_req(1, 1000));
     n
-}
-
-fn urr_with(id: u32, triggers: u64, extra: Vec<Ie>) -> Grouped {
-    let mut ies = vec![
-        Ie::UrrId(id),
-        Ie::MeasurementMethod(Bitmap(mm::VOLUM | mm::DURAT)),
-        Ie::ReportingTriggers(Bitmap(triggers)),
-    ];
-    ies.extend(extra);
-    g(t::CREATE_URR, ies)
 }
 
 /// The standard session with URR 1 replaced by `urr`.

@@ -226,6 +226,20 @@ pub fn urr(id: u32) -> Grouped {
     )
 }
 
+/// Create URR `id` measuring volume and duration with the Reporting Triggers `triggers`
+/// (section 8.2.19 bits) and the `extra` IEs (thresholds, quotas, periods).
+pub fn urr_with(id: u32, triggers: u64, extra: Vec<Ie>) -> Grouped {
+    let mut ies = vec![
+        Ie::UrrId(id),
+        Ie::MeasurementMethod(Bitmap(
+            measurement_method::VOLUM | measurement_method::DURAT,
+        )),
+        Ie::ReportingTriggers(Bitmap(triggers)),
+    ];
+    ies.extend(extra);
+    g(t::CREATE_URR, ies)
+}
+
 pub fn cp_fseid(seid: u64) -> FSeid {
     FSeid {
         seid,
