@@ -8,8 +8,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use peregrine::kestrel::collector::Collector;
-use peregrine::kestrel::export::{decode, encode, read_file, Msg};
+use peregrine_control::kestrel::collector::Collector;
+use peregrine_control::kestrel::export::{decode, encode, read_file, Msg};
 
 fn split(data: &[u8]) -> Vec<&[u8]> {
     let sep = b"\n--\n";
