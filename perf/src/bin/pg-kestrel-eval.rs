@@ -47,6 +47,14 @@ struct Args {
     intensity: f64,
 }
 
+/// The sweeps' results: binning (strategy, AUPRC per seed), (w, d, AUPRC, export Mbit/s),
+/// (intensity factor, Kestrel AUPRC, 3GPP-PM AUPRC).
+struct Sweeps {
+    binning: Vec<(String, Vec<f64>)>,
+    wd: Vec<(usize, usize, f64, f64)>,
+    intensity: Vec<(f64, f64, f64)>,
+}
+
 struct Plan {
     scale: f64,
     secs: u64,
@@ -208,7 +216,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         "kestrel-eval"
     };
-    report(&a, &p, &sm, &binning, &wd, &sweep, name, started.elapsed())?;
+    let sw = Sweeps {
+        binning,
+        wd,
+        intensity: sweep,
+    };
+    report(&a, &p, &sm, &sw, name, started.elapsed())?;
     Ok(())
 }
 
@@ -216,12 +229,11 @@ fn report(
     a: &Args,
     p: &Plan,
     sm: &Summary,
-    binning: &[(String, Vec<f64>)],
-    wd: &[(usize, usize, f64, f64)],
-    sweep: &[(f64, f64, f64)],
+    sw: &Sweeps,
     name: &str,
     took: std::time::Duration,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    let (binning, wd, sweep) = (&sw.binning, &sw.wd, &sw.intensity);
     std::fs::write(
         a.out.join(format!("{name}.json")),
         serde_json::to_string_pretty(&serde_json::json!({
