@@ -142,6 +142,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &work.join("main"),
     )?;
     eprintln!("main evaluation done in {:.0?}", started.elapsed());
+    let name = if a.quick {
+        "kestrel-eval-quick"
+    } else {
+        "kestrel-eval"
+    };
+    // The main results first (the sweeps take a while), then again with the sweeps.
+    let none = Sweeps {
+        binning: Vec::new(),
+        wd: Vec::new(),
+        intensity: Vec::new(),
+    };
+    report(&a, &p, &sm, &none, name, started.elapsed())?;
 
     // Sweeps, at a smaller size (scale 0.1, 200 s runs, one training and one test run per
     // scenario): binning strategies and (w, d) for Kestrel, the anomaly intensity.
@@ -211,11 +223,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             eprintln!("intensity x{f}: {:?}", sweep.last());
         }
     }
-    let name = if a.quick {
-        "kestrel-eval-quick"
-    } else {
-        "kestrel-eval"
-    };
     let sw = Sweeps {
         binning,
         wd,
