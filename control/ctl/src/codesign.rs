@@ -79,7 +79,10 @@ pub fn collect(a: &CollectArgs) -> Result<(), Fail> {
         {
             break;
         }
-        let mut items = [reports.as_poll_item(zmq::POLLIN), gates.as_poll_item(zmq::POLLIN)];
+        let mut items = [
+            reports.as_poll_item(zmq::POLLIN),
+            gates.as_poll_item(zmq::POLLIN),
+        ];
         if zmq::poll(&mut items, 100).map_err(|e| transport("poll", e))? == 0 {
             continue;
         }

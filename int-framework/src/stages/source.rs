@@ -3,12 +3,12 @@
 //! mode and inserts the E2E data and room for the hops after the IPv6 header.
 
 use super::flow::{locate, Flow, FlowCounters, FlowIndex, NsSlots, Prng};
+use super::IntEvent;
 use super::{fix_ipv6, resize_at, InBandBytes, IntConfig, Piggyback, StageClock};
 use crate::gate::FlowGate;
 use crate::namespace::TableSnapshot;
 use crate::report::Encoding;
 use crate::request::{Mode, TraceType};
-use super::IntEvent;
 use crossbeam_channel::{Receiver, Sender};
 use peregrine_dataplane::buffer::PacketBuf;
 use peregrine_dataplane::runtime::{Batch, Context, Disposition, Reader, Stage};
@@ -567,8 +567,8 @@ impl<B: PacketBuf> Stage<B> for IntSource {
         if self.prng.is_none() {
             self.prng = Some(Prng::new(self.cfg.prng_seed, cx.worker));
             self.worker = cx.worker as u16;
-            self.clock_zero = std::time::Instant::now()
-                .checked_sub(std::time::Duration::from_nanos(worker_ns));
+            self.clock_zero =
+                std::time::Instant::now().checked_sub(std::time::Duration::from_nanos(worker_ns));
         }
         if let Some(rx) = &self.piggyback_rx {
             for slot in self.pending.iter_mut().filter(|s| s.is_none()) {
