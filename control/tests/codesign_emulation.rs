@@ -81,8 +81,16 @@ fn codesign_on_real_packets_in_namespaces() {
             "large flow {f:?}"
         );
     }
-    assert!(r.gate_switched >= large.len() as u64, "{}", r.gate_switched);
-    assert!(r.gate_skipped > 0 && r.gate_bytes_saved > 0);
+    // gate_switched counts crossings of T_hi; a flow pushed past it by a collision is large
+    // without one, so the packets skipped are the firmer check: every packet of a large flow
+    // past its INT allowance.
+    let past: u64 = large
+        .iter()
+        .map(|f| f.sent.saturating_sub(2 * u64::from(p.large)))
+        .sum();
+    assert!(r.gate_switched > 0, "{}", r.gate_switched);
+    assert!(r.gate_skipped >= past, "{} < {past}", r.gate_skipped);
+    assert!(r.gate_bytes_saved > 0);
     assert_eq!(r.collector["windows_refused"], 0, "{}", r.collector);
     // Accuracy of the merged records against what was sent.
     assert!(r.within(0.1) >= 0.9, "within 10 %: {}", r.within(0.1));

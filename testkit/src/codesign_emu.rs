@@ -25,6 +25,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The source's in-band request re-send interval, ms.
+const RESEND_MS: u64 = 2000;
+
 /// The second path's destination (routed by the router's /65 via p3).
 pub const DST_P3: Ipv6Addr = Ipv6Addr::new(0xfd00, 2, 0, 0, 0x8000, 0, 0, 1);
 
@@ -175,7 +178,10 @@ pub fn run(p: &EmuParams) -> Result<EmuResult, String> {
     let d = |n: &str| topo.dev(n);
     let (m2b, m4a, m4c) = (mac(2, 'b'), mac(4, 'a'), mac(4, 'c'));
     let p1 = |gate: bool| {
-        let mut int = int_lines("\"source\"", ports[0].0, ports[0].1);
+        // Re-send the in-band request every RESEND_MS: a node that missed the first one (its
+        // port still coming up on a loaded machine) learns the rule within one interval.
+        let mut int = int_lines("\"source\"", ports[0].0, ports[0].1)
+            + &format!("resend_interval_ms = {RESEND_MS}\n");
         if gate {
             int += &format!(
                 "[int.gate]\nlarge = {}\nsmall = {}\nwindow_ms = {}\nrows = {}\nwidth = {}\nexport = \"tcp://127.0.0.1:{gate_ep}\"\n",
@@ -246,16 +252,24 @@ pub fn run(p: &EmuParams) -> Result<EmuResult, String> {
         .flat_map(|i| [frame(DST, 1, i), frame(DST_P3, 1, i)])
         .collect();
     let warm_up = |lines: &Lines| -> Result<(), String> {
-        send(&src_ns, &s0, &warm, 20);
+        let from = reports(lines).len();
         let t0 = Instant::now();
+        let mut sent_at: Option<Instant> = None;
         loop {
+            if sent_at.is_none_or(|t| t.elapsed() > Duration::from_millis(RESEND_MS + 500)) {
+                send(&src_ns, &s0, &warm, 20);
+                sent_at = Some(Instant::now());
+            }
             let r = reports(lines);
-            let seen = |hop: u64| r.iter().any(|x| hop_ids(x) == [hop]);
+            let seen = |hop: u64| r[from..].iter().any(|x| hop_ids(x) == [hop]);
             if seen(2) && seen(3) {
                 return Ok(());
             }
-            if t0.elapsed() > Duration::from_secs(15) {
-                return Err(format!("warm-up: no reports with both transits: {r:?}"));
+            if t0.elapsed() > Duration::from_secs(30) {
+                return Err(format!(
+                    "warm-up: no reports with both transits: {:?}",
+                    &r[from..]
+                ));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
