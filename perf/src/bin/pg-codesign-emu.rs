@@ -297,7 +297,7 @@ builds; four busy-polling daemons share its two cores.\n\n\
         .collect();
     std::fs::write(
         a.out.join("codesign-emu.json"),
-        serde_json::to_string_pretty(&json).expect("json"),
+        serde_json::to_string(&json).expect("json"),
     )
     .expect("write json");
     let path = a.out.join("codesign-eval.md");
