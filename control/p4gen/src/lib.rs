@@ -5,6 +5,7 @@
 //!   into the same tables the workers read, then flattened into P4 table entries.
 //! * [`bfrt`] (Tofino BF Runtime JSON) and [`bmv2`] (`simple_switch_CLI` commands) render
 //!   them; [`names`] holds every P4 name they use.
+//! * [`telemetry`]: Kestrel, fridge and DTA reporter entries of the TNA telemetry program.
 //! * [`p4decl`] + [`check`]: a structural check that the P4 text declares those names (not
 //!   a compiler; `scripts/p4-check.sh` runs p4c when one is installed).
 #![forbid(unsafe_code)]
@@ -17,3 +18,4 @@ pub mod constants;
 pub mod model;
 pub mod names;
 pub mod p4decl;
+pub mod telemetry;

@@ -5,7 +5,7 @@
 //! per-QFI counters) and `postcards` (Delta-SMP).
 
 use peregrine_dataplane::telemetry::kestrel::{
-    layout, Layout, Postcard, SumBucket, Window, BINS, DIRS, QFIS,
+    layout, IndexHash, Layout, Postcard, SumBucket, Window, BINS, DIRS, QFIS,
 };
 use serde::{Deserialize, Serialize};
 
@@ -19,10 +19,13 @@ pub struct LayoutRec {
     pub rows: usize,
     pub width: usize,
     pub seeds: Vec<u64>,
-    /// Names the hash: `splitmix64(seed ^ (teid << 8 | qfi))`, row i = bits [i*log2(w), ..).
+    /// Names the index hash (`IndexHash::name`): `splitmix64-xor-v1` =
+    /// `splitmix64(seed ^ (teid << 8 | qfi))`, `crc32-be-v1` = CRC-32 of `seed:u32 teid:u32
+    /// qfi:u8` big-endian; row i = bits [i*log2(w), ..).
     pub hash: String,
 }
 
+/// The default index hash's name.
 pub const HASH_NAME: &str = "splitmix64-xor-v1";
 
 impl LayoutRec {
@@ -32,15 +35,16 @@ impl LayoutRec {
             rows: l.rows,
             width: l.width,
             seeds: l.seeds.clone(),
-            hash: HASH_NAME.into(),
+            hash: l.hash.name().into(),
         }
     }
 
     pub fn layout(&self) -> Result<Layout, String> {
-        if self.hash != HASH_NAME {
-            return Err(format!("unknown hash `{}`", self.hash));
-        }
-        Layout::new(self.qids, self.rows, self.width, self.seeds.clone()).map_err(|e| e.to_string())
+        let h = IndexHash::from_name(&self.hash)
+            .ok_or_else(|| format!("unknown hash `{}`", self.hash))?;
+        Layout::new(self.qids, self.rows, self.width, self.seeds.clone())
+            .and_then(|l| l.with_hash(h))
+            .map_err(|e| e.to_string())
     }
 }
 
