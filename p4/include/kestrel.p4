@@ -1,5 +1,5 @@
-// Kestrel (Saha et al., "Kestrel: sketch-based telemetry for QoS anomaly detection in 5G user
-// planes", sections III-C and V) in the egress pipeline of Tofino 1: per (direction, QID) a
+// Kestrel (Saha et al., "Lightweight Sketch-Based Telemetry for QoS Anomaly Detection in 5G
+// User Planes", sections III-C and V) in the egress pipeline of Tofino 1: per (direction, QID) a
 // Count-Min sketch of d = PG_KESTREL_ROWS rows x w = PG_KESTREL_WIDTH enriched buckets keyed
 // by (TEID, QFI), the software layout of dataplane/src/telemetry/kestrel (docs/kestrel.md).
 //

@@ -427,6 +427,46 @@ mod tests {
     }
 
     #[test]
+    fn crc32_layouts_travel_with_their_hash_name() {
+        let l = Layout::new(2, 3, 16, layout::default_crc_seeds(2))
+            .unwrap()
+            .with_hash(IndexHash::Crc32)
+            .unwrap();
+        let rec = LayoutRec::of(&l);
+        assert_eq!(rec.hash, "crc32-be-v1");
+        assert_eq!(rec.layout(), Ok(l.clone()));
+        let mut wide = rec.clone();
+        wide.seeds[0] = 1 << 40;
+        assert!(wide.layout().unwrap_err().contains("32-bit seed"));
+        let t = Publisher::new(EdgeTable::default());
+        let (mut tap, ends) = tap_pair(0, &l, 1_000, t.reader(), None);
+        let mut a = Aggregator::new(l, 1_000);
+        a.add_source(ends);
+        for i in 0..20u32 {
+            tap.record(&Sample {
+                dir: 0,
+                qid: 1,
+                teid: i % 5,
+                qfi: 9,
+                len: 100,
+                colour: 0,
+                sojourn_ns: 10,
+                t_ns: u64::from(i) * 10,
+            });
+        }
+        drop(tap);
+        let w = a.flush(0).remove(0);
+        let m = SketchMsg::of(&w, header("kestrel"), vec![]);
+        let Msg::Sketch(back) = decode(&encode(&m)).unwrap() else {
+            panic!("kind")
+        };
+        for teid in 0..5 {
+            assert_eq!(back.query(0, 1, teid, 9), Some(w.query(0, 1, teid, 9)));
+            assert_eq!(w.query(0, 1, teid, 9).packets, 4);
+        }
+    }
+
+    #[test]
     fn bad_messages_are_refused_by_name() {
         assert!(decode(&[0xff, 0x00]).unwrap_err().contains("not CBOR"));
         let mut m = SketchMsg::of(&window(), header("kestrel"), vec![]);

@@ -695,3 +695,31 @@ impl<B: PacketBuf + 'static> Feature<B> for KestrelFeature {
         FeatureReport::new("kestrel", s, text)
     }
 }
+
+#[cfg(test)]
+mod hash_tests {
+    use super::*;
+
+    fn section(extra: &str) -> KestrelSection {
+        toml::from_str(&format!("qids = 2\n{extra}")).unwrap()
+    }
+
+    #[test]
+    fn kestrel_hash_selects_the_index_hash_and_its_seeds() {
+        assert_eq!(section("").layout().unwrap().hash, IndexHash::Splitmix64);
+        let l = section("hash = \"crc32\"").layout().unwrap();
+        assert_eq!(l.hash, IndexHash::Crc32);
+        assert_eq!(l.seeds, layout::default_crc_seeds(2));
+        let e = section("hash = \"crc32\"\nseeds = [1, 4294967296]")
+            .layout()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("kestrel") && e.contains("32-bit seed"), "{e}");
+        let e = section("hash = \"crc32\"\nrows = 4")
+            .layout()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("crc32 index hash gives 32"), "{e}");
+        assert!(toml::from_str::<KestrelSection>("hash = \"md5\"").is_err());
+    }
+}
