@@ -68,8 +68,8 @@ const bit<32> PG_IOAM_UNAVAILABLE = 32w0xffffffff;
 #define PG_IOAM_MAX_FREE_WORDS 32
 
 // DTA (dataplane/wire/src/dta): report and ACK ports, opcodes, frame lengths
-const bit<16> PG_DTA_KEY_WRITE_PORT = 16w40040;
-const bit<16> PG_DTA_APPEND_PORT = 16w40044;
+const bit<16> PG_DTA_REPORT_PORT = 16w40040;
+const bit<16> PG_DTA_ACK_PORT = 16w40044;
 const bit<8> PG_DTA_OP_KEY_WRITE = 8w1;
 const bit<8> PG_DTA_OP_APPEND = 8w2;
 #define PG_DTA_KEY_WRITE_FRAME 54

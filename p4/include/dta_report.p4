@@ -81,7 +81,7 @@ control PgDtaBuild(inout pg_egress_headers_t eh, inout pg_egress_meta_t em) {
         eh.dta_ipv4.dst_addr = em.dta_dst_ip;
         eh.dta_udp.setValid();
         eh.dta_udp.src_port = em.dta_src_port;
-        eh.dta_udp.dst_port = PG_DTA_KEY_WRITE_PORT;
+        eh.dta_udp.dst_port = PG_DTA_REPORT_PORT;
         eh.dta_udp.checksum = 0;
         eh.dta_base.setValid();
         eh.dta_base.opcode = eh.dta_mirror.opcode;

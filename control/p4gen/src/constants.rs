@@ -14,10 +14,11 @@ use peregrine_wire::ipv6option::option_type as ipv6_opt;
 use peregrine_wire::{dta, gtpu, ioam, ipv4, ipv6, pdu_session, udp};
 use std::fmt::Write;
 
-/// UDP port of DTA reports (every primitive; `peregrine_wire::dta::UDP_PORT`).
-pub const DTA_KEY_WRITE_PORT: u16 = dta::UDP_PORT;
-/// UDP port of DTA ACK/NACKs back to a reporter (`peregrine_wire::dta::ACK_UDP_PORT`).
-pub const DTA_APPEND_PORT: u16 = dta::ACK_UDP_PORT;
+/// UDP port of DTA reports, every primitive (`peregrine_wire::dta::UDP_PORT`).
+pub const DTA_REPORT_PORT: u16 = dta::UDP_PORT;
+/// UDP port of DTA ACK/NACKs back to a reporter (`peregrine_wire::dta::ACK_UDP_PORT`; the
+/// first half named it `PG_DTA_APPEND_PORT`, but Append reports go to 40040 as well).
+pub const DTA_ACK_PORT: u16 = dta::ACK_UDP_PORT;
 
 /// First byte of what the TNA telemetry program's egress parser sees: bridged metadata
 /// (pg_bridge_h) or a mirrored DTA copy (pg_dta_mirror_h); the ingress puts one in front of
@@ -209,8 +210,8 @@ pub fn constants_p4() -> String {
     o.def("PG_IOAM_MAX_FREE_WORDS", u64::from(IOAM_MAX_FREE_WORDS));
 
     o.section("DTA (dataplane/wire/src/dta): report and ACK ports, opcodes, frame lengths");
-    o.c("PG_DTA_KEY_WRITE_PORT", 16, u64::from(DTA_KEY_WRITE_PORT));
-    o.c("PG_DTA_APPEND_PORT", 16, u64::from(DTA_APPEND_PORT));
+    o.c("PG_DTA_REPORT_PORT", 16, u64::from(DTA_REPORT_PORT));
+    o.c("PG_DTA_ACK_PORT", 16, u64::from(DTA_ACK_PORT));
     o.c("PG_DTA_OP_KEY_WRITE", 8, u64::from(dta::opcode::KEY_WRITE));
     o.c("PG_DTA_OP_APPEND", 8, u64::from(dta::opcode::APPEND));
     let base = dta::Variant::Tracked.base_len();
