@@ -2,7 +2,8 @@
 # Install the system packages Peregrine needs on Debian 12 (bookworm), only what is missing.
 #   scripts/deps.sh          build and run: DPDK 22.11 headers and libs, clang for bindgen
 #   scripts/deps.sh --test   also the test oracles: dpdk-testpmd, tshark, Scapy (pip), iproute2,
-#                            ethtool (veth checksum offload in the netns TCP test)
+#                            ethtool (veth checksum offload in the netns TCP test), XGBoost (pip,
+#                            the Kestrel evaluation's detector training)
 set -euo pipefail
 
 want=(libdpdk-dev pkg-config clang libclang-dev libzmq3-dev)
@@ -31,6 +32,12 @@ if [[ "${1:-}" == "--test" ]]; then
   if ! python3 -c 'import scapy' 2>/dev/null; then
     echo "deps: installing scapy (test oracle) from PyPI" >&2
     python3 -m pip install -q scapy 2>/dev/null || python3 -m pip install -q --break-system-packages scapy
+  fi
+  # The Kestrel evaluation's detectors (perf/scripts/kestrel_train.py), pinned: its test
+  # checks the Rust evaluator against this version's predictions.
+  if ! python3 -c 'import xgboost, numpy; assert xgboost.__version__ == "2.1.3"' 2>/dev/null; then
+    echo "deps: installing xgboost 2.1.3 (Kestrel evaluation) from PyPI" >&2
+    python3 -m pip install -q xgboost==2.1.3 2>/dev/null || python3 -m pip install -q --break-system-packages xgboost==2.1.3
   fi
 fi
 

@@ -10,6 +10,8 @@
 //!   collector; the `pg-dta-eval` binary runs it.
 //! * [`codesign_eval`]: the sketch-INT co-design evaluation (planner and per-flow accuracy);
 //!   the `pg-codesign-eval` binary runs it.
+//! * [`kestrel_eval`]: the Kestrel evaluation (section VI: anomaly detection per telemetry
+//!   mode); the `pg-kestrel-eval` binary runs it.
 //! * [`harness`]: what the throughput binaries (`pg-throughput`, `pg-upf`, `int-throughput`)
 //!   share: `net_ring` set-up, `dpdk-testpmd` runner, paired-round
 //!   statistics and JSON output.
@@ -20,3 +22,4 @@ pub mod dta_eval;
 pub mod fridge_eval;
 pub mod harness;
 pub mod int_accuracy;
+pub mod kestrel_eval;

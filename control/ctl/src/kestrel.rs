@@ -158,7 +158,8 @@ fn collect(c: &KestrelCmd) -> Result<Collector, Failure> {
         let bytes =
             std::fs::read(f).map_err(|e| (EXIT_TRANSPORT, format!("{}: {e}", f.display())))?;
         for m in read_file(&bytes).map_err(|e| (EXIT_TRANSPORT, format!("{}: {e}", f.display())))? {
-            col.add(m);
+            col.add(m)
+                .map_err(|e| (EXIT_TRANSPORT, format!("{}: {e}", f.display())))?;
         }
         return Ok(col);
     }

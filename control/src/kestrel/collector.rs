@@ -83,25 +83,22 @@ impl Collector {
 
     /// Add one encoded message; a bad one is counted and its reason returned.
     pub fn add_bytes(&mut self, bytes: &[u8]) -> Result<(), String> {
-        match decode(bytes) {
-            Ok(m) => {
-                self.add(m);
-                Ok(())
-            }
-            Err(e) => {
-                self.bad += 1;
-                Err(e)
-            }
+        let r = decode(bytes).and_then(|m| self.add(m));
+        if r.is_err() {
+            self.bad += 1;
         }
+        r
     }
 
-    pub fn add(&mut self, m: Msg) {
+    /// Keep a decoded message. A late part is added into its kept window; one whose layout
+    /// differs from that window's is refused (its buckets would land on other keys) and the
+    /// window is left as it was.
+    pub fn add(&mut self, m: Msg) -> Result<(), String> {
         match m {
             Msg::Sketch(s) => {
                 if s.h.late {
                     if let Some(w) = self.sketches.iter_mut().find(|w| w.h.seq == s.h.seq) {
-                        merge(w, &s);
-                        return;
+                        return merge(w, &s);
                     }
                 }
                 self.sketches.push_back(s);
@@ -117,6 +114,7 @@ impl Collector {
                 }
             }
         }
+        Ok(())
     }
 
     /// The kept sketch windows, oldest first.
@@ -197,8 +195,15 @@ impl Collector {
     }
 }
 
-/// Add a late part into its window.
-fn merge(w: &mut SketchMsg, late: &SketchMsg) {
+/// Add a late part into its window. Counters saturate: a hostile or corrupt part cannot wrap
+/// a window's counts (nor panic a debug build).
+fn merge(w: &mut SketchMsg, late: &SketchMsg) -> Result<(), String> {
+    if late.layout != w.layout {
+        return Err(format!(
+            "late part of window {} has another layout than the window",
+            w.h.seq
+        ));
+    }
     for s in &late.sketches {
         match w
             .sketches
@@ -216,18 +221,132 @@ fn merge(w: &mut SketchMsg, late: &SketchMsg) {
                     (&mut x.lat, &s.lat),
                     (&mut x.iat, &s.iat),
                 ] {
+                    // Same layout, both validated: the lengths are equal.
                     for (p, q) in a.iter_mut().zip(b) {
-                        *p += q;
+                        *p = p.saturating_add(*q);
                     }
                 }
             }
         }
     }
-    w.packets += late.packets;
-    w.skipped += late.skipped;
+    w.packets = w.packets.saturating_add(late.packets);
+    w.skipped = w.skipped.saturating_add(late.skipped);
     for s in &late.h.sources {
         if !w.h.sources.contains(s) {
             w.h.sources.push(*s);
         }
+    }
+    // The part may have been binned with an edge version the window has not seen.
+    for v in &late.edges_version {
+        if !w.edges_version.contains(v) {
+            w.edges_version.push(*v);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kestrel::export::{encode, EdgesRec, Header, LayoutRec, SketchRec, HASH_NAME};
+
+    fn msg(seq: u64, late: bool, width: usize, fill: u64) -> SketchMsg {
+        let n = 2 * width;
+        SketchMsg {
+            h: Header {
+                v: crate::kestrel::export::VERSION,
+                kind: "kestrel".into(),
+                seq,
+                window_ns: 1_000,
+                workers: 2,
+                sources: vec![u32::from(late)],
+                late,
+            },
+            layout: LayoutRec {
+                qids: 1,
+                rows: 2,
+                width,
+                seeds: vec![5],
+                hash: HASH_NAME.into(),
+            },
+            edges_version: vec![1 + u64::from(late)],
+            edges: vec![EdgesRec {
+                qid: 0,
+                lat: vec![],
+                iat: vec![],
+            }],
+            packets: fill,
+            skipped: 0,
+            sketches: vec![SketchRec {
+                dir: 0,
+                qid: 0,
+                packets: vec![fill; n],
+                bytes: vec![fill; n],
+                green: vec![fill; n],
+                yellow: vec![0; n],
+                red: vec![0; n],
+                lat: vec![fill; 8 * n],
+                iat: vec![0; 8 * n],
+            }],
+        }
+    }
+
+    #[test]
+    fn a_late_part_is_added_into_its_window_with_its_sources_and_edge_version() {
+        let mut c = Collector::new(4);
+        c.add_bytes(&encode(&msg(3, false, 4, 2))).unwrap();
+        c.add_bytes(&encode(&msg(3, true, 4, 5))).unwrap();
+        let w = c.latest().unwrap();
+        assert_eq!(c.windows().count(), 1);
+        assert_eq!(w.packets, 7);
+        assert_eq!(w.sketches[0].packets, vec![7; 8]);
+        assert_eq!(w.h.sources, vec![0, 1]);
+        assert_eq!(w.edges_version, vec![1, 2]);
+        assert_eq!(c.query(0, 0, (1, 9))[0].1.packets, 7);
+    }
+
+    #[test]
+    fn a_late_part_with_another_layout_is_refused_and_changes_nothing() {
+        let mut c = Collector::new(4);
+        c.add_bytes(&encode(&msg(3, false, 4, 2))).unwrap();
+        let before = c.latest().unwrap().clone();
+        let e = c.add_bytes(&encode(&msg(3, true, 8, 5))).unwrap_err();
+        assert!(e.contains("another layout"), "{e}");
+        assert_eq!(c.bad, 1);
+        assert_eq!(c.latest().unwrap(), &before);
+    }
+
+    #[test]
+    fn merged_counts_saturate_instead_of_wrapping() {
+        let mut c = Collector::new(4);
+        c.add_bytes(&encode(&msg(3, false, 4, u64::MAX - 1)))
+            .unwrap();
+        c.add_bytes(&encode(&msg(3, true, 4, 9))).unwrap();
+        let w = c.latest().unwrap();
+        assert_eq!(w.packets, u64::MAX);
+        assert!(w.sketches[0].lat.iter().all(|&x| x == u64::MAX));
+    }
+
+    #[test]
+    fn duplicate_sketches_and_out_of_range_pm_records_are_refused() {
+        let mut m = msg(1, false, 4, 1);
+        m.sketches.push(m.sketches[0].clone());
+        let e = decode(&encode(&m)).unwrap_err();
+        assert!(e.contains("two sketches of dir 0 qid 0"), "{e}");
+        let pm = crate::kestrel::export::PmMsg {
+            h: Header {
+                kind: "pm".into(),
+                ..m.h.clone()
+            },
+            qfis: vec![crate::kestrel::export::PmRec {
+                dir: 2,
+                qfi: 9,
+                packets: 1,
+                bytes: 1,
+                mean_delay_ns: 1,
+            }],
+        };
+        let e = decode(&encode(&pm)).unwrap_err();
+        assert!(e.contains("out of range"), "{e}");
     }
 }

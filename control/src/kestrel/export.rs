@@ -153,7 +153,8 @@ impl PostcardMsg {
         }
     }
 
-    /// The number of postcards; an error when the columns disagree.
+    /// The number of postcards; an error when the columns disagree or a direction or colour
+    /// is out of range.
     pub fn validate(&self) -> Result<usize, String> {
         let n = self.t_ns.len();
         let lens = [
@@ -170,6 +171,12 @@ impl PostcardMsg {
             return Err(format!(
                 "postcard columns of different lengths: {n} and {lens:?}"
             ));
+        }
+        if let Some(i) = self.dir.iter().position(|&d| usize::from(d) >= DIRS) {
+            return Err(format!("postcard {i}: direction {} (0 or 1)", self.dir[i]));
+        }
+        if let Some(i) = self.colour.iter().position(|&c| c > 2) {
+            return Err(format!("postcard {i}: colour {} (0..=2)", self.colour[i]));
         }
         Ok(n)
     }
@@ -227,12 +234,18 @@ impl SketchMsg {
     pub fn validate(&self) -> Result<Layout, String> {
         let l = self.layout.layout()?;
         let n = l.rows * l.width;
-        for s in &self.sketches {
+        for (i, s) in self.sketches.iter().enumerate() {
             if s.dir >= DIRS || s.qid >= l.qids {
                 return Err(format!(
                     "sketch of dir {} qid {} is outside the layout",
                     s.dir, s.qid
                 ));
+            }
+            if self.sketches[..i]
+                .iter()
+                .any(|x| x.dir == s.dir && x.qid == s.qid)
+            {
+                return Err(format!("two sketches of dir {} qid {}", s.dir, s.qid));
             }
             for (name, v, k) in [
                 ("packets", &s.packets, 1),
@@ -284,6 +297,25 @@ impl SketchMsg {
 }
 
 impl PmMsg {
+    /// Directions and QFIs in range, one record per (direction, QFI).
+    pub fn validate(&self) -> Result<(), String> {
+        for (i, r) in self.qfis.iter().enumerate() {
+            if r.dir >= DIRS || usize::from(r.qfi) >= QFIS {
+                return Err(format!(
+                    "pm record of dir {} qfi {} is out of range",
+                    r.dir, r.qfi
+                ));
+            }
+            if self.qfis[..i]
+                .iter()
+                .any(|x| x.dir == r.dir && x.qfi == r.qfi)
+            {
+                return Err(format!("two pm records of dir {} qfi {}", r.dir, r.qfi));
+            }
+        }
+        Ok(())
+    }
+
     pub fn of(w: &Window, h: Header) -> PmMsg {
         let qfis =
             w.pm.iter()
@@ -341,9 +373,11 @@ fn decode_value(v: ciborium::Value) -> Result<Msg, String> {
             m.validate()?;
             Ok(Msg::Sketch(m))
         }
-        "pm" => Ok(Msg::Pm(
-            v.deserialized().map_err(|e| format!("pm message: {e}"))?,
-        )),
+        "pm" => {
+            let m: PmMsg = v.deserialized().map_err(|e| format!("pm message: {e}"))?;
+            m.validate()?;
+            Ok(Msg::Pm(m))
+        }
         "postcards" => {
             let m: PostcardMsg = v
                 .deserialized()

@@ -1,0 +1,58 @@
+//! The Kestrel export decoder and collector over untrusted bytes (a collector subscribes to
+//! whatever publishes on its endpoint, and reads windows files it did not write).
+//!
+//! Input: messages separated by `\n--\n`. Each goes through `decode`; a message that decodes
+//! must re-encode to bytes that decode to the same message, answer queries without panicking,
+//! and be accepted or refused by a `Collector` (late parts merged into kept windows). The
+//! whole input also goes through `read_file` as a CBOR sequence.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use peregrine_control::kestrel::collector::Collector;
+use peregrine_control::kestrel::export::{decode, encode, read_file, Msg};
+
+fn split(data: &[u8]) -> Vec<&[u8]> {
+    let sep = b"\n--\n";
+    let mut out = Vec::new();
+    let mut rest = data;
+    while let Some(i) = rest.windows(sep.len()).position(|w| w == sep) {
+        out.push(&rest[..i]);
+        rest = &rest[i + sep.len()..];
+    }
+    out.push(rest);
+    out
+}
+
+fuzz_target!(|data: &[u8]| {
+    let _ = read_file(data);
+    let mut c = Collector::new(4);
+    for m in split(data).into_iter().take(8) {
+        let Ok(msg) = decode(m) else {
+            assert!(c.add_bytes(m).is_err());
+            continue;
+        };
+        let again = match &msg {
+            Msg::Sketch(s) => {
+                for s2 in &s.sketches {
+                    for key in [(0u32, 0u8), (1, 9), (u32::MAX, 63)] {
+                        let _ = s.query(s2.dir, s2.qid, key.0, key.1);
+                    }
+                }
+                decode(&encode(s))
+            }
+            Msg::Pm(p) => decode(&encode(p)),
+            Msg::Postcards(p) => decode(&encode(p)),
+        };
+        assert_eq!(
+            again.as_ref(),
+            Ok(&msg),
+            "re-encoded message decodes differently"
+        );
+        let _ = c.add_bytes(m);
+        for w in c.windows() {
+            for s in &w.sketches {
+                let _ = c.query(s.dir, s.qid, (7, 9));
+            }
+        }
+    }
+});

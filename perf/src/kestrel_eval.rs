@@ -1,0 +1,195 @@
+//! The Kestrel evaluation (Kestrel, Saha et al., section VI): seeded scenarios with the
+//! anomalies of Table I through the real UPF, egress scheduler and Kestrel tap in virtual
+//! time ([`sim`]), per-window features of the three telemetry modes ([`features`]), four
+//! gradient-boosted-tree detectors per mode trained in Python on separate runs and evaluated
+//! online in Rust ([`gbt`]), and the scores ([`metrics`]). `pg-kestrel-eval` runs it all.
+
+pub mod eval;
+pub mod features;
+pub mod gbt;
+pub mod metrics;
+pub mod scenario;
+pub mod sim;
+
+use features::{Extractor, Mode, MODES};
+use gbt::Model;
+use peregrine_control::kestrel::binning::{self, Strategy};
+use peregrine_control::kestrel::export::{encode, EdgesRec, Header, PmMsg, PostcardMsg, SketchMsg};
+use peregrine_dataplane::telemetry::kestrel::{Deltas, EdgeSet, Layout, MAX_QIDS};
+use scenario::{Intensity, Kind, Plan, Scenario, KINDS, S};
+use sim::{RunCfg, RunStats};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// What every run of one evaluation shares.
+#[derive(Debug, Clone)]
+pub struct EvalCfg {
+    pub duration_s: u64,
+    pub scale: f64,
+    pub layout: Layout,
+    pub deltas: Deltas,
+    pub intensity: Intensity,
+    pub tick_ns: u64,
+}
+
+impl EvalCfg {
+    pub fn run_cfg(&self, edges: EdgeSet) -> RunCfg {
+        RunCfg {
+            window_ns: S,
+            layout: self.layout.clone(),
+            edges,
+            deltas: self.deltas,
+            tick_ns: self.tick_ns,
+        }
+    }
+}
+
+/// Edges from a baseline run's fine histograms (every QID calibrating), by `strategy`.
+pub fn calibrate(c: &EvalCfg, strategy: Strategy, rho: f64, seed: u64, secs: u64) -> EdgeSet {
+    let plan = Plan::new(Scenario::Baseline, seed, secs, c.scale, &c.intensity);
+    let mut set = EdgeSet {
+        calibrating: [true; MAX_QIDS],
+        ..EdgeSet::default()
+    };
+    let fine_len = peregrine_dataplane::telemetry::kestrel::FINE_BINS;
+    let mut lat = vec![vec![0u64; fine_len]; c.layout.qids];
+    let mut iat = vec![vec![0u64; fine_len]; c.layout.qids];
+    sim::run(&plan, &c.run_cfg(set), seed, |o| {
+        for q in 0..c.layout.qids {
+            let (l, i) = o.window.fine_of(0, q);
+            for (a, &b) in lat[q].iter_mut().zip(l) {
+                *a += b;
+            }
+            for (a, &b) in iat[q].iter_mut().zip(i) {
+                *a += b;
+            }
+        }
+    });
+    set.calibrating = [false; MAX_QIDS];
+    set.version = 2;
+    for q in 0..c.layout.qids {
+        if let Some(e) = binning::edges(strategy, rho, &lat[q], &iat[q]) {
+            set.qids[q] = e;
+        }
+    }
+    set
+}
+
+/// One scored unit: a (window, QFI) of a run.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub seq: u64,
+    pub qfi: u8,
+    /// Anomaly bits (`Kind::bit`).
+    pub label: u8,
+    pub x: Vec<f32>,
+    /// Detector probabilities, when models were given (in `KINDS` order).
+    pub score: [f64; 4],
+}
+
+/// One run's output per mode.
+#[derive(Debug, Clone, Default)]
+pub struct RunOut {
+    pub rows: HashMap<Mode, Vec<Row>>,
+    /// Export bytes per mode, summed over the windows.
+    pub export_bytes: HashMap<Mode, u64>,
+    pub windows: u64,
+    /// Per-window collector time (feature extraction + inference), ns, per mode.
+    pub collector_ns: HashMap<Mode, Vec<u64>>,
+    pub stats: RunStats,
+    pub plan_episodes: Vec<scenario::Episode>,
+}
+
+/// The detectors of every mode: `models[mode][kind]`.
+pub type Detectors = HashMap<Mode, Vec<Model>>;
+
+/// Run `scenario` with `seed` and extract every mode's rows; with `det`, score them online.
+pub fn collect(
+    c: &EvalCfg,
+    edges: EdgeSet,
+    scenario: Scenario,
+    seed: u64,
+    det: Option<&Detectors>,
+) -> RunOut {
+    let plan = Plan::new(scenario, seed, c.duration_s, c.scale, &c.intensity);
+    let keys = plan.keys();
+    // Delta-SMP's "short gap" is the IAT head edge Kestrel uses for best effort.
+    let short = edges.qids[7].iat[0];
+    let mut ex: Vec<Extractor> = MODES
+        .iter()
+        .map(|&m| Extractor::new(m, &keys, short))
+        .collect();
+    let mut out = RunOut {
+        plan_episodes: plan.episodes.clone(),
+        ..RunOut::default()
+    };
+    let rc = c.run_cfg(edges);
+    let edges_rec: Vec<EdgesRec> = (0..c.layout.qids)
+        .map(|q| EdgesRec {
+            qid: q,
+            lat: edges.qids[q].lat.to_vec(),
+            iat: edges.qids[q].iat.to_vec(),
+        })
+        .collect();
+    let stats = sim::run(&plan, &rc, seed, |o| {
+        let w = o.window;
+        if w.late || w.seq * S >= plan.duration_ns {
+            return;
+        }
+        out.windows += 1;
+        let h = |kind: &str| Header {
+            v: 1,
+            kind: kind.into(),
+            seq: w.seq,
+            window_ns: S,
+            workers: 1,
+            sources: w.sources.clone(),
+            late: false,
+        };
+        let kb = encode(&SketchMsg::of(w, h("kestrel"), edges_rec.clone())).len();
+        let pb = encode(&PmMsg::of(w, h("pm"))).len();
+        let sb = if o.postcards.is_empty() {
+            0
+        } else {
+            encode(&PostcardMsg::of(h("postcards"), o.postcards)).len()
+        };
+        for (m, b) in [(Mode::Kestrel, kb), (Mode::Pm, pb), (Mode::DeltaSmp, sb)] {
+            *out.export_bytes.entry(m).or_default() += b as u64;
+        }
+        let labels = plan.labels(w.seq, S);
+        for e in ex.iter_mut() {
+            let t0 = Instant::now();
+            let vs = e.window(w, o.postcards);
+            let mut rows: Vec<Row> = vs
+                .into_iter()
+                .map(|(q, x)| Row {
+                    seq: w.seq,
+                    qfi: q,
+                    label: labels.qfi.get(&q).copied().unwrap_or(0),
+                    x,
+                    score: [0.0; 4],
+                })
+                .collect();
+            if let Some(ms) = det.and_then(|d| d.get(&e.mode)) {
+                for r in &mut rows {
+                    for (k, m) in ms.iter().enumerate() {
+                        r.score[k] = m.predict(&r.x);
+                    }
+                }
+            }
+            let dt = t0.elapsed().as_nanos() as u64;
+            out.collector_ns.entry(e.mode).or_default().push(dt);
+            out.rows.entry(e.mode).or_default().extend(rows);
+        }
+    });
+    out.stats = stats;
+    out
+}
+
+/// The anomaly kinds a scenario is scored on.
+pub fn scored_kinds(s: Scenario) -> Vec<Kind> {
+    match s {
+        Scenario::Single(k) => vec![k],
+        _ => KINDS.to_vec(),
+    }
+}

@@ -1,0 +1,395 @@
+//! Per-window feature vectors of the three telemetry modes (Kestrel section V, "Telemetry
+//! export and processing"): volume, latency tail fractions and percentiles, inter-arrival
+//! head fractions, policer colour ratios and TEIDs per QFI, per (window, QFI) unit. Kestrel
+//! reconstructs per-(TEID, QFI) distributions by the Count-Min query over its d rows, for the
+//! keys the control plane knows from its PFCP sessions; Delta-SMP groups the window's
+//! postcards per key; 3GPP-PM has only its per-QFI packets, bytes and mean delay.
+//!
+//! Every mode also gets the port-wide totals of its own data (context) and, per feature, the
+//! change from the previous window and the ratio to a slow moving average (alpha 0.1), so the
+//! detectors see onsets as well as levels.
+
+use super::scenario::USER_QFIS;
+use peregrine_dataplane::qos::QfiMap;
+use peregrine_dataplane::telemetry::kestrel::{Postcard, SumBucket, Window, BINS};
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Mode {
+    Kestrel,
+    DeltaSmp,
+    Pm,
+}
+
+pub const MODES: [Mode; 3] = [Mode::Kestrel, Mode::DeltaSmp, Mode::Pm];
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Kestrel => "kestrel",
+            Mode::DeltaSmp => "delta_smp",
+            Mode::Pm => "pm",
+        }
+    }
+    pub fn label(self) -> &'static str {
+        match self {
+            Mode::Kestrel => "Kestrel",
+            Mode::DeltaSmp => "Delta-SMP",
+            Mode::Pm => "3GPP-PM",
+        }
+    }
+}
+
+const UL: usize = 0;
+
+fn frac(a: u64, n: u64) -> f32 {
+    if n == 0 {
+        0.0
+    } else {
+        a as f32 / n as f32
+    }
+}
+
+/// Mean and max of `v` (0 for none).
+fn mean_max(v: &[f32]) -> [f32; 2] {
+    if v.is_empty() {
+        return [0.0, 0.0];
+    }
+    let s: f32 = v.iter().sum();
+    [s / v.len() as f32, v.iter().copied().fold(0.0, f32::max)]
+}
+
+/// Value at quantile `q` of `v` (sorted in place), 0 for none.
+fn quantile(v: &mut [f32], q: f64) -> f32 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_unstable_by(f32::total_cmp);
+    let i = ((v.len() - 1) as f64 * q).round() as usize;
+    v[i]
+}
+
+/// Features of one key's (min over rows) bucket.
+struct KeyF {
+    packets: u64,
+    bytes: u64,
+    tail: f32,
+    tail2: f32,
+    head: f32,
+    nongreen: f32,
+    /// Mean latency bin index (0..7).
+    lat_mean: f32,
+}
+
+fn key_f(b: &SumBucket) -> KeyF {
+    let n = b.packets;
+    let lat_n: u64 = b.lat.iter().sum();
+    let iat_n: u64 = b.iat.iter().sum();
+    let lat_mean = if lat_n == 0 {
+        0.0
+    } else {
+        b.lat
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| i as f32 * c as f32)
+            .sum::<f32>()
+            / lat_n as f32
+    };
+    KeyF {
+        packets: n,
+        bytes: b.bytes,
+        tail: frac(b.lat[BINS - 1], lat_n),
+        tail2: frac(b.lat[BINS - 1] + b.lat[BINS - 2], lat_n),
+        head: frac(b.iat[0], iat_n),
+        nongreen: frac(b.colour[1] + b.colour[2], b.colour.iter().sum()),
+        lat_mean,
+    }
+}
+
+/// Names of the per-QFI base features of each mode (before the temporal ones).
+pub fn base_names(mode: Mode) -> Vec<String> {
+    let v: Vec<&str> = match mode {
+        Mode::Kestrel => vec![
+            "teids",
+            "pkts",
+            "bytes",
+            "tail_mean",
+            "tail_max",
+            "tail2_mean",
+            "tail2_max",
+            "head_mean",
+            "head_max",
+            "nongreen_mean",
+            "nongreen_max",
+            "latbin_mean",
+            "latbin_max",
+            "teids_tail10",
+            "max_share",
+            "q_lat0",
+            "q_lat1",
+            "q_lat2",
+            "q_lat3",
+            "q_lat4",
+            "q_lat5",
+            "q_lat6",
+            "q_lat7",
+            "q_iat0",
+            "q_iat1",
+            "port_pkts",
+            "port_bytes",
+            "port_tail",
+            "port_head",
+        ],
+        Mode::DeltaSmp => vec![
+            "teids",
+            "cards",
+            "card_bytes",
+            "soj_mean",
+            "soj_p90",
+            "soj_max",
+            "keymax_mean",
+            "keymax_max",
+            "iat_min_mean",
+            "iat_min_min",
+            "iat_short",
+            "nongreen",
+            "cards_per_key_max",
+            "port_cards",
+            "port_soj_p90",
+            "port_soj_mean",
+        ],
+        Mode::Pm => vec![
+            "pkts",
+            "bytes",
+            "mean_delay",
+            "port_pkts",
+            "port_bytes",
+            "port_delay",
+        ],
+    };
+    v.into_iter().map(String::from).collect()
+}
+
+/// Every feature name: base, then `d_` (change from the previous window), then `r_` (ratio
+/// to the moving average).
+pub fn names(mode: Mode) -> Vec<String> {
+    let b = base_names(mode);
+    let mut v = b.clone();
+    v.extend(b.iter().map(|n| format!("d_{n}")));
+    v.extend(b.iter().map(|n| format!("r_{n}")));
+    v
+}
+
+/// The per-window extractor of one mode (keeps the temporal state).
+#[derive(Debug)]
+pub struct Extractor {
+    pub mode: Mode,
+    keys: HashMap<u8, Vec<u32>>,
+    map: QfiMap,
+    prev: HashMap<u8, Vec<f32>>,
+    ema: HashMap<u8, Vec<f32>>,
+    /// Short inter-arrival threshold of Delta-SMP (ns): the gap Kestrel's head bin would use.
+    iat_short_ns: u32,
+}
+
+impl Extractor {
+    pub fn new(mode: Mode, keys: &[(u32, u8)], iat_short_ns: u32) -> Extractor {
+        let mut k: HashMap<u8, Vec<u32>> = HashMap::new();
+        for &(t, q) in keys {
+            k.entry(q).or_default().push(t);
+        }
+        Extractor {
+            mode,
+            keys: k,
+            map: QfiMap::default(),
+            prev: HashMap::new(),
+            ema: HashMap::new(),
+            iat_short_ns,
+        }
+    }
+
+    /// Feature vectors of `USER_QFIS`, in that order.
+    pub fn window(&mut self, w: &Window, pcs: &[Postcard]) -> Vec<(u8, Vec<f32>)> {
+        let base: Vec<(u8, Vec<f32>)> = match self.mode {
+            Mode::Kestrel => self.kestrel(w),
+            Mode::DeltaSmp => self.smp(pcs),
+            Mode::Pm => pm(w),
+        };
+        base.into_iter()
+            .map(|(q, b)| {
+                let prev = self.prev.insert(q, b.clone()).unwrap_or_else(|| b.clone());
+                let ema = self.ema.entry(q).or_insert_with(|| b.clone());
+                let mut v = b.clone();
+                v.extend(b.iter().zip(&prev).map(|(x, p)| x - p));
+                v.extend(b.iter().zip(ema.iter()).map(|(x, e)| x / (e.abs() + 1e-3)));
+                for (e, x) in ema.iter_mut().zip(&b) {
+                    *e = 0.9 * *e + 0.1 * x;
+                }
+                (q, v)
+            })
+            .collect()
+    }
+
+    fn kestrel(&self, w: &Window) -> Vec<(u8, Vec<f32>)> {
+        // Port context: every queue's row-0 totals (exact: each packet is in one bucket).
+        let (mut pp, mut pb, mut pt, mut pl, mut ph, mut pi) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+        for qid in 0..w.layout.qids {
+            let s = w.row_sum(UL, qid, 0);
+            pp += s.packets;
+            pb += s.bytes;
+            pt += s.lat[BINS - 1];
+            pl += s.lat.iter().sum::<u64>();
+            ph += s.iat[0];
+            pi += s.iat.iter().sum::<u64>();
+        }
+        let port = [pp as f32, pb as f32, frac(pt, pl), frac(ph, pi)];
+        USER_QFIS
+            .iter()
+            .map(|&q| {
+                let qid = usize::from(self.map.qid(q));
+                let mut ks: Vec<KeyF> = Vec::new();
+                for &t in self.keys.get(&q).map(Vec::as_slice).unwrap_or(&[]) {
+                    let b = w.query(UL, qid, t, q);
+                    if b.packets > 0 {
+                        ks.push(key_f(&b));
+                    }
+                }
+                let pk: u64 = ks.iter().map(|k| k.packets).sum();
+                let by: u64 = ks.iter().map(|k| k.bytes).sum();
+                let col = |f: fn(&KeyF) -> f32| mean_max(&ks.iter().map(f).collect::<Vec<_>>());
+                let [tm, tx] = col(|k| k.tail);
+                let [t2m, t2x] = col(|k| k.tail2);
+                let [hm, hx] = col(|k| k.head);
+                let [nm, nx] = col(|k| k.nongreen);
+                let [lm, lx] = col(|k| k.lat_mean);
+                let t10 = ks.iter().filter(|k| k.tail > 0.1).count() as f32;
+                let share = ks
+                    .iter()
+                    .map(|k| k.bytes)
+                    .max()
+                    .map_or(0.0, |m| frac(m, by));
+                let qs = w.row_sum(UL, qid, 0);
+                let ql: u64 = qs.lat.iter().sum();
+                let qi: u64 = qs.iat.iter().sum();
+                let mut v = vec![
+                    ks.len() as f32,
+                    pk as f32,
+                    by as f32,
+                    tm,
+                    tx,
+                    t2m,
+                    t2x,
+                    hm,
+                    hx,
+                    nm,
+                    nx,
+                    lm,
+                    lx,
+                    t10,
+                    share,
+                ];
+                v.extend(qs.lat.iter().map(|&c| frac(c, ql)));
+                v.push(frac(qs.iat[0], qi));
+                v.push(frac(qs.iat[1], qi));
+                v.extend_from_slice(&port);
+                (q, v)
+            })
+            .collect()
+    }
+
+    fn smp(&self, pcs: &[Postcard]) -> Vec<(u8, Vec<f32>)> {
+        let mut all: Vec<f32> = pcs.iter().map(|p| p.sojourn_ns as f32).collect();
+        let port_mean = mean_max(&all)[0];
+        let port = [pcs.len() as f32, quantile(&mut all, 0.9), port_mean];
+        USER_QFIS
+            .iter()
+            .map(|&q| {
+                // Per key: (cards, max sojourn, min gap).
+                let mut per: HashMap<u32, (u32, f32, u32)> = HashMap::new();
+                let mut soj: Vec<f32> = Vec::new();
+                let (mut bytes, mut short, mut nongreen) = (0u64, 0u64, 0u64);
+                for p in pcs.iter().filter(|p| p.qfi == q && p.dir == 0) {
+                    let e = per.entry(p.teid).or_insert((0, 0.0, u32::MAX));
+                    e.0 += 1;
+                    e.1 = e.1.max(p.sojourn_ns as f32);
+                    if p.iat_ns > 0 {
+                        e.2 = e.2.min(p.iat_ns);
+                    }
+                    soj.push(p.sojourn_ns as f32);
+                    bytes += u64::from(p.len);
+                    if p.iat_ns > 0 && p.iat_ns < self.iat_short_ns {
+                        short += 1;
+                    }
+                    if p.colour != 0 {
+                        nongreen += 1;
+                    }
+                }
+                let n = soj.len() as u64;
+                let [sm, _] = mean_max(&soj);
+                let p90 = quantile(&mut soj, 0.9);
+                let smax = soj.last().copied().unwrap_or(0.0);
+                let km: Vec<f32> = per.values().map(|e| e.1).collect();
+                let [kmm, kmx] = mean_max(&km);
+                let gaps: Vec<f32> = per
+                    .values()
+                    .filter(|e| e.2 != u32::MAX)
+                    .map(|e| e.2 as f32)
+                    .collect();
+                let [gm, _] = mean_max(&gaps);
+                let gmin = gaps.iter().copied().fold(f32::MAX, f32::min);
+                let gmin = if gaps.is_empty() { 0.0 } else { gmin };
+                let cmax = per.values().map(|e| e.0).max().unwrap_or(0) as f32;
+                let mut v = vec![
+                    per.len() as f32,
+                    n as f32,
+                    bytes as f32,
+                    sm,
+                    p90,
+                    smax,
+                    kmm,
+                    kmx,
+                    gm,
+                    gmin,
+                    frac(short, n),
+                    frac(nongreen, n),
+                    cmax,
+                ];
+                v.extend_from_slice(&port);
+                (q, v)
+            })
+            .collect()
+    }
+}
+
+fn pm(w: &Window) -> Vec<(u8, Vec<f32>)> {
+    let at = |q: u8| w.pm[UL * 64 + usize::from(q)];
+    let (mut pp, mut pb, mut ps) = (0u64, 0u64, 0u64);
+    for p in &w.pm[..64] {
+        pp += p.packets;
+        pb += p.bytes;
+        ps += p.sojourn_sum_ns;
+    }
+    let port_delay = if pp == 0 { 0.0 } else { ps as f32 / pp as f32 };
+    USER_QFIS
+        .iter()
+        .map(|&q| {
+            let p = at(q);
+            let d = if p.packets == 0 {
+                0.0
+            } else {
+                p.sojourn_sum_ns as f32 / p.packets as f32
+            };
+            (
+                q,
+                vec![
+                    p.packets as f32,
+                    p.bytes as f32,
+                    d,
+                    pp as f32,
+                    pb as f32,
+                    port_delay,
+                ],
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,107 @@
+//! The Kestrel evaluation: the Rust evaluator against XGBoost's own probabilities on stored
+//! vectors (a model XGBoost 2.1.3 trained on our features, saved by
+//! perf/scripts/kestrel_train.py), and `pg-kestrel-eval --quick` end to end (training runs,
+//! Python training, held-out test runs scored in Rust).
+
+use peregrine_perf::kestrel_eval::eval::check_model;
+use peregrine_perf::kestrel_eval::gbt::Model;
+use std::process::Command;
+
+const MODEL: &str = include_str!("data/kestrel-gbt-model.json");
+const CHECK: &str = include_str!("data/kestrel-gbt-check.csv");
+
+#[test]
+fn evaluator_matches_xgboost_to_1e6() {
+    let m = Model::from_json(MODEL).expect("model parses");
+    assert!(CHECK.lines().count() > 40);
+    let worst = check_model(&m, CHECK).expect("check vectors parse");
+    assert!(worst <= 1e-6, "largest difference {worst:e}");
+    // The probabilities are not all alike: the check would catch a constant evaluator.
+    let ps: Vec<f64> = CHECK
+        .lines()
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    let (lo, hi) = ps
+        .iter()
+        .fold((1.0f64, 0.0f64), |a, &p| (a.0.min(p), a.1.max(p)));
+    assert!(hi - lo > 0.5, "{lo}..{hi}");
+}
+
+#[test]
+fn evaluator_refuses_bad_models() {
+    assert!(Model::from_json("{").unwrap_err().contains("not JSON"));
+    let wrong = MODEL.replace("binary:logistic", "reg:squarederror");
+    assert!(Model::from_json(&wrong).unwrap_err().contains("objective"));
+    let v: serde_json::Value = serde_json::from_str(MODEL).unwrap();
+    let mut bad = v.clone();
+    bad["learner"]["gradient_booster"]["model"]["trees"][0]["left_children"][0] =
+        serde_json::json!(0);
+    let e = Model::from_json(&bad.to_string()).unwrap_err();
+    assert!(e.contains("bad children"), "{e}");
+    let mut short = v;
+    short["learner"]["gradient_booster"]["model"]["trees"][0]["split_conditions"] =
+        serde_json::json!([0.5]);
+    let e = Model::from_json(&short.to_string()).unwrap_err();
+    assert!(e.contains("different lengths"), "{e}");
+}
+
+#[test]
+fn quick_evaluation_end_to_end_on_held_out_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let st = Command::new(env!("CARGO_BIN_EXE_pg-kestrel-eval"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["--quick", "--no-sweeps", "--out"])
+        .arg(&out)
+        .arg("--work")
+        .arg(dir.path().join("work"))
+        .status()
+        .expect("runs");
+    assert!(
+        st.success(),
+        "pg-kestrel-eval --quick failed (python3 with xgboost: scripts/deps.sh --test)"
+    );
+    let j: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("kestrel-eval-quick.json")).unwrap(),
+    )
+    .unwrap();
+    let s = &j["summary"];
+    let seeds = |k: &str| -> Vec<u64> {
+        s[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect()
+    };
+    let (tr, te) = (seeds("train_seeds"), seeds("test_seeds"));
+    assert_eq!((tr.len(), te.len()), (5, 5));
+    assert!(tr.iter().all(|x| !te.contains(x)), "test runs are held out");
+    assert!(s["max_pred_diff"].as_f64().unwrap() <= 1e-6);
+    assert_eq!(s["test_windows"].as_u64().unwrap(), 5 * 200);
+    for m in ["kestrel", "delta_smp", "pm"] {
+        for sc in [
+            "microburst",
+            "congestion",
+            "contention",
+            "policy_abuse",
+            "mixed",
+        ] {
+            let x = &s["scores"][m][sc];
+            let a = x["auprc"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&a), "{m}/{sc}: AUPRC {a}");
+            assert!(
+                x["positives"].as_u64().unwrap() > 0,
+                "{m}/{sc}: no positives"
+            );
+        }
+        assert!(
+            s["export_mbps"][m].as_f64().unwrap() > 0.0,
+            "{m}: no export"
+        );
+    }
+    // Kestrel's sketches are larger than the per-QFI counters.
+    assert!(s["export_mbps"]["kestrel"].as_f64() > s["export_mbps"]["pm"].as_f64());
+    let md = std::fs::read_to_string(out.join("kestrel-eval-quick.md")).unwrap();
+    assert!(md.contains("| Kestrel |") && md.contains("0.81 / 0.82"));
+    assert!(out.join("kestrel-eval-quick-pr-mixed.svg").exists());
+}
