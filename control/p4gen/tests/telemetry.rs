@@ -8,8 +8,11 @@
 use peregrine_dataplane::telemetry::fridge::tofino::{log2_bin, pow2_p, RangeTable};
 use peregrine_dataplane::telemetry::fridge::weight::XMode;
 use peregrine_dataplane::telemetry::kestrel::layout::{bin, MAX_ROWS};
-use peregrine_dataplane::telemetry::kestrel::{IndexHash, QidEdges};
+use peregrine_dataplane::telemetry::kestrel::{
+    Bank, EdgeSet, IndexHash, QidEdges, Sample, Sketcher, SumBucket,
+};
 use peregrine_p4gen::config::{Config, ConfigError};
+use peregrine_p4gen::kestrel_regs::{self, RowRegs};
 use peregrine_p4gen::{bfrt, check, constants, model, names, p4decl, telemetry};
 use peregrine_wire::dta::{self, FrameAddrs, Primitive, Repr, Variant};
 use peregrine_wire::ethernet::Address as MacAddr;
@@ -486,4 +489,154 @@ fn the_telemetry_program_declares_every_generated_name() {
         let errs = check::check(&p4decl::scan(&src.replacen(from, to, 1)), &tables, &externs);
         assert!(errs.iter().any(|e| e.contains(want)), "{from}: {errs:?}");
     }
+}
+
+/// A model of `kestrel.p4`'s egress path over its registers, driven by the generated entries
+/// (seeds, ternary bin rules): what a switch loaded with `upf_telemetry.bfrt.json` computes,
+/// packet by packet, in the P4 program's order (not the P4 program itself).
+struct P4Kestrel {
+    rows: [RowRegs; 3],
+    seeds: BTreeMap<u64, u32>,
+    lat: Vec<(u64, u32, u32, usize)>,
+    iat: [Vec<(u64, u32, u32, usize)>; 3],
+}
+
+fn ternary_all(rs: &[&Value], field: &str) -> Vec<(u64, u32, u32, usize)> {
+    rs.iter()
+        .map(|r| {
+            (
+                u(&r["key"]["eh.bridge.qid"]["value"]),
+                u(&r["key"][field]["value"]) as u32,
+                u(&r["key"][field]["mask"]) as u32,
+                u(&r["data"]["bin"]) as usize,
+            )
+        })
+        .collect()
+}
+
+fn lookup(t: &[(u64, u32, u32, usize)], qid: u64, v: u32) -> usize {
+    let hits: Vec<_> = t
+        .iter()
+        .filter(|r| r.0 == qid && v & r.2 == r.1 & r.2)
+        .collect();
+    assert_eq!(hits.len(), 1, "QID {qid} value {v}");
+    hits[0].3
+}
+
+impl P4Kestrel {
+    fn new(v: &[Value]) -> P4Kestrel {
+        let iat = |i: usize| ternary_all(&rows(v, &names::KESTREL_IAT_BIN[i]), "gap");
+        P4Kestrel {
+            rows: [RowRegs::new(), RowRegs::new(), RowRegs::new()],
+            seeds: rows(v, &names::KESTREL_SEED)
+                .iter()
+                .map(|r| {
+                    (
+                        u(&r["key"]["eh.bridge.qid"]["value"]),
+                        u(&r["data"]["seed"]) as u32,
+                    )
+                })
+                .collect(),
+            lat: ternary_all(&rows(v, &names::KESTREL_LAT_BIN), "em.sojourn"),
+            iat: [iat(0), iat(1), iat(2)],
+        }
+    }
+
+    /// PgEgress + PgKestrel for one bridged packet leaving at egress time `now` (ns).
+    fn packet(&mut self, now: u64, s: &Sample) {
+        let now32 = now as u32;
+        let bank = ((now >> constants::KESTREL_WINDOW_SHIFT) & 1) as u8;
+        let sojourn = now32.wrapping_sub(now32.wrapping_sub(s.sojourn_ns));
+        let Some(&seed) = self.seeds.get(&(s.qid as u64)) else {
+            return;
+        };
+        let lat_bin = lookup(&self.lat, s.qid as u64, sojourn);
+        let mut bytes = seed.to_be_bytes().to_vec();
+        bytes.extend(s.teid.to_be_bytes());
+        bytes.push(s.qfi);
+        let h = crc32fast::hash(&bytes);
+        for (r, regs) in self.rows.iter_mut().enumerate() {
+            let col = (h >> (9 * r)) & 511;
+            let (dir, q) = (s.dir as u8, s.qid as u8);
+            let ls = kestrel_regs::bucket(0, dir, q, col);
+            let last = std::mem::replace(&mut regs.last_seen[ls], now32);
+            let i = kestrel_regs::bucket(bank, dir, q, col);
+            regs.counts[i].0 += 1;
+            regs.counts[i].1 += s.len;
+            regs.colour[i * 4 + usize::from(s.colour)] += 1;
+            regs.lat[i * 8 + lat_bin] += 1;
+            if last != 0 {
+                let gap = now32.wrapping_sub(last);
+                let b = lookup(&self.iat[r], s.qid as u64, gap);
+                regs.iat[i * 8 + b] += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn the_p4_sketch_model_over_generated_entries_fills_the_software_buckets() {
+    let (cfg, v) = rendered();
+    let layout = telemetry::kestrel_layout(cfg.kestrel.as_ref().unwrap()).unwrap();
+    let mut edges = EdgeSet::default();
+    edges.qids[0] = QidEdges {
+        lat: [2000, 5000, 10000, 20000, 50000, 100000, 500000],
+        iat: [1000, 10000, 50000, 100000, 500000, 1000000, 5000000],
+    };
+    let mut sk = Sketcher::new(&layout);
+    let mut bank = Bank::new(&layout);
+    let mut p4 = P4Kestrel::new(&v);
+    // A deterministic mix: 40 keys over both directions and 8 QIDs, gaps 1 ns - 1 ms,
+    // sojourns 0 - 1 ms, all three colours, in one 2^30 ns window.
+    let mut x: u64 = 0x9e37_79b9;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut t = 1_000u64;
+    for _ in 0..12_000 {
+        let r = next();
+        let key = r % 40;
+        let big = if r >> 60 == 0 { next() % 1_000_000 } else { 0 };
+        t += 1 + big + next() % 20_000;
+        let s = Sample {
+            dir: (key & 1) as usize,
+            qid: (key % 8) as usize,
+            teid: 0x100 + key as u32,
+            qfi: [1, 5, 9][(key % 3) as usize],
+            len: 60 + (next() % 1400) as u32,
+            colour: (next() % 3) as u8,
+            sojourn_ns: (next() % 1_000_000) as u32,
+            t_ns: t,
+        };
+        sk.record(&mut bank, &edges, &s);
+        p4.packet(t, &s);
+    }
+    assert!(t < 1 << constants::KESTREL_WINDOW_SHIFT, "one window");
+    let got = kestrel_regs::buckets(&p4.rows, 0, &layout);
+    let want: Vec<SumBucket> = bank
+        .buckets
+        .iter()
+        .map(|b| SumBucket {
+            packets: u64::from(b.packets),
+            bytes: b.bytes,
+            colour: b.colour.map(u64::from),
+            lat: b.lat.map(u64::from),
+            iat: b.iat.map(u64::from),
+        })
+        .collect();
+    assert_eq!(got.len(), want.len());
+    let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+    assert_eq!(differ, 0, "buckets differ");
+    assert_eq!(
+        got.iter().map(|b| b.packets).sum::<u64>(),
+        12_000 * 3,
+        "every packet in every row"
+    );
+    assert!(got.iter().map(|b| b.iat.iter().sum::<u64>()).sum::<u64>() > 30_000);
+    // The other bank stayed empty.
+    let other = kestrel_regs::buckets(&p4.rows, 1, &layout);
+    assert!(other.iter().all(|b| *b == SumBucket::default()));
 }
