@@ -78,7 +78,11 @@ control PgEgress(inout pg_egress_headers_t eh, inout pg_egress_meta_t em,
 
     apply {
         em.now = eg_prsr_md.global_tstamp[31:0];
+#ifdef PG_KESTREL_ONE_BANK
+        em.bank = 0;
+#else
         em.bank = eg_prsr_md.global_tstamp[PG_KESTREL_WINDOW_SHIFT:PG_KESTREL_WINDOW_SHIFT];
+#endif
         dta_config.apply();
         if (eh.bridge.isValid()) {
             em.sojourn = em.now - eh.bridge.ig_tstamp;
