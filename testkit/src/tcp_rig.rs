@@ -205,6 +205,28 @@ next_hop_mac = "{DN_MAC}"
     )
 }
 
+/// A TCP connection from address `src` (any port) to `dst`, with congestion control `cc`
+/// if given: the stream and how long `connect` took (SYN sent to SYN-ACK received).
+fn connect_from(
+    src: Ipv4Addr,
+    dst: SocketAddrV4,
+    cc: Option<&str>,
+) -> std::io::Result<(TcpStream, Duration)> {
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::empty(),
+        None,
+    )?;
+    if let Some(cc) = cc {
+        setsockopt(&fd, sockopt::TcpCongestion, &OsString::from(cc))?;
+    }
+    bind(fd.as_raw_fd(), &SockaddrIn::from(SocketAddrV4::new(src, 0)))?;
+    let t = Instant::now();
+    connect(fd.as_raw_fd(), &SockaddrIn::from(dst))?;
+    Ok((TcpStream::from(fd), t.elapsed()))
+}
+
 impl Rig {
     /// Build the namespaces, start the daemon (wait until it forwards) and the gNB. `dir`
     /// holds the config, the log and the summary.
@@ -361,19 +383,7 @@ impl Rig {
         let cc = cc.to_string();
         let dur = Duration::from_secs_f64(secs);
         let source = in_netns(&src_ns, move || {
-            let fd = socket(
-                AddressFamily::Inet,
-                SockType::Stream,
-                SockFlag::empty(),
-                None,
-            )?;
-            setsockopt(&fd, sockopt::TcpCongestion, &OsString::from(cc))?;
-            bind(fd.as_raw_fd(), &SockaddrIn::from(SocketAddrV4::new(src, 0)))?;
-            connect(
-                fd.as_raw_fd(),
-                &SockaddrIn::from(SocketAddrV4::new(dst, port)),
-            )?;
-            let mut s = TcpStream::from(fd);
+            let (mut s, _) = connect_from(src, SocketAddrV4::new(dst, port), Some(&cc))?;
             let buf = vec![0x5au8; 1 << 16];
             let t0 = Instant::now();
             while t0.elapsed() < dur {
@@ -413,19 +423,7 @@ impl Rig {
         let client = in_netns(&src_ns, move || {
             let mut times = Vec::with_capacity(n);
             for _ in 0..n {
-                let fd = socket(
-                    AddressFamily::Inet,
-                    SockType::Stream,
-                    SockFlag::empty(),
-                    None,
-                )?;
-                bind(fd.as_raw_fd(), &SockaddrIn::from(SocketAddrV4::new(src, 0)))?;
-                let t = Instant::now();
-                connect(
-                    fd.as_raw_fd(),
-                    &SockaddrIn::from(SocketAddrV4::new(dst, port)),
-                )?;
-                times.push(t.elapsed());
+                times.push(connect_from(src, SocketAddrV4::new(dst, port), None)?.1);
             }
             Ok(times)
         });
