@@ -4,13 +4,20 @@
 //! packet for 20 ms, a radio leg we know (`tc netem` is not available here), so:
 //!
 //! - handshakes the data network opens towards the UE, measured at the N3 vantage (SYN going
-//!   down, SYN-ACK coming up), take the radio leg: the fridge's median agrees with what the
-//!   DN's client measured for its `connect` within 15 %, and is at least the 20 ms;
+//!   down, SYN-ACK coming up), take the radio leg;
 //! - handshakes the UE opens, at the N6 vantage (SYN out, SYN-ACK back from the DN), take only
-//!   the wired leg: a median under a quarter of the radio leg, while the UE's own `connect`
-//!   took at least 20 ms;
+//!   the wired leg;
 //! - data-to-ACK at N3 (the UE-opened connections' SYN-ACK -> ACK, FIN -> ACK) takes the
 //!   radio leg again.
+//!
+//! The bounds checked hold for every single pair, whatever the load on the machine (a timing
+//! tolerance would not: under load the gNB's 20 ms sleep and both kernels run late), so they
+//! hold for the medians, up to the histogram's bin width (1/64, hence the 2 %):
+//! - N3 handshake: at least the 20 ms the gNB held the SYN-ACK, and at most the DN client's
+//!   `connect` time (the UPF sees the SYN leave after the client sent it and the SYN-ACK
+//!   arrive before the client gets it);
+//! - N6 handshake: at most the UE's `connect` time minus the 20 ms its SYN was held;
+//! - N3 data-to-ACK: at least 20 ms.
 //!
 //! Every handshake is matched (p = 1, M = 1024 slots, one in flight at a time). Needs root,
 //! `ip netns`, ethtool and /dev/net/tun; outside CI it prints why and passes when they are
@@ -23,6 +30,8 @@ use std::time::Duration;
 
 const RADIO: Duration = Duration::from_millis(20);
 const HANDSHAKES: usize = 60;
+/// A median read from the histogram is within one bin (1/64) of the samples' median.
+const BIN: f64 = 1.02;
 
 const FRIDGE: &str = r#"
 [fridge]
@@ -120,27 +129,27 @@ fn handshake_and_data_delays_from_kernel_tcp_at_both_vantages() {
 
     let n3 = slice("n3-handshake");
     let ev = |s: &serde_json::Value, k: &str| s["events"][k].as_u64().unwrap();
+    let q50 = |s: &serde_json::Value| s["quantiles_ns"]["0.5"].as_f64().unwrap();
     assert_eq!(ev(&n3, "matched"), HANDSHAKES as u64, "{n3}");
-    let med = n3["quantiles_ns"]["0.5"].as_f64().unwrap();
+    let med = q50(&n3);
     assert!(
-        (med / dn_client - 1.0).abs() < 0.15 && med >= radio,
-        "N3 handshake median {med} ns, the DN client's connect median {dn_client} ns: {n3}"
+        med >= radio && med <= dn_client * BIN,
+        "N3 handshake median {med} ns outside [{radio}, {dn_client}] (radio leg, DN client's connect): {n3}"
     );
 
     let n6 = slice("n6-handshake");
     assert_eq!(ev(&n6, "matched"), HANDSHAKES as u64, "{n6}");
-    let med = n6["quantiles_ns"]["0.5"].as_f64().unwrap();
-    assert!(ue_client >= radio, "the UE's connect median {ue_client} ns");
+    let med = q50(&n6);
     assert!(
-        med < radio / 4.0,
-        "N6 handshake median {med} ns should be the wired leg only: {n6}"
+        med <= (ue_client - radio) * BIN,
+        "N6 handshake median {med} ns above the UE's connect median {ue_client} ns less the radio leg: {n6}"
     );
 
     let data = slice("n3-data");
     assert!(ev(&data, "matched") >= HANDSHAKES as u64, "{data}");
-    let med = data["quantiles_ns"]["0.5"].as_f64().unwrap();
+    let med = q50(&data);
     assert!(
-        med >= radio && med < radio * 1.5,
-        "N3 data-to-ACK median {med} ns, radio leg {radio} ns: {data}"
+        med >= radio,
+        "N3 data-to-ACK median {med} ns below the radio leg {radio} ns: {data}"
     );
 }
