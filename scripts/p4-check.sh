@@ -2,8 +2,11 @@
 # The P4 twin's checks in one command (issue 16):
 #  1. structural check: every table/action/parameter/extern/header field the generator writes
 #     is declared in the P4 sources (always runs; a declaration scan, not a compile);
-#  2. entries generated for examples/quickstart.toml (always runs);
-#  3. with p4test: every TNA program compiled with `p4test --std p4-16 -D__TARGET_TOFINO__=1`
+#  2. entries generated for examples/quickstart.toml and, for the TNA telemetry program
+#     (Kestrel, fridge, DTA reporter), examples/p4-telemetry.toml (always runs);
+#  3. with p4test: every TNA program (p4/tna/*.p4: upf, upf_telemetry, int_transit) compiled
+#     with `p4test --std p4-16 -D__TARGET_TOFINO__=1`, and upf_telemetry again with
+#     -DPG_KESTREL_ONE_BANK
 #     (P4C_TNA_INCLUDE: the directory holding tna.p4, if p4c does not find it itself);
 #  4. with p4c-bm2-ss: the v1model twin compiled;
 #  5. with simple_switch + simple_switch_CLI: the differential test, the quickstart pcaps
@@ -29,6 +32,7 @@ cargo build -q -p peregrine-p4gen --bin peregrine-p4
 gen=target/debug/peregrine-p4
 "$gen" check --p4-dir p4
 "$gen" entries --config examples/quickstart.toml --out-dir "$out" --int-namespace 1
+"$gen" entries --config examples/p4-telemetry.toml --out-dir "$out/telemetry"
 
 p4test=$(tool p4test)
 if [ -z "$p4test" ]; then
@@ -38,6 +42,9 @@ else
         echo "p4-check: p4test $f"
         "$p4test" --std p4-16 -D__TARGET_TOFINO__=1 ${P4C_TNA_INCLUDE:+-I "$P4C_TNA_INCLUDE"} "$f"
     done
+    echo "p4-check: p4test -DPG_KESTREL_ONE_BANK p4/tna/upf_telemetry.p4"
+    "$p4test" --std p4-16 -D__TARGET_TOFINO__=1 -DPG_KESTREL_ONE_BANK \
+        ${P4C_TNA_INCLUDE:+-I "$P4C_TNA_INCLUDE"} p4/tna/upf_telemetry.p4
 fi
 
 bm2=$(tool p4c-bm2-ss)

@@ -87,3 +87,23 @@ for name, data in seeds.items():
     with open(os.path.join(out, name + ".bin"), "wb") as f:
         f.write(data)
 print(f"{len(seeds)} seeds in {out}")
+
+# Target `codesign_window`: gate window exports (docs/codesign.md "Export").
+def gate_window(start, flows, unit="packets", v=1):
+    return enc({"v": v, "node_id": 1, "worker": 0, "start_ns": start, "window_ns": 2_000_000_000,
+                "unit": unit, "large": 32, "small": 16, "packets": 1000, "overflow": 0,
+                "lost": 0, "flows": flows})
+
+gate_seeds = {
+    "one_window": gate_window(0, [[7, 32, 100], [9, 0, 5]]),
+    "two_windows": SEP.join([gate_window(0, [[7, 32, 100]]), gate_window(2_000_000_000, [[7, 0, 40]])]),
+    "huge_counts": gate_window(0, [[2**32 - 1, 0, 2**32 - 1]] * 4),
+    "unit_mismatch": SEP.join([gate_window(0, []), gate_window(1, [[1, 2, 3]], unit="bytes")]),
+    "bad": SEP.join([gate_window(0, [[1, 5, 4]]), gate_window(0, [], v=2)]),
+}
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seeds", "codesign_window")
+os.makedirs(out, exist_ok=True)
+for name, data in gate_seeds.items():
+    with open(os.path.join(out, name + ".bin"), "wb") as f:
+        f.write(data)
+print(f"{len(gate_seeds)} seeds in {out}")

@@ -350,6 +350,10 @@ pub struct IntDaemonStats {
     pub manager_installs: u64,
     /// What the manager did with the valid in-band requests, by outcome.
     pub manager_inband: InBandCounters,
+    /// Co-design gate windows published on `[int.gate] export`, and the ones that could not
+    /// be sent (no subscriber keeps up: ZeroMQ's high-water mark).
+    pub gate_windows_published: u64,
+    pub gate_publish_failed: u64,
 }
 
 /// Channel depth between the workers and the control core.
@@ -374,6 +378,69 @@ pub struct IntRuntime {
     inband_tx: SyncSender<Rule>,
     manager: IntManager,
     stats: IntDaemonStats,
+    gate_export: Option<GateExport>,
+}
+
+/// The co-design gate's export (`docs/codesign.md` "Export"): the workers' closed windows,
+/// assembled from their `GateFlow` / `GateWindow` events, published as CBOR on a PUB socket.
+struct GateExport {
+    _ctx: zmq::Context,
+    sock: zmq::Socket,
+    node_id: u32,
+    cfg: GateConfig,
+    /// Switch records of windows whose end has not arrived yet, by (worker, start).
+    open: std::collections::HashMap<(u16, u64), Vec<[u32; 3]>>,
+}
+
+impl std::fmt::Debug for GateExport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateExport")
+            .field("node_id", &self.node_id)
+            .field("open", &self.open.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GateExport {
+    fn bind(endpoint: &str, node_id: u32, cfg: GateConfig) -> std::io::Result<GateExport> {
+        let e = |what: &str, err: zmq::Error| {
+            std::io::Error::other(format!("int.gate.export {endpoint}: {what}: {err}"))
+        };
+        let ctx = zmq::Context::new();
+        let sock = ctx.socket(zmq::PUB).map_err(|x| e("socket", x))?;
+        sock.set_linger(1000).map_err(|x| e("linger", x))?;
+        sock.bind(endpoint).map_err(|x| e("bind", x))?;
+        Ok(GateExport {
+            _ctx: ctx,
+            sock,
+            node_id,
+            cfg,
+            open: Default::default(),
+        })
+    }
+
+    /// A window ended: publish it with its records. `true` when sent.
+    fn publish(&mut self, worker: u16, w: peregrine_int::gate::ClosedWindow, lost: u32) -> bool {
+        let flows = self.open.remove(&(worker, w.start_ns)).unwrap_or_default();
+        let m = crate::codesign::GateWindowMsg {
+            v: crate::codesign::GATE_EXPORT_VERSION,
+            node_id: self.node_id,
+            worker,
+            start_ns: w.start_ns,
+            window_ns: self.cfg.window_ms * 1_000_000,
+            unit: crate::codesign::GateWindowMsg::unit_of(self.cfg.unit).into(),
+            large: self.cfg.large,
+            small: self.cfg.small,
+            packets: w.packets,
+            overflow: w.overflow,
+            lost,
+            flows,
+        };
+        let topic = format!("{}{}/{worker}", crate::codesign::GATE_TOPIC, self.node_id);
+        self.sock
+            .send_multipart([topic.as_bytes(), &m.encode()], zmq::DONTWAIT)
+            .is_ok()
+    }
 }
 
 impl IntRuntime {
@@ -393,6 +460,13 @@ impl IntRuntime {
                 ReportEncoding::Cbor => manager::Encoding::Cbor,
             },
             ..ManagerConfig::default()
+        };
+        let gate_export = match section.gate.as_ref() {
+            Some(g) => match &g.export {
+                Some(ep) => Some(GateExport::bind(ep, section.node_id.into(), g.clone())?),
+                None => None,
+            },
+            None => None,
         };
         let publish = Arc::clone(&tables);
         let manager = IntManager::spawn_with_inband(
@@ -422,6 +496,7 @@ impl IntRuntime {
             inband_tx,
             manager,
             stats: IntDaemonStats::default(),
+            gate_export,
         })
     }
 
@@ -460,6 +535,31 @@ impl IntRuntime {
                 IntEvent::Request { from, len, cbor } => {
                     self.stats.requests += 1;
                     self.on_request(from, &cbor[..len as usize]);
+                }
+                IntEvent::GateFlow {
+                    worker,
+                    start_ns,
+                    record: r,
+                } => {
+                    if let Some(g) = &mut self.gate_export {
+                        g.open.entry((worker, start_ns)).or_default().push([
+                            r.hash,
+                            r.at_switch,
+                            r.at_end,
+                        ]);
+                    }
+                }
+                IntEvent::GateWindow {
+                    worker,
+                    window,
+                    lost,
+                } => {
+                    if let Some(g) = &mut self.gate_export {
+                        match g.publish(worker, window, lost) {
+                            true => self.stats.gate_windows_published += 1,
+                            false => self.stats.gate_publish_failed += 1,
+                        }
+                    }
                 }
             }
         }
@@ -589,7 +689,8 @@ impl IntFeature {
                     }
                     Role::Source => {
                         let s = IntSource::new(c.clone(), ir.tables.reader())
-                            .with_piggyback(ir.piggyback_rx.clone());
+                            .with_piggyback(ir.piggyback_rx.clone())
+                            .with_events(ir.events_tx.clone());
                         let s = match c.gate.clone().map(FlowGate::new) {
                             Some(Ok(g)) => s.with_gate(g),
                             // Refused at load by IntSection::validate: not reached.
@@ -718,6 +819,16 @@ impl<B: PacketBuf + 'static> Feature<B> for IntFeature {
                 "peregrine_int_manager_installs_total",
                 "Rules the INT manager installed.",
                 s.manager_installs,
+            ),
+            (
+                "peregrine_int_gate_windows_published_total",
+                "Co-design gate windows published on int.gate.export.",
+                s.gate_windows_published,
+            ),
+            (
+                "peregrine_int_gate_publish_failed_total",
+                "Co-design gate windows that could not be published.",
+                s.gate_publish_failed,
             ),
         ] {
             e.one(name, c, help, v as f64);

@@ -30,9 +30,11 @@ const SOURCE: [&str; N] = [
     "gate_skipped",
     "gate_bytes_saved",
     "gate_unclassified",
+    "gate_windows_exported",
+    "gate_export_dropped",
 ];
 /// Counters per element (the source has the most).
-const N: usize = 11;
+const N: usize = 13;
 const TRANSIT: [&str; 7] = [
     "hops_added",
     "requests_seen",
@@ -69,6 +71,8 @@ impl Element {
                     x.gate_skipped,
                     x.gate_bytes_saved,
                     x.gate_unclassified,
+                    x.gate_windows_exported,
+                    x.gate_export_dropped,
                 ];
                 (0, v)
             }
@@ -86,6 +90,8 @@ impl Element {
                     0,
                     0,
                     0,
+                    0,
+                    0,
                 ];
                 (1, v)
             }
@@ -97,6 +103,8 @@ impl Element {
                     x.inband_reports,
                     x.events_dropped,
                     x.unknown_namespace,
+                    0,
+                    0,
                     0,
                     0,
                     0,
@@ -237,6 +245,10 @@ impl IntStage {
 
 impl Drop for IntStage {
     fn drop(&mut self) {
+        // The gate's last window goes out with the final figures.
+        if let Element::Source(s) = &mut self.elem {
+            s.flush_gate();
+        }
         self.publish();
     }
 }

@@ -6,6 +6,7 @@
 //! `registry`; `config`; `platform_metrics`, `classify_stage`; `daemon`.
 
 mod classify_stage;
+pub mod codesign;
 pub mod config;
 pub mod daemon;
 pub mod dta;

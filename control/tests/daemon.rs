@@ -192,16 +192,24 @@ fn bad_config_names_the_field_and_never_panics() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let out = bin()
-        .args(["check-config"])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart.toml"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // The bundled configs are valid (p4-telemetry.toml is also what `peregrine-p4 entries`
+    // generates the TNA telemetry program's entries from).
+    for example in ["quickstart.toml", "p4-telemetry.toml"] {
+        let out = bin()
+            .args(["check-config"])
+            .arg(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../examples")
+                    .join(example),
+            )
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{example}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]

@@ -19,194 +19,55 @@
 //! Needs root, `ip netns` and python3; outside CI it prints why and passes when they are
 //! missing, under `CI` it fails.
 
-use peregrine_testkit::frames::ipv6_udp;
+use peregrine_testkit::intnet::*;
 use peregrine_testkit::netns::Topology;
-use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, Guard};
-use std::io::{BufRead, BufReader, Write};
-use std::net::Ipv6Addr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use peregrine_testkit::tools::{free_tcp_port, skip};
 use std::time::{Duration, Instant};
 
-const SRC: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
-const DST: Ipv6Addr = Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 1);
-const MAC_SRC: &str = "02:00:00:00:10:01";
-const MAC_DST: &str = "02:00:00:00:20:01";
-fn mac(n: u8, side: char) -> String {
-    format!("02:00:00:00:0{n}:0{side}")
-}
-
+/// The chain of the figure above.
 fn setup(t: &mut Topology) -> Result<(), String> {
     let (src, dst) = (t.add_ns("src")?, t.add_ns("dst")?);
-    let links: [(String, String, &str, String, String, &str); 4] = [
+    let root = String::new();
+    let links: Vec<Link> = vec![
         (
             t.dev("s0"),
             MAC_SRC.into(),
-            &src,
+            src,
             t.dev("sa"),
             mac(1, 'a'),
-            "",
+            root.clone(),
         ),
-        (t.dev("1b"), mac(1, 'b'), "", t.dev("2a"), mac(2, 'a'), ""),
-        (t.dev("2b"), mac(2, 'b'), "", t.dev("3a"), mac(3, 'a'), ""),
+        (
+            t.dev("1b"),
+            mac(1, 'b'),
+            root.clone(),
+            t.dev("2a"),
+            mac(2, 'a'),
+            root.clone(),
+        ),
+        (
+            t.dev("2b"),
+            mac(2, 'b'),
+            root.clone(),
+            t.dev("3a"),
+            mac(3, 'a'),
+            root.clone(),
+        ),
         (
             t.dev("3b"),
             mac(3, 'b'),
-            "",
+            root,
             t.dev("d0"),
             MAC_DST.into(),
-            &dst,
+            dst,
         ),
     ];
-    for (a, ma, na, b, mb, nb) in &links {
-        t.add_veth(a, ma, b, mb)?;
-        for (d, n) in [(a, na), (b, nb)] {
-            if n.is_empty() {
-                t.no_ipv6(d)?;
-                t.up(d)?;
-            } else {
-                t.move_to(d, n)?;
-            }
-        }
-    }
-    for (n, dev, addr, via, prefix, gw_mac) in [
-        (
-            &src,
-            t.dev("s0"),
-            "fd00:1::1/64",
-            "fd00:1::fe",
-            "fd00:2::/64",
-            mac(1, 'a'),
-        ),
-        (
-            &dst,
-            t.dev("d0"),
-            "fd00:2::1/64",
-            "fd00:2::fe",
-            "fd00:1::/64",
-            mac(3, 'b'),
-        ),
-    ] {
-        t.quiet(n, &dev)?;
-        t.addr_up(n, &dev, &[addr])?;
-        t.neigh(n, via, &gw_mac, &dev)?;
-        t.ip(n, &["-6", "route", "add", prefix, "via", via])?;
-    }
-    Ok(())
+    link_all(t, &links)?;
+    hosts(t, &mac(1, 'a'), &mac(3, 'b'), &[])
 }
 
 fn frame(seq: u16) -> Vec<u8> {
-    let m = |s: &str| -> Vec<u8> {
-        s.split(':')
-            .map(|x| u8::from_str_radix(x, 16).unwrap())
-            .collect()
-    };
-    let mut payload = seq.to_be_bytes().to_vec();
-    payload.extend((0..48u16).map(|i| (i.wrapping_mul(7) ^ seq) as u8));
-    let mut f = m(&mac(1, 'a'));
-    f.extend(m(MAC_SRC));
-    f.extend_from_slice(&[0x86, 0xdd]);
-    f.extend(ipv6_udp(SRC, DST, 4000, 5000, &payload));
-    f
-}
-
-fn send(ns: &str, dev: &str, frames: &[Vec<u8>], gap_ms: u64) {
-    let script = format!(
-        "import socket,sys,time\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\ns.bind(('{dev}',0))\nfor l in sys.stdin:\n    s.send(bytes.fromhex(l.strip()))\n    time.sleep({})\n",
-        gap_ms as f64 / 1000.0
-    );
-    let mut c = Command::new("ip")
-        .args(["netns", "exec", ns, "python3", "-c", &script])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let input: String = frames
-        .iter()
-        .map(|f| f.iter().map(|x| format!("{x:02x}")).collect::<String>() + "\n")
-        .collect();
-    c.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    assert!(c.wait().unwrap().success(), "sender failed");
-}
-
-type Lines = Arc<Mutex<Vec<String>>>;
-
-fn collect(mut c: Child) -> (Guard, Lines) {
-    let out = c.stdout.take().unwrap();
-    let lines: Lines = Arc::default();
-    let l = lines.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            l.lock().unwrap().push(line);
-        }
-    });
-    (Guard(Some(c)), lines)
-}
-
-fn ctl() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    target.join("debug/peregrinectl")
-}
-
-fn ctl_run(rules: u16, args: &[&str]) -> Result<String, String> {
-    let ep = format!("tcp://127.0.0.1:{rules}");
-    let c = ctl();
-    let mut v = vec![
-        c.to_str().unwrap(),
-        "--json",
-        "--rules",
-        &ep,
-        "--timeout-ms",
-        "2000",
-        "int",
-    ];
-    v.extend_from_slice(args);
-    run(&v)
-}
-
-fn watch(reports: u16) -> (Guard, Lines) {
-    let c = Command::new(ctl())
-        .args([
-            "--reports",
-            &format!("tcp://127.0.0.1:{reports}"),
-            "int",
-            "watch",
-            "--raw",
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("peregrinectl");
-    collect(c)
-}
-
-fn reports(lines: &Lines) -> Vec<serde_json::Value> {
-    lines
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .map(|v| v["report"].clone())
-        .collect()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn hop_ids(r: &serde_json::Value) -> Vec<u64> {
-    r["hops"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["node_id"].as_u64().unwrap())
-        .collect()
+    udp_frame(MAC_SRC, &mac(1, 'a'), SRC, DST, 4000, 5000, seq, 48)
 }
 
 fn node_config(
@@ -224,83 +85,28 @@ fn node_config(
         t.dev(&format!("{id}a"))
     };
     let b = t.dev(&format!("{id}b"));
-    config(
+    peregrine_testkit::intnet::node_config(
         t,
         id,
         &[('a', a), ('b', b)],
         &[("fd00:1::/64", 'a', w), ("fd00:2::/64", 'b', e)],
-        &format!("roles = [{roles}]\nrules = \"tcp://127.0.0.1:{rules}\"\nreports = \"tcp://127.0.0.1:{reports}\"\n"),
+        &int_lines(roles, rules, reports),
+        "",
     )
-}
-
-/// A node's config: `ports` are (name, veth) with MAC `mac(id, name)`, `routes` are (prefix,
-/// port, next-hop MAC), `int` the `[int]` lines after `node_id`.
-fn config(
-    t: &Topology,
-    id: u8,
-    ports: &[(char, String)],
-    routes: &[(&str, char, &str)],
-    int: &str,
-) -> String {
-    let vdevs: Vec<String> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, (_, dev))| format!("\"--vdev=net_af_packet{i},iface={dev}\""))
-        .collect();
-    let mut c = format!(
-        r#"
-[workers]
-count = 1
-[backend]
-kind = "dpdk"
-eal_args = ["--no-huge", "--no-pci", "-m", "128", "--no-shconf", "--no-telemetry", "-l", "0",
-            "--file-prefix={p}n{id}", "--log-level=lib.eal:error", {v}]
-rx_desc = 256
-tx_desc = 256
-mbufs_per_worker = 2047
-mbuf_cache = 64
-[pipeline]
-kind = "int"
-"#,
-        p = t.prefix(),
-        v = vdevs.join(", "),
-    );
-    for (i, (name, _)) in ports.iter().enumerate() {
-        c += &format!(
-            "[[port]]\nname = \"{name}\"\nmac = \"{}\"\ndevice = \"net_af_packet{i}\"\n",
-            mac(id, *name)
-        );
-    }
-    for (prefix, port, nh) in routes {
-        c += &format!(
-            "[[route]]\nprefix = \"{prefix}\"\nport = \"{port}\"\nnext_hop_mac = \"{nh}\"\n"
-        );
-    }
-    c + &format!("[int]\nnode_id = {id}\n{int}")
 }
 
 #[test]
 fn a_rule_installed_only_at_the_source_reaches_transit_and_sink() {
     let what = "the in-band installation test";
-    if !is_root() {
-        return skip(what, "not root");
-    }
-    if run(&["ip", "netns", "list"]).is_err() {
-        return skip(what, "no `ip netns`");
-    }
-    if !ctl().exists() {
-        return skip(
-            what,
-            "peregrinectl not built (cargo build -p peregrine-ctl)",
-        );
+    if !preflight(what) {
+        return;
     }
     let mut topo = Topology::new(Topology::unique_prefix("ib"));
     if let Err(e) = setup(&mut topo) {
         return skip(what, &format!("cannot build the namespaces: {e}"));
     }
-    let dir = tempfile::tempdir().unwrap();
     let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_tcp_port(), free_tcp_port())).collect();
-    let cfgs = [
+    let cfgs = vec![
         node_config(
             &topo,
             1,
@@ -329,83 +135,16 @@ fn a_rule_installed_only_at_the_source_reaches_transit_and_sink() {
             MAC_DST,
         ),
     ];
-    let start = |i: usize| -> Guard {
-        let path = dir.path().join(format!("n{}.toml", i + 1));
-        std::fs::write(&path, &cfgs[i]).unwrap();
-        let log = std::fs::File::create(dir.path().join(format!("n{}.log", i + 1))).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_peregrine"))
-            .args(["run", "--config"])
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start peregrine");
-        Guard(Some(child))
-    };
-    let mut daemons: Vec<Guard> = (0..3).map(start).collect();
-    let logs = || -> String {
-        (1..=3)
-            .map(|i| {
-                std::fs::read_to_string(dir.path().join(format!("n{i}.log"))).unwrap_or_default()
-            })
-            .collect::<Vec<_>>()
-            .join("\n---\n")
-    };
-    // Every node answers (restarting one that lost the af_packet fanout race, as in
-    // int_multihop.rs); only p1 gets the rule.
+    let mut daemons = Daemons::start(env!("CARGO_BIN_EXE_peregrine"), cfgs);
+    // Every node answers; only p1 gets the rule.
+    let rule = rule_args("7", "fd00:2::1", "1");
     for (i, (rules, _)) in ports.iter().enumerate() {
-        let t0 = Instant::now();
-        let args: &[&str] = if i == 0 {
-            &[
-                "add",
-                "--ns",
-                "7",
-                "--app",
-                "1",
-                "--src",
-                "fd00:1::1",
-                "--dst",
-                "fd00:2::1",
-                "--proto",
-                "udp",
-                "--dport",
-                "5000",
-                "--trace-type",
-                "0x7000E000",
-                "--mode",
-                "count",
-                "--setting",
-                "1",
-            ]
+        if i == 0 {
+            let r: Vec<&str> = rule.iter().map(String::as_str).collect();
+            daemons.until_up(i, *rules, &r);
         } else {
-            &["list"]
-        };
-        loop {
-            match ctl_run(*rules, args) {
-                Ok(out) => {
-                    if i > 0 {
-                        assert!(!out.contains("\"ns_id\""), "node {}: {out}", i + 1);
-                    }
-                    break;
-                }
-                Err(e) => {
-                    let d = &mut daemons[i];
-                    if d.0
-                        .as_mut()
-                        .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))))
-                    {
-                        eprintln!("node {} exited at start; restarting it", i + 1);
-                        *d = start(i);
-                    }
-                    assert!(
-                        t0.elapsed() < Duration::from_secs(30),
-                        "node {}: {e}\n{}",
-                        i + 1,
-                        logs()
-                    );
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-            }
+            let out = daemons.until_up(i, *rules, &["list"]);
+            assert!(!out.contains("\"ns_id\""), "node {}: {out}", i + 1);
         }
     }
     let (_w3, sink_lines) = watch(ports[2].1);
@@ -460,238 +199,70 @@ fn a_rule_installed_only_at_the_source_reaches_transit_and_sink() {
         "in-band installation: {} reports with p2's hop, then {n2} at count 5",
         r1.len()
     );
-    for d in &mut daemons {
-        let st = d.term();
-        assert!(
-            st.is_some_and(|s| s.success()),
-            "daemon exit: {st:?}\n{}",
-            logs()
-        );
-    }
+    daemons.stop_all();
 }
 
 /// Route change (issue 13 must-show): two paths from p1 to the sink p4 through a Linux router
-/// `r` whose route is switched at run time; the rule is installed only at p1, with a 2 s
-/// re-send interval.
-///
-/// ```text
-///  src =[sa| p1 source |1b]= [ra  r (Linux)  rb]=[2a| p2 transit |2b]=[4a|          |
-///                                            rc]=[3a| p3 transit |3b]=[4c| p4 sink  |4b]= dst
-/// ```
-fn setup_two_paths(t: &mut Topology) -> Result<(), String> {
-    let (src, r, dst) = (t.add_ns("src")?, t.add_ns("r")?, t.add_ns("dst")?);
-    let links: [(String, String, &str, String, String, &str); 7] = [
-        (
-            t.dev("s0"),
-            MAC_SRC.into(),
-            &src,
-            t.dev("sa"),
-            mac(1, 'a'),
-            "",
-        ),
-        (t.dev("1b"), mac(1, 'b'), "", t.dev("ra"), MAC_RA.into(), &r),
-        (t.dev("rb"), MAC_RB.into(), &r, t.dev("2a"), mac(2, 'a'), ""),
-        (t.dev("rc"), MAC_RC.into(), &r, t.dev("3a"), mac(3, 'a'), ""),
-        (t.dev("2b"), mac(2, 'b'), "", t.dev("4a"), mac(4, 'a'), ""),
-        (t.dev("3b"), mac(3, 'b'), "", t.dev("4c"), mac(4, 'c'), ""),
-        (
-            t.dev("4b"),
-            mac(4, 'b'),
-            "",
-            t.dev("d0"),
-            MAC_DST.into(),
-            &dst,
-        ),
-    ];
-    for (a, ma, na, b, mb, nb) in &links {
-        t.add_veth(a, ma, b, mb)?;
-        for (d, n) in [(a, na), (b, nb)] {
-            if n.is_empty() {
-                t.no_ipv6(d)?;
-                t.up(d)?;
-            } else {
-                t.move_to(d, n)?;
-            }
-        }
-    }
-    for (n, dev, addr, via, prefix, gw_mac) in [
-        (
-            &src,
-            t.dev("s0"),
-            "fd00:1::1/64",
-            "fd00:1::fe",
-            "fd00:2::/64",
-            mac(1, 'a'),
-        ),
-        (
-            &dst,
-            t.dev("d0"),
-            "fd00:2::1/64",
-            "fd00:2::fe",
-            "fd00:1::/64",
-            mac(4, 'b'),
-        ),
-    ] {
-        t.quiet(n, &dev)?;
-        t.addr_up(n, &dev, &[addr])?;
-        t.neigh(n, via, &gw_mac, &dev)?;
-        t.ip(n, &["-6", "route", "add", prefix, "via", via])?;
-    }
-    t.sysctl(&r, "net.ipv6.conf.all.forwarding", "1")?;
-    t.sysctl(&r, "net.ipv6.conf.all.accept_dad", "0")?;
-    for (d, a, via, m) in [
-        ("ra", "fd00:a::2/64", "fd00:a::1", mac(1, 'b')),
-        ("rb", "fd00:b::2/64", "fd00:b::1", mac(2, 'a')),
-        ("rc", "fd00:c::2/64", "fd00:c::1", mac(3, 'a')),
-    ] {
-        let d = t.dev(d);
-        t.quiet(&r, &d)?;
-        t.addr_up(&r, &d, &[a])?;
-        t.neigh(&r, via, &m, &d)?;
-    }
-    t.ip(
-        &r,
-        &["-6", "route", "add", "fd00:1::/64", "via", "fd00:a::1"],
-    )?;
-    t.ip(
-        &r,
-        &["-6", "route", "add", "fd00:2::/64", "via", "fd00:b::1"],
-    )?;
-    Ok(())
-}
-
-const MAC_RA: &str = "02:00:00:00:42:0a";
-const MAC_RB: &str = "02:00:00:00:42:0b";
-const MAC_RC: &str = "02:00:00:00:42:0c";
+/// `r` whose route is switched at run time ([`two_paths`]); the rule is installed
+/// only at p1, with a 2 s re-send interval.
 /// The source's re-send interval in the route-change test.
 const RESEND_MS: u64 = 2000;
 
 #[test]
 fn after_a_route_change_the_new_hop_appears_within_one_resend_interval() {
     let what = "the in-band route-change test";
-    if !is_root() {
-        return skip(what, "not root");
-    }
-    if run(&["ip", "netns", "list"]).is_err() {
-        return skip(what, "no `ip netns`");
-    }
-    if !ctl().exists() {
-        return skip(
-            what,
-            "peregrinectl not built (cargo build -p peregrine-ctl)",
-        );
+    if !preflight(what) {
+        return;
     }
     let mut topo = Topology::new(Topology::unique_prefix("ir"));
-    if let Err(e) = setup_two_paths(&mut topo) {
+    if let Err(e) = two_paths(&mut topo, None) {
         return skip(what, &format!("cannot build the namespaces: {e}"));
     }
-    let dir = tempfile::tempdir().unwrap();
     let ports: Vec<(u16, u16)> = (0..4).map(|_| (free_tcp_port(), free_tcp_port())).collect();
     let int = |i: usize, roles: &str| {
-        format!(
-            "roles = [{roles}]\nrules = \"tcp://127.0.0.1:{}\"\nreports = \"tcp://127.0.0.1:{}\"\nresend_interval_ms = {RESEND_MS}\n",
-            ports[i].0, ports[i].1
-        )
+        int_lines(roles, ports[i].0, ports[i].1) + &format!("resend_interval_ms = {RESEND_MS}\n")
     };
     let d = |n: &str| topo.dev(n);
     let (m2b, m4a, m4c) = (mac(2, 'b'), mac(4, 'a'), mac(4, 'c'));
-    let cfgs = [
-        config(
+    let cfgs = vec![
+        peregrine_testkit::intnet::node_config(
             &topo,
             1,
             &[('a', d("sa")), ('b', d("1b"))],
             &[("fd00:1::/64", 'a', MAC_SRC), ("fd00:2::/64", 'b', MAC_RA)],
             &int(0, "\"source\""),
+            "",
         ),
-        config(
+        peregrine_testkit::intnet::node_config(
             &topo,
             2,
             &[('a', d("2a")), ('b', d("2b"))],
             &[("fd00:1::/64", 'a', MAC_RB), ("fd00:2::/64", 'b', &m4a)],
             &int(1, "\"transit\""),
+            "",
         ),
-        config(
+        peregrine_testkit::intnet::node_config(
             &topo,
             3,
             &[('a', d("3a")), ('b', d("3b"))],
             &[("fd00:1::/64", 'a', MAC_RC), ("fd00:2::/64", 'b', &m4c)],
             &int(2, "\"transit\""),
+            "",
         ),
-        config(
+        peregrine_testkit::intnet::node_config(
             &topo,
             4,
             &[('a', d("4a")), ('b', d("4b")), ('c', d("4c"))],
             &[("fd00:1::/64", 'a', &m2b), ("fd00:2::/64", 'b', MAC_DST)],
             &int(3, "\"sink\""),
+            "",
         ),
     ];
-    let start = |i: usize| -> Guard {
-        let path = dir.path().join(format!("n{}.toml", i + 1));
-        std::fs::write(&path, &cfgs[i]).unwrap();
-        let log = std::fs::File::create(dir.path().join(format!("n{}.log", i + 1))).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_peregrine"))
-            .args(["run", "--config"])
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start peregrine");
-        Guard(Some(child))
-    };
-    let mut daemons: Vec<Guard> = (0..4).map(start).collect();
-    let logs = || -> String {
-        (1..=4)
-            .map(|i| {
-                std::fs::read_to_string(dir.path().join(format!("n{i}.log"))).unwrap_or_default()
-            })
-            .collect::<Vec<_>>()
-            .join("\n---\n")
-    };
+    let mut daemons = Daemons::start(env!("CARGO_BIN_EXE_peregrine"), cfgs);
+    let rule = rule_args("7", "fd00:2::1", "1");
+    let rule: Vec<&str> = rule.iter().map(String::as_str).collect();
     for (i, (rules, _)) in ports.iter().enumerate() {
-        let t0 = Instant::now();
-        let args: &[&str] = if i == 0 {
-            &[
-                "add",
-                "--ns",
-                "7",
-                "--app",
-                "1",
-                "--src",
-                "fd00:1::1",
-                "--dst",
-                "fd00:2::1",
-                "--proto",
-                "udp",
-                "--dport",
-                "5000",
-                "--trace-type",
-                "0x7000E000",
-                "--mode",
-                "count",
-                "--setting",
-                "1",
-            ]
-        } else {
-            &["list"]
-        };
-        while let Err(e) = ctl_run(*rules, args) {
-            let dm = &mut daemons[i];
-            if dm
-                .0
-                .as_mut()
-                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))))
-            {
-                eprintln!("node {} exited at start; restarting it", i + 1);
-                *dm = start(i);
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "node {}: {e}\n{}",
-                i + 1,
-                logs()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        daemons.until_up(i, *rules, if i == 0 { &rule } else { &["list"] });
     }
     let (_w4, sink_lines) = watch(ports[3].1);
     std::thread::sleep(Duration::from_millis(1500));
@@ -758,12 +329,5 @@ fn after_a_route_change_the_new_hop_appears_within_one_resend_interval() {
         RESEND_MS as f64 / 1000.0,
         after.iter().filter(|r| hop_ids(r).is_empty()).count()
     );
-    for dm in &mut daemons {
-        let st = dm.term();
-        assert!(
-            st.is_some_and(|s| s.success()),
-            "daemon exit: {st:?}\n{}",
-            logs()
-        );
-    }
+    daemons.stop_all();
 }

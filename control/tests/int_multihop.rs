@@ -20,104 +20,66 @@
 //! Needs root, `ip netns`, `ip ioam`, a kernel with IOAM and python3; outside CI it prints
 //! why and passes when they are missing, under `CI` it fails.
 
-use peregrine_testkit::frames::ipv6_udp;
+use peregrine_testkit::intnet::*;
 use peregrine_testkit::netns::{two_port_backend, Topology, VdevPort};
-use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, Guard};
-use std::io::{BufRead, BufReader, Write};
+use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip};
 use std::net::Ipv6Addr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const NS_ID: &str = "7";
 const LX_NODE: u64 = 66;
-const SRC: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
-const DST: Ipv6Addr = Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 1);
-const MAC_SRC: &str = "02:00:00:00:10:01";
-const MAC_DST: &str = "02:00:00:00:20:01";
 const MAC_LA: &str = "02:00:00:00:42:0a";
 const MAC_LB: &str = "02:00:00:00:42:0b";
-/// Port MACs of node n: a (west) and b (east).
-fn mac(n: u8, side: char) -> String {
-    format!("02:00:00:00:0{n}:0{side}")
-}
 
 /// The namespaces and veths of the figure above (removed by the guard on drop, also when the
 /// test fails).
 fn setup(t: &mut Topology) -> Result<(), String> {
     let (src, lx, dst) = (t.add_ns("src")?, t.add_ns("lx")?, t.add_ns("dst")?);
-    // (a, mac a, netns of a or "", b, mac b, netns of b or "")
-    let links: [(String, String, &str, String, String, &str); 5] = [
+    let root = String::new();
+    let links: Vec<Link> = vec![
         (
             t.dev("s0"),
             MAC_SRC.into(),
-            &src,
+            src,
             t.dev("sa"),
             mac(1, 'a'),
-            "",
+            root.clone(),
         ),
         (
             t.dev("1b"),
             mac(1, 'b'),
-            "",
+            root.clone(),
             t.dev("la"),
             MAC_LA.into(),
-            &lx,
+            lx.clone(),
         ),
         (
             t.dev("lb"),
             MAC_LB.into(),
-            &lx,
+            lx.clone(),
             t.dev("2a"),
             mac(2, 'a'),
-            "",
+            root.clone(),
         ),
-        (t.dev("2b"), mac(2, 'b'), "", t.dev("3a"), mac(3, 'a'), ""),
+        (
+            t.dev("2b"),
+            mac(2, 'b'),
+            root.clone(),
+            t.dev("3a"),
+            mac(3, 'a'),
+            root.clone(),
+        ),
         (
             t.dev("3b"),
             mac(3, 'b'),
-            "",
+            root,
             t.dev("d0"),
             MAC_DST.into(),
-            &dst,
+            dst,
         ),
     ];
-    for (a, ma, na, b, mb, nb) in &links {
-        t.add_veth(a, ma, b, mb)?;
-        for (d, n) in [(a, na), (b, nb)] {
-            if n.is_empty() {
-                // Root-side ends belong to DPDK: no IPv6 so the root kernel stays quiet.
-                t.no_ipv6(d)?;
-                t.up(d)?;
-            } else {
-                t.move_to(d, n)?;
-            }
-        }
-    }
-    for (n, dev, addr, via, prefix, gw_mac) in [
-        (
-            &src,
-            t.dev("s0"),
-            "fd00:1::1/64",
-            "fd00:1::fe",
-            "fd00:2::/64",
-            mac(1, 'a'),
-        ),
-        (
-            &dst,
-            t.dev("d0"),
-            "fd00:2::1/64",
-            "fd00:2::fe",
-            "fd00:1::/64",
-            mac(3, 'b'),
-        ),
-    ] {
-        t.quiet(n, &dev)?;
-        t.addr_up(n, &dev, &[addr])?;
-        t.neigh(n, via, &gw_mac, &dev)?;
-        t.ip(n, &["-6", "route", "add", prefix, "via", via])?;
-    }
+    link_all(t, &links)?;
+    hosts(t, &mac(1, 'a'), &mac(3, 'b'), &[])?;
     let (la, lb) = (t.dev("la"), t.dev("lb"));
     t.sysctl(&lx, "net.ipv6.conf.all.forwarding", "1")?;
     t.sysctl(&lx, "net.ipv6.conf.all.accept_dad", "0")?;
@@ -136,117 +98,18 @@ fn setup(t: &mut Topology) -> Result<(), String> {
     Ok(())
 }
 
-/// Ethernet / IPv6 (hop limit 64) / UDP with a valid checksum (RFC 8200 8.1).
+/// A UDP frame of the test flow (source port 4000, or 4001 towards port 4000).
 fn frame(smac: &str, dmac: &str, src: Ipv6Addr, dst: Ipv6Addr, dport: u16, seq: u16) -> Vec<u8> {
-    let m = |s: &str| -> Vec<u8> {
-        s.split(':')
-            .map(|x| u8::from_str_radix(x, 16).unwrap())
-            .collect()
-    };
-    let mut payload = seq.to_be_bytes().to_vec();
-    payload.extend((0..48u16).map(|i| (i.wrapping_mul(7) ^ seq) as u8));
-    let mut f = m(dmac);
-    f.extend(m(smac));
-    f.extend_from_slice(&[0x86, 0xdd]);
-    f.extend(ipv6_udp(
+    udp_frame(
+        smac,
+        dmac,
         src,
         dst,
         4000 + (dport == 4000) as u16,
         dport,
-        &payload,
-    ));
-    f
-}
-
-/// Send frames from `dev` in netns `ns` with an AF_PACKET socket, `gap_ms` apart.
-fn send(ns: &str, dev: &str, frames: &[Vec<u8>], gap_ms: u64) {
-    let script = format!(
-        "import socket,sys,time\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\ns.bind(('{dev}',0))\nfor l in sys.stdin:\n    s.send(bytes.fromhex(l.strip()))\n    time.sleep({})\n",
-        gap_ms as f64 / 1000.0
-    );
-    let mut c = Command::new("ip")
-        .args(["netns", "exec", ns, "python3", "-c", &script])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut input = String::new();
-    for f in frames {
-        input.push_str(&hex(f));
-        input.push('\n');
-    }
-    c.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    assert!(c.wait().unwrap().success(), "sender failed");
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// Lines from a child's stdout, collected in the background.
-type Lines = Arc<Mutex<Vec<String>>>;
-
-fn collect(mut c: Child) -> (Guard, Lines) {
-    let out = c.stdout.take().unwrap();
-    let lines: Lines = Arc::default();
-    let l = lines.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            l.lock().unwrap().push(line);
-        }
-    });
-    (Guard(Some(c)), lines)
-}
-
-/// Capture inbound IPv6/UDP frames on `dev` in `ns`; one hex line each.
-fn capture(ns: &str, dev: &str) -> (Guard, Lines) {
-    let script = format!(
-        "import socket,sys\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW,socket.htons(0x86dd))\ns.bind(('{dev}',0))\nprint('ready',flush=True)\nwhile True:\n    d,a=s.recvfrom(4096)\n    if a[2]!=4 and len(d)>54:\n        print(d.hex(),flush=True)\n"
-    );
-    let c = Command::new("ip")
-        .args(["netns", "exec", ns, "python3", "-u", "-c", &script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    collect(c)
-}
-
-fn ctl() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    target.join("debug/peregrinectl")
-}
-
-fn ctl_run(rules: u16, args: &[&str]) -> Result<String, String> {
-    let ep = format!("tcp://127.0.0.1:{rules}");
-    let c = ctl();
-    let mut v = vec![
-        c.to_str().unwrap(),
-        "--rules",
-        &ep,
-        "--timeout-ms",
-        "2000",
-        "int",
-    ];
-    v.extend_from_slice(args);
-    run(&v)
-}
-
-/// `peregrinectl int watch --json --raw` on a node's PUB socket.
-fn watch(reports: u16) -> (Guard, Lines) {
-    let c = Command::new(ctl())
-        .args([
-            "--reports",
-            &format!("tcp://127.0.0.1:{reports}"),
-            "int",
-            "watch",
-            "--raw",
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("peregrinectl");
-    collect(c)
+        seq,
+        48,
+    )
 }
 
 struct Node {
@@ -322,33 +185,6 @@ fn wait_reports(lines: &Lines, n: usize) {
     std::thread::sleep(Duration::from_millis(300));
 }
 
-fn reports(lines: &Lines) -> Vec<serde_json::Value> {
-    lines
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .map(|v| v["report"].clone())
-        .collect()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn hop_ids(r: &serde_json::Value) -> Vec<u64> {
-    r["hops"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["node_id"].as_u64().unwrap())
-        .collect()
-}
-
 #[test]
 fn int_multihop_with_a_linux_ioam_transit_in_namespaces() {
     let t_start = Instant::now();
@@ -379,7 +215,6 @@ fn int_multihop_with_a_linux_ioam_transit_in_namespaces() {
             &format!("cannot build the namespaces: {e}"),
         );
     }
-    let dir = tempfile::tempdir().unwrap();
     let nodes: Vec<Node> = (1..=3)
         .map(|id| Node {
             id,
@@ -387,7 +222,7 @@ fn int_multihop_with_a_linux_ioam_transit_in_namespaces() {
             reports: free_tcp_port(),
         })
         .collect();
-    let cfgs = [
+    let cfgs = vec![
         node_config(
             &topo,
             &nodes[0],
@@ -406,20 +241,7 @@ fn int_multihop_with_a_linux_ioam_transit_in_namespaces() {
             "\"b\"",
         ),
     ];
-    let start = |i: usize| -> Guard {
-        let path = dir.path().join(format!("n{}.toml", i + 1));
-        std::fs::write(&path, &cfgs[i]).unwrap();
-        let log = std::fs::File::create(dir.path().join(format!("n{}.log", i + 1))).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_peregrine"))
-            .args(["run", "--config"])
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start peregrine");
-        Guard(Some(child))
-    };
-    let mut daemons: Vec<Guard> = (0..3).map(start).collect();
+    let mut daemons = Daemons::start(env!("CARGO_BIN_EXE_peregrine"), cfgs);
     let rule = [
         "add",
         "--ns",
@@ -441,37 +263,8 @@ fn int_multihop_with_a_linux_ioam_transit_in_namespaces() {
         "--setting",
         "1",
     ];
-    let logs = |d: &std::path::Path| -> String {
-        (1..=3)
-            .map(|i| std::fs::read_to_string(d.join(format!("n{i}.log"))).unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join("\n---\n")
-    };
     for n in &nodes {
-        let t0 = Instant::now();
-        // A reply lost to the client timeout still installed the rule: a duplicate is fine.
-        while let Err(e) = ctl_run(n.rules, &rule) {
-            // DPDK 22.11's af_packet PMD names its PACKET_FANOUT group by pid ^ ifindex; two
-            // processes can collide (EINVAL at start). A new process gets a new pid.
-            let d = &mut daemons[n.id as usize - 1];
-            if d.0
-                .as_mut()
-                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))))
-            {
-                eprintln!("node {} exited at start; restarting it", n.id);
-                *d = start(n.id as usize - 1);
-            }
-            if e.contains("duplicate") || e.contains("exists") {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "node {}: {e}\n{}",
-                n.id,
-                logs(dir.path())
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        daemons.until_up(n.id as usize - 1, n.rules, &rule);
     }
     let (_w3, sink_lines) = watch(nodes[2].reports);
     let (_w1, src_lines) = watch(nodes[0].reports);
@@ -626,8 +419,5 @@ fn int_multihop_with_a_linux_ioam_transit_in_namespaces() {
         pb.len(),
         t_start.elapsed().as_secs_f64()
     );
-    for d in &mut daemons {
-        let st = d.term();
-        assert!(st.is_some_and(|s| s.success()), "daemon exit: {st:?}");
-    }
+    daemons.stop_all();
 }

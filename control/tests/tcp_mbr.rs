@@ -38,6 +38,8 @@ fn tcp_reaches_the_mbr_through_the_daemon() {
         mbr_kbps: MBR_KBPS,
         qos: String::new(),
         offload: Offload::Off,
+        extra: String::new(),
+        ul_delay: std::time::Duration::ZERO,
     };
     let rig = match Rig::start(&cfg, "tcm", dir.path()) {
         Ok(r) => r,
@@ -137,6 +139,8 @@ fn partial_checksums_from_a_veth_are_completed() {
         mbr_kbps: MBR_KBPS,
         qos: String::new(),
         offload: Offload::FixInUpf,
+        extra: String::new(),
+        ul_delay: std::time::Duration::ZERO,
     };
     let rig = match Rig::start(&cfg, "tck", dir.path()) {
         Ok(r) => r,

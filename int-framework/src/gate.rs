@@ -35,6 +35,14 @@ pub struct GateConfig {
     pub large: u32,
     /// T_lo (<= T_hi): a flow whose previous-window estimate reached this stays large.
     pub small: u32,
+    /// ZeroMQ PUB endpoint of the window exports (switch records, `docs/codesign.md`
+    /// "Export"); none: the gate keeps its records to itself.
+    #[serde(default)]
+    pub export: Option<String>,
+    /// Most flows judged large one window can record (the rest are counted as
+    /// `export_overflow`).
+    #[serde(default = "default_export_flows")]
+    pub export_flows: u32,
 }
 
 fn default_window_ms() -> u64 {
@@ -44,6 +52,9 @@ fn default_rows() -> u8 {
     3
 }
 fn default_width() -> u32 {
+    4096
+}
+fn default_export_flows() -> u32 {
     4096
 }
 
@@ -58,6 +69,8 @@ pub enum GateConfigError {
     Window,
     #[error("gate thresholds need 1 <= small <= large, got small {small}, large {large}")]
     Thresholds { small: u32, large: u32 },
+    #[error("gate.export_flows must be in 1..=1048576, got {0}")]
+    ExportFlows(u32),
 }
 
 impl GateConfig {
@@ -77,12 +90,100 @@ impl GateConfig {
                 large: self.large,
             });
         }
+        if !(1..=1 << 20).contains(&self.export_flows) {
+            return Err(GateConfigError::ExportFlows(self.export_flows));
+        }
         Ok(())
     }
 
     /// Bytes of counter memory: two windows of d x w 32-bit counters.
     pub fn memory_bytes(&self) -> usize {
         2 * usize::from(self.rows) * self.width as usize * 4
+    }
+
+    /// A configuration with these thresholds and every other key at its default.
+    pub fn with_thresholds(large: u32, small: u32) -> GateConfig {
+        GateConfig {
+            window_ms: default_window_ms(),
+            rows: default_rows(),
+            width: default_width(),
+            unit: GateUnit::default(),
+            large,
+            small,
+            export: None,
+            export_flows: default_export_flows(),
+        }
+    }
+}
+
+/// One flow judged large in a closed window: what the collector needs to count its large
+/// phase without the packets that already carried INT (`docs/codesign.md` "Merge").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SwitchRecord {
+    /// The classifier's flow hash.
+    pub hash: u32,
+    /// Ĉ_switch: the flow's current-window estimate just before its first large packet.
+    pub at_switch: u32,
+    /// Ĉ_end: its estimate when the window closed.
+    pub at_end: u32,
+}
+
+/// A closed window: its switch records are [`FlowGate::closed`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClosedWindow {
+    /// Window start, the gate's clock (ns).
+    pub start_ns: u64,
+    /// Packets the gate saw in the window.
+    pub packets: u64,
+    /// Packets judged large whose flow found no room in the switch table (`export_flows`
+    /// full): the collector misses their flows' large phase.
+    pub overflow: u32,
+}
+
+/// The flows judged large in the current window: open addressing on the flow hash, keys
+/// stored as hash + 1 (0 = empty), allocated once.
+#[derive(Debug, Clone)]
+struct SwitchTable {
+    keys: Vec<u64>,
+    at_switch: Vec<u32>,
+    len: usize,
+    cap: usize,
+    overflow: u32,
+}
+
+impl SwitchTable {
+    fn new(cap: usize) -> SwitchTable {
+        // Load factor at most 1/2: short probes.
+        let n = (2 * cap).next_power_of_two();
+        SwitchTable {
+            keys: vec![0; n],
+            at_switch: vec![0; n],
+            len: 0,
+            cap,
+            overflow: 0,
+        }
+    }
+
+    /// Record `hash` with `est` unless it is already there.
+    #[inline]
+    fn note(&mut self, hash: u32, est: u32) {
+        let key = u64::from(hash) + 1;
+        let mask = self.keys.len() - 1;
+        let mut i = (hash.wrapping_mul(0x9E37_79B9) >> 8) as usize & mask;
+        loop {
+            match self.keys[i] {
+                k if k == key => return,
+                0 => break,
+                _ => i = (i + 1) & mask,
+            }
+        }
+        if self.len == self.cap {
+            self.overflow = self.overflow.saturating_add(1);
+            return;
+        }
+        self.keys[i] = key;
+        self.at_switch[i] = est;
+        self.len += 1;
     }
 }
 
@@ -118,6 +219,10 @@ pub struct FlowGate {
     prev: Vec<u32>,
     window_start: Option<u64>,
     stats: GateStats,
+    switches: SwitchTable,
+    window_packets: u64,
+    closed: Vec<SwitchRecord>,
+    closed_window: Option<ClosedWindow>,
 }
 
 /// Row i's column for a flow hash: a 64-bit mix of (hash, row), top bits.
@@ -141,6 +246,10 @@ impl FlowGate {
             prev: vec![0; n],
             window_start: None,
             stats: GateStats::default(),
+            switches: SwitchTable::new(cfg.export_flows as usize),
+            window_packets: 0,
+            closed: Vec::with_capacity(cfg.export_flows as usize),
+            closed_window: None,
             cfg,
         })
     }
@@ -153,8 +262,76 @@ impl FlowGate {
         self.stats
     }
 
+    /// Close the current window: its switch records with their end estimates go to
+    /// [`closed`](Self::closed) (replacing what was there), the table empties.
+    fn close(&mut self, start: u64) {
+        self.closed.clear();
+        let t = &mut self.switches;
+        for (k, &c) in t.keys.iter_mut().zip(&t.at_switch) {
+            if *k != 0 {
+                let hash = (*k - 1) as u32;
+                *k = 0;
+                self.closed.push(SwitchRecord {
+                    hash,
+                    at_switch: c,
+                    at_end: 0,
+                });
+            }
+        }
+        let (w, rows) = (self.cfg.width as usize, usize::from(self.cfg.rows));
+        for r in &mut self.closed {
+            r.at_end = (0..rows)
+                .map(|i| self.cur[i * w + column(r.hash, i, self.shift)])
+                .min()
+                .unwrap_or(0);
+        }
+        self.closed_window = (self.window_packets > 0).then_some(ClosedWindow {
+            start_ns: start,
+            packets: self.window_packets,
+            overflow: t.overflow,
+        });
+        t.len = 0;
+        t.overflow = 0;
+        self.window_packets = 0;
+    }
+
+    /// The last closed window (with packets) not yet taken, and its switch records.
+    pub fn take_closed(&mut self) -> Option<(ClosedWindow, &[SwitchRecord])> {
+        let w = self.closed_window.take()?;
+        Some((w, &self.closed))
+    }
+
+    /// Whether a closed window waits in [`take_closed`](Self::take_closed).
+    #[inline]
+    pub fn has_closed(&self) -> bool {
+        self.closed_window.is_some()
+    }
+
+    /// Close the current window if `now` is past its end (the worker is idle: the records
+    /// go out without waiting for the next packet).
+    pub fn expire(&mut self, now: u64) {
+        if self
+            .window_start
+            .is_some_and(|s| now >= s.saturating_add(self.window_ns))
+        {
+            self.roll(now);
+        }
+    }
+
+    /// Close the current window whatever the time (the stage is shutting down).
+    pub fn flush(&mut self) {
+        if let Some(s) = self.window_start {
+            self.close(s);
+        }
+    }
+
     /// Start the window `now` falls in, if it is not the current one.
     fn roll(&mut self, now: u64) {
+        if let Some(s) = self.window_start {
+            if now >= s.saturating_add(self.window_ns) {
+                self.close(s);
+            }
+        }
         let start = match self.window_start {
             Some(s) if now < s.saturating_add(self.window_ns) => return,
             Some(s) if now < s.saturating_add(2 * self.window_ns) => {
@@ -198,7 +375,9 @@ impl FlowGate {
             self.cur[i] = self.cur[i].max(new);
         }
         self.stats.packets += 1;
+        self.window_packets += 1;
         if large {
+            self.switches.note(hash, est);
             self.stats.large_packets += 1;
         } else if new >= self.cfg.large {
             self.stats.switched += 1;
@@ -231,6 +410,8 @@ mod tests {
             unit: GateUnit::Packets,
             large,
             small,
+            export: None,
+            export_flows: 64,
         }
     }
 
@@ -295,6 +476,73 @@ mod tests {
         assert!(!g.observe(5, 1500, 0).large);
         assert!(!g.observe(5, 1500, 1).large);
         assert!(g.observe(5, 1500, 2).large);
+    }
+
+    #[test]
+    fn a_closed_window_exports_each_large_flow_once_with_its_switch_point() {
+        let ms = 1_000_000;
+        let mut g = FlowGate::new(cfg(8, 4)).unwrap();
+        for i in 0..12 {
+            g.observe(7, 1, i);
+        }
+        for i in 0..3 {
+            g.observe(9, 1, 20 + i);
+        }
+        assert!(!g.has_closed());
+        // Idle before the window's end changes nothing; after it, the window closes.
+        g.expire(9 * ms);
+        assert!(!g.has_closed());
+        g.expire(10 * ms);
+        let (w, recs) = g.take_closed().unwrap();
+        assert_eq!((w.start_ns, w.packets, w.overflow), (0, 15, 0));
+        assert_eq!(
+            recs,
+            [SwitchRecord {
+                hash: 7,
+                at_switch: 8,
+                at_end: 12
+            }]
+        );
+        assert!(g.take_closed().is_none());
+        // Next window: flow 7 is large from its first packet (hysteresis): at_switch 0.
+        for i in 0..5 {
+            g.observe(7, 1, 10 * ms + 1 + i);
+        }
+        g.flush();
+        let (w, recs) = g.take_closed().unwrap();
+        assert_eq!((w.start_ns, w.packets), (10 * ms, 5));
+        assert_eq!(
+            recs,
+            [SwitchRecord {
+                hash: 7,
+                at_switch: 0,
+                at_end: 5
+            }]
+        );
+    }
+
+    #[test]
+    fn a_full_switch_table_counts_what_it_could_not_record() {
+        let mut c = cfg(1, 1);
+        c.export_flows = 2;
+        let mut g = FlowGate::new(c).unwrap();
+        for f in 0..4u32 {
+            for i in 0..3 {
+                g.observe(f, 1, u64::from(f * 3 + i));
+            }
+        }
+        g.flush();
+        let (w, recs) = g.take_closed().unwrap();
+        assert_eq!(recs.len(), 2);
+        // Flows 2 and 3: two large packets each found no room.
+        assert_eq!(w.overflow, 4);
+        assert!(matches!(
+            FlowGate::new(GateConfig {
+                export_flows: 0,
+                ..cfg(1, 1)
+            }),
+            Err(GateConfigError::ExportFlows(0))
+        ));
     }
 
     #[test]

@@ -55,6 +55,11 @@ pub struct IntReport {
     /// Flow addresses as seen by the sink.
     pub src: Ipv6Addr,
     pub dst: Ipv6Addr,
+    /// The flow's L4 protocol and ports as seen by the sink (0 when the packet had none):
+    /// with the addresses, the 5-tuple a collector keys per-flow records by.
+    pub proto: u8,
+    pub sport: u16,
+    pub dport: u16,
     /// E2E data from the source.
     pub e2e: E2eData,
     /// Number of valid entries in `hops`.
@@ -96,6 +101,9 @@ impl Default for IntReport {
             trace_type: 0,
             src: Ipv6Addr::UNSPECIFIED,
             dst: Ipv6Addr::UNSPECIFIED,
+            proto: 0,
+            sport: 0,
+            dport: 0,
             e2e: E2eData::default(),
             hop_count: 0,
             hops_truncated: false,

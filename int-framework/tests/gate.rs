@@ -92,6 +92,8 @@ fn large_flow_loses_int_small_flow_keeps_it() {
         unit: GateUnit::Packets,
         large: 10,
         small: 5,
+        export: None,
+        export_flows: 4096,
     };
     // 50 packets of a large flow, then 5 of a small one.
     let mut pkts: Vec<Vec<u8>> = (0..50).map(|_| frame(1000)).collect();
@@ -152,6 +154,8 @@ fn without_the_classifier_the_gate_counts_and_stays_out() {
         unit: GateUnit::Packets,
         large: 2,
         small: 1,
+        export: None,
+        export_flows: 4096,
     };
     let mut table = NamespaceTable::default();
     table

@@ -67,9 +67,44 @@ const bit<32> PG_IOAM_UNAVAILABLE = 32w0xffffffff;
 #define PG_IOAM_MAX_NODE_WORDS 8
 #define PG_IOAM_MAX_FREE_WORDS 32
 
-// DTA (Key-Write and Append report ports, for the coming DTA reporter)
-const bit<16> PG_DTA_KEY_WRITE_PORT = 16w40040;
-const bit<16> PG_DTA_APPEND_PORT = 16w40044;
+// DTA (dataplane/wire/src/dta): report and ACK ports, opcodes, frame lengths
+const bit<16> PG_DTA_REPORT_PORT = 16w40040;
+const bit<16> PG_DTA_ACK_PORT = 16w40044;
+const bit<8> PG_DTA_OP_KEY_WRITE = 8w1;
+const bit<8> PG_DTA_OP_APPEND = 8w2;
+#define PG_DTA_KEY_WRITE_FRAME 54
+#define PG_DTA_APPEND_FRAME 53
+#define PG_DTA_MIRROR_TRUNC 24
+
+// TNA telemetry program: bridged metadata kinds, colours (qos/trtcm.rs)
+const bit<8> PG_BRIDGE_KIND_PACKET = 8w16;
+const bit<8> PG_BRIDGE_KIND_DTA = 8w32;
+const bit<2> PG_COLOUR_GREEN = 2w0;
+const bit<2> PG_COLOUR_YELLOW = 2w1;
+const bit<2> PG_COLOUR_RED = 2w2;
+const bit<8> PG_TCP_SYN = 8w2;
+const bit<8> PG_TCP_SYN_ACK = 8w18;
+
+// Kestrel (telemetry/kestrel): the compiled layout, crc32 index hash, bins
+#define PG_KESTREL_QIDS 8
+#define PG_KESTREL_ROWS 3
+#define PG_KESTREL_WIDTH 512
+#define PG_KESTREL_INDEX_BITS 9
+#define PG_KESTREL_QID_BITS 3
+#define PG_KESTREL_BINS 8
+const bit<3> PG_KESTREL_TAIL_BIN = 3w7;
+#define PG_KESTREL_ROW_BUCKETS 16384
+#define PG_KESTREL_BIN_ENTRIES 2048
+#define PG_KESTREL_WINDOW_SHIFT 30
+const bit<32> PG_KESTREL_CRC_POLY = 32w0x4c11db7;
+const bit<32> PG_KESTREL_CRC_INIT = 32w0xffffffff;
+const bit<32> PG_KESTREL_CRC_XOR = 32w0xffffffff;
+
+// Fridge (telemetry/fridge/tofino.rs): slots, log2 bins, signature CRC
+#define PG_FRIDGE_SLOTS 65536
+#define PG_FRIDGE_LOG2_BINS 32
+#define PG_FRIDGE_FACTOR_ENTRIES 4096
+const bit<32> PG_FRIDGE_SIG_POLY = 32w0x1edc6f41;
 
 // What the ingress decides for a packet (metadata pg_meta_t.verdict)
 const bit<8> PG_V_FORWARD = 8w0;

@@ -129,7 +129,60 @@ header ioam_word_h {
     bit<32> w;
 }
 
+// Ingress -> egress bridged metadata of the TNA telemetry program (tna/upf_telemetry.p4):
+// the first bytes of every packet its egress parser sees; `kind` tells it from a mirrored
+// DTA copy (pg_dta_mirror_h). 17 bytes.
+header pg_bridge_h {
+    bit<8>  kind;        // PG_BRIDGE_KIND_PACKET
+    bit<1>  kestrel;     // a UPF packet with a direction: Kestrel counts it
+    bit<1>  dir;         // Kestrel's direction index: 0 uplink, 1 downlink
+    bit<2>  colour;      // our TrTCM colour codes: 0 green, 1 yellow, 2 red
+    bit<1>  dta;         // the DTA reporter may report it
+    bit<3>  pad0;
+    bit<3>  pad1;
+    bit<5>  qid;         // the UPF's QID (pg_meta_t.qid), not Tofino's physical queue
+    bit<8>  qfi;
+    bit<32> teid;        // N3 TEID: received (uplink) or written by the encapsulation
+    bit<16> len;         // inner IP length: what Kestrel's bytes count
+    bit<32> ig_tstamp;   // ingress global timestamp, low 32 bits (ns)
+    bit<32> flow_hash;   // DTA Key-Write key: CRC-32 of the user 5-tuple
+}
+
+// The header an egress mirror prepends to a DTA copy (p4/include/dta_report.p4): what the
+// report will say. 10 bytes.
+header pg_dta_mirror_h {
+    bit<8>  kind;        // PG_BRIDGE_KIND_DTA
+    bit<8>  opcode;      // PG_DTA_OP_KEY_WRITE or PG_DTA_OP_APPEND
+    bit<32> key;         // Key-Write key (Append: unused, the list id is configured)
+    bit<32> data;
+}
+
+// DTA (Langlet et al., "Direct Telemetry Access", section 4 and Figure 4) as
+// dataplane/wire/src/dta writes it: the NACK-tracking base header (3 bytes) ...
+header pg_dta_base_h {
+    bit<8> opcode;
+    bit<8> seqnum;
+    bit<1> immediate;
+    bit<1> retransmit;
+    bit<6> reserved;
+}
+
+// ... then Key-Write with one data word (9 bytes) ...
+header pg_dta_key_write_h {
+    bit<8>  redundancy;
+    bit<32> key;
+    bit<32> data;
+}
+
+// ... or Append (8 bytes).
+header pg_dta_append_h {
+    bit<32> list_id;
+    bit<32> data;
+}
+
 struct pg_headers_t {
+    // TNA telemetry program only: emitted in front of the packet for the egress pipeline.
+    pg_bridge_h  bridge;
     ethernet_h   ethernet;
     vlan_h       vlan;
     // Outer headers added by an encapsulation (downlink to a gNB, or N9 relay).
@@ -218,6 +271,68 @@ struct pg_meta_t {
     bit<8>  int_w3;
     bit<48> int_base_ns;
     bit<32> int_base_secs;
+    // TCP fields of the user packet (parse_tcp) for the fridge.
+    bit<32> tcp_seq;
+    bit<32> tcp_ack;
+    bit<8>  tcp_flags;
+    // Telemetry (TNA telemetry program)
+    bit<2>  colour;           // the QER meter's colour, our codes (0 green, 1 yellow, 2 red)
+    // Fridge (p4/include/fridge.p4)
+    bit<1>  fr_on;
+    bit<1>  fr_req_uplink;
+    bit<32> fr_mask;
+    bit<1>  fr_eligible;
+    bit<128> fr_req_addr;
+    bit<128> fr_resp_addr;
+    bit<16> fr_req_port;
+    bit<16> fr_resp_port;
+    bit<32> fr_pairing;
+    bit<32> fr_hash;
+    bit<32> fr_sig;
+    bit<32> fr_idx;
+    bit<32> fr_inserts;
+    bit<32> fr_delay;
+    bit<32> fr_x;
+    bit<32> fr_factor;
+    bit<5>  fr_bin;
+}
+
+// Egress headers of the TNA telemetry program: the bridged metadata or a DTA copy's mirror
+// header, and the report a DTA copy becomes.
+struct pg_egress_headers_t {
+    pg_bridge_h        bridge;
+    pg_dta_mirror_h    dta_mirror;
+    ethernet_h         dta_ethernet;
+    ipv4_h             dta_ipv4;
+    udp_h              dta_udp;
+    pg_dta_base_h      dta_base;
+    pg_dta_key_write_h dta_key_write;
+    pg_dta_append_h    dta_append;
+}
+
+// Egress metadata of the TNA telemetry program.
+struct pg_egress_meta_t {
+    bit<32> now;              // egress global timestamp, low 32 bits (ns)
+    bit<32> sojourn;          // now - bridge.ig_tstamp: queueing + the fixed pipeline latency
+    bit<1>  bank;             // Kestrel window parity: bit PG_KESTREL_WINDOW_SHIFT of the clock
+    bit<1>  k_on;             // the QID has a Kestrel seed: count the packet
+    bit<32> k_seed;
+    bit<32> k_hash;
+    bit<3>  k_lat_bin;
+    bit<1>  dta_on;           // dta_config has an entry
+    bit<8>  dta_opcode;       // what the mirror header says
+    bit<32> dta_key;
+    bit<32> dta_data;
+    // The reporter's settings (dta_config)
+    bit<10> dta_session;      // MirrorId_t on Tofino 1
+    bit<8>  dta_redundancy;
+    bit<32> dta_list_id;
+    bit<32> dta_sample_last;
+    bit<48> dta_src_mac;
+    bit<48> dta_dst_mac;
+    bit<32> dta_src_ip;
+    bit<32> dta_dst_ip;
+    bit<16> dta_src_port;
 }
 
 #endif // PG_HEADERS_P4

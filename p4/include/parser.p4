@@ -43,7 +43,7 @@ parser PgPacketParser(packet_in pkt, out pg_headers_t hdr, inout pg_meta_t md) {
         pkt.extract(hdr.ipv4);
         transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
             (4w5, 13w0, PG_PROTO_UDP): parse_udp;
-            (4w5, 13w0, PG_PROTO_TCP): parse_ports;
+            (4w5, 13w0, PG_PROTO_TCP): parse_tcp;
             default: accept;
         }
     }
@@ -52,7 +52,7 @@ parser PgPacketParser(packet_in pkt, out pg_headers_t hdr, inout pg_meta_t md) {
         pkt.extract(hdr.ipv6);
         transition select(hdr.ipv6.next_hdr) {
             PG_PROTO_UDP: parse_udp;
-            PG_PROTO_TCP: parse_ports;
+            PG_PROTO_TCP: parse_tcp;
             PG_PROTO_HOPOPT: parse_hbh;
             default: accept;
         }
@@ -70,6 +70,18 @@ parser PgPacketParser(packet_in pkt, out pg_headers_t hdr, inout pg_meta_t md) {
         bit<32> ports = pkt.lookahead<bit<32>>();
         md.flow_sport = ports[31:16];
         md.flow_dport = ports[15:0];
+        transition accept;
+    }
+
+    // TCP (RFC 9293 3.1): ports, sequence and acknowledgment numbers and the flags, read
+    // for the fridge's request/response matching (p4/include/fridge.p4), not extracted.
+    state parse_tcp {
+        bit<112> t = pkt.lookahead<bit<112>>();
+        md.flow_sport = t[111:96];
+        md.flow_dport = t[95:80];
+        md.tcp_seq = t[79:48];
+        md.tcp_ack = t[47:16];
+        md.tcp_flags = t[7:0];
         transition accept;
     }
 
@@ -112,7 +124,7 @@ parser PgPacketParser(packet_in pkt, out pg_headers_t hdr, inout pg_meta_t md) {
         pkt.extract(hdr.inner_ipv4);
         transition select(hdr.inner_ipv4.ihl, hdr.inner_ipv4.frag_offset, hdr.inner_ipv4.protocol) {
             (4w5, 13w0, PG_PROTO_UDP): parse_ports;
-            (4w5, 13w0, PG_PROTO_TCP): parse_ports;
+            (4w5, 13w0, PG_PROTO_TCP): parse_tcp;
             default: accept;
         }
     }
@@ -121,7 +133,7 @@ parser PgPacketParser(packet_in pkt, out pg_headers_t hdr, inout pg_meta_t md) {
         pkt.extract(hdr.inner_ipv6);
         transition select(hdr.inner_ipv6.next_hdr) {
             PG_PROTO_UDP: parse_ports;
-            PG_PROTO_TCP: parse_ports;
+            PG_PROTO_TCP: parse_tcp;
             default: accept;
         }
     }

@@ -267,6 +267,12 @@ control PgUpf(inout pg_headers_t hdr, inout pg_meta_t md) {
         }
         if (md.verdict == PG_V_FORWARD && md.metered == 1) {
             PG_METER_EXECUTE(colour);
+            // Our colour codes (Kestrel's colour counters): green 0, yellow 1, red 2.
+            if (colour == PG_COLOR_RED) {
+                md.colour = PG_COLOUR_RED;
+            } else {
+                md.colour = colour[1:0];
+            }
             if (colour == PG_COLOR_RED) {
                 md.verdict = PG_V_DROP_MBR_EXCEEDED;
             }

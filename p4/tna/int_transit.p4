@@ -14,9 +14,6 @@
 #include "../include/int_transit.p4"
 #include "../include/route.p4"
 
-struct pg_egress_headers_t {}
-struct pg_egress_meta_t {}
-
 parser PgIngressParser(packet_in pkt, out pg_headers_t hdr, out pg_meta_t md,
                        out ingress_intrinsic_metadata_t ig_intr_md) {
     PgPacketParser() packet_parser;
@@ -94,7 +91,7 @@ control PgIngressDeparser(packet_out pkt, inout pg_headers_t hdr, in pg_meta_t m
     }
 }
 
-parser PgEgressParser(packet_in pkt, out pg_egress_headers_t hdr, out pg_egress_meta_t md,
+parser PgEgressParser(packet_in pkt, out pg_egress_headers_t eh, out pg_egress_meta_t em,
                       out egress_intrinsic_metadata_t eg_intr_md) {
     state start {
         pkt.extract(eg_intr_md);
@@ -102,7 +99,7 @@ parser PgEgressParser(packet_in pkt, out pg_egress_headers_t hdr, out pg_egress_
     }
 }
 
-control PgEgress(inout pg_egress_headers_t hdr, inout pg_egress_meta_t md,
+control PgEgress(inout pg_egress_headers_t eh, inout pg_egress_meta_t em,
                  in egress_intrinsic_metadata_t eg_intr_md,
                  in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
                  inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
@@ -110,9 +107,9 @@ control PgEgress(inout pg_egress_headers_t hdr, inout pg_egress_meta_t md,
     apply { }
 }
 
-control PgEgressDeparser(packet_out pkt, inout pg_egress_headers_t hdr, in pg_egress_meta_t md,
+control PgEgressDeparser(packet_out pkt, inout pg_egress_headers_t eh, in pg_egress_meta_t em,
                          in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
-    apply { pkt.emit(hdr); }
+    apply { pkt.emit(eh); }
 }
 
 Pipeline(PgIngressParser(), PgIngress(), PgIngressDeparser(),

@@ -28,6 +28,8 @@ fn gate_cfg(rows: u8, large: u32) -> GateConfig {
         unit: GateUnit::Packets,
         large,
         small: large.div_ceil(2),
+        export: None,
+        export_flows: 4096,
     }
 }
 

@@ -160,6 +160,8 @@ fn side(name: &'static str, classify: bool, int: bool, gate: bool, sport: u16) -
                     unit: GateUnit::Packets,
                     large: 64,
                     small: 16,
+                    export: None,
+                    export_flows: 4096,
                 })
                 .expect("valid gate"),
             );

@@ -3,7 +3,9 @@
 //! routes into it is sent to the UPF's N3 address as a G-PDU (TS 29.281 section 5.1, with a
 //! UL PDU Session Container carrying the QFI, TS 38.415 section 5.5.2.2), and every G-PDU
 //! to our TEID is decapsulated into the TUN device. One thread each way, blocking I/O, no
-//! per-packet allocation; it keeps up with 100 Mbit/s easily.
+//! per-packet allocation; it keeps up with 100 Mbit/s easily. It can hold every uplink
+//! packet for a fixed time ([`GnbConfig::ul_delay`], a radio leg for delay measurements:
+//! `tc netem` is not available here); then a third thread sends, and each packet is copied.
 //!
 //! Threads enter namespaces with `setns(2)` ([`in_netns`]), so the tests need no helper
 //! binaries: the gNB, the UE's sockets and the data network's sockets are threads of the
@@ -46,6 +48,8 @@ pub struct GnbConfig {
     pub dl_teid: u32,
     /// QFI in the UL PDU Session Container.
     pub qfi: u8,
+    /// Added to every uplink packet before it is sent to the UPF (zero: none). Order is kept.
+    pub ul_delay: Duration,
 }
 
 /// What the gNB counted.
@@ -137,6 +141,28 @@ impl GtpGnb {
         let up_sock = sock.try_clone()?;
         let (st, halt) = (stats.clone(), stop.clone());
         let (teid, qfi, upf) = (cfg.ul_teid, cfg.qfi, cfg.upf);
+        // With a delay, packets wait in a FIFO for a sender thread; it ends when the uplink
+        // thread drops its end.
+        let delayed = (!cfg.ul_delay.is_zero()).then(|| {
+            let (tx, rx) = std::sync::mpsc::channel::<(std::time::Instant, Vec<u8>)>();
+            let (sock, st) = (up_sock.try_clone(), st.clone());
+            std::thread::spawn(move || {
+                let sock = sock?;
+                for (due, pkt) in rx {
+                    let now = std::time::Instant::now();
+                    if due > now {
+                        std::thread::sleep(due - now);
+                    }
+                    if sock.send_to(&pkt, upf).is_ok() {
+                        st.ul_pkts.fetch_add(1, Relaxed);
+                        st.ul_bytes.fetch_add((pkt.len() - UL_HDR) as u64, Relaxed);
+                    }
+                }
+                Ok::<(), std::io::Error>(())
+            });
+            tx
+        });
+        let delay = cfg.ul_delay;
         let ul = std::thread::spawn(move || {
             let mut buf = vec![0u8; 65_536];
             while !halt.load(Relaxed) {
@@ -149,7 +175,12 @@ impl GtpGnb {
                     continue;
                 }
                 buf[..UL_HDR].copy_from_slice(&ul_header(teid, qfi, n));
-                if up_sock.send_to(&buf[..UL_HDR + n], upf).is_ok() {
+                if let Some(tx) = &delayed {
+                    let due = std::time::Instant::now() + delay;
+                    if tx.send((due, buf[..UL_HDR + n].to_vec())).is_err() {
+                        return Ok(());
+                    }
+                } else if up_sock.send_to(&buf[..UL_HDR + n], upf).is_ok() {
                     st.ul_pkts.fetch_add(1, Relaxed);
                     st.ul_bytes.fetch_add(n as u64, Relaxed);
                 }

@@ -17,9 +17,13 @@
 //! * `gnb`, `tcp_rig` (feature `gnb`): a GTP-U gNB on a TUN device carrying kernel traffic, and
 //!   kernel TCP / UDP through the real daemon in network namespaces;
 //! * `impair` (feature `dataplane`): link impairments (loss, rate, delay, jitter) as a model
-//!   and as a pipeline stage, for experiments and tests.
+//!   and as a pipeline stage, for experiments and tests;
+//! * [`intnet`]: `peregrine run` processes as INT nodes in network namespaces (veths, end
+//!   hosts, configs, daemons, senders, report watchers), and [`codesign_emu`], the sketch-INT
+//!   co-design emulation on them.
 
 pub mod alloc;
+pub mod codesign_emu;
 pub mod daemon;
 pub mod delay_trace;
 pub mod frames;
@@ -27,6 +31,7 @@ pub mod frames;
 pub mod gnb;
 #[cfg(feature = "dataplane")]
 pub mod impair;
+pub mod intnet;
 pub mod mbr;
 pub mod netns;
 pub mod pcap;

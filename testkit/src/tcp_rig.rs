@@ -53,6 +53,10 @@ pub struct RigConfig {
     pub qos: String,
     /// How the veths' checksum offload is dealt with.
     pub offload: Offload,
+    /// Sections appended to the daemon's config (e.g. `[fridge]`); empty: none.
+    pub extra: String,
+    /// One-way delay the gNB adds to uplink packets (a radio leg); zero: none.
+    pub ul_delay: Duration,
 }
 
 /// Veth offloads (docs/upf.md, "Checksum offload on veths").
@@ -192,10 +196,35 @@ next_hop_mac = "{GNB_MAC}"
 prefix = "198.51.100.0/24"
 port = "n6"
 next_hop_mac = "{DN_MAC}"
+
+{extra}
 "#,
         qos = cfg.qos,
         mbr = cfg.mbr_kbps,
+        extra = cfg.extra,
     )
+}
+
+/// A TCP connection from address `src` (any port) to `dst`, with congestion control `cc`
+/// if given: the stream and how long `connect` took (SYN sent to SYN-ACK received).
+fn connect_from(
+    src: Ipv4Addr,
+    dst: SocketAddrV4,
+    cc: Option<&str>,
+) -> std::io::Result<(TcpStream, Duration)> {
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::empty(),
+        None,
+    )?;
+    if let Some(cc) = cc {
+        setsockopt(&fd, sockopt::TcpCongestion, &OsString::from(cc))?;
+    }
+    bind(fd.as_raw_fd(), &SockaddrIn::from(SocketAddrV4::new(src, 0)))?;
+    let t = Instant::now();
+    connect(fd.as_raw_fd(), &SockaddrIn::from(dst))?;
+    Ok((TcpStream::from(fd), t.elapsed()))
 }
 
 impl Rig {
@@ -248,6 +277,7 @@ impl Rig {
                 ul_teid: UL_TEID,
                 dl_teid: DL_TEID,
                 qfi: 9,
+                ul_delay: cfg.ul_delay,
             },
             UE_MTU,
         )
@@ -353,19 +383,7 @@ impl Rig {
         let cc = cc.to_string();
         let dur = Duration::from_secs_f64(secs);
         let source = in_netns(&src_ns, move || {
-            let fd = socket(
-                AddressFamily::Inet,
-                SockType::Stream,
-                SockFlag::empty(),
-                None,
-            )?;
-            setsockopt(&fd, sockopt::TcpCongestion, &OsString::from(cc))?;
-            bind(fd.as_raw_fd(), &SockaddrIn::from(SocketAddrV4::new(src, 0)))?;
-            connect(
-                fd.as_raw_fd(),
-                &SockaddrIn::from(SocketAddrV4::new(dst, port)),
-            )?;
-            let mut s = TcpStream::from(fd);
+            let (mut s, _) = connect_from(src, SocketAddrV4::new(dst, port), Some(&cc))?;
             let buf = vec![0x5au8; 1 << 16];
             let t0 = Instant::now();
             while t0.elapsed() < dur {
@@ -383,6 +401,41 @@ impl Rig {
         // Payload per segment at the UE MTU with timestamps: MTU - 52.
         let mss = f64::from(UE_MTU - 52);
         Ok(measure(&got, dur, f64::from(UE_MTU) / mss))
+    }
+
+    /// `n` TCP connections opened one after another from the `dir` source to its destination
+    /// on `port` (connect, then close): the client's connect times (SYN sent to SYN-ACK
+    /// received), the truth a passive handshake measurement is compared with.
+    pub fn handshakes(&self, dir: Dir, n: usize, port: u16) -> Result<Vec<Duration>, String> {
+        let (src_ns, dst_ns, src, dst) = self.ends(dir);
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let server = in_netns(&dst_ns, move || {
+            let l = TcpListener::bind(SocketAddrV4::new(dst, port))?;
+            let _ = ready_tx.send(());
+            for _ in 0..n {
+                drop(l.accept()?);
+            }
+            Ok(())
+        });
+        ready_rx
+            .recv_timeout(Duration::from_secs(5))
+            .map_err(|_| "TCP server did not start".to_string())?;
+        let client = in_netns(&src_ns, move || {
+            let mut times = Vec::with_capacity(n);
+            for _ in 0..n {
+                times.push(connect_from(src, SocketAddrV4::new(dst, port), None)?.1);
+            }
+            Ok(times)
+        });
+        let times = client
+            .join()
+            .map_err(|_| "TCP client panicked")?
+            .map_err(|e| format!("TCP client: {e}"))?;
+        server
+            .join()
+            .map_err(|_| "TCP server panicked")?
+            .map_err(|e| format!("TCP server: {e}"))?;
+        Ok(times)
     }
 
     /// UDP datagrams of `size` payload bytes at `rate` IP bytes/s for `secs`.

@@ -6,12 +6,16 @@
 //! rule requests over ZeroMQ REQ/REP (JSON by default, `--cbor`), reports over SUB. Every request
 //! has a timeout, so a dead manager is an error, not a hang.
 //!
+//! `peregrinectl codesign collect` merges INT reports with the co-design gate's exports into
+//! per-flow records (module `codesign`, docs/codesign.md "Merge").
+//!
 //! `peregrinectl dta --region FILE info|kw|ki|path|follow` queries a DTA collector region
 //! (module `dta`), printing JSON.
 //!
 //! Exit codes: 0 success, 1 the manager answered with an error, 2 bad usage, 3 transport error
 //! or timeout.
 
+mod codesign;
 mod dta;
 mod fridge;
 mod kestrel;
@@ -71,6 +75,15 @@ enum Top {
     Dta(dta::DtaCmd),
     /// Kestrel sketch telemetry: query windows, read and set bin edges.
     Kestrel(kestrel::KestrelCmd),
+    /// Sketch-INT co-design: merge INT reports and gate exports into per-flow records.
+    #[command(subcommand)]
+    Codesign(CodesignCmd),
+}
+
+#[derive(Subcommand, Debug)]
+enum CodesignCmd {
+    /// Subscribe to sinks' reports and sources' gate exports; print merged flows as JSON.
+    Collect(codesign::CollectArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -232,7 +245,7 @@ fn parse_hex_u32(s: &str) -> Result<u32, String> {
 }
 
 /// A failure, with its exit code.
-struct Fail(u8, String);
+pub(crate) struct Fail(u8, String);
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -257,6 +270,7 @@ fn run(cli: &Cli) -> Result<(), Fail> {
         Top::Fridge(c) => return fridge::run(c, cli.json),
         Top::Dta(d) => return dta::run(d).map_err(|(code, msg)| Fail(code, msg)),
         Top::Kestrel(k) => return kestrel::run(k).map_err(|(code, msg)| Fail(code, msg)),
+        Top::Codesign(CodesignCmd::Collect(a)) => return codesign::collect(a),
     };
     let req = match cmd {
         IntCmd::Add(a) => add_request(a)?,

@@ -7,6 +7,7 @@
 
 use crate::model::{Entries, FarEntry, PdrAction, RouteEntry};
 use crate::names::{self, Table};
+use crate::telemetry::{Telemetry, Ternary};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -15,6 +16,8 @@ use std::collections::BTreeMap;
 pub enum Program {
     Upf,
     IntTransit,
+    /// The UPF with Kestrel, the fridge and the DTA reporter ([`render_telemetry`]).
+    UpfTelemetry,
 }
 
 /// Tofino device ports by config port index (default: the index itself).
@@ -31,7 +34,7 @@ fn entry(t: &Table, key: Value, action: &str, data: Value) -> Value {
     json!({
         "table_name": format!("pipe.{}", t.path()),
         "key": key,
-        "action": format!("{}.{}.{action}", names::INGRESS, t.control),
+        "action": format!("{}.{action}", t.control_path()),
         "data": data,
     })
 }
@@ -93,7 +96,7 @@ fn routes(out: &mut Vec<Value>, rs: &[RouteEntry], dev: &DevPorts, tables: [&Tab
 pub fn render(e: &Entries, program: Program, dev: &DevPorts) -> Value {
     let mut out = Vec::new();
     match program {
-        Program::Upf => {
+        Program::Upf | Program::UpfTelemetry => {
             out.push(default(&names::UPF_MTU, "set_mtu", json!({ "mtu": e.mtu })));
             for a in &e.n3_v4 {
                 out.push(entry(
@@ -216,9 +219,120 @@ pub fn render(e: &Entries, program: Program, dev: &DevPorts) -> Value {
         }
     }
     let route_tables = match program {
-        Program::Upf => [&names::ROUTE_V4, &names::ROUTE_V6],
+        Program::Upf | Program::UpfTelemetry => [&names::ROUTE_V4, &names::ROUTE_V6],
         Program::IntTransit => [&names::INT_ROUTE_V4, &names::INT_ROUTE_V6],
     };
     routes(&mut out, &e.routes, dev, route_tables);
+    Value::Array(out)
+}
+
+fn ternary(qid: u8, field: &str, r: &Ternary) -> Value {
+    let mut m = Map::new();
+    m.insert("eh.bridge.qid".into(), json!({ "value": qid }));
+    m.insert(field.into(), json!({ "value": r.value, "mask": r.mask }));
+    Value::Object(m)
+}
+
+fn lpm(field: &str, value: u32, len: u8) -> Value {
+    let mut m = Map::new();
+    m.insert(field.into(), json!({ "value": value, "prefix_len": len }));
+    Value::Object(m)
+}
+
+/// The telemetry program's entries: the UPF's, then Kestrel's, the fridge's and the DTA
+/// reporter's (with its egress mirror session in `$mirror.cfg`).
+pub fn render_telemetry(e: &Entries, t: &Telemetry, dev: &DevPorts) -> Value {
+    let Value::Array(mut out) = render(e, Program::UpfTelemetry, dev) else {
+        unreachable!("render returns an array")
+    };
+    for q in &t.kestrel {
+        out.push(entry(
+            &names::KESTREL_SEED,
+            exact("eh.bridge.qid", json!(q.qid)),
+            "kestrel_set_seed",
+            json!({ "seed": q.seed }),
+        ));
+        for r in &q.lat {
+            out.push(entry(
+                &names::KESTREL_LAT_BIN,
+                ternary(q.qid, "em.sojourn", r),
+                "kestrel_set_lat_bin",
+                json!({ "bin": r.bin }),
+            ));
+        }
+        for row in &names::KESTREL_IAT_BIN {
+            for r in &q.iat {
+                out.push(entry(
+                    row,
+                    ternary(q.qid, "gap", r),
+                    "kestrel_set_iat_bin",
+                    json!({ "bin": r.bin }),
+                ));
+            }
+        }
+    }
+    if let Some(f) = &t.fridge {
+        out.push(default(
+            &names::FRIDGE_CONFIG,
+            "fridge_set",
+            json!({ "req_uplink": u8::from(f.req_uplink), "slot_mask": f.m - 1 }),
+        ));
+        let mut coin = Map::new();
+        coin.insert(
+            "md.fr_hash".into(),
+            json!({ "value": 0, "mask": f.coin_mask }),
+        );
+        out.push(entry(
+            &names::FRIDGE_COIN,
+            Value::Object(coin),
+            "fridge_eligible",
+            json!({}),
+        ));
+        for r in &f.table.rules {
+            out.push(entry(
+                &names::FRIDGE_FACTOR,
+                lpm("md.fr_x", r.value, r.len),
+                "fridge_set_factor",
+                json!({ "factor": r.factor }),
+            ));
+        }
+        for r in &f.bins {
+            out.push(entry(
+                &names::FRIDGE_BIN,
+                lpm("md.fr_delay", r.value, r.len),
+                "fridge_set_bin",
+                json!({ "bin": r.factor }),
+            ));
+        }
+    }
+    if let Some(d) = &t.dta {
+        out.push(default(
+            &names::DTA_CONFIG,
+            "dta_set",
+            json!({
+                "session": d.session,
+                "redundancy": d.redundancy,
+                "list_id": d.list_id,
+                "sample_last": d.sample_last,
+                "src_mac": d.src_mac.to_string(),
+                "dst_mac": d.dst_mac.to_string(),
+                "src_ip": d.src_ip.to_string(),
+                "dst_ip": d.dst_ip.to_string(),
+                "src_port": d.src_port,
+            }),
+        ));
+        out.push(json!({
+            "table_name": names::MIRROR_CFG,
+            "key": { "$sid": { "value": d.session } },
+            "action": "$normal",
+            "data": {
+                "$direction": "EGRESS",
+                "$session_enable": true,
+                "$ucast_egress_port": dev.get(&d.port).copied().unwrap_or(d.port),
+                "$ucast_egress_port_valid": true,
+                "$max_pkt_len": crate::constants::DTA_MIRROR_TRUNC,
+            },
+        }));
+    }
     Value::Array(out)
 }

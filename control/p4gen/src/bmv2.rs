@@ -10,7 +10,7 @@ use std::fmt::Write;
 
 fn act(t: &Table, a: &str) -> String {
     debug_assert!(t.action(a).is_some(), "{}: {a}", t.name);
-    format!("{INGRESS}.{}.{a}", t.control)
+    format!("{}.{a}", t.control_path())
 }
 
 fn add(out: &mut String, t: &Table, a: &str, keys: &str, params: &str) {

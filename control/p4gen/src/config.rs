@@ -42,6 +42,113 @@ pub struct Config {
     pub routes: Vec<Route>,
     pub upf: Option<Upf>,
     pub int: Option<Int>,
+    pub kestrel: Option<Kestrel>,
+    pub fridge: Option<Fridge>,
+    pub dta: Option<Dta>,
+}
+
+/// `[kestrel]`: the keys the sketch layout, hash and initial edges come from
+/// (control/src/kestrel/mod.rs has the rest and the same defaults).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Kestrel {
+    #[serde(default = "k_qids")]
+    pub qids: usize,
+    #[serde(default = "k_rows")]
+    pub rows: usize,
+    #[serde(default = "k_width")]
+    pub width: usize,
+    pub seeds: Option<Vec<u64>>,
+    #[serde(default = "k_hash")]
+    pub hash: String,
+    #[serde(default)]
+    pub edges: Vec<KestrelEdges>,
+}
+
+fn k_qids() -> usize {
+    8
+}
+fn k_rows() -> usize {
+    3
+}
+fn k_width() -> usize {
+    512
+}
+fn k_hash() -> String {
+    "splitmix64".into()
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct KestrelEdges {
+    pub qid: usize,
+    pub lat: Vec<f64>,
+    pub iat: Vec<f64>,
+}
+
+/// `[fridge]` (control/src/fridge: same keys and defaults).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Fridge {
+    #[serde(default = "insertions")]
+    pub x_counts: String,
+    #[serde(default, rename = "slice")]
+    pub slices: Vec<FridgeSlice>,
+}
+
+fn insertions() -> String {
+    "insertions".into()
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct FridgeSlice {
+    pub name: String,
+    pub kind: String,
+    #[serde(default = "n6")]
+    pub vantage: String,
+    pub m: Option<u32>,
+    pub p: Option<f64>,
+    #[serde(default)]
+    pub fridges: Vec<FridgeConf>,
+}
+
+fn n6() -> String {
+    "n6".into()
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+pub struct FridgeConf {
+    pub m: u32,
+    pub p: f64,
+}
+
+/// `[dta]`, the reporter (control/src/dta/reporter.rs: same keys and defaults).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Dta {
+    pub port: String,
+    pub collector_ip: Ipv4Addr,
+    pub collector_mac: String,
+    pub source_ip: Ipv4Addr,
+    #[serde(default = "dta_sport")]
+    pub source_port: u16,
+    #[serde(default = "tracked")]
+    pub variant: String,
+    #[serde(default = "two")]
+    pub sojourn_redundancy: u8,
+    #[serde(default = "one_u32")]
+    pub sojourn_sample: u32,
+    #[serde(default)]
+    pub drops_list: u32,
+}
+
+fn dta_sport() -> u16 {
+    40041
+}
+fn tracked() -> String {
+    "tracked".into()
+}
+fn two() -> u8 {
+    2
+}
+fn one_u32() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

@@ -4,17 +4,58 @@
 //! a test checks the checked-in file is what this module writes.
 
 use peregrine_dataplane::qos::scheduler::{NUM_QFI, NUM_QUEUES};
+use peregrine_dataplane::qos::trtcm::Colour;
+use peregrine_dataplane::telemetry::fridge::tofino::LOG2_BINS;
+use peregrine_dataplane::telemetry::kestrel::{layout, IndexHash, Layout, BINS};
 use peregrine_dataplane::upf::encap;
 use peregrine_wire::ethernet::{self, ethertype};
 use peregrine_wire::ipv4::ip_protocol;
 use peregrine_wire::ipv6option::option_type as ipv6_opt;
-use peregrine_wire::{gtpu, ioam, ipv4, ipv6, pdu_session, udp};
+use peregrine_wire::{dta, gtpu, ioam, ipv4, ipv6, pdu_session, udp};
 use std::fmt::Write;
 
-/// UDP port of DTA Key-Write reports (for the coming DTA reporter; no Rust user yet).
-pub const DTA_KEY_WRITE_PORT: u16 = 40040;
-/// UDP port of DTA Append reports (for the coming DTA reporter; no Rust user yet).
-pub const DTA_APPEND_PORT: u16 = 40044;
+/// UDP port of DTA reports, every primitive (`peregrine_wire::dta::UDP_PORT`).
+pub const DTA_REPORT_PORT: u16 = dta::UDP_PORT;
+/// UDP port of DTA ACK/NACKs back to a reporter (`peregrine_wire::dta::ACK_UDP_PORT`; the
+/// first half named it `PG_DTA_APPEND_PORT`, but Append reports go to 40040 as well).
+pub const DTA_ACK_PORT: u16 = dta::ACK_UDP_PORT;
+
+/// First byte of what the TNA telemetry program's egress parser sees: bridged metadata
+/// (pg_bridge_h) or a mirrored DTA copy (pg_dta_mirror_h); the ingress puts one in front of
+/// every packet it sends to egress.
+pub const BRIDGE_KIND_PACKET: u8 = 0x10;
+pub const BRIDGE_KIND_DTA: u8 = 0x20;
+/// Bytes of pg_dta_mirror_h.
+pub const DTA_MIRROR_LEN: usize = 10;
+/// A DTA copy is truncated to its mirror header and the packet's Ethernet header.
+pub const DTA_MIRROR_TRUNC: usize = DTA_MIRROR_LEN + ethernet::HEADER_LEN;
+
+/// The Kestrel layout the P4 program is compiled for: the seed's (`Layout::paper`) under the
+/// crc32 index hash. `peregrine-p4 entries` refuses a `[kestrel]` of another shape.
+pub fn kestrel_layout() -> Layout {
+    Layout::new(8, 3, 512, layout::default_crc_seeds(8))
+        .and_then(|l| l.with_hash(IndexHash::Crc32))
+        .expect("the paper's layout fits crc32")
+}
+/// Window = 2^30 ns (1.07 s): the egress clock's bit 30 picks the bank.
+pub const KESTREL_WINDOW_SHIFT: u32 = 30;
+/// CRC-32 (IEEE 802.3) as Tofino's CRCPolynomial: coefficient, reflected, init, final XOR.
+pub const CRC32_POLY: u32 = 0x04C1_1DB7;
+pub const CRC32_INIT: u32 = 0xFFFF_FFFF;
+pub const CRC32_XOR: u32 = 0xFFFF_FFFF;
+/// CRC-32C (Castagnoli) coefficient: the fridge's signature hash, independent of its index.
+pub const CRC32C_POLY: u32 = 0x1EDC_6F41;
+/// Most ternary entries of one Kestrel bin table (QIDs x the prefix covers of 8 ranges).
+pub const KESTREL_BIN_ENTRIES: usize = 2048;
+
+/// Fridge slots the P4 registers hold (M up to this, a power of two): the seed's 2^16
+/// (6.4 % of the register memory in its section 6.3).
+pub const FRIDGE_SLOTS: u32 = 1 << 16;
+/// Most prefix rules of the correction-factor table.
+pub const FRIDGE_FACTOR_ENTRIES: usize = 4096;
+/// TCP flags (RFC 9293 3.1): SYN, and SYN | ACK.
+pub const TCP_SYN: u8 = 0x02;
+pub const TCP_SYN_ACK: u8 = 0x12;
 
 /// The outer UDP source port of an encapsulation is `FLOW_PORT_BASE | (hash >> 50) & MASK`
 /// of the inner 5-tuple (`dataplane/src/upf/emit.rs`, `flow_port`), with this multiplier.
@@ -168,9 +209,53 @@ pub fn constants_p4() -> String {
     o.def("PG_IOAM_MAX_NODE_WORDS", u64::from(IOAM_MAX_NODE_WORDS));
     o.def("PG_IOAM_MAX_FREE_WORDS", u64::from(IOAM_MAX_FREE_WORDS));
 
-    o.section("DTA (Key-Write and Append report ports, for the coming DTA reporter)");
-    o.c("PG_DTA_KEY_WRITE_PORT", 16, u64::from(DTA_KEY_WRITE_PORT));
-    o.c("PG_DTA_APPEND_PORT", 16, u64::from(DTA_APPEND_PORT));
+    o.section("DTA (dataplane/wire/src/dta): report and ACK ports, opcodes, frame lengths");
+    o.c("PG_DTA_REPORT_PORT", 16, u64::from(DTA_REPORT_PORT));
+    o.c("PG_DTA_ACK_PORT", 16, u64::from(DTA_ACK_PORT));
+    o.c("PG_DTA_OP_KEY_WRITE", 8, u64::from(dta::opcode::KEY_WRITE));
+    o.c("PG_DTA_OP_APPEND", 8, u64::from(dta::opcode::APPEND));
+    let base = dta::Variant::Tracked.base_len();
+    o.def(
+        "PG_DTA_KEY_WRITE_FRAME",
+        (dta::FRAME_OVERHEAD + base + dta::sub_len::KEY_WRITE_1) as u64,
+    );
+    o.def(
+        "PG_DTA_APPEND_FRAME",
+        (dta::FRAME_OVERHEAD + base + dta::sub_len::APPEND) as u64,
+    );
+    o.def("PG_DTA_MIRROR_TRUNC", DTA_MIRROR_TRUNC as u64);
+
+    o.section("TNA telemetry program: bridged metadata kinds, colours (qos/trtcm.rs)");
+    o.c("PG_BRIDGE_KIND_PACKET", 8, u64::from(BRIDGE_KIND_PACKET));
+    o.c("PG_BRIDGE_KIND_DTA", 8, u64::from(BRIDGE_KIND_DTA));
+    o.c("PG_COLOUR_GREEN", 2, Colour::Green as u64);
+    o.c("PG_COLOUR_YELLOW", 2, Colour::Yellow as u64);
+    o.c("PG_COLOUR_RED", 2, Colour::Red as u64);
+    o.c("PG_TCP_SYN", 8, u64::from(TCP_SYN));
+    o.c("PG_TCP_SYN_ACK", 8, u64::from(TCP_SYN_ACK));
+
+    o.section("Kestrel (telemetry/kestrel): the compiled layout, crc32 index hash, bins");
+    let k = kestrel_layout();
+    o.def("PG_KESTREL_QIDS", k.qids as u64);
+    o.def("PG_KESTREL_ROWS", k.rows as u64);
+    o.def("PG_KESTREL_WIDTH", k.width as u64);
+    o.def("PG_KESTREL_INDEX_BITS", u64::from(k.index_bits()));
+    o.def("PG_KESTREL_QID_BITS", u64::from(k.qids.trailing_zeros()));
+    o.def("PG_KESTREL_BINS", BINS as u64);
+    o.c("PG_KESTREL_TAIL_BIN", 3, (BINS - 1) as u64);
+    // Buckets of one row's register: 2 banks x 2 directions x QIDs x w.
+    o.def("PG_KESTREL_ROW_BUCKETS", (2 * 2 * k.qids * k.width) as u64);
+    o.def("PG_KESTREL_BIN_ENTRIES", KESTREL_BIN_ENTRIES as u64);
+    o.def("PG_KESTREL_WINDOW_SHIFT", u64::from(KESTREL_WINDOW_SHIFT));
+    o.hex("PG_KESTREL_CRC_POLY", 32, u64::from(CRC32_POLY));
+    o.hex("PG_KESTREL_CRC_INIT", 32, u64::from(CRC32_INIT));
+    o.hex("PG_KESTREL_CRC_XOR", 32, u64::from(CRC32_XOR));
+
+    o.section("Fridge (telemetry/fridge/tofino.rs): slots, log2 bins, signature CRC");
+    o.def("PG_FRIDGE_SLOTS", u64::from(FRIDGE_SLOTS));
+    o.def("PG_FRIDGE_LOG2_BINS", LOG2_BINS as u64);
+    o.def("PG_FRIDGE_FACTOR_ENTRIES", FRIDGE_FACTOR_ENTRIES as u64);
+    o.hex("PG_FRIDGE_SIG_POLY", 32, u64::from(CRC32C_POLY));
 
     o.section("What the ingress decides for a packet (metadata pg_meta_t.verdict)");
     for (name, v) in crate::model::Verdict::ALL {

@@ -5,6 +5,8 @@
 //!   into the same tables the workers read, then flattened into P4 table entries.
 //! * [`bfrt`] (Tofino BF Runtime JSON) and [`bmv2`] (`simple_switch_CLI` commands) render
 //!   them; [`names`] holds every P4 name they use.
+//! * [`telemetry`]: Kestrel, fridge and DTA reporter entries of the TNA telemetry program;
+//!   [`kestrel_regs`] reads its Kestrel registers back into the software's bucket layout.
 //! * [`p4decl`] + [`check`]: a structural check that the P4 text declares those names (not
 //!   a compiler; `scripts/p4-check.sh` runs p4c when one is installed).
 #![forbid(unsafe_code)]
@@ -14,6 +16,8 @@ pub mod bmv2;
 pub mod check;
 pub mod config;
 pub mod constants;
+pub mod kestrel_regs;
 pub mod model;
 pub mod names;
 pub mod p4decl;
+pub mod telemetry;

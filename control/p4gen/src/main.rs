@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 use peregrine_p4gen::bfrt::{self, DevPorts, Program};
 use peregrine_p4gen::config::Config;
 use peregrine_p4gen::model::{self, Options};
-use peregrine_p4gen::{bmv2, check, constants, names, p4decl};
+use peregrine_p4gen::{bmv2, check, constants, names, p4decl, telemetry};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -23,7 +23,8 @@ struct Cli {
 enum Cmd {
     /// Print p4/include/constants.p4.
     Constants,
-    /// Write upf.bfrt.json, int_transit.bfrt.json and upf_int.bmv2.txt for a config.
+    /// Write upf.bfrt.json, upf_telemetry.bfrt.json, int_transit.bfrt.json and
+    /// upf_int.bmv2.txt for a config.
     Entries {
         #[arg(long)]
         config: PathBuf,
@@ -66,6 +67,7 @@ fn entries(
         dev.insert(i, p);
     }
     let e = model::build(&cfg, &opts).map_err(|e| e.to_string())?;
+    let t = telemetry::build(&cfg).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let write = |name: &str, text: String| {
         let p = out_dir.join(name);
@@ -74,6 +76,10 @@ fn entries(
     let json = |p| serde_json::to_string_pretty(&bfrt::render(&e, p, &dev)).unwrap_or_default();
     write("upf.bfrt.json", json(Program::Upf))?;
     write("int_transit.bfrt.json", json(Program::IntTransit))?;
+    write(
+        "upf_telemetry.bfrt.json",
+        serde_json::to_string_pretty(&bfrt::render_telemetry(&e, &t, &dev)).unwrap_or_default(),
+    )?;
     write("upf_int.bmv2.txt", bmv2::render(&e))?;
     let offloaded = |v: usize, cpu: usize| format!("{} ({} to cpu)", v, cpu);
     let cpu = |a: &[model::PdrAction]| a.iter().filter(|a| **a == model::PdrAction::ToCpu).count();
@@ -89,14 +95,38 @@ fn entries(
         e.meters.len(),
         e.routes.len()
     );
+    println!(
+        "telemetry: kestrel {} QIDs, fridge {}, dta {}",
+        t.kestrel.len(),
+        t.fridge.as_ref().map_or("off".into(), |f| format!(
+            "`{}` M={} ({} factor rules)",
+            f.slice,
+            f.m,
+            f.table.rules.len()
+        )),
+        t.dta
+            .as_ref()
+            .map_or("off".into(), |d| format!("to {}", d.dst_ip))
+    );
     Ok(())
 }
 
 fn check_all(dir: &Path) -> Result<(), String> {
     let mut errs = Vec::new();
-    type Program<'a> = (&'a str, &'a [names::Table], &'a [(&'a str, &'a str)]);
-    let progs: [Program; 3] = [
+    let upf_telemetry: Vec<names::Table> = names::UPF_TABLES
+        .iter()
+        .chain(names::TELEMETRY_TABLES)
+        .copied()
+        .collect();
+    let telemetry_externs: Vec<check::Extern> = check::UPF_EXTERNS
+        .iter()
+        .chain(check::TELEMETRY_EXTERNS)
+        .copied()
+        .collect();
+    type Program<'a> = (&'a str, &'a [names::Table], &'a [check::Extern]);
+    let progs: [Program; 4] = [
         ("tna/upf.p4", names::UPF_TABLES, check::UPF_EXTERNS),
+        ("tna/upf_telemetry.p4", &upf_telemetry, &telemetry_externs),
         ("tna/int_transit.p4", names::INT_PROGRAM_TABLES, &[]),
         ("v1model/upf_int.p4", names::UPF_TABLES, check::UPF_EXTERNS),
     ];

@@ -10,6 +10,9 @@
 /// actions (with parameters) entries may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Table {
+    /// The architecture's control holding it: [`INGRESS`] or [`EGRESS`].
+    pub root: &'static str,
+    /// Instance path under `root` ("" for a table of `root` itself).
     pub control: &'static str,
     pub name: &'static str,
     pub keys: &'static [&'static str],
@@ -23,9 +26,18 @@ pub struct Action {
 }
 
 impl Table {
-    /// `PgIngress.<control>.<name>`.
+    /// `<root>.<control>.<name>` (`<root>.<name>` for a table of the root control).
     pub fn path(&self) -> String {
-        format!("{INGRESS}.{}.{}", self.control, self.name)
+        format!("{}.{}", self.control_path(), self.name)
+    }
+
+    /// `<root>.<control>`: the prefix of its actions' names.
+    pub fn control_path(&self) -> String {
+        if self.control.is_empty() {
+            self.root.to_string()
+        } else {
+            format!("{}.{}", self.root, self.control)
+        }
     }
 
     pub fn action(&self, name: &str) -> Option<&'static Action> {
@@ -35,6 +47,8 @@ impl Table {
 
 /// The ingress control's type name, in every program.
 pub const INGRESS: &str = "PgIngress";
+/// The egress control's type name (the TNA telemetry program's tables).
+pub const EGRESS: &str = "PgEgress";
 
 const PDR_APPLY: Action = Action {
     name: "pdr_apply",
@@ -64,36 +78,42 @@ const SET_NEXT_HOP: Action = Action {
 };
 
 pub const N3_V4: Table = Table {
+    root: INGRESS,
     control: "upf",
     name: "n3_v4",
     keys: &["hdr.ipv4.dst_addr"],
     actions: &[N3_LOCAL],
 };
 pub const N3_V6: Table = Table {
+    root: INGRESS,
     control: "upf",
     name: "n3_v6",
     keys: &["hdr.ipv6.dst_addr"],
     actions: &[N3_LOCAL],
 };
 pub const UL_PDR: Table = Table {
+    root: INGRESS,
     control: "upf",
     name: "ul_pdr",
     keys: &["hdr.gtpu.teid"],
     actions: &[PDR_APPLY, PDR_TO_CPU],
 };
 pub const DL_PDR_V4: Table = Table {
+    root: INGRESS,
     control: "upf",
     name: "dl_pdr_v4",
     keys: &["hdr.ipv4.dst_addr"],
     actions: &[PDR_APPLY, PDR_TO_CPU],
 };
 pub const DL_PDR_V6: Table = Table {
+    root: INGRESS,
     control: "upf",
     name: "dl_pdr_v6",
     keys: &["md.ue_prefix64"],
     actions: &[PDR_APPLY, PDR_TO_CPU],
 };
 pub const FAR: Table = Table {
+    root: INGRESS,
     control: "upf",
     name: "far",
     keys: &["md.far_idx"],
@@ -121,6 +141,7 @@ pub const FAR: Table = Table {
     ],
 };
 pub const QFI_QID: Table = Table {
+    root: INGRESS,
     control: "upf",
     name: "qfi_qid",
     keys: &["md.qfi"],
@@ -130,12 +151,14 @@ pub const QFI_QID: Table = Table {
     }],
 };
 pub const ROUTE_V4: Table = Table {
+    root: INGRESS,
     control: "upf.route",
     name: "route_v4",
     keys: &["md.route_v4"],
     actions: &[SET_NEXT_HOP],
 };
 pub const ROUTE_V6: Table = Table {
+    root: INGRESS,
     control: "upf.route",
     name: "route_v6",
     keys: &["md.route_v6"],
@@ -143,14 +166,17 @@ pub const ROUTE_V6: Table = Table {
 };
 /// The stand-alone INT transit program's own routes.
 pub const INT_ROUTE_V4: Table = Table {
+    root: INGRESS,
     control: "route",
     ..ROUTE_V4
 };
 pub const INT_ROUTE_V6: Table = Table {
+    root: INGRESS,
     control: "route",
     ..ROUTE_V6
 };
 pub const UPF_MTU: Table = Table {
+    root: INGRESS,
     control: "upf",
     name: "upf_mtu",
     keys: &[],
@@ -160,6 +186,7 @@ pub const UPF_MTU: Table = Table {
     }],
 };
 pub const INT_TIME: Table = Table {
+    root: INGRESS,
     control: "int_transit",
     name: "int_time",
     keys: &[],
@@ -169,6 +196,7 @@ pub const INT_TIME: Table = Table {
     }],
 };
 pub const INT_NODE: Table = Table {
+    root: INGRESS,
     control: "int_transit",
     name: "int_node",
     keys: &[],
@@ -178,6 +206,7 @@ pub const INT_NODE: Table = Table {
     }],
 };
 pub const INT_NS: Table = Table {
+    root: INGRESS,
     control: "int_transit",
     name: "int_ns",
     keys: &["hdr.ioam_trace.namespace_id"],
@@ -187,6 +216,7 @@ pub const INT_NS: Table = Table {
     }],
 };
 pub const INT_LAYOUT: Table = Table {
+    root: INGRESS,
     control: "int_transit",
     name: "int_layout",
     keys: &["hdr.ioam_trace.trace_type"],
@@ -238,3 +268,162 @@ pub const HEADER_FIELDS: &[(&str, &[&str])] = &[
 
 /// Metadata fields used as keys, in `pg_meta_t`.
 pub const META_FIELDS: &[&str] = &["ue_prefix64", "far_idx", "qfi", "route_v4", "route_v6"];
+
+// The TNA telemetry program's tables beyond the UPF's (tna/upf_telemetry.p4).
+
+pub const FRIDGE_CONFIG: Table = Table {
+    root: INGRESS,
+    control: "fridge",
+    name: "fridge_config",
+    keys: &[],
+    actions: &[
+        Action {
+            name: "fridge_set",
+            params: &["req_uplink", "slot_mask"],
+        },
+        Action {
+            name: "fridge_off",
+            params: &[],
+        },
+    ],
+};
+pub const FRIDGE_COIN: Table = Table {
+    root: INGRESS,
+    control: "fridge",
+    name: "fridge_coin",
+    keys: &["md.fr_hash"],
+    actions: &[Action {
+        name: "fridge_eligible",
+        params: &[],
+    }],
+};
+pub const FRIDGE_FACTOR: Table = Table {
+    root: INGRESS,
+    control: "fridge",
+    name: "fridge_factor",
+    keys: &["md.fr_x"],
+    actions: &[Action {
+        name: "fridge_set_factor",
+        params: &["factor"],
+    }],
+};
+pub const FRIDGE_BIN: Table = Table {
+    root: INGRESS,
+    control: "fridge",
+    name: "fridge_bin",
+    keys: &["md.fr_delay"],
+    actions: &[Action {
+        name: "fridge_set_bin",
+        params: &["bin"],
+    }],
+};
+pub const KESTREL_SEED: Table = Table {
+    root: EGRESS,
+    control: "kestrel",
+    name: "kestrel_seed",
+    keys: &["eh.bridge.qid"],
+    actions: &[Action {
+        name: "kestrel_set_seed",
+        params: &["seed"],
+    }],
+};
+pub const KESTREL_LAT_BIN: Table = Table {
+    root: EGRESS,
+    control: "kestrel",
+    name: "kestrel_lat_bin",
+    keys: &["eh.bridge.qid", "em.sojourn"],
+    actions: &[Action {
+        name: "kestrel_set_lat_bin",
+        params: &["bin"],
+    }],
+};
+const IAT_BIN: Action = Action {
+    name: "kestrel_set_iat_bin",
+    params: &["bin"],
+};
+/// One inter-arrival bin table per row (each row's gap is its own bucket's).
+pub const KESTREL_IAT_BIN: [Table; 3] = [
+    Table {
+        root: EGRESS,
+        control: "kestrel.row0",
+        name: "kestrel_iat_bin",
+        keys: &["eh.bridge.qid", "gap"],
+        actions: &[IAT_BIN],
+    },
+    Table {
+        root: EGRESS,
+        control: "kestrel.row1",
+        name: "kestrel_iat_bin",
+        keys: &["eh.bridge.qid", "gap"],
+        actions: &[IAT_BIN],
+    },
+    Table {
+        root: EGRESS,
+        control: "kestrel.row2",
+        name: "kestrel_iat_bin",
+        keys: &["eh.bridge.qid", "gap"],
+        actions: &[IAT_BIN],
+    },
+];
+pub const DTA_CONFIG: Table = Table {
+    root: EGRESS,
+    control: "",
+    name: "dta_config",
+    keys: &[],
+    actions: &[
+        Action {
+            name: "dta_set",
+            params: &[
+                "session",
+                "redundancy",
+                "list_id",
+                "sample_last",
+                "src_mac",
+                "dst_mac",
+                "src_ip",
+                "dst_ip",
+                "src_port",
+            ],
+        },
+        Action {
+            name: "dta_off",
+            params: &[],
+        },
+    ],
+};
+
+/// The telemetry program's own tables (it also holds every [`UPF_TABLES`] table).
+pub const TELEMETRY_TABLES: &[Table] = &[
+    FRIDGE_CONFIG,
+    FRIDGE_COIN,
+    FRIDGE_FACTOR,
+    FRIDGE_BIN,
+    KESTREL_SEED,
+    KESTREL_LAT_BIN,
+    KESTREL_IAT_BIN[0],
+    KESTREL_IAT_BIN[1],
+    KESTREL_IAT_BIN[2],
+    DTA_CONFIG,
+];
+
+/// The BF Runtime mirror session table and the session the DTA copies use.
+pub const MIRROR_CFG: &str = "$mirror.cfg";
+pub const DTA_MIRROR_SESSION: u16 = 1;
+
+/// Telemetry headers (and their fields) the reports and the egress parser use; checked
+/// against `p4/include/headers.p4`, with their widths against the Rust wire layouts.
+pub const TELEMETRY_HEADER_FIELDS: &[(&str, &[&str])] = &[
+    (
+        "pg_dta_base_h",
+        &["opcode", "seqnum", "immediate", "retransmit", "reserved"],
+    ),
+    ("pg_dta_key_write_h", &["redundancy", "key", "data"]),
+    ("pg_dta_append_h", &["list_id", "data"]),
+    ("pg_dta_mirror_h", &["kind", "opcode", "key", "data"]),
+    (
+        "pg_bridge_h",
+        &[
+            "kind", "kestrel", "dir", "colour", "dta", "qid", "qfi", "teid", "len",
+        ],
+    ),
+];

@@ -26,6 +26,8 @@ pub struct Decls {
     /// (type, field) -> the field's type name (`bit`, `bool` or a declared type).
     pub field_types: BTreeMap<(String, String), String>,
     pub controls: BTreeMap<String, Control>,
+    /// Header, struct and control types declared more than once (p4c rejects them).
+    pub duplicates: Vec<String>,
 }
 
 /// Read `path` with its `#include "..."` files (relative to the including file), once each.
@@ -301,8 +303,9 @@ fn control(t: &[String]) -> Control {
     c
 }
 
-/// Every `hdr.` / `md.` reference whose field is not declared in `pg_headers_t` /
-/// `pg_meta_t` (or, one level down, in the header type of that field): the typos p4c would
+/// Every `hdr.` / `md.` / `eh.` / `em.` reference whose field is not declared in
+/// `pg_headers_t` / `pg_meta_t` / `pg_egress_headers_t` / `pg_egress_meta_t` (or, one level
+/// down, in the header type of that field): the typos p4c would
 /// reject. Stack elements (`hdr.s[0].w`) are checked to the stack's name only; `isValid`,
 /// `setValid`, `setInvalid`, `next` and `last` are methods, not fields.
 pub fn unknown_references(src: &str, d: &Decls) -> Vec<String> {
@@ -313,6 +316,8 @@ pub fn unknown_references(src: &str, d: &Decls) -> Vec<String> {
         let root = match parts[0] {
             "hdr" => "pg_headers_t",
             "md" => "pg_meta_t",
+            "eh" => "pg_egress_headers_t",
+            "em" => "pg_egress_meta_t",
             _ => continue,
         };
         let Some(first) = parts.get(1).filter(|p| !p.is_empty()) else {
@@ -382,7 +387,9 @@ pub fn scan(src: &str) -> Decls {
             for (f, ty) in typed_fields(body) {
                 d.field_types.insert((t[i + 1].clone(), f), ty);
             }
-            d.types.insert(t[i + 1].clone(), fields(body));
+            if d.types.insert(t[i + 1].clone(), fields(body)).is_some() {
+                d.duplicates.push(t[i + 1].clone());
+            }
             i = end + 1;
             continue;
         }
@@ -391,6 +398,9 @@ pub fn scan(src: &str) -> Decls {
             let pend = close(&t, i + 2);
             if t.get(pend + 1).is_some_and(|s| s == "{") {
                 let end = close(&t, pend + 1);
+                if d.controls.contains_key(&name) {
+                    d.duplicates.push(name.clone());
+                }
                 d.controls.insert(name, control(&t[pend + 2..end]));
                 i = end + 1;
                 continue;

@@ -287,7 +287,7 @@ fn p4_sources_declare_what_the_generator_writes() {
         (
             "qer_meter;",
             "qer_meterx;",
-            "no extern instance upf.qer_meter",
+            "no extern instance PgIngress.upf.qer_meter",
         ),
     ] {
         assert!(src.contains(from), "{from}");

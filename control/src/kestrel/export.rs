@@ -5,7 +5,7 @@
 //! per-QFI counters) and `postcards` (Delta-SMP).
 
 use peregrine_dataplane::telemetry::kestrel::{
-    layout, Layout, Postcard, SumBucket, Window, BINS, DIRS, QFIS,
+    layout, IndexHash, Layout, Postcard, SumBucket, Window, BINS, DIRS, QFIS,
 };
 use serde::{Deserialize, Serialize};
 
@@ -19,10 +19,13 @@ pub struct LayoutRec {
     pub rows: usize,
     pub width: usize,
     pub seeds: Vec<u64>,
-    /// Names the hash: `splitmix64(seed ^ (teid << 8 | qfi))`, row i = bits [i*log2(w), ..).
+    /// Names the index hash (`IndexHash::name`): `splitmix64-xor-v1` =
+    /// `splitmix64(seed ^ (teid << 8 | qfi))`, `crc32-be-v1` = CRC-32 of `seed:u32 teid:u32
+    /// qfi:u8` big-endian; row i = bits [i*log2(w), ..).
     pub hash: String,
 }
 
+/// The default index hash's name.
 pub const HASH_NAME: &str = "splitmix64-xor-v1";
 
 impl LayoutRec {
@@ -32,15 +35,16 @@ impl LayoutRec {
             rows: l.rows,
             width: l.width,
             seeds: l.seeds.clone(),
-            hash: HASH_NAME.into(),
+            hash: l.hash.name().into(),
         }
     }
 
     pub fn layout(&self) -> Result<Layout, String> {
-        if self.hash != HASH_NAME {
-            return Err(format!("unknown hash `{}`", self.hash));
-        }
-        Layout::new(self.qids, self.rows, self.width, self.seeds.clone()).map_err(|e| e.to_string())
+        let h = IndexHash::from_name(&self.hash)
+            .ok_or_else(|| format!("unknown hash `{}`", self.hash))?;
+        Layout::new(self.qids, self.rows, self.width, self.seeds.clone())
+            .and_then(|l| l.with_hash(h))
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -454,6 +458,46 @@ mod tests {
         assert_eq!(pm.qfis.len(), 1);
         assert_eq!(pm.qfis[0].packets, 50);
         assert_eq!(decode(&encode(&pm)).unwrap(), Msg::Pm(pm));
+    }
+
+    #[test]
+    fn crc32_layouts_travel_with_their_hash_name() {
+        let l = Layout::new(2, 3, 16, layout::default_crc_seeds(2))
+            .unwrap()
+            .with_hash(IndexHash::Crc32)
+            .unwrap();
+        let rec = LayoutRec::of(&l);
+        assert_eq!(rec.hash, "crc32-be-v1");
+        assert_eq!(rec.layout(), Ok(l.clone()));
+        let mut wide = rec.clone();
+        wide.seeds[0] = 1 << 40;
+        assert!(wide.layout().unwrap_err().contains("32-bit seed"));
+        let t = Publisher::new(EdgeTable::default());
+        let (mut tap, ends) = tap_pair(0, &l, 1_000, t.reader(), None);
+        let mut a = Aggregator::new(l, 1_000);
+        a.add_source(ends);
+        for i in 0..20u32 {
+            tap.record(&Sample {
+                dir: 0,
+                qid: 1,
+                teid: i % 5,
+                qfi: 9,
+                len: 100,
+                colour: 0,
+                sojourn_ns: 10,
+                t_ns: u64::from(i) * 10,
+            });
+        }
+        drop(tap);
+        let w = a.flush(0).remove(0);
+        let m = SketchMsg::of(&w, header("kestrel"), vec![]);
+        let Msg::Sketch(back) = decode(&encode(&m)).unwrap() else {
+            panic!("kind")
+        };
+        for teid in 0..5 {
+            assert_eq!(back.query(0, 1, teid, 9), Some(w.query(0, 1, teid, 9)));
+            assert_eq!(w.query(0, 1, teid, 9).packets, 4);
+        }
     }
 
     #[test]

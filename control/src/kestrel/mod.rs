@@ -19,8 +19,8 @@ use export::{EdgesRec, Header, PmMsg, PostcardMsg, SketchMsg};
 use peregrine_dataplane::io::PortId;
 use peregrine_dataplane::runtime::{Publisher, Running};
 use peregrine_dataplane::telemetry::kestrel::{
-    layout, parse_edges, tap_pair, Aggregator, Deltas, EdgeSet, EdgeTable, Layout, Postcard,
-    QidEdges, Window, DIRS, MAX_WINDOW_NS,
+    layout, parse_edges, tap_pair, Aggregator, Deltas, EdgeSet, EdgeTable, IndexHash, Layout,
+    Postcard, QidEdges, Window, DIRS, MAX_WINDOW_NS,
 };
 use peregrine_dataplane::PacketBuf;
 use serde::{Deserialize, Serialize};
@@ -72,8 +72,11 @@ pub struct KestrelSection {
     pub rows: usize,
     #[serde(default = "d_width")]
     pub width: usize,
-    /// One hash seed per QID (default: splitmix64 of the QID).
+    /// One hash seed per QID (default: splitmix64 of the QID; its top 32 bits for crc32).
     pub seeds: Option<Vec<u64>>,
+    /// Index hash: `splitmix64` (default) or `crc32`, the one the P4 twin computes.
+    #[serde(default)]
+    pub hash: HashConf,
     /// ZeroMQ PUB endpoint of the exports; "" for none.
     #[serde(default = "d_publish")]
     pub publish: String,
@@ -138,13 +141,33 @@ fn d_cal() -> u32 {
     2
 }
 
+/// `kestrel.hash`.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum HashConf {
+    #[default]
+    Splitmix64,
+    Crc32,
+}
+
+impl HashConf {
+    pub fn index_hash(self) -> IndexHash {
+        match self {
+            HashConf::Splitmix64 => IndexHash::Splitmix64,
+            HashConf::Crc32 => IndexHash::Crc32,
+        }
+    }
+}
+
 impl KestrelSection {
-    fn layout(&self) -> Result<Layout, ConfigError> {
-        let seeds = self
-            .seeds
-            .clone()
-            .unwrap_or_else(|| layout::default_seeds(self.qids));
+    pub fn layout(&self) -> Result<Layout, ConfigError> {
+        let h = self.hash.index_hash();
+        let seeds = self.seeds.clone().unwrap_or_else(|| match h {
+            IndexHash::Splitmix64 => layout::default_seeds(self.qids),
+            IndexHash::Crc32 => layout::default_crc_seeds(self.qids),
+        });
         Layout::new(self.qids, self.rows, self.width, seeds)
+            .and_then(|l| l.with_hash(h))
             .map_err(|e| invalid("kestrel", e.to_string()))
     }
 
@@ -670,5 +693,33 @@ impl<B: PacketBuf + 'static> Feature<B> for KestrelFeature {
             }
         }
         FeatureReport::new("kestrel", s, text)
+    }
+}
+
+#[cfg(test)]
+mod hash_tests {
+    use super::*;
+
+    fn section(extra: &str) -> KestrelSection {
+        toml::from_str(&format!("qids = 2\n{extra}")).unwrap()
+    }
+
+    #[test]
+    fn kestrel_hash_selects_the_index_hash_and_its_seeds() {
+        assert_eq!(section("").layout().unwrap().hash, IndexHash::Splitmix64);
+        let l = section("hash = \"crc32\"").layout().unwrap();
+        assert_eq!(l.hash, IndexHash::Crc32);
+        assert_eq!(l.seeds, layout::default_crc_seeds(2));
+        let e = section("hash = \"crc32\"\nseeds = [1, 4294967296]")
+            .layout()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("kestrel") && e.contains("32-bit seed"), "{e}");
+        let e = section("hash = \"crc32\"\nrows = 4")
+            .layout()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("crc32 index hash gives 32"), "{e}");
+        assert!(toml::from_str::<KestrelSection>("hash = \"md5\"").is_err());
     }
 }

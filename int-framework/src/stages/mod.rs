@@ -164,6 +164,19 @@ pub enum IntEvent {
         len: u8,
         bytes: InBandBytes,
     },
+    /// The co-design gate closed a window: one `GateFlow` per switch record, then this.
+    GateWindow {
+        worker: u16,
+        window: crate::gate::ClosedWindow,
+        /// The window's switch records that could not be sent (a full channel).
+        lost: u32,
+    },
+    /// One flow judged large in the window that starts at `start_ns` (`docs/codesign.md`).
+    GateFlow {
+        worker: u16,
+        start_ns: u64,
+        record: crate::gate::SwitchRecord,
+    },
 }
 
 /// A piggy-back report for the source to send in-band towards `dst` (III-B).

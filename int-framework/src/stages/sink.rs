@@ -201,6 +201,7 @@ impl IntSink {
         }
         report.src = flow.src;
         report.dst = flow.dst;
+        (report.proto, report.sport, report.dport) = (flow.proto, flow.sport, flow.dport);
         report.sink_node_id = self.cfg.node_id as u32;
         report.arrival_ns = now;
         report.packet_len = plen as u32;

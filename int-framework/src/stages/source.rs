@@ -3,12 +3,13 @@
 //! mode and inserts the E2E data and room for the hops after the IPv6 header.
 
 use super::flow::{locate, Flow, FlowCounters, FlowIndex, NsSlots, Prng};
+use super::IntEvent;
 use super::{fix_ipv6, resize_at, InBandBytes, IntConfig, Piggyback, StageClock};
 use crate::gate::FlowGate;
 use crate::namespace::TableSnapshot;
 use crate::report::Encoding;
 use crate::request::{Mode, TraceType};
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Sender};
 use peregrine_dataplane::buffer::PacketBuf;
 use peregrine_dataplane::runtime::{Batch, Context, Disposition, Reader, Stage};
 use peregrine_wire::int::{
@@ -44,6 +45,10 @@ pub struct SourceStats {
     pub gate_bytes_saved: u64,
     /// Co-design gate: packets without a classified flow hash (INT as without the gate).
     pub gate_unclassified: u64,
+    /// Co-design gate: closed windows handed to the control core for export.
+    pub gate_windows_exported: u64,
+    /// Co-design gate: switch records (or window ends) lost on a full event channel.
+    pub gate_export_dropped: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -93,6 +98,12 @@ pub struct IntSource {
     clock: StageClock,
     trust_meta: bool,
     gate: Option<FlowGate>,
+    /// Where the gate's closed windows go (the control core), if anywhere.
+    events: Option<Sender<IntEvent>>,
+    worker: u16,
+    /// The worker clock's zero as an `Instant`, learnt from the first batch: `idle` has no
+    /// context, and closes the gate's window by this.
+    clock_zero: Option<std::time::Instant>,
 }
 
 impl IntSource {
@@ -110,7 +121,54 @@ impl IntSource {
             stats: SourceStats::default(),
             trust_meta: false,
             gate: None,
+            events: None,
+            worker: 0,
+            clock_zero: None,
         }
+    }
+
+    /// Hand the gate's closed windows (switch records) to `tx` for export.
+    pub fn with_events(mut self, tx: Sender<IntEvent>) -> IntSource {
+        self.events = Some(tx);
+        self
+    }
+
+    /// Send the gate's closed window, if one waits: its records, then the window end.
+    fn export_gate(&mut self) {
+        let Some(g) = &mut self.gate else { return };
+        let Some((window, recs)) = g.take_closed() else {
+            return;
+        };
+        let Some(tx) = &self.events else { return };
+        let mut lost = 0u32;
+        for &record in recs {
+            let ev = IntEvent::GateFlow {
+                worker: self.worker,
+                start_ns: window.start_ns,
+                record,
+            };
+            if tx.try_send(ev).is_err() {
+                lost += 1;
+                self.stats.gate_export_dropped += 1;
+            }
+        }
+        let ev = IntEvent::GateWindow {
+            worker: self.worker,
+            window,
+            lost,
+        };
+        match tx.try_send(ev) {
+            Ok(()) => self.stats.gate_windows_exported += 1,
+            Err(_) => self.stats.gate_export_dropped += 1,
+        }
+    }
+
+    /// Close the gate's window and export it (the stage is going away).
+    pub fn flush_gate(&mut self) {
+        if let Some(g) = &mut self.gate {
+            g.flush();
+        }
+        self.export_gate();
     }
 
     /// Gate INT by flow size (sketch-INT co-design, `docs/codesign.md`): every packet updates
@@ -159,6 +217,9 @@ impl IntSource {
             let m = b.pkt_meta();
             if self.trust_meta && m.is_classified() {
                 large = g.observe(m.flow_hash, b.data().len() as u32, now).large;
+                if g.has_closed() {
+                    self.export_gate();
+                }
             } else {
                 self.stats.gate_unclassified += 1;
             }
@@ -486,6 +547,11 @@ impl<B: PacketBuf> Stage<B> for IntSource {
 
     fn idle(&mut self) {
         self.table.get();
+        if let (Some(g), Some(zero)) = (&mut self.gate, self.clock_zero) {
+            let now = self.clock.now(zero.elapsed().as_nanos() as u64);
+            g.expire(now);
+            self.export_gate();
+        }
     }
 
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
@@ -496,9 +562,13 @@ impl<B: PacketBuf> Stage<B> for IntSource {
         if self.index.sync(table) {
             self.ns.sync(table, SourceNs::NEW);
         }
-        let now = self.clock.now(cx.now_ns());
+        let worker_ns = cx.now_ns();
+        let now = self.clock.now(worker_ns);
         if self.prng.is_none() {
             self.prng = Some(Prng::new(self.cfg.prng_seed, cx.worker));
+            self.worker = cx.worker as u16;
+            self.clock_zero =
+                std::time::Instant::now().checked_sub(std::time::Duration::from_nanos(worker_ns));
         }
         if let Some(rx) = &self.piggyback_rx {
             for slot in self.pending.iter_mut().filter(|s| s.is_none()) {

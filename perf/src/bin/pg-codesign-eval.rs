@@ -183,8 +183,17 @@ fn main() {
         serde_json::to_string_pretty(&res).expect("json"),
     )
     .expect("write json");
-    let md = report(&res, a.quick);
-    std::fs::write(a.out.join("codesign-eval.md"), md).expect("write md");
+    let mut md = report(&res, a.quick);
+    // Keep the emulation's section (pg-codesign-emu writes it; it needs root and takes minutes).
+    let path = a.out.join("codesign-eval.md");
+    if let Ok(old) = std::fs::read_to_string(&path) {
+        if let (Some(b), Some(e)) = (old.find("<!-- emu -->"), old.find("<!-- /emu -->")) {
+            if b < e {
+                md = format!("{md}\n{}\n", &old[b..e + "<!-- /emu -->".len()]);
+            }
+        }
+    }
+    std::fs::write(&path, md).expect("write md");
     println!("wrote {}", a.out.join("codesign-eval.md").display());
 }
 

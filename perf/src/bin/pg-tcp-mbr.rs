@@ -91,6 +91,8 @@ fn main() -> Result<(), String> {
                 mbr_kbps: mbr * 1000,
                 qos: qos.to_string(),
                 offload: Offload::Off,
+                extra: String::new(),
+                ul_delay: std::time::Duration::ZERO,
             };
             let rig = Rig::start(&cfg, "ptm", dir.path())?;
             let rate = mbr as f64 * 125_000.0;

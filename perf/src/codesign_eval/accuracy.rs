@@ -105,6 +105,8 @@ fn gate(rows: u8, width: u32, large: u32) -> FlowGate {
         unit: GateUnit::Packets,
         large,
         small: large.div_ceil(2),
+        export: None,
+        export_flows: 4096,
     })
     .expect("valid gate")
 }

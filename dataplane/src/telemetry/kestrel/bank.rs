@@ -4,7 +4,7 @@
 //! control side (`super::tap`).
 
 use super::edges::{fine_bin, EdgeSet, FINE_BINS};
-use super::layout::{bin, Bucket, Layout, DIRS, MAX_QIDS, MAX_ROWS};
+use super::layout::{bin, Bucket, IndexHash, Layout, DIRS, MAX_QIDS, MAX_ROWS};
 
 /// QFIs are 6 bits (TS 38.415 section 5.5.3.3).
 pub const QFIS: usize = 64;
@@ -116,6 +116,7 @@ pub struct Sketcher {
     bits: u32,
     width: usize,
     seeds: [u64; MAX_QIDS],
+    hash: IndexHash,
 }
 
 impl Sketcher {
@@ -128,6 +129,7 @@ impl Sketcher {
             bits: layout.index_bits(),
             width: layout.width,
             seeds,
+            hash: layout.hash,
         }
     }
 
@@ -145,7 +147,7 @@ impl Sketcher {
         let lat_bin = bin(&e.lat, s.sojourn_ns);
         let mut cols = [0usize; MAX_ROWS];
         super::layout::split(
-            super::layout::hash(self.seeds[s.qid], s.teid, s.qfi),
+            self.hash.hash(self.seeds[s.qid], s.teid, s.qfi),
             self.rows,
             self.bits,
             &mut cols,

@@ -78,6 +78,66 @@ pub enum LayoutError {
     HashBits(u32),
     #[error("{got} seeds for {qids} QIDs: one seed per QID")]
     Seeds { got: usize, qids: usize },
+    #[error("rows x log2(width) = {0} bits: the crc32 index hash gives 32")]
+    CrcBits(u32),
+    #[error("seed {0:#x} does not fit the crc32 index hash's 32-bit seed")]
+    CrcSeed(u64),
+}
+
+/// The index hash of a layout: which function turns `(seed[qid], teid, qfi)` into the bits
+/// the rows' columns are cut from (docs/kestrel.md "Hash").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IndexHash {
+    /// `splitmix64(seed ^ (teid << 8 | qfi))`: 64 bits, the software default.
+    #[default]
+    Splitmix64,
+    /// CRC-32 (IEEE 802.3: polynomial 0x04C11DB7 reflected, init and final XOR 0xFFFFFFFF,
+    /// i.e. zlib's) over the 9 big-endian bytes `seed:u32 | teid:u32 | qfi:u8`: 32 bits.
+    /// What Tofino's `Hash<bit<32>>` with that polynomial computes over the field list
+    /// `{seed, teid, qfi}`, so the P4 twin's sketches index the same buckets.
+    Crc32,
+}
+
+impl IndexHash {
+    /// The name exports carry (`layout.hash`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            IndexHash::Splitmix64 => "splitmix64-xor-v1",
+            IndexHash::Crc32 => "crc32-be-v1",
+        }
+    }
+
+    /// The hash of that name.
+    pub fn from_name(s: &str) -> Option<IndexHash> {
+        [IndexHash::Splitmix64, IndexHash::Crc32]
+            .into_iter()
+            .find(|h| h.name() == s)
+    }
+
+    /// Hash bits available to the rows.
+    pub const fn bits(self) -> u32 {
+        match self {
+            IndexHash::Splitmix64 => 64,
+            IndexHash::Crc32 => 32,
+        }
+    }
+
+    /// The key hash under `seed`.
+    #[inline]
+    pub fn hash(self, seed: u64, teid: u32, qfi: u8) -> u64 {
+        match self {
+            IndexHash::Splitmix64 => hash(seed, teid, qfi),
+            IndexHash::Crc32 => u64::from(crc32_key(seed as u32, teid, qfi)),
+        }
+    }
+}
+
+/// The crc32 index hash (see [`IndexHash::Crc32`]).
+#[inline]
+pub fn crc32_key(seed: u32, teid: u32, qfi: u8) -> u32 {
+    let s = seed.to_be_bytes();
+    let t = teid.to_be_bytes();
+    crc32fast::hash(&[s[0], s[1], s[2], s[3], t[0], t[1], t[2], t[3], qfi])
 }
 
 /// Shape of the sketches and their hash seeds: what an export carries so a reader (and the
@@ -89,6 +149,8 @@ pub struct Layout {
     pub width: usize,
     /// One hash seed per QID.
     pub seeds: Vec<u64>,
+    /// The index hash ([`IndexHash::Splitmix64`] unless [`Layout::with_hash`] says).
+    pub hash: IndexHash,
 }
 
 impl Layout {
@@ -127,7 +189,24 @@ impl Layout {
             rows,
             width,
             seeds,
+            hash: IndexHash::Splitmix64,
         })
+    }
+
+    /// The same layout under index hash `h`, checked against what `h` gives (crc32: 32 bits
+    /// for the rows, 32-bit seeds).
+    pub fn with_hash(mut self, h: IndexHash) -> Result<Layout, LayoutError> {
+        let bits = self.rows as u32 * self.index_bits();
+        if bits > h.bits() {
+            return Err(LayoutError::CrcBits(bits));
+        }
+        if h == IndexHash::Crc32 {
+            if let Some(&s) = self.seeds.iter().find(|&&s| s > u64::from(u32::MAX)) {
+                return Err(LayoutError::CrcSeed(s));
+            }
+        }
+        self.hash = h;
+        Ok(self)
     }
 
     /// Bits of the hash each row's index takes.
@@ -154,7 +233,7 @@ impl Layout {
     #[inline]
     pub fn columns(&self, qid: usize, teid: u32, qfi: u8, out: &mut [usize; MAX_ROWS]) {
         split(
-            hash(self.seeds[qid], teid, qfi),
+            self.hash.hash(self.seeds[qid], teid, qfi),
             self.rows,
             self.index_bits(),
             out,
@@ -167,6 +246,12 @@ pub fn default_seeds(qids: usize) -> Vec<u64> {
     (0..qids as u64)
         .map(|q| mix(q ^ 0x6b65_7374_7265_6c00))
         .collect()
+}
+
+/// Per-QID seeds for the crc32 index hash when the configuration gives none: the top 32 bits
+/// of [`default_seeds`].
+pub fn default_crc_seeds(qids: usize) -> Vec<u64> {
+    default_seeds(qids).into_iter().map(|s| s >> 32).collect()
 }
 
 /// The splitmix64 finaliser (Steele et al., "Fast splittable pseudorandom number
@@ -233,6 +318,47 @@ mod tests {
         }
         assert_ne!(hash(0, 87, 2), hash(1, 87, 2), "the seed matters");
         assert_ne!(hash(0, 87, 2), hash(0, 87, 3), "the QFI matters");
+    }
+
+    #[test]
+    fn crc32_index_hash_vectors() {
+        // bf-p4c's own constant-folding tests (FoldConstantHashes, CRC32 and the custom
+        // 0x04C11DB7 reflected polynomial): Hash<bit<32>> over 32w0xABCDEF01 = 2360908734,
+        // over 32w0x01234567 = 4247457659. zlib's CRC-32 over the big-endian bytes agrees.
+        assert_eq!(crc32fast::hash(&[0xab, 0xcd, 0xef, 0x01]), 2_360_908_734);
+        assert_eq!(crc32fast::hash(&[0x01, 0x23, 0x45, 0x67]), 4_247_457_659);
+        // One vector per row of the paper's layout (d = 3, w = 512) under QID 0's default
+        // crc seed: the P4 twin (p4/include/kestrel.p4) must cut the same columns.
+        let seeds = default_crc_seeds(8);
+        assert_eq!(seeds[0], 0x1c81_e046);
+        let l = Layout::new(8, 3, 512, seeds)
+            .unwrap()
+            .with_hash(IndexHash::Crc32)
+            .unwrap();
+        let h = crc32_key(0x1c81_e046, 0x0000_0011, 9);
+        assert_eq!(h, 0xc3c8_f45d);
+        let mut c = [0; MAX_ROWS];
+        l.columns(0, 0x11, 9, &mut c);
+        assert_eq!(&c[..3], &[0x05d, 0x07a, 0x0f2]);
+        assert_eq!(c[0] as u32, h & 511);
+        assert_eq!(c[1] as u32, (h >> 9) & 511);
+        assert_eq!(c[2] as u32, (h >> 18) & 511);
+        assert_eq!(IndexHash::from_name("crc32-be-v1"), Some(IndexHash::Crc32));
+        assert_eq!(IndexHash::from_name("crc32"), None);
+    }
+
+    #[test]
+    fn crc32_layouts_are_validated() {
+        let l = Layout::new(8, 4, 512, default_seeds(8)).unwrap();
+        assert_eq!(
+            l.clone().with_hash(IndexHash::Crc32),
+            Err(LayoutError::CrcBits(36))
+        );
+        let l = Layout::new(8, 3, 512, default_seeds(8)).unwrap();
+        assert!(matches!(
+            l.with_hash(IndexHash::Crc32),
+            Err(LayoutError::CrcSeed(_))
+        ));
     }
 
     #[test]

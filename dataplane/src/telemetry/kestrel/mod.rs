@@ -15,7 +15,9 @@ pub mod window;
 
 pub use bank::{Bank, Pm, Sample, Sketcher, QFIS};
 pub use edges::{parse_edges, EdgeError, EdgeSet, EdgeTable, QidEdges, FINE_BINS};
-pub use layout::{Bucket, Layout, LayoutError, BINS, DIRS, EDGES, MAX_QIDS, MAX_WINDOW_NS};
+pub use layout::{
+    Bucket, IndexHash, Layout, LayoutError, BINS, DIRS, EDGES, MAX_QIDS, MAX_WINDOW_NS,
+};
 pub use postcard::{Deltas, Postcard};
 pub use tap::{tap_pair, KestrelTap, TapEnds, TapStats};
 pub use window::{Aggregator, SumBucket, Window};

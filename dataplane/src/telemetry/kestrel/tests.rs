@@ -306,3 +306,33 @@ fn a_stalled_control_side_loses_nothing() {
     assert_eq!(ws.iter().map(|w| w.packets).sum::<u64>(), 10);
     assert_eq!(agg.tap_stats().1, 7, "stalled edges counted");
 }
+
+#[test]
+fn the_crc32_index_hash_puts_a_key_in_the_columns_the_layout_names() {
+    let l = Layout::new(2, 3, 512, layout::default_crc_seeds(2))
+        .unwrap()
+        .with_hash(IndexHash::Crc32)
+        .unwrap();
+    let mut sk = Sketcher::new(&l);
+    let mut bank = Bank::new(&l);
+    let edges = EdgeSet::default();
+    let s = Sample {
+        dir: 1,
+        qid: 1,
+        teid: 0x11,
+        qfi: 9,
+        len: 100,
+        colour: 0,
+        sojourn_ns: 5_000,
+        t_ns: 1,
+    };
+    sk.record(&mut bank, &edges, &s);
+    let mut cols = [0; layout::MAX_ROWS];
+    l.columns(1, 0x11, 9, &mut cols);
+    let h = layout::crc32_key(l.seeds[1] as u32, 0x11, 9);
+    for (row, &c) in cols.iter().enumerate().take(3) {
+        assert_eq!(c as u32, (h >> (9 * row)) & 511);
+        let b = &bank.buckets[l.sketch_base(1, 1) + row * 512 + c];
+        assert_eq!((b.packets, b.bytes, b.lat[2]), (1, 100, 1), "row {row}");
+    }
+}
