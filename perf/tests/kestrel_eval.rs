@@ -105,3 +105,52 @@ fn quick_evaluation_end_to_end_on_held_out_runs() {
     assert!(md.contains("| Kestrel |") && md.contains("0.81 / 0.82"));
     assert!(out.join("kestrel-eval-quick-pr-mixed.svg").exists());
 }
+
+#[test]
+fn a_run_repeats_bit_for_bit_and_labels_its_episodes() {
+    use peregrine_control::kestrel::binning::Strategy;
+    use peregrine_dataplane::telemetry::kestrel::{Deltas, Layout};
+    use peregrine_perf::kestrel_eval::features::MODES;
+    use peregrine_perf::kestrel_eval::scenario::{Intensity, Kind, Scenario};
+    use peregrine_perf::kestrel_eval::{calibrate, collect, EvalCfg};
+    let c = EvalCfg {
+        duration_s: 30,
+        scale: 0.05,
+        layout: Layout::paper(),
+        deltas: Deltas {
+            sojourn_ns: 20_000,
+            iat_ns: 200_000,
+        },
+        intensity: Intensity::default(),
+        tick_ns: 10_000,
+    };
+    let edges = calibrate(&c, Strategy::Target, 0.01, 7, 5);
+    assert_eq!(edges, calibrate(&c, Strategy::Target, 0.01, 7, 5));
+    let s = Scenario::Single(Kind::Microburst);
+    let (a, b) = (
+        collect(&c, edges, s, 3, None),
+        collect(&c, edges, s, 3, None),
+    );
+    assert_eq!(a.windows, 30);
+    assert!(a.stats.forwarded > 10_000, "{:?}", a.stats);
+    assert_eq!(a.export_bytes, b.export_bytes);
+    assert!(!a.plan_episodes.is_empty());
+    for m in MODES {
+        let (ra, rb) = (&a.rows[&m], &b.rows[&m]);
+        assert_eq!(ra.len(), 30 * 5);
+        assert!(ra
+            .iter()
+            .zip(rb)
+            .all(|(x, y)| x.x == y.x && x.label == y.label));
+        // Every episode's QFI is labelled in the windows it overlaps.
+        for e in &a.plan_episodes {
+            let w = e.start_ns / 1_000_000_000;
+            assert!(ra
+                .iter()
+                .any(|r| r.seq == w && e.qfis.contains(&r.qfi) && r.label != 0));
+        }
+    }
+    // A different seed is a different run.
+    let d = collect(&c, edges, s, 4, None);
+    assert_ne!(a.export_bytes, d.export_bytes);
+}

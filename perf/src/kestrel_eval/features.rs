@@ -12,7 +12,7 @@
 use super::scenario::USER_QFIS;
 use peregrine_dataplane::qos::QfiMap;
 use peregrine_dataplane::telemetry::kestrel::{Postcard, SumBucket, Window, BINS};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum Mode {
@@ -304,8 +304,8 @@ impl Extractor {
         USER_QFIS
             .iter()
             .map(|&q| {
-                // Per key: (cards, max sojourn, min gap).
-                let mut per: HashMap<u32, (u32, f32, u32)> = HashMap::new();
+                // Per key: (cards, max sojourn, min gap); ordered, so sums repeat bit for bit.
+                let mut per: BTreeMap<u32, (u32, f32, u32)> = BTreeMap::new();
                 let mut soj: Vec<f32> = Vec::new();
                 let (mut bytes, mut short, mut nongreen) = (0u64, 0u64, 0u64);
                 for p in pcs.iter().filter(|p| p.qfi == q && p.dir == 0) {
