@@ -7,6 +7,7 @@
 
 use clap::Parser;
 use peregrine_control::kestrel::binning::Strategy;
+use peregrine_dataplane::telemetry::kestrel::layout::default_seeds;
 use peregrine_dataplane::telemetry::kestrel::{Deltas, Layout};
 use peregrine_perf::fridge_eval::plot::{lines, Series};
 use peregrine_perf::kestrel_eval::eval::{all_modes, evaluate, Summary};
@@ -44,6 +45,14 @@ struct Args {
     /// Every anomaly intensity times this factor.
     #[arg(long, default_value_t = 1.0)]
     intensity: f64,
+}
+
+/// The sweeps' results: binning (strategy, AUPRC per seed), (w, d, AUPRC, export Mbit/s),
+/// (intensity factor, Kestrel AUPRC, 3GPP-PM AUPRC).
+struct Sweeps {
+    binning: Vec<(String, Vec<f64>)>,
+    wd: Vec<(usize, usize, f64, f64)>,
+    intensity: Vec<(f64, f64, f64)>,
 }
 
 struct Plan {
@@ -133,9 +142,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &work.join("main"),
     )?;
     eprintln!("main evaluation done in {:.0?}", started.elapsed());
+    let name = if a.quick {
+        "kestrel-eval-quick"
+    } else {
+        "kestrel-eval"
+    };
+    // The main results first (the sweeps take a while), then again with the sweeps.
+    let none = Sweeps {
+        binning: Vec::new(),
+        wd: Vec::new(),
+        intensity: Vec::new(),
+    };
+    report(&a, &p, &sm, &none, name, started.elapsed())?;
 
-    // Sweeps (Kestrel mode only): binning strategies and the anomaly intensity.
+    // Sweeps, at a smaller size (scale 0.1, 200 s runs, one training and one test run per
+    // scenario): binning strategies and (w, d) for Kestrel, the anomaly intensity.
+    let sp = Plan {
+        scale: 0.1,
+        secs: 200,
+        n_train: 1,
+        n_test: 1,
+    };
+    let cs = cfg(&sp, Layout::paper(), base);
     let mut binning: Vec<(String, Vec<f64>)> = Vec::new();
+    let mut wd: Vec<(usize, usize, f64, f64)> = Vec::new();
     let mut sweep: Vec<(f64, f64, f64)> = Vec::new();
     if !a.no_sweeps {
         let seeds: Vec<u64> = if a.quick {
@@ -151,18 +181,40 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ] {
             let mut v = Vec::new();
             for &sd in &seeds {
-                let e = calibrate(&c, s, 0.01, sd, 30);
+                let e = calibrate(&cs, s, 0.01, sd, 30);
                 let w = work.join(format!("bin-{name}-{sd}"));
-                let r = evaluate(&c, e, &[Mode::Kestrel], 1, 1, a.threads, &w)?;
+                let r = evaluate(&cs, e, &[Mode::Kestrel], 1, 1, a.threads, &w)?;
                 v.push(r.scores["kestrel"]["mixed"].auprc);
             }
             eprintln!("binning {name}: {v:?}");
             binning.push((name.to_string(), v));
         }
-        for f in [0.25, 0.5, 1.0] {
-            let ci = cfg(&p, Layout::paper(), base.times(f));
+        let cs_edges = calibrate(&cs, Strategy::Target, 0.01, 7, 30);
+        for (wi, d) in [(128, 3), (256, 3), (512, 2), (512, 3), (512, 4), (1024, 3)] {
+            let l = Layout::new(8, d, wi, default_seeds(8))?;
+            let cw = cfg(&sp, l, base);
+            let dir = work.join(format!("wd-{wi}x{d}"));
+            let r = evaluate(&cw, cs_edges, &[Mode::Kestrel], 1, 1, a.threads, &dir)?;
+            wd.push((
+                wi,
+                d,
+                r.scores["kestrel"]["mixed"].auprc,
+                r.export_mbps["kestrel"],
+            ));
+            eprintln!("w {wi} d {d}: {:?}", wd.last());
+        }
+        for f in [0.5, 1.0, 2.0] {
+            let ci = cfg(&sp, Layout::paper(), base.times(f));
             let w = work.join(format!("int-{f}"));
-            let r = evaluate(&ci, edges, &[Mode::Kestrel, Mode::Pm], 1, 1, a.threads, &w)?;
+            let r = evaluate(
+                &ci,
+                cs_edges,
+                &[Mode::Kestrel, Mode::Pm],
+                1,
+                1,
+                a.threads,
+                &w,
+            )?;
             sweep.push((
                 f,
                 r.scores["kestrel"]["mixed"].auprc,
@@ -171,12 +223,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             eprintln!("intensity x{f}: {:?}", sweep.last());
         }
     }
-    let name = if a.quick {
-        "kestrel-eval-quick"
-    } else {
-        "kestrel-eval"
+    let sw = Sweeps {
+        binning,
+        wd,
+        intensity: sweep,
     };
-    report(&a, &p, &sm, &binning, &sweep, name, started.elapsed())?;
+    report(&a, &p, &sm, &sw, name, started.elapsed())?;
     Ok(())
 }
 
@@ -184,15 +236,15 @@ fn report(
     a: &Args,
     p: &Plan,
     sm: &Summary,
-    binning: &[(String, Vec<f64>)],
-    sweep: &[(f64, f64, f64)],
+    sw: &Sweeps,
     name: &str,
     took: std::time::Duration,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    let (binning, wd, sweep) = (&sw.binning, &sw.wd, &sw.intensity);
     std::fs::write(
         a.out.join(format!("{name}.json")),
         serde_json::to_string_pretty(&serde_json::json!({
-            "summary": sm, "binning": binning, "intensity_sweep": sweep,
+            "summary": sm, "binning": binning, "w_d_sweep": wd, "intensity_sweep": sweep,
         }))?,
     )?;
     let pr: Vec<Series> = MODES
@@ -210,6 +262,22 @@ fn report(
         "precision",
         &pr,
     )?;
+    if !wd.is_empty() {
+        let mut pts: Vec<(f64, f64)> = wd.iter().map(|x| (x.3, x.2)).collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let s = vec![Series {
+            name: "Kestrel (w, d) configurations, by export".into(),
+            points: pts,
+            spread: None,
+        }];
+        lines(
+            &a.out.join(format!("{name}-pareto.svg")),
+            "Mixed AUPRC against Kestrel export (w x d sweep)",
+            "export Mbit/s",
+            "AUPRC",
+            &s,
+        )?;
+    }
     if !sweep.is_empty() {
         let s = vec![
             Series {
@@ -372,7 +440,7 @@ fn report(
             w,
             "\n## Binning strategies (seed Fig. 6b), Kestrel mixed AUPRC\n"
         )?;
-        writeln!(w, "Each seed: its own calibration run, one training and one test run per scenario. Seed: target-occupancy 0.810, P90 0.796, log 0.795, quantile 0.774.\n")?;
+        writeln!(w, "Sweep size: scale 0.1, 200 s runs; each seed its own calibration run, one training and one test run per scenario. Seed: target-occupancy 0.810, P90 0.796, log 0.795, quantile 0.774.\n")?;
         writeln!(w, "| strategy | mean | sd | seeds |")?;
         writeln!(w, "| --- | --- | --- | --- |")?;
         for (n, v) in binning {
@@ -381,10 +449,23 @@ fn report(
             writeln!(w, "| {n} | {mean:.3} | {sd:.3} | {} |", v.len())?;
         }
     }
+    if !wd.is_empty() {
+        writeln!(
+            w,
+            "\n## Sketch size (w, d) sweep (seed Fig. 4), Kestrel mixed AUPRC against export\n"
+        )?;
+        writeln!(w, "Sweep size: scale 0.1, 200 s runs, one training and one test run per scenario; edges from one calibration. Seed: AUPRC 0.75-0.82 at 5-10 Mbit/s, best at w = 512, d = 3.\n")?;
+        writeln!(w, "| w | d | AUPRC | export Mbit/s |")?;
+        writeln!(w, "| --- | --- | --- | --- |")?;
+        for (wi, d, au, ex) in wd {
+            writeln!(w, "| {wi} | {d} | {au:.3} | {ex:.2} |")?;
+        }
+        writeln!(w, "\n![Pareto]({name}-pareto.svg)")?;
+    }
     if !sweep.is_empty() {
         writeln!(
             w,
-            "\n## Intensity sweep (mixed AUPRC; every anomaly's intensity times the factor)\n"
+            "\n## Intensity sweep (mixed AUPRC; every anomaly's intensity times the factor; sweep size)\n"
         )?;
         writeln!(w, "| factor | Kestrel | 3GPP-PM |")?;
         writeln!(w, "| --- | --- | --- |")?;
