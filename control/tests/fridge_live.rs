@@ -19,13 +19,20 @@
 //! - N6 handshake: at most the UE's `connect` time minus the 20 ms its SYN was held;
 //! - N3 data-to-ACK: at least 20 ms.
 //!
+//! The window reports also go out on ZeroMQ (`zmq_pub`): a subscriber started before the
+//! daemon receives every slice's finished windows and the end-of-run report, whose samples and
+//! median are the summary's.
+//!
 //! Every handshake is matched (p = 1, M = 1024 slots, one in flight at a time). Needs root,
 //! `ip netns`, ethtool and /dev/net/tun; outside CI it prints why and passes when they are
 //! missing, under `CI` it fails.
 
+use peregrine_control::fridge::{WindowReport, CBOR_VERSION};
 use peregrine_testkit::tcp_rig::{Dir, Offload, Rig, RigConfig};
 use peregrine_testkit::tools::{is_root, run, skip};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Duration;
 
 const RADIO: Duration = Duration::from_millis(20);
@@ -36,6 +43,7 @@ const BIN: f64 = 1.02;
 const FRIDGE: &str = r#"
 [fridge]
 window_ms = 1000
+zmq_pub = "tcp://127.0.0.1:5689"
 
 [[fridge.slice]]
 name = "n3-handshake"
@@ -59,6 +67,37 @@ m = 1024
 p = 1.0
 "#;
 
+/// Every report published on `endpoint` until `stop`, with its topic.
+fn subscribe(
+    endpoint: &'static str,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<(String, WindowReport)>> {
+    let ctx = zmq::Context::new();
+    let sub = ctx.socket(zmq::SUB).expect("SUB socket");
+    sub.set_subscribe(b"fridge.").unwrap();
+    sub.set_rcvtimeo(200).unwrap();
+    sub.connect(endpoint).unwrap();
+    std::thread::spawn(move || {
+        let _ctx = ctx;
+        let mut got = Vec::new();
+        while !stop.load(Relaxed) {
+            let Ok(parts) = sub.recv_multipart(0) else {
+                continue;
+            };
+            let [topic, body] = &parts[..] else {
+                panic!("a report of {} frames", parts.len());
+            };
+            let r: WindowReport = ciborium::from_reader(&body[..]).expect("CBOR window report");
+            got.push((String::from_utf8_lossy(topic).into_owned(), r));
+        }
+        got
+    })
+}
+
+fn q50_of(s: &serde_json::Value) -> f64 {
+    s["quantiles_ns"]["0.5"].as_f64().unwrap()
+}
+
 fn median(v: &[Duration]) -> f64 {
     let mut ns: Vec<f64> = v.iter().map(|d| d.as_nanos() as f64).collect();
     ns.sort_by(f64::total_cmp);
@@ -81,6 +120,9 @@ fn handshake_and_data_delays_from_kernel_tcp_at_both_vantages() {
         return skip(what, "no /dev/net/tun");
     }
     let dir = tempfile::tempdir().unwrap();
+    // Connected before the daemon binds: ZeroMQ reconnects, so no window is missed.
+    let stop = Arc::new(AtomicBool::new(false));
+    let reports = subscribe("tcp://127.0.0.1:5689", stop.clone());
     let cfg = RigConfig {
         daemon: PathBuf::from(env!("CARGO_BIN_EXE_peregrine")),
         mbr_kbps: 100_000,
@@ -102,6 +144,10 @@ fn handshake_and_data_delays_from_kernel_tcp_at_both_vantages() {
     // Let the last window close and the exports merge.
     std::thread::sleep(Duration::from_millis(1500));
     let sum = rig.finish().expect("daemon summary");
+    // The end-of-run report leaves as the daemon stops.
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Relaxed);
+    let reports = reports.join().expect("subscriber");
     let f = &sum["fridge"];
     let slice = |n: &str| {
         f["slices"]
@@ -129,7 +175,7 @@ fn handshake_and_data_delays_from_kernel_tcp_at_both_vantages() {
 
     let n3 = slice("n3-handshake");
     let ev = |s: &serde_json::Value, k: &str| s["events"][k].as_u64().unwrap();
-    let q50 = |s: &serde_json::Value| s["quantiles_ns"]["0.5"].as_f64().unwrap();
+    let q50 = q50_of;
     assert_eq!(ev(&n3, "matched"), HANDSHAKES as u64, "{n3}");
     let med = q50(&n3);
     assert!(
@@ -152,4 +198,39 @@ fn handshake_and_data_delays_from_kernel_tcp_at_both_vantages() {
         med >= radio,
         "N3 data-to-ACK median {med} ns below the radio leg {radio} ns: {data}"
     );
+
+    // ZeroMQ: every slice's windows, their samples adding up to the summary's, and the
+    // end-of-run report (window_start_ns = 2^64 - 1) with the summary's median.
+    for n in ["n3-handshake", "n6-handshake", "n3-data"] {
+        let s = slice(n);
+        let mine: Vec<&WindowReport> = reports
+            .iter()
+            .filter(|(t, r)| *t == format!("fridge.{n}") && r.slice == n)
+            .map(|(_, r)| r)
+            .collect();
+        assert!(mine.iter().all(|r| r.v == CBOR_VERSION), "{mine:?}");
+        let windows: u64 = mine
+            .iter()
+            .filter(|r| r.window_start_ns != u64::MAX)
+            .map(|r| r.samples)
+            .sum();
+        let total = mine
+            .iter()
+            .find(|r| r.window_start_ns == u64::MAX)
+            .unwrap_or_else(|| panic!("{n}: no end-of-run report on ZeroMQ: {mine:?}"));
+        assert_eq!(
+            total.samples,
+            s["samples"].as_u64().unwrap(),
+            "{n}: {total:?}"
+        );
+        // A window is published when a packet of the next one arrives: the last window's
+        // samples (no packet after it) are only in the end-of-run report.
+        assert!(
+            windows > 0 && windows <= total.samples,
+            "{n}: windows {windows}, run {}: {mine:?}",
+            total.samples
+        );
+        let q50 = total.quantiles.iter().find(|(q, _)| *q == 0.5).unwrap().1;
+        assert_eq!(q50, q50_of(&s), "{n}: {total:?}");
+    }
 }
