@@ -8,19 +8,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use peregrine_control::codesign::{FlowKey, GateWindowMsg, Merger};
+use peregrine_control_fuzz::split_messages as split;
 use std::net::Ipv6Addr;
-
-fn split(data: &[u8]) -> Vec<&[u8]> {
-    let sep = b"\n--\n";
-    let mut out = Vec::new();
-    let mut rest = data;
-    while let Some(i) = rest.windows(sep.len()).position(|w| w == sep) {
-        out.push(&rest[..i]);
-        rest = &rest[i + sep.len()..];
-    }
-    out.push(rest);
-    out
-}
 
 fuzz_target!(|data: &[u8]| {
     let mut m = Merger::new();

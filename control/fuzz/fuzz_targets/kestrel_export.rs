@@ -10,18 +10,7 @@
 use libfuzzer_sys::fuzz_target;
 use peregrine_control::kestrel::collector::Collector;
 use peregrine_control::kestrel::export::{decode, encode, read_file, Msg};
-
-fn split(data: &[u8]) -> Vec<&[u8]> {
-    let sep = b"\n--\n";
-    let mut out = Vec::new();
-    let mut rest = data;
-    while let Some(i) = rest.windows(sep.len()).position(|w| w == sep) {
-        out.push(&rest[..i]);
-        rest = &rest[i + sep.len()..];
-    }
-    out.push(rest);
-    out
-}
+use peregrine_control_fuzz::split_messages as split;
 
 fuzz_target!(|data: &[u8]| {
     let _ = read_file(data);
