@@ -28,8 +28,8 @@
 //! missing, under `CI` it fails.
 
 use peregrine_control::fridge::{WindowReport, CBOR_VERSION};
-use peregrine_testkit::tcp_rig::{Dir, Offload, Rig, RigConfig};
-use peregrine_testkit::tools::{is_root, run, skip};
+use peregrine_testkit::tcp_rig::{missing_prerequisite, Dir, Rig, RigConfig};
+use peregrine_testkit::tools::skip;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -107,29 +107,17 @@ fn median(v: &[Duration]) -> f64 {
 #[test]
 fn handshake_and_data_delays_from_kernel_tcp_at_both_vantages() {
     let what = "the netns fridge test";
-    if !is_root() {
-        return skip(what, "not root");
-    }
-    if run(&["ip", "netns", "list"]).is_err() {
-        return skip(what, "no `ip netns`");
-    }
-    if run(&["ethtool", "--version"]).is_err() {
-        return skip(what, "no ethtool (scripts/deps.sh --test installs it)");
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        return skip(what, "no /dev/net/tun");
+    if let Some(why) = missing_prerequisite() {
+        return skip(what, why);
     }
     let dir = tempfile::tempdir().unwrap();
     // Connected before the daemon binds: ZeroMQ reconnects, so no window is missed.
     let stop = Arc::new(AtomicBool::new(false));
     let reports = subscribe("tcp://127.0.0.1:5689", stop.clone());
     let cfg = RigConfig {
-        daemon: PathBuf::from(env!("CARGO_BIN_EXE_peregrine")),
-        mbr_kbps: 100_000,
-        qos: String::new(),
-        offload: Offload::Off,
         extra: FRIDGE.into(),
         ul_delay: RADIO,
+        ..RigConfig::new(PathBuf::from(env!("CARGO_BIN_EXE_peregrine")), 100_000)
     };
     let rig = match Rig::start(&cfg, "frl", dir.path()) {
         Ok(r) => r,

@@ -21,7 +21,9 @@
 //! Needs root, `ip netns` and python3 with Scapy; outside CI it prints why and passes when
 //! they are missing, under `CI` it fails.
 
-use peregrine_testkit::netns::{two_port_backend, Topology, VdevPort};
+use peregrine_testkit::netns::{
+    gnb_dn, two_port_backend, RigSide, Topology, VdevPort, DN_MAC, GNB_MAC, N3_MAC, N6_MAC,
+};
 use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, Guard};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -29,10 +31,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const N3_MAC: &str = "02:00:00:00:00:03";
-const N6_MAC: &str = "02:00:00:00:00:06";
-const GNB_MAC: &str = "02:00:00:00:03:01";
-const DN_MAC: &str = "02:00:00:00:06:01";
 const N3_V4: &str = "192.0.2.1";
 const N3_V6: &str = "2001:db8:3::1";
 const GNB_V4: &str = "192.0.2.10";
@@ -45,32 +43,16 @@ const DL_TEID: u32 = 0x200;
 const QFI: u8 = 9;
 
 fn setup(t: &mut Topology) -> Result<(), String> {
-    let (gnb, dn) = (t.add_ns("gnb")?, t.add_ns("dn")?);
-    let (n3, g, n6, d) = (t.dev("n3"), t.dev("g"), t.dev("n6"), t.dev("d"));
-    for (host, hmac, peer, pmac) in [(&n3, N3_MAC, &g, GNB_MAC), (&n6, N6_MAC, &d, DN_MAC)] {
-        t.add_veth(host, hmac, peer, pmac)?;
-        t.no_ipv6(host)?;
-    }
-    t.move_to(&g, &gnb)?;
-    t.move_to(&d, &dn)?;
-    t.quiet(&gnb, &g)?;
-    t.quiet(&dn, &d)?;
-    t.addr_up(
-        &gnb,
-        &g,
-        &[&format!("{GNB_V4}/24"), &format!("{GNB_V6}/64")],
-    )?;
-    t.neigh(&gnb, N3_V4, N3_MAC, &g)?;
-    t.neigh(&gnb, N3_V6, N3_MAC, &g)?;
-    t.addr_up(&dn, &d, &[&format!("{DN_V4}/24")])?;
-    t.neigh(&dn, N6_V4, N6_MAC, &d)?;
-    t.ip(&dn, &["route", "add", "10.45.0.0/16", "via", N6_V4])?;
-    for ns in [&gnb, &dn] {
-        t.sysctl(ns, "net.ipv4.conf.all.rp_filter", "0")?;
-    }
-    for dev in [&n3, &n6] {
-        t.up(dev)?;
-    }
+    let gnb = RigSide {
+        addrs: &[&format!("{GNB_V4}/24"), &format!("{GNB_V6}/64")],
+        upf: &[N3_V4, N3_V6],
+    };
+    let dn = RigSide {
+        addrs: &[&format!("{DN_V4}/24")],
+        upf: &[N6_V4],
+    };
+    gnb_dn(t, gnb, dn)?;
+    t.ip(&t.ns("dn"), &["route", "add", "10.45.0.0/16", "via", N6_V4])?;
     Ok(())
 }
 

@@ -22,7 +22,9 @@
 //! Needs root, `ip netns`, python3 with Scapy and tshark; outside CI it prints why and passes
 //! when they are missing, under `CI` it fails.
 
-use peregrine_testkit::netns::{two_port_backend, Topology, VdevPort};
+use peregrine_testkit::netns::{
+    gnb_dn, two_port_backend, RigSide, Topology, VdevPort, DN_MAC, GNB_MAC, N3_MAC, N6_MAC,
+};
 use peregrine_testkit::tools::{free_tcp_port, free_udp_port, is_root, run, skip, Guard};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -30,10 +32,6 @@ use std::path::{Path, PathBuf};
 use std::process::{ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const N3_MAC: &str = "02:00:00:00:00:03";
-const N6_MAC: &str = "02:00:00:00:00:06";
-const GNB_MAC: &str = "02:00:00:00:03:01";
-const DN_MAC: &str = "02:00:00:00:06:01";
 const N3_V4: &str = "192.0.2.1";
 const N3_V6: &str = "2001:db8:3::1";
 const GNB_V4: &str = "192.0.2.10";
@@ -48,54 +46,22 @@ const COUNT: u64 = 5;
 /// The two namespaces and their veths (removed by the guard on drop, also when the test
 /// fails).
 fn setup(t: &mut Topology) -> Result<(), String> {
-    let (gnb, dn) = (t.add_ns("gnb")?, t.add_ns("dn")?);
-    let (n3, g, n6, d) = (t.dev("n3"), t.dev("g"), t.dev("n6"), t.dev("d"));
-    // Host sides carry the daemon's port MACs: the UPF stage drops unicast frames to
-    // other MACs, and af_packet ports keep the kernel interface's address.
-    for (host, hmac, peer, pmac) in [(&n3, N3_MAC, &g, GNB_MAC), (&n6, N6_MAC, &d, DN_MAC)] {
-        t.add_veth(host, hmac, peer, pmac)?;
-        // No IPv6 on the host sides: the root namespace's kernel stays out of the way
-        // (no router solicitations or DAD probes into the UPF's ports).
-        t.no_ipv6(host)?;
-    }
-    t.move_to(&g, &gnb)?;
-    t.move_to(&d, &dn)?;
-    for (ns, dev, addrs, upf_v4, upf_v6, mac) in [
-        (
-            &gnb,
-            &g,
-            [format!("{GNB_V4}/24"), format!("{GNB_V6}/64")],
-            N3_V4,
-            N3_V6,
-            N3_MAC,
-        ),
-        (
-            &dn,
-            &d,
-            [format!("{DN_V4}/24"), format!("{DN_V6}/64")],
-            N6_V4,
-            N6_V6,
-            N6_MAC,
-        ),
-    ] {
-        t.quiet(ns, dev)?;
-        t.sysctl(ns, "net.ipv4.conf.all.rp_filter", "0")?;
-        t.sysctl(ns, "net.ipv4.conf.default.rp_filter", "0")?;
-        t.sysctl(ns, &format!("net.ipv4.conf.{dev}.rp_filter"), "0")?;
-        t.addr_up(ns, dev, &[&addrs[0], &addrs[1]])?;
-        for upf in [upf_v4, upf_v6] {
-            t.neigh(ns, upf, mac, dev)?;
-        }
-    }
+    let gnb = RigSide {
+        addrs: &[&format!("{GNB_V4}/24"), &format!("{GNB_V6}/64")],
+        upf: &[N3_V4, N3_V6],
+    };
+    let dn = RigSide {
+        addrs: &[&format!("{DN_V4}/24"), &format!("{DN_V6}/64")],
+        upf: &[N6_V4, N6_V6],
+    };
+    gnb_dn(t, gnb, dn)?;
     // The data network reaches the UEs through the UPF's N6 address.
+    let dn = t.ns("dn");
     t.ip(&dn, &["route", "add", "10.45.0.0/16", "via", N6_V4])?;
     t.ip(
         &dn,
         &["-6", "route", "add", "2001:db8:45::/48", "via", N6_V6],
     )?;
-    for dev in [&n3, &n6] {
-        t.up(dev)?;
-    }
     Ok(())
 }
 

@@ -15,8 +15,8 @@
 //! passes when they are missing, under `CI` it fails. The full table (5, 20, 100 Mbit/s,
 //! policing with the old and new bursts, shaping) is `pg-tcp-mbr` in `perf/`.
 
-use peregrine_testkit::tcp_rig::{Dir, Offload, Rig, RigConfig};
-use peregrine_testkit::tools::{is_root, run, skip};
+use peregrine_testkit::tcp_rig::{missing_prerequisite, Dir, Offload, Rig, RigConfig};
+use peregrine_testkit::tools::{run, skip};
 use std::path::PathBuf;
 
 const MBR_KBPS: u64 = 20_000;
@@ -30,20 +30,8 @@ static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 #[test]
 fn tcp_reaches_the_mbr_through_the_daemon() {
     let what = "the netns TCP MBR test";
-    let Some((dir, _turn)) = prerequisites(what) else {
+    let Some((rig, _dir, _turn)) = start(what, "tcm", Offload::Off) else {
         return;
-    };
-    let cfg = RigConfig {
-        daemon: PathBuf::from(env!("CARGO_BIN_EXE_peregrine")),
-        mbr_kbps: MBR_KBPS,
-        qos: String::new(),
-        offload: Offload::Off,
-        extra: String::new(),
-        ul_delay: std::time::Duration::ZERO,
-    };
-    let rig = match Rig::start(&cfg, "tcm", dir.path()) {
-        Ok(r) => r,
-        Err(e) => return skip(what, &format!("cannot build the rig: {e}")),
     };
     let mut failures = Vec::new();
     for cc in ["cubic", "bbr"] {
@@ -99,21 +87,15 @@ fn tcp_reaches_the_mbr_through_the_daemon() {
 }
 
 /// Root, `ip netns`, ethtool, /dev/net/tun; the bbr module loaded if it can be. `None`: skip.
-fn prerequisites(what: &str) -> Option<(tempfile::TempDir, std::sync::MutexGuard<'static, ()>)> {
-    if !is_root() {
-        skip(what, "not root");
-        return None;
-    }
-    if run(&["ip", "netns", "list"]).is_err() {
-        skip(what, "no `ip netns`");
-        return None;
-    }
-    if run(&["ethtool", "--version"]).is_err() {
-        skip(what, "no ethtool (scripts/deps.sh --test installs it)");
-        return None;
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        skip(what, "no /dev/net/tun");
+/// The rig for `what` with the default RigConfig at the test MBR and `offload`, or `None`
+/// (skipped, saying why) when this machine cannot build it. One rig at a time (`TURN`).
+fn start(
+    what: &str,
+    tag: &str,
+    offload: Offload,
+) -> Option<(Rig, tempfile::TempDir, std::sync::MutexGuard<'static, ()>)> {
+    if let Some(why) = missing_prerequisite() {
+        skip(what, why);
         return None;
     }
     let ccs =
@@ -123,7 +105,18 @@ fn prerequisites(what: &str) -> Option<(tempfile::TempDir, std::sync::MutexGuard
         let _ = run(&["modprobe", "tcp_bbr"]);
     }
     let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    Some((tempfile::tempdir().unwrap(), turn))
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = RigConfig {
+        offload,
+        ..RigConfig::new(PathBuf::from(env!("CARGO_BIN_EXE_peregrine")), MBR_KBPS)
+    };
+    match Rig::start(&cfg, tag, dir.path()) {
+        Ok(r) => Some((r, dir, turn)),
+        Err(e) => {
+            skip(what, &format!("cannot build the rig: {e}"));
+            None
+        }
+    }
 }
 
 /// Checksum offload left on (only the DN veth's segmentation offload off): downlink TCP
@@ -131,20 +124,8 @@ fn prerequisites(what: &str) -> Option<(tempfile::TempDir, std::sync::MutexGuard
 #[test]
 fn partial_checksums_from_a_veth_are_completed() {
     let what = "the netns checksum offload test";
-    let Some((dir, _turn)) = prerequisites(what) else {
+    let Some((rig, _dir, _turn)) = start(what, "tck", Offload::FixInUpf) else {
         return;
-    };
-    let cfg = RigConfig {
-        daemon: PathBuf::from(env!("CARGO_BIN_EXE_peregrine")),
-        mbr_kbps: MBR_KBPS,
-        qos: String::new(),
-        offload: Offload::FixInUpf,
-        extra: String::new(),
-        ul_delay: std::time::Duration::ZERO,
-    };
-    let rig = match Rig::start(&cfg, "tck", dir.path()) {
-        Ok(r) => r,
-        Err(e) => return skip(what, &format!("cannot build the rig: {e}")),
     };
     let m = rig
         .tcp(Dir::Dl, "cubic", 3.0)

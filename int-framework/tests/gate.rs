@@ -31,12 +31,8 @@ fn frame(sport: u16) -> Vec<u8> {
     f
 }
 
-fn source(
-    gate: Option<GateConfig>,
-) -> (
-    IntSource,
-    Publisher<peregrine_int::namespace::TableSnapshot>,
-) {
+/// The rule table both tests install: UDP to port 5001 from SRC to DST, every packet.
+fn rules() -> Publisher<peregrine_int::namespace::TableSnapshot> {
     let mut table = NamespaceTable::default();
     table
         .install(Rule {
@@ -52,7 +48,16 @@ fn source(
             flags: Flags::default(),
         })
         .unwrap();
-    let publisher = Publisher::new((*table.snapshot()).clone());
+    Publisher::new((*table.snapshot()).clone())
+}
+
+fn source(
+    gate: Option<GateConfig>,
+) -> (
+    IntSource,
+    Publisher<peregrine_int::namespace::TableSnapshot>,
+) {
+    let publisher = rules();
     let cfg = IntConfig {
         gate: gate.clone(),
         ..IntConfig::default()
@@ -157,22 +162,7 @@ fn without_the_classifier_the_gate_counts_and_stays_out() {
         export: None,
         export_flows: 4096,
     };
-    let mut table = NamespaceTable::default();
-    table
-        .install(Rule {
-            ns_id: 7,
-            app_id: 1,
-            src_ip: SRC,
-            dst_ip: DST,
-            src_port: 0,
-            dst_port: 5001,
-            protocol: Protocol::Udp,
-            trace_type: TraceType(0xf000_e000),
-            mode: Mode::Count(1),
-            flags: Flags::default(),
-        })
-        .unwrap();
-    let publisher = Publisher::new((*table.snapshot()).clone());
+    let publisher = rules();
     let mut s = IntSource::new(IntConfig::default(), publisher.reader())
         .with_gate(FlowGate::new(gate).unwrap());
     for i in 0..6u64 {

@@ -232,6 +232,54 @@ pub struct VdevPort<'a> {
     pub iface: &'a str,
 }
 
+/// MACs of the gNB / data-network rig ([`gnb_dn`]): the daemon's N3 and N6 ports (the host
+/// veth ends) and the far ends in the `gnb` and `dn` namespaces.
+pub const N3_MAC: &str = "02:00:00:00:00:03";
+pub const N6_MAC: &str = "02:00:00:00:00:06";
+pub const GNB_MAC: &str = "02:00:00:00:03:01";
+pub const DN_MAC: &str = "02:00:00:00:06:01";
+
+/// The far end of one side of [`gnb_dn`].
+#[derive(Debug, Clone, Copy)]
+pub struct RigSide<'a> {
+    /// Its addresses, with prefix length.
+    pub addrs: &'a [&'a str],
+    /// The UPF's addresses on that side: static neighbours at the daemon port's MAC.
+    pub upf: &'a [&'a str],
+}
+
+/// The netns rig of the live UPF tests: namespaces `gnb` and `dn`, veth `n3` (root) - `g`
+/// (gnb) and `n6` (root) - `d` (dn). The host ends carry the daemon's port MACs (the UPF
+/// stage drops unicast frames to other MACs, and af_packet ports keep the interface's
+/// address) and no IPv6 (the root namespace's kernel stays out of the UPF's ports: no router
+/// solicitations or DAD probes). The far ends are quiet, with rp_filter off, `gnb.addrs` /
+/// `dn.addrs` up and the UPF's addresses as static neighbours. The host ends come up last;
+/// routes are the caller's.
+pub fn gnb_dn(t: &mut Topology, gnb: RigSide<'_>, dn: RigSide<'_>) -> Result<(), String> {
+    let (gnb_ns, dn_ns) = (t.add_ns("gnb")?, t.add_ns("dn")?);
+    let (n3, g, n6, d) = (t.dev("n3"), t.dev("g"), t.dev("n6"), t.dev("d"));
+    for (host, hmac, peer, pmac) in [(&n3, N3_MAC, &g, GNB_MAC), (&n6, N6_MAC, &d, DN_MAC)] {
+        t.add_veth(host, hmac, peer, pmac)?;
+        t.no_ipv6(host)?;
+    }
+    t.move_to(&g, &gnb_ns)?;
+    t.move_to(&d, &dn_ns)?;
+    for (ns, dev, side, mac) in [(&gnb_ns, &g, gnb, N3_MAC), (&dn_ns, &d, dn, N6_MAC)] {
+        t.quiet(ns, dev)?;
+        for key in ["all", "default", dev.as_str()] {
+            t.sysctl(ns, &format!("net.ipv4.conf.{key}.rp_filter"), "0")?;
+        }
+        t.addr_up(ns, dev, side.addrs)?;
+        for upf in side.upf {
+            t.neigh(ns, upf, mac, dev)?;
+        }
+    }
+    for dev in [&n3, &n6] {
+        t.up(dev)?;
+    }
+    Ok(())
+}
+
 /// The `[workers]` (one worker), `[backend]` (DPDK, `--no-huge`, one vdev per port on a host
 /// interface, EAL file prefix `file_prefix`) and `[[port]]` sections of a daemon config
 /// whose ports are two veth ends: the part the netns tests share. `mbufs` per worker, ring

@@ -12,7 +12,7 @@
 //! the gNB ([`crate::gnb`]) carries them in GTP-U. The data network is plain kernel TCP/UDP.
 
 use crate::gnb::{in_netns, GnbConfig, GtpGnb};
-use crate::netns::Topology;
+use crate::netns::{RigSide, Topology};
 use crate::tools::{run, Guard};
 use nix::sys::socket::{
     bind, connect, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, SockaddrIn,
@@ -26,10 +26,7 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-pub const N3_MAC: &str = "02:00:00:00:00:03";
-pub const N6_MAC: &str = "02:00:00:00:00:06";
-pub const GNB_MAC: &str = "02:00:00:00:03:01";
-pub const DN_MAC: &str = "02:00:00:00:06:01";
+pub use crate::netns::{DN_MAC, GNB_MAC, N3_MAC, N6_MAC};
 pub const N3: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 pub const GNB: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
 pub const N6: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 254);
@@ -57,6 +54,39 @@ pub struct RigConfig {
     pub extra: String,
     /// One-way delay the gNB adds to uplink packets (a radio leg); zero: none.
     pub ul_delay: Duration,
+}
+
+impl RigConfig {
+    /// `daemon` with one session at `mbr_kbps` both ways, default `[upf.qos]`, veth
+    /// offloads off, nothing extra and no radio delay.
+    pub fn new(daemon: PathBuf, mbr_kbps: u64) -> RigConfig {
+        RigConfig {
+            daemon,
+            mbr_kbps,
+            qos: String::new(),
+            offload: Offload::Off,
+            extra: String::new(),
+            ul_delay: Duration::ZERO,
+        }
+    }
+}
+
+/// Why the rig cannot be built on this machine (root, `ip netns`, ethtool, /dev/net/tun), or
+/// `None` when it can.
+pub fn missing_prerequisite() -> Option<&'static str> {
+    if !crate::tools::is_root() {
+        return Some("not root");
+    }
+    if run(&["ip", "netns", "list"]).is_err() {
+        return Some("no `ip netns`");
+    }
+    if run(&["ethtool", "--version"]).is_err() {
+        return Some("no ethtool (scripts/deps.sh --test installs it)");
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        return Some("no /dev/net/tun");
+    }
+    None
 }
 
 /// Veth offloads (docs/upf.md, "Checksum offload on veths").
@@ -108,31 +138,20 @@ pub struct Measured {
 }
 
 fn setup(t: &mut Topology) -> Result<(), String> {
-    let (gnb, dn) = (t.add_ns("gnb")?, t.add_ns("dn")?);
-    let (n3, g, n6, d) = (t.dev("n3"), t.dev("g"), t.dev("n6"), t.dev("d"));
-    for (host, hmac, peer, pmac) in [(&n3, N3_MAC, &g, GNB_MAC), (&n6, N6_MAC, &d, DN_MAC)] {
-        t.add_veth(host, hmac, peer, pmac)?;
-        t.no_ipv6(host)?;
-    }
-    t.move_to(&g, &gnb)?;
-    t.move_to(&d, &dn)?;
-    for (ns, dev, addr, upf, mac) in [
-        (&gnb, &g, format!("{GNB}/24"), N3, N3_MAC),
-        (&dn, &d, format!("{DN}/24"), N6, N6_MAC),
-    ] {
-        t.quiet(ns, dev)?;
-        t.sysctl(ns, "net.ipv4.conf.all.rp_filter", "0")?;
-        t.sysctl(ns, "net.ipv4.conf.default.rp_filter", "0")?;
-        t.addr_up(ns, dev, &[&addr])?;
-        t.neigh(ns, &upf.to_string(), mac, dev)?;
-    }
-    t.ip(
-        &dn,
-        &["route", "add", "10.45.0.0/16", "via", &N6.to_string()],
+    let (gnb, dn) = (format!("{GNB}/24"), format!("{DN}/24"));
+    let (n3, n6) = (N3.to_string(), N6.to_string());
+    crate::netns::gnb_dn(
+        t,
+        RigSide {
+            addrs: &[&gnb],
+            upf: &[&n3],
+        },
+        RigSide {
+            addrs: &[&dn],
+            upf: &[&n6],
+        },
     )?;
-    for dev in [&n3, &n6] {
-        t.up(dev)?;
-    }
+    t.ip(&t.ns("dn"), &["route", "add", "10.45.0.0/16", "via", &n6])?;
     Ok(())
 }
 

@@ -11,7 +11,7 @@
 //! ```
 
 use clap::Parser;
-use peregrine_testkit::tcp_rig::{Dir, Offload, Rig, RigConfig};
+use peregrine_testkit::tcp_rig::{Dir, Rig, RigConfig};
 use plotters::prelude::*;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -87,12 +87,8 @@ fn main() -> Result<(), String> {
         for (mode, qos) in MODES {
             let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
             let cfg = RigConfig {
-                daemon: bin.clone(),
-                mbr_kbps: mbr * 1000,
                 qos: qos.to_string(),
-                offload: Offload::Off,
-                extra: String::new(),
-                ul_delay: std::time::Duration::ZERO,
+                ..RigConfig::new(bin.clone(), mbr * 1000)
             };
             let rig = Rig::start(&cfg, "ptm", dir.path())?;
             let rate = mbr as f64 * 125_000.0;
