@@ -21,9 +21,7 @@
 //! Needs root, `ip netns` and python3 with Scapy; outside CI it prints why and passes when
 //! they are missing, under `CI` it fails.
 
-use peregrine_testkit::netns::{
-    gnb_dn, two_port_backend, RigSide, Topology, VdevPort, DN_MAC, GNB_MAC, N3_MAC, N6_MAC,
-};
+use peregrine_testkit::netns::{gnb_dn, gnb_dn_backend, RigSide, Topology, DN_MAC, GNB_MAC};
 use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, Guard};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -57,28 +55,8 @@ fn setup(t: &mut Topology) -> Result<(), String> {
 }
 
 fn config(topo: &Topology, metrics: u16) -> String {
-    let (n3, n6) = (topo.dev("n3"), topo.dev("n6"));
     // N3 is a net_pcap port: it hands over outer fragments as they are.
-    let backend = two_port_backend(
-        topo.prefix(),
-        [
-            VdevPort {
-                name: "n3",
-                mac: N3_MAC,
-                driver: "net_pcap",
-                iface: &n3,
-            },
-            VdevPort {
-                name: "n6",
-                mac: N6_MAC,
-                driver: "net_af_packet",
-                iface: &n6,
-            },
-        ],
-        512,
-        4095,
-        256,
-    );
+    let backend = gnb_dn_backend(topo, ["net_pcap", "net_af_packet"], 512, 4095, 256);
     format!(
         r#"{backend}
 [pipeline]

@@ -23,7 +23,7 @@
 //! when they are missing, under `CI` it fails.
 
 use peregrine_testkit::netns::{
-    gnb_dn, two_port_backend, RigSide, Topology, VdevPort, DN_MAC, GNB_MAC, N3_MAC, N6_MAC,
+    gnb_dn, gnb_dn_backend, RigSide, Topology, DN_MAC, GNB_MAC, N3_MAC, N6_MAC,
 };
 use peregrine_testkit::tools::{free_tcp_port, free_udp_port, is_root, run, skip, Guard};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -103,27 +103,7 @@ fn session<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 }
 
 fn config(topo: &Topology, pfcp: u16, metrics: u16) -> String {
-    let (n3, n6) = (topo.dev("n3"), topo.dev("n6"));
-    let backend = two_port_backend(
-        topo.prefix(),
-        [
-            VdevPort {
-                name: "n3",
-                mac: N3_MAC,
-                driver: "net_af_packet",
-                iface: &n3,
-            },
-            VdevPort {
-                name: "n6",
-                mac: N6_MAC,
-                driver: "net_af_packet",
-                iface: &n6,
-            },
-        ],
-        512,
-        4095,
-        256,
-    );
+    let backend = gnb_dn_backend(topo, ["net_af_packet", "net_af_packet"], 512, 4095, 256);
     format!(
         r#"{backend}
 [pipeline]

@@ -280,6 +280,38 @@ pub fn gnb_dn(t: &mut Topology, gnb: RigSide<'_>, dn: RigSide<'_>) -> Result<(),
     Ok(())
 }
 
+/// [`two_port_backend`] for the [`gnb_dn`] rig: port `n3` (MAC [`N3_MAC`]) on veth end `n3`
+/// through DPDK driver `drivers[0]`, port `n6` ([`N6_MAC`]) on `n6` through `drivers[1]`.
+pub fn gnb_dn_backend(
+    t: &Topology,
+    drivers: [&str; 2],
+    desc: u32,
+    mbufs: u32,
+    mem_mb: u32,
+) -> String {
+    let (n3, n6) = (t.dev("n3"), t.dev("n6"));
+    two_port_backend(
+        t.prefix(),
+        [
+            VdevPort {
+                name: "n3",
+                mac: N3_MAC,
+                driver: drivers[0],
+                iface: &n3,
+            },
+            VdevPort {
+                name: "n6",
+                mac: N6_MAC,
+                driver: drivers[1],
+                iface: &n6,
+            },
+        ],
+        desc,
+        mbufs,
+        mem_mb,
+    )
+}
+
 /// The `[workers]` (one worker), `[backend]` (DPDK, `--no-huge`, one vdev per port on a host
 /// interface, EAL file prefix `file_prefix`) and `[[port]]` sections of a daemon config
 /// whose ports are two veth ends: the part the netns tests share. `mbufs` per worker, ring

@@ -160,27 +160,8 @@ fn config(t: &Topology, cfg: &RigConfig) -> String {
         Offload::Off => "",
         Offload::FixInUpf => "fix_l4_checksums = [\"n6\"]",
     };
-    let (n3, n6) = (t.dev("n3"), t.dev("n6"));
-    let backend = crate::netns::two_port_backend(
-        t.prefix(),
-        [
-            crate::netns::VdevPort {
-                name: "n3",
-                mac: N3_MAC,
-                driver: "net_af_packet",
-                iface: &n3,
-            },
-            crate::netns::VdevPort {
-                name: "n6",
-                mac: N6_MAC,
-                driver: "net_af_packet",
-                iface: &n6,
-            },
-        ],
-        1024,
-        8191,
-        256,
-    );
+    let backend =
+        crate::netns::gnb_dn_backend(t, ["net_af_packet", "net_af_packet"], 1024, 8191, 256);
     format!(
         r#"{backend}
 [pipeline]
