@@ -107,6 +107,11 @@ pub struct FridgeSlice {
     pub p: Option<f64>,
     #[serde(default)]
     pub fridges: Vec<FridgeConf>,
+    /// Read so that a filter the P4 fridge cannot apply is refused, not dropped.
+    #[serde(default)]
+    pub qfi: Vec<u8>,
+    #[serde(default)]
+    pub ports: Vec<u16>,
 }
 
 fn n6() -> String {

@@ -226,6 +226,24 @@ fn fridge(cfg: &Config) -> Result<Option<FridgeEntries>, ConfigError> {
         "n3" => false,
         v => return Err(invalid(field("vantage"), format!("`{v}` is not n6 or n3"))),
     };
+    // The P4 fridge is one fridge(M, p) over every TCP handshake: refuse what it cannot do
+    // rather than offload a different measurement than the config asks for.
+    if s.fridges.len() > 1 {
+        return Err(invalid(
+            field("fridges"),
+            format!(
+                "{} fridges: the P4 program holds one (several fridges stay in software)",
+                s.fridges.len()
+            ),
+        ));
+    }
+    if !s.qfi.is_empty() || !s.ports.is_empty() {
+        let k = if s.qfi.is_empty() { "ports" } else { "qfi" };
+        return Err(invalid(
+            field(k),
+            "the P4 fridge takes every TCP handshake: QFI and port filters stay in software",
+        ));
+    }
     let spec = match (s.m, s.p, s.fridges.first()) {
         (Some(m), Some(p), _) => crate::config::FridgeConf { m, p },
         (None, None, Some(f)) => *f,

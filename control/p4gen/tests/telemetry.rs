@@ -407,6 +407,21 @@ fn shapes_the_program_cannot_hold_are_refused_by_key() {
     assert!(err("hash = \"crc32\"", "hash = \"splitmix64\"").starts_with("kestrel.hash: "));
     assert!(err("width = 512", "width = 256").contains("width = 512"));
     assert!(err("m = 4096", "m = 4000").starts_with("fridge.slice[0].m: "));
+    assert!(err(
+        "m = 4096\np = 0.001953125",
+        "fridges = [{ m = 4096, p = 0.001953125 }, { m = 1024, p = 0.0078125 }]"
+    )
+    .starts_with("fridge.slice[0].fridges: "));
+    assert!(err(
+        "vantage = \"n6\"\nm = 4096",
+        "vantage = \"n6\"\nqfi = [9]\nm = 4096"
+    )
+    .starts_with("fridge.slice[0].qfi: "));
+    assert!(err(
+        "vantage = \"n6\"\nm = 4096",
+        "vantage = \"n6\"\nports = [443]\nm = 4096"
+    )
+    .starts_with("fridge.slice[0].ports: "));
     assert!(
         err("x_counts = \"insertions\"", "x_counts = \"requests\"").starts_with("fridge.x_counts")
     );
