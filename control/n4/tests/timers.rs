@@ -17,7 +17,7 @@ const N: u64 = 3000;
 /// Session `k`'s URR: a period of 10..=70 s (by `k % 7`); every fifth also has a Volume
 /// Threshold of 1000 octets.
 fn urr_of(k: u64) -> (u64, bool) {
-    ((k % 7 + 1) * 10, k % 5 == 0)
+    ((k % 7 + 1) * 10, k.is_multiple_of(5))
 }
 
 fn node_with_sessions() -> (Node, Vec<u64>) {
@@ -132,7 +132,10 @@ fn index_follows_update_remove_and_deletion() {
     assert_eq!(n.urr_index_sizes(), (N as usize - 1, N as usize / 5));
     // The 10 s sessions other than 0 (k = 7, 14, ...) fire at 10 s; session 0 does not.
     let out = n.poll_timers(10 * SEC);
-    let want: Vec<u64> = (1..N).filter(|k| k % 7 == 0).map(|k| 100 + k).collect();
+    let want: Vec<u64> = (1..N)
+        .filter(|k| k.is_multiple_of(7))
+        .map(|k| 100 + k)
+        .collect();
     assert_eq!(report_seids(&out), want);
     n.check_consistency().unwrap();
     // Session 0's period now runs from the update (1 s) for 1000 s.
