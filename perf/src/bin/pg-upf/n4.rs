@@ -13,9 +13,9 @@ fn quantile(v: &mut [u64], q: f64) -> u64 {
     v[i]
 }
 
-/// Pool of the IPv6 UEs of the load: UE `k` gets `::1` in the `k`-th /64 above it.
-const UE_POOL_V6: std::net::Ipv6Addr =
-    std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x4500, 0, 0, 0, 0, 0);
+/// Pool of the IPv6 UEs of the load: UE `k` gets `::1` in the `k`-th /64 above it; disjoint
+/// from the static sessions' pool (2001:db8:4500::/40 onwards, `params_sessions`).
+const UE_POOL_V6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x80, 0, 0, 0, 0, 0);
 
 /// A Session Establishment Request for UE `k` of the load: UL PDR (F-TEID CHOOSE, the UPF
 /// allocates), DL PDR on the UE's own address (IPv4 for even `k`, an IPv6 /64 for odd `k`),
@@ -150,6 +150,8 @@ fn memory_breakdown(n: usize) -> (f64, f64, usize, peregrine_rules::CompilerStat
 
 /// Session establishment rate, publish latency and memory per session, under traffic.
 pub(crate) fn n4_mode(a: &Args, n: usize) {
+    // Before any pinning narrows what the process may use.
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let (node_b, compiler_b, cached, cst) = memory_breakdown(n);
     let (meter_slots, urr_slots) = (cst.meter_slots_used, cst.urr_slots_used);
     eprintln!("node {node_b:.0} B/session (cached responses left {cached}), compiler + tables {compiler_b:.0} B/session");
@@ -381,10 +383,7 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
             "per_worker_bytes_per_session": per_worker as f64 / n as f64,
             "goal_bytes_per_session": 1536,
         },
-        "machine": format!(
-            "{} cores (shared with other engineers' builds)",
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
-        ),
+        "machine": format!("{cores} cores (shared with other engineers' builds)"),
     });
     let text = serde_json::to_string_pretty(&result).expect("json");
     println!("{text}");
