@@ -170,6 +170,20 @@ next_hop_mac = "02:00:00:00:01:03"
         assert_eq!(r[0].len, 16);
         assert_eq!(r[0].port, 1);
         assert_eq!(r[1].addr, "2001:db8::".parse::<IpAddr>().unwrap());
+        assert_eq!(r[0].via, None);
+        // A route by gateway: no MAC until ARP / ND resolves it (`crate::nexthop`).
+        let c = Config::parse(&GOOD.replace(
+            "next_hop_mac = \"02:00:00:00:01:06\"",
+            "via = \"192.0.2.10\"",
+        ))
+        .unwrap();
+        let r = c.parsed_routes().unwrap();
+        assert_eq!(r[0].via, Some("192.0.2.10".parse().unwrap()));
+        assert_eq!(
+            r[0].next_hop,
+            peregrine_dataplane::stages::l3fwd::NextHop::UNRESOLVED
+        );
+        assert_eq!(c.neighbour.retrans_ms, 1000);
     }
 
     fn err(text: &str) -> String {
@@ -202,6 +216,35 @@ next_hop_mac = "02:00:00:00:01:03"
                 "route[0].port",
             ),
             (GOOD.replace("tx = \"out.pcap\"", ""), "port[1].rx"),
+            (
+                GOOD.replace("next_hop_mac = \"02:00:00:00:01:06\"", ""),
+                "route[0].next_hop_mac",
+            ),
+            (
+                GOOD.replace("02:00:00:00:01:06", "00:00:00:00:00:00"),
+                "route[0].next_hop_mac",
+            ),
+            (
+                GOOD.replace(
+                    "next_hop_mac = \"02:00:00:00:01:06\"",
+                    "via = \"10.45.0.300\"",
+                ),
+                "route[0].via",
+            ),
+            (
+                GOOD.replace(
+                    "next_hop_mac = \"02:00:00:00:01:06\"",
+                    "via = \"224.0.0.1\"",
+                ),
+                "route[0].via",
+            ),
+            (
+                GOOD.replace(
+                    "kind = \"l3fwd\"",
+                    "kind = \"l3fwd\"\n[neighbour]\nretrans_ms = 0",
+                ),
+                "neighbour.retrans_ms",
+            ),
             (
                 GOOD.replace("loops = 2", "loops = 2\nspeed = -1.0"),
                 "backend.speed",

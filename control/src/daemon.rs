@@ -9,6 +9,7 @@ use crate::error::invalid;
 pub use crate::error::RunError;
 use crate::feature::{Build, Feature, Place, Stages, Taps};
 use crate::metrics::{Exposition, MetricsServer};
+use crate::nexthop::Neighbours;
 use crate::summary::Summary;
 use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
 use peregrine_dataplane::io::pcap::{PcapBackend, PcapConfig, PcapPortConfig, Replay};
@@ -121,7 +122,12 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, RunError> {
 /// Re-read the configuration and publish its route table to the workers without stopping
 /// them. Only routes change at run time; anything else needs a restart, and a file that
 /// changes it (or does not validate) is refused with the old table kept.
-fn reload_routes(running_cfg: &Config, opts: &RunOptions, routes: &Publisher<RouteTable>) {
+fn reload_routes(
+    running_cfg: &Config,
+    opts: &RunOptions,
+    routes: &Publisher<RouteTable>,
+    neighbours: Option<&mut Neighbours>,
+) {
     let Some(path) = &opts.config_path else {
         return;
     };
@@ -141,7 +147,11 @@ fn reload_routes(running_cfg: &Config, opts: &RunOptions, routes: &Publisher<Rou
         return;
     }
     let table = match new.parsed_routes() {
-        Ok(r) => RouteTable::from_routes(&r),
+        // Gateways resolved so far keep their MACs; new ones are solicited.
+        Ok(r) => match neighbours {
+            Some(nb) => nb.set_routes(Instant::now(), &r),
+            None => RouteTable::from_routes(&r),
+        },
         Err(e) => {
             tracing::error!(%e, "reload refused, keeping the running routes");
             return;
@@ -299,8 +309,13 @@ where
         control_queue: 1024,
         egress,
     };
-    // Rules are published as snapshots; the control thread keeps the publisher.
-    let routes = Publisher::new(RouteTable::from_routes(&cfg.parsed_routes()?));
+    // Rules are published as snapshots; the control thread keeps the publisher. Routes by
+    // gateway start unresolved (`crate::nexthop`).
+    let parsed = cfg.parsed_routes()?;
+    let routes = Arc::new(Publisher::new(RouteTable::from_routes(&parsed)));
+    for f in features.iter_mut() {
+        f.use_routes(&routes);
+    }
     let classify = ClassifyCounters::default();
     let composer = Composer {
         cfg,
@@ -330,10 +345,14 @@ where
         next: t0,
         classify: &classify,
     };
+    let local: Vec<_> = features.iter().flat_map(|f| f.local_addrs()).collect();
+    let macs = (0..cfg.ports.len()).map(|i| cfg.port_mac(i)).collect();
+    let neighbours = Neighbours::new(&local, macs, &parsed, cfg.neighbour, running.injector(), t0);
     let mut lp = Loop {
         cfg,
         opts,
         routes: &routes,
+        neighbours,
         t0,
         last_stats: t0,
         control_pkts: 0,
@@ -344,6 +363,7 @@ where
     let (ports, stages) = (running.ports().to_vec(), running.stage_names().to_vec());
     let reasons = running.reasons().clone();
     let total = running.join();
+    let neighbours = lp.neighbours.take();
     drop(page);
     let seconds = t0.elapsed().as_secs_f64();
     let stats: Vec<_> = (0..ports.len())
@@ -353,6 +373,13 @@ where
     drop(backend);
     let nworkers = rcfg.workers.len();
     let mut summary = Summary::new(seconds, nworkers, &stages, &ports, &stats, &total, &reasons);
+    if let Some(nb) = &neighbours {
+        nb.log_stats();
+        if nb.resolving() {
+            let (json, text) = nb.report();
+            summary.add_feature("neighbour", json, text);
+        }
+    }
     for f in features {
         let r = f.finish();
         summary.add_feature(r.name, r.json, r.text);
@@ -389,6 +416,8 @@ struct Loop<'a> {
     cfg: &'a Config,
     opts: &'a RunOptions,
     routes: &'a Publisher<RouteTable>,
+    /// ARP / ND: the responder and the next-hop resolver (`crate::nexthop`).
+    neighbours: Option<Neighbours>,
     t0: Instant,
     last_stats: Instant,
     control_pkts: u64,
@@ -411,6 +440,9 @@ impl Loop<'_> {
             self.control_pkts += 1;
             tracing::debug!(port = p.port, len = p.len, "exception packet");
             let now = Instant::now();
+            if let Some(nb) = self.neighbours.as_mut() {
+                nb.on_frame(now, &p);
+            }
             for f in features.iter_mut() {
                 f.on_control_packet(now, &p);
             }
@@ -419,6 +451,9 @@ impl Loop<'_> {
             }
         }
         let now = Instant::now();
+        if let Some(nb) = self.neighbours.as_mut() {
+            nb.tick(now, self.routes);
+        }
         for f in features.iter_mut() {
             f.tick(now, running);
         }
@@ -452,7 +487,7 @@ impl Loop<'_> {
             .as_ref()
             .is_some_and(|r| r.swap(false, Ordering::Relaxed))
         {
-            reload_routes(self.cfg, opts, self.routes);
+            reload_routes(self.cfg, opts, self.routes, self.neighbours.as_mut());
         }
         self.routes.reclaim();
     }

@@ -22,6 +22,8 @@ use peregrine_dataplane::runtime::{
 };
 use peregrine_dataplane::stages::l3fwd::RouteTable;
 use peregrine_dataplane::PacketBuf;
+use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Where a feature's stage runs in every worker's pipeline.
@@ -113,6 +115,16 @@ pub trait Feature<B: PacketBuf>: Send {
     /// appended to `out`: they see each burst leaving the port's egress scheduler, with the
     /// packets' metadata (`PacketMeta`: sojourn, queue, colour, TEID, QFI), before tx.
     fn taps(&self, _port: PortId, _b: &mut Build<'_>, _out: &mut Taps<B>) {}
+
+    /// The feature's own IP addresses (the UPF's N3 / N6): the daemon answers ARP / ND for
+    /// them and solicits next hops from them (`crate::nexthop`).
+    fn local_addrs(&self) -> Vec<IpAddr> {
+        Vec::new()
+    }
+
+    /// The daemon's route publisher, before [`start`](Self::start): for control-side frames
+    /// that must follow the current routes and resolved next hops (End Markers).
+    fn use_routes(&mut self, _routes: &Arc<Publisher<RouteTable>>) {}
 
     /// Workers run: start what needs them (N4 with End Markers through the injector, ...).
     fn start(&mut self, _running: &Running) -> Result<(), RunError> {

@@ -8,15 +8,19 @@
 //! Marker with the old TEID and no IE; Echo Request with S = 1 and its sequence number), UDP
 //! 2152 -> 2152, outer IPv4 (TTL 64, UDP checksum 0 as RFC 768 allows) or IPv6 (hop limit 64,
 //! UDP checksum computed, RFC 8200 section 8.1) from our N3 address of the peer's family to
-//! the peer, Ethernet to the route table's next hop for the peer, from that port's MAC.
+//! the peer, Ethernet to the route table's next hop for the peer, from that port's MAC. The
+//! route table is the daemon's current one (as republished on SIGHUP and when a next hop is
+//! resolved by ARP / ND, `crate::nexthop`), read when the frame is built.
 
 use peregrine_dataplane::io::PortId;
+use peregrine_dataplane::runtime::Publisher;
 use peregrine_dataplane::stages::l3fwd::RouteTable;
 use peregrine_pfcp::ie::OuterHeaderCreation;
 use peregrine_wire::ethernet::{self, ethertype, Address as Mac};
 use peregrine_wire::ipv4::ip_protocol;
 use peregrine_wire::{gtpu, gtpu_msg, ipv4, ipv6, udp};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 /// Why no frame could be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -27,6 +31,8 @@ pub enum FrameError {
     NoLocalAddress,
     #[error("no route to the peer {0}")]
     NoRoute(IpAddr),
+    #[error("the next hop towards the peer {0} is not resolved (ARP / ND)")]
+    NextHopUnresolved(IpAddr),
 }
 
 /// Builds GTP-U frames from our N3 addresses, the route table and the port MACs.
@@ -34,7 +40,8 @@ pub enum FrameError {
 pub struct GtpuFrames {
     pub n3_v4: Option<Ipv4Addr>,
     pub n3_v6: Option<Ipv6Addr>,
-    pub routes: RouteTable,
+    /// The daemon's route publisher: the current table is read per frame.
+    pub routes: Arc<Publisher<RouteTable>>,
     /// Our MAC per port.
     pub macs: Vec<Mac>,
 }
@@ -63,11 +70,15 @@ impl GtpuFrames {
             IpAddr::V6(_) => self.n3_v6.map(IpAddr::V6),
         }
         .ok_or(FrameError::NoLocalAddress)?;
+        let routes = self.routes.current();
         let nh = match peer {
-            IpAddr::V4(a) => self.routes.v4.lookup(u32::from(a)),
-            IpAddr::V6(a) => self.routes.v6.lookup(u128::from(a)),
+            IpAddr::V4(a) => routes.v4.lookup(u32::from(a)),
+            IpAddr::V6(a) => routes.v6.lookup(u128::from(a)),
         }
         .ok_or(FrameError::NoRoute(peer))?;
+        if !nh.is_resolved() {
+            return Err(FrameError::NextHopUnresolved(peer));
+        }
         let src_mac = self
             .macs
             .get(usize::from(nh.port))
@@ -195,7 +206,7 @@ mod tests {
         GtpuFrames {
             n3_v4: Some("192.0.2.1".parse().unwrap()),
             n3_v6: Some("2001:db8:3::1".parse().unwrap()),
-            routes,
+            routes: Arc::new(Publisher::new(routes)),
             macs: vec![Mac([2, 0, 0, 0, 0, 6]), OURS],
         }
     }
@@ -321,6 +332,32 @@ mod tests {
         assert_eq!(
             b.end_marker(&old),
             Err(FrameError::NoRoute("203.0.113.1".parse().unwrap()))
+        );
+        // A republished table is used by the same builder: a new next hop, then none yet.
+        let b = builder();
+        let mut t = RouteTable::default();
+        let moved = Mac([2, 0, 0, 0, 3, 2]);
+        t.insert(
+            "192.0.2.0".parse().unwrap(),
+            24,
+            NextHop {
+                port: 1,
+                mac: moved,
+            },
+        );
+        b.routes.publish(t.clone());
+        old.ipv4 = Some("192.0.2.10".parse().unwrap());
+        let (_, f) = b.end_marker(&old).unwrap();
+        assert_eq!(&f[..6], &moved.0);
+        let unresolved = NextHop {
+            port: 1,
+            mac: NextHop::UNRESOLVED,
+        };
+        t.insert("192.0.2.0".parse().unwrap(), 24, unresolved);
+        b.routes.publish(t);
+        assert_eq!(
+            b.end_marker(&old),
+            Err(FrameError::NextHopUnresolved("192.0.2.10".parse().unwrap()))
         );
         let b4 = GtpuFrames {
             n3_v4: None,

@@ -20,6 +20,7 @@ pub mod kestrel;
 pub mod metrics;
 pub mod n4;
 pub mod neighbour;
+pub mod nexthop;
 pub mod platform;
 pub mod platform_metrics;
 pub mod registry;

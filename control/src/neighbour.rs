@@ -106,6 +106,21 @@ pub struct Outcome {
     pub reply: Option<Vec<u8>>,
     /// A neighbour added or changed by this frame.
     pub learned: Option<(IpAddr, Mac)>,
+    /// What the frame says about its sender (or an advertisement's target), changed or not:
+    /// the next-hop resolver's input (`crate::nexthop`).
+    pub heard: Option<Heard>,
+}
+
+/// A neighbour's sign of life in one ARP / ND frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heard {
+    pub ip: IpAddr,
+    /// Its link-layer address, when the frame carries one (a solicited Neighbour
+    /// Advertisement answering a unicast probe may omit it, RFC 4861 section 7.2.4).
+    pub mac: Option<Mac>,
+    /// An answer to a solicitation (ARP reply, NA with the Solicited flag): reachability is
+    /// confirmed (RFC 4861 section 7.3.1). Other frames only tell the address.
+    pub confirmed: bool,
 }
 
 /// The I/O-free ARP / ND responder. See the module docs.
@@ -159,6 +174,7 @@ impl Responder {
         let none = Outcome {
             reply: None,
             learned: None,
+            heard: None,
         };
         let Some(&our_mac) = self.macs.get(usize::from(port)) else {
             self.stats.ignored += 1;
@@ -177,6 +193,9 @@ impl Responder {
             Ok(o) => {
                 if o.learned.is_some() {
                     self.stats.learned += 1;
+                }
+                if o.reply.is_none() && o.learned.is_none() {
+                    self.stats.ignored += 1;
                 }
                 o
             }
@@ -203,6 +222,12 @@ impl Responder {
                     .then_some((IpAddr::V4(spa), req.sender_hardware_addr))
             })
             .flatten();
+        let heard =
+            (!spa.is_unspecified() && !req.sender_hardware_addr.is_multicast()).then_some(Heard {
+                ip: IpAddr::V4(spa),
+                mac: Some(req.sender_hardware_addr),
+                confirmed: req.operation == arp::Operation::Reply,
+            });
         let reply = match req.reply(our_mac) {
             Some(rep) if self.v4.contains(&req.target_protocol_addr) => {
                 self.stats.arp_requests += 1;
@@ -221,10 +246,14 @@ impl Responder {
             }
             _ => None,
         };
-        if reply.is_none() && learned.is_none() {
+        if reply.is_none() && heard.is_none() {
             return Err(Verdict::Ignored);
         }
-        Ok(Outcome { reply, learned })
+        Ok(Outcome {
+            reply,
+            learned,
+            heard,
+        })
     }
 
     fn ipv6(&mut self, now_ns: u64, port: u16, our_mac: Mac, eth_src: Mac, l3: &[u8]) -> Handled {
@@ -263,13 +292,19 @@ impl Responder {
                     .learn(IpAddr::V6(target), mac, port, now_ns)
                     .then_some((IpAddr::V6(target), mac))
             });
-            return match learned {
-                Some(_) => Ok(Outcome {
-                    reply: None,
-                    learned,
+            let confirmed = icmp.rest_of_header() & NA_SOLICITED != 0;
+            if opts.target.is_none() && !confirmed {
+                return Err(Verdict::Ignored);
+            }
+            return Ok(Outcome {
+                reply: None,
+                learned,
+                heard: Some(Heard {
+                    ip: IpAddr::V6(target),
+                    mac: opts.target,
+                    confirmed,
                 }),
-                None => Err(Verdict::Ignored),
-            };
+            });
         }
         self.stats.ns_received += 1;
         let dad = src.is_unspecified();
@@ -285,11 +320,17 @@ impl Responder {
                 .then_some((IpAddr::V6(src), mac)),
             _ => None,
         };
+        let heard = opts.source.filter(|_| !dad).map(|mac| Heard {
+            ip: IpAddr::V6(src),
+            mac: Some(mac),
+            confirmed: false,
+        });
         if !self.v6.contains(&target) {
-            return match learned {
+            return match heard {
                 Some(_) => Ok(Outcome {
                     reply: None,
                     learned,
+                    heard,
                 }),
                 None => Err(Verdict::Ignored),
             };
@@ -310,6 +351,7 @@ impl Responder {
         Ok(Outcome {
             reply: Some(reply),
             learned,
+            heard,
         })
     }
 }
@@ -399,20 +441,34 @@ fn neighbour_advert(
 }
 
 /// A Neighbour Solicitation frame for `target` from `src` (with a Source Link-Layer Address
-/// option unless `src` is unspecified), to the target's solicited-node address: for tests
-/// and tools.
+/// option unless `src` is unspecified), to the target's solicited-node address (RFC 4861
+/// section 7.2.2, address resolution).
 pub fn neighbour_solicit(src_mac: Mac, src: Ipv6Addr, target: Ipv6Addr) -> Vec<u8> {
+    neighbour_solicit_to(src_mac, src, target, None)
+}
+
+/// [`neighbour_solicit`], or with `unicast` the unicast probe of a known neighbour (RFC 4861
+/// section 7.3.3, PROBE): to `target` itself at that MAC.
+pub fn neighbour_solicit_to(
+    src_mac: Mac,
+    src: Ipv6Addr,
+    target: Ipv6Addr,
+    unicast: Option<Mac>,
+) -> Vec<u8> {
     let t = target.octets();
-    let dst = Ipv6Addr::from([
-        0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, t[13], t[14], t[15],
-    ]);
+    let dst = match unicast {
+        Some(_) => target,
+        None => Ipv6Addr::from([
+            0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, t[13], t[14], t[15],
+        ]),
+    };
     let opt = if src.is_unspecified() { 0 } else { 8 };
     let icmp_len = icmpv6::HEADER_LEN + ND_TARGET_LEN + opt;
     let l4 = ethernet::HEADER_LEN + ipv6::HEADER_LEN;
     let mut f = vec![0u8; l4 + icmp_len];
     let _ = ethernet::Repr {
         src: src_mac,
-        dst: multicast_mac(dst),
+        dst: unicast.unwrap_or_else(|| multicast_mac(dst)),
         ethertype: ethertype::IPV6,
     }
     .emit(&mut f);
@@ -443,10 +499,15 @@ pub fn neighbour_solicit(src_mac: Mac, src: Ipv6Addr, target: Ipv6Addr) -> Vec<u
 
 /// An ARP request frame (broadcast) from `sha`/`spa` asking for `tpa` (RFC 826).
 pub fn arp_request(sha: Mac, spa: Ipv4Addr, tpa: Ipv4Addr) -> Vec<u8> {
+    arp_request_to(sha, spa, tpa, Mac::BROADCAST)
+}
+
+/// [`arp_request`] sent to `dst`: broadcast to resolve, unicast to the known MAC to probe.
+pub fn arp_request_to(sha: Mac, spa: Ipv4Addr, tpa: Ipv4Addr, dst: Mac) -> Vec<u8> {
     let mut f = vec![0u8; ethernet::HEADER_LEN + arp::HEADER_LEN];
     let _ = ethernet::Repr {
         src: sha,
-        dst: Mac([0xff; 6]),
+        dst,
         ethertype: ethertype::ARP,
     }
     .emit(&mut f);

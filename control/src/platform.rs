@@ -27,6 +27,9 @@ pub struct Platform {
     pub routes: Vec<Route>,
     /// The Prometheus endpoint, for every pipeline kind.
     pub metrics: Option<MetricsSection>,
+    /// Timers of next-hop resolution for routes given by `via` (RFC 4861 section 10 names).
+    #[serde(default)]
+    pub neighbour: NeighbourSection,
     /// Directory relative paths are resolved against (the config file's directory).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -38,6 +41,39 @@ pub struct Platform {
 pub struct MetricsSection {
     /// `GET /metrics` is served here ("127.0.0.1:9100"; port 0 picks a free port).
     pub listen: SocketAddr,
+}
+
+/// `[neighbour]`: timers of the next-hop resolver (`crate::nexthop`), in milliseconds. The
+/// defaults are RFC 4861 section 10's REACHABLE_TIME, DELAY_FIRST_PROBE_TIME, RETRANS_TIMER,
+/// MAX_MULTICAST_SOLICIT / MAX_UNICAST_SOLICIT.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct NeighbourSection {
+    /// A confirmed next hop stays REACHABLE this long, then STALE (still used).
+    pub reachable_ms: u64,
+    /// STALE this long, then PROBE (unicast solicitations).
+    pub delay_ms: u64,
+    /// Time between solicitations in INCOMPLETE and PROBE.
+    pub retrans_ms: u64,
+    /// Broadcast ARP requests / multicast solicitations before INCOMPLETE gives up (FAILED).
+    pub max_multicast_solicit: u32,
+    /// Unicast probes before a PROBE entry is dropped (its routes become unresolved).
+    pub max_unicast_solicit: u32,
+    /// A FAILED next hop is solicited again after this long.
+    pub failed_retry_ms: u64,
+}
+
+impl Default for NeighbourSection {
+    fn default() -> Self {
+        NeighbourSection {
+            reachable_ms: 30_000,
+            delay_ms: 5_000,
+            retrans_ms: 1_000,
+            max_multicast_solicit: 3,
+            max_unicast_solicit: 3,
+            failed_retry_ms: 1_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -203,8 +239,11 @@ pub struct Route {
     pub prefix: String,
     /// Port name to send on.
     pub port: String,
-    /// Next hop's MAC address.
-    pub next_hop_mac: String,
+    /// Next hop's MAC address (static). Without it, `via` is resolved by ARP / ND.
+    pub next_hop_mac: Option<String>,
+    /// Next hop's IP address, resolved to a MAC from the neighbours learnt on `port`
+    /// (`crate::nexthop`); used when `next_hop_mac` is absent.
+    pub via: Option<String>,
 }
 
 /// A route after validation.
@@ -213,7 +252,10 @@ pub struct ParsedRoute {
     pub addr: IpAddr,
     pub len: u8,
     pub port: u16,
+    /// The static next-hop MAC, or [`NextHop::UNRESOLVED`] for a route by `via`.
     pub next_hop: MacAddr,
+    /// The gateway resolved by ARP / ND when there is no static MAC.
+    pub via: Option<IpAddr>,
 }
 
 impl RouteSpec for ParsedRoute {
@@ -421,6 +463,23 @@ impl Platform {
                 }
             }
         }
+        let n = &self.neighbour;
+        for (k, v) in [
+            ("neighbour.reachable_ms", n.reachable_ms),
+            ("neighbour.retrans_ms", n.retrans_ms),
+            (
+                "neighbour.max_multicast_solicit",
+                u64::from(n.max_multicast_solicit),
+            ),
+            (
+                "neighbour.max_unicast_solicit",
+                u64::from(n.max_unicast_solicit),
+            ),
+        ] {
+            if v == 0 {
+                return Err(invalid(k, "must be at least 1"));
+            }
+        }
         self.parsed_routes()?;
         Ok(())
     }
@@ -446,17 +505,45 @@ impl Platform {
                 let port = self
                     .port_index(&r.port)
                     .ok_or_else(|| invalid(f("port"), format!("no port named `{}`", r.port)))?;
-                let next_hop = MacAddr::parse(&r.next_hop_mac).ok_or_else(|| {
-                    invalid(
-                        f("next_hop_mac"),
-                        format!("`{}` is not a MAC address", r.next_hop_mac),
-                    )
-                })?;
+                let via = match &r.via {
+                    Some(v) => Some(v.parse::<IpAddr>().map_err(|_| {
+                        invalid(f("via"), format!("`{v}` is not an IPv4 or IPv6 address"))
+                    })?),
+                    None => None,
+                };
+                if via.is_some_and(|v| v.is_unspecified() || v.is_multicast()) {
+                    return Err(invalid(
+                        f("via"),
+                        "must be a unicast address of a neighbour on the port",
+                    ));
+                }
+                let next_hop = match (&r.next_hop_mac, via) {
+                    (Some(m), _) => {
+                        let mac = MacAddr::parse(m).ok_or_else(|| {
+                            invalid(f("next_hop_mac"), format!("`{m}` is not a MAC address"))
+                        })?;
+                        if mac == NextHop::UNRESOLVED || mac.is_multicast() {
+                            return Err(invalid(
+                                f("next_hop_mac"),
+                                format!("`{m}` is not a unicast MAC address"),
+                            ));
+                        }
+                        mac
+                    }
+                    (None, Some(_)) => NextHop::UNRESOLVED,
+                    (None, None) => {
+                        return Err(invalid(
+                            f("next_hop_mac"),
+                            "give the next hop's MAC, or its address as `via` to resolve it by ARP / ND",
+                        ))
+                    }
+                };
                 Ok(ParsedRoute {
                     addr,
                     len,
                     port,
                     next_hop,
+                    via: if r.next_hop_mac.is_some() { None } else { via },
                 })
             })
             .collect()

@@ -231,3 +231,40 @@ fn route_updates_reach_the_stage_by_snapshot() {
     assert_eq!(run(&mut fx, &[f]).0[0], Disposition::tx(0));
     assert!(p.all_seen(g));
 }
+
+/// A route whose gateway is not resolved yet drops as `next_hop_unresolved`, frame intact;
+/// once the control side publishes the MAC the same route forwards to it.
+#[test]
+fn unresolved_next_hop_drops_with_its_reason_until_the_mac_is_published() {
+    let mut t = RouteTable::default();
+    let net = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0));
+    let unresolved = NextHop {
+        port: 1,
+        mac: NextHop::UNRESOLVED,
+    };
+    assert!(!unresolved.is_resolved());
+    t.insert(net, 24, unresolved);
+    let p = Publisher::new(t.clone());
+    let mut reasons = Reasons::new();
+    let mut fx = Fixture {
+        stage: L3Fwd::new(p.reader(), vec![PORT0_MAC, PORT1_MAC], false, &mut reasons),
+        reasons,
+    };
+    let f = v4_frame(PORT0_MAC, Ipv4Addr::new(198, 51, 100, 7), 64);
+    let want = reason(&mut fx, "next_hop_unresolved");
+    let (d, out) = run(&mut fx, std::slice::from_ref(&f));
+    assert_eq!(d[0], want);
+    assert_eq!(out[0], f);
+    t.insert(
+        net,
+        24,
+        NextHop {
+            port: 1,
+            mac: NH_MAC,
+        },
+    );
+    p.publish(t);
+    let (d, out) = run(&mut fx, &[f]);
+    assert_eq!(d[0], Disposition::tx(1));
+    assert_eq!(&out[0][..6], &NH_MAC.0);
+}

@@ -1,7 +1,8 @@
 //! The UPF as a feature: its `[upf]` section (`section`), the N4 rule side and End Markers
 //! (`rules`), its Prometheus families and summary (`metrics`). It contributes the `upf`
-//! pipeline's main stage, answers ARP / ND for its addresses, reports buffered downlink to
-//! the SMF, and closes 3GPP-PM style windows once a second.
+//! pipeline's main stage, gives the daemon its addresses to answer ARP / ND for
+//! (`crate::nexthop`), reports buffered downlink to the SMF, and closes 3GPP-PM style
+//! windows once a second.
 
 mod metrics;
 mod offload;
@@ -17,7 +18,6 @@ use crate::error::{invalid, ConfigError, RunError};
 use crate::feature::{Build, Configure, Feature, FeatureReport};
 use crate::gtpu_frames::GtpuFrames;
 use crate::metrics::Exposition;
-use crate::neighbour::Responder;
 use crate::platform::{PipelineConfig, Platform};
 use peregrine_dataplane::qos::scheduler::QfiMap;
 use peregrine_dataplane::runtime::{
@@ -37,50 +37,15 @@ pub struct UpfFeature {
     section: UpfSection,
     promiscuous: bool,
     macs: Vec<Mac>,
-    /// The routes at start: End Markers are built from them (a SIGHUP reload does not reach
-    /// End Markers; the UPF stage reads the daemon's published routes).
-    routes: RouteTable,
+    /// The daemon's route publisher (`Feature::use_routes`): End Markers and Echo Requests
+    /// follow the current routes and resolved next hops, as the UPF stage does.
+    routes: Option<Arc<Publisher<RouteTable>>>,
     qfi_map: QfiMap,
     /// Ports whose TCP/UDP checksums are recomputed (bit per port index).
     fix_l4_checksums: u64,
     state: Option<State>,
-    neighbours: Option<Neighbours>,
     last_window: Option<Instant>,
     pm: PmWindows,
-}
-
-/// The ARP / ND responder, answering through the worker that received the request.
-struct Neighbours {
-    responder: Responder,
-    injector: Injector,
-    since: Instant,
-}
-
-impl Neighbours {
-    fn on_frame(&mut self, now: Instant, p: &ControlPacket) {
-        let at = now.duration_since(self.since).as_nanos() as u64;
-        let o = self.responder.handle(at, p.port, &p.data);
-        if let Some((ip, mac)) = o.learned {
-            tracing::info!(%ip, %mac, port = p.port, "neighbour learnt");
-        }
-        if let Some(reply) = o.reply {
-            if let Err(e) = self.injector.inject(p.worker, p.port, &reply) {
-                tracing::warn!(%e, port = p.port, "neighbour reply not sent");
-            }
-        }
-    }
-
-    fn log_stats(&self) {
-        let s = self.responder.stats();
-        tracing::info!(
-            arp_replies = s.arp_replies_sent,
-            neighbour_adverts = s.na_sent,
-            learned = s.learned,
-            neighbours = self.responder.table().len(),
-            malformed = s.malformed,
-            "neighbour responder"
-        );
-    }
 }
 
 /// What exists once the tables are built.
@@ -133,10 +98,9 @@ impl Configure for UpfFeature {
             qfi_map: section.qfi_map(),
             promiscuous,
             macs: (0..p.ports.len()).map(|i| p.port_mac(i)).collect(),
-            routes: RouteTable::from_routes(&p.parsed_routes()?),
+            routes: None,
             section,
             state: None,
-            neighbours: None,
             last_window: None,
             pm: PmWindows::default(),
         }))
@@ -193,11 +157,17 @@ impl UpfFeature {
         let Some(compiler) = st.compiler.take() else {
             return Ok(());
         };
+        let Some(routes) = self.routes.clone() else {
+            return Err(RunError::Config(invalid(
+                "upf.pfcp",
+                "N4 needs the daemon's routes (use_routes was not called)",
+            )));
+        };
         let gtpu = InjectGtpu {
             frames: GtpuFrames {
                 n3_v4: s.n3_v4(),
                 n3_v6: s.n3_v6(),
-                routes: self.routes.clone(),
+                routes,
                 macs: self.macs.clone(),
             },
             injector,
@@ -284,29 +254,28 @@ impl<B: PacketBuf + 'static> Feature<B> for UpfFeature {
         }))
     }
 
-    /// N4 and the ARP / ND responder for the UPF's addresses.
-    fn start(&mut self, running: &Running) -> Result<(), RunError> {
-        self.start_n4(running.injector())?;
-        let addrs: Vec<_> = self
-            .section
+    /// N3 and N6: the daemon answers ARP / ND for them.
+    fn local_addrs(&self) -> Vec<IpAddr> {
+        self.section
             .n3
             .iter()
             .chain(&self.section.n6)
             .copied()
-            .collect();
-        self.neighbours = Some(Neighbours {
-            responder: Responder::new(&addrs, self.macs.clone()),
-            injector: running.injector(),
-            since: Instant::now(),
-        });
-        Ok(())
+            .collect()
     }
 
-    /// ARP / ND answered and learnt; buffered downlink reported to the SMF.
-    fn on_control_packet(&mut self, now: Instant, p: &ControlPacket) {
-        if let Some(nb) = self.neighbours.as_mut().filter(|_| p.len == p.data.len()) {
-            nb.on_frame(now, p);
-        }
+    fn use_routes(&mut self, routes: &Arc<Publisher<RouteTable>>) {
+        self.routes = Some(routes.clone());
+    }
+
+    /// N4, End Markers through the injector.
+    fn start(&mut self, running: &Running) -> Result<(), RunError> {
+        self.start_n4(running.injector())
+    }
+
+    /// Buffered downlink reported to the SMF, Echo Responses to N4 (ARP / ND are the
+    /// daemon's).
+    fn on_control_packet(&mut self, _now: Instant, p: &ControlPacket) {
         let Some(st) = &self.state else {
             return;
         };
@@ -352,9 +321,6 @@ impl<B: PacketBuf + 'static> Feature<B> for UpfFeature {
 
     /// Stop N4; the per-QFI totals and N4 figures.
     fn finish(self: Box<Self>) -> FeatureReport {
-        if let Some(nb) = &self.neighbours {
-            nb.log_stats();
-        }
         let sessions = self.sessions();
         let s = match &self.state {
             Some(st) => metrics::summary(&st.stats, st.n4.as_ref().map(|n| n.status()), sessions),

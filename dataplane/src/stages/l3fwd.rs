@@ -20,6 +20,19 @@ pub struct NextHop {
     pub mac: MacAddr,
 }
 
+impl NextHop {
+    /// The MAC of a next hop not resolved yet (a route by gateway address whose neighbour
+    /// entry is INCOMPLETE or FAILED): packets routed to it are dropped as
+    /// `next_hop_unresolved`. The all-zero address is never a valid destination.
+    pub const UNRESOLVED: MacAddr = MacAddr([0; 6]);
+
+    /// False while the next hop's MAC is unknown.
+    #[inline]
+    pub fn is_resolved(&self) -> bool {
+        self.mac != Self::UNRESOLVED
+    }
+}
+
 /// Longest-prefix match as one exact-match hash table per prefix length in use, probed from
 /// the longest length down. Lookups cost one hash probe per distinct length (a handful in
 /// practice) whatever the number of routes.
@@ -121,6 +134,7 @@ struct Drops {
     ipv6_malformed: DropReason,
     ttl_exceeded: DropReason,
     no_route: DropReason,
+    next_hop_unresolved: DropReason,
 }
 
 /// The forwarding stage. See the module docs.
@@ -152,6 +166,7 @@ impl L3Fwd {
             ipv6_malformed: r.register("ipv6_malformed"),
             ttl_exceeded: r.register("ttl_exceeded"),
             no_route: r.register("no_route"),
+            next_hop_unresolved: r.register("next_hop_unresolved"),
         };
         L3Fwd {
             routes,
@@ -202,6 +217,9 @@ fn forward_one(
             let Some(nh) = t.v4.lookup(u32::from(ip.dst_addr())) else {
                 return Disposition::drop_as(d.no_route);
             };
+            if !nh.is_resolved() {
+                return Disposition::drop_as(d.next_hop_unresolved);
+            }
             ip.decrement_ttl_update_checksum();
             nh
         }
@@ -221,6 +239,9 @@ fn forward_one(
             let Some(nh) = t.v6.lookup(u128::from(dst)) else {
                 return Disposition::drop_as(d.no_route);
             };
+            if !nh.is_resolved() {
+                return Disposition::drop_as(d.next_hop_unresolved);
+            }
             ip.set_hop_limit(ip.hop_limit() - 1);
             nh
         }

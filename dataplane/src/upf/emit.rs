@@ -54,8 +54,9 @@ impl Work<'_> {
                 IpAddr::V4(a) => u128::from(u32::from(a)),
                 IpAddr::V6(a) => u128::from(a),
             };
-            let Some(nh) = self.route(ov6, peer) else {
-                return self.drop_q(dir, qfi, d.no_route);
+            let nh = match self.route(ov6, peer) {
+                Ok(nh) => nh,
+                Err(r) => return self.drop_q(dir, qfi, r),
             };
             let overhead = encap::overhead(ov6);
             let fits = inner.len + overhead <= mtu;
@@ -93,8 +94,9 @@ impl Work<'_> {
             self.stats.qfi_sent(dir, qfi, len);
             Disposition::tx_queue(nh.port, qid)
         } else {
-            let Some(nh) = self.route(inner.v6, inner.dst) else {
-                return self.drop_q(dir, qfi, d.no_route);
+            let nh = match self.route(inner.v6, inner.dst) {
+                Ok(nh) => nh,
+                Err(r) => return self.drop_q(dir, qfi, r),
             };
             let fits = inner.len <= mtu;
             if !fits && !fragmentable(inner) {
@@ -217,7 +219,7 @@ impl Work<'_> {
         let Some(from) = from else {
             return self.drop_q(dir, qfi, d.mtu_exceeded);
         };
-        let Some(nh) = self.route(inner.v6, inner.src) else {
+        let Ok(nh) = self.route(inner.v6, inner.src) else {
             return self.drop_q(dir, qfi, d.mtu_exceeded);
         };
         if !self.take_reply_token() {

@@ -39,6 +39,8 @@ pub(super) struct Drops {
     pub far_drop: DropReason,
     pub ul_without_decap: DropReason,
     pub no_route: DropReason,
+    /// The route's next hop (a gateway resolved by ARP / ND) has no MAC yet or any more.
+    pub next_hop_unresolved: DropReason,
     pub ttl_exceeded: DropReason,
     pub mtu_exceeded: DropReason,
     pub encap_failed: DropReason,
@@ -120,6 +122,7 @@ impl Drops {
             far_drop: r.register("far_drop"),
             ul_without_decap: r.register("ul_without_decap"),
             no_route: r.register("no_route"),
+            next_hop_unresolved: r.register("next_hop_unresolved"),
             ttl_exceeded: r.register("ttl_exceeded"),
             mtu_exceeded: r.register("mtu_exceeded"),
             encap_failed: r.register("encap_failed"),
@@ -186,19 +189,27 @@ impl Work<'_> {
         }
     }
 
-    pub fn route(&mut self, v6: bool, dst: u128) -> Option<NextHop> {
+    /// The next hop towards `dst`, or the drop reason: `no_route`, or `next_hop_unresolved`
+    /// while the route's gateway has no MAC (see `NextHop::UNRESOLVED`).
+    pub fn route(&mut self, v6: bool, dst: u128) -> Result<NextHop, DropReason> {
         // One-entry memo: most packets of a burst go to one N6 server or one gNB.
-        if self.memo_fam == u8::from(v6) && self.memo_dst == dst {
-            return self.memo_nh;
-        }
-        let nh = if v6 {
-            self.r.v6.lookup(dst)
+        let nh = if self.memo_fam == u8::from(v6) && self.memo_dst == dst {
+            self.memo_nh
         } else {
-            self.r.v4.lookup(dst as u32)
+            let nh = if v6 {
+                self.r.v6.lookup(dst)
+            } else {
+                self.r.v4.lookup(dst as u32)
+            };
+            self.memo_fam = u8::from(v6);
+            self.memo_dst = dst;
+            self.memo_nh = nh;
+            nh
         };
-        self.memo_fam = u8::from(v6);
-        self.memo_dst = dst;
-        self.memo_nh = nh;
-        nh
+        match nh {
+            Some(nh) if nh.is_resolved() => Ok(nh),
+            Some(_) => Err(self.d.next_hop_unresolved),
+            None => Err(self.d.no_route),
+        }
     }
 }
