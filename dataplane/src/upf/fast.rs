@@ -80,8 +80,9 @@ impl Work<'_> {
             inner_off: pre.inner_off,
         };
         if outer {
-            let Some(nh) = self.route(false, u128::from(f.outer_peer)) else {
-                return Some(self.drop_q(dir, qfi, d.no_route));
+            let nh = match self.route(false, u128::from(f.outer_peer)) {
+                Ok(nh) => nh,
+                Err(r) => return Some(self.drop_q(dir, qfi, r)),
             };
             let psc = if dir == Direction::Downlink {
                 if !decrement_ttl(p.data_mut(), inner.v6) {
@@ -111,8 +112,9 @@ impl Work<'_> {
             self.stats.qfi_sent(dir, qfi, len);
             return Some(Disposition::tx_queue(nh.port, qid));
         }
-        let Some(nh) = self.route(inner.v6, inner.dst) else {
-            return Some(self.drop_q(dir, qfi, d.no_route));
+        let nh = match self.route(inner.v6, inner.dst) {
+            Ok(nh) => nh,
+            Err(r) => return Some(self.drop_q(dir, qfi, r)),
         };
         if !decrement_ttl(p.data_mut(), inner.v6) {
             return Some(self.drop_q(dir, qfi, d.ttl_exceeded));
