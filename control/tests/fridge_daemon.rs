@@ -136,6 +136,7 @@ outer = "v4"
 
 [fridge]
 window_ms = 1000
+raw_file = "raw.csv"
 
 [[fridge.slice]]
 name = "https"
@@ -187,4 +188,37 @@ fridges = [{{ m = 4, p = 0.5 }}, {{ m = 4, p = 0.25 }}]
     // The first slice takes every role: nothing left for the second.
     assert_eq!(slice("small")["samples"].as_u64(), Some(0), "{f}");
     assert!(sum["handed_off"].as_u64().unwrap() > 0, "{sum}");
+    // Raw samples: one CSV line per matched SYN-ACK, read back.
+    let raw = &f["raw"];
+    assert_eq!(raw["written"].as_u64(), Some(ev("matched")), "{f}");
+    assert_eq!(
+        (raw["ring_full"].as_u64(), raw["file_full"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let text = std::fs::read_to_string(d.join("raw.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(peregrine_control::fridge::RAW_HEADER));
+    let mut raw_delays = Vec::new();
+    for l in lines {
+        let c: Vec<&str> = l.split(',').collect();
+        assert_eq!(c.len(), 7, "{l}");
+        assert!(c[0] == "0" || c[0] == "1", "worker: {l}");
+        assert_eq!((c[1], c[2]), ("https", "0"), "{l}");
+        let delay: u64 = c[4].parse().unwrap();
+        let x: u64 = c[5].parse().unwrap();
+        let w: f64 = c[6].parse().unwrap();
+        // About 3 handshakes in flight, 10 ms apart: few insertions in between.
+        assert!(delay > 0 && x <= 10 && w >= 1.0, "{l}");
+        raw_delays.push(delay);
+    }
+    let n = raw_delays.len() as u64;
+    // The samples are the ones tallied: their median is the estimate's (p = 1, weights ~1),
+    // to the histogram's 1% bins.
+    raw_delays.sort_unstable();
+    let raw_med = raw_delays[raw_delays.len() / 2] as f64;
+    assert!(
+        (raw_med / med - 1.0).abs() < 0.02,
+        "raw median {raw_med} vs {med}"
+    );
+    assert_eq!(n, ev("matched"));
 }

@@ -3,10 +3,11 @@
 //! stage are the dataplane's (`peregrine_dataplane::telemetry::fridge`); this module parses
 //! the section, places one stage per worker after the main stage (it sees every packet about
 //! to be sent, with the UPF's direction and QFI), and on the control thread merges the
-//! workers' windows, exports them on ZeroMQ (CBOR) and on the metrics page. See
-//! `docs/fridge.md`.
+//! workers' windows, exports them on ZeroMQ (CBOR) and on the metrics page, and writes raw
+//! samples to a file when asked (`raw`). See `docs/fridge.md`.
 
 mod export;
+mod raw;
 
 use crate::error::{invalid, ConfigError, RunError};
 use crate::feature::{Build, Configure, Feature, FeatureReport, Place, Stages};
@@ -16,7 +17,7 @@ use export::Aggregator;
 use peregrine_dataplane::runtime::{EgressConfig, OnEgress, Running};
 use peregrine_dataplane::telemetry::fridge::matcher::Kind;
 use peregrine_dataplane::telemetry::fridge::stage::{
-    FridgeStage, SliceSpec, StageSpec, Vantage, WorkerPub,
+    raw_ring, FridgeStage, SliceSpec, StageSpec, Vantage, WorkerPub,
 };
 use peregrine_dataplane::telemetry::fridge::{FridgeSet, FridgeSpec, XMode};
 use peregrine_dataplane::PacketBuf;
@@ -25,6 +26,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 pub use export::{WindowReport, CBOR_VERSION};
+use raw::RawSink;
+pub use raw::{RawConfig, RAW_HEADER};
+use std::path::PathBuf;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -43,6 +47,14 @@ struct FridgeSection {
     uplink_ports: Vec<String>,
     /// ZeroMQ PUB endpoint for window reports (CBOR), e.g. "tcp://127.0.0.1:5600".
     zmq_pub: Option<String>,
+    /// Raw (delay, x, fridge) samples to this CSV file (relative to the config's directory).
+    raw_file: Option<PathBuf>,
+    /// Per-worker ring to the control thread, samples.
+    #[serde(default = "default_raw_ring")]
+    raw_ring: usize,
+    /// Lines written at most.
+    #[serde(default = "default_raw_max")]
+    raw_max_samples: u64,
     #[serde(rename = "slice")]
     slices: Vec<SliceSection>,
 }
@@ -84,6 +96,30 @@ fn default_seed() -> u64 {
 fn default_vantage() -> String {
     "n6".into()
 }
+fn default_raw_ring() -> usize {
+    8192
+}
+fn default_raw_max() -> u64 {
+    10_000_000
+}
+
+/// `raw_file`, `raw_ring`, `raw_max_samples`.
+fn raw_config(s: &FridgeSection, p: &Platform) -> Result<Option<RawConfig>, ConfigError> {
+    let Some(path) = &s.raw_file else {
+        return Ok(None);
+    };
+    if !(1..=1 << 24).contains(&s.raw_ring) {
+        return Err(invalid("fridge.raw_ring", "must be 1..=16777216 samples"));
+    }
+    if s.raw_max_samples == 0 {
+        return Err(invalid("fridge.raw_max_samples", "must be at least 1"));
+    }
+    Ok(Some(RawConfig {
+        path: p.resolve(path),
+        ring: s.raw_ring,
+        max_samples: s.raw_max_samples,
+    }))
+}
 
 /// The fridge feature.
 #[derive(Debug)]
@@ -93,6 +129,9 @@ pub struct FridgeFeature {
     ports: usize,
     workers: Mutex<Vec<Arc<WorkerPub>>>,
     agg: Option<Aggregator>,
+    raw_cfg: Option<RawConfig>,
+    /// Made in `prepare`; each worker's ring is added as its stage is built.
+    raw: Mutex<Option<RawSink>>,
 }
 
 fn parse(s: FridgeSection, p: &Platform) -> Result<(StageSpec, Option<String>), ConfigError> {
@@ -213,6 +252,7 @@ impl Configure for FridgeFeature {
             .clone()
             .try_into()
             .map_err(|e: toml::de::Error| invalid("fridge", e.message().to_string()))?;
+        let raw_cfg = raw_config(&s, p)?;
         let (spec, zmq_pub) = parse(s, p)?;
         Ok(Some(FridgeFeature {
             spec,
@@ -220,6 +260,8 @@ impl Configure for FridgeFeature {
             ports: p.ports.len(),
             workers: Mutex::new(Vec::new()),
             agg: None,
+            raw_cfg,
+            raw: Mutex::new(None),
         }))
     }
 }
@@ -235,6 +277,16 @@ impl<B: PacketBuf + 'static> Feature<B> for FridgeFeature {
             Aggregator::new(&self.spec, self.zmq_pub.as_deref())
                 .map_err(|e| RunError::Backend(format!("fridge.zmq_pub: {e}")))?,
         );
+        if let Some(c) = &self.raw_cfg {
+            let names = self.spec.slices.iter().map(|s| s.name.clone()).collect();
+            let sink = RawSink::create(c, names).map_err(|e| {
+                RunError::Config(invalid(
+                    "fridge.raw_file",
+                    format!("cannot create {}: {e}", c.path.display()),
+                ))
+            })?;
+            *lock(&self.raw) = Some(sink);
+        }
         Ok(())
     }
 
@@ -248,8 +300,13 @@ impl<B: PacketBuf + 'static> Feature<B> for FridgeFeature {
             return;
         }
         let publ = Arc::new(WorkerPub::new(&self.spec));
-        let st = FridgeStage::new(&self.spec, b.worker, publ.clone())
+        let mut st = FridgeStage::new(&self.spec, b.worker, publ.clone())
             .expect("validated when the section was parsed");
+        if let (Some(c), Some(sink)) = (&self.raw_cfg, lock(&self.raw).as_mut()) {
+            let (tx, rx) = raw_ring(c.ring);
+            sink.add_ring(rx);
+            st = st.with_raw(tx);
+        }
         match self.workers.lock() {
             Ok(mut w) => w.push(publ),
             Err(p) => p.into_inner().push(publ),
@@ -266,11 +323,17 @@ impl<B: PacketBuf + 'static> Feature<B> for FridgeFeature {
         if let Some(a) = &mut self.agg {
             a.poll(&workers);
         }
+        if let Some(sink) = lock(&self.raw).as_mut() {
+            sink.drain();
+        }
     }
 
     fn metrics(&self, e: &mut Exposition) {
         if let Some(a) = &self.agg {
             a.metrics(e);
+        }
+        if let Some(sink) = lock(&self.raw).as_ref() {
+            sink.metrics(&lock(&self.workers), e);
         }
     }
 
@@ -279,14 +342,35 @@ impl<B: PacketBuf + 'static> Feature<B> for FridgeFeature {
             Ok(w) => w.clone(),
             Err(p) => p.into_inner().clone(),
         };
-        match self.agg {
+        let mut raw = lock(&self.raw).take();
+        let mut r = match self.agg {
             Some(mut a) => {
                 a.poll(&workers);
                 a.finish(&workers)
             }
             None => FeatureReport::new("fridge", &serde_json::json!({}), String::new()),
+        };
+        if let Some(sink) = raw.as_mut() {
+            sink.drain();
+            let j = sink.report(&workers);
+            r.text.push_str(&format!(
+                "fridge raw samples: {} written to {} ({} ring full, {} file full)\n",
+                j["written"],
+                sink.path().display(),
+                j["ring_full"],
+                j["file_full"]
+            ));
+            if let Some(o) = r.json.as_object_mut() {
+                o.insert("raw".into(), j);
+            }
         }
+        r
     }
+}
+
+/// The lock, poisoned or not (the control thread is its only user after start).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

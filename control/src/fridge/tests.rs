@@ -73,6 +73,11 @@ fn bad_sections_name_the_key() {
         ),
         (format!("{SLICE}{SLICE}"), "fridge.slice[1].name"),
         (format!("colour = 1\n{SLICE}"), "fridge"),
+        (format!("raw_file = \"r.csv\"\nraw_ring = 0\n{SLICE}"), "fridge.raw_ring"),
+        (
+            format!("raw_file = \"r.csv\"\nraw_max_samples = 0\n{SLICE}"),
+            "fridge.raw_max_samples",
+        ),
     ] {
         let e = err(&text);
         assert!(e.contains(key), "{text:?}: {e}");

@@ -24,6 +24,34 @@ use crate::runtime::{Batch, Context, Disposition, Stage};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// One matched response as it was tallied, for offline analysis (`[fridge] raw_file`):
+/// the seed's `(delay, x)` with the fridge it came from and its correction factor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RawSample {
+    /// When the response was seen (the worker's clock, ns).
+    pub at_ns: u64,
+    pub delay_ns: u64,
+    /// Insertions (or requests, per `x_counts`) between request and response.
+    pub x: u64,
+    /// The weight tallied, `p^-1 (1 - 1/M)^-x` or `p^-1 (1 - p/M)^-x`.
+    pub weight: f64,
+    /// Index of the slice in the spec.
+    pub slice: u16,
+    /// Index of the fridge in its slice.
+    pub fridge: u8,
+}
+
+/// The worker's end of its raw-sample ring (single producer, single consumer, bounded: a
+/// full ring drops the sample and counts it in [`WorkerPub::raw_dropped`]).
+pub type RawProducer = rtrb::Producer<RawSample>;
+/// The control thread's end.
+pub type RawConsumer = rtrb::Consumer<RawSample>;
+
+/// A bounded raw-sample ring of `capacity` samples.
+pub fn raw_ring(capacity: usize) -> (RawProducer, RawConsumer) {
+    rtrb::RingBuffer::new(capacity.max(1))
+}
+
 /// Which leg a slice measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Vantage {
@@ -91,6 +119,8 @@ pub struct SliceChannels {
 pub struct WorkerPub {
     pub slices: Vec<SliceChannels>,
     pub skips: SkipPub,
+    /// Raw samples dropped because the ring to the control thread was full (cumulative).
+    pub raw_dropped: AtomicU64,
 }
 
 impl WorkerPub {
@@ -105,6 +135,7 @@ impl WorkerPub {
                 })
                 .collect(),
             skips: SkipPub::default(),
+            raw_dropped: AtomicU64::new(0),
         }
     }
 }
@@ -135,6 +166,9 @@ pub struct FridgeStage {
     skips: [u64; Skip::COUNT],
     unsliced: u64,
     publ: Arc<WorkerPub>,
+    /// Raw samples out, when exported.
+    raw: Option<RawProducer>,
+    raw_dropped: u64,
 }
 
 impl std::fmt::Debug for FridgeStage {
@@ -191,7 +225,15 @@ impl FridgeStage {
             skips: [0; Skip::COUNT],
             unsliced: 0,
             publ,
+            raw: None,
+            raw_dropped: 0,
         })
+    }
+
+    /// Also push every matched sample into `ring` (see [`RawSample`]).
+    pub fn with_raw(mut self, ring: RawProducer) -> FridgeStage {
+        self.raw = Some(ring);
+        self
     }
 
     /// Publish every slice's totals, the window too if it `ended`, and the skip counters.
@@ -209,6 +251,9 @@ impl FridgeStage {
             .skips
             .unsliced
             .store(self.unsliced, Ordering::Relaxed);
+        self.publ
+            .raw_dropped
+            .store(self.raw_dropped, Ordering::Relaxed);
     }
 
     /// Move to the window of `now_ns`: publish the one that ended, start empty.
@@ -252,13 +297,13 @@ impl FridgeStage {
                 Vantage::N3
             };
             let bit = role.kind.bit();
-            let hit = self.slices.iter_mut().find(|s| {
+            let hit = self.slices.iter_mut().enumerate().find(|(_, s)| {
                 s.kind_bit == bit
                     && s.vantage == vantage
                     && (s.any_qfi || s.qfi & (1u64 << (m.qfi & 63)) != 0)
                     && (s.ports.is_empty() || s.ports.iter().any(|p| role.ports.contains(p)))
             });
-            let Some(s) = hit else {
+            let Some((slice, s)) = hit else {
                 self.unsliced += 1;
                 continue;
             };
@@ -269,6 +314,23 @@ impl FridgeStage {
                 let k = usize::from(x.fridge);
                 s.hists[k].add(x.delay_ns, x.weight);
                 s.total[k].add(x.delay_ns, x.weight);
+                if let Some(ring) = &mut self.raw {
+                    let r = RawSample {
+                        at_ns: now_ns,
+                        delay_ns: x.delay_ns,
+                        x: x.x,
+                        weight: x.weight,
+                        slice: slice as u16,
+                        fridge: x.fridge,
+                    };
+                    if ring.push(r).is_err() {
+                        // Only this worker writes it: a plain store, on the drop path only.
+                        self.raw_dropped += 1;
+                        self.publ
+                            .raw_dropped
+                            .store(self.raw_dropped, Ordering::Relaxed);
+                    }
+                }
             }
         }
     }

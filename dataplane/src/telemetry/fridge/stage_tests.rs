@@ -136,3 +136,38 @@ fn responses_without_requests_and_syn_floods_stay_bounded_and_counted() {
         "the window has not ended"
     );
 }
+
+#[test]
+fn raw_samples_carry_delay_x_fridge_and_a_full_ring_counts_drops() {
+    let s = spec(1024, 1.0);
+    let p = Arc::new(WorkerPub::new(&s));
+    let (tx, mut rx) = raw_ring(4);
+    let mut st = FridgeStage::new(&s, 0, p.clone()).unwrap().with_raw(tx);
+    // Six handshakes: three to :80 (slice 1) first, then three to :443 (slice 0); SYN-ACKs
+    // after all six SYNs, 5 ms + i us later.
+    for i in 0..6u32 {
+        let port = if i < 3 { 80 } else { 443 };
+        let (f, m) = tcp(UE, SRV, (40000 + i as u16, port), 100 * i, 0, 0x02);
+        st.observe(&f, &m, 0, u64::from(i));
+    }
+    for i in 0..6u32 {
+        let port = if i < 3 { 80 } else { 443 };
+        let (f, m) = tcp(SRV, UE, (port, 40000 + i as u16), 9, 100 * i + 1, 0x12);
+        st.observe(&f, &m, 1, 5_000_000 + u64::from(i) * 1000);
+    }
+    let got: Vec<RawSample> = std::iter::from_fn(|| rx.pop().ok()).collect();
+    assert_eq!(got.len(), 4, "the ring holds 4; 2 dropped");
+    // x counts the insertions into the same fridge after the request (p = 1, insertions):
+    // slice 1's first request saw its two siblings inserted after it.
+    let (a, w) = (got[0], (1.0f64 - 1.0 / 1024.0).powi(-2));
+    assert_eq!(
+        (a.at_ns, a.delay_ns, a.x, a.slice, a.fridge),
+        (5_000_000, 5_000_000, 2, 1, 0)
+    );
+    assert!((a.weight - w).abs() < 1e-9 * w, "{} vs {w}", a.weight);
+    assert_eq!((got[1].slice, got[1].x, got[1].delay_ns), (1, 1, 5_000_999));
+    assert_eq!((got[2].slice, got[2].x), (1, 0));
+    assert_eq!((got[3].slice, got[3].x, got[3].delay_ns), (0, 2, 5_002_997));
+    Stage::<crate::OwnedBuf>::idle(&mut st);
+    assert_eq!(p.raw_dropped.load(Ordering::Relaxed), 2);
+}
