@@ -256,12 +256,12 @@ impl Aggregator {
             "Estimated request/response pairs in the slice's last window.",
         );
         e.family(
-            "peregrine_fridge_events",
+            "peregrine_fridge_events_total",
             MKind::Counter,
             "Fridge set counters per slice (requests, inserted, overwrote, responses, not_sampled, matched, unmatched).",
         );
         e.family(
-            "peregrine_fridge_windows",
+            "peregrine_fridge_windows_total",
             MKind::Counter,
             "Windows merged and exported per slice.",
         );
