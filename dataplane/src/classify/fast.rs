@@ -62,15 +62,18 @@ fn ipv4_checksum_ok(h: &[u8; 20]) -> bool {
 }
 
 /// The IP packet at `l3` of `d[..end]`, if it has the fast shape; `outer` verifies an IPv4
-/// checksum. Returns the packet's facts and its end.
+/// checksum. Returns the packet's facts and its end. Headers are read through fixed-size
+/// views (one bounds check per header, not per field).
 #[inline(always)]
 fn ip(d: &[u8], l3: usize, end: usize, v6: bool, outer: bool) -> Option<(Ip, usize)> {
+    let d = d.get(..end)?;
     let (src, dst, proto, l4, pend) = if v6 {
-        if l3 + 40 > end || d[l3] >> 4 != 6 {
+        let h: &[u8; 40] = d.get(l3..)?.first_chunk()?;
+        if h[0] >> 4 != 6 {
             return None;
         }
-        let pend = l3 + 40 + usize::from(be16(d, l3 + 4));
-        let nh = d[l3 + 6];
+        let pend = l3 + 40 + usize::from(be16(h, 4));
+        let nh = h[6];
         if pend > end
             || !matches!(
                 nh,
@@ -79,10 +82,10 @@ fn ip(d: &[u8], l3: usize, end: usize, v6: bool, outer: bool) -> Option<(Ip, usi
         {
             return None;
         }
-        (be128(d, l3 + 8), be128(d, l3 + 24), nh, l3 + 40, pend)
+        (be128(h, 8), be128(h, 24), nh, l3 + 40, pend)
     } else {
-        let h: &[u8; 20] = d.get(l3..l3 + 20)?.try_into().ok()?;
-        if l3 + 20 > end || h[0] != 0x45 {
+        let h: &[u8; 20] = d.get(l3..)?.first_chunk()?;
+        if h[0] != 0x45 {
             return None;
         }
         let pend = l3 + usize::from(be16(h, 2));
@@ -108,31 +111,27 @@ fn ip(d: &[u8], l3: usize, end: usize, v6: bool, outer: bool) -> Option<(Ip, usi
             pend,
         )
     };
-    let l4len = pend - l4;
+    let l4d = &d[l4..pend];
     let ports = match proto {
         ip_protocol::UDP => {
-            if l4len < 8 {
+            let u: &[u8; 8] = l4d.first_chunk()?;
+            let ulen = usize::from(be16(u, 4));
+            if ulen < 8 || ulen > l4d.len() {
                 return None;
             }
-            let ulen = usize::from(be16(d, l4 + 4));
-            if ulen < 8 || ulen > l4len {
-                return None;
-            }
-            (be16(d, l4), be16(d, l4 + 2))
+            (be16(u, 0), be16(u, 2))
         }
         ip_protocol::TCP => {
-            if l4len < 20 {
+            let t: &[u8; 20] = l4d.first_chunk()?;
+            let hl = usize::from(t[12] >> 4) * 4;
+            if hl < 20 || hl > l4d.len() {
                 return None;
             }
-            let hl = usize::from(d[l4 + 12] >> 4) * 4;
-            if hl < 20 || hl > l4len {
-                return None;
-            }
-            (be16(d, l4), be16(d, l4 + 2))
+            (be16(t, 0), be16(t, 2))
         }
         // ICMP / ICMPv6: type, code, checksum.
         _ => {
-            if l4len < 4 {
+            if l4d.len() < 4 {
                 return None;
             }
             (0, 0)
@@ -156,10 +155,13 @@ fn ip(d: &[u8], l3: usize, end: usize, v6: bool, outer: bool) -> Option<(Ip, usi
 /// untouched for the general parser.
 #[inline]
 pub(super) fn classify_fast(d: &[u8], m: &mut PacketMeta) -> bool {
-    if d.len() < 14 + 20 || d.len() > usize::from(u16::MAX) {
+    if d.len() > usize::from(u16::MAX) {
         return false;
     }
-    let v6 = match be16(d, 12) {
+    let Some(eth) = d.first_chunk::<{ 14 + 20 }>() else {
+        return false;
+    };
+    let v6 = match be16(eth, 12) {
         ethertype::IPV4 => false,
         ethertype::IPV6 => true,
         _ => return false,
@@ -177,29 +179,37 @@ pub(super) fn classify_fast(d: &[u8], m: &mut PacketMeta) -> bool {
     if flow.proto == ip_protocol::UDP && flow.ports.1 == gtpu::PORT {
         let l4 = flow.l4;
         let g = l4 + 8;
+        // `ip` checked the UDP header and its length against the IP packet's.
         let uend = l4 + usize::from(be16(d, l4 + 4));
-        if g + 8 > uend || d[g + 1] != gtpu::msg_type::G_PDU {
+        let Some(gh) = d[..uend].get(g..).and_then(<[u8]>::first_chunk::<8>) else {
+            return false;
+        };
+        if gh[1] != gtpu::msg_type::G_PDU {
             return false;
         }
-        let gend = g + 8 + usize::from(be16(d, g + 2));
+        let gend = g + 8 + usize::from(be16(gh, 2));
         if gend > uend {
             return false;
         }
-        let teid = be32(d, g + 4);
-        let (hlen, qfi) = match d[g] {
+        let teid = be32(gh, 4);
+        let gd = &d[g..gend];
+        let (hlen, qfi) = match gh[0] {
             0x30 => (8, None),
             0x34 => {
-                if g + 12 > gend {
+                let Some(x) = gd.first_chunk::<12>() else {
                     return false;
-                }
-                match d[g + 11] {
+                };
+                match x[11] {
                     0 => (12, None),
                     gtpu::ext_type::PDU_SESSION_CONTAINER => {
                         // One 4-byte container: length 1, two content octets, next type 0.
-                        if g + 16 > gend || d[g + 12] != 1 || d[g + 15] != 0 {
+                        let Some(x) = gd.first_chunk::<16>() else {
+                            return false;
+                        };
+                        if x[12] != 1 || x[15] != 0 {
                             return false;
                         }
-                        let (o1, o2) = (d[g + 13], d[g + 14]);
+                        let (o1, o2) = (x[13], x[14]);
                         match o1 >> 4 {
                             // UL PDU SESSION INFORMATION.
                             1 => (16, Some(o2 & 0x3f)),

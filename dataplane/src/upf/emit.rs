@@ -16,7 +16,7 @@ use crate::upf::stats::Total;
 use crate::upf::tables::{Direction, NONE};
 use crate::upf::work::Work;
 use peregrine_wire::ethernet::{self, ethertype};
-use peregrine_wire::{gtpu, gtpu_msg, ipv4, ipv6, udp};
+use peregrine_wire::{checksum, gtpu, gtpu_msg, ipv4, ipv6, udp};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 impl Work<'_> {
@@ -264,19 +264,29 @@ fn fragmentable(inner: &Flow) -> bool {
 
 /// Decrement the TTL / hop limit of the IP packet at the start of `data` (RFC 1812 section
 /// 5.3.1, RFC 8200 section 3); `false` if it would reach 0 (the packet must not be sent).
-fn decrement_ttl(data: &mut [u8], v6: bool) -> bool {
+/// The caller parsed the header, so it is there; a buffer too short for one is refused.
+#[inline]
+pub(super) fn decrement_ttl(data: &mut [u8], v6: bool) -> bool {
     if v6 {
-        let mut ip = ipv6::Packet::new_unchecked(data);
-        if ip.hop_limit() <= 1 {
+        let Some(h) = data.first_chunk_mut::<{ ipv6::HEADER_LEN }>() else {
+            return false;
+        };
+        if h[7] <= 1 {
             return false;
         }
-        ip.set_hop_limit(ip.hop_limit() - 1);
+        h[7] -= 1;
     } else {
-        let mut ip = ipv4::Packet::new_unchecked(data);
-        if ip.ttl() <= 1 {
+        let Some(h) = data.first_chunk_mut::<{ ipv4::HEADER_LEN }>() else {
+            return false;
+        };
+        if h[8] <= 1 {
             return false;
         }
-        ip.decrement_ttl_update_checksum();
+        // TTL is the high octet of the word at 8: it drops by 0x0100 (RFC 1624 eqn. 3).
+        let old = u16::from_be_bytes([h[8], h[9]]);
+        h[8] -= 1;
+        let c = checksum::update16(u16::from_be_bytes([h[10], h[11]]), old, old - 0x0100);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
     }
     true
 }
@@ -287,13 +297,13 @@ fn decrement_ttl(data: &mut [u8], v6: bool) -> bool {
 pub(super) struct Stamp {
     pub dir: Direction,
     pub qfi: u8,
-    qid: u8,
-    colour: Colour,
+    pub qid: u8,
+    pub colour: Colour,
     /// First URR slot of the rule, `NONE` if it counts none.
-    session: u32,
+    pub session: u32,
     /// Where the user packet was in the received frame (the record's offsets are relative
     /// to that frame until restamped).
-    inner_off: usize,
+    pub inner_off: usize,
 }
 
 impl Stamp {
@@ -357,7 +367,7 @@ impl Stamp {
 /// Outer UDP source port from the inner 5-tuple: entropy for ECMP / RSS on the path to the
 /// peer (as RFC 9300 section 5.3 does for LISP), kept in the dynamic range 49152..=65535.
 #[inline]
-fn flow_port(fl: &Flow) -> u16 {
+pub(super) fn flow_port(fl: &Flow) -> u16 {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
     let (sp, dp) = fl.ports.unwrap_or((0, 0));
     let mut h = (fl.src as u64 ^ (fl.src >> 64) as u64).wrapping_mul(K);

@@ -88,6 +88,9 @@ impl<'a> Work<'a> {
                 Direction::Downlink => f.mark_qfi,
             };
             if dir == Direction::Downlink || pdr_qfi.is_none() || pdr_qfi == pre.qfi {
+                if let Some(d) = self.fast_apply(p, pre, f, dir, qfi) {
+                    return d;
+                }
                 let plan = Plan {
                     qfi,
                     gate_closed: false,

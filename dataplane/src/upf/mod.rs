@@ -7,6 +7,7 @@ pub mod csum;
 pub mod emit;
 pub mod encap;
 pub mod enforce;
+pub mod fast;
 pub mod frag;
 pub mod lookup;
 pub mod parse;

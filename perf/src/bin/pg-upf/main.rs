@@ -22,6 +22,7 @@
 
 mod compare;
 mod n4;
+mod stage;
 
 use clap::Parser;
 use peregrine_dataplane::classify::Classify;
@@ -136,6 +137,13 @@ struct Args {
     /// running N busy workers on the machine.
     #[arg(long)]
     no_steer: bool,
+    /// Stage mode: the Upf stage alone in this process (`dir,size,sessions`), no DPDK, for
+    /// ns/packet and instruction profiles (see `stage.rs`).
+    #[arg(long)]
+    stage: Option<String>,
+    /// Batches of 32 packets in stage mode.
+    #[arg(long, default_value_t = 20_000)]
+    batches: usize,
 }
 
 /// Port MACs the stage answers to (frames are rewritten to the rx port's).
@@ -334,6 +342,7 @@ fn fridge_spec() -> StageSpec {
         vantage: Vantage::N6,
         qfi: vec![],
         ports: vec![],
+        peers: vec![],
         fridges: vec![FridgeSpec {
             m: 4096,
             p: 1.0 / 16.0,
@@ -545,6 +554,10 @@ fn child_backend(workers: usize) -> DpdkBackend {
 
 fn main() {
     let a = Args::parse();
+    if let Some(case) = &a.stage {
+        stage::stage_mode(case, a.batches);
+        return;
+    }
     if let Some(n) = a.n4 {
         n4::n4_mode(&a, n);
         return;

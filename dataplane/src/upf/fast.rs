@@ -1,0 +1,136 @@
+//! Pass 3 of a packet whose key has a [`FastPath`] record: the enforce and emit phases of
+//! that one shape, without the general path's [`Plan`](super::enforce::Plan) and its
+//! branches on rules the record excludes (closed gates, non-forwarding FARs, IPv6 outer
+//! headers, shapers). Anything the record does not settle (a meter to create or re-create,
+//! a shaped QER, a packet over the MTU, L4 checksum repair on the port) returns `None`
+//! before any side effect, and the caller runs the general `execute` with the same record;
+//! the results are the general path's (`fast_path_matches_general_path` in
+//! `dataplane/tests/upf.rs`).
+
+use crate::buffer::PacketBuf;
+use crate::qos::Colour;
+use crate::runtime::Disposition;
+use crate::upf::emit::{decrement_ttl, flow_port, Stamp};
+use crate::upf::encap::{self, Psc};
+use crate::upf::parse::Pre;
+use crate::upf::tables::{Direction, FastPath, NONE};
+use crate::upf::work::Work;
+use peregrine_wire::ethernet::{self, ethertype};
+use std::net::Ipv4Addr;
+
+impl Work<'_> {
+    /// Apply fast-path record `f` to the packet `pre` describes (direction `dir`, QFI `qfi`
+    /// as the general path derives them); `None`: take the general path (nothing changed).
+    #[inline]
+    pub fn fast_apply<B: PacketBuf>(
+        &mut self,
+        p: &mut B,
+        pre: &Pre,
+        f: &FastPath,
+        dir: Direction,
+        qfi: u8,
+    ) -> Option<Disposition> {
+        let inner = &pre.inner;
+        let outer = f.flags & FastPath::OUTER_V4 != 0;
+        // Preconditions, read only.
+        let overhead = if outer { encap::overhead(false) } else { 0 };
+        if inner.len + overhead > usize::from(self.cfg.mtu)
+            || (self.rx < 64 && self.cfg.fix_l4_checksums & (1 << self.rx) != 0)
+        {
+            return None;
+        }
+        for mr in f.meters.iter().take_while(|m| m.slot != NONE) {
+            match self.meters.get(mr.slot as usize) {
+                Some(m) if m.live && m.generation == mr.generation && m.pacer.is_none() => {}
+                _ => return None,
+            }
+        }
+        let d = self.d;
+        let len = inner.len as u64;
+        // QERs (RFC 2698 TrTCM, colour-blind as the QER meters are), then URRs.
+        let mut colour = None;
+        for mr in f.meters.iter().take_while(|m| m.slot != NONE) {
+            let m = &mut self.meters[mr.slot as usize];
+            let c = m.tcm.mark(self.now, len, Colour::Green);
+            colour = colour.max(Some(c));
+            if c == Colour::Red {
+                break;
+            }
+        }
+        if let Some(c) = colour {
+            self.stats.qfi_colour(dir, qfi, c);
+            if c == Colour::Red {
+                return Some(self.drop_q(dir, qfi, d.mbr_exceeded));
+            }
+        }
+        for &u in f.urrs.iter().filter(|&&u| u != NONE) {
+            self.stats.urr_add(u, dir, len, self.now);
+        }
+        // FAR: forward. Keep exactly the user packet, then encapsulate or route it.
+        if p.adj(pre.inner_off).is_err() || encap::set_len(p, inner.len).is_err() {
+            return Some(self.drop_q(dir, qfi, d.inner_malformed));
+        }
+        let qid = self.cfg.qfi_map.qid(qfi);
+        let stamp = Stamp {
+            dir,
+            qfi,
+            qid,
+            colour: colour.unwrap_or(Colour::Green),
+            session: f.urrs[0],
+            inner_off: pre.inner_off,
+        };
+        if outer {
+            let nh = match self.route(false, u128::from(f.outer_peer)) {
+                Ok(nh) => nh,
+                Err(r) => return Some(self.drop_q(dir, qfi, r)),
+            };
+            let psc = if dir == Direction::Downlink {
+                if !decrement_ttl(p.data_mut(), inner.v6) {
+                    return Some(self.drop_q(dir, qfi, d.ttl_exceeded));
+                }
+                Psc::Dl
+            } else {
+                Psc::Ul
+            };
+            let src_mac = self.our_mac(nh.port);
+            if encap::encap_gtpu_v4(
+                p,
+                f.outer_teid,
+                Ipv4Addr::from(f.outer_local),
+                Ipv4Addr::from(f.outer_peer),
+                qfi,
+                psc,
+                flow_port(inner),
+                nh.mac,
+                src_mac,
+            )
+            .is_err()
+            {
+                return Some(self.drop_q(dir, qfi, d.encap_failed));
+            }
+            stamp.encapsulated(p.pkt_meta_mut(), false, f.outer_teid);
+            self.stats.qfi_sent(dir, qfi, len);
+            return Some(Disposition::tx_queue(nh.port, qid));
+        }
+        let nh = match self.route(inner.v6, inner.dst) {
+            Ok(nh) => nh,
+            Err(r) => return Some(self.drop_q(dir, qfi, r)),
+        };
+        if !decrement_ttl(p.data_mut(), inner.v6) {
+            return Some(self.drop_q(dir, qfi, d.ttl_exceeded));
+        }
+        let src_mac = self.our_mac(nh.port);
+        let et = if inner.v6 {
+            ethertype::IPV6
+        } else {
+            ethertype::IPV4
+        };
+        match p.prepend(ethernet::HEADER_LEN) {
+            Ok(h) => encap::write_eth(h, nh.mac, src_mac, et),
+            Err(_) => return Some(self.drop_q(dir, qfi, d.encap_failed)),
+        }
+        stamp.routed(p.pkt_meta_mut());
+        self.stats.qfi_sent(dir, qfi, len);
+        Some(Disposition::tx_queue(nh.port, qid))
+    }
+}
