@@ -457,7 +457,14 @@ impl Loop<'_> {
         for f in features.iter_mut() {
             f.tick(now, running);
         }
-        page.refresh(now, self.t0, backend, running, features);
+        page.refresh(
+            now,
+            self.t0,
+            backend,
+            running,
+            features,
+            self.neighbours.as_ref(),
+        );
         let opts = self.opts;
         if opts
             .stop
@@ -519,6 +526,7 @@ impl PageTimer<'_> {
         backend: &Bk,
         running: &Running,
         features: &[Box<dyn Feature<B>>],
+        neighbours: Option<&Neighbours>,
     ) {
         let Some(server) = &self.server else {
             return;
@@ -545,6 +553,9 @@ impl PageTimer<'_> {
             },
         );
         self.classify.write_metrics(&mut e);
+        if let Some(nb) = neighbours {
+            nb.metrics(&mut e);
+        }
         for f in features {
             f.metrics(&mut e);
         }

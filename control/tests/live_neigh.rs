@@ -304,7 +304,20 @@ fn next_hops_resolve_from_kernel_neighbours_follow_a_new_mac_and_age_out() {
 
     // 3. The data network stops answering (its address goes): the entry ages out and the
     // uplink is dropped with the reason.
-    let before = drops(&scrape(metrics), "next_hop_unresolved");
+    // The neighbour families on the page (refreshed once a second): none unresolved now.
+    let resolved = "peregrine_neighbour_next_hops{state=\"incomplete\"} 0";
+    let t0 = Instant::now();
+    let mut page = scrape(metrics);
+    while !page.contains(resolved) && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(200));
+        page = scrape(metrics);
+    }
+    assert!(page.contains(resolved), "{page}");
+    assert!(
+        page.contains("# TYPE peregrine_neighbour_solicitations counter"),
+        "{page}"
+    );
+    let before = drops(&page, "next_hop_unresolved");
     topo.ip(
         &dn_ns,
         &["addr", "del", &format!("{DN_V4}/24"), "dev", &topo.dev("d")],

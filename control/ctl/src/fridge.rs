@@ -61,6 +61,9 @@ pub struct Report {
     pub quantiles: Vec<(f64, f64)>,
     pub bins: Vec<(u64, u64, f64)>,
     pub fridges: Vec<(u32, f64, u64)>,
+    /// A per-gNB `gtp_echo` slice's GTP-U peers (absent in older reports).
+    #[serde(default)]
+    pub peers: Vec<String>,
 }
 
 /// The text `show` prints for one report: header, quantiles, and the CDF at the decade and
@@ -81,6 +84,9 @@ pub fn render(r: &Report) -> String {
         "slice {} ({}, {}), {when}: {} samples, ~{:.1} pairs",
         r.slice, r.kind, r.vantage, r.samples, r.estimated_pairs
     );
+    if !r.peers.is_empty() {
+        let _ = writeln!(o, "  GTP-U peers: {}", r.peers.join(", "));
+    }
     for (k, (m, p, n)) in r.fridges.iter().enumerate() {
         let _ = writeln!(o, "  fridge {k}: M = {m}, p = {p}, {n} samples");
     }
@@ -199,7 +205,7 @@ fn show(a: &ShowArgs, json: bool) -> Result<(), Fail> {
         if json {
             println!(
                 "{}",
-                serde_json::json!({"slice": r.slice, "kind": r.kind, "vantage": r.vantage,
+                serde_json::json!({"slice": r.slice, "kind": r.kind, "vantage": r.vantage, "peers": r.peers,
                     "window_start_ns": r.window_start_ns, "samples": r.samples,
                     "estimated_pairs": r.estimated_pairs, "quantiles": r.quantiles, "bins": r.bins})
             );
@@ -229,8 +235,10 @@ mod tests {
             quantiles: vec![(0.5, 10e6), (0.99, 19e6)],
             bins: vec![(9_000_000, 11_000_000, 4.0), (19_000_000, 21_000_000, 4.0)],
             fridges: vec![(1024, 0.5, 4)],
+            peers: vec![],
         };
         let t = render(&r);
+        assert!(!t.contains("GTP-U peers"), "{t}");
         assert!(
             t.contains("slice hs (tcp_handshake, n6), window at 2.000 s (1000 ms): 4 samples"),
             "{t}"
@@ -239,5 +247,16 @@ mod tests {
         assert!(t.contains("<=     10.000 ms   25.0%"), "{t}");
         assert!(t.contains("<=     20.000 ms   75.0%"), "{t}");
         assert!(t.contains("<=     50.000 ms  100.0%"), "{t}");
+        // A per-gNB echo slice names its gNB.
+        let g = Report {
+            slice: "gnb-a".into(),
+            kind: "gtp_echo".into(),
+            vantage: "n3".into(),
+            peers: vec!["192.0.2.10".into()],
+            ..r
+        };
+        let t = render(&g);
+        assert!(t.contains("slice gnb-a (gtp_echo, n3)"), "{t}");
+        assert!(t.contains("  GTP-U peers: 192.0.2.10\n"), "{t}");
     }
 }

@@ -41,6 +41,10 @@ pub struct WindowReport {
     pub bins: Vec<(u64, u64, f64)>,
     /// Per fridge: (M, p, samples).
     pub fridges: Vec<(u32, f64, u64)>,
+    /// A `gtp_echo` slice's GTP-U peers (empty: any, and for other kinds). Added after v1's
+    /// first fields; absent in older reports.
+    #[serde(default)]
+    pub peers: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -114,6 +118,7 @@ fn report(spec: &SliceSpec, window_ns: u64, start: u64, h: &[LogHist]) -> Window
             .zip(h)
             .map(|(f, x)| (f.m, f.p, x.samples()))
             .collect(),
+        peers: spec.peers.iter().map(ToString::to_string).collect(),
     }
 }
 
@@ -251,12 +256,12 @@ impl Aggregator {
             "Estimated request/response pairs in the slice's last window.",
         );
         e.family(
-            "peregrine_fridge_events",
+            "peregrine_fridge_events_total",
             MKind::Counter,
             "Fridge set counters per slice (requests, inserted, overwrote, responses, not_sampled, matched, unmatched).",
         );
         e.family(
-            "peregrine_fridge_windows",
+            "peregrine_fridge_windows_total",
             MKind::Counter,
             "Windows merged and exported per slice.",
         );

@@ -70,6 +70,9 @@ struct SliceSection {
     qfi: Vec<u8>,
     #[serde(default)]
     ports: Vec<u16>,
+    /// `gtp_echo` only: the GTP-U peers (gNB addresses) whose echoes this slice takes.
+    #[serde(default)]
+    peers: Vec<String>,
     /// One fridge: `m` and `p`; several: `fridges = [{ m, p }, ...]`.
     m: Option<u32>,
     p: Option<f64>,
@@ -190,6 +193,21 @@ fn parse(s: FridgeSection, p: &Platform) -> Result<(StageSpec, Option<String>), 
                 ))
             }
         };
+        let mut peers = Vec::new();
+        for a in &sl.peers {
+            peers.push(a.parse::<std::net::IpAddr>().map_err(|_| {
+                invalid(
+                    key("peers"),
+                    format!("\"{a}\" is not an IPv4 or IPv6 address"),
+                )
+            })?);
+        }
+        if !peers.is_empty() && kind != Kind::GtpEcho {
+            return Err(invalid(
+                key("peers"),
+                "keys gtp_echo slices by GTP-U peer; other kinds have no peer",
+            ));
+        }
         if let Some(q) = sl.qfi.iter().find(|&&q| q > 63) {
             return Err(invalid(key("qfi"), format!("{q} is not a QFI (0..=63)")));
         }
@@ -220,6 +238,7 @@ fn parse(s: FridgeSection, p: &Platform) -> Result<(StageSpec, Option<String>), 
             vantage,
             qfi: sl.qfi.clone(),
             ports: sl.ports.clone(),
+            peers,
             fridges,
         });
     }

@@ -108,7 +108,7 @@ impl RawSink {
 
     pub fn metrics(&self, workers: &[Arc<WorkerPub>], e: &mut Exposition) {
         e.family(
-            "peregrine_fridge_raw_samples",
+            "peregrine_fridge_raw_samples_total",
             MKind::Counter,
             "Raw fridge samples: written to the raw file, or dropped (ring_full: the worker's ring to the control thread; file_full: raw_max_samples reached; write_error).",
         );
@@ -183,6 +183,17 @@ mod tests {
         assert_eq!((w, full, err), (3, 1, 0));
         let j = sink.report(&[]);
         assert_eq!(j["file_full"], 1);
+        let mut e = Exposition::new();
+        sink.metrics(&[], &mut e);
+        let page = e.finish();
+        assert!(
+            page.contains("# TYPE peregrine_fridge_raw_samples counter"),
+            "{page}"
+        );
+        assert!(
+            page.contains("peregrine_fridge_raw_samples_total{result=\"written\"} 3"),
+            "{page}"
+        );
     }
 
     #[test]

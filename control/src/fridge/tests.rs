@@ -52,6 +52,21 @@ fn a_good_section_parses_into_slices() {
     assert_eq!(spec.slices[1].fridges.len(), 2);
     assert_eq!(spec.slices[1].qfi, vec![9]);
     assert_eq!(spec.slices[1].vantage, super::Vantage::N6);
+    // Per-gNB GTP-U echo slices.
+    let text = with(
+        "[[fridge.slice]]\nname = \"gnb-a\"\nkind = \"gtp_echo\"\nvantage = \"n3\"\n\
+         peers = [\"192.0.2.10\", \"2001:db8:3::10\"]\nm = 64\np = 1.0\n",
+    );
+    let c = Config::parse(&text).unwrap();
+    let s: super::FridgeSection = c.sections["fridge"].clone().try_into().unwrap();
+    let (spec, _) = super::parse(s, &c.platform).unwrap();
+    assert_eq!(
+        spec.slices[0].peers,
+        vec![
+            "192.0.2.10".parse::<std::net::IpAddr>().unwrap(),
+            "2001:db8:3::10".parse().unwrap()
+        ]
+    );
 }
 
 #[test]
@@ -74,6 +89,11 @@ fn bad_sections_name_the_key() {
         (format!("{SLICE}{SLICE}"), "fridge.slice[1].name"),
         (format!("colour = 1\n{SLICE}"), "fridge"),
         (format!("raw_file = \"r.csv\"\nraw_ring = 0\n{SLICE}"), "fridge.raw_ring"),
+        (format!("{SLICE}peers = [\"192.0.2.10\"]\n"), "fridge.slice[0].peers"),
+        (
+            "[[fridge.slice]]\nname = \"g\"\nkind = \"gtp_echo\"\npeers = [\"gnb-1\"]\nm = 8\np = 0.5\n".into(),
+            "fridge.slice[0].peers",
+        ),
         (
             format!("raw_file = \"r.csv\"\nraw_max_samples = 0\n{SLICE}"),
             "fridge.raw_max_samples",

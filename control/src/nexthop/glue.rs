@@ -2,7 +2,8 @@
 //! learns neighbours) and the next-hop resolver, on the control thread, sending through the
 //! runtime's injector and republishing the route table when a next-hop MAC changes.
 
-use super::{NextHopStats, Resolver};
+use super::{NextHopStats, Resolver, State};
+use crate::metrics::{Exposition, Kind as MKind};
 use crate::neighbour::Responder;
 use crate::platform::{NeighbourSection, ParsedRoute};
 use peregrine_dataplane::runtime::{ControlPacket, Injector, Publisher};
@@ -144,6 +145,88 @@ impl Neighbours {
             n.aged_out
         );
         (json, text)
+    }
+
+    /// The `peregrine_neighbour_*` families of the metrics page.
+    pub fn metrics(&self, e: &mut Exposition) {
+        let n = self.resolver.stats();
+        let r = self.responder.stats();
+        e.family(
+            "peregrine_neighbour_solicitations_total",
+            MKind::Counter,
+            "ARP requests / Neighbour Solicitations sent to resolve (multicast: broadcast ARP or solicited-node NS) or probe (unicast) route gateways.",
+        );
+        for (kind, v) in [
+            ("multicast", n.solicits_multicast),
+            ("unicast", n.solicits_unicast),
+        ] {
+            e.sample(
+                "peregrine_neighbour_solicitations_total",
+                &[("kind", kind)],
+                v as f64,
+            );
+        }
+        e.family(
+            "peregrine_neighbour_next_hop_events_total",
+            MKind::Counter,
+            "Next-hop entries: resolved (a MAC appeared or changed), confirmed, failed (resolution gave up), aged_out (probes unanswered, MAC withdrawn), republished (route tables published), solicits_not_sent.",
+        );
+        for (event, v) in [
+            ("resolved", n.resolved),
+            ("confirmed", n.confirmed),
+            ("failed", n.failed),
+            ("aged_out", n.aged_out),
+            ("republished", n.republished),
+            ("solicits_not_sent", self.not_sent),
+        ] {
+            e.sample(
+                "peregrine_neighbour_next_hop_events_total",
+                &[("event", event)],
+                v as f64,
+            );
+        }
+        e.family(
+            "peregrine_neighbour_next_hops",
+            MKind::Gauge,
+            "Route gateways per resolution state (RFC 4861 section 7.3.2).",
+        );
+        let mut by = [0u32; 5];
+        for (_, en) in self.resolver.entries() {
+            by[match en.state {
+                State::Incomplete { .. } => 0,
+                State::Reachable => 1,
+                State::Stale => 2,
+                State::Probe { .. } => 3,
+                State::Failed => 4,
+            }] += 1;
+        }
+        for (state, v) in ["incomplete", "reachable", "stale", "probe", "failed"]
+            .iter()
+            .zip(by)
+        {
+            e.sample(
+                "peregrine_neighbour_next_hops",
+                &[("state", state)],
+                f64::from(v),
+            );
+        }
+        e.family(
+            "peregrine_neighbour_responder_total",
+            MKind::Counter,
+            "ARP / ND responder: arp_replies and na_sent (answers for our addresses), learned (neighbours added or changed), malformed frames.",
+        );
+        for (event, v) in [
+            ("arp_replies", r.arp_replies_sent),
+            ("na_sent", r.na_sent),
+            ("learned", r.learned),
+            ("malformed", r.malformed),
+        ] {
+            e.sample(
+                "peregrine_neighbour_responder_total",
+                &[("event", event)],
+                v as f64,
+            );
+        }
     }
 
     /// The responder's counters, logged at the end as before.

@@ -159,6 +159,21 @@ fn addrs(d: &[u8], l3: usize, v6: bool) -> Option<(u128, u128, usize)> {
     }
 }
 
+/// The outer (source, destination) addresses of a classified packet, IPv4 in the low 32
+/// bits: the GTP-U peers of an echo, for slices keyed by peer address.
+#[inline]
+pub fn outer_addrs(d: &[u8], m: &PacketMeta) -> Option<(u128, u128)> {
+    addrs(d, usize::from(m.l3_off), m.has(flags::OUTER_V6)).map(|(s, t, _)| (s, t))
+}
+
+/// An address as [`outer_addrs`] gives it.
+pub fn addr_key(a: std::net::IpAddr) -> u128 {
+    match a {
+        std::net::IpAddr::V4(a) => u128::from(u32::from(a)),
+        std::net::IpAddr::V6(a) => u128::from(a),
+    }
+}
+
 /// The 128-bit product of `a` and `b`, folded (wyhash's "mum"): one multiply mixes 64 bits
 /// into 64 bits.
 #[inline]

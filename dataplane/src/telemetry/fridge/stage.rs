@@ -14,7 +14,7 @@
 
 use super::hist::LogHist;
 use super::kernel::{FridgeSet, FridgeSpec, SpecError};
-use super::matcher::{roles, Kind, Skip};
+use super::matcher::{addr_key, outer_addrs, roles, Kind, Skip};
 use super::weight::XMode;
 use super::window::SlicePub;
 use crate::buffer::PacketBuf;
@@ -80,6 +80,9 @@ pub struct SliceSpec {
     pub qfi: Vec<u8>,
     /// Port class: a packet matches if either port is listed (empty: any).
     pub ports: Vec<u16>,
+    /// `gtp_echo` slices: the GTP-U peers (gNBs) whose echoes the slice takes, either
+    /// address of the echo (empty: any). One slice per gNB gives per-gNB path delays.
+    pub peers: Vec<std::net::IpAddr>,
     pub fridges: Vec<FridgeSpec>,
 }
 
@@ -146,6 +149,8 @@ struct SliceRt {
     qfi: u64,
     any_qfi: bool,
     ports: Vec<u16>,
+    /// [`SliceSpec::peers`] as [`matcher::addr_key`]s.
+    peers: Vec<u128>,
     set: FridgeSet,
     hists: Vec<LogHist>,
     /// Since start (the window's samples included).
@@ -156,6 +161,8 @@ struct SliceRt {
 pub struct FridgeStage {
     slices: Vec<SliceRt>,
     kinds: u8,
+    /// Some slice is keyed by GTP-U peer.
+    peer_slices: bool,
     window_ns: u64,
     window: u64,
     /// Something was tallied since the last publish.
@@ -199,6 +206,7 @@ impl FridgeStage {
                 qfi: s.qfi.iter().fold(0u64, |a, &q| a | 1u64 << (q & 63)),
                 any_qfi: s.qfi.is_empty(),
                 ports: s.ports.clone(),
+                peers: s.peers.iter().map(|&a| addr_key(a)).collect(),
                 set: FridgeSet::new(&s.fridges, spec.mode, seed)?,
                 hists: s.fridges.iter().map(|_| LogHist::new()).collect(),
                 total: s.fridges.iter().map(|_| LogHist::new()).collect(),
@@ -215,6 +223,7 @@ impl FridgeStage {
             uplink[usize::from(p)] = true;
         }
         Ok(FridgeStage {
+            peer_slices: spec.slices.iter().any(|s| !s.peers.is_empty()),
             slices,
             kinds,
             window_ns: spec.window_ns.max(1),
@@ -290,6 +299,12 @@ impl FridgeStage {
             Direction::Unknown => self.uplink.get(usize::from(rx)).copied().unwrap_or(false),
         };
         for role in r.iter() {
+            // The echo's peers, read only when a slice is keyed by them.
+            let peers = if role.kind == Kind::GtpEcho && self.peer_slices {
+                outer_addrs(data, m)
+            } else {
+                None
+            };
             // N6: requests go up, responses come down; N3 the other way.
             let vantage = if role.request == uplink {
                 Vantage::N6
@@ -302,6 +317,8 @@ impl FridgeStage {
                     && s.vantage == vantage
                     && (s.any_qfi || s.qfi & (1u64 << (m.qfi & 63)) != 0)
                     && (s.ports.is_empty() || s.ports.iter().any(|p| role.ports.contains(p)))
+                    && (s.peers.is_empty()
+                        || peers.is_some_and(|(a, b)| s.peers.contains(&a) || s.peers.contains(&b)))
             });
             let Some((slice, s)) = hit else {
                 self.unsliced += 1;

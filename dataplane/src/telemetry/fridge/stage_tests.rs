@@ -34,6 +34,7 @@ fn spec(m: u32, p: f64) -> StageSpec {
                 vantage: Vantage::N6,
                 qfi: vec![],
                 ports: vec![443],
+                peers: vec![],
                 fridges: vec![FridgeSpec { m, p }],
             },
             SliceSpec {
@@ -42,6 +43,7 @@ fn spec(m: u32, p: f64) -> StageSpec {
                 vantage: Vantage::N6,
                 qfi: vec![],
                 ports: vec![],
+                peers: vec![],
                 fridges: vec![FridgeSpec { m, p }],
             },
         ],
@@ -170,4 +172,61 @@ fn raw_samples_carry_delay_x_fridge_and_a_full_ring_counts_drops() {
     assert_eq!((got[3].slice, got[3].x, got[3].delay_ns), (0, 2, 5_002_997));
     Stage::<crate::OwnedBuf>::idle(&mut st);
     assert_eq!(p.raw_dropped.load(Ordering::Relaxed), 2);
+}
+
+/// A GTP-U Echo Request (`ty` 1) or Response (2) with sequence number `seq`, outer IPv4.
+fn gtp_echo(src: IpAddr, dst: IpAddr, ty: u8, seq: u16) -> (Vec<u8>, PacketMeta) {
+    let mut ip = ip_packet(src, dst, 17, (2152, 2152), 12, 64);
+    ip[26..28].copy_from_slice(&[0, 0]); // no UDP checksum (IPv4)
+    let s = seq.to_be_bytes();
+    ip[28..40].copy_from_slice(&[0x32, ty, 0, 4, 0, 0, 0, 0, s[0], s[1], 0, 0]);
+    let f = eth(DST_MAC, SRC_MAC, &ip);
+    let mut m = PacketMeta::EMPTY;
+    classify(&f, &mut m).unwrap();
+    (f, m)
+}
+
+#[test]
+fn gtp_echo_slices_keyed_by_gnb_take_only_their_peer() {
+    let gnb = |i: u8| IpAddr::V4(Ipv4Addr::new(192, 0, 2, 10 + i));
+    let upf = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    let slice = |name: &str, peers: Vec<IpAddr>| SliceSpec {
+        name: name.into(),
+        kind: Kind::GtpEcho,
+        vantage: Vantage::N3,
+        qfi: vec![],
+        ports: vec![],
+        peers,
+        fridges: vec![FridgeSpec { m: 64, p: 1.0 }],
+    };
+    let s = StageSpec {
+        slices: vec![
+            slice("gnb-a", vec![gnb(0)]),
+            slice("gnb-b", vec![gnb(1)]),
+            slice("other", vec![]),
+        ],
+        mode: XMode::Insertions,
+        window_ns: 1_000_000_000,
+        seed: 1,
+        uplink_ports: vec![0],
+    };
+    let (mut st, p) = stage(&s);
+    // The UPF probes three gNBs (requests leave downlink, responses come back on port 0):
+    // gNB a answers in 2 ms, b in 7 ms, c in 20 ms.
+    for (i, delay) in [(0u8, 2_000_000u64), (1, 7_000_000), (2, 20_000_000)] {
+        for seq in 0..4u16 {
+            let t = u64::from(seq) * 100_000_000;
+            let (f, m) = gtp_echo(upf, gnb(i), 1, seq);
+            st.observe(&f, &m, 1, t);
+            let (f, m) = gtp_echo(gnb(i), upf, 2, seq);
+            st.observe(&f, &m, 0, t + delay);
+        }
+    }
+    st.roll(1_500_000_000);
+    let bin = super::super::hist::bin_of;
+    for (k, delay) in [(0, 2_000_000), (1, 7_000_000), (2, 20_000_000)] {
+        let w = p.slices[k].done.read().unwrap();
+        assert_eq!(w.hists[0].samples(), 4, "slice {k}");
+        assert_eq!(w.hists[0].n[bin(delay)], 4, "slice {k}");
+    }
 }

@@ -342,6 +342,7 @@ fn fridge_spec() -> StageSpec {
         vantage: Vantage::N6,
         qfi: vec![],
         ports: vec![],
+        peers: vec![],
         fridges: vec![FridgeSpec {
             m: 4096,
             p: 1.0 / 16.0,
