@@ -331,6 +331,14 @@ where
     )?;
     let t0 = Instant::now();
     tracing::info!(workers = rcfg.workers.len(), stages = ?running.stage_names(), "workers started");
+    // Off the workers' cores from here on: this thread and every control thread it starts
+    // (N4, metrics, features) inherit the CPU set.
+    let control = crate::pinning::control_cores(&cfg.workers, crate::pinning::online_cores());
+    match crate::pinning::pin_current(&control) {
+        Ok(()) if !control.is_empty() => tracing::info!(cores = ?control, "control threads pinned"),
+        Ok(()) => {}
+        Err(e) => tracing::warn!(%e, "control threads not pinned"),
+    }
     let server = match start_features(&mut features, &running).and_then(|()| metrics_server(cfg)) {
         Ok(s) => s,
         Err(e) => {

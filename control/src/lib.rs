@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod n4;
 pub mod neighbour;
 pub mod nexthop;
+pub mod pinning;
 pub mod platform;
 pub mod platform_metrics;
 pub mod registry;

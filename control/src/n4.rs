@@ -311,7 +311,7 @@ impl<R: SessionRules> Loop<R> {
             self.finish_burst();
             let now = self.now();
             if self.node.next_timer().is_some_and(|t| t <= now) {
-                let out = self.node.poll_timers(now);
+                let out = self.node.poll_timers_with(now, &mut Env(&mut self.rules));
                 self.apply(None, out);
             }
             while let Ok(c) = self.commands.try_recv() {
@@ -408,10 +408,13 @@ impl<R: SessionRules> Loop<R> {
         self.apply(Some(sock), out);
     }
 
-    /// Feed every URR's cumulative usage to the node, which sends the Session Report
-    /// Requests its thresholds, quotas and periods call for.
+    /// Feed the cumulative usage of the URRs with volume triggers to the node, which sends
+    /// the Session Report Requests their thresholds and quotas call for. Only those URRs:
+    /// periods and time triggers read their usage when their timer fires
+    /// ([`Node::poll_timers_with`]), so the cost of a tick is O(volume-watched URRs), not
+    /// O(sessions).
     fn collect_usage(&mut self, now: u64) {
-        let urrs: Vec<(u64, u32)> = self.node.urr_keys().collect();
+        let urrs: Vec<(u64, u32)> = self.node.watched_urrs().collect();
         for (seid, urr) in urrs {
             if let Some(u) = self.rules.usage(seid, urr) {
                 let out = self.node.update_usage(now, seid, urr, u);

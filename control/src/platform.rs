@@ -85,6 +85,11 @@ pub struct Workers {
     /// CPU cores to pin workers to, one per worker (empty: not pinned).
     #[serde(default)]
     pub cores: Vec<usize>,
+    /// CPU cores for every control-side thread (N4, metrics, the control loop); never a
+    /// worker's. Absent: the online cores no worker uses, when `cores` is given; `[]`: not
+    /// pinned. See [`crate::pinning`].
+    #[serde(default)]
+    pub control_cores: Option<Vec<usize>>,
     /// Packets per rx burst (1..=256; 32 is DPDK's usual).
     #[serde(default = "default_burst")]
     pub burst: usize,
@@ -105,6 +110,7 @@ impl Default for Workers {
         Workers {
             count: 1,
             cores: vec![],
+            control_cores: None,
             burst: 32,
             stop_after_idle_ms: 0,
         }
@@ -322,6 +328,7 @@ impl Platform {
                 ),
             ));
         }
+        crate::pinning::check(w).map_err(|e| invalid("workers.control_cores", e))?;
         if !(1..=256).contains(&w.burst) {
             return Err(invalid(
                 "workers.burst",

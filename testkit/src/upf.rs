@@ -269,6 +269,7 @@ impl TableBuilder {
                     Arc::new(s)
                 })
                 .collect(),
+            shard_bits: peregrine_dataplane::upf::tables::SHARD_BITS,
             meter_slots: self.meter_slots,
             urr_slots: self.urr_slots,
         }

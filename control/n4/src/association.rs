@@ -4,34 +4,31 @@
 use super::*;
 
 impl Node {
-    /// When [`Node::poll_timers`] next has something to do. Scans every URR: O(URRs).
+    /// When [`Node::poll_timers`] next has something to do. O(associations + outstanding
+    /// reports + GTP-U paths + log URRs): the URR timers are an ordered index (see
+    /// [`timers`]).
     pub fn next_timer(&self) -> Option<Nanos> {
         let hb = self.associations.values().map(|a| a.hb.next_at);
         let rtx = self.pending.values().map(|p| p.next_at);
-        let urr = match self.urr_due.get() {
-            Some(d) => d,
-            None => {
-                let d = self
-                    .sessions
-                    .values()
-                    .flat_map(|st| {
-                        st.meters
-                            .iter()
-                            .filter_map(|(&id, m)| m.next_due(&compact::find_urr(&st.rules, id)?))
-                    })
-                    .min();
-                self.urr_due.set(Some(d));
-                d
-            }
-        };
-        hb.chain(rtx).chain(urr).chain(self.paths.next_due()).min()
+        hb.chain(rtx)
+            .chain(self.urr_index.next())
+            .chain(self.paths.next_due())
+            .min()
     }
 
     /// Heartbeats to associated peers (section 6.2.2): a Heartbeat Request every
     /// `heartbeat_interval`; when `heartbeat_retries` requests are unanswered at the next due
     /// time, the association and its sessions are released (`AssociationDown`).
+    ///
+    /// URR timers due (periods, Time Thresholds, Time Quotas) are checked with the usage
+    /// last fed; [`Node::poll_timers_with`] reads it fresh first.
     pub fn poll_timers(&mut self, now: Nanos) -> Vec<Output> {
-        self.urr_due.set(None);
+        self.poll_timers_with(now, &mut LastFed)
+    }
+
+    /// [`Node::poll_timers`], feeding each due URR the latest usage from `usage` before its
+    /// triggers are checked (the daemon's usage poll covers only volume-watched URRs).
+    pub fn poll_timers_with(&mut self, now: Nanos, usage: &mut dyn UsageSource) -> Vec<Output> {
         let mut out = Vec::new();
         let due: Vec<SocketAddr> = self
             .associations
@@ -70,17 +67,17 @@ impl Node {
         }
         self.retransmit_reports(now, &mut out);
         self.poll_paths(now, &mut out);
-        let due: Vec<(u64, u32)> = self
-            .sessions
-            .iter()
-            .flat_map(|(&seid, st)| {
-                st.meters.iter().filter_map(move |(&id, m)| {
-                    let at = m.next_due(&compact::find_urr(&st.rules, id)?)?;
-                    (at <= now).then_some((seid, id))
-                })
-            })
-            .collect();
+        let due = self.urr_index.due(now);
         for (seid, urr_id) in due {
+            if let Some(u) = usage.usage(seid, urr_id) {
+                if let Some(m) = self
+                    .sessions
+                    .get_mut(&seid)
+                    .and_then(|st| st.meters.get_mut(&urr_id))
+                {
+                    m.feed(u);
+                }
+            }
             self.check_urr(now, seid, urr_id, &mut out);
         }
         self.account(&out);

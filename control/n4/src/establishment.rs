@@ -6,6 +6,9 @@ use super::*;
 impl Node {
     pub(crate) fn remove_session(&mut self, seid: u64) -> Option<Session> {
         let st = self.sessions.remove(&seid)?;
+        for (&id, m) in st.meters.iter() {
+            self.urr_index.remove(seid, id, m);
+        }
         let s = compact::decode(seid, &st.rules)?;
         self.pending.retain(|_, p| p.seid != seid);
         let episodes: Vec<(u64, u32)> = self
@@ -65,7 +68,9 @@ impl Node {
             .copied()
             .collect();
         for id in gone {
-            meters.remove(&id);
+            if let Some(m) = meters.remove(&id) {
+                self.urr_index.remove(seid, id, &m);
+            }
         }
         for (id, u) in &s.urrs {
             if !meters.contains_key(id) {
@@ -77,16 +82,10 @@ impl Node {
                 m.rearm(u, quota, now);
             }
         }
-        if let Some(bound) = self.urr_due.get() {
-            let mine = meters
-                .iter()
-                .filter_map(|(id, m)| m.next_due(s.urrs.get(id)?))
-                .min();
-            let lower = match (bound, mine) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            self.urr_due.set(Some(lower));
+        // The session's rules may have changed any of its URRs (Update URR): file each
+        // again. O(URRs of this session x log n).
+        for (id, m) in meters.iter_mut() {
+            self.urr_index.update(seid, *id, m, s.urrs.get(id));
         }
         let stale: Vec<(u64, u32)> = self
             .dldr_reported

@@ -50,6 +50,7 @@ mod reports;
 pub mod rulemap;
 pub mod session;
 mod stats;
+mod timers;
 pub use stats::N4Stats;
 pub mod usage;
 
@@ -290,13 +291,8 @@ pub struct Node {
     next_seq: u32,
     cache: HashMap<(SocketAddr, u32), Cached>,
     cache_order: VecDeque<(Nanos, SocketAddr, u32)>,
-    /// A lower bound of the earliest URR due time, cached: recomputing it walks every meter,
-    /// and the N4 loop asks after every burst. `None` = stale. Requests only move a meter's
-    /// due time earlier in `sync_session_state` (new meter, Update URR), which lowers the
-    /// bound; everything else (reports, removals) only moves due times later, so the bound
-    /// stays valid (at worst the timer fires early, and `poll_timers` recomputes). The other
-    /// `&mut self` entry points clear it.
-    urr_due: std::cell::Cell<Option<Option<Nanos>>>,
+    /// URR timers by deadline and the URRs whose counters need polling (see [`timers`]).
+    urr_index: timers::UrrIndex,
     /// Our outstanding Session Report Requests by sequence number.
     pending: BTreeMap<u32, PendingReport>,
     /// (UP SEID, FAR ID) whose buffering episode has been reported (DLDR).
@@ -321,7 +317,7 @@ impl Node {
             next_seq: 1,
             cache: HashMap::new(),
             cache_order: VecDeque::new(),
-            urr_due: std::cell::Cell::new(None),
+            urr_index: timers::UrrIndex::default(),
             pending: BTreeMap::new(),
             dldr_reported: BTreeSet::new(),
             paths: path::Paths::new(path::EchoConfig {
@@ -361,10 +357,25 @@ impl Node {
     }
 
     /// (UP SEID, URR ID) of every URR of every session, in order, without decoding rules.
+    /// O(URRs): for audits and tests; the usage poll wants [`Node::watched_urrs`].
     pub fn urr_keys(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         self.sessions
             .iter()
             .flat_map(|(&seid, st)| st.meters.keys().map(move |&id| (seid, id)))
+    }
+
+    /// (UP SEID, URR ID) of the URRs whose triggers depend on counted volume (a Volume
+    /// Threshold, an unreported Volume Quota), in order: the only ones whose usage the daemon
+    /// needs to feed with [`Node::update_usage`] between requests. Time-based triggers are
+    /// timers ([`Node::poll_timers_with`] reads those URRs' usage when they fire), and the
+    /// final reports of deletions and modifications ask the [`UsageSource`].
+    pub fn watched_urrs(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.urr_index.watched()
+    }
+
+    /// (URRs with an armed timer, URRs watched for volume), for metrics and tests.
+    pub fn urr_index_sizes(&self) -> (usize, usize) {
+        (self.urr_index.armed_len(), self.urr_index.watched_len())
     }
 
     pub fn session_count(&self) -> usize {

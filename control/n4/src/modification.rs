@@ -134,7 +134,9 @@ impl Node {
                 // A URR removed and re-created by the same request measures afresh.
                 if let Some(st) = self.sessions.get_mut(&seid) {
                     for id in &removed_urrs {
-                        st.meters.remove(id);
+                        if let Some(m) = st.meters.remove(id) {
+                            self.urr_index.remove(seid, *id, &m);
+                        }
                     }
                 }
                 let updated_urr: Vec<(u32, QuotaUpdate)> = r

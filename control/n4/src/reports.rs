@@ -46,7 +46,6 @@ impl Node {
         urr_id: u32,
         usage: Usage,
     ) -> Vec<Output> {
-        self.urr_due.set(None);
         let mut out = Vec::new();
         let meter = self.sessions.get_mut(&up_seid);
         if let Some(m) = meter.and_then(|st| st.meters.get_mut(&urr_id)) {
@@ -57,22 +56,29 @@ impl Node {
         out
     }
 
-    /// Evaluate the URR's triggers and report if one holds.
+    /// Evaluate the URR's triggers and report if one holds; then file the meter's next
+    /// deadline (see [`timers`]).
     pub(crate) fn check_urr(&mut self, now: Nanos, seid: u64, urr_id: u32, out: &mut Vec<Output>) {
         let Some(st) = self.sessions.get_mut(&seid) else {
             return;
         };
-        let Some(urr) = compact::find_urr(&st.rules, urr_id) else {
-            return;
-        };
+        let urr = compact::find_urr(&st.rules, urr_id);
         let Some(m) = st.meters.get_mut(&urr_id) else {
             return;
         };
-        let bits = m.due(&urr, now);
-        if bits == 0 {
+        let Some(urr) = urr else {
+            // A meter without its rule (cannot happen: meters follow the rules): disarm it
+            // rather than fire forever.
+            self.urr_index.update(seid, urr_id, m, None);
             return;
-        }
-        let g = m.report(&urr, t::USAGE_REPORT_SRR, bits, now, self.config.ntp_origin);
+        };
+        let bits = m.due(&urr, now);
+        let g = (bits != 0)
+            .then(|| m.report(&urr, t::USAGE_REPORT_SRR, bits, now, self.config.ntp_origin));
+        self.urr_index.update(seid, urr_id, m, Some(&urr));
+        let Some(g) = g else {
+            return;
+        };
         if bits & (urt::VOLQU | urt::TIMQU) != 0 {
             out.push(Output::Event(Event::QuotaExhausted { seid, urr_id }));
         }
@@ -137,7 +143,6 @@ impl Node {
     /// (e.g. to FORW after paging). The BAR's Suggested Buffering Packets Count sizes the
     /// dataplane's buffer and does not change reporting.
     pub fn downlink_data(&mut self, now: Nanos, up_seid: u64, pdr_id: u16) -> Vec<Output> {
-        self.urr_due.set(None);
         let mut out = Vec::new();
         let far = self.session(up_seid).and_then(|s| {
             let f = s.fars.get(&s.pdrs.get(&pdr_id)?.far_id)?;
@@ -219,6 +224,8 @@ impl Node {
                 m.feed(x);
             }
             v.push(m.report(&u, ie_type, trigger, now, self.config.ntp_origin));
+            // A report starts a new interval: the Time Threshold counts from now.
+            self.urr_index.update(seid, *id, m, Some(&u));
         }
         v
     }

@@ -89,6 +89,8 @@ impl Node {
         if self.sessions.len() > self.config.max_sessions {
             return Err("session table over capacity".into());
         }
+        // Meters with a timer filed, and volume-watched ones: the index must hold no others.
+        let (mut a, mut w) = (0, 0);
         for (&seid, st) in &self.sessions {
             let s = compact::decode(seid, &st.rules)
                 .ok_or(format!("session {seid} does not decode"))?;
@@ -99,6 +101,16 @@ impl Node {
                 return Err(format!(
                     "usage meters of session {seid} do not match its URRs"
                 ));
+            }
+            for (id, m) in st.meters.iter() {
+                let u = s.urrs.get(id).ok_or(format!("meter {id} without URR"))?;
+                if !self.urr_index.filed_right(seid, *id, m, u) {
+                    return Err(format!(
+                        "URR {id} of session {seid} mis-filed in the timers"
+                    ));
+                }
+                a += usize::from(m.armed().is_some());
+                w += usize::from(m.watches_volume(u));
             }
             s.check_refs()
                 .map_err(|e| format!("session {seid} dangling ref {e:?}"))?;
@@ -114,6 +126,12 @@ impl Node {
                     return Err(format!("teid {teid} of session {seid} not owned"));
                 }
             }
+        }
+        let (armed, watched) = self.urr_index_sizes();
+        if (a, w) != (armed, watched) {
+            return Err(format!(
+                "URR index holds {armed} timers / {watched} watched, meters say {a} / {w}"
+            ));
         }
         for (&teid, &seid) in &self.teids {
             let s = self

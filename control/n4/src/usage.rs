@@ -162,6 +162,9 @@ pub(crate) struct Meter {
     /// Next periodic report (PERIO with a non-zero Measurement Period); never 0, as it is
     /// at least one period after a time >= 0.
     next_period: Option<NonZeroU64>,
+    /// The deadline this meter is filed under in the node's timer index
+    /// ([`crate::timers::UrrIndex`]), [`NO_TIME`] when none.
+    armed: Nanos,
 }
 
 impl Meter {
@@ -178,6 +181,7 @@ impl Meter {
             quota_base: [0; 2],
             time_quota_start: now,
             next_period: None,
+            armed: NO_TIME,
         };
         m.arm_period(urr, now);
         m
@@ -223,6 +227,23 @@ impl Meter {
             .into_iter()
             .flatten()
             .min()
+    }
+
+    /// The deadline filed in the timer index, if any.
+    pub(crate) fn armed(&self) -> Option<Nanos> {
+        time_out(self.armed)
+    }
+
+    pub(crate) fn set_armed(&mut self, at: Option<Nanos>) {
+        self.armed = time_in(at);
+    }
+
+    /// Whether a trigger of this URR depends on the counted volume, so its counters must be
+    /// polled: a Volume Threshold, or a Volume Quota not yet reported.
+    pub(crate) fn watches_volume(&self, urr: &Urr) -> bool {
+        let trig = urr.reporting_triggers;
+        (trig.contains(rt::VOLTH) && urr.volume_threshold.is_some())
+            || (trig.contains(rt::VOLQU) && urr.volume_quota.is_some() && !self.quota_reported)
     }
 
     /// When the Time Quota runs out, if it is armed and not yet reported.

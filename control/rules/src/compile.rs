@@ -34,9 +34,9 @@ use arrayvec::ArrayVec;
 use peregrine_dataplane::qos::trtcm::{ColourMode, TrTcmConfig};
 use peregrine_dataplane::qos::QosPolicies;
 use peregrine_dataplane::upf::tables::{
-    iface, shard_of, Direction, FarAction, FarRule, FlowFilter, KeyMap, MeterRef, OuterHeader,
-    PdrRule, QerRule, SessionInfo, Shard, UpfTables, UrrRef, MAX_QERS_PER_PDR, MAX_URRS_PER_PDR,
-    NONE, NUM_SHARDS,
+    iface, shard_of_in, Direction, FarAction, FarRule, FlowFilter, KeyMap, MeterRef, OuterHeader,
+    PdrRule, QerRule, SessionInfo, Shard, UpfTables, UrrRef, MAX_QERS_PER_PDR, MAX_SHARD_BITS,
+    MAX_URRS_PER_PDR, NONE, SHARD_BITS,
 };
 use peregrine_n4::{Reject, Session};
 use peregrine_pfcp::cause;
@@ -179,7 +179,7 @@ impl CompilerStats {
     }
 }
 
-/// A lookup key; its shard is [`shard_of`] of its value.
+/// A lookup key; its shard is [`shard_of_in`] of its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Key {
     Teid(u32),
@@ -188,12 +188,21 @@ enum Key {
 }
 
 impl Key {
-    fn shard(self) -> usize {
+    fn shard(self, bits: u32) -> usize {
         match self {
-            Key::Teid(k) | Key::UeV4(k) => shard_of(u64::from(k)),
-            Key::UeV6(k) => shard_of(k),
+            Key::Teid(k) | Key::UeV4(k) => shard_of_in(u64::from(k), bits),
+            Key::UeV6(k) => shard_of_in(k, bits),
         }
     }
+}
+
+/// Shard bits for tables sized for `max_urr_slots` URRs (about one per session, or two):
+/// about 128 URRs' sessions per shard at capacity, between the default [`SHARD_BITS`] and
+/// [`MAX_SHARD_BITS`], so that a rule change rebuilds a shard of the same size at 10k and
+/// at 1M sessions (the rebuild of a touched shard is what a request costs the compiler).
+pub fn shard_bits_for(max_urr_slots: u32) -> u32 {
+    let shards = (u64::from(max_urr_slots) / 128).max(1);
+    (64 - (shards - 1).leading_zeros()).clamp(SHARD_BITS, MAX_SHARD_BITS)
 }
 
 /// A compiled PDR; FAR and QERs by index into its session's vectors.
@@ -366,8 +375,9 @@ impl Compiler {
         let tables = UpfTables {
             local_v4: cfg.local_v4.clone(),
             local_v6: cfg.local_v6.clone(),
-            ..UpfTables::default()
+            ..UpfTables::with_shard_bits(shard_bits_for(cfg.max_urr_slots))
         };
+        let shards = tables.shards.len();
         Compiler {
             meters: Slots::new(cfg.max_meter_slots),
             urr_slots: Slots::new(cfg.max_urr_slots),
@@ -375,8 +385,8 @@ impl Compiler {
             tables,
             sessions: FxHashMap::default(),
             owners: FxHashMap::default(),
-            members: vec![BTreeSet::new(); NUM_SHARDS],
-            dirty: vec![false; NUM_SHARDS],
+            members: vec![BTreeSet::new(); shards],
+            dirty: vec![false; shards],
         }
     }
 
@@ -413,7 +423,7 @@ impl Compiler {
     /// Rebuild the shards touched since the last call and return the new snapshot; untouched
     /// shards are shared (`Arc`) with the previous one.
     pub fn build(&mut self) -> UpfTables {
-        for i in 0..NUM_SHARDS {
+        for i in 0..self.tables.shards.len() {
             if std::mem::take(&mut self.dirty[i]) {
                 self.tables.shards[i] = Arc::new(self.build_shard(i));
             }
@@ -831,7 +841,11 @@ impl Compiler {
         }
         let mut shards: Vec<u16> = pdrs
             .iter()
-            .flat_map(|p| p.keys.iter().map(|k| k.shard() as u16))
+            .flat_map(|p| {
+                p.keys
+                    .iter()
+                    .map(|k| k.shard(self.tables.shard_bits) as u16)
+            })
             .collect();
         shards.sort_unstable();
         shards.dedup();
@@ -922,6 +936,7 @@ impl Compiler {
             qers: Vec::with_capacity(slack(old.qers.len())),
             sessions: Vec::with_capacity(slack(old.sessions.len())),
         };
+        let bits = self.tables.shard_bits;
         // (key, precedence, PDR ID, shard PDR index): sorted into the candidate lists.
         let mut entries: Vec<(Key, u32, u16, u32)> = Vec::with_capacity(slack(old.pdr_order.len()));
         let mut far_map: Vec<u32> = Vec::new();
@@ -937,7 +952,7 @@ impl Compiler {
             qer_map.clear();
             qer_map.resize(cs.qers.len(), NONE);
             for p in &cs.pdrs {
-                if !p.keys.iter().any(|k| k.shard() == idx) {
+                if !p.keys.iter().any(|k| k.shard(bits) == idx) {
                     continue;
                 }
                 let far = &mut far_map[p.far as usize];
@@ -968,7 +983,7 @@ impl Compiler {
                     qers,
                     urrs: p.urrs,
                 });
-                for &k in p.keys.iter().filter(|k| k.shard() == idx) {
+                for &k in p.keys.iter().filter(|k| k.shard(bits) == idx) {
                     entries.push((k, p.precedence, p.pdr_id, pi));
                 }
             }

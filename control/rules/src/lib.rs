@@ -15,6 +15,7 @@ pub mod sdf;
 pub mod static_sessions;
 
 pub use compile::{
-    session_bytes_estimate, CompileError, CompileErrorKind, Compiler, CompilerConfig, CompilerStats,
+    session_bytes_estimate, shard_bits_for, CompileError, CompileErrorKind, Compiler,
+    CompilerConfig, CompilerStats,
 };
 pub use sdf::{parse_flow_description, FlowDescription, SdfError};

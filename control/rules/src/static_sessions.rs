@@ -282,8 +282,9 @@ pub struct SyntheticParams {
     pub outer: OuterMix,
     /// UE IPv4 pool base: UE `i` gets base + i + 1.
     pub ue_pool_v4: Ipv4Addr,
-    /// UE IPv6 pool base: UE `i` gets `::1` in the `i`-th /64 above it (`i` is OR-ed into
-    /// bits 64.., as `pg-gen` does, so those bits of the base must be zero for `n` UEs).
+    /// UE IPv6 pool base: UE `i` gets `::1` in the `i`-th /64 above it (`i` is added at
+    /// bit 64, as `pg-gen` does: distinct for every `i`, and beyond the pool's size the
+    /// numbering carries into the prefix rather than wrapping onto UE 0).
     pub ue_pool_v6: Ipv6Addr,
     /// gNB 0's N3 addresses; gNB `i` has these plus `i`.
     pub gnb_v4: Ipv4Addr,
@@ -328,6 +329,12 @@ fn permute24(x: u32, key: u32) -> u32 {
     x
 }
 
+/// UE `i`'s IPv6 address: `::1` in the `i`-th /64 above `base`. Added, not OR-ed: with
+/// the default `2001:db8:45::/48` pool an OR put UE 65,536 on UE 0's address.
+pub fn ue_v6(base: Ipv6Addr, i: u32) -> Ipv6Addr {
+    Ipv6Addr::from(u128::from(base).wrapping_add(u128::from(i) << 64) | 1)
+}
+
 /// `pg-gen`'s hash domains.
 const DOMAIN_SESSION: u64 = 3;
 const DOMAIN_TEID_UL: u64 = 5;
@@ -361,9 +368,7 @@ pub fn synthetic(n: usize, p: &SyntheticParams) -> Vec<StaticSession> {
                 ue_ipv4: Some(Ipv4Addr::from(
                     u32::from(p.ue_pool_v4).wrapping_add(i).wrapping_add(1),
                 )),
-                ue_ipv6: Some(Ipv6Addr::from(
-                    u128::from(p.ue_pool_v6) | (u128::from(i) << 64) | 1,
-                )),
+                ue_ipv6: Some(ue_v6(p.ue_pool_v6, i)),
                 ul_teid: 0x0100_0000 | permute24(i, key_ul),
                 gnb,
                 dl_teid: 0x0200_0000 | permute24(i, key_dl),
@@ -504,5 +509,29 @@ sdf = ["permit out ip from any to assigned"]
         assert!(ul.iter().all(|t| t >> 24 == 1) && dl.iter().all(|t| t >> 24 == 2));
         assert!(v.iter().any(|s| s.gnb.is_ipv4()) && v.iter().any(|s| s.gnb.is_ipv6()));
         assert_eq!(to_sessions(&v, N3).unwrap().len(), 300);
+    }
+
+    #[test]
+    fn synthetic_ipv6_ues_stay_distinct_beyond_65536() {
+        // The default pool is a /48: 16 bits of /64s. An OR of the index put UE 65,536 on
+        // UE 0's address (2001:db8:45::1); now the numbering carries on.
+        let p = SyntheticParams::default();
+        assert_eq!(
+            ue_v6(p.ue_pool_v6, 0),
+            "2001:db8:45::1".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(
+            ue_v6(p.ue_pool_v6, 65_535),
+            "2001:db8:45:ffff::1".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(
+            ue_v6(p.ue_pool_v6, 65_536),
+            "2001:db8:46::1".parse::<Ipv6Addr>().unwrap()
+        );
+        let n = 200_000;
+        let v = synthetic(n, &p);
+        let v6: BTreeSet<Ipv6Addr> = v.iter().filter_map(|s| s.ue_ipv6).collect();
+        let v4: BTreeSet<Ipv4Addr> = v.iter().filter_map(|s| s.ue_ipv4).collect();
+        assert_eq!((v6.len(), v4.len()), (n, n));
     }
 }

@@ -170,18 +170,28 @@ pub struct SessionInfo {
     pub up_seid: u64,
 }
 
-/// log2 of the number of shards.
+/// log2 of the default number of shards.
 pub const SHARD_BITS: u32 = 10;
-/// Number of shards a [`UpfTables`] is split into.
+/// Default number of shards a [`UpfTables`] is split into.
 pub const NUM_SHARDS: usize = 1 << SHARD_BITS;
+/// Most shard bits a table may use ([`UpfTables::with_shard_bits`]): the compiler picks more
+/// shards for larger session tables, so that a shard (what one rule change rebuilds) holds
+/// about the same number of keys at any scale.
+pub const MAX_SHARD_BITS: u32 = 16;
 
-/// The shard a lookup key lives in (Fibonacci hashing of the key). Uplink keys are the local
-/// TEID, downlink keys the UE IPv4 address or the UE IPv6 /64 prefix; the compiler files a
-/// session's uplink PDRs in its TEIDs' shards and its downlink PDRs in its UE addresses'
-/// shards, so one lookup touches one shard.
+/// The shard a lookup key lives in among `1 << bits` (Fibonacci hashing of the key). Uplink
+/// keys are the local TEID, downlink keys the UE IPv4 address or the UE IPv6 /64 prefix; the
+/// compiler files a session's uplink PDRs in its TEIDs' shards and its downlink PDRs in its
+/// UE addresses' shards, so one lookup touches one shard.
+#[inline]
+pub fn shard_of_in(key: u64, bits: u32) -> usize {
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize
+}
+
+/// [`shard_of_in`] with the default [`SHARD_BITS`].
 #[inline]
 pub fn shard_of(key: u64) -> usize {
-    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SHARD_BITS)) as usize
+    shard_of_in(key, SHARD_BITS)
 }
 
 /// One shard of the rule tables. Indices in it (PDR, filter, FAR, QER, session) are local to
@@ -436,14 +446,14 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
         self.slots.len() * std::mem::size_of::<KeySlot>()
     }
 
-    /// The home slot of `key`: bits of the same Fibonacci hash as [`shard_of`], below the
-    /// shard bits (those are equal for every key of a shard).
+    /// The home slot of `key`: bits of the same Fibonacci hash as [`shard_of_in`], below
+    /// the most shard bits a table can use (those are equal for every key of a shard).
     #[inline]
     fn home(&self, key: u64) -> usize {
         let bits = self.slots.len().trailing_zeros();
         let h = key
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .rotate_left(SHARD_BITS);
+            .rotate_left(MAX_SHARD_BITS);
         (h >> (63 - bits) >> 1) as usize
     }
 
@@ -566,8 +576,10 @@ pub struct UpfTables {
     /// Local GTP-U endpoint addresses (N3/N9): UDP 2152 to any other address is not ours.
     pub local_v4: Vec<Ipv4Addr>,
     pub local_v6: Vec<Ipv6Addr>,
-    /// Exactly [`NUM_SHARDS`] shards.
+    /// Exactly `1 << shard_bits` shards.
     pub shards: Vec<Arc<Shard>>,
+    /// log2 of the number of shards (at most [`MAX_SHARD_BITS`]).
+    pub shard_bits: u32,
     /// Highest meter slot + 1 and URR slot + 1 in use: workers size their state arrays.
     pub meter_slots: u32,
     pub urr_slots: u32,
@@ -575,34 +587,47 @@ pub struct UpfTables {
 
 impl Default for UpfTables {
     fn default() -> Self {
-        let empty = Arc::new(Shard::default());
-        UpfTables {
-            local_v4: Vec::new(),
-            local_v6: Vec::new(),
-            shards: vec![empty; NUM_SHARDS],
-            meter_slots: 0,
-            urr_slots: 0,
-        }
+        UpfTables::with_shard_bits(SHARD_BITS)
     }
 }
 
 impl UpfTables {
+    /// Empty tables with `1 << bits` shards (`bits` clamped to 1..=[`MAX_SHARD_BITS`]).
+    pub fn with_shard_bits(bits: u32) -> Self {
+        let bits = bits.clamp(1, MAX_SHARD_BITS);
+        let empty = Arc::new(Shard::default());
+        UpfTables {
+            local_v4: Vec::new(),
+            local_v6: Vec::new(),
+            shards: vec![empty; 1 << bits],
+            shard_bits: bits,
+            meter_slots: 0,
+            urr_slots: 0,
+        }
+    }
+
+    /// The shard index of lookup key `key` in these tables.
+    #[inline]
+    pub fn shard_index(&self, key: u64) -> usize {
+        shard_of_in(key, self.shard_bits)
+    }
+
     /// The shard holding uplink rules for `teid`.
     #[inline]
     pub fn teid_shard(&self, teid: u32) -> &Shard {
-        &self.shards[shard_of(u64::from(teid))]
+        &self.shards[self.shard_index(u64::from(teid))]
     }
 
     /// The shard holding downlink rules for UE IPv4 address `ue`.
     #[inline]
     pub fn ue_v4_shard(&self, ue: u32) -> &Shard {
-        &self.shards[shard_of(u64::from(ue))]
+        &self.shards[self.shard_index(u64::from(ue))]
     }
 
     /// The shard holding downlink rules for UE IPv6 /64 prefix `prefix64`.
     #[inline]
     pub fn ue_v6_shard(&self, prefix64: u64) -> &Shard {
-        &self.shards[shard_of(prefix64)]
+        &self.shards[self.shard_index(prefix64)]
     }
 }
 
@@ -620,6 +645,15 @@ mod tests {
         let (min, max) = (hits.iter().min().unwrap(), hits.iter().max().unwrap());
         assert!(*min >= 48 && *max <= 80, "min {min} max {max}");
         assert_eq!(UpfTables::default().shards.len(), NUM_SHARDS);
+        // More shards for big tables: consecutive keys still spread evenly.
+        let t = UpfTables::with_shard_bits(15);
+        assert_eq!(t.shards.len(), 1 << 15);
+        let mut hits = vec![0u32; 1 << 15];
+        for k in 0..(64u64 << 15) {
+            hits[t.shard_index(k)] += 1;
+        }
+        let (min, max) = (hits.iter().min().unwrap(), hits.iter().max().unwrap());
+        assert!(*min >= 48 && *max <= 80, "min {min} max {max}");
     }
 
     #[test]

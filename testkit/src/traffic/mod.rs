@@ -336,9 +336,10 @@ impl Addressing {
         )
     }
 
-    /// IPv6 address of UE `i`: `::1` in the `i`-th /64 of the pool.
+    /// IPv6 address of UE `i`: `::1` in the `i`-th /64 of the pool (added at bit 64, so
+    /// distinct for every `i`; [`TrafficSpec::validate`] keeps `i` inside the pool).
     pub fn ue_v6(&self, i: u32) -> Ipv6Addr {
-        Ipv6Addr::from(u128::from(self.ue_pool_v6.addr) | ((i as u128) << 64) | 1)
+        Ipv6Addr::from(u128::from(self.ue_pool_v6.addr).wrapping_add((i as u128) << 64) | 1)
     }
 
     /// IPv4 address of DN server `k`.

@@ -186,8 +186,8 @@ fn params_sessions(n: usize) -> Vec<peregrine_rules::static_sessions::StaticSess
             // One outer family, so every frame of a case has testpmd's single frame length.
             outer: OuterMix::V4,
             mbr_kbps: Some(MBR_KBPS),
-            // The default IPv6 pool (2001:db8:45::/48) has bits set where UE indexes >= 2^16
-            // are OR-ed in, so 100k UEs would collide; this pool keeps bits 64..88 zero.
+            // A pool with room for 2^24 /64s (the default /48 holds 65,536; beyond that the
+            // numbering carries into the prefix, distinct but outside the pool).
             ue_pool_v6: std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x4500, 0, 0, 0, 0, 0),
             ..SyntheticParams::default()
         },

@@ -13,13 +13,32 @@ fn quantile(v: &mut [u64], q: f64) -> u64 {
     v[i]
 }
 
+/// Pool of the IPv6 UEs of the load: UE `k` gets `::1` in the `k`-th /64 above it; disjoint
+/// from the static sessions' pool (2001:db8:4500::/40 onwards, `params_sessions`).
+const UE_POOL_V6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x80, 0, 0, 0, 0, 0);
+
 /// A Session Establishment Request for UE `k` of the load: UL PDR (F-TEID CHOOSE, the UPF
-/// allocates), DL PDR on the UE's own IPv4 address, N6 and N3 FARs, a QER with MBR and a
-/// volume URR (TS 29.244 section 7.5.2).
+/// allocates), DL PDR on the UE's own address (IPv4 for even `k`, an IPv6 /64 for odd `k`),
+/// N6 and N3 FARs, a QER with MBR and a volume URR (TS 29.244 section 7.5.2).
 fn est_request(seq: u32, k: u32) -> Vec<u8> {
     use peregrine_pfcp::ie::{ie_type as t, FTeid, Ie, OuterHeaderRemoval, UeIpAddress};
     // A pool disjoint from the static synthetic sessions (10.45/16 onwards).
-    let ue = std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(10, 128, 0, 0)) + k);
+    let v4 = std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(10, 128, 0, 0)) + k);
+    let ue = |sd: bool| {
+        if k.is_multiple_of(2) {
+            UeIpAddress {
+                sd,
+                ipv4: Some(v4),
+                ..Default::default()
+            }
+        } else {
+            UeIpAddress {
+                sd,
+                ipv6: Some(peregrine_rules::static_sessions::ue_v6(UE_POOL_V6, k)),
+                ..Default::default()
+            }
+        }
+    };
     let pdi_ul = pfcp_msgs::g(
         t::PDI,
         vec![
@@ -29,10 +48,7 @@ fn est_request(seq: u32, k: u32) -> Vec<u8> {
                 v6: false,
                 choose_id: Some(1),
             }),
-            Ie::UeIpAddress(UeIpAddress {
-                ipv4: Some(ue),
-                ..Default::default()
-            }),
+            Ie::UeIpAddress(ue(false)),
             Ie::Qfi(9),
         ],
     );
@@ -53,14 +69,7 @@ fn est_request(seq: u32, k: u32) -> Vec<u8> {
     );
     let pdi_dl = pfcp_msgs::g(
         t::PDI,
-        vec![
-            Ie::SourceInterface(1),
-            Ie::UeIpAddress(UeIpAddress {
-                sd: true,
-                ipv4: Some(ue),
-                ..Default::default()
-            }),
-        ],
+        vec![Ie::SourceInterface(1), Ie::UeIpAddress(ue(true))],
     );
     let dl = pfcp_msgs::g(
         t::CREATE_PDR,
@@ -92,7 +101,7 @@ fn est_answer(d: &[u8]) -> Option<(u32, u8)> {
 
 /// Bytes per session of the N4 node alone, and of the compiler + one published table
 /// version alone, for `n` sessions established in-process (no UDP, no traffic).
-fn memory_breakdown(n: usize) -> (f64, f64, usize, u32, u32) {
+fn memory_breakdown(n: usize) -> (f64, f64, usize, peregrine_rules::CompilerStats) {
     let mut cfg = peregrine_n4::NodeConfig::new(
         peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
         0xe6f0_0001,
@@ -135,14 +144,16 @@ fn memory_breakdown(n: usize) -> (f64, f64, usize, u32, u32) {
         (l1 - l0) as f64 / n as f64,
         (l3 - l2) as f64 / n as f64,
         cached,
-        st.meter_slots_used,
-        st.urr_slots_used,
+        st,
     )
 }
 
 /// Session establishment rate, publish latency and memory per session, under traffic.
 pub(crate) fn n4_mode(a: &Args, n: usize) {
-    let (node_b, compiler_b, cached, meter_slots, urr_slots) = memory_breakdown(n);
+    // Before any pinning narrows what the process may use.
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let (node_b, compiler_b, cached, cst) = memory_breakdown(n);
+    let (meter_slots, urr_slots) = (cst.meter_slots_used, cst.urr_slots_used);
     eprintln!("node {node_b:.0} B/session (cached responses left {cached}), compiler + tables {compiler_b:.0} B/session");
     use peregrine_control::n4::{N4Config, N4Endpoint};
     use peregrine_control::upf::DaemonRules;
@@ -223,6 +234,9 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     // Request -> response time as the client sees it, from the first send of each request
     // (with `--window 1`: a lone request, as an SMF waiting for each answer sees it).
     let mut sent_at: Vec<Option<Instant>> = vec![None; n];
+    // When the answers reached each tenth of the run: establishments/s per tenth.
+    let tenth = n.div_ceil(10).max(1);
+    let mut tenth_at: Vec<Instant> = Vec::with_capacity(10);
     let mut rtt_us: Vec<u64> = Vec::with_capacity(n);
     sock.set_read_timeout(Some(Duration::from_millis(500)))
         .expect("timeout");
@@ -246,6 +260,9 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
                     rtt_us.push(t.elapsed().as_micros() as u64);
                 }
                 got += 1;
+                if got.is_multiple_of(tenth) || got == n {
+                    tenth_at.push(Instant::now());
+                }
                 quiet = 0;
                 if cause == 1 {
                     ok += 1;
@@ -273,6 +290,23 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     drop(reqs);
     let st = ep.status();
     let live1 = GLOBAL.live();
+    let per_tenth: Vec<f64> = {
+        let mut prev = (t0, 0usize);
+        tenth_at
+            .iter()
+            .enumerate()
+            .map(|(i, &at)| {
+                let upto = ((i + 1) * tenth).min(n);
+                let r = (upto - prev.1) as f64 / at.duration_since(prev.0).as_secs_f64();
+                prev = (at, upto);
+                r
+            })
+            .collect()
+    };
+    // The N4 thread idle with every session installed (usage poll and timers running).
+    let idle_cpu = n4_thread_cpu(Duration::from_secs(3));
+    eprintln!("per tenth: {per_tenth:.0?}; idle N4 thread: {idle_cpu:?} of a core");
+    plot_tenths(&a.n4_out, n, &per_tenth);
     std::thread::sleep(Duration::from_millis(200));
     run.request_stop();
     let names: Vec<&'static str> = run.reasons().names().to_vec();
@@ -310,6 +344,12 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
         "retransmissions": retransmits,
         "seconds": elapsed.as_secs_f64(),
         "establishments_per_second": ok as f64 / elapsed.as_secs_f64(),
+        "establishments_per_second_per_tenth": per_tenth,
+        "tenth_max_over_min": per_tenth.iter().cloned().fold(0.0, f64::max)
+            / per_tenth.iter().cloned().fold(f64::MAX, f64::min),
+        "ue_families": "IPv4 for even k, IPv6 /64 for odd k",
+        "idle_n4_thread_core_fraction": idle_cpu,
+        "urr_timers_armed_and_watched": "one periodic URR (60 s) per session: armed timers, none polled for volume",
         "goal_establishments_per_second": 20000,
         "publishes": st.counts.publishes,
         "window": a.window,
@@ -333,13 +373,17 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
             "urr_slots_per_session": f64::from(urr_slots) / n as f64,
             "breakdown_node_only_bytes_per_session": node_b,
             "breakdown_compiler_and_tables_bytes_per_session": compiler_b,
+            "compiler_estimate_bytes_per_session": {
+                "compiled_sessions": cst.compiled_bytes as f64 / n as f64,
+                "shards": cst.shard_bytes as f64 / n as f64,
+                "key_owner_and_membership_index": cst.index_bytes as f64 / n as f64,
+            },
             "bytes_per_session": (n4_bytes + per_worker) as f64 / n as f64,
-            "goal_bytes_per_session": 2048,
+            "bytes_per_session_node_compiler_tables_only": n4_bytes as f64 / n as f64,
+            "per_worker_bytes_per_session": per_worker as f64 / n as f64,
+            "goal_bytes_per_session": 1536,
         },
-        "machine": format!(
-            "{} cores (shared with other engineers' builds)",
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
-        ),
+        "machine": format!("{cores} cores (shared with other engineers' builds)"),
     });
     let text = serde_json::to_string_pretty(&result).expect("json");
     println!("{text}");
@@ -347,4 +391,50 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
         eprintln!("cannot write {}: {e}", a.n4_out);
     }
     drop(ep);
+}
+
+/// The fraction of a core the N4 thread (`pg-n4`) uses over `d`, from its
+/// `/proc/self/task/*/stat` CPU times; `None` if the thread is not found.
+fn n4_thread_cpu(d: Duration) -> Option<f64> {
+    let task = std::fs::read_dir("/proc/self/task").ok()?.find_map(|e| {
+        let p = e.ok()?.path();
+        let comm = std::fs::read_to_string(p.join("comm")).ok()?;
+        (comm.trim() == "pg-n4").then_some(p)
+    })?;
+    // utime + stime (fields 14 and 15, in clock ticks of 10 ms), after the command name.
+    let ticks = || -> Option<u64> {
+        let s = std::fs::read_to_string(task.join("stat")).ok()?;
+        let rest = &s[s.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+    };
+    let (c0, t0) = (ticks()?, Instant::now());
+    std::thread::sleep(d);
+    let c1 = ticks()?;
+    Some((c1 - c0) as f64 * 0.01 / t0.elapsed().as_secs_f64())
+}
+
+/// Establishments/s per tenth of the run, as an SVG beside the JSON output.
+fn plot_tenths(json_out: &str, n: usize, per_tenth: &[f64]) {
+    use peregrine_perf::fridge_eval::plot::{lines, Series};
+    let path = std::path::Path::new(json_out).with_extension("svg");
+    let s = Series {
+        name: "establishments/s".into(),
+        points: per_tenth
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| ((i + 1) as f64 * n as f64 / 10.0, r))
+            .collect(),
+        spread: None,
+    };
+    let title = format!("PFCP establishments/s per tenth of {n} sessions (under traffic)");
+    if let Err(e) = lines(
+        &path,
+        &title,
+        "sessions established",
+        "establishments/s",
+        &[s],
+    ) {
+        eprintln!("cannot plot {}: {e}", path.display());
+    }
 }
