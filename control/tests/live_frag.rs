@@ -21,10 +21,9 @@
 //! Needs root, `ip netns` and python3 with Scapy; outside CI it prints why and passes when
 //! they are missing, under `CI` it fails.
 
+use peregrine_testkit::daemon::{sample, scrape, Live};
 use peregrine_testkit::netns::{gnb_dn, gnb_dn_backend, RigSide, Topology, DN_MAC, GNB_MAC};
-use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, Guard};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -99,24 +98,8 @@ next_hop_mac = "{DN_MAC}"
     )
 }
 
-fn scrape(port: u16) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect metrics");
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read metrics");
-    out
-}
-
-fn value(page: &str, series: &str) -> Option<f64> {
-    page.lines()
-        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
-        .and_then(|l| l[series.len()..].trim().parse().ok())
-}
-
-fn sample(page: &str, series: &str) -> f64 {
-    value(page, series).unwrap_or_else(|| panic!("no {series} in the metrics page"))
+fn sample_of(page: &str, series: &str) -> f64 {
+    sample(page, series).unwrap_or_else(|| panic!("no {series} in the metrics page"))
 }
 
 #[test]
@@ -137,31 +120,13 @@ fn kernel_fragments_through_the_live_upf() {
     }
     let dir = tempfile::tempdir().unwrap();
     let metrics = free_tcp_port();
-    let cfg_path = dir.path().join("frag.toml");
-    std::fs::write(&cfg_path, config(&topo, metrics)).unwrap();
-    let log = std::fs::File::create(dir.path().join("daemon.log")).unwrap();
-    let mut daemon = Guard(Some(
-        Command::new(env!("CARGO_BIN_EXE_peregrine"))
-            .args(["run", "--config"])
-            .arg(&cfg_path)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start peregrine"),
-    ));
-    let daemon_log = || std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default();
-    let t0 = Instant::now();
-    while TcpStream::connect(("127.0.0.1", metrics)).is_err() {
-        if let Ok(Some(st)) = daemon.child().try_wait() {
-            panic!("peregrine exited early ({st}):\n{}", daemon_log());
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "peregrine did not start:\n{}",
-            daemon_log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut daemon = Live::start(
+        env!("CARGO_BIN_EXE_peregrine"),
+        dir.path(),
+        "frag",
+        &config(&topo, metrics),
+    );
+    daemon.wait_metrics(metrics, Duration::from_secs(20));
     // libpcap needs a moment after the port starts before it captures.
     std::thread::sleep(Duration::from_millis(500));
 
@@ -183,8 +148,8 @@ fn kernel_fragments_through_the_live_upf() {
     let t0 = Instant::now();
     let page = loop {
         let page = scrape(metrics);
-        let seen = value(&page, "peregrine_upf_fragments_made_total") >= Some(2.0)
-            && value(&page, "peregrine_upf_datagrams_reassembled_total") >= Some(2.0);
+        let seen = sample(&page, "peregrine_upf_fragments_made_total") >= Some(2.0)
+            && sample(&page, "peregrine_upf_datagrams_reassembled_total") >= Some(2.0);
         if seen || t0.elapsed() > Duration::from_secs(5) {
             break page;
         }
@@ -201,7 +166,7 @@ fn kernel_fragments_through_the_live_upf() {
         traffic.status,
         String::from_utf8_lossy(&traffic.stdout),
         String::from_utf8_lossy(&traffic.stderr),
-        daemon_log()
+        daemon.log()
     );
     let obs: serde_json::Value = serde_json::from_slice(&traffic.stdout).expect("JSON");
     eprintln!("observed: {obs}");
@@ -209,9 +174,12 @@ fn kernel_fragments_through_the_live_upf() {
     assert_eq!(obs["fragments_sent"]["v4"], 2, "{obs}");
     assert_eq!(obs["fragments_sent"]["v6"], 2, "{obs}");
     // The stage saw them as fragments and reassembled both datagrams ...
-    assert_eq!(sample(&page, "peregrine_upf_fragments_received_total"), 4.0);
     assert_eq!(
-        sample(&page, "peregrine_upf_datagrams_reassembled_total"),
+        sample_of(&page, "peregrine_upf_fragments_received_total"),
+        4.0
+    );
+    assert_eq!(
+        sample_of(&page, "peregrine_upf_datagrams_reassembled_total"),
         2.0
     );
     // ... whose inner packets reached dn's kernel intact (UDP checksum checked there).
@@ -227,7 +195,10 @@ fn kernel_fragments_through_the_live_upf() {
         assert_eq!(g["teid"], DL_TEID, "{obs}");
         assert!(g["len"].as_u64().unwrap() + 28 <= 1500, "{obs}");
     }
-    assert_eq!(sample(&page, "peregrine_upf_packets_fragmented_total"), 1.0);
-    assert_eq!(sample(&page, "peregrine_upf_fragments_made_total"), 2.0);
+    assert_eq!(
+        sample_of(&page, "peregrine_upf_packets_fragmented_total"),
+        1.0
+    );
+    assert_eq!(sample_of(&page, "peregrine_upf_fragments_made_total"), 2.0);
     drop(daemon);
 }

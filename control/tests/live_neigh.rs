@@ -18,12 +18,11 @@
 //! Needs root, `ip netns` and /dev/net/tun; outside CI it prints why and passes when they
 //! are missing, under `CI` it fails.
 
+use peregrine_testkit::daemon::{scrape, Live};
 use peregrine_testkit::gnb::{in_netns, GnbConfig, GtpGnb};
 use peregrine_testkit::netns::{gnb_dn, gnb_dn_backend, RigSide, Topology, GNB_MAC};
-use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, Guard};
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpStream, UdpSocket};
-use std::process::Command;
+use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip};
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -110,16 +109,6 @@ port = "n6"
 via = "{DN_V4}"
 "#,
     )
-}
-
-fn scrape(port: u16) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect metrics");
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read metrics");
-    out
 }
 
 /// The sum of `peregrine_drops_total` samples for `reason` (over workers, stages).
@@ -217,22 +206,13 @@ fn next_hops_resolve_from_kernel_neighbours_follow_a_new_mac_and_age_out() {
     let (gnb_ns, dn_ns) = (topo.ns("gnb"), topo.ns("dn"));
     let dir = tempfile::tempdir().unwrap();
     let metrics = free_tcp_port();
-    let cfg_path = dir.path().join("neigh.toml");
-    std::fs::write(&cfg_path, config(&topo, metrics)).unwrap();
+    let mut daemon = Live::start(
+        env!("CARGO_BIN_EXE_peregrine"),
+        dir.path(),
+        "neigh",
+        &config(&topo, metrics),
+    );
     let summary_path = dir.path().join("summary.json");
-    let log = std::fs::File::create(dir.path().join("daemon.log")).unwrap();
-    let mut daemon = Guard(Some(
-        Command::new(env!("CARGO_BIN_EXE_peregrine"))
-            .args(["run", "--config"])
-            .arg(&cfg_path)
-            .arg("--summary-json")
-            .arg(&summary_path)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start peregrine"),
-    ));
-    let daemon_log = || std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default();
     let tun = topo.dev("tun");
     let mut gnb = GtpGnb::start(
         GnbConfig {
@@ -263,18 +243,7 @@ fn next_hops_resolve_from_kernel_neighbours_follow_a_new_mac_and_age_out() {
         ],
     )
     .unwrap();
-    let t0 = Instant::now();
-    while TcpStream::connect(("127.0.0.1", metrics)).is_err() {
-        if let Ok(Some(st)) = daemon.child().try_wait() {
-            panic!("peregrine exited early ({st}):\n{}", daemon_log());
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "peregrine did not start:\n{}",
-            daemon_log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    daemon.wait_metrics(metrics, Duration::from_secs(30));
 
     // 1. Only gateway addresses are configured: traffic flows once the kernels answered.
     let traffic = Traffic::start(&gnb_ns, &dn_ns);
@@ -282,7 +251,7 @@ fn next_hops_resolve_from_kernel_neighbours_follow_a_new_mac_and_age_out() {
         traffic.flows((0, 0), 10, Duration::from_secs(20)),
         "no traffic through resolved next hops {:?}:\n{}",
         traffic.counts(),
-        daemon_log()
+        daemon.log()
     );
 
     // 2. The data network's MAC changes: the old one stops being answered, the daemon
@@ -298,9 +267,9 @@ fn next_hops_resolve_from_kernel_neighbours_follow_a_new_mac_and_age_out() {
         traffic.flows(traffic.counts(), 10, Duration::from_secs(15)),
         "no traffic after the MAC change {changed_at:?} -> {:?}:\n{}",
         traffic.counts(),
-        daemon_log()
+        daemon.log()
     );
-    assert!(daemon_log().contains(NEW_DN_MAC), "{}", daemon_log());
+    assert!(daemon.log().contains(NEW_DN_MAC), "{}", daemon.log());
 
     // 3. The data network stops answering (its address goes): the entry ages out and the
     // uplink is dropped with the reason.
@@ -334,17 +303,17 @@ fn next_hops_resolve_from_kernel_neighbours_follow_a_new_mac_and_age_out() {
     assert!(
         dropped >= before + 5.0,
         "no next_hop_unresolved drops ({before} -> {dropped}):\n{}",
-        daemon_log()
+        daemon.log()
     );
     drop(traffic);
     gnb.stop();
     let st = daemon.term().expect("daemon running");
-    assert!(st.success(), "peregrine: {st}\n{}", daemon_log());
+    assert!(st.success(), "peregrine: {st}\n{}", daemon.log());
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&summary_path).unwrap()).unwrap();
     let nb = &s["neighbour"];
     eprintln!("neighbour summary: {nb}");
-    for l in daemon_log().lines().filter(|l| l.contains("next hop")) {
+    for l in daemon.log().lines().filter(|l| l.contains("next hop")) {
         eprintln!("{l}");
     }
     let entry = |ip: &str| {

@@ -22,12 +22,12 @@
 //! Needs root, `ip netns`, python3 with Scapy and tshark; outside CI it prints why and passes
 //! when they are missing, under `CI` it fails.
 
+use peregrine_testkit::daemon::{sample, scrape, Live};
 use peregrine_testkit::netns::{
     gnb_dn, gnb_dn_backend, RigSide, Topology, DN_MAC, GNB_MAC, N3_MAC, N6_MAC,
 };
 use peregrine_testkit::tools::{free_tcp_port, free_udp_port, is_root, run, skip, Guard};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -67,24 +67,6 @@ fn setup(t: &mut Topology) -> Result<(), String> {
 
 fn smf_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/smf")
-}
-
-/// GET /metrics.
-fn scrape(port: u16) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect metrics");
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read metrics");
-    out
-}
-
-/// The value of one Prometheus sample (`name{labels}` exactly as rendered), if present.
-fn sample(page: &str, series: &str) -> Option<f64> {
-    page.lines()
-        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
-        .and_then(|l| l[series.len()..].trim().parse().ok())
 }
 
 fn read_json_line(r: &mut BufReader<ChildStdout>, what: &str) -> serde_json::Value {
@@ -210,35 +192,15 @@ fn live_upf_in_namespaces_over_af_packet() {
         tshark = Guard(Some(c));
     }
 
-    let cfg_path = dir.path().join("live.toml");
-    std::fs::write(&cfg_path, config(&topo, pfcp, metrics)).unwrap();
+    let mut daemon = Live::start(
+        env!("CARGO_BIN_EXE_peregrine"),
+        dir.path(),
+        "live",
+        &config(&topo, pfcp, metrics),
+    );
     let summary_path = dir.path().join("summary.json");
-    let log = std::fs::File::create(dir.path().join("daemon.log")).unwrap();
-    let mut daemon = Guard(Some(
-        Command::new(env!("CARGO_BIN_EXE_peregrine"))
-            .args(["run", "--config"])
-            .arg(&cfg_path)
-            .arg("--summary-json")
-            .arg(&summary_path)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start peregrine"),
-    ));
-    let daemon_log = || std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default();
     // Ready when the metrics endpoint answers (N4 is bound before it).
-    let t0 = Instant::now();
-    while TcpStream::connect(("127.0.0.1", metrics)).is_err() {
-        if let Ok(Some(st)) = daemon.child().try_wait() {
-            panic!("peregrine exited early ({st}):\n{}", daemon_log());
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "peregrine did not start:\n{}",
-            daemon_log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    daemon.wait_metrics(metrics, Duration::from_secs(20));
 
     // The SMF establishes the scenario's sessions and reports them.
     let mut smf = Guard(Some(
@@ -458,8 +420,8 @@ fn live_upf_in_namespaces_over_af_packet() {
 
     // Stop the daemon; its summary agrees on the gate.
     let st = daemon.term().expect("daemon ran");
-    assert!(st.success(), "peregrine: {st}\n{}", daemon_log());
-    assert!(!daemon_log().contains("panicked"), "{}", daemon_log());
+    assert!(st.success(), "peregrine: {st}\n{}", daemon.log());
+    assert!(!daemon.log().contains("panicked"), "{}", daemon.log());
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&summary_path).unwrap()).unwrap();
     assert_eq!(summary_drop(&s, "gate_closed"), gate_sent, "{s}");

@@ -1,10 +1,92 @@
 //! Running the real daemon from an end-to-end test: write its config, start `peregrine run`
 //! with a JSON summary, wait for a replay that ends to make it exit, and hand back what it
-//! printed and summarised.
+//! printed and summarised ([`run_to_end`]); or keep it running beside live traffic until the
+//! test stops it ([`Live`]), reading its metrics page ([`scrape`], [`sample`]).
 
-use std::path::Path;
-use std::process::{Command, Stdio};
+use crate::tools::Guard;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+/// A daemon running in the background (`peregrine run --config dir/<name>.toml --summary-json
+/// dir/summary.json`), its stdout and stderr in `dir/daemon.log`; stopped with SIGTERM when
+/// dropped.
+#[derive(Debug)]
+pub struct Live {
+    guard: Guard,
+    log: PathBuf,
+}
+
+impl Live {
+    /// Write `cfg` to `dir/<name>.toml` and start `bin` on it (`bin`: the test's
+    /// `env!("CARGO_BIN_EXE_peregrine")`).
+    pub fn start(bin: &str, dir: &Path, name: &str, cfg: &str) -> Live {
+        let cfg_path = dir.join(format!("{name}.toml"));
+        std::fs::write(&cfg_path, cfg).expect("write the config");
+        let log = dir.join("daemon.log");
+        let out = std::fs::File::create(&log).expect("create daemon.log");
+        let child = Command::new(bin)
+            .args(["run", "--config"])
+            .arg(&cfg_path)
+            .arg("--summary-json")
+            .arg(dir.join("summary.json"))
+            .stdout(out.try_clone().expect("clone the log handle"))
+            .stderr(out)
+            .spawn()
+            .expect("start peregrine");
+        Live {
+            guard: Guard(Some(child)),
+            log,
+        }
+    }
+
+    /// What the daemon printed so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait until the metrics endpoint on `127.0.0.1:port` answers (the daemon binds it after
+    /// N4 and the ports); panics with the log if the daemon exits or `timeout` passes first.
+    pub fn wait_metrics(&mut self, port: u16, timeout: Duration) {
+        let t0 = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(st)) = self.guard.child().try_wait() {
+                panic!("peregrine exited early ({st}):\n{}", self.log());
+            }
+            assert!(
+                t0.elapsed() < timeout,
+                "peregrine did not start:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stop the daemon (SIGTERM, then SIGKILL after 5 s) and return its exit status.
+    pub fn term(&mut self) -> Option<ExitStatus> {
+        self.guard.term()
+    }
+}
+
+/// GET /metrics from `127.0.0.1:port`.
+pub fn scrape(port: u16) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect metrics");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read metrics");
+    out
+}
+
+/// The value of one Prometheus sample (`name{labels}` exactly as rendered), if present.
+pub fn sample(page: &str, series: &str) -> Option<f64> {
+    page.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l[series.len()..].trim().parse().ok())
+}
 
 /// Write `cfg` to `dir/upf.toml`, run `bin run --config dir/upf.toml --summary-json
 /// dir/summary.json` in `dir` (`bin`: the test's `env!("CARGO_BIN_EXE_peregrine")`) until it

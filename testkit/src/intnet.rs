@@ -561,21 +561,4 @@ pub fn hop_ids(r: &serde_json::Value) -> Vec<u64> {
         .collect()
 }
 
-/// GET /metrics from `127.0.0.1:port`.
-pub fn scrape(port: u16) -> String {
-    use std::io::Read;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect metrics");
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read metrics");
-    out
-}
-
-/// A sample's value on a metrics page (`series` with its labels, exactly).
-pub fn metric(page: &str, series: &str) -> Option<f64> {
-    page.lines()
-        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
-        .and_then(|l| l[series.len()..].trim().parse().ok())
-}
+pub use crate::daemon::{sample as metric, scrape};
