@@ -37,7 +37,10 @@ const PACKETS_PER_ITER: f64 = 4096.0;
 /// The bench variants in plotting order, with their labels.
 const VARIANTS: [(&str, &str); 7] = [
     ("plain_cms_3x512", "plain CMS"),
-    ("plain_cms_3x512_burst_prefetch", "plain CMS, burst+prefetch"),
+    (
+        "plain_cms_3x512_burst_prefetch",
+        "plain CMS, burst+prefetch",
+    ),
     ("kestrel_3x512_before_128B", "Kestrel before (128 B)"),
     ("kestrel_3x512_reference", "Kestrel reference (wide)"),
     ("kestrel_3x512", "Kestrel (64 B hot, burst)"),
@@ -64,10 +67,23 @@ fn read_json(p: &Path) -> Value {
 }
 
 /// Bars with their values on top, one colour each; `log` for a logarithmic y axis.
-fn bars(path: &Path, title: &str, ylabel: &str, bars: &[Bar], hline: Option<(f64, &str)>, log: bool) {
+fn bars(
+    path: &Path,
+    title: &str,
+    ylabel: &str,
+    bars: &[Bar],
+    hline: Option<(f64, &str)>,
+    log: bool,
+) {
     let draw = || -> Result<(), Box<dyn std::error::Error>> {
-        let ymax = bars.iter().map(|b| b.value).fold(0.0, f64::max).max(hline.map_or(0.0, |h| h.0)) * 1.2;
-        let root = SVGBackend::new(path, (120 * bars.len().max(4) as u32 + 120, 460)).into_drawing_area();
+        let ymax = bars
+            .iter()
+            .map(|b| b.value)
+            .fold(0.0, f64::max)
+            .max(hline.map_or(0.0, |h| h.0))
+            * 1.2;
+        let root =
+            SVGBackend::new(path, (120 * bars.len().max(4) as u32 + 120, 460)).into_drawing_area();
         root.fill(&WHITE)?;
         let n = bars.len() as f64;
         let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
@@ -84,9 +100,21 @@ fn bars(path: &Path, title: &str, ylabel: &str, bars: &[Bar], hline: Option<(f64
             .margin(12)
             .x_label_area_size(60)
             .y_label_area_size(64);
-        let text = |b: &Bar| b.text.clone().unwrap_or_else(|| format!("{:.3}", b.value).trim_end_matches('0').trim_end_matches('.').to_string());
+        let text = |b: &Bar| {
+            b.text.clone().unwrap_or_else(|| {
+                format!("{:.3}", b.value)
+                    .trim_end_matches('0')
+                    .trim_end_matches('.')
+                    .to_string()
+            })
+        };
         if log {
-            let ymin = bars.iter().map(|b| b.value).filter(|&v| v > 0.0).fold(f64::MAX, f64::min) / 3.0;
+            let ymin = bars
+                .iter()
+                .map(|b| b.value)
+                .filter(|&v| v > 0.0)
+                .fold(f64::MAX, f64::min)
+                / 3.0;
             let mut c = cb.build_cartesian_2d(0.0..n, (ymin..ymax * 3.0).log_scale())?;
             c.configure_mesh()
                 .disable_x_mesh()
@@ -97,8 +125,15 @@ fn bars(path: &Path, title: &str, ylabel: &str, bars: &[Bar], hline: Option<(f64
                 .draw()?;
             for (i, b) in bars.iter().enumerate() {
                 let x = i as f64;
-                c.draw_series([Rectangle::new([(x + 0.15, ymin), (x + 0.85, b.value)], b.colour.filled())])?;
-                c.draw_series([Text::new(text(b), (x + 0.2, b.value * 1.25), ("sans-serif", 12))])?;
+                c.draw_series([Rectangle::new(
+                    [(x + 0.15, ymin), (x + 0.85, b.value)],
+                    b.colour.filled(),
+                )])?;
+                c.draw_series([Text::new(
+                    text(b),
+                    (x + 0.2, b.value * 1.25),
+                    ("sans-serif", 12),
+                )])?;
             }
         } else {
             let mut c = cb.build_cartesian_2d(0.0..n, 0.0..ymax)?;
@@ -111,12 +146,26 @@ fn bars(path: &Path, title: &str, ylabel: &str, bars: &[Bar], hline: Option<(f64
                 .draw()?;
             for (i, b) in bars.iter().enumerate() {
                 let x = i as f64;
-                c.draw_series([Rectangle::new([(x + 0.15, 0.0), (x + 0.85, b.value)], b.colour.filled())])?;
-                c.draw_series([Text::new(text(b), (x + 0.2, b.value + ymax * 0.02), ("sans-serif", 12))])?;
+                c.draw_series([Rectangle::new(
+                    [(x + 0.15, 0.0), (x + 0.85, b.value)],
+                    b.colour.filled(),
+                )])?;
+                c.draw_series([Text::new(
+                    text(b),
+                    (x + 0.2, b.value + ymax * 0.02),
+                    ("sans-serif", 12),
+                )])?;
             }
             if let Some((y, name)) = hline {
-                c.draw_series([PathElement::new(vec![(0.0, y), (n, y)], RED.stroke_width(2))])?;
-                c.draw_series([Text::new(name.to_string(), (0.05, y + ymax * 0.02), ("sans-serif", 12).into_font().color(&RED))])?;
+                c.draw_series([PathElement::new(
+                    vec![(0.0, y), (n, y)],
+                    RED.stroke_width(2),
+                )])?;
+                c.draw_series([Text::new(
+                    name.to_string(),
+                    (0.05, y + ymax * 0.02),
+                    ("sans-serif", 12).into_font().color(&RED),
+                )])?;
             }
         }
         root.present()?;
@@ -185,7 +234,9 @@ fn bench(a: &Args) {
 
 /// The `kestrel:` summary line's export figures: (sketches, pm, postcards) Mbit/s.
 fn parse_export(log: &str) -> Option<(f64, f64, f64)> {
-    let line = log.lines().find(|l| l.contains("kestrel:") && l.contains("Mbit/s"))?;
+    let line = log
+        .lines()
+        .find(|l| l.contains("kestrel:") && l.contains("Mbit/s"))?;
     let after = line.split("export ").nth(1)?;
     let mut it = after.split(", ");
     let num = |s: Option<&str>, what: &str| -> Option<f64> {
@@ -201,9 +252,14 @@ fn parse_export(log: &str) -> Option<(f64, f64, f64)> {
 }
 
 fn export(a: &Args, log: &Path) {
-    let text = std::fs::read_to_string(log).unwrap_or_else(|e| fail(&format!("{}: {e}", log.display())));
-    let (sk, pm, pc) = parse_export(&text)
-        .unwrap_or_else(|| fail(&format!("{}: no `kestrel: ... export ... Mbit/s` line", log.display())));
+    let text =
+        std::fs::read_to_string(log).unwrap_or_else(|e| fail(&format!("{}: {e}", log.display())));
+    let (sk, pm, pc) = parse_export(&text).unwrap_or_else(|| {
+        fail(&format!(
+            "{}: no `kestrel: ... export ... Mbit/s` line",
+            log.display()
+        ))
+    });
     let ours = |l: &str, v: f64| Bar {
         label: format!("{l} (ours)"),
         value: v,
@@ -236,9 +292,17 @@ fn export(a: &Args, log: &Path) {
 fn upf(a: &Args, p: &Path) {
     let v = read_json(p);
     let mut rows = vec![];
-    for c in v["cases"].as_array().unwrap_or_else(|| fail(&format!("{}: no cases", p.display()))) {
+    for c in v["cases"]
+        .as_array()
+        .unwrap_or_else(|| fail(&format!("{}: no cases", p.display())))
+    {
         let dir = c["direction"].as_str().unwrap_or("?");
-        for (i, r) in c["round_pair_ratios"].as_array().into_iter().flatten().enumerate() {
+        for (i, r) in c["round_pair_ratios"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             rows.push(Bar {
                 label: format!("{dir} round {i}"),
                 value: r.as_f64().unwrap_or(0.0),

@@ -4,7 +4,9 @@
 //! control side (`super::tap`).
 
 use super::edges::{fine_bin, EdgeSet, FINE_BINS};
-use super::layout::{bin, Bucket, HotBucket, IndexHash, Layout, DIRS, MAX_QIDS, MAX_ROWS, SPILL_AT};
+use super::layout::{
+    bin, Bucket, HotBucket, IndexHash, Layout, DIRS, MAX_QIDS, MAX_ROWS, SPILL_AT,
+};
 use crate::upf::prefetch::prefetch;
 
 /// Packets a burst update handles per pass pair (hash and prefetch all, then update all).

@@ -16,8 +16,8 @@ pub mod window;
 pub use bank::{Bank, Pm, Sample, Sketcher, CHUNK, QFIS};
 pub use edges::{parse_edges, EdgeError, EdgeSet, EdgeTable, QidEdges, FINE_BINS};
 pub use layout::{
-    Bucket, HotBucket, IndexHash, Layout, LayoutError, BINS, DIRS, EDGES, MAX_QIDS,
-    MAX_WINDOW_NS, SPILL_AT,
+    Bucket, HotBucket, IndexHash, Layout, LayoutError, BINS, DIRS, EDGES, MAX_QIDS, MAX_WINDOW_NS,
+    SPILL_AT,
 };
 pub use postcard::{Deltas, Postcard};
 pub use tap::{tap_pair, KestrelTap, TapEnds, TapStats};

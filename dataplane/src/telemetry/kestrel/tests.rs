@@ -345,11 +345,23 @@ fn mixed_samples(n: usize, keys: u32, seed: u64) -> Vec<Sample> {
     (0..n)
         .map(|_| {
             x = layout::mix(x);
-            t += if x >> 60 == 0 { x % 5_000_000_000 } else { x % 3_000 };
+            t += if x >> 60 == 0 {
+                x % 5_000_000_000
+            } else {
+                x % 3_000
+            };
             let k = (x >> 8) as u32 % keys;
             Sample {
-                dir: if x >> 56 == 0 { usize::MAX } else { (x & 1) as usize },
-                qid: if x >> 57 == 1 { 5 } else { (x >> 1 & 1) as usize },
+                dir: if x >> 56 == 0 {
+                    usize::MAX
+                } else {
+                    (x & 1) as usize
+                },
+                qid: if x >> 57 == 1 {
+                    5
+                } else {
+                    (x >> 1 & 1) as usize
+                },
                 teid: k,
                 qfi: (k % 3) as u8,
                 len: 40 + (x >> 20) as u32 % 1400,
@@ -369,7 +381,10 @@ fn assert_same_bank(a: &Bank, b: &Bank) {
     }
     assert_eq!(a.pm, b.pm);
     assert_eq!(a.fine, b.fine);
-    assert_eq!((a.packets, a.skipped, a.dirty), (b.packets, b.skipped, b.dirty));
+    assert_eq!(
+        (a.packets, a.skipped, a.dirty),
+        (b.packets, b.skipped, b.dirty)
+    );
 }
 
 #[test]
@@ -434,7 +449,11 @@ fn hot_buckets_spill_before_they_wrap() {
         assert_eq!(w.bytes, n as u64 * 1500);
         assert_eq!(w.colour.iter().map(|&x| x as usize).sum::<usize>(), n);
         assert_eq!(w.iat.iter().map(|&x| x as usize).sum::<usize>(), n - 1);
-        assert_eq!(b.buckets[i].packets, 3 * u32::from(SPILL_AT), "spilled 3 times");
+        assert_eq!(
+            b.buckets[i].packets,
+            3 * u32::from(SPILL_AT),
+            "spilled 3 times"
+        );
         assert_eq!(usize::from(b.hot[i].packets), 1000);
     }
 }
