@@ -260,20 +260,79 @@ struct CMeter {
 }
 
 /// What the compiler keeps of a session besides its entries in the shards: the keys it
-/// filed (to unfile them), its URR and meter slots (stable across modifications). Small on
-/// purpose: at a million sessions every byte here is a megabyte.
+/// filed (to unfile them), its URR and meter slots (stable across modifications). Packed in
+/// one allocation of words on purpose: at a million sessions every byte here is a megabyte.
+/// Layout: `[keys, urrs, key (tag, low, high) x keys, (URR ID, slot) x urrs, (QER ID,
+/// direction, slot, generation) x the rest]`.
 #[derive(Debug, Clone, PartialEq)]
-struct CSession {
-    keys: Box<[Key]>,
-    /// (URR ID, slot).
-    urrs: Box<[(u32, u32)]>,
-    meters: Box<[CMeter]>,
-}
+struct CSession(Box<[u32]>);
 
 impl CSession {
+    fn new(keys: &[Key], urrs: &[(u32, u32)], meters: &[CMeter]) -> CSession {
+        let mut w = Vec::with_capacity(2 + 3 * keys.len() + 2 * urrs.len() + 4 * meters.len());
+        w.extend([keys.len() as u32, urrs.len() as u32]);
+        for k in keys {
+            w.extend(match *k {
+                Key::Teid(v) => [0, v, 0],
+                Key::UeV4(v) => [1, v, 0],
+                Key::UeV6(v) => [2, v as u32, (v >> 32) as u32],
+            });
+        }
+        for &(id, slot) in urrs {
+            w.extend([id, slot]);
+        }
+        for m in meters {
+            w.extend([
+                m.qer_id,
+                m.direction as u32,
+                m.meter.slot,
+                m.meter.generation,
+            ]);
+        }
+        CSession(w.into_boxed_slice())
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        (self.0[0] as usize, self.0[1] as usize)
+    }
+
+    fn keys(&self) -> impl Iterator<Item = Key> + '_ {
+        let (k, _) = self.counts();
+        self.0[2..2 + 3 * k].chunks_exact(3).map(|w| match w[0] {
+            0 => Key::Teid(w[1]),
+            1 => Key::UeV4(w[1]),
+            _ => Key::UeV6(u64::from(w[1]) | u64::from(w[2]) << 32),
+        })
+    }
+
+    /// (URR ID, slot).
+    fn urrs(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let (k, u) = self.counts();
+        let at = 2 + 3 * k;
+        self.0[at..at + 2 * u].chunks_exact(2).map(|w| (w[0], w[1]))
+    }
+
+    fn meters(&self) -> impl Iterator<Item = CMeter> + '_ {
+        let (k, u) = self.counts();
+        self.0[2 + 3 * k + 2 * u..]
+            .chunks_exact(4)
+            .map(|w| CMeter {
+                qer_id: w[0],
+                direction: if w[1] == 0 {
+                    Direction::Uplink
+                } else {
+                    Direction::Downlink
+                },
+                meter: MeterRef {
+                    slot: w[2],
+                    generation: w[3],
+                },
+            })
+    }
+
     /// Shards the session's keys fall in (unsorted, may repeat).
     fn shards(&self, bits: u32) -> impl Iterator<Item = usize> + '_ {
-        self.keys.iter().map(move |k| k.shard(bits))
+        self.keys().map(move |k| k.shard(bits))
     }
 }
 
@@ -431,10 +490,10 @@ impl Compiler {
         };
         self.unfile(up_seid, &old);
         self.staged.remove(&up_seid);
-        for m in old.meters.iter() {
+        for m in old.meters() {
             self.meters.release(m.meter.slot);
         }
-        for &(_, slot) in old.urrs.iter() {
+        for (_, slot) in old.urrs() {
             self.urr_slots.release(slot);
         }
     }
@@ -475,15 +534,14 @@ impl Compiler {
     /// The usage-counter slot of URR `urr_id` of session `up_seid`.
     pub fn urr_slot(&self, up_seid: u64, urr_id: u32) -> Option<u32> {
         let cs = self.sessions.get(&up_seid)?;
-        cs.urrs.iter().find(|u| u.0 == urr_id).map(|u| u.1)
+        cs.urrs().find(|u| u.0 == urr_id).map(|u| u.1)
     }
 
     /// The meter of QER `qer_id` of session `up_seid` in direction `dir`, if the QER is used
     /// in that direction and has an MBR there.
     pub fn meter(&self, up_seid: u64, qer_id: u32, dir: Direction) -> Option<MeterRef> {
         let cs = self.sessions.get(&up_seid)?;
-        cs.meters
-            .iter()
+        cs.meters()
             .find(|m| m.qer_id == qer_id && m.direction == dir)
             .map(|m| m.meter)
     }
@@ -505,11 +563,7 @@ impl Compiler {
             + self
                 .sessions
                 .values()
-                .map(|c| {
-                    alloc(c.keys.len() * size_of::<Key>())
-                        + alloc(c.urrs.len() * 8)
-                        + alloc(c.meters.len() * size_of::<CMeter>())
-                })
+                .map(|c| alloc(c.0.len() * 4))
                 .sum::<usize>()
             + self.staged.values().map(Pieces::bytes).sum::<usize>();
         let mut shard_bytes = 0;
@@ -544,9 +598,9 @@ impl Compiler {
     // ---- internals ----
 
     fn unfile(&mut self, seid: u64, cs: &CSession) {
-        for k in cs.keys.iter() {
-            if self.owners.get(k) == Some(&seid) {
-                self.owners.remove(k);
+        for k in cs.keys() {
+            if self.owners.get(&k) == Some(&seid) {
+                self.owners.remove(&k);
             }
         }
         let bits = self.tables.shard_bits;
@@ -580,7 +634,7 @@ impl Compiler {
         if let Some(old) = self.sessions.remove(&seid) {
             self.unfile(seid, &old);
         }
-        for &k in cs.keys.iter() {
+        for k in cs.keys() {
             self.owners.insert(k, seid);
         }
         let bits = self.tables.shard_bits;
@@ -731,8 +785,8 @@ impl Compiler {
         // URR slots: keep the session's existing ones, peek new ones.
         let mut urr_slots = Vec::with_capacity(s.urrs.len());
         for &id in s.urrs.keys() {
-            let slot = match old.and_then(|o| o.urrs.iter().find(|u| u.0 == id)) {
-                Some(&(_, slot)) => slot,
+            let slot = match old.and_then(|o| o.urrs().find(|u| u.0 == id)) {
+                Some((_, slot)) => slot,
                 None => {
                     if urrs.new as u64 >= self.urr_slots.available() {
                         return Err(CompileError {
@@ -749,8 +803,7 @@ impl Compiler {
         }
         if let Some(o) = old {
             urrs.freed = o
-                .urrs
-                .iter()
+                .urrs()
                 .filter(|u| !s.urrs.contains_key(&u.0))
                 .map(|u| u.1)
                 .collect();
@@ -899,14 +952,14 @@ impl Compiler {
             });
         }
         if let Some(o) = old {
-            for m in o.meters.iter() {
+            for m in o.meters() {
                 if !qers.iter().any(|c| c.rule.meter.slot == m.meter.slot) {
                     meters.freed.push(m.meter.slot);
                 }
             }
         }
-        let keys: Box<[Key]> = pdrs.iter().flat_map(|p| p.keys.iter().copied()).collect();
-        let cmeters: Box<[CMeter]> = qers
+        let keys: Vec<Key> = pdrs.iter().flat_map(|p| p.keys.iter().copied()).collect();
+        let cmeters: Vec<CMeter> = qers
             .iter()
             .filter(|q| q.rule.meter.slot != NONE)
             .map(|q| CMeter {
@@ -916,11 +969,7 @@ impl Compiler {
             })
             .collect();
         Ok(Plan {
-            cs: CSession {
-                keys,
-                urrs: urr_slots.into_boxed_slice(),
-                meters: cmeters,
-            },
+            cs: CSession::new(&keys, &urr_slots, &cmeters),
             pieces: Pieces { pdrs, fars, qers },
             meters,
             urrs,
@@ -943,8 +992,7 @@ impl Compiler {
         let pacer = policy.pacer_kbps(mbr);
         let prev = old.and_then(|(seid, o)| {
             let m = o
-                .meters
-                .iter()
+                .meters()
                 .find(|m| m.qer_id == q.id && m.direction == dir)?;
             Some((m.meter, self.compiled_qer(seid, o, m.meter.slot)))
         });
