@@ -336,6 +336,43 @@ impl CSession {
     }
 }
 
+/// Owner session of every filed key, in two maps of 16-byte entries (a map keyed by [`Key`]
+/// has 24-byte entries): TEIDs and UE IPv4 addresses tagged into one `u64`, UE /64s apart.
+#[derive(Debug, Default)]
+struct Owners {
+    narrow: FxHashMap<u64, u64>,
+    v6: FxHashMap<u64, u64>,
+}
+
+impl Owners {
+    fn slot(&mut self, k: Key) -> (&mut FxHashMap<u64, u64>, u64) {
+        match k {
+            Key::Teid(v) => (&mut self.narrow, u64::from(v)),
+            Key::UeV4(v) => (&mut self.narrow, 1 << 32 | u64::from(v)),
+            Key::UeV6(v) => (&mut self.v6, v),
+        }
+    }
+
+    fn get(&self, k: Key) -> Option<u64> {
+        match k {
+            Key::Teid(v) => self.narrow.get(&u64::from(v)),
+            Key::UeV4(v) => self.narrow.get(&(1 << 32 | u64::from(v))),
+            Key::UeV6(v) => self.v6.get(&v),
+        }
+        .copied()
+    }
+
+    fn insert(&mut self, k: Key, seid: u64) {
+        let (m, k) = self.slot(k);
+        m.insert(k, seid);
+    }
+
+    fn remove(&mut self, k: Key) {
+        let (m, k) = self.slot(k);
+        m.remove(&k);
+    }
+}
+
 /// Slot numbers with a free list and per-slot generations.
 #[derive(Debug, Clone)]
 struct Slots {
@@ -438,7 +475,7 @@ pub struct Compiler {
     tables: UpfTables,
     sessions: FxHashMap<u64, CSession>,
     /// Owner session of every filed key (TEIDs and UE addresses are exclusive).
-    owners: FxHashMap<Key, u64>,
+    owners: Owners,
     /// Sessions changed since the last build, with their new compiled rules.
     staged: FxHashMap<u64, Pieces>,
     /// (shard, session) pairs to re-file at the next build: the shards of a changed
@@ -462,7 +499,7 @@ impl Compiler {
             cfg,
             tables,
             sessions: FxHashMap::default(),
-            owners: FxHashMap::default(),
+            owners: Owners::default(),
             staged: FxHashMap::default(),
             pending: Vec::new(),
             scratch: Scratch::default(),
@@ -581,7 +618,8 @@ impl Compiler {
                 + sh.qers.capacity() * size_of::<QerRule>()
                 + sh.sessions.capacity() * size_of::<SessionInfo>();
         }
-        let index_bytes = map_bytes(self.owners.capacity(), size_of::<(Key, u64)>())
+        let index_bytes = map_bytes(self.owners.narrow.capacity(), 16)
+            + map_bytes(self.owners.v6.capacity(), 16)
             + (self.meters.gens.capacity() + self.meters.free.capacity()) * 4
             + (self.urr_slots.gens.capacity() + self.urr_slots.free.capacity()) * 4;
         CompilerStats {
@@ -599,8 +637,8 @@ impl Compiler {
 
     fn unfile(&mut self, seid: u64, cs: &CSession) {
         for k in cs.keys() {
-            if self.owners.get(&k) == Some(&seid) {
-                self.owners.remove(&k);
+            if self.owners.get(k) == Some(seid) {
+                self.owners.remove(k);
             }
         }
         let bits = self.tables.shard_bits;
@@ -848,7 +886,7 @@ impl Compiler {
                 }
             };
             for &k in &keys {
-                if let Some(&owner) = self.owners.get(&k) {
+                if let Some(owner) = self.owners.get(k) {
                     if owner != seid {
                         let ie = if matches!(k, Key::Teid(_)) {
                             t::F_TEID
