@@ -29,20 +29,20 @@
 //!
 //! [`plan`]: Compiler::check
 
+use crate::patch::Scratch;
 use crate::sdf::{self, SdfError};
 use arrayvec::ArrayVec;
 use peregrine_dataplane::qos::trtcm::{ColourMode, TrTcmConfig};
 use peregrine_dataplane::qos::QosPolicies;
 use peregrine_dataplane::upf::tables::{
-    iface, shard_of_in, Direction, FarAction, FarRule, FlowFilter, MeterRef, OuterHeader,
-    PdrRule, QerRule, SessionInfo, Shard, UpfTables, UrrRef, MAX_QERS_PER_PDR, MAX_SHARD_BITS,
+    iface, shard_of_in, Direction, FarAction, FarRule, FlowFilter, MeterRef, OuterHeader, PdrRule,
+    QerRule, SessionInfo, Shard, UpfTables, UrrRef, MAX_QERS_PER_PDR, MAX_SHARD_BITS,
     MAX_URRS_PER_PDR, NONE, SHARD_BITS,
 };
 use peregrine_n4::{Reject, Session};
 use peregrine_pfcp::cause;
 use peregrine_pfcp::ie::{apply_action as aa, ie_type as t, ohc};
 use rustc_hash::FxHashMap;
-use crate::patch::Scratch;
 use std::mem::size_of;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -314,20 +314,18 @@ impl CSession {
 
     fn meters(&self) -> impl Iterator<Item = CMeter> + '_ {
         let (k, u) = self.counts();
-        self.0[2 + 3 * k + 2 * u..]
-            .chunks_exact(4)
-            .map(|w| CMeter {
-                qer_id: w[0],
-                direction: if w[1] == 0 {
-                    Direction::Uplink
-                } else {
-                    Direction::Downlink
-                },
-                meter: MeterRef {
-                    slot: w[2],
-                    generation: w[3],
-                },
-            })
+        self.0[2 + 3 * k + 2 * u..].chunks_exact(4).map(|w| CMeter {
+            qer_id: w[0],
+            direction: if w[1] == 0 {
+                Direction::Uplink
+            } else {
+                Direction::Downlink
+            },
+            meter: MeterRef {
+                slot: w[2],
+                generation: w[3],
+            },
+        })
     }
 
     /// Shards the session's keys fall in (unsorted, may repeat).
@@ -595,7 +593,13 @@ impl Compiler {
         };
         // Each non-empty boxed slice is one allocation: glibc adds 8 bytes and rounds to 16
         // (at least 32).
-        let alloc = |b: usize| if b == 0 { 0 } else { (b + 8).div_ceil(16).max(2) * 16 };
+        let alloc = |b: usize| {
+            if b == 0 {
+                0
+            } else {
+                (b + 8).div_ceil(16).max(2) * 16
+            }
+        };
         let compiled_bytes = map_bytes(self.sessions.capacity(), size_of::<(u64, CSession)>())
             + self
                 .sessions
@@ -688,7 +692,11 @@ impl Compiler {
     /// PDRs use).
     fn compiled_qer(&self, seid: u64, cs: &CSession, slot: u32) -> Option<QerRule> {
         if let Some(p) = self.staged.get(&seid) {
-            return p.qers.iter().find(|q| q.rule.meter.slot == slot).map(|q| q.rule);
+            return p
+                .qers
+                .iter()
+                .find(|q| q.rule.meter.slot == slot)
+                .map(|q| q.rule);
         }
         let bits = self.tables.shard_bits;
         cs.shards(bits).find_map(|i| {
@@ -961,7 +969,8 @@ impl Compiler {
                 {
                     Some(i) => i,
                     None => {
-                        let rule = self.compile_qer(old.map(|o| (seid, o)), q, direction, &mut meters)?;
+                        let rule =
+                            self.compile_qer(old.map(|o| (seid, o)), q, direction, &mut meters)?;
                         qers.push(CQer { direction, rule });
                         qers.len() - 1
                     }

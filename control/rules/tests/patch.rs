@@ -215,7 +215,10 @@ fn patched_shards_equal_shards_built_from_scratch() {
     }
     // No entry of a removed or replaced session is left behind in any shard.
     assert_eq!(got_lens, want_lens);
-    let seids: BTreeSet<u64> = got.values().flat_map(|(c, _)| c.iter().map(|r| r.0)).collect();
+    let seids: BTreeSet<u64> = got
+        .values()
+        .flat_map(|(c, _)| c.iter().map(|r| r.0))
+        .collect();
     assert_eq!(seids, live.keys().copied().collect());
 
     // The snapshot taken midway is as it was (workers may still read it).

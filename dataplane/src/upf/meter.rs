@@ -187,10 +187,17 @@ mod tests {
             for i in 0..5000u64 {
                 t += (i * 7919) % 900_000;
                 let len = 40 + (i * 131) % 1460;
-                assert_eq!(slot.mark(t, len), general.mark(t, len, Colour::Green), "{i}");
+                assert_eq!(
+                    slot.mark(t, len),
+                    general.mark(t, len, Colour::Green),
+                    "{i}"
+                );
             }
             // A clock going backwards adds nothing, as in the general meter.
-            assert_eq!(slot.mark(t - 5, 100), general.mark(t - 5, 100, Colour::Green));
+            assert_eq!(
+                slot.mark(t - 5, 100),
+                general.mark(t - 5, 100, Colour::Green)
+            );
         }
         // PIR below CIR: refused by the TrTCM, unlimited here as the stage always did.
         let mut s = MeterSlot::EMPTY;
