@@ -17,10 +17,10 @@ use crate::error::{ConfigError, RunError};
 use crate::metrics::Exposition;
 use crate::platform::Platform;
 use peregrine_dataplane::io::PortId;
+use peregrine_dataplane::qos::QfiMap;
 use peregrine_dataplane::runtime::{
     ControlPacket, EgressConfig, Publisher, Reasons, Running, Stage, Tap,
 };
-use peregrine_dataplane::qos::QfiMap;
 use peregrine_dataplane::stages::l3fwd::RouteTable;
 use peregrine_dataplane::upf::UpfTables;
 use peregrine_dataplane::PacketBuf;

@@ -49,11 +49,10 @@ fn free_port(tcp: bool) -> u16 {
 /// The committed detectors' `[kestrel.detect]` with absolute model paths.
 fn detect_section() -> String {
     let text = std::fs::read_to_string(models().join("kestrel.toml")).unwrap();
-    let at = text.find("[kestrel.detect]").expect("a [kestrel.detect] section");
-    text[at..].replace(
-        "model = \"",
-        &format!("model = \"{}/", models().display()),
-    )
+    let at = text
+        .find("[kestrel.detect]")
+        .expect("a [kestrel.detect] section");
+    text[at..].replace("model = \"", &format!("model = \"{}/", models().display()))
 }
 
 fn config(dir: &Path, pfcp: u16, api: u16, metrics: u16, detect: &str) -> PathBuf {
@@ -63,8 +62,11 @@ fn config(dir: &Path, pfcp: u16, api: u16, metrics: u16, detect: &str) -> PathBu
     for i in 0..50u64 {
         let s = (i % u64::from(SESSIONS)) as u32;
         let inner = udp4(ue_v4(s), server_v4(), 5000, 200 + 100 * s as usize);
-        w.write(i * 10_000_000, &ul_frame(false, UL_TEID + s, Some(QFI), &inner))
-            .unwrap();
+        w.write(
+            i * 10_000_000,
+            &ul_frame(false, UL_TEID + s, Some(QFI), &inner),
+        )
+        .unwrap();
     }
     w.flush().unwrap();
     let cfg = format!(
@@ -349,7 +351,10 @@ fn collector_keys_follow_the_n4_sessions_and_the_detectors_score_every_window() 
         if top["top"].as_array().unwrap().len() == SESSIONS as usize {
             break top;
         }
-        assert!(t0.elapsed() < Duration::from_secs(5), "no window with the keys: {top}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "no window with the keys: {top}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     };
     let ranked: Vec<u64> = top["top"]
@@ -377,14 +382,14 @@ fn collector_keys_follow_the_n4_sessions_and_the_detectors_score_every_window() 
     // A key no session has is refused, by name.
     let e = api(&ctx, ap, json!({"cmd": "key", "teid": 0x777, "qfi": QFI}));
     assert_eq!(e["ok"], false);
-    assert!(
-        e["error"].as_str().unwrap().contains("TEID 0x777"),
-        "{e}"
-    );
+    assert!(e["error"].as_str().unwrap().contains("TEID 0x777"), "{e}");
     let e = api(&ctx, ap, json!({"cmd": "top", "qid": 99}));
     assert!(e["error"].as_str().unwrap().contains("QID 99"), "{e}");
     let e = api(&ctx, ap, json!({"cmd": "top", "qid": 7, "by": "colour"}));
-    assert!(e["error"].as_str().unwrap().contains("unknown feature"), "{e}");
+    assert!(
+        e["error"].as_str().unwrap().contains("unknown feature"),
+        "{e}"
+    );
 
     // Delete session 0: its keys disappear.
     let r = pfcp(
@@ -415,17 +420,28 @@ fn collector_keys_follow_the_n4_sessions_and_the_detectors_score_every_window() 
         "{top}"
     );
 
-    // The detectors score every window inside the daemon.
-    let page = scrape(mp);
+    // The detectors score every window inside the daemon (the page is rebuilt each tick).
+    let t0 = Instant::now();
+    let page = loop {
+        let page = scrape(mp);
+        if metric(&page, "peregrine_kestrel_session_keys") == Some(4.0) {
+            break page;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(3), "{page}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert!(
         metric(&page, "peregrine_kestrel_windows_scored_total").is_some_and(|n| n >= 1.0),
         "{page}"
     );
     assert!(metric(&page, "peregrine_kestrel_scoring_seconds_max").is_some_and(|s| s > 0.0));
-    assert_eq!(metric(&page, "peregrine_kestrel_session_keys"), Some(4.0));
     assert!(page.contains("peregrine_kestrel_detector_score{detector=\"microburst\",qfi=\"9\"}"));
     let st = api(&ctx, ap, json!({"cmd": "status"}));
-    assert_eq!(st["detect"]["detectors"].as_array().unwrap().len(), 4, "{st}");
+    assert_eq!(
+        st["detect"]["detectors"].as_array().unwrap().len(),
+        4,
+        "{st}"
+    );
 
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

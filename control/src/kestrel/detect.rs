@@ -185,8 +185,8 @@ impl Detector {
             let path = base.join(&d.model);
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| format!("{at}.model: {}: {e}", path.display()))?;
-            let model =
-                Model::from_json(&text).map_err(|e| format!("{at}.model: {}: {e}", path.display()))?;
+            let model = Model::from_json(&text)
+                .map_err(|e| format!("{at}.model: {}: {e}", path.display()))?;
             if model.num_feature != names.len() {
                 return Err(format!(
                     "{at}.model: {}: trained on {} features, the Kestrel feature vector has {}",
@@ -324,4 +324,52 @@ pub fn decode(bytes: &[u8]) -> Result<Alarm, String> {
         ));
     }
     Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alarm() -> Alarm {
+        Alarm {
+            v: ALARM_VERSION,
+            kind: "alarm".into(),
+            seq: 42,
+            window_ns: 1_000_000_000,
+            detector: "microburst".into(),
+            dir: 0,
+            qfi: 9,
+            qid: 7,
+            score: 0.93,
+            threshold: 0.4,
+            teids: vec![0x1001, 0x1002],
+        }
+    }
+
+    #[test]
+    fn alarms_round_trip_and_other_kinds_or_versions_are_refused() {
+        let a = alarm();
+        assert_eq!(decode(&encode(&a)).unwrap(), a);
+        let e = decode(&encode(&Alarm { v: 2, ..alarm() })).unwrap_err();
+        assert!(e.contains("version 2"), "{e}");
+        let e = decode(&encode(&Alarm {
+            kind: "kestrel".into(),
+            ..alarm()
+        }))
+        .unwrap_err();
+        assert!(e.contains("kind `kestrel`"), "{e}");
+        assert!(decode(b"\xff\x00").unwrap_err().contains("not an alarm"));
+    }
+
+    #[test]
+    fn config_checks_name_the_problem() {
+        let c: DetectConf = toml::from_str(
+            "qfis = [9, 70]\n[[detector]]\nkind = \"microburst\"\nmodel = \"m.json\"\nthreshold = 0.5\n",
+        )
+        .unwrap();
+        assert!(c.check().unwrap_err().contains("QFI 70"));
+        let c: DetectConf = toml::from_str("detector = []").unwrap();
+        assert!(c.check().unwrap_err().contains("at least one"));
+        assert!(toml::from_str::<DetectConf>("detector = []\nextra = 1").is_err());
+    }
 }

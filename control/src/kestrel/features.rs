@@ -300,7 +300,11 @@ impl Temporal {
         let ema = self.ema.entry(unit).or_insert_with(|| base.clone());
         let mut v = base.clone();
         v.extend(base.iter().zip(&prev).map(|(x, p)| x - p));
-        v.extend(base.iter().zip(ema.iter()).map(|(x, e)| x / (e.abs() + 1e-3)));
+        v.extend(
+            base.iter()
+                .zip(ema.iter())
+                .map(|(x, e)| x / (e.abs() + 1e-3)),
+        );
         for (e, x) in ema.iter_mut().zip(&base) {
             *e = 0.9 * *e + 0.1 * x;
         }

@@ -542,7 +542,11 @@ impl KestrelFeature {
             let g = s.tables.generation();
             let t = s.tables.current();
             if self.keys.update(g, &t) {
-                tracing::debug!(keys = self.keys.len(), unkeyed = self.keys.unkeyed, "kestrel: session keys");
+                tracing::debug!(
+                    keys = self.keys.len(),
+                    unkeyed = self.keys.unkeyed,
+                    "kestrel: session keys"
+                );
             }
         }
     }

@@ -150,11 +150,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let note = format!(
             "Trained by pg-kestrel-eval --scale {} --secs {} --runs {} (training seeds {:?}); \
              mixed AUPRC {:.3} on its held-out test runs.",
-            p.scale,
-            p.secs,
-            p.n_train,
-            sm.train_seeds,
-            sm.scores["kestrel"]["mixed"].auprc
+            p.scale, p.secs, p.n_train, sm.train_seeds, sm.scores["kestrel"]["mixed"].auprc
         );
         export_detectors(&work.join("main"), &edges, c.layout.qids, dir, &note)?;
         eprintln!("detectors written to {}", dir.display());

@@ -408,7 +408,11 @@ pub fn export_detectors(
             e.lat, e.iat
         );
     }
-    let _ = writeln!(t, "[kestrel.detect]\ndir = \"ul\"\nqfis = {:?}\n", super::scenario::USER_QFIS);
+    let _ = writeln!(
+        t,
+        "[kestrel.detect]\ndir = \"ul\"\nqfis = {:?}\n",
+        super::scenario::USER_QFIS
+    );
     for k in KINDS {
         let src = work.join(format!("model-kestrel-{}.json", k.name()));
         let dst = out.join(format!("{}.json", k.name()));

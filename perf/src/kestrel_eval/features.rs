@@ -10,8 +10,8 @@
 //! detectors see onsets as well as levels.
 
 use super::scenario::USER_QFIS;
-use peregrine_dataplane::qos::QfiMap;
 use peregrine_control::kestrel::features::{self as kf, frac, mean_max, Temporal};
+use peregrine_dataplane::qos::QfiMap;
 use peregrine_dataplane::telemetry::kestrel::{Postcard, Window};
 use std::collections::{BTreeMap, HashMap};
 
