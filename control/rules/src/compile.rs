@@ -29,20 +29,20 @@
 //!
 //! [`plan`]: Compiler::check
 
+use crate::patch::Scratch;
 use crate::sdf::{self, SdfError};
 use arrayvec::ArrayVec;
 use peregrine_dataplane::qos::trtcm::{ColourMode, TrTcmConfig};
 use peregrine_dataplane::qos::QosPolicies;
 use peregrine_dataplane::upf::tables::{
-    iface, shard_of_in, Direction, FarAction, FarRule, FlowFilter, KeyMap, MeterRef, OuterHeader,
-    PdrRule, QerRule, SessionInfo, Shard, UpfTables, UrrRef, MAX_QERS_PER_PDR, MAX_SHARD_BITS,
+    iface, shard_of_in, Direction, FarAction, FarRule, FlowFilter, MeterRef, OuterHeader, PdrRule,
+    QerRule, SessionInfo, Shard, UpfTables, UrrRef, MAX_QERS_PER_PDR, MAX_SHARD_BITS,
     MAX_URRS_PER_PDR, NONE, SHARD_BITS,
 };
 use peregrine_n4::{Reject, Session};
 use peregrine_pfcp::cause;
 use peregrine_pfcp::ie::{apply_action as aa, ie_type as t, ohc};
 use rustc_hash::FxHashMap;
-use std::collections::BTreeSet;
 use std::mem::size_of;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -181,14 +181,14 @@ impl CompilerStats {
 
 /// A lookup key; its shard is [`shard_of_in`] of its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-enum Key {
+pub(crate) enum Key {
     Teid(u32),
     UeV4(u32),
     UeV6(u64),
 }
 
 impl Key {
-    fn shard(self, bits: u32) -> usize {
+    pub(crate) fn shard(self, bits: u32) -> usize {
         match self {
             Key::Teid(k) | Key::UeV4(k) => shard_of_in(u64::from(k), bits),
             Key::UeV6(k) => shard_of_in(k, bits),
@@ -207,47 +207,39 @@ pub fn shard_bits_for(max_urr_slots: u32) -> u32 {
 
 /// A compiled PDR; FAR and QERs by index into its session's vectors.
 #[derive(Debug, Clone, PartialEq)]
-struct CPdr {
-    keys: ArrayVec<Key, 2>,
-    precedence: u32,
-    pdr_id: u16,
-    direction: Direction,
-    qfi: Option<u8>,
-    remove_gtpu: bool,
-    filters: Box<[FlowFilter]>,
-    far: u16,
-    qers: ArrayVec<u16, MAX_QERS_PER_PDR>,
-    urrs: [UrrRef; MAX_URRS_PER_PDR],
+pub(crate) struct CPdr {
+    pub(crate) keys: ArrayVec<Key, 2>,
+    pub(crate) precedence: u32,
+    pub(crate) pdr_id: u16,
+    pub(crate) direction: Direction,
+    pub(crate) qfi: Option<u8>,
+    pub(crate) remove_gtpu: bool,
+    pub(crate) filters: Box<[FlowFilter]>,
+    pub(crate) far: u16,
+    pub(crate) qers: ArrayVec<u16, MAX_QERS_PER_PDR>,
+    pub(crate) urrs: [UrrRef; MAX_URRS_PER_PDR],
 }
 
 /// A QER compiled for one direction.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct CQer {
-    direction: Direction,
-    rule: QerRule,
+pub(crate) struct CQer {
+    pub(crate) direction: Direction,
+    pub(crate) rule: QerRule,
 }
 
-/// One session's compiled pieces, independent of shards.
+/// One session's compiled rules, staged between [`Compiler::upsert`] and the next
+/// [`Compiler::build`], which files them into the session's shards and drops them: once
+/// built, the shards hold the only copy.
 #[derive(Debug, Clone, PartialEq)]
-struct CSession {
-    pdrs: Vec<CPdr>,
-    fars: Vec<FarRule>,
-    qers: Vec<CQer>,
-    /// (URR ID, slot).
-    urrs: Vec<(u32, u32)>,
-    /// Shards the session's keys fall in, sorted, unique.
-    shards: Vec<u16>,
+pub(crate) struct Pieces {
+    pub(crate) pdrs: Vec<CPdr>,
+    pub(crate) fars: Vec<FarRule>,
+    pub(crate) qers: Vec<CQer>,
 }
 
-impl CSession {
-    fn keys(&self) -> impl Iterator<Item = (Key, u16)> + '_ {
-        self.pdrs
-            .iter()
-            .flat_map(|p| p.keys.iter().map(move |k| (*k, p.pdr_id)))
-    }
-
+impl Pieces {
     fn bytes(&self) -> usize {
-        size_of::<CSession>()
+        size_of::<Pieces>()
             + self.pdrs.capacity() * size_of::<CPdr>()
             + self
                 .pdrs
@@ -256,8 +248,126 @@ impl CSession {
                 .sum::<usize>()
             + self.fars.capacity() * size_of::<FarRule>()
             + self.qers.capacity() * size_of::<CQer>()
-            + self.urrs.capacity() * size_of::<(u32, u32)>()
-            + self.shards.capacity() * size_of::<u16>()
+    }
+}
+
+/// A metered QER direction of a session: its stable meter slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CMeter {
+    qer_id: u32,
+    direction: Direction,
+    meter: MeterRef,
+}
+
+/// What the compiler keeps of a session besides its entries in the shards: the keys it
+/// filed (to unfile them), its URR and meter slots (stable across modifications). Packed in
+/// one allocation of words on purpose: at a million sessions every byte here is a megabyte.
+/// Layout: `[keys, urrs, key (tag, low, high) x keys, (URR ID, slot) x urrs, (QER ID,
+/// direction, slot, generation) x the rest]`.
+#[derive(Debug, Clone, PartialEq)]
+struct CSession(Box<[u32]>);
+
+impl CSession {
+    fn new(keys: &[Key], urrs: &[(u32, u32)], meters: &[CMeter]) -> CSession {
+        let mut w = Vec::with_capacity(2 + 3 * keys.len() + 2 * urrs.len() + 4 * meters.len());
+        w.extend([keys.len() as u32, urrs.len() as u32]);
+        for k in keys {
+            w.extend(match *k {
+                Key::Teid(v) => [0, v, 0],
+                Key::UeV4(v) => [1, v, 0],
+                Key::UeV6(v) => [2, v as u32, (v >> 32) as u32],
+            });
+        }
+        for &(id, slot) in urrs {
+            w.extend([id, slot]);
+        }
+        for m in meters {
+            w.extend([
+                m.qer_id,
+                m.direction as u32,
+                m.meter.slot,
+                m.meter.generation,
+            ]);
+        }
+        CSession(w.into_boxed_slice())
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        (self.0[0] as usize, self.0[1] as usize)
+    }
+
+    fn keys(&self) -> impl Iterator<Item = Key> + '_ {
+        let (k, _) = self.counts();
+        self.0[2..2 + 3 * k].chunks_exact(3).map(|w| match w[0] {
+            0 => Key::Teid(w[1]),
+            1 => Key::UeV4(w[1]),
+            _ => Key::UeV6(u64::from(w[1]) | u64::from(w[2]) << 32),
+        })
+    }
+
+    /// (URR ID, slot).
+    fn urrs(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let (k, u) = self.counts();
+        let at = 2 + 3 * k;
+        self.0[at..at + 2 * u].chunks_exact(2).map(|w| (w[0], w[1]))
+    }
+
+    fn meters(&self) -> impl Iterator<Item = CMeter> + '_ {
+        let (k, u) = self.counts();
+        self.0[2 + 3 * k + 2 * u..].chunks_exact(4).map(|w| CMeter {
+            qer_id: w[0],
+            direction: if w[1] == 0 {
+                Direction::Uplink
+            } else {
+                Direction::Downlink
+            },
+            meter: MeterRef {
+                slot: w[2],
+                generation: w[3],
+            },
+        })
+    }
+
+    /// Shards the session's keys fall in (unsorted, may repeat).
+    fn shards(&self, bits: u32) -> impl Iterator<Item = usize> + '_ {
+        self.keys().map(move |k| k.shard(bits))
+    }
+}
+
+/// Owner session of every filed key, in two maps of 16-byte entries (a map keyed by [`Key`]
+/// has 24-byte entries): TEIDs and UE IPv4 addresses tagged into one `u64`, UE /64s apart.
+#[derive(Debug, Default)]
+struct Owners {
+    narrow: FxHashMap<u64, u64>,
+    v6: FxHashMap<u64, u64>,
+}
+
+impl Owners {
+    fn slot(&mut self, k: Key) -> (&mut FxHashMap<u64, u64>, u64) {
+        match k {
+            Key::Teid(v) => (&mut self.narrow, u64::from(v)),
+            Key::UeV4(v) => (&mut self.narrow, 1 << 32 | u64::from(v)),
+            Key::UeV6(v) => (&mut self.v6, v),
+        }
+    }
+
+    fn get(&self, k: Key) -> Option<u64> {
+        match k {
+            Key::Teid(v) => self.narrow.get(&u64::from(v)),
+            Key::UeV4(v) => self.narrow.get(&(1 << 32 | u64::from(v))),
+            Key::UeV6(v) => self.v6.get(&v),
+        }
+        .copied()
+    }
+
+    fn insert(&mut self, k: Key, seid: u64) {
+        let (m, k) = self.slot(k);
+        m.insert(k, seid);
+    }
+
+    fn remove(&mut self, k: Key) {
+        let (m, k) = self.slot(k);
+        m.remove(&k);
     }
 }
 
@@ -351,6 +461,7 @@ struct SlotDelta {
 #[derive(Debug)]
 struct Plan {
     cs: CSession,
+    pieces: Pieces,
     meters: SlotDelta,
     urrs: SlotDelta,
 }
@@ -362,10 +473,13 @@ pub struct Compiler {
     tables: UpfTables,
     sessions: FxHashMap<u64, CSession>,
     /// Owner session of every filed key (TEIDs and UE addresses are exclusive).
-    owners: FxHashMap<Key, u64>,
-    /// Sessions with at least one key in each shard.
-    members: Vec<BTreeSet<u64>>,
-    dirty: Vec<bool>,
+    owners: Owners,
+    /// Sessions changed since the last build, with their new compiled rules.
+    staged: FxHashMap<u64, Pieces>,
+    /// (shard, session) pairs to re-file at the next build: the shards of a changed
+    /// session's old and new keys.
+    pending: Vec<(u32, u64)>,
+    scratch: Scratch,
     meters: Slots,
     urr_slots: Slots,
 }
@@ -377,16 +491,16 @@ impl Compiler {
             local_v6: cfg.local_v6.clone(),
             ..UpfTables::with_shard_bits(shard_bits_for(cfg.max_urr_slots))
         };
-        let shards = tables.shards.len();
         Compiler {
             meters: Slots::new(cfg.max_meter_slots),
             urr_slots: Slots::new(cfg.max_urr_slots),
             cfg,
             tables,
             sessions: FxHashMap::default(),
-            owners: FxHashMap::default(),
-            members: vec![BTreeSet::new(); shards],
-            dirty: vec![false; shards],
+            owners: Owners::default(),
+            staged: FxHashMap::default(),
+            pending: Vec::new(),
+            scratch: Scratch::default(),
         }
     }
 
@@ -410,24 +524,43 @@ impl Compiler {
             return;
         };
         self.unfile(up_seid, &old);
-        for q in &old.qers {
-            if q.rule.meter.slot != NONE {
-                self.meters.release(q.rule.meter.slot);
-            }
+        self.staged.remove(&up_seid);
+        for m in old.meters() {
+            self.meters.release(m.meter.slot);
         }
-        for &(_, slot) in &old.urrs {
+        for (_, slot) in old.urrs() {
             self.urr_slots.release(slot);
         }
     }
 
-    /// Rebuild the shards touched since the last call and return the new snapshot; untouched
-    /// shards are shared (`Arc`) with the previous one.
+    /// Re-file the sessions changed since the last call in their shards and return the new
+    /// snapshot; untouched shards are shared (`Arc`) with the previous one. A touched shard
+    /// is copied from its previous version without the changed sessions' entries, then
+    /// their new entries are appended (`patch`): no other session's state is read.
     pub fn build(&mut self) -> UpfTables {
-        for i in 0..self.tables.shards.len() {
-            if std::mem::take(&mut self.dirty[i]) {
-                self.tables.shards[i] = Arc::new(self.build_shard(i));
-            }
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.sort_unstable();
+        pending.dedup();
+        let mut i = 0;
+        while i < pending.len() {
+            let shard = pending[i].0;
+            let j = i + pending[i..].iter().take_while(|p| p.0 == shard).count();
+            let seids = pending[i..j].iter().map(|p| p.1);
+            let idx = shard as usize;
+            let new = crate::patch::patch_shard(
+                &self.tables.shards[idx],
+                idx,
+                self.tables.shard_bits,
+                seids,
+                &self.staged,
+                &mut self.scratch,
+            );
+            self.tables.shards[idx] = Arc::new(new);
+            i = j;
         }
+        pending.clear();
+        self.pending = pending;
+        self.staged.clear();
         self.tables.meter_slots = self.meters.next;
         self.tables.urr_slots = self.urr_slots.next;
         self.tables.clone()
@@ -436,17 +569,16 @@ impl Compiler {
     /// The usage-counter slot of URR `urr_id` of session `up_seid`.
     pub fn urr_slot(&self, up_seid: u64, urr_id: u32) -> Option<u32> {
         let cs = self.sessions.get(&up_seid)?;
-        cs.urrs.iter().find(|u| u.0 == urr_id).map(|u| u.1)
+        cs.urrs().find(|u| u.0 == urr_id).map(|u| u.1)
     }
 
     /// The meter of QER `qer_id` of session `up_seid` in direction `dir`, if the QER is used
     /// in that direction and has an MBR there.
     pub fn meter(&self, up_seid: u64, qer_id: u32, dir: Direction) -> Option<MeterRef> {
         let cs = self.sessions.get(&up_seid)?;
-        cs.qers
-            .iter()
-            .find(|q| q.rule.qer_id == qer_id && q.direction == dir && q.rule.meter.slot != NONE)
-            .map(|q| q.rule.meter)
+        cs.meters()
+            .find(|m| m.qer_id == qer_id && m.direction == dir)
+            .map(|m| m.meter)
     }
 
     pub fn stats(&self) -> CompilerStats {
@@ -459,10 +591,22 @@ impl Compiler {
                 buckets * (entry + 1)
             }
         };
-        let compiled_bytes = map_bytes(
-            self.sessions.capacity(),
-            size_of::<(u64, CSession)>() - size_of::<CSession>(),
-        ) + self.sessions.values().map(CSession::bytes).sum::<usize>();
+        // Each non-empty boxed slice is one allocation: glibc adds 8 bytes and rounds to 16
+        // (at least 32).
+        let alloc = |b: usize| {
+            if b == 0 {
+                0
+            } else {
+                (b + 8).div_ceil(16).max(2) * 16
+            }
+        };
+        let compiled_bytes = map_bytes(self.sessions.capacity(), size_of::<(u64, CSession)>())
+            + self
+                .sessions
+                .values()
+                .map(|c| alloc(c.0.len() * 4))
+                .sum::<usize>()
+            + self.staged.values().map(Pieces::bytes).sum::<usize>();
         let mut shard_bytes = 0;
         let mut pdrs = 0;
         for sh in &self.tables.shards {
@@ -478,11 +622,8 @@ impl Compiler {
                 + sh.qers.capacity() * size_of::<QerRule>()
                 + sh.sessions.capacity() * size_of::<SessionInfo>();
         }
-        // BTreeSet<u64>: leaves of 11 keys, about 2/3 full after ascending inserts -> ~16 B
-        // per member; the owner map is a hashbrown map.
-        let members: usize = self.members.iter().map(|m| m.len() * 16).sum();
-        let index_bytes = members
-            + map_bytes(self.owners.capacity(), size_of::<(Key, u64)>())
+        let index_bytes = map_bytes(self.owners.narrow.capacity(), 16)
+            + map_bytes(self.owners.v6.capacity(), 16)
             + (self.meters.gens.capacity() + self.meters.free.capacity()) * 4
             + (self.urr_slots.gens.capacity() + self.urr_slots.free.capacity()) * 4;
         CompilerStats {
@@ -499,19 +640,23 @@ impl Compiler {
     // ---- internals ----
 
     fn unfile(&mut self, seid: u64, cs: &CSession) {
-        for (k, _) in cs.keys() {
-            if self.owners.get(&k) == Some(&seid) {
-                self.owners.remove(&k);
+        for k in cs.keys() {
+            if self.owners.get(k) == Some(seid) {
+                self.owners.remove(k);
             }
         }
-        for &sh in &cs.shards {
-            self.members[sh as usize].remove(&seid);
-            self.dirty[sh as usize] = true;
-        }
+        let bits = self.tables.shard_bits;
+        self.pending
+            .extend(cs.shards(bits).map(|sh| (sh as u32, seid)));
     }
 
     fn commit(&mut self, seid: u64, plan: Plan) {
-        let Plan { cs, meters, urrs } = plan;
+        let Plan {
+            cs,
+            pieces,
+            meters,
+            urrs,
+        } = plan;
         // Allocate first, free after: the plan peeked at the allocators in this order.
         for _ in 0..meters.new {
             self.meters.alloc();
@@ -531,14 +676,36 @@ impl Compiler {
         if let Some(old) = self.sessions.remove(&seid) {
             self.unfile(seid, &old);
         }
-        for (k, _) in cs.keys() {
+        for k in cs.keys() {
             self.owners.insert(k, seid);
         }
-        for &sh in &cs.shards {
-            self.members[sh as usize].insert(seid);
-            self.dirty[sh as usize] = true;
-        }
+        let bits = self.tables.shard_bits;
+        self.pending
+            .extend(cs.shards(bits).map(|sh| (sh as u32, seid)));
         self.sessions.insert(seid, cs);
+        self.staged.insert(seid, pieces);
+    }
+
+    /// The rule of the QER direction metered in `slot` as last compiled for `seid`: staged
+    /// if the session changed since the last build, else from its shards (slots are unique,
+    /// so the slot identifies it). `None` if it is filed nowhere (a QER only CP-function
+    /// PDRs use).
+    fn compiled_qer(&self, seid: u64, cs: &CSession, slot: u32) -> Option<QerRule> {
+        if let Some(p) = self.staged.get(&seid) {
+            return p
+                .qers
+                .iter()
+                .find(|q| q.rule.meter.slot == slot)
+                .map(|q| q.rule);
+        }
+        let bits = self.tables.shard_bits;
+        cs.shards(bits).find_map(|i| {
+            self.tables.shards[i]
+                .qers
+                .iter()
+                .find(|q| q.meter.slot == slot)
+                .copied()
+        })
     }
 
     /// Local outer source of family `v6`, preferring an address of the session's F-TEIDs.
@@ -664,8 +831,8 @@ impl Compiler {
         // URR slots: keep the session's existing ones, peek new ones.
         let mut urr_slots = Vec::with_capacity(s.urrs.len());
         for &id in s.urrs.keys() {
-            let slot = match old.and_then(|o| o.urrs.iter().find(|u| u.0 == id)) {
-                Some(&(_, slot)) => slot,
+            let slot = match old.and_then(|o| o.urrs().find(|u| u.0 == id)) {
+                Some((_, slot)) => slot,
                 None => {
                     if urrs.new as u64 >= self.urr_slots.available() {
                         return Err(CompileError {
@@ -682,8 +849,7 @@ impl Compiler {
         }
         if let Some(o) = old {
             urrs.freed = o
-                .urrs
-                .iter()
+                .urrs()
                 .filter(|u| !s.urrs.contains_key(&u.0))
                 .map(|u| u.1)
                 .collect();
@@ -728,7 +894,7 @@ impl Compiler {
                 }
             };
             for &k in &keys {
-                if let Some(&owner) = self.owners.get(&k) {
+                if let Some(owner) = self.owners.get(k) {
                     if owner != seid {
                         let ie = if matches!(k, Key::Teid(_)) {
                             t::F_TEID
@@ -803,7 +969,8 @@ impl Compiler {
                 {
                     Some(i) => i,
                     None => {
-                        let rule = self.compile_qer(old, q, direction, &mut meters)?;
+                        let rule =
+                            self.compile_qer(old.map(|o| (seid, o)), q, direction, &mut meters)?;
                         qers.push(CQer { direction, rule });
                         qers.len() - 1
                     }
@@ -832,32 +999,25 @@ impl Compiler {
             });
         }
         if let Some(o) = old {
-            for q in &o.qers {
-                let kept = qers.iter().any(|c| c.rule.meter.slot == q.rule.meter.slot);
-                if q.rule.meter.slot != NONE && !kept {
-                    meters.freed.push(q.rule.meter.slot);
+            for m in o.meters() {
+                if !qers.iter().any(|c| c.rule.meter.slot == m.meter.slot) {
+                    meters.freed.push(m.meter.slot);
                 }
             }
         }
-        let mut shards: Vec<u16> = pdrs
+        let keys: Vec<Key> = pdrs.iter().flat_map(|p| p.keys.iter().copied()).collect();
+        let cmeters: Vec<CMeter> = qers
             .iter()
-            .flat_map(|p| {
-                p.keys
-                    .iter()
-                    .map(|k| k.shard(self.tables.shard_bits) as u16)
+            .filter(|q| q.rule.meter.slot != NONE)
+            .map(|q| CMeter {
+                qer_id: q.rule.qer_id,
+                direction: q.direction,
+                meter: q.rule.meter,
             })
             .collect();
-        shards.sort_unstable();
-        shards.dedup();
-        shards.shrink_to_fit();
         Ok(Plan {
-            cs: CSession {
-                pdrs,
-                fars,
-                qers,
-                urrs: urr_slots,
-                shards,
-            },
+            cs: CSession::new(&keys, &urr_slots, &cmeters),
+            pieces: Pieces { pdrs, fars, qers },
             meters,
             urrs,
         })
@@ -865,7 +1025,7 @@ impl Compiler {
 
     fn compile_qer(
         &self,
-        old: Option<&CSession>,
+        old: Option<(u64, &CSession)>,
         q: &peregrine_n4::Qer,
         dir: Direction,
         delta: &mut SlotDelta,
@@ -877,25 +1037,24 @@ impl Compiler {
         let policy = self.cfg.qos.for_qfi(q.qfi);
         let meter_cfg: Option<TrTcmConfig> = policy.meter_kbps(mbr, gbr, ColourMode::Blind);
         let pacer = policy.pacer_kbps(mbr);
-        let prev = old.and_then(|o| {
-            o.qers
-                .iter()
-                .find(|c| c.rule.qer_id == q.id && c.direction == dir && c.rule.meter.slot != NONE)
+        let prev = old.and_then(|(seid, o)| {
+            let m = o
+                .meters()
+                .find(|m| m.qer_id == q.id && m.direction == dir)?;
+            Some((m.meter, self.compiled_qer(seid, o, m.meter.slot)))
         });
         let meter = match (meter_cfg, prev) {
             (None, _) => MeterRef {
                 slot: NONE,
                 generation: 0,
             },
-            (Some(c), Some(p)) if p.rule.meter_cfg == Some(c) && p.rule.pacer == pacer => {
-                p.rule.meter
-            }
-            (Some(_), Some(p)) => {
-                // Same slot, new config: the workers re-create the meter.
-                delta.bumped.push(p.rule.meter.slot);
+            (Some(c), Some((m, Some(r)))) if r.meter_cfg == Some(c) && r.pacer == pacer => m,
+            (Some(_), Some((m, _))) => {
+                // Same slot, new config (or one filed nowhere): the workers re-create it.
+                delta.bumped.push(m.slot);
                 MeterRef {
-                    slot: p.rule.meter.slot,
-                    generation: next_gen(self.meters.gen(p.rule.meter.slot)),
+                    slot: m.slot,
+                    generation: next_gen(self.meters.gen(m.slot)),
                 }
             }
             (Some(_), None) => {
@@ -919,106 +1078,6 @@ impl Compiler {
             meter,
             qfi: q.qfi,
         })
-    }
-
-    fn build_shard(&self, idx: usize) -> Shard {
-        // The previous version's sizes are a good guess: one change moves a few entries.
-        let old = &self.tables.shards[idx];
-        let slack = |n: usize| n + 8;
-        let mut sh = Shard {
-            by_teid: KeyMap::with_capacity(slack(old.by_teid.len())),
-            by_ue_v4: KeyMap::with_capacity(slack(old.by_ue_v4.len())),
-            by_ue_v6: KeyMap::with_capacity(slack(old.by_ue_v6.len())),
-            pdr_order: Vec::with_capacity(slack(old.pdr_order.len())),
-            pdrs: Vec::with_capacity(slack(old.pdrs.len())),
-            filters: Vec::with_capacity(slack(old.filters.len())),
-            fars: Vec::with_capacity(slack(old.fars.len())),
-            qers: Vec::with_capacity(slack(old.qers.len())),
-            sessions: Vec::with_capacity(slack(old.sessions.len())),
-        };
-        let bits = self.tables.shard_bits;
-        // (key, precedence, PDR ID, shard PDR index): sorted into the candidate lists.
-        let mut entries: Vec<(Key, u32, u16, u32)> = Vec::with_capacity(slack(old.pdr_order.len()));
-        let mut far_map: Vec<u32> = Vec::new();
-        let mut qer_map: Vec<u32> = Vec::new();
-        for seid in &self.members[idx] {
-            let Some(cs) = self.sessions.get(seid) else {
-                continue;
-            };
-            let session = sh.sessions.len() as u32;
-            sh.sessions.push(SessionInfo { up_seid: *seid });
-            far_map.clear();
-            far_map.resize(cs.fars.len(), NONE);
-            qer_map.clear();
-            qer_map.resize(cs.qers.len(), NONE);
-            for p in &cs.pdrs {
-                if !p.keys.iter().any(|k| k.shard(bits) == idx) {
-                    continue;
-                }
-                let far = &mut far_map[p.far as usize];
-                if *far == NONE {
-                    *far = sh.fars.len() as u32;
-                    sh.fars.push(cs.fars[p.far as usize]);
-                }
-                let mut qers = [NONE; MAX_QERS_PER_PDR];
-                for (dst, &qi) in qers.iter_mut().zip(&p.qers) {
-                    let m = &mut qer_map[qi as usize];
-                    if *m == NONE {
-                        *m = sh.qers.len() as u32;
-                        sh.qers.push(cs.qers[qi as usize].rule);
-                    }
-                    *dst = *m;
-                }
-                let f0 = sh.filters.len() as u32;
-                sh.filters.extend_from_slice(&p.filters);
-                let pi = sh.pdrs.len() as u32;
-                sh.pdrs.push(PdrRule {
-                    pdr_id: p.pdr_id,
-                    session,
-                    direction: p.direction,
-                    qfi: p.qfi,
-                    filters: (f0, sh.filters.len() as u32),
-                    remove_gtpu: p.remove_gtpu,
-                    far: *far,
-                    qers,
-                    urrs: p.urrs,
-                });
-                for &k in p.keys.iter().filter(|k| k.shard(bits) == idx) {
-                    entries.push((k, p.precedence, p.pdr_id, pi));
-                }
-            }
-        }
-        entries.sort_unstable();
-        let mut i = 0;
-        while i < entries.len() {
-            let k = entries[i].0;
-            let start = sh.pdr_order.len() as u32;
-            while i < entries.len() && entries[i].0 == k {
-                sh.pdr_order.push(entries[i].3);
-                i += 1;
-            }
-            let r = (start, sh.pdr_order.len() as u32);
-            match k {
-                Key::Teid(v) => sh.by_teid.insert(v, r),
-                Key::UeV4(v) => sh.by_ue_v4.insert(v, r),
-                Key::UeV6(v) => sh.by_ue_v6.insert(v, r),
-            };
-        }
-        // Trim only when a vector grew by doubling (first build, growth): a trim copies.
-        fn trim<T>(v: &mut Vec<T>) {
-            if v.capacity() > v.len() + v.len() / 8 + 8 {
-                v.shrink_to_fit();
-            }
-        }
-        trim(&mut sh.pdr_order);
-        trim(&mut sh.pdrs);
-        trim(&mut sh.filters);
-        trim(&mut sh.fars);
-        trim(&mut sh.qers);
-        trim(&mut sh.sessions);
-        // Flatten the common case (one PDR, no SDF filter) into the key slots.
-        sh.index_fast();
-        sh
     }
 }
 

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod compile;
+mod patch;
 pub mod sdf;
 pub mod static_sessions;
 

@@ -64,6 +64,22 @@ impl Pacer {
         }
     }
 
+    /// (rate, burst tolerance ns, queue limit ns, theoretical arrival time ns): the state
+    /// as plain words, for callers that pack it with other state (the UPF's meter slots).
+    pub fn parts(&self) -> (u64, u64, u64, u64) {
+        (self.rate, self.tau_ns, self.queue_ns, self.tat_ns)
+    }
+
+    /// The pacer [`Self::parts`] returned.
+    pub fn from_parts(rate: u64, tau_ns: u64, queue_ns: u64, tat_ns: u64) -> Pacer {
+        Pacer {
+            rate,
+            tau_ns,
+            queue_ns,
+            tat_ns,
+        }
+    }
+
     /// Schedule a packet of `len` bytes arriving at `now_ns`.
     #[inline]
     pub fn pace(&mut self, now_ns: u64, len: u64) -> Pace {

@@ -4,7 +4,7 @@
 
 use crate::buffer::PacketBuf;
 use crate::meta::flags;
-use crate::qos::{Colour, Pace, Pacer, TrTcm};
+use crate::qos::{Colour, Pace};
 use crate::runtime::Disposition;
 use crate::upf::parse::Flow;
 use crate::upf::stats::Total;
@@ -121,7 +121,7 @@ impl Work<'_> {
                 self.stats.count(Total::MeterSlotsExceeded);
                 continue;
             };
-            if !m.live || m.generation != mr.generation {
+            if !m.is(mr.generation) {
                 // A new QER in this slot, or a new MBR: start from full buckets.
                 let Some(q) = s.qers.get(qi as usize) else {
                     continue;
@@ -129,15 +129,12 @@ impl Work<'_> {
                 let Some(cfg) = q.meter_cfg else {
                     continue;
                 };
-                m.tcm = TrTcm::new(cfg, self.now).unwrap_or_else(|_| TrTcm::unlimited());
-                m.pacer = q.pacer.map(|p| Pacer::new(p, self.now));
-                m.generation = mr.generation;
-                m.live = true;
+                m.create(cfg, q.pacer, mr.generation, self.now);
             }
-            if let Some(pacer) = m.pacer.as_mut() {
+            if let Some(pace) = m.pace(self.now, len) {
                 // Shaped: delayed to the MBR (yellow), or dropped when the session's queue
                 // is full; on time is green.
-                let c = match pacer.pace(self.now, len) {
+                let c = match pace {
                     Pace::Now => Colour::Green,
                     Pace::At(t) => {
                         depart = depart.max(t);
@@ -151,7 +148,7 @@ impl Work<'_> {
                 colour = colour.max(Some(c));
                 continue;
             }
-            let c = m.tcm.mark(self.now, len, Colour::Green);
+            let c = m.mark(self.now, len);
             colour = colour.max(Some(c));
             if c == Colour::Red {
                 break;

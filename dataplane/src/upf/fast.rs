@@ -41,7 +41,7 @@ impl Work<'_> {
         }
         for mr in f.meters.iter().take_while(|m| m.slot != NONE) {
             match self.meters.get(mr.slot as usize) {
-                Some(m) if m.live && m.generation == mr.generation && m.pacer.is_none() => {}
+                Some(m) if m.is(mr.generation) && !m.shapes() => {}
                 _ => return None,
             }
         }
@@ -51,7 +51,7 @@ impl Work<'_> {
         let mut colour = None;
         for mr in f.meters.iter().take_while(|m| m.slot != NONE) {
             let m = &mut self.meters[mr.slot as usize];
-            let c = m.tcm.mark(self.now, len, Colour::Green);
+            let c = m.mark(self.now, len);
             colour = colour.max(Some(c));
             if c == Colour::Red {
                 break;

@@ -10,6 +10,7 @@ pub mod enforce;
 pub mod fast;
 pub mod frag;
 pub mod lookup;
+pub mod meter;
 pub mod parse;
 pub mod prefetch;
 pub mod reasm;

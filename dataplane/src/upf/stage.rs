@@ -68,7 +68,7 @@
 
 use crate::buffer::PacketBuf;
 use crate::classify::{self, PacketMeta};
-use crate::qos::{TokenBucket, TrTcm};
+use crate::qos::TokenBucket;
 use crate::runtime::{Batch, Context, Reader, Reasons, Stage};
 use crate::stages::l3fwd::RouteTable;
 pub use crate::upf::config::UpfConfig;
@@ -111,15 +111,7 @@ impl Upf {
     ) -> Upf {
         let pps = u64::from(cfg.error_indication_pps);
         let burst = if pps == 0 { 0 } else { (pps / 10).max(1) };
-        let meters = vec![
-            MeterSlot {
-                live: false,
-                generation: 0,
-                tcm: TrTcm::unlimited(),
-                pacer: None,
-            };
-            cfg.max_meter_slots as usize
-        ];
+        let meters = vec![MeterSlot::EMPTY; cfg.max_meter_slots as usize];
         Upf {
             tables,
             routes,

@@ -3,7 +3,7 @@
 //! per-worker pieces it points at: the named drop reasons and the meter slots.
 
 use crate::io::PortId;
-use crate::qos::{TokenBucket, TrTcm};
+use crate::qos::TokenBucket;
 use crate::runtime::{DropReason, Reasons};
 use crate::stages::l3fwd::{NextHop, RouteTable};
 use crate::upf::config::UpfConfig;
@@ -133,15 +133,7 @@ impl Drops {
     }
 }
 
-/// Per-worker meter state of one slot.
-#[derive(Debug, Clone)]
-pub(super) struct MeterSlot {
-    pub live: bool,
-    pub generation: u32,
-    pub tcm: TrTcm,
-    /// `Some` when the QER shapes its MBR instead of policing it.
-    pub pacer: Option<crate::qos::Pacer>,
-}
+pub(super) use crate::upf::meter::MeterSlot;
 
 /// One batch's view of the stage state, shared by the phases.
 pub(super) struct Work<'a> {

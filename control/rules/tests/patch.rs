@@ -1,0 +1,233 @@
+//! Shards patched incrementally equal shards built from scratch: random establishments,
+//! modifications (MBR, UE address, SDF filters) and deletions with builds at random points,
+//! then the same final sessions compiled by a fresh compiler; and a snapshot taken midway
+//! stays as it was.
+
+use peregrine_dataplane::upf::tables::{
+    Direction, FarRule, FlowFilter, KeyMap, QerRule, Shard, UpfTables, NONE,
+};
+use peregrine_n4::Session;
+use peregrine_rules::static_sessions::{
+    synthetic, to_sessions, N3Addresses, StaticSession, SyntheticParams,
+};
+use peregrine_rules::{Compiler, CompilerConfig};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+const N3: N3Addresses = N3Addresses {
+    v4: Some(Ipv4Addr::new(192, 0, 2, 1)),
+    v6: Some(Ipv6Addr::new(0x2001, 0xdb8, 3, 0, 0, 0, 0, 1)),
+};
+
+fn compiler() -> Compiler {
+    Compiler::new(CompilerConfig {
+        local_v4: N3.v4.into_iter().collect(),
+        local_v6: N3.v6.into_iter().collect(),
+        max_meter_slots: 100_000,
+        max_urr_slots: 100_000,
+        qos: peregrine_dataplane::qos::QosPolicies::new(
+            peregrine_dataplane::qos::QerPolicy::legacy_policing(),
+        ),
+    })
+}
+
+fn session(s: &StaticSession) -> Session {
+    to_sessions(std::slice::from_ref(s), N3).unwrap().remove(0)
+}
+
+/// One candidate PDR with everything it resolves to, slots left out (they depend on the
+/// allocation history): (SEID, PDR ID, direction, QFI, filters, decap, FAR, QERs).
+type Resolved = (
+    u64,
+    u16,
+    Direction,
+    Option<u8>,
+    Vec<FlowFilter>,
+    bool,
+    FarRule,
+    Vec<String>,
+);
+/// (map, key) -> (candidates in order, fast-path record without slots).
+type View = BTreeMap<(u8, u64), (Vec<Resolved>, Option<String>)>;
+
+fn qer_text(q: &QerRule) -> String {
+    format!(
+        "{} {} {:?} {:?} {:?}",
+        q.qer_id, q.gate_open, q.meter_cfg, q.pacer, q.qfi
+    )
+}
+
+fn view_map<K: Copy + Into<u64>>(
+    c: Option<&Compiler>,
+    sh: &Shard,
+    m: &KeyMap<K>,
+    tag: u8,
+    key_of: impl Fn(u64) -> K,
+    v: &mut View,
+) {
+    for (key, (a, b)) in m.iter() {
+        let mut cands = Vec::new();
+        for &pi in &sh.pdr_order[a as usize..b as usize] {
+            let p = &sh.pdrs[pi as usize];
+            let seid = sh.sessions[p.session as usize].up_seid;
+            let mut qers = Vec::new();
+            for &q in p.qers.iter().filter(|&&q| q != NONE) {
+                let rule = &sh.qers[q as usize];
+                // Slots agree with the compiler's own record.
+                if let (Some(c), true) = (c, rule.meter.slot != NONE) {
+                    assert_eq!(c.meter(seid, rule.qer_id, p.direction), Some(rule.meter));
+                }
+                qers.push(qer_text(rule));
+            }
+            for u in p.urrs.iter().filter(|u| u.slot != NONE) {
+                if let Some(c) = c {
+                    assert_eq!(c.urr_slot(seid, 1), Some(u.slot));
+                }
+            }
+            cands.push((
+                seid,
+                p.pdr_id,
+                p.direction,
+                p.qfi,
+                sh.filters[p.filters.0 as usize..p.filters.1 as usize].to_vec(),
+                p.remove_gtpu,
+                sh.fars[p.far as usize],
+                qers,
+            ));
+        }
+        let fast = m.slot(key_of(key)).unwrap().fast().map(|f| {
+            for (mr, &qi) in f.meters.iter().zip(&f.meter_qers) {
+                if mr.slot != NONE {
+                    assert_eq!(sh.qers[qi as usize].meter, *mr);
+                }
+            }
+            format!(
+                "{:?} {} {} {}",
+                f.outer(),
+                f.pdr_qfi,
+                f.mark_qfi,
+                f.meters.iter().filter(|m| m.slot != NONE).count()
+            )
+        });
+        assert!(v.insert((tag, key), (cands, fast)).is_none());
+    }
+}
+
+/// The whole tables as resolved candidates, and per-shard vector lengths.
+fn view(c: Option<&Compiler>, t: &UpfTables) -> (View, Vec<[usize; 6]>) {
+    let mut v = View::new();
+    let mut lens = Vec::new();
+    for sh in &t.shards {
+        view_map(c, sh, &sh.by_teid, 0, |k| k as u32, &mut v);
+        view_map(c, sh, &sh.by_ue_v4, 1, |k| k as u32, &mut v);
+        view_map(c, sh, &sh.by_ue_v6, 2, |k| k, &mut v);
+        lens.push([
+            sh.pdr_order.len(),
+            sh.pdrs.len(),
+            sh.filters.len(),
+            sh.fars.len(),
+            sh.qers.len(),
+            sh.sessions.len(),
+        ]);
+    }
+    (v, lens)
+}
+
+/// xorshift64: deterministic, no dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[test]
+fn patched_shards_equal_shards_built_from_scratch() {
+    let pool = synthetic(
+        4000,
+        &SyntheticParams {
+            mbr_kbps: Some(50_000),
+            ..SyntheticParams::default()
+        },
+    );
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut live: BTreeMap<u64, StaticSession> = BTreeMap::new();
+    let mut c = compiler();
+    let mut fresh_v4 = u32::from(Ipv4Addr::new(10, 200, 0, 0));
+    let mut midway = None;
+    for op in 0..12_000 {
+        let i = rng.below(pool.len() as u64) as usize;
+        let seid = pool[i].seid;
+        match (live.get(&seid).cloned(), rng.below(5)) {
+            (None, _) => {
+                let mut s = pool[i].clone();
+                if rng.below(4) == 0 {
+                    s.sdf = vec!["permit out udp from 198.51.100.0/24 53 to assigned".into()];
+                }
+                c.upsert(&session(&s)).unwrap();
+                live.insert(seid, s);
+            }
+            (Some(_), 0) => {
+                c.remove(seid);
+                live.remove(&seid);
+            }
+            (Some(mut s), k) => {
+                match k {
+                    1 => s.mbr_dl_kbps = Some(10_000 + rng.below(90_000)),
+                    2 => {
+                        fresh_v4 += 1;
+                        s.ue_ipv4 = Some(Ipv4Addr::from(fresh_v4));
+                    }
+                    3 => s.sdf = vec!["permit out ip from 203.0.113.0/24 to assigned".into()],
+                    _ => s.sdf.clear(),
+                }
+                c.upsert(&session(&s)).unwrap();
+                live.insert(seid, s);
+            }
+        }
+        if rng.below(40) == 0 {
+            let t = c.build();
+            if midway.is_none() && op > 6000 {
+                let v = view(Some(&c), &t);
+                midway = Some((t, v, live.keys().copied().collect::<BTreeSet<u64>>()));
+            }
+        }
+    }
+    let patched = c.build();
+    let (got, got_lens) = view(Some(&c), &patched);
+
+    let mut scratch = compiler();
+    // Another order: shard contents may be ordered differently, never differ.
+    for s in live.values().rev() {
+        scratch.upsert(&session(s)).unwrap();
+    }
+    let built = scratch.build();
+    let (want, want_lens) = view(Some(&scratch), &built);
+    assert_eq!(got.len(), want.len());
+    for (k, v) in &want {
+        assert_eq!(got.get(k), Some(v), "key {k:?}");
+    }
+    // No entry of a removed or replaced session is left behind in any shard.
+    assert_eq!(got_lens, want_lens);
+    let seids: BTreeSet<u64> = got
+        .values()
+        .flat_map(|(c, _)| c.iter().map(|r| r.0))
+        .collect();
+    assert_eq!(seids, live.keys().copied().collect());
+
+    // The snapshot taken midway is as it was (workers may still read it).
+    let (t, before, seids) = midway.expect("a midway build");
+    assert_eq!(view(None, &t), before);
+    let at: BTreeSet<u64> = before
+        .0
+        .values()
+        .flat_map(|(c, _)| c.iter().map(|r| r.0))
+        .collect();
+    assert_eq!(at, seids);
+}

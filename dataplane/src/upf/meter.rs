@@ -1,0 +1,240 @@
+//! One worker's state of one QER meter slot in one cache line (64 bytes; it was 144 with a
+//! general [`TrTcm`](crate::qos::TrTcm) and an optional [`Pacer`] side by side): an RFC 2698
+//! TrTCM (colour-blind, as QERs meter: TS 29.244 section 5.2.1) with its two rates and
+//! bursts copied in at (re)creation, or the session's pacer when the QER shapes its MBR.
+//!
+//! Arithmetic as [`crate::qos::trtcm`]: tokens in bytes x 10^9 so `elapsed_ns * rate`
+//! refills exactly, here in `u64` (the product in `u128`, then capped), which holds bursts
+//! up to 18.4 GB; a larger configured burst is held at that (at 400 Gbit/s a burst of
+//! 18.4 GB is 368 ms of the rate; QER bursts are 10 ms of it).
+
+use crate::qos::pacer::{Pacer, PacerConfig};
+use crate::qos::trtcm::TrTcmConfig;
+use crate::qos::{Colour, Pace};
+
+const NS_PER_S: u64 = 1_000_000_000;
+
+/// What a slot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Kind {
+    /// Never created, or for another generation's rule.
+    Dead = 0,
+    /// Every packet green (a configuration the TrTCM refuses: PIR below CIR).
+    Unlimited,
+    Tcm,
+    Pacer,
+}
+
+/// Per-worker meter state of one slot. For [`Kind::Pacer`] the fields hold the pacer:
+/// `pir` its rate, `cbs` its burst tolerance in ns, `pbs` its queue limit in ns, `tp` its
+/// theoretical arrival time.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(64))]
+pub struct MeterSlot {
+    /// Committed and peak tokens (bytes x 10^9).
+    tc: u64,
+    tp: u64,
+    last_ns: u64,
+    /// Rates in bytes/s.
+    cir: u64,
+    pir: u64,
+    /// Capacities (bytes x 10^9).
+    cbs: u64,
+    pbs: u64,
+    generation: u32,
+    kind: Kind,
+}
+
+const _: () = assert!(std::mem::size_of::<MeterSlot>() == 64);
+
+impl MeterSlot {
+    pub const EMPTY: MeterSlot = MeterSlot {
+        tc: 0,
+        tp: 0,
+        last_ns: 0,
+        cir: 0,
+        pir: 0,
+        cbs: 0,
+        pbs: 0,
+        generation: 0,
+        kind: Kind::Dead,
+    };
+
+    /// Whether the slot holds the meter of generation `generation`.
+    #[inline]
+    pub fn is(&self, generation: u32) -> bool {
+        self.kind != Kind::Dead && self.generation == generation
+    }
+
+    /// Whether the slot shapes (a pacer) rather than polices.
+    #[inline]
+    pub fn shapes(&self) -> bool {
+        self.kind == Kind::Pacer
+    }
+
+    /// (Re)create the slot for generation `generation` at `now_ns`, full buckets: the
+    /// pacer if there is one (the TrTCM then only colours, and a shaped packet is coloured
+    /// by its pacer), else the TrTCM of `cfg`.
+    pub fn create(
+        &mut self,
+        cfg: TrTcmConfig,
+        pacer: Option<PacerConfig>,
+        generation: u32,
+        now_ns: u64,
+    ) {
+        let scaled = |b: u64| b.saturating_mul(NS_PER_S);
+        *self = match pacer {
+            Some(p) => {
+                let (rate, tau, queue, tat) = Pacer::new(p, now_ns).parts();
+                MeterSlot {
+                    tp: tat,
+                    pir: rate,
+                    cbs: tau,
+                    pbs: queue,
+                    kind: Kind::Pacer,
+                    ..MeterSlot::EMPTY
+                }
+            }
+            None if cfg.pir < cfg.cir => MeterSlot {
+                kind: Kind::Unlimited,
+                ..MeterSlot::EMPTY
+            },
+            None => MeterSlot {
+                tc: scaled(cfg.cbs),
+                tp: scaled(cfg.pbs),
+                last_ns: now_ns,
+                cir: cfg.cir,
+                pir: cfg.pir,
+                cbs: scaled(cfg.cbs),
+                pbs: scaled(cfg.pbs),
+                kind: Kind::Tcm,
+                ..MeterSlot::EMPTY
+            },
+        };
+        self.generation = generation;
+    }
+
+    /// Colour a packet of `len` bytes at `now_ns` (RFC 2698 section 3, colour-blind); a
+    /// pacer slot colours nothing (use [`Self::pace`]).
+    #[inline]
+    pub fn mark(&mut self, now_ns: u64, len: u64) -> Colour {
+        if self.kind != Kind::Tcm {
+            return Colour::Green;
+        }
+        if now_ns > self.last_ns {
+            let dt = u128::from(now_ns - self.last_ns);
+            let fill = |t: u64, rate: u64, cap: u64| {
+                let t = u128::from(t) + dt * u128::from(rate);
+                t.min(u128::from(cap)) as u64
+            };
+            self.tc = fill(self.tc, self.cir, self.cbs);
+            self.tp = fill(self.tp, self.pir, self.pbs);
+            self.last_ns = now_ns;
+        }
+        let b = len.saturating_mul(NS_PER_S);
+        if self.tp < b {
+            return Colour::Red;
+        }
+        self.tp -= b;
+        if self.tc < b {
+            return Colour::Yellow;
+        }
+        self.tc -= b;
+        Colour::Green
+    }
+
+    /// Schedule a packet of `len` bytes at `now_ns` on the slot's pacer
+    /// ([`Pacer::pace`]); `None` if the slot does not shape.
+    #[inline]
+    pub fn pace(&mut self, now_ns: u64, len: u64) -> Option<Pace> {
+        if self.kind != Kind::Pacer {
+            return None;
+        }
+        let mut p = Pacer::from_parts(self.pir, self.cbs, self.pbs, self.tp);
+        let r = p.pace(now_ns, len);
+        self.tp = p.parts().3;
+        Some(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qos::trtcm::{ColourMode, TrTcm};
+
+    /// The slot marks exactly as the general TrTCM does (colour-blind), packet by packet.
+    #[test]
+    fn marks_as_the_general_trtcm() {
+        let cfgs = [
+            (1000, 1000, 2000, 2000),
+            (0, 0, 125_000, 3_200),
+            (5_000_000, 50_000, 6_000_000, 60_000),
+        ];
+        for (cir, cbs, pir, pbs) in cfgs {
+            let cfg = TrTcmConfig {
+                cir,
+                cbs,
+                pir,
+                pbs,
+                mode: ColourMode::Blind,
+            };
+            let mut general = TrTcm::new(cfg, 7).unwrap();
+            let mut slot = MeterSlot::EMPTY;
+            slot.create(cfg, None, 3, 7);
+            assert!(slot.is(3) && !slot.is(2) && !slot.shapes());
+            let mut t = 7u64;
+            for i in 0..5000u64 {
+                t += (i * 7919) % 900_000;
+                let len = 40 + (i * 131) % 1460;
+                assert_eq!(
+                    slot.mark(t, len),
+                    general.mark(t, len, Colour::Green),
+                    "{i}"
+                );
+            }
+            // A clock going backwards adds nothing, as in the general meter.
+            assert_eq!(
+                slot.mark(t - 5, 100),
+                general.mark(t - 5, 100, Colour::Green)
+            );
+        }
+        // PIR below CIR: refused by the TrTCM, unlimited here as the stage always did.
+        let mut s = MeterSlot::EMPTY;
+        let bad = TrTcmConfig {
+            cir: 10,
+            cbs: 10,
+            pir: 1,
+            pbs: 1,
+            mode: ColourMode::Blind,
+        };
+        s.create(bad, None, 1, 0);
+        assert_eq!(s.mark(1, 1_000_000), Colour::Green);
+        assert!(!MeterSlot::EMPTY.is(0));
+    }
+
+    #[test]
+    fn paces_as_the_pacer() {
+        let pc = PacerConfig {
+            rate_bytes_per_s: 1_000_000,
+            burst_bytes: 3000,
+            queue_ns: 10_000_000,
+        };
+        let mut p = Pacer::new(pc, 0);
+        let mut s = MeterSlot::EMPTY;
+        let cfg = TrTcmConfig {
+            cir: 0,
+            cbs: 0,
+            pir: 1_000_000,
+            pbs: 3000,
+            mode: ColourMode::Blind,
+        };
+        s.create(cfg, Some(pc), 9, 0);
+        assert!(s.shapes() && s.is(9));
+        for i in 0..40u64 {
+            let t = i * 300_000;
+            assert_eq!(s.pace(t, 1000), Some(p.pace(t, 1000)), "{i}");
+        }
+        assert_eq!(s.mark(1, 1), Colour::Green);
+    }
+}
