@@ -419,7 +419,11 @@ impl<K> Default for KeyMap<K> {
 impl<K: Copy + Into<u64>> KeyMap<K> {
     /// A map that holds `n` keys without growing (load factor 2/3 when full).
     pub fn with_capacity(n: usize) -> Self {
-        let cap = if n == 0 { 0 } else { (n * 3).div_ceil(2).max(8) };
+        let cap = if n == 0 {
+            0
+        } else {
+            (n * 3).div_ceil(2).max(8)
+        };
         KeyMap {
             slots: vec![KeySlot::EMPTY; cap].into_boxed_slice(),
             len: 0,
