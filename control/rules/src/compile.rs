@@ -169,7 +169,7 @@ pub struct CompilerStats {
     pub compiled_bytes: usize,
     /// Estimated bytes of the current shards (rules, filters, maps).
     pub shard_bytes: usize,
-    /// Estimated bytes of the key-owner maps and the shard membership sets.
+    /// Estimated bytes of the key-owner maps and the slot allocators.
     pub index_bytes: usize,
 }
 
@@ -198,8 +198,8 @@ impl Key {
 
 /// Shard bits for tables sized for `max_urr_slots` URRs (about one per session, or two):
 /// about 128 URRs' sessions per shard at capacity, between the default [`SHARD_BITS`] and
-/// [`MAX_SHARD_BITS`], so that a rule change rebuilds a shard of the same size at 10k and
-/// at 1M sessions (the rebuild of a touched shard is what a request costs the compiler).
+/// [`MAX_SHARD_BITS`], so that a rule change patches a shard of the same size at 10k and
+/// at 1M sessions (copying a touched shard is what a request costs the compiler).
 pub fn shard_bits_for(max_urr_slots: u32) -> u32 {
     let shards = (u64::from(max_urr_slots) / 128).max(1);
     (64 - (shards - 1).leading_zeros()).clamp(SHARD_BITS, MAX_SHARD_BITS)
@@ -561,6 +561,14 @@ impl Compiler {
         pending.clear();
         self.pending = pending;
         self.staged.clear();
+        // A first build of many sessions (static sessions, a restore) leaves big empty
+        // tables behind: give them back instead of keeping them for the small builds after.
+        if self.staged.capacity() > 4096 {
+            self.staged.shrink_to(256);
+        }
+        if self.pending.capacity() > 16384 {
+            self.pending.shrink_to(1024);
+        }
         self.tables.meter_slots = self.meters.next;
         self.tables.urr_slots = self.urr_slots.next;
         self.tables.clone()

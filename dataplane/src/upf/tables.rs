@@ -395,7 +395,10 @@ impl KeySlot {
 
 /// Exact-match map from a lookup key to its candidate PDR range, open addressing with
 /// linear probing and everything inline: a hit usually reads one cache line (the slot
-/// holds the key, the range and the [`FastPath`] record). Load factor at most 2/3.
+/// holds the key, the range and the [`FastPath`] record). Load factor at most 2/3; the slot
+/// count is not rounded to a power of two (the home slot is a multiply-shift of the hash),
+/// so a map sized for its keys (`with_capacity`, as the compiler builds every shard) is
+/// 2/3 full instead of 1/3..2/3: at a million sessions the slots are most of the tables.
 #[derive(Debug, Clone)]
 pub struct KeyMap<K> {
     slots: Box<[KeySlot]>,
@@ -414,12 +417,12 @@ impl<K> Default for KeyMap<K> {
 }
 
 impl<K: Copy + Into<u64>> KeyMap<K> {
-    /// A map that holds `n` keys without growing.
+    /// A map that holds `n` keys without growing (load factor 2/3 when full).
     pub fn with_capacity(n: usize) -> Self {
         let cap = if n == 0 {
             0
         } else {
-            (n + n / 2).next_power_of_two().max(8)
+            (n * 3).div_ceil(2).max(8)
         };
         KeyMap {
             slots: vec![KeySlot::EMPTY; cap].into_boxed_slice(),
@@ -446,15 +449,25 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
         self.slots.len() * std::mem::size_of::<KeySlot>()
     }
 
-    /// The home slot of `key`: bits of the same Fibonacci hash as [`shard_of_in`], below
-    /// the most shard bits a table can use (those are equal for every key of a shard).
+    /// The home slot of `key`: the bits of the same Fibonacci hash as [`shard_of_in`] below
+    /// the most shard bits a table can use (those are equal for every key of a shard),
+    /// scaled to the slot count (multiply-shift: any count, not only powers of two).
     #[inline]
     fn home(&self, key: u64) -> usize {
-        let bits = self.slots.len().trailing_zeros();
         let h = key
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
             .rotate_left(MAX_SHARD_BITS);
-        (h >> (63 - bits) >> 1) as usize
+        ((u128::from(h) * self.slots.len() as u128) >> 64) as usize
+    }
+
+    /// The slot after `i`, wrapping.
+    #[inline]
+    fn next(&self, i: usize) -> usize {
+        if i + 1 == self.slots.len() {
+            0
+        } else {
+            i + 1
+        }
     }
 
     /// The slot holding `key`.
@@ -464,7 +477,6 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
         if self.slots.is_empty() {
             return None;
         }
-        let mask = self.slots.len() - 1;
         let mut i = self.home(key);
         // The load factor leaves empty slots, so the probe ends.
         loop {
@@ -475,7 +487,7 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
             if s.key == key {
                 return Some(s);
             }
-            i = (i + 1) & mask;
+            i = self.next(i);
         }
     }
 
@@ -503,9 +515,9 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
             self.grow();
         }
         let key = key.into();
-        let mask = self.slots.len() - 1;
         let mut i = self.home(key);
         loop {
+            let next = self.next(i);
             let s = &mut self.slots[i];
             if !s.used() {
                 *s = KeySlot {
@@ -524,7 +536,7 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
                 s.fast.flags = KeySlot::USED;
                 return Some(old);
             }
-            i = (i + 1) & mask;
+            i = next;
         }
     }
 
@@ -534,11 +546,10 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
             &mut self.slots,
             vec![KeySlot::EMPTY; cap].into_boxed_slice(),
         );
-        let mask = cap - 1;
         for s in old.iter().filter(|s| s.used()) {
             let mut i = self.home(s.key);
             while self.slots[i].used() {
-                i = (i + 1) & mask;
+                i = self.next(i);
             }
             self.slots[i] = *s;
         }
@@ -677,6 +688,33 @@ mod tests {
         w.insert(u64::MAX, (0, 1));
         assert_eq!(w.get(&u64::MAX), Some(&(0, 1)));
         assert_eq!(std::mem::size_of::<KeySlot>(), 64);
+    }
+
+    #[test]
+    fn key_map_sized_for_its_keys_is_two_thirds_full() {
+        for n in [1usize, 5, 7, 30, 61, 100, 1000] {
+            let mut m = KeyMap::<u32>::with_capacity(n);
+            assert_eq!(m.capacity(), (n * 3).div_ceil(2).max(8), "{n}");
+            for k in 0..n as u32 {
+                assert_eq!(m.insert(k.wrapping_mul(2_654_435_761), (k, k + 1)), None);
+            }
+            // Exactly sized: no growth, every key found, misses end at an empty slot.
+            assert_eq!(m.capacity(), (n * 3).div_ceil(2).max(8));
+            for k in 0..n as u32 {
+                assert_eq!(m.get(&k.wrapping_mul(2_654_435_761)), Some(&(k, k + 1)));
+            }
+            for k in n as u32..n as u32 + 500 {
+                assert!(!m.contains_key(&k.wrapping_mul(2_654_435_761)));
+            }
+        }
+        // Two keys whose home is the last slot: the second wraps around to the first slot.
+        let mut m = KeyMap::<u32>::with_capacity(4);
+        let mut last = (0..u32::MAX).filter(|&k| m.home(u64::from(k)) == m.capacity() - 1);
+        let (a, b) = (last.next().unwrap(), last.next().unwrap());
+        m.insert(a, (1, 2));
+        m.insert(b, (3, 4));
+        assert!(m.slots[0].used() && m.slots[0].key == u64::from(b));
+        assert_eq!((m.get(&a), m.get(&b)), (Some(&(1, 2)), Some(&(3, 4))));
     }
 
     fn shard_one(far: FarRule, qers: Vec<QerRule>, filters: Vec<FlowFilter>) -> Shard {

@@ -295,9 +295,10 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     }
     let elapsed = t0.elapsed();
     let (r1, t1) = (pre.rx_packets(), Instant::now());
+    // Before the pre-built requests go: they were allocated before `live0` too.
+    let live1 = GLOBAL.live();
     drop(reqs);
     let st = ep.status();
-    let live1 = GLOBAL.live();
     let per_tenth: Vec<f64> = {
         let mut prev = (t0, 0usize);
         tenth_at
