@@ -301,6 +301,11 @@ where
     for f in features.iter_mut() {
         f.prepare(cfg, &mut egress)?;
     }
+    if let Some(sessions) = features.iter().find_map(|f| f.sessions()) {
+        for f in features.iter_mut() {
+            f.use_sessions(&sessions);
+        }
+    }
     let rcfg = RuntimeConfig {
         workers,
         burst: cfg.workers.burst,

@@ -17,10 +17,12 @@ use crate::error::{ConfigError, RunError};
 use crate::metrics::Exposition;
 use crate::platform::Platform;
 use peregrine_dataplane::io::PortId;
+use peregrine_dataplane::qos::QfiMap;
 use peregrine_dataplane::runtime::{
     ControlPacket, EgressConfig, Publisher, Reasons, Running, Stage, Tap,
 };
 use peregrine_dataplane::stages::l3fwd::RouteTable;
+use peregrine_dataplane::upf::UpfTables;
 use peregrine_dataplane::PacketBuf;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -48,6 +50,15 @@ pub struct Build<'a> {
     /// The shared classifier runs first in this pipeline: every packet's `PacketMeta` is
     /// fresh when it reaches a feature's stage (`upf::Upf::after_classifier`).
     pub classified: bool,
+}
+
+/// The installed PFCP sessions as the workers forward with them (the UPF's rule snapshot,
+/// static and N4 sessions alike) and the QFI -> egress queue map: for features that key
+/// telemetry by session (Kestrel's collector).
+#[derive(Debug, Clone)]
+pub struct Sessions {
+    pub tables: Arc<Publisher<UpfTables>>,
+    pub qfi_map: QfiMap,
 }
 
 /// A worker's stages, boxed for its buffer type.
@@ -125,6 +136,14 @@ pub trait Feature<B: PacketBuf>: Send {
     /// The daemon's route publisher, before [`start`](Self::start): for control-side frames
     /// that must follow the current routes and resolved next hops (End Markers).
     fn use_routes(&mut self, _routes: &Arc<Publisher<RouteTable>>) {}
+
+    /// The sessions this feature installs (the UPF's, after [`prepare`](Self::prepare)).
+    fn sessions(&self) -> Option<Sessions> {
+        None
+    }
+
+    /// The daemon's [`Sessions`] (if a feature installs any), after every `prepare`.
+    fn use_sessions(&mut self, _s: &Sessions) {}
 
     /// Workers run: start what needs them (N4 with End Markers through the injector, ...).
     fn start(&mut self, _running: &Running) -> Result<(), RunError> {

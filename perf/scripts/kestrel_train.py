@@ -36,12 +36,17 @@ PARAMS = dict(
 )
 
 
+# Feature names (the CSV header) go into the saved model, so the collector can refuse a
+# model trained on another feature vector by name, not only by length.
+NAMES = None
+
+
 def fit(x, y):
-    return xgb.train(PARAMS, xgb.DMatrix(x, label=y), num_boost_round=ROUNDS)
+    return xgb.train(PARAMS, xgb.DMatrix(x, label=y, feature_names=NAMES), num_boost_round=ROUNDS)
 
 
 def proba(m, x):
-    return m.predict(xgb.DMatrix(x))
+    return m.predict(xgb.DMatrix(x, feature_names=NAMES))
 
 
 def load(path):
@@ -75,7 +80,9 @@ def main():
     a = ap.parse_args()
     thresholds = {}
     for mode in a.modes.split(","):
-        _, run, seq, label, x = load(os.path.join(a.dir, f"train-{mode}.csv"))
+        global NAMES
+        head, run, seq, label, x = load(os.path.join(a.dir, f"train-{mode}.csv"))
+        NAMES = head[4:]
         runs = np.unique(run)
         thresholds[mode] = {}
         for k, kind in enumerate(KINDS):

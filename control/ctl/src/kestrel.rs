@@ -3,7 +3,9 @@
 //! through the daemon's edge API (docs/kestrel.md). Output is JSON.
 //!
 //! Keys are (TEID, QFI) pairs the caller knows from its PFCP sessions: `--teids A-B` (hex or
-//! decimal, inclusive) times `--qfis 1,5,9`, or `--key TEID:QFI` repeated.
+//! decimal, inclusive) times `--qfis 1,5,9`, or `--key TEID:QFI` repeated. Without them (and
+//! without `--file`) `top` asks the daemon's collector, which knows the keys of its installed
+//! sessions (edge API `top`); so does `key` without `--qid`, and `keys` lists them.
 
 use clap::{Args, Subcommand, ValueEnum};
 use peregrine_control::kestrel::collector::{Collector, Feature, Key};
@@ -72,13 +74,19 @@ enum Query {
         #[command(flatten)]
         keys: Keys,
     },
-    /// One key's estimates (histograms, colours, totals) in every kept window.
+    /// One key's estimates (histograms, colours, totals) in every kept window (without
+    /// `--qid`: the daemon's, for a key of its sessions).
     Key {
         /// `TEID:QFI`.
         key: String,
         #[arg(long)]
-        qid: usize,
+        qid: Option<usize>,
         #[arg(long, value_enum, default_value = "dl")]
+        dir: Dir,
+    },
+    /// The (TEID, QFI) keys of the daemon's installed PFCP sessions (edge API).
+    Keys {
+        #[arg(long, value_enum, default_value = "ul")]
         dir: Dir,
     },
     /// Windows read: sequence numbers, packets, edge versions.
@@ -213,6 +221,13 @@ fn api_call(c: &KestrelCmd, req: &Value) -> Result<Value, Failure> {
     Ok(v)
 }
 
+fn dir_name(d: Dir) -> &'static str {
+    match d {
+        Dir::Ul => "ul",
+        Dir::Dl => "dl",
+    }
+}
+
 fn dir_index(d: Dir) -> usize {
     match d {
         Dir::Ul => 0,
@@ -243,6 +258,15 @@ pub fn run(c: &KestrelCmd) -> Result<(), Failure> {
             keys: k,
         } => {
             let f = Feature::parse(by).map_err(|e| (EXIT_USAGE, e))?;
+            if k.key.is_empty() && k.teids.is_none() && c.file.is_none() {
+                // The daemon ranks the keys of its sessions.
+                let r = api_call(
+                    c,
+                    &json!({"cmd": "top", "qid": qid, "dir": dir_name(*dir), "by": by, "n": n}),
+                )?;
+                println!("{r}");
+                return Ok(());
+            }
             let ks = keys(k)?;
             let col = collect(c)?;
             check_qid(col.latest(), *qid)?;
@@ -253,7 +277,23 @@ pub fn run(c: &KestrelCmd) -> Result<(), Failure> {
                 "top": top.iter().map(|((t, q), v)| json!({"teid": t, "qfi": q, "value": v})).collect::<Vec<_>>(),
             })
         }
-        Query::Key { key, qid, dir } => {
+        Query::Key {
+            key,
+            qid: None,
+            dir,
+        } => {
+            let k = parse_key(key)?;
+            api_call(
+                c,
+                &json!({"cmd": "key", "teid": k.0, "qfi": k.1, "dir": dir_name(*dir)}),
+            )?
+        }
+        Query::Keys { dir } => api_call(c, &json!({"cmd": "keys", "dir": dir_name(*dir)}))?,
+        Query::Key {
+            key,
+            qid: Some(qid),
+            dir,
+        } => {
             let k = parse_key(key)?;
             let col = collect(c)?;
             check_qid(col.latest(), *qid)?;

@@ -3,12 +3,19 @@
 //! banks; here the control side sums them per window, exports each window (sketches and
 //! 3GPP-PM counters, versioned CBOR) on a ZeroMQ PUB socket and to a windows file, serves
 //! the edge API (ZeroMQ REP, JSON), runs target-occupancy binning with drift re-binning, and
-//! adds its Prometheus families.
+//! adds its Prometheus families. With `[kestrel.detect]` the collector side scores every
+//! window with the trained detectors and raises alarms ([`detect`]); it keeps the last
+//! windows and answers per-key queries for the keys of the installed PFCP sessions
+//! ([`keys`], the edge API).
 
 pub mod api;
 pub mod binning;
 pub mod collector;
+pub mod detect;
 pub mod export;
+pub mod features;
+pub mod gbt;
+pub mod keys;
 
 use crate::error::{invalid, ConfigError, RunError};
 use crate::feature::{Build, Configure, Feature, FeatureReport, Taps};
@@ -105,6 +112,15 @@ pub struct KestrelSection {
     /// Initial per-QID edges (else the defaults until calibrated).
     #[serde(default)]
     pub edges: Vec<EdgesConf>,
+    /// The online detectors (off without the table).
+    pub detect: Option<detect::DetectConf>,
+    /// Windows the daemon's collector keeps for queries (the edge API's `key` and `top`).
+    #[serde(default = "d_keep")]
+    pub collector_windows: usize,
+}
+
+fn d_keep() -> usize {
+    8
 }
 
 fn d_window_ms() -> u64 {
@@ -171,7 +187,8 @@ impl KestrelSection {
             .map_err(|e| invalid("kestrel", e.to_string()))
     }
 
-    fn initial_edges(&self, qids: usize) -> Result<EdgeSet, ConfigError> {
+    /// The `[[kestrel.edges]]` as an edge set (defaults for QIDs not named).
+    pub fn initial_edges(&self, qids: usize) -> Result<EdgeSet, ConfigError> {
         let mut set = EdgeSet::default();
         for (i, e) in self.edges.iter().enumerate() {
             if e.qid >= qids {
@@ -217,11 +234,16 @@ pub struct KestrelStats {
     pub sketch_mbps: f64,
     pub pm_mbps: f64,
     pub postcard_mbps: f64,
+    /// The online detectors, when configured.
+    pub detect: Option<detect::DetectStats>,
+    /// Keys of the installed sessions at the end.
+    pub session_keys: usize,
 }
 
 struct Io {
     _ctx: zmq::Context,
     publ: Option<zmq::Socket>,
+    alarms: Option<zmq::Socket>,
     api: Option<zmq::Socket>,
     file: Option<std::io::BufWriter<std::fs::File>>,
 }
@@ -246,6 +268,14 @@ pub struct KestrelFeature {
     /// Postcards drained, by window seq, until their window is exported.
     postcards: BTreeMap<u64, Vec<Postcard>>,
     drained: Vec<Postcard>,
+    /// The online detectors (`[kestrel.detect]`).
+    detector: Option<detect::Detector>,
+    /// The installed sessions (rule snapshot) and their keys.
+    sessions: Option<crate::feature::Sessions>,
+    keys: keys::SessionKeys,
+    /// The last windows, for per-key queries.
+    collector: collector::Collector,
+    alarm_errors: u64,
 }
 
 impl std::fmt::Debug for KestrelFeature {
@@ -302,7 +332,20 @@ impl Configure for KestrelFeature {
         });
         let mut versions = BTreeMap::new();
         versions.insert(set.version, set);
+        // The model files are read in `prepare` (paths resolve against the config file's
+        // directory, known once the file is loaded); the rest is checked here.
+        if let Some(d) = &s.detect {
+            d.check().map_err(|e| invalid("kestrel.detect", e))?;
+        }
+        if s.collector_windows == 0 || s.collector_windows > 64 {
+            return Err(invalid("kestrel.collector_windows", "1..=64 windows"));
+        }
         Ok(Some(KestrelFeature {
+            detector: None,
+            sessions: None,
+            keys: keys::SessionKeys::default(),
+            collector: collector::Collector::new(s.collector_windows),
+            alarm_errors: 0,
             windows_file: s
                 .windows_file
                 .as_ref()
@@ -426,9 +469,17 @@ impl KestrelFeature {
                 iat: set.qids[q].iat.to_vec(),
             })
             .collect();
-        let m = export::encode(&SketchMsg::of(w, self.header(w, "kestrel"), edges));
+        let msg = SketchMsg::of(w, self.header(w, "kestrel"), edges);
+        let m = export::encode(&msg);
         self.stats.sketch_bytes += m.len() as u64;
         self.emit("kestrel", &m);
+        if !w.late {
+            self.detect(&msg);
+        }
+        // The daemon's own collector: what the edge API's per-key queries read.
+        if let Err(e) = self.collector.add(export::Msg::Sketch(msg)) {
+            tracing::warn!(seq = w.seq, %e, "kestrel: window not kept");
+        }
         if self.section.pm {
             let p = export::encode(&PmMsg::of(w, self.header(w, "pm")));
             self.stats.pm_bytes += p.len() as u64;
@@ -480,6 +531,57 @@ impl KestrelFeature {
                     });
                     self.stats.rebinnings += 1;
                     tracing::info!(qid, ?old, new = ?edges, version, from_seq = from, "kestrel: re-binned");
+                }
+            }
+        }
+    }
+
+    /// Re-read the installed sessions' keys if the rule snapshot changed.
+    fn refresh_keys(&mut self) {
+        if let Some(s) = &self.sessions {
+            let g = s.tables.generation();
+            let t = s.tables.current();
+            if self.keys.update(g, &t) {
+                tracing::debug!(
+                    keys = self.keys.len(),
+                    unkeyed = self.keys.unkeyed,
+                    "kestrel: session keys"
+                );
+            }
+        }
+    }
+
+    /// Score the window with the online detectors; publish, log and count its alarms.
+    fn detect(&mut self, msg: &SketchMsg) {
+        self.refresh_keys();
+        let Some(d) = self.detector.as_mut() else {
+            return;
+        };
+        let alarms = match d.on_message(msg, &self.keys) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(seq = msg.h.seq, %e, "kestrel: window not scored");
+                return;
+            }
+        };
+        for a in &alarms {
+            tracing::warn!(
+                seq = a.seq,
+                detector = %a.detector,
+                dir = a.dir,
+                qfi = a.qfi,
+                qid = a.qid,
+                score = a.score,
+                threshold = a.threshold,
+                teids = ?a.teids,
+                "kestrel: alarm"
+            );
+            let bytes = detect::encode(a);
+            if let Some(s) = self.io.as_ref().and_then(|io| io.alarms.as_ref()) {
+                if s.send_multipart([b"alarm".as_slice(), &bytes], zmq::DONTWAIT)
+                    .is_err()
+                {
+                    self.alarm_errors += 1;
                 }
             }
         }
@@ -553,9 +655,15 @@ impl<B: PacketBuf + 'static> Feature<B> for KestrelFeature {
 
     fn prepare(
         &mut self,
-        _p: &Platform,
+        p: &Platform,
         _egress: &mut [Option<peregrine_dataplane::runtime::EgressConfig>],
     ) -> Result<(), RunError> {
+        if let Some(d) = &self.section.detect {
+            let det = detect::Detector::load(d, &p.base_dir)
+                .map_err(|e| RunError::Config(invalid("kestrel.detect", e)))?;
+            tracing::info!(detectors = ?det.kinds(), "kestrel: online detectors loaded");
+            self.detector = Some(det);
+        }
         let ctx = zmq::Context::new();
         let bind = |kind: zmq::SocketType, ep: &str| -> Result<Option<zmq::Socket>, RunError> {
             if ep.is_empty() {
@@ -569,6 +677,10 @@ impl<B: PacketBuf + 'static> Feature<B> for KestrelFeature {
             Ok(Some(s))
         };
         let publ = bind(zmq::PUB, &self.section.publish)?;
+        let alarms = match &self.section.detect {
+            Some(d) => bind(zmq::PUB, &d.publish)?,
+            None => None,
+        };
         let api = bind(zmq::REP, &self.section.api)?;
         let file = match &self.windows_file {
             None => None,
@@ -579,11 +691,20 @@ impl<B: PacketBuf + 'static> Feature<B> for KestrelFeature {
         self.io = Some(Io {
             _ctx: ctx,
             publ,
+            alarms,
             api,
             file,
         });
         self.epoch = Instant::now();
         Ok(())
+    }
+
+    fn use_sessions(&mut self, s: &crate::feature::Sessions) {
+        if let Some(d) = self.detector.as_mut() {
+            d.set_qfi_map(s.qfi_map);
+        }
+        self.sessions = Some(s.clone());
+        self.refresh_keys();
     }
 
     fn taps(&self, _port: PortId, _b: &mut Build<'_>, out: &mut Taps<B>) {
@@ -647,6 +768,15 @@ impl<B: PacketBuf + 'static> Feature<B> for KestrelFeature {
             "Window edges at which a tap had no spare bank back (it kept filling the old one).",
             s.bank_stalls as f64,
         );
+        if let Some(d) = &self.detector {
+            detect_metrics(e, &d.stats, self.alarm_errors);
+        }
+        e.one(
+            "peregrine_kestrel_session_keys",
+            Kind::Gauge,
+            "(direction, TEID, QFI) keys of the installed PFCP sessions the collector knows.",
+            self.keys.len() as f64,
+        );
         e.family(
             "peregrine_kestrel_diagnostic_occupancy",
             Kind::Gauge,
@@ -679,6 +809,8 @@ impl<B: PacketBuf + 'static> Feature<B> for KestrelFeature {
             }
         }
         self.finish_stats();
+        self.stats.detect = self.detector.as_ref().map(|d| d.stats.clone());
+        self.stats.session_keys = self.keys.len();
         let s = &self.stats;
         let mut text = format!(
             "kestrel: {} windows ({} late parts), {} packets; export {:.3} Mbit/s sketches, {:.3} Mbit/s pm, {:.3} Mbit/s postcards ({} sent, {} dropped, {} under delta); {} re-binnings, {} bank stalls\n",
@@ -692,8 +824,74 @@ impl<B: PacketBuf + 'static> Feature<B> for KestrelFeature {
                 );
             }
         }
+        if let Some(d) = &s.detect {
+            text += &format!(
+                "kestrel detect: {} windows scored, {} alarms, scoring {:.3} ms mean / {:.3} ms max per window\n",
+                d.windows_scored,
+                d.alarms_total,
+                1e3 * d.scoring_s_total / d.windows_scored.max(1) as f64,
+                1e3 * d.scoring_s_max
+            );
+            for ((k, q), n) in &d.alarms {
+                text += &format!("kestrel alarm {k} qfi {q}: {n} windows\n");
+            }
+        }
         FeatureReport::new("kestrel", s, text)
     }
+}
+
+/// The detectors' families: alarms by detector and QFI, windows scored, scoring time.
+fn detect_metrics(e: &mut Exposition, d: &detect::DetectStats, alarm_errors: u64) {
+    e.family(
+        "peregrine_kestrel_alarms_total",
+        Kind::Counter,
+        "Alarms raised by the online detectors, by detector and QFI.",
+    );
+    for ((k, q), n) in &d.alarms {
+        let qs = q.to_string();
+        e.sample(
+            "peregrine_kestrel_alarms_total",
+            &[("detector", k), ("qfi", &qs)],
+            *n as f64,
+        );
+    }
+    e.family(
+        "peregrine_kestrel_detector_score",
+        Kind::Gauge,
+        "The latest window's probability, by detector and QFI.",
+    );
+    for ((k, q), p) in &d.last_score {
+        let qs = q.to_string();
+        e.sample(
+            "peregrine_kestrel_detector_score",
+            &[("detector", k), ("qfi", &qs)],
+            *p,
+        );
+    }
+    e.one(
+        "peregrine_kestrel_windows_scored_total",
+        Kind::Counter,
+        "Windows the online detectors scored.",
+        d.windows_scored as f64,
+    );
+    e.one(
+        "peregrine_kestrel_scoring_seconds_total",
+        Kind::Counter,
+        "Feature extraction plus inference time, summed over the windows scored.",
+        d.scoring_s_total,
+    );
+    e.one(
+        "peregrine_kestrel_scoring_seconds_max",
+        Kind::Gauge,
+        "The longest feature extraction plus inference of one window.",
+        d.scoring_s_max,
+    );
+    e.one(
+        "peregrine_kestrel_alarm_publish_errors_total",
+        Kind::Counter,
+        "Alarms the ZeroMQ PUB socket did not take.",
+        alarm_errors as f64,
+    );
 }
 
 #[cfg(test)]

@@ -268,6 +268,13 @@ impl<B: PacketBuf + 'static> Feature<B> for UpfFeature {
         self.routes = Some(routes.clone());
     }
 
+    fn sessions(&self) -> Option<crate::feature::Sessions> {
+        Some(crate::feature::Sessions {
+            tables: self.state.as_ref()?.publisher.clone(),
+            qfi_map: self.qfi_map,
+        })
+    }
+
     /// N4, End Markers through the injector.
     fn start(&mut self, running: &Running) -> Result<(), RunError> {
         self.start_n4(running.injector())

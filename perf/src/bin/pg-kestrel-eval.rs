@@ -10,7 +10,7 @@ use peregrine_control::kestrel::binning::Strategy;
 use peregrine_dataplane::telemetry::kestrel::layout::default_seeds;
 use peregrine_dataplane::telemetry::kestrel::{Deltas, Layout};
 use peregrine_perf::fridge_eval::plot::{lines, Series};
-use peregrine_perf::kestrel_eval::eval::{all_modes, evaluate, Summary};
+use peregrine_perf::kestrel_eval::eval::{all_modes, evaluate, export_detectors, Summary};
 use peregrine_perf::kestrel_eval::features::{Mode, MODES};
 use peregrine_perf::kestrel_eval::scenario::{Intensity, KINDS};
 use peregrine_perf::kestrel_eval::{calibrate, EvalCfg};
@@ -45,6 +45,10 @@ struct Args {
     /// Every anomaly intensity times this factor.
     #[arg(long, default_value_t = 1.0)]
     intensity: f64,
+    /// Also write the Kestrel detectors, their thresholds and bin edges here, for the
+    /// daemon's `[kestrel.detect]` (`kestrel.toml` and one model per anomaly type).
+    #[arg(long)]
+    models_out: Option<PathBuf>,
 }
 
 /// The sweeps' results: binning (strategy, AUPRC per seed), (w, d, AUPRC, export Mbit/s),
@@ -142,6 +146,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &work.join("main"),
     )?;
     eprintln!("main evaluation done in {:.0?}", started.elapsed());
+    if let Some(dir) = &a.models_out {
+        let note = format!(
+            "Trained by pg-kestrel-eval --scale {} --secs {} --runs {} (training seeds {:?}); \
+             mixed AUPRC {:.3} on its held-out test runs.",
+            p.scale, p.secs, p.n_train, sm.train_seeds, sm.scores["kestrel"]["mixed"].auprc
+        );
+        export_detectors(&work.join("main"), &edges, c.layout.qids, dir, &note)?;
+        eprintln!("detectors written to {}", dir.display());
+    }
     let name = if a.quick {
         "kestrel-eval-quick"
     } else {

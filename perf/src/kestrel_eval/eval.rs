@@ -375,3 +375,58 @@ pub fn all_modes() -> Vec<Mode> {
 pub fn work_dir(base: &Path, name: &str) -> PathBuf {
     base.join(name)
 }
+
+/// Write the Kestrel-mode detectors of a finished evaluation (`work` holds the models and
+/// thresholds.json) to `out` for the daemon's online detector: `<kind>.json` per anomaly
+/// type and `kestrel.toml`, a `[kestrel]` fragment with the static bin edges the models
+/// were trained with and `[kestrel.detect]` naming the models (paths relative to `out`) and
+/// their thresholds. `note` is its comment line (how the models were trained).
+pub fn export_detectors(
+    work: &Path,
+    edges: &EdgeSet,
+    qids: usize,
+    out: &Path,
+    note: &str,
+) -> Result<(), String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let th: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(work.join("thresholds.json")).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| format!("thresholds.json: {e}"))?;
+    let mut t = String::new();
+    let _ = writeln!(t, "# {note}");
+    let _ = writeln!(
+        t,
+        "# The Kestrel detectors and the bin edges they were trained with (pg-kestrel-eval --models-out)."
+    );
+    let _ = writeln!(t, "[kestrel]\nstrategy = \"static\"\n");
+    for q in 0..qids {
+        let e = &edges.qids[q];
+        let _ = writeln!(
+            t,
+            "[[kestrel.edges]]\nqid = {q}\nlat = {:?}\niat = {:?}\n",
+            e.lat, e.iat
+        );
+    }
+    let _ = writeln!(
+        t,
+        "[kestrel.detect]\ndir = \"ul\"\nqfis = {:?}\n",
+        super::scenario::USER_QFIS
+    );
+    for k in KINDS {
+        let src = work.join(format!("model-kestrel-{}.json", k.name()));
+        let dst = out.join(format!("{}.json", k.name()));
+        std::fs::copy(&src, &dst).map_err(|e| format!("{}: {e}", src.display()))?;
+        let thr = th
+            .pointer(&format!("/thresholds/kestrel/{}", k.name()))
+            .and_then(serde_json::Value::as_f64)
+            .ok_or(format!("thresholds.json: no kestrel/{}", k.name()))?;
+        let _ = writeln!(
+            t,
+            "[[kestrel.detect.detector]]\nkind = \"{}\"\nmodel = \"{}.json\"\nthreshold = {thr:?}\n",
+            k.name(),
+            k.name()
+        );
+    }
+    std::fs::write(out.join("kestrel.toml"), t).map_err(|e| e.to_string())
+}

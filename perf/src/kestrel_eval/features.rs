@@ -10,8 +10,9 @@
 //! detectors see onsets as well as levels.
 
 use super::scenario::USER_QFIS;
+use peregrine_control::kestrel::features::{self as kf, frac, mean_max, Temporal};
 use peregrine_dataplane::qos::QfiMap;
-use peregrine_dataplane::telemetry::kestrel::{Postcard, SumBucket, Window, BINS};
+use peregrine_dataplane::telemetry::kestrel::{Postcard, Window};
 use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -42,23 +43,6 @@ impl Mode {
 
 const UL: usize = 0;
 
-fn frac(a: u64, n: u64) -> f32 {
-    if n == 0 {
-        0.0
-    } else {
-        a as f32 / n as f32
-    }
-}
-
-/// Mean and max of `v` (0 for none).
-fn mean_max(v: &[f32]) -> [f32; 2] {
-    if v.is_empty() {
-        return [0.0, 0.0];
-    }
-    let s: f32 = v.iter().sum();
-    [s / v.len() as f32, v.iter().copied().fold(0.0, f32::max)]
-}
-
 /// Value at quantile `q` of `v` (sorted in place), 0 for none.
 fn quantile(v: &mut [f32], q: f64) -> f32 {
     if v.is_empty() {
@@ -69,77 +53,10 @@ fn quantile(v: &mut [f32], q: f64) -> f32 {
     v[i]
 }
 
-/// Features of one key's (min over rows) bucket.
-struct KeyF {
-    packets: u64,
-    bytes: u64,
-    tail: f32,
-    tail2: f32,
-    head: f32,
-    nongreen: f32,
-    /// Mean latency bin index (0..7).
-    lat_mean: f32,
-}
-
-fn key_f(b: &SumBucket) -> KeyF {
-    let n = b.packets;
-    let lat_n: u64 = b.lat.iter().sum();
-    let iat_n: u64 = b.iat.iter().sum();
-    let lat_mean = if lat_n == 0 {
-        0.0
-    } else {
-        b.lat
-            .iter()
-            .enumerate()
-            .map(|(i, &c)| i as f32 * c as f32)
-            .sum::<f32>()
-            / lat_n as f32
-    };
-    KeyF {
-        packets: n,
-        bytes: b.bytes,
-        tail: frac(b.lat[BINS - 1], lat_n),
-        tail2: frac(b.lat[BINS - 1] + b.lat[BINS - 2], lat_n),
-        head: frac(b.iat[0], iat_n),
-        nongreen: frac(b.colour[1] + b.colour[2], b.colour.iter().sum()),
-        lat_mean,
-    }
-}
-
 /// Names of the per-QFI base features of each mode (before the temporal ones).
 pub fn base_names(mode: Mode) -> Vec<String> {
     let v: Vec<&str> = match mode {
-        Mode::Kestrel => vec![
-            "teids",
-            "pkts",
-            "bytes",
-            "tail_mean",
-            "tail_max",
-            "tail2_mean",
-            "tail2_max",
-            "head_mean",
-            "head_max",
-            "nongreen_mean",
-            "nongreen_max",
-            "latbin_mean",
-            "latbin_max",
-            "teids_tail10",
-            "max_share",
-            "q_lat0",
-            "q_lat1",
-            "q_lat2",
-            "q_lat3",
-            "q_lat4",
-            "q_lat5",
-            "q_lat6",
-            "q_lat7",
-            "q_iat0",
-            "q_iat1",
-            "port_pkts",
-            "port_bytes",
-            "port_tail",
-            "port_head",
-        ],
+        Mode::Kestrel => kf::BASE_NAMES.to_vec(),
         Mode::DeltaSmp => vec![
             "teids",
             "cards",
@@ -174,10 +91,7 @@ pub fn base_names(mode: Mode) -> Vec<String> {
 /// to the moving average).
 pub fn names(mode: Mode) -> Vec<String> {
     let b = base_names(mode);
-    let mut v = b.clone();
-    v.extend(b.iter().map(|n| format!("d_{n}")));
-    v.extend(b.iter().map(|n| format!("r_{n}")));
-    v
+    kf::with_temporal(&b.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 /// The per-window extractor of one mode (keeps the temporal state).
@@ -186,8 +100,7 @@ pub struct Extractor {
     pub mode: Mode,
     keys: HashMap<u8, Vec<u32>>,
     map: QfiMap,
-    prev: HashMap<u8, Vec<f32>>,
-    ema: HashMap<u8, Vec<f32>>,
+    temporal: Temporal,
     /// Short inter-arrival threshold of Delta-SMP (ns): the gap Kestrel's head bin would use.
     iat_short_ns: u32,
 }
@@ -202,8 +115,7 @@ impl Extractor {
             mode,
             keys: k,
             map: QfiMap::default(),
-            prev: HashMap::new(),
-            ema: HashMap::new(),
+            temporal: Temporal::default(),
             iat_short_ns,
         }
     }
@@ -216,83 +128,18 @@ impl Extractor {
             Mode::Pm => pm(w),
         };
         base.into_iter()
-            .map(|(q, b)| {
-                let prev = self.prev.insert(q, b.clone()).unwrap_or_else(|| b.clone());
-                let ema = self.ema.entry(q).or_insert_with(|| b.clone());
-                let mut v = b.clone();
-                v.extend(b.iter().zip(&prev).map(|(x, p)| x - p));
-                v.extend(b.iter().zip(ema.iter()).map(|(x, e)| x / (e.abs() + 1e-3)));
-                for (e, x) in ema.iter_mut().zip(&b) {
-                    *e = 0.9 * *e + 0.1 * x;
-                }
-                (q, v)
-            })
+            .map(|(q, b)| (q, self.temporal.extend(q, b)))
             .collect()
     }
 
     fn kestrel(&self, w: &Window) -> Vec<(u8, Vec<f32>)> {
-        // Port context: every queue's row-0 totals (exact: each packet is in one bucket).
-        let (mut pp, mut pb, mut pt, mut pl, mut ph, mut pi) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
-        for qid in 0..w.layout.qids {
-            let s = w.row_sum(UL, qid, 0);
-            pp += s.packets;
-            pb += s.bytes;
-            pt += s.lat[BINS - 1];
-            pl += s.lat.iter().sum::<u64>();
-            ph += s.iat[0];
-            pi += s.iat.iter().sum::<u64>();
-        }
-        let port = [pp as f32, pb as f32, frac(pt, pl), frac(ph, pi)];
+        let port = kf::port_context(w, UL);
         USER_QFIS
             .iter()
             .map(|&q| {
                 let qid = usize::from(self.map.qid(q));
-                let mut ks: Vec<KeyF> = Vec::new();
-                for &t in self.keys.get(&q).map(Vec::as_slice).unwrap_or(&[]) {
-                    let b = w.query(UL, qid, t, q);
-                    if b.packets > 0 {
-                        ks.push(key_f(&b));
-                    }
-                }
-                let pk: u64 = ks.iter().map(|k| k.packets).sum();
-                let by: u64 = ks.iter().map(|k| k.bytes).sum();
-                let col = |f: fn(&KeyF) -> f32| mean_max(&ks.iter().map(f).collect::<Vec<_>>());
-                let [tm, tx] = col(|k| k.tail);
-                let [t2m, t2x] = col(|k| k.tail2);
-                let [hm, hx] = col(|k| k.head);
-                let [nm, nx] = col(|k| k.nongreen);
-                let [lm, lx] = col(|k| k.lat_mean);
-                let t10 = ks.iter().filter(|k| k.tail > 0.1).count() as f32;
-                let share = ks
-                    .iter()
-                    .map(|k| k.bytes)
-                    .max()
-                    .map_or(0.0, |m| frac(m, by));
-                let qs = w.row_sum(UL, qid, 0);
-                let ql: u64 = qs.lat.iter().sum();
-                let qi: u64 = qs.iat.iter().sum();
-                let mut v = vec![
-                    ks.len() as f32,
-                    pk as f32,
-                    by as f32,
-                    tm,
-                    tx,
-                    t2m,
-                    t2x,
-                    hm,
-                    hx,
-                    nm,
-                    nx,
-                    lm,
-                    lx,
-                    t10,
-                    share,
-                ];
-                v.extend(qs.lat.iter().map(|&c| frac(c, ql)));
-                v.push(frac(qs.iat[0], qi));
-                v.push(frac(qs.iat[1], qi));
-                v.extend_from_slice(&port);
-                (q, v)
+                let teids = self.keys.get(&q).map(Vec::as_slice).unwrap_or(&[]);
+                (q, kf::qfi_base(w, UL, qid, q, teids, &port))
             })
             .collect()
     }

@@ -52,7 +52,8 @@ pub struct RunStats {
     pub postcards_dropped: u64,
 }
 
-fn tables(plan: &Plan) -> peregrine_dataplane::upf::UpfTables {
+/// The run's rule tables: its "PFCP sessions" (a PDR per (UE TEID, QFI), the backhaul TEIDs).
+pub fn tables(plan: &Plan) -> peregrine_dataplane::upf::UpfTables {
     let mut tb = TableBuilder::default();
     // The gaming QER: GBR 6 Mbit/s, MBR 9 Mbit/s (scaled), bursts of two or three frames.
     let gbr = 6e6 / 8.0 * plan.scale;

@@ -1,0 +1,313 @@
+//! The per-(window, QFI) feature vector of Kestrel's detectors (Kestrel, Saha et al., section
+//! V, "Telemetry export and processing"): the Count-Min query (minimum over the d rows) of
+//! every (TEID, QFI) key the PFCP sessions name, summarised over the QFI's keys (volume,
+//! latency tail fractions, inter-arrival head fractions, colour ratios, TEIDs per QFI), the
+//! queue's exact histograms (row 0 sums: each packet is in one bucket of a row) and the
+//! port's totals; then, per feature, the change from the previous window and the ratio to a
+//! slow moving average (alpha 0.1), so the detectors see onsets as well as levels.
+//!
+//! One code path for the evaluation (`pg-kestrel-eval`, over the aggregated [`Window`]) and
+//! the daemon's online detector (over the `kestrel` export message, [`MsgView`]): both are
+//! [`SketchView`]s and give the same numbers for the same window.
+
+use super::export::SketchMsg;
+use peregrine_dataplane::telemetry::kestrel::{layout, Layout, SumBucket, Window, BINS};
+use std::collections::HashMap;
+
+/// What the features read of one window's sketches.
+pub trait SketchView {
+    /// QIDs of the layout.
+    fn qids(&self) -> usize;
+    /// The Count-Min estimate of (teid, qfi) in (dir, qid): per field the minimum over rows.
+    fn query(&self, dir: usize, qid: usize, teid: u32, qfi: u8) -> SumBucket;
+    /// The sum of row `row` of (dir, qid): the queue's exact totals.
+    fn row_sum(&self, dir: usize, qid: usize, row: usize) -> SumBucket;
+}
+
+impl SketchView for Window {
+    fn qids(&self) -> usize {
+        self.layout.qids
+    }
+    fn query(&self, dir: usize, qid: usize, teid: u32, qfi: u8) -> SumBucket {
+        Window::query(self, dir, qid, teid, qfi)
+    }
+    fn row_sum(&self, dir: usize, qid: usize, row: usize) -> SumBucket {
+        Window::row_sum(self, dir, qid, row)
+    }
+}
+
+/// A validated `kestrel` message, read as a [`SketchView`] (validated once, not per query).
+#[derive(Debug)]
+pub struct MsgView<'a> {
+    msg: &'a SketchMsg,
+    layout: Layout,
+}
+
+impl<'a> MsgView<'a> {
+    /// Refused (with the reason) when the message does not fit its own layout.
+    pub fn new(msg: &'a SketchMsg) -> Result<MsgView<'a>, String> {
+        Ok(MsgView {
+            layout: msg.validate()?,
+            msg,
+        })
+    }
+
+    fn bucket(&self, dir: usize, qid: usize, i: usize) -> SumBucket {
+        let Some(s) = self.msg.sketch(dir, qid) else {
+            return SumBucket::default();
+        };
+        let mut b = SumBucket {
+            packets: s.packets[i],
+            bytes: s.bytes[i],
+            colour: [s.green[i], s.yellow[i], s.red[i]],
+            ..SumBucket::default()
+        };
+        b.lat.copy_from_slice(&s.lat[i * BINS..(i + 1) * BINS]);
+        b.iat.copy_from_slice(&s.iat[i * BINS..(i + 1) * BINS]);
+        b
+    }
+}
+
+impl SketchView for MsgView<'_> {
+    fn qids(&self) -> usize {
+        self.layout.qids
+    }
+    fn query(&self, dir: usize, qid: usize, teid: u32, qfi: u8) -> SumBucket {
+        if qid >= self.layout.qids || self.msg.sketch(dir, qid).is_none() {
+            return SumBucket::default();
+        }
+        let mut cols = [0; layout::MAX_ROWS];
+        self.layout.columns(qid, teid, qfi, &mut cols);
+        let w = self.layout.width;
+        (1..self.layout.rows).fold(self.bucket(dir, qid, cols[0]), |acc, r| {
+            acc.min(&self.bucket(dir, qid, r * w + cols[r]))
+        })
+    }
+    fn row_sum(&self, dir: usize, qid: usize, row: usize) -> SumBucket {
+        let mut t = SumBucket::default();
+        if qid >= self.layout.qids || self.msg.sketch(dir, qid).is_none() {
+            return t;
+        }
+        let w = self.layout.width;
+        for i in row * w..(row + 1) * w {
+            let b = self.bucket(dir, qid, i);
+            t.packets += b.packets;
+            t.bytes += b.bytes;
+            for k in 0..3 {
+                t.colour[k] += b.colour[k];
+            }
+            for k in 0..BINS {
+                t.lat[k] += b.lat[k];
+                t.iat[k] += b.iat[k];
+            }
+        }
+        t
+    }
+}
+
+pub fn frac(a: u64, n: u64) -> f32 {
+    if n == 0 {
+        0.0
+    } else {
+        a as f32 / n as f32
+    }
+}
+
+/// Mean and max of `v` (0 for none).
+pub fn mean_max(v: &[f32]) -> [f32; 2] {
+    if v.is_empty() {
+        return [0.0, 0.0];
+    }
+    let s: f32 = v.iter().sum();
+    [s / v.len() as f32, v.iter().copied().fold(0.0, f32::max)]
+}
+
+/// Features of one key's (min over rows) bucket.
+struct KeyF {
+    packets: u64,
+    bytes: u64,
+    tail: f32,
+    tail2: f32,
+    head: f32,
+    nongreen: f32,
+    /// Mean latency bin index (0..7).
+    lat_mean: f32,
+}
+
+fn key_f(b: &SumBucket) -> KeyF {
+    let n = b.packets;
+    let lat_n: u64 = b.lat.iter().sum();
+    let iat_n: u64 = b.iat.iter().sum();
+    let lat_mean = if lat_n == 0 {
+        0.0
+    } else {
+        b.lat
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| i as f32 * c as f32)
+            .sum::<f32>()
+            / lat_n as f32
+    };
+    KeyF {
+        packets: n,
+        bytes: b.bytes,
+        tail: frac(b.lat[BINS - 1], lat_n),
+        tail2: frac(b.lat[BINS - 1] + b.lat[BINS - 2], lat_n),
+        head: frac(b.iat[0], iat_n),
+        nongreen: frac(b.colour[1] + b.colour[2], b.colour.iter().sum()),
+        lat_mean,
+    }
+}
+
+/// Names of the per-QFI base features (before the temporal ones), in vector order.
+pub const BASE_NAMES: [&str; 29] = [
+    "teids",
+    "pkts",
+    "bytes",
+    "tail_mean",
+    "tail_max",
+    "tail2_mean",
+    "tail2_max",
+    "head_mean",
+    "head_max",
+    "nongreen_mean",
+    "nongreen_max",
+    "latbin_mean",
+    "latbin_max",
+    "teids_tail10",
+    "max_share",
+    "q_lat0",
+    "q_lat1",
+    "q_lat2",
+    "q_lat3",
+    "q_lat4",
+    "q_lat5",
+    "q_lat6",
+    "q_lat7",
+    "q_iat0",
+    "q_iat1",
+    "port_pkts",
+    "port_bytes",
+    "port_tail",
+    "port_head",
+];
+
+/// Every feature name of `base`: the base names, then `d_` (change from the previous
+/// window), then `r_` (ratio to the moving average).
+pub fn with_temporal(base: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+    v.extend(base.iter().map(|n| format!("d_{n}")));
+    v.extend(base.iter().map(|n| format!("r_{n}")));
+    v
+}
+
+/// The names of the Kestrel feature vector (what a detector model must be trained on).
+pub fn names() -> Vec<String> {
+    with_temporal(&BASE_NAMES)
+}
+
+/// The port context of direction `dir`: every queue's row-0 totals (packets, bytes, latency
+/// tail fraction, inter-arrival head fraction).
+pub fn port_context(v: &impl SketchView, dir: usize) -> [f32; 4] {
+    let (mut pp, mut pb, mut pt, mut pl, mut ph, mut pi) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    for qid in 0..v.qids() {
+        let s = v.row_sum(dir, qid, 0);
+        pp += s.packets;
+        pb += s.bytes;
+        pt += s.lat[BINS - 1];
+        pl += s.lat.iter().sum::<u64>();
+        ph += s.iat[0];
+        pi += s.iat.iter().sum::<u64>();
+    }
+    [pp as f32, pb as f32, frac(pt, pl), frac(ph, pi)]
+}
+
+/// The base features of QFI `qfi` (queue `qid`) in direction `dir`, over its keys `teids`.
+pub fn qfi_base(
+    v: &impl SketchView,
+    dir: usize,
+    qid: usize,
+    qfi: u8,
+    teids: &[u32],
+    port: &[f32; 4],
+) -> Vec<f32> {
+    let mut ks: Vec<KeyF> = Vec::with_capacity(teids.len());
+    for &t in teids {
+        let b = v.query(dir, qid, t, qfi);
+        if b.packets > 0 {
+            ks.push(key_f(&b));
+        }
+    }
+    let pk: u64 = ks.iter().map(|k| k.packets).sum();
+    let by: u64 = ks.iter().map(|k| k.bytes).sum();
+    let col = |f: fn(&KeyF) -> f32| mean_max(&ks.iter().map(f).collect::<Vec<_>>());
+    let [tm, tx] = col(|k| k.tail);
+    let [t2m, t2x] = col(|k| k.tail2);
+    let [hm, hx] = col(|k| k.head);
+    let [nm, nx] = col(|k| k.nongreen);
+    let [lm, lx] = col(|k| k.lat_mean);
+    let t10 = ks.iter().filter(|k| k.tail > 0.1).count() as f32;
+    let share = ks
+        .iter()
+        .map(|k| k.bytes)
+        .max()
+        .map_or(0.0, |m| frac(m, by));
+    let qs = v.row_sum(dir, qid, 0);
+    let ql: u64 = qs.lat.iter().sum();
+    let qi: u64 = qs.iat.iter().sum();
+    let mut out = Vec::with_capacity(BASE_NAMES.len());
+    out.extend_from_slice(&[
+        ks.len() as f32,
+        pk as f32,
+        by as f32,
+        tm,
+        tx,
+        t2m,
+        t2x,
+        hm,
+        hx,
+        nm,
+        nx,
+        lm,
+        lx,
+        t10,
+        share,
+    ]);
+    out.extend(qs.lat.iter().map(|&c| frac(c, ql)));
+    out.push(frac(qs.iat[0], qi));
+    out.push(frac(qs.iat[1], qi));
+    out.extend_from_slice(port);
+    out
+}
+
+/// The temporal part: per unit (QFI), the previous window's base vector and the moving
+/// average.
+#[derive(Debug, Default, Clone)]
+pub struct Temporal {
+    prev: HashMap<u8, Vec<f32>>,
+    ema: HashMap<u8, Vec<f32>>,
+}
+
+impl Temporal {
+    /// `base`, then its change from the previous window of `unit`, then its ratio to the
+    /// moving average (updated after, alpha 0.1). The first window has no change and ratio
+    /// ~1.
+    pub fn extend(&mut self, unit: u8, base: Vec<f32>) -> Vec<f32> {
+        let prev = self
+            .prev
+            .insert(unit, base.clone())
+            .unwrap_or_else(|| base.clone());
+        let ema = self.ema.entry(unit).or_insert_with(|| base.clone());
+        let mut v = base.clone();
+        v.extend(base.iter().zip(&prev).map(|(x, p)| x - p));
+        v.extend(
+            base.iter()
+                .zip(ema.iter())
+                .map(|(x, e)| x / (e.abs() + 1e-3)),
+        );
+        for (e, x) in ema.iter_mut().zip(&base) {
+            *e = 0.9 * *e + 0.1 * x;
+        }
+        v
+    }
+}
