@@ -12,8 +12,9 @@ use crate::upf::prefetch::prefetch;
 /// Packets a burst update hashes per pass (then updates them in order).
 pub const CHUNK: usize = 32;
 
-/// How many packets ahead of its update a packet's row buckets are prefetched: 3 rows x 8
-/// lines in flight, under the ~20 outstanding L1 misses a core tracks.
+/// How many packets ahead of its update a packet's row buckets are prefetched: with d = 3
+/// about 24 lines in flight, the order of the misses a core tracks (prefetching a whole
+/// 32-packet chunk, 96 lines, stalled on them: perf/results/kestrel.md).
 pub const AHEAD: usize = 8;
 
 /// QFIs are 6 bits (TS 38.415 section 5.5.3.3).
