@@ -103,6 +103,13 @@ struct Args {
     window: usize,
     #[arg(long, default_value = "perf/results/upf-n4.json")]
     n4_out: String,
+    /// N4 mode: an earlier run's JSON whose establishments/s per tenth the plot shows beside
+    /// this run's (labelled "before").
+    #[arg(long)]
+    n4_before: Option<String>,
+    /// Redraw the per-tenth plot of `--n4-out` (with `--n4-before`) from the JSON alone.
+    #[arg(long)]
+    n4_replot: bool,
     /// Fridge mode: per case, alternating rounds of the UPF alone and the UPF followed by the
     /// fridge stage (`fridge_spec`); paired ratios to `--fridge-out` (goal >= 0.9).
     #[arg(long)]
@@ -556,6 +563,10 @@ fn main() {
     let a = Args::parse();
     if let Some(case) = &a.stage {
         stage::stage_mode(case, a.batches);
+        return;
+    }
+    if a.n4_replot {
+        n4::replot(&a);
         return;
     }
     if let Some(n) = a.n4 {

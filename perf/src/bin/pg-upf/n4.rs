@@ -315,7 +315,7 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     // The N4 thread idle with every session installed (usage poll and timers running).
     let idle_cpu = n4_thread_cpu(Duration::from_secs(3));
     eprintln!("per tenth: {per_tenth:.0?}; idle N4 thread: {idle_cpu:?} of a core");
-    plot_tenths(&a.n4_out, n, &per_tenth);
+    plot_tenths(&a.n4_out, a.n4_before.as_deref(), n, &per_tenth);
     std::thread::sleep(Duration::from_millis(200));
     run.request_stop();
     let names: Vec<&'static str> = run.reasons().names().to_vec();
@@ -423,26 +423,61 @@ fn n4_thread_cpu(d: Duration) -> Option<f64> {
     Some((c1 - c0) as f64 * 0.01 / t0.elapsed().as_secs_f64())
 }
 
-/// Establishments/s per tenth of the run, as an SVG beside the JSON output.
-fn plot_tenths(json_out: &str, n: usize, per_tenth: &[f64]) {
+/// `--n4-replot`: the plot of `--n4-out` (and `--n4-before`) from the JSON files alone.
+pub(crate) fn replot(a: &Args) {
+    let Some((n, tenths)) = read_tenths(&a.n4_out) else {
+        fail(&format!(
+            "{}: no establishments_per_second_per_tenth",
+            a.n4_out
+        ));
+    };
+    plot_tenths(&a.n4_out, a.n4_before.as_deref(), n, &tenths);
+}
+
+/// (sessions, establishments/s per tenth) of a `--n4` JSON output.
+fn read_tenths(path: &str) -> Option<(usize, Vec<f64>)> {
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    let n = v.get("sessions_established")?.as_u64()? as usize;
+    let t = v
+        .get("establishments_per_second_per_tenth")?
+        .as_array()?
+        .iter()
+        .map(|x| x.as_f64())
+        .collect::<Option<Vec<f64>>>()?;
+    Some((n, t))
+}
+
+/// Establishments/s per tenth of the run, as an SVG beside the JSON output; with `before`
+/// (an earlier run's JSON), that run's per-tenth rates beside them.
+fn plot_tenths(json_out: &str, before: Option<&str>, n: usize, per_tenth: &[f64]) {
     use peregrine_perf::fridge_eval::plot::{lines, Series};
     let path = std::path::Path::new(json_out).with_extension("svg");
-    let s = Series {
-        name: "establishments/s".into(),
-        points: per_tenth
+    let series = |name: &str, n: usize, t: &[f64]| Series {
+        name: name.into(),
+        points: t
             .iter()
             .enumerate()
             .map(|(i, &r)| ((i + 1) as f64 * n as f64 / 10.0, r))
             .collect(),
         spread: None,
     };
+    let mut s = vec![series("establishments/s", n, per_tenth)];
+    if let Some(b) = before {
+        match read_tenths(b) {
+            Some((bn, bt)) => {
+                s[0].name = "establishments/s (this run)".into();
+                s.push(series("before", bn, &bt));
+            }
+            None => eprintln!("{b}: no establishments_per_second_per_tenth, not plotted"),
+        }
+    }
     let title = format!("PFCP establishments/s per tenth of {n} sessions (under traffic)");
     if let Err(e) = lines(
         &path,
         &title,
         "sessions established",
         "establishments/s",
-        &[s],
+        &s,
     ) {
         eprintln!("cannot plot {}: {e}", path.display());
     }
