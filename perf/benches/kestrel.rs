@@ -3,6 +3,11 @@
 //! bucket) with the same hash, over the same packets: 900 keys (100 UEs x 9 QFIs, the
 //! seed's testbed) in 8 queues, both directions.
 //!
+//! Kestrel variants: `kestrel_3x512` is the tap's update (bursts of 32: hash and prefetch
+//! the whole burst, then update 64-byte hot buckets); `kestrel_3x512_reference` the
+//! one-packet reference update into the wide (88-byte) buckets. Plain CMS variants: one
+//! packet at a time, and with the same two-pass burst prefetch as the tap.
+//!
 //! Also the baselines' per-packet costs (Delta-SMP postcards, full and with deltas).
 //!
 //! Run with `cargo bench -p peregrine-perf --bench kestrel`; throughput is in packets.
@@ -11,7 +16,9 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use peregrine_dataplane::runtime::Publisher;
 use peregrine_dataplane::telemetry::kestrel::layout::{self, Layout, MAX_ROWS};
 use peregrine_dataplane::telemetry::kestrel::postcard::smp_pair;
-use peregrine_dataplane::telemetry::kestrel::{tap_pair, Deltas, EdgeTable, Sample};
+use peregrine_dataplane::telemetry::kestrel::{
+    prefetch, tap_pair, Bank, Deltas, EdgeSet, EdgeTable, Sample, Sketcher, CHUNK,
+};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -57,6 +64,97 @@ impl PlainCms {
             self.counts[base + r * w + c] += 1;
         }
     }
+
+    /// A burst, as the Kestrel tap does it: every packet's indices and a prefetch of its
+    /// counters first, then the increments.
+    #[inline]
+    fn update_burst(&mut self, burst: &[Sample]) {
+        let w = self.layout.width;
+        let rows = self.layout.rows;
+        let mut at = [[0usize; 3]; CHUNK];
+        for (s, a) in burst.iter().zip(&mut at) {
+            let mut cols = [0usize; MAX_ROWS];
+            self.layout.columns(s.qid, s.teid, s.qfi, &mut cols);
+            let base = self.layout.sketch_base(s.dir, s.qid);
+            for r in 0..rows.min(3) {
+                a[r] = base + r * w + cols[r];
+                prefetch(&self.counts[a[r]]);
+            }
+        }
+        for a in at.iter().take(burst.len()) {
+            for &i in a.iter().take(rows.min(3)) {
+                self.counts[i] += 1;
+            }
+        }
+    }
+}
+
+/// The update as it was before hot buckets (for the before/after figure in one run): one
+/// 128-byte bucket per row (two cache lines, u32 counters, last-seen in the first line),
+/// one packet at a time, no prefetch; PM counters as the tap keeps them.
+#[repr(C, align(128))]
+#[derive(Clone, Copy)]
+struct Bucket128 {
+    bytes: u64,
+    packets: u32,
+    colour: [u32; 3],
+    lat: [u32; 8],
+    last_seen: u64,
+    iat: [u32; 8],
+    _pad: [u32; 8],
+}
+
+struct Before {
+    layout: Layout,
+    buckets: Vec<Bucket128>,
+    pm: Vec<[u64; 3]>,
+    edges: EdgeSet,
+}
+
+impl Before {
+    fn new(layout: &Layout) -> Before {
+        let zero = Bucket128 {
+            bytes: 0,
+            packets: 0,
+            colour: [0; 3],
+            lat: [0; 8],
+            last_seen: 0,
+            iat: [0; 8],
+            _pad: [0; 8],
+        };
+        Before {
+            layout: layout.clone(),
+            buckets: vec![zero; layout.bank_len()],
+            pm: vec![[0; 3]; 2 * 64],
+            edges: EdgeSet::default(),
+        }
+    }
+
+    #[inline]
+    fn record(&mut self, s: &Sample) {
+        let e = &self.edges.qids[s.qid];
+        let lat_bin = layout::bin(&e.lat, s.sojourn_ns);
+        let mut cols = [0usize; MAX_ROWS];
+        self.layout.columns(s.qid, s.teid, s.qfi, &mut cols);
+        let base = self.layout.sketch_base(s.dir, s.qid);
+        let colour = usize::from(s.colour.min(2));
+        for (row, &c) in cols.iter().enumerate().take(self.layout.rows) {
+            let b = &mut self.buckets[base + row * self.layout.width + c];
+            b.packets += 1;
+            b.bytes += u64::from(s.len);
+            b.colour[colour] += 1;
+            b.lat[lat_bin] += 1;
+            let last = std::mem::replace(&mut b.last_seen, s.t_ns.max(1));
+            if last != 0 {
+                let iat = u32::try_from(s.t_ns.saturating_sub(last)).unwrap_or(u32::MAX);
+                b.iat[layout::bin(&e.iat, iat)] += 1;
+            }
+        }
+        let pm = &mut self.pm[s.dir * 64 + usize::from(s.qfi & 63)];
+        pm[0] += 1;
+        pm[1] += u64::from(s.len);
+        pm[2] += u64::from(s.sojourn_ns);
+    }
 }
 
 fn bench(c: &mut Criterion) {
@@ -76,12 +174,35 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
+    g.bench_function("plain_cms_3x512_burst_prefetch", |b| {
+        b.iter(|| {
+            for x in s.chunks(CHUNK) {
+                cms.update_burst(black_box(x));
+            }
+        })
+    });
     let table = Publisher::new(EdgeTable::default());
     let (mut tap, _ends) = tap_pair(0, &l, 1_000_000_000, table.reader(), None);
     g.bench_function("kestrel_3x512", |b| {
         b.iter(|| {
+            for x in s.chunks(CHUNK) {
+                tap.record_burst(black_box(x));
+            }
+        })
+    });
+    let mut before = Before::new(&l);
+    g.bench_function("kestrel_3x512_before_128B", |b| {
+        b.iter(|| {
             for x in &s {
-                tap.record(black_box(x));
+                before.record(black_box(x));
+            }
+        })
+    });
+    let (mut sk, mut bank, edges) = (Sketcher::new(&l), Bank::new(&l), EdgeSet::default());
+    g.bench_function("kestrel_3x512_reference", |b| {
+        b.iter(|| {
+            for x in &s {
+                sk.record(&mut bank, &edges, black_box(x));
             }
         })
     });

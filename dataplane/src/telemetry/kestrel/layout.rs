@@ -14,38 +14,81 @@ pub const DIRS: usize = 2;
 /// Longest window the counter widths are sized for (see [`Bucket`]).
 pub const MAX_WINDOW_NS: u64 = 10_000_000_000;
 
-/// One enriched Count-Min bucket: the counters of one window, 128 bytes (two cache lines,
-/// aligned to a line pair so a bucket never straddles a third line).
+/// Packets a [`HotBucket`] counts before it spills into the wide [`Bucket`] of the same
+/// index: every u16 counter of a hot bucket is at most its `packets`, so none can wrap.
+pub const SPILL_AT: u16 = u16::MAX;
+
+/// One enriched Count-Min bucket as the worker updates it: one cache line, so a packet's
+/// update touches one line per row (Kestrel section III-C's registers, laid out for a CPU).
+///
+/// Counters are u16 and spill: when `packets` reaches [`SPILL_AT`] the worker adds every
+/// counter into the wide [`Bucket`] at the same index of the bank and zeroes them (rare:
+/// once per 65 535 packets of one bucket, off the hot path). Every other u16 counter is at
+/// most `packets`, so none can wrap before the spill; `bytes` is 64-bit (see [`Bucket`]).
+/// The window's value of a bucket is wide + hot ([`Bank::bucket`](super::Bank::bucket));
+/// exports carry only that sum, so the exported format is the same as with wide buckets.
+/// `last_seen` outlives the window: at the edge the worker copies it into the next bank
+/// (`KestrelTap`), exports leave it out.
+///
+/// ```text
+///  0           8       16  18            24                40                56      64
+///  | last_seen | bytes | p | green yellow red | lat[0..8] (u16) | iat[0..8] (u16) | pad |
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C, align(64))]
+pub struct HotBucket {
+    /// Worker-clock ns of the bucket's last packet (0: never); not a window counter.
+    pub last_seen: u64,
+    pub bytes: u64,
+    pub packets: u16,
+    /// TrTCM colours: green, yellow, red.
+    pub colour: [u16; 3],
+    pub lat: [u16; BINS],
+    pub iat: [u16; BINS],
+}
+
+const _: () = assert!(std::mem::size_of::<HotBucket>() == 64);
+
+impl HotBucket {
+    pub const ZERO: HotBucket = HotBucket {
+        last_seen: 0,
+        bytes: 0,
+        packets: 0,
+        colour: [0; 3],
+        lat: [0; BINS],
+        iat: [0; BINS],
+    };
+}
+
+impl Default for HotBucket {
+    fn default() -> Self {
+        HotBucket::ZERO
+    }
+}
+
+/// One enriched Count-Min bucket with window-wide counters: what hot buckets spill into,
+/// and the store of the one-packet reference update ([`Sketcher::record`](super::Sketcher::record)).
 ///
 /// Widths: at 100 Gbit/s with minimum-size Ethernet frames (84 bytes on the wire) a queue
 /// dequeues at most 148.8 Mpps, so in the longest window ([`MAX_WINDOW_NS`], 10 s) every
 /// per-packet counter stays below 1.49e9 < 2^32; bytes reach 1.25e11 > 2^32 and get 64 bits.
-/// The bucket's last-seen time shares the first line with the counters an update writes, so
-/// a row's update touches two lines; it outlives the window: at the edge the worker copies
-/// it into the next bank (`KestrelTap`), exports leave it out.
 ///
 /// ```text
-///  0       8       12      16      20      24                      56          64
-///  | bytes | pkts  | green | yellow| red   | lat[0..8] (u32 each)  | last_seen |
-///  64                              96                              128
-///  | iat[0..8] (u32 each)          | pad                           |
+///  0       8       12      16      20      24                      56                    88
+///  | bytes | pkts  | green | yellow| red   | lat[0..8] (u32 each)  | iat[0..8] (u32 each)  |
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(C, align(128))]
+#[repr(C)]
 pub struct Bucket {
     pub bytes: u64,
     pub packets: u32,
     /// TrTCM colours: green, yellow, red.
     pub colour: [u32; 3],
     pub lat: [u32; BINS],
-    /// Worker-clock ns of the bucket's last packet (0: never); not a window counter: the
-    /// worker carries it into the next bank at the window edge, exports leave it out.
-    pub last_seen: u64,
     pub iat: [u32; BINS],
-    pub _pad1: [u32; 8],
 }
 
-const _: () = assert!(std::mem::size_of::<Bucket>() == 128);
+const _: () = assert!(std::mem::size_of::<Bucket>() == 88);
 
 impl Bucket {
     pub const ZERO: Bucket = Bucket {
@@ -53,10 +96,24 @@ impl Bucket {
         packets: 0,
         colour: [0; 3],
         lat: [0; BINS],
-        last_seen: 0,
         iat: [0; BINS],
-        _pad1: [0; 8],
     };
+
+    /// Add hot bucket `h`'s counters (not its last-seen time).
+    #[inline]
+    pub fn add_hot(&mut self, h: &HotBucket) {
+        self.bytes += h.bytes;
+        self.packets += u32::from(h.packets);
+        for (w, &x) in self.colour.iter_mut().zip(&h.colour) {
+            *w += u32::from(x);
+        }
+        for (w, &x) in self.lat.iter_mut().zip(&h.lat) {
+            *w += u32::from(x);
+        }
+        for (w, &x) in self.iat.iter_mut().zip(&h.iat) {
+            *w += u32::from(x);
+        }
+    }
 }
 
 impl Default for Bucket {
@@ -290,11 +347,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bucket_is_two_cache_lines() {
-        assert_eq!(std::mem::size_of::<Bucket>(), 128);
-        assert_eq!(std::mem::align_of::<Bucket>(), 128);
+    fn hot_bucket_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<HotBucket>(), 64);
+        assert_eq!(std::mem::align_of::<HotBucket>(), 64);
+        assert_eq!(std::mem::offset_of!(HotBucket, packets), 16);
+        assert_eq!(std::mem::offset_of!(HotBucket, lat), 24);
+        assert_eq!(std::mem::offset_of!(HotBucket, iat), 40);
+        assert_eq!(std::mem::size_of::<Bucket>(), 88);
         assert_eq!(std::mem::offset_of!(Bucket, lat), 24);
-        assert_eq!(std::mem::offset_of!(Bucket, iat), 64);
+        assert_eq!(std::mem::offset_of!(Bucket, iat), 56);
     }
 
     #[test]
@@ -303,6 +364,9 @@ mod tests {
         let per_window = max_pps * (MAX_WINDOW_NS as f64 / 1e9);
         assert!(per_window < u32::MAX as f64, "{per_window}");
         assert!(100e9 / 8.0 * (MAX_WINDOW_NS as f64 / 1e9) > u32::MAX as f64);
+        // Hot counters spill before any can wrap: none exceeds `packets` < 2^16, and bytes
+        // are 64-bit (65 535 packets of at most 2^32 bytes each fit).
+        assert!((u64::from(SPILL_AT) * u64::from(u32::MAX)) < u64::MAX);
     }
 
     #[test]

@@ -13,14 +13,22 @@ pub mod postcard;
 pub mod tap;
 pub mod window;
 
-pub use bank::{Bank, Pm, Sample, Sketcher, QFIS};
+pub use bank::{Bank, Pm, Sample, Sketcher, CHUNK, QFIS};
 pub use edges::{parse_edges, EdgeError, EdgeSet, EdgeTable, QidEdges, FINE_BINS};
 pub use layout::{
-    Bucket, IndexHash, Layout, LayoutError, BINS, DIRS, EDGES, MAX_QIDS, MAX_WINDOW_NS,
+    Bucket, HotBucket, IndexHash, Layout, LayoutError, BINS, DIRS, EDGES, MAX_QIDS, MAX_WINDOW_NS,
+    SPILL_AT,
 };
 pub use postcard::{Deltas, Postcard};
 pub use tap::{tap_pair, KestrelTap, TapEnds, TapStats};
 pub use window::{Aggregator, SumBucket, Window};
+
+/// The cache-line read hint the burst update uses (for benchmarks that give a plain sketch
+/// the same two-pass prefetch).
+#[inline(always)]
+pub fn prefetch<T>(r: &T) {
+    crate::upf::prefetch::prefetch(r);
+}
 
 #[cfg(test)]
 mod tests;

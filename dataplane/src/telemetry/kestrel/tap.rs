@@ -16,7 +16,7 @@
 //! bank over early (`idle`); later packets of the same window go in a new bank with the same
 //! sequence number, and the control side adds them (as a late part if it already exported).
 
-use super::bank::{Bank, Sample, Sketcher};
+use super::bank::{Bank, Sample, Sketcher, CHUNK};
 use super::edges::{EdgeSet, EdgeTable};
 use super::layout::Layout;
 use super::postcard::{smp_pair, Deltas, Postcard, PostcardStats, Smp};
@@ -121,10 +121,17 @@ pub fn tap_pair(
 }
 
 impl KestrelTap {
-    /// Record one packet's sample in the active bank (the benchmark's entry point).
+    /// Record one packet's sample in the active bank, as a burst of one.
     #[inline]
     pub fn record(&mut self, s: &Sample) {
-        self.sketcher.record(&mut self.active, &self.edges, s);
+        self.record_burst(std::slice::from_ref(s));
+    }
+
+    /// Record a burst of samples in the active bank, as [`Tap::on_burst`] does (the
+    /// benchmark's entry point).
+    #[inline]
+    pub fn record_burst(&mut self, s: &[Sample]) {
+        self.sketcher.record_burst(&mut self.active, &self.edges, s);
     }
 
     /// Record one packet as a Delta-SMP postcard candidate (the benchmark's entry point).
@@ -174,7 +181,7 @@ impl KestrelTap {
         next.seq = self.active.seq;
         next.edges_version = self.active.edges_version;
         // Last-seen outlives the window: carry it into the zeroed bank (once per edge).
-        for (n, o) in next.buckets.iter_mut().zip(&self.active.buckets) {
+        for (n, o) in next.hot.iter_mut().zip(&self.active.hot) {
             n.last_seen = o.last_seen;
         }
         let full = std::mem::replace(&mut self.active, next);
@@ -207,40 +214,45 @@ impl<B: PacketBuf> Tap<B> for KestrelTap {
             self.open_window(seq);
         }
         self.idle_calls = 0;
-        for p in pkts.iter() {
-            let m = p.pkt_meta();
-            let dir = match m.direction() {
-                Direction::Uplink => 0,
-                Direction::Downlink => 1,
-                Direction::Unknown => usize::MAX,
-            };
-            let t_ns = if m.enqueue_ns != 0 {
-                m.enqueue_ns + u64::from(m.sojourn_ns)
-            } else {
-                now
-            };
-            let s = Sample {
-                dir,
-                qid: usize::from(m.qid),
-                teid: m.teid,
-                qfi: m.qfi,
-                len: inner_len(p.data(), usize::from(m.inner_l3_off)),
-                colour: m.color,
-                sojourn_ns: m.sojourn_ns,
-                t_ns,
-            };
-            self.sketcher.record(&mut self.active, &self.edges, &s);
+        let mut buf = [Sample::EMPTY; CHUNK];
+        for chunk in pkts.chunks(CHUNK) {
+            for (p, s) in chunk.iter().zip(&mut buf) {
+                let m = p.pkt_meta();
+                let dir = match m.direction() {
+                    Direction::Uplink => 0,
+                    Direction::Downlink => 1,
+                    Direction::Unknown => usize::MAX,
+                };
+                let t_ns = if m.enqueue_ns != 0 {
+                    m.enqueue_ns + u64::from(m.sojourn_ns)
+                } else {
+                    now
+                };
+                *s = Sample {
+                    dir,
+                    qid: usize::from(m.qid),
+                    teid: m.teid,
+                    qfi: m.qfi,
+                    len: inner_len(p.data(), usize::from(m.inner_l3_off)),
+                    colour: m.color,
+                    sojourn_ns: m.sojourn_ns,
+                    t_ns,
+                };
+            }
+            let samples = &buf[..chunk.len()];
+            self.sketcher
+                .record_burst(&mut self.active, &self.edges, samples);
             if let Some(smp) = &mut self.smp {
-                if dir < 2 {
+                for s in samples.iter().filter(|s| s.dir < 2) {
                     smp.record(
-                        dir as u8,
-                        m.qid,
-                        m.teid,
-                        m.qfi,
+                        s.dir as u8,
+                        s.qid as u8,
+                        s.teid,
+                        s.qfi,
                         s.len,
-                        m.color,
-                        m.sojourn_ns,
-                        t_ns,
+                        s.colour,
+                        s.sojourn_ns,
+                        s.t_ns,
                     );
                 }
             }

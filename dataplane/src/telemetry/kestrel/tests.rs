@@ -336,3 +336,124 @@ fn the_crc32_index_hash_puts_a_key_in_the_columns_the_layout_names() {
         assert_eq!((b.packets, b.bytes, b.lat[2]), (1, 100, 1), "row {row}");
     }
 }
+
+/// Samples over `keys` keys of 2 QIDs, both directions (and a few with no direction or an
+/// unknown QID), gaps of 0 ns to ~5 s (past the u32 clamp), all colours.
+fn mixed_samples(n: usize, keys: u32, seed: u64) -> Vec<Sample> {
+    let mut x = seed;
+    let mut t = 1u64;
+    (0..n)
+        .map(|_| {
+            x = layout::mix(x);
+            t += if x >> 60 == 0 {
+                x % 5_000_000_000
+            } else {
+                x % 3_000
+            };
+            let k = (x >> 8) as u32 % keys;
+            Sample {
+                dir: if x >> 56 == 0 {
+                    usize::MAX
+                } else {
+                    (x & 1) as usize
+                },
+                qid: if x >> 57 == 1 {
+                    5
+                } else {
+                    (x >> 1 & 1) as usize
+                },
+                teid: k,
+                qfi: (k % 3) as u8,
+                len: 40 + (x >> 20) as u32 % 1400,
+                colour: (x >> 50) as u8 % 4,
+                sojourn_ns: (x >> 30) as u32 % 5_000_000,
+                t_ns: t,
+            }
+        })
+        .collect()
+}
+
+fn assert_same_bank(a: &Bank, b: &Bank) {
+    assert_eq!(a.hot.len(), b.hot.len());
+    for i in 0..a.hot.len() {
+        assert_eq!(a.bucket(i), b.bucket(i), "bucket {i}");
+        assert_eq!(a.hot[i].last_seen, b.hot[i].last_seen, "last-seen {i}");
+    }
+    assert_eq!(a.pm, b.pm);
+    assert_eq!(a.fine, b.fine);
+    assert_eq!(
+        (a.packets, a.skipped, a.dirty),
+        (b.packets, b.skipped, b.dirty)
+    );
+}
+
+#[test]
+fn the_burst_update_equals_the_reference_update() {
+    let layout = small();
+    let mut edges = EdgeSet::default();
+    edges.calibrating[1] = true;
+    edges.qids[0].lat = [1_000, 2_000, 5_000, 10_000, 100_000, 1_000_000, 4_000_000];
+    let s = mixed_samples(20_000, 60, 11);
+    let (mut one, mut burst) = (Sketcher::new(&layout), Sketcher::new(&layout));
+    let (mut a, mut b) = (Bank::new(&layout), Bank::new(&layout));
+    for x in &s {
+        one.record(&mut a, &edges, x);
+    }
+    // Bursts of 1 to 70 samples: chunk boundaries fall anywhere, a key repeats in a chunk.
+    let mut rest = &s[..];
+    let mut k = 0;
+    while !rest.is_empty() {
+        k = (k * 7 + 5) % 70 + 1;
+        let (now, later) = rest.split_at(k.min(rest.len()));
+        burst.record_burst(&mut b, &edges, now);
+        rest = later;
+    }
+    assert!(a.skipped > 0 && a.packets > 0);
+    assert_same_bank(&a, &b);
+}
+
+#[test]
+fn hot_buckets_spill_before_they_wrap() {
+    // One key, 3 x 65 535 + 1000 packets: every hot counter of its buckets spills three
+    // times; the window still holds the exact values.
+    let layout = small();
+    let edges = EdgeSet::default();
+    let n = 3 * usize::from(SPILL_AT) + 1000;
+    let s: Vec<Sample> = (0..n as u64)
+        .map(|i| Sample {
+            dir: 1,
+            qid: 1,
+            teid: 9,
+            qfi: 1,
+            len: 1500,
+            colour: (i % 3) as u8,
+            sojourn_ns: 10,
+            t_ns: 1 + i * 10,
+        })
+        .collect();
+    let (mut one, mut burst) = (Sketcher::new(&layout), Sketcher::new(&layout));
+    let (mut a, mut b) = (Bank::new(&layout), Bank::new(&layout));
+    for x in &s {
+        one.record(&mut a, &edges, x);
+    }
+    for c in s.chunks(32) {
+        burst.record_burst(&mut b, &edges, c);
+    }
+    assert_same_bank(&a, &b);
+    let mut cols = [0; layout::MAX_ROWS];
+    layout.columns(1, 9, 1, &mut cols);
+    for (row, &c) in cols.iter().enumerate().take(3) {
+        let i = layout.sketch_base(1, 1) + row * layout.width + c;
+        let w = b.bucket(i);
+        assert_eq!(w.packets as usize, n);
+        assert_eq!(w.bytes, n as u64 * 1500);
+        assert_eq!(w.colour.iter().map(|&x| x as usize).sum::<usize>(), n);
+        assert_eq!(w.iat.iter().map(|&x| x as usize).sum::<usize>(), n - 1);
+        assert_eq!(
+            b.buckets[i].packets,
+            3 * u32::from(SPILL_AT),
+            "spilled 3 times"
+        );
+        assert_eq!(usize::from(b.hot[i].packets), 1000);
+    }
+}

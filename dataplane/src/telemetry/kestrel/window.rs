@@ -11,7 +11,7 @@
 
 use super::bank::{Bank, Pm, QFIS};
 use super::edges::FINE_BINS;
-use super::layout::{Bucket, Layout, BINS, DIRS};
+use super::layout::{Bucket, HotBucket, Layout, BINS, DIRS};
 use super::tap::TapEnds;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -28,6 +28,20 @@ pub struct SumBucket {
 
 impl SumBucket {
     fn add(&mut self, b: &Bucket) {
+        self.packets += u64::from(b.packets);
+        self.bytes += b.bytes;
+        for (s, &x) in self.colour.iter_mut().zip(&b.colour) {
+            *s += u64::from(x);
+        }
+        for (s, &x) in self.lat.iter_mut().zip(&b.lat) {
+            *s += u64::from(x);
+        }
+        for (s, &x) in self.iat.iter_mut().zip(&b.iat) {
+            *s += u64::from(x);
+        }
+    }
+
+    fn add_hot(&mut self, b: &HotBucket) {
         self.packets += u64::from(b.packets);
         self.bytes += b.bytes;
         for (s, &x) in self.colour.iter_mut().zip(&b.colour) {
@@ -104,8 +118,9 @@ impl Window {
     }
 
     fn add(&mut self, b: &Bank) {
-        for (s, x) in self.buckets.iter_mut().zip(&b.buckets) {
+        for ((s, x), h) in self.buckets.iter_mut().zip(&b.buckets).zip(&b.hot) {
             s.add(x);
+            s.add_hot(h);
         }
         for (s, &x) in self.fine.iter_mut().zip(&b.fine) {
             *s += u64::from(x);

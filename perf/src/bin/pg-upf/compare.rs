@@ -102,7 +102,7 @@ pub(crate) fn kestrel_mode(a: &Args) {
     }
     let result = serde_json::json!({
         "what": "UPF + Kestrel tap vs UPF alone, one worker, net_ring0 <-> net_ring1, alternating rounds in fresh processes",
-        "kestrel": "tap on both ports: 2 directions x 8 QIDs x d=3 x w=512 buckets of 128 B, 3GPP-PM counters, 1 s windows, no postcards",
+        "kestrel": "tap on both ports: 2 directions x 8 QIDs x d=3 x w=512 hot buckets of 64 B (u16 counters spilling into 88 B wide buckets), bursts hashed and prefetched before the updates, 3GPP-PM counters, 1 s windows, no postcards",
         "goal_ratio": 0.9,
         "seconds_per_round": a.seconds,
         "rounds": a.rounds,
