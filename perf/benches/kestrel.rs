@@ -17,7 +17,7 @@ use peregrine_dataplane::runtime::Publisher;
 use peregrine_dataplane::telemetry::kestrel::layout::{self, Layout, MAX_ROWS};
 use peregrine_dataplane::telemetry::kestrel::postcard::smp_pair;
 use peregrine_dataplane::telemetry::kestrel::{
-    prefetch, tap_pair, Bank, Deltas, EdgeSet, EdgeTable, Sample, Sketcher, CHUNK,
+    prefetch, tap_pair, Bank, Deltas, EdgeSet, EdgeTable, KestrelTap, Sample, Sketcher, CHUNK,
 };
 use std::hint::black_box;
 use std::time::Duration;
@@ -157,6 +157,43 @@ impl Before {
     }
 }
 
+// One iteration of each variant, not inlined, so `valgrind --tool=callgrind` counts each
+// one's instructions per call (perf/results/kestrel.md).
+#[inline(never)]
+fn iter_cms(cms: &mut PlainCms, s: &[Sample]) {
+    for x in s {
+        cms.update(black_box(x));
+    }
+}
+
+#[inline(never)]
+fn iter_cms_burst(cms: &mut PlainCms, s: &[Sample]) {
+    for x in s.chunks(CHUNK) {
+        cms.update_burst(black_box(x));
+    }
+}
+
+#[inline(never)]
+fn iter_kestrel(tap: &mut KestrelTap, s: &[Sample]) {
+    for x in s.chunks(CHUNK) {
+        tap.record_burst(black_box(x));
+    }
+}
+
+#[inline(never)]
+fn iter_before(before: &mut Before, s: &[Sample]) {
+    for x in s {
+        before.record(black_box(x));
+    }
+}
+
+#[inline(never)]
+fn iter_reference(sk: &mut Sketcher, bank: &mut Bank, edges: &EdgeSet, s: &[Sample]) {
+    for x in s {
+        sk.record(bank, edges, black_box(x));
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let s = samples();
     let mut g = c.benchmark_group("kestrel_update");
@@ -167,44 +204,20 @@ fn bench(c: &mut Criterion) {
         counts: vec![0; l.bank_len()],
         layout: l.clone(),
     };
-    g.bench_function("plain_cms_3x512", |b| {
-        b.iter(|| {
-            for x in &s {
-                cms.update(black_box(x));
-            }
-        })
-    });
+    g.bench_function("plain_cms_3x512", |b| b.iter(|| iter_cms(&mut cms, &s)));
     g.bench_function("plain_cms_3x512_burst_prefetch", |b| {
-        b.iter(|| {
-            for x in s.chunks(CHUNK) {
-                cms.update_burst(black_box(x));
-            }
-        })
+        b.iter(|| iter_cms_burst(&mut cms, &s))
     });
     let table = Publisher::new(EdgeTable::default());
     let (mut tap, _ends) = tap_pair(0, &l, 1_000_000_000, table.reader(), None);
-    g.bench_function("kestrel_3x512", |b| {
-        b.iter(|| {
-            for x in s.chunks(CHUNK) {
-                tap.record_burst(black_box(x));
-            }
-        })
-    });
+    g.bench_function("kestrel_3x512", |b| b.iter(|| iter_kestrel(&mut tap, &s)));
     let mut before = Before::new(&l);
     g.bench_function("kestrel_3x512_before_128B", |b| {
-        b.iter(|| {
-            for x in &s {
-                before.record(black_box(x));
-            }
-        })
+        b.iter(|| iter_before(&mut before, &s))
     });
     let (mut sk, mut bank, edges) = (Sketcher::new(&l), Bank::new(&l), EdgeSet::default());
     g.bench_function("kestrel_3x512_reference", |b| {
-        b.iter(|| {
-            for x in &s {
-                sk.record(&mut bank, &edges, black_box(x));
-            }
-        })
+        b.iter(|| iter_reference(&mut sk, &mut bank, &edges, &s))
     });
     // The baselines on the same packets. 3GPP-PM counters are part of every bank update
     // (kestrel_3x512 includes them); Delta-SMP postcards, full and with deltas (5 us sojourn,

@@ -83,7 +83,7 @@ fn bars(
             .max(hline.map_or(0.0, |h| h.0))
             * 1.2;
         let root =
-            SVGBackend::new(path, (120 * bars.len().max(4) as u32 + 120, 460)).into_drawing_area();
+            SVGBackend::new(path, (150 * bars.len().max(4) as u32 + 120, 460)).into_drawing_area();
         root.fill(&WHITE)?;
         let n = bars.len() as f64;
         let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
