@@ -93,6 +93,8 @@ pub struct RunOut {
     pub rows: HashMap<Mode, Vec<Row>>,
     /// Export bytes per mode, summed over the windows.
     pub export_bytes: HashMap<Mode, u64>,
+    /// Kestrel's export in encoding version 1 (dense sketches), summed over the windows.
+    pub kestrel_dense_bytes: u64,
     pub windows: u64,
     /// Per-window collector time (feature extraction + inference), ns, per mode.
     pub collector_ns: HashMap<Mode, Vec<u64>>,
@@ -138,7 +140,7 @@ pub fn collect(
         }
         out.windows += 1;
         let h = |kind: &str| Header {
-            v: 1,
+            v: peregrine_control::kestrel::export::VERSION,
             kind: kind.into(),
             seq: w.seq,
             window_ns: S,
@@ -146,7 +148,17 @@ pub fn collect(
             sources: w.sources.clone(),
             late: false,
         };
-        let kb = encode(&SketchMsg::of(w, h("kestrel"), edges_rec.clone())).len();
+        let sk = SketchMsg::of(w, h("kestrel"), edges_rec.clone());
+        let kb = encode(&sk).len();
+        // The same window in encoding version 1 (every bucket), for the export comparison.
+        let dense = SketchMsg {
+            h: Header {
+                v: 1,
+                ..sk.h.clone()
+            },
+            ..sk
+        };
+        out.kestrel_dense_bytes += encode(&dense).len() as u64;
         let pb = encode(&PmMsg::of(w, h("pm"))).len();
         let sb = if o.postcards.is_empty() {
             0

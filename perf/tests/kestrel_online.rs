@@ -69,7 +69,7 @@ fn run(scenario: Scenario, seed: u64, secs: u64) -> (Vec<Alarm>, Vec<Episode>, u
             return;
         }
         let h = Header {
-            v: 1,
+            v: peregrine_control::kestrel::export::VERSION,
             kind: "kestrel".into(),
             seq: w.seq,
             window_ns: S,

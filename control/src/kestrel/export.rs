@@ -1,16 +1,28 @@
-//! The export encoding (version 1): one CBOR map per message, published on ZeroMQ with the
+//! The export encoding (version 2): one CBOR map per message, published on ZeroMQ with the
 //! message kind as topic and appended to the windows file as a CBOR sequence (RFC 8742).
 //! Schema in docs/kestrel.md "Export". Three kinds share the header (`v`, `kind`, `seq`,
 //! `window_ns`, `workers`, `sources`, `late`): `kestrel` (the sketches), `pm` (3GPP-PM
 //! per-QFI counters) and `postcards` (Delta-SMP).
+//!
+//! Version 2 sends a sketch's non-empty buckets only (their indices as gaps, then their
+//! fields); version 1 sent every bucket. Both decode to the same dense [`SketchRec`]; `pm`
+//! and `postcards` are alike in both.
 
 use peregrine_dataplane::telemetry::kestrel::{
     layout, IndexHash, Layout, Postcard, SumBucket, Window, BINS, DIRS, QFIS,
 };
 use serde::{Deserialize, Serialize};
 
-/// Encoding version carried in every message.
-pub const VERSION: u32 = 1;
+/// Encoding version written in every message.
+pub const VERSION: u32 = 2;
+
+/// Versions this reader decodes (1: dense sketches).
+pub const VERSIONS: [u32; 2] = [1, 2];
+
+/// Most buckets a version-2 message may expand to (all its sketches together): a small
+/// message must not make the reader allocate without bound. 2^20 buckets is 4x the largest
+/// default-like layout (8 QIDs x 2 directions x 4 x 4096).
+pub const MAX_SPARSE_BUCKETS: usize = 1 << 20;
 
 /// The sketch layout as exported: what a reader needs to compute bucket indices.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,8 +99,9 @@ pub struct Header {
     pub late: bool,
 }
 
-/// A `kestrel` message: one window's sketches (empty sketches left out).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A `kestrel` message: one window's sketches (empty sketches left out), dense in memory;
+/// serialised sparse (version 2) or dense (version 1) by its header's `v`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct SketchMsg {
     #[serde(flatten)]
     pub h: Header,
@@ -100,6 +113,227 @@ pub struct SketchMsg {
     pub packets: u64,
     pub skipped: u64,
     pub sketches: Vec<SketchRec>,
+}
+
+/// A sketch on the wire in version 2: the non-empty buckets only. `gaps[0]` is the first
+/// bucket's index (row-major, `row * width + column`), `gaps[k]` (> 0) the distance from
+/// bucket k-1's; every field holds one value per listed bucket (`lat`, `iat`: 8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SparseRec {
+    pub dir: usize,
+    pub qid: usize,
+    pub gaps: Vec<u32>,
+    pub packets: Vec<u64>,
+    pub bytes: Vec<u64>,
+    pub green: Vec<u64>,
+    pub yellow: Vec<u64>,
+    pub red: Vec<u64>,
+    pub lat: Vec<u64>,
+    pub iat: Vec<u64>,
+}
+
+impl SketchRec {
+    /// Every per-bucket field has one value per bucket (histograms 8): what the sparse form
+    /// needs to index it.
+    fn well_formed(&self) -> bool {
+        let n = self.packets.len();
+        [&self.bytes, &self.green, &self.yellow, &self.red]
+            .iter()
+            .all(|v| v.len() == n)
+            && self.lat.len() == n * BINS
+            && self.iat.len() == n * BINS
+    }
+
+    /// The non-empty buckets (any field not zero).
+    fn sparse(&self) -> SparseRec {
+        let n = self.packets.len();
+        let used = |i: usize| {
+            self.packets[i] | self.bytes[i] | self.green[i] | self.yellow[i] | self.red[i] != 0
+                || self.lat[i * BINS..(i + 1) * BINS].iter().any(|&x| x != 0)
+                || self.iat[i * BINS..(i + 1) * BINS].iter().any(|&x| x != 0)
+        };
+        let idx: Vec<usize> = (0..n).filter(|&i| used(i)).collect();
+        let pick = |v: &[u64]| idx.iter().map(|&i| v[i]).collect::<Vec<u64>>();
+        let bins = |v: &[u64]| {
+            idx.iter()
+                .flat_map(|&i| v[i * BINS..(i + 1) * BINS].iter().copied())
+                .collect::<Vec<u64>>()
+        };
+        let mut prev = 0;
+        let gaps = idx
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| {
+                let g = if k == 0 { i } else { i - prev };
+                prev = i;
+                g as u32
+            })
+            .collect();
+        SparseRec {
+            dir: self.dir,
+            qid: self.qid,
+            gaps,
+            packets: pick(&self.packets),
+            bytes: pick(&self.bytes),
+            green: pick(&self.green),
+            yellow: pick(&self.yellow),
+            red: pick(&self.red),
+            lat: bins(&self.lat),
+            iat: bins(&self.iat),
+        }
+    }
+}
+
+impl SparseRec {
+    /// The dense record of `n` buckets; refused when the gaps or the field lengths are wrong.
+    fn dense(&self, n: usize) -> Result<SketchRec, String> {
+        let at = format!("sketch dir {} qid {}", self.dir, self.qid);
+        let k = self.gaps.len();
+        for (name, v, m) in [
+            ("packets", &self.packets, 1),
+            ("bytes", &self.bytes, 1),
+            ("green", &self.green, 1),
+            ("yellow", &self.yellow, 1),
+            ("red", &self.red, 1),
+            ("lat", &self.lat, BINS),
+            ("iat", &self.iat, BINS),
+        ] {
+            if v.len() != k * m {
+                return Err(format!(
+                    "{at}: `{name}` has {} values for {k} buckets",
+                    v.len()
+                ));
+            }
+        }
+        let mut d = SketchRec {
+            dir: self.dir,
+            qid: self.qid,
+            packets: vec![0; n],
+            bytes: vec![0; n],
+            green: vec![0; n],
+            yellow: vec![0; n],
+            red: vec![0; n],
+            lat: vec![0; n * BINS],
+            iat: vec![0; n * BINS],
+        };
+        let mut i = 0usize;
+        for (j, &g) in self.gaps.iter().enumerate() {
+            if j > 0 && g == 0 {
+                return Err(format!("{at}: bucket gap {j} is 0 (indices must increase)"));
+            }
+            i = if j == 0 { g as usize } else { i + g as usize };
+            if i >= n {
+                return Err(format!(
+                    "{at}: bucket index {i} beyond the layout's {n} buckets"
+                ));
+            }
+            d.packets[i] = self.packets[j];
+            d.bytes[i] = self.bytes[j];
+            d.green[i] = self.green[j];
+            d.yellow[i] = self.yellow[j];
+            d.red[i] = self.red[j];
+            d.lat[i * BINS..(i + 1) * BINS].copy_from_slice(&self.lat[j * BINS..(j + 1) * BINS]);
+            d.iat[i * BINS..(i + 1) * BINS].copy_from_slice(&self.iat[j * BINS..(j + 1) * BINS]);
+        }
+        Ok(d)
+    }
+}
+
+/// A version-2 `kestrel` message as read.
+#[derive(Debug, Clone, Deserialize)]
+struct SparseSketchMsg {
+    #[serde(flatten)]
+    h: Header,
+    layout: LayoutRec,
+    edges_version: Vec<u64>,
+    edges: Vec<EdgesRec>,
+    packets: u64,
+    skipped: u64,
+    sketches: Vec<SparseRec>,
+}
+
+/// A sketch as written: dense (version 1, or a record whose fields disagree in length, which
+/// the reader then refuses by name) or sparse.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum RecOut<'a> {
+    Dense(&'a SketchRec),
+    Sparse(SparseRec),
+}
+
+#[derive(Serialize)]
+struct SketchOut<'a> {
+    #[serde(flatten)]
+    h: &'a Header,
+    layout: &'a LayoutRec,
+    edges_version: &'a [u64],
+    edges: &'a [EdgesRec],
+    packets: u64,
+    skipped: u64,
+    sketches: Vec<RecOut<'a>>,
+}
+
+impl Serialize for SketchMsg {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let sparse = self.h.v >= 2;
+        SketchOut {
+            h: &self.h,
+            layout: &self.layout,
+            edges_version: &self.edges_version,
+            edges: &self.edges,
+            packets: self.packets,
+            skipped: self.skipped,
+            sketches: self
+                .sketches
+                .iter()
+                .map(|r| {
+                    if sparse && r.well_formed() {
+                        RecOut::Sparse(r.sparse())
+                    } else {
+                        RecOut::Dense(r)
+                    }
+                })
+                .collect(),
+        }
+        .serialize(s)
+    }
+}
+
+impl SparseSketchMsg {
+    /// The dense message, refused when the layout is bad, there are more sketches than
+    /// (direction, QID)s, the expansion would exceed [`MAX_SPARSE_BUCKETS`], or a record is
+    /// malformed.
+    fn dense(self) -> Result<SketchMsg, String> {
+        let l = self.layout.layout()?;
+        let n = l.rows * l.width;
+        if self.sketches.len() > DIRS * l.qids {
+            return Err(format!(
+                "{} sketches, the layout has {} (direction, QID)s",
+                self.sketches.len(),
+                DIRS * l.qids
+            ));
+        }
+        if self.sketches.len() * n > MAX_SPARSE_BUCKETS {
+            return Err(format!(
+                "{} sketches of {n} buckets: more than {MAX_SPARSE_BUCKETS} buckets",
+                self.sketches.len()
+            ));
+        }
+        let sketches = self
+            .sketches
+            .iter()
+            .map(|r| r.dense(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(SketchMsg {
+            h: self.h,
+            layout: self.layout,
+            edges_version: self.edges_version,
+            edges: self.edges,
+            packets: self.packets,
+            skipped: self.skipped,
+            sketches,
+        })
+    }
 }
 
 /// One (direction, QFI) of the 3GPP-PM baseline.
@@ -360,16 +594,24 @@ fn decode_value(v: ciborium::Value) -> Result<Msg, String> {
         .and_then(|m| m.iter().find(|(k, _)| k.as_text() == Some("v")))
         .and_then(|(_, v)| v.as_integer())
         .ok_or("no `v` field")?;
-    if version != VERSION.into() {
+    if !VERSIONS.iter().any(|&k| version == k.into()) {
         return Err(format!(
-            "encoding version {version:?}, this reader knows {VERSION}"
+            "encoding version {version:?}, this reader knows {VERSIONS:?}"
         ));
     }
     match kind.as_str() {
-        "kestrel" => {
+        "kestrel" if version == 1.into() => {
             let m: SketchMsg = v
                 .deserialized()
                 .map_err(|e| format!("kestrel message: {e}"))?;
+            m.validate()?;
+            Ok(Msg::Sketch(m))
+        }
+        "kestrel" => {
+            let m: SparseSketchMsg = v
+                .deserialized()
+                .map_err(|e| format!("kestrel message: {e}"))?;
+            let m = m.dense()?;
             m.validate()?;
             Ok(Msg::Sketch(m))
         }
@@ -506,7 +748,8 @@ mod tests {
         let mut m = SketchMsg::of(&window(), header("kestrel"), vec![]);
         m.h.v = 9;
         assert!(decode(&encode(&m)).unwrap_err().contains("version"));
-        m.h.v = VERSION;
+        // Version 1 (dense): a field of the wrong length is refused by name.
+        m.h.v = 1;
         m.sketches[0].lat.pop();
         assert!(decode(&encode(&m)).unwrap_err().contains("`lat` has"));
         m.sketches[0].qid = 5;
@@ -533,5 +776,92 @@ mod tests {
         assert_eq!(read_file(&file).unwrap().len(), 2);
         file.extend_from_slice(&[0xa1]);
         assert!(read_file(&file).unwrap_err().starts_with("message 2"));
+    }
+
+    #[test]
+    fn version_2_sends_the_non_empty_buckets_and_decodes_to_the_dense_window() {
+        let m = SketchMsg::of(&window(), header("kestrel"), vec![]);
+        assert_eq!(m.h.v, 2);
+        let sparse = encode(&m);
+        let dense = encode(&SketchMsg {
+            h: Header {
+                v: 1,
+                ..m.h.clone()
+            },
+            ..m.clone()
+        });
+        assert!(
+            sparse.len() * 3 < dense.len() * 2,
+            "{} vs {}",
+            sparse.len(),
+            dense.len()
+        );
+        let Msg::Sketch(a) = decode(&sparse).unwrap() else {
+            panic!("kind")
+        };
+        let Msg::Sketch(b) = decode(&dense).unwrap() else {
+            panic!("kind")
+        };
+        assert_eq!(a.sketches, m.sketches);
+        assert_eq!(b.sketches, m.sketches);
+        assert_eq!(a.h.v, 2);
+    }
+
+    #[test]
+    fn hostile_sparse_sketches_are_refused_by_name() {
+        let m = SketchMsg::of(&window(), header("kestrel"), vec![]);
+        let r = m.sketches[0].sparse();
+        assert!(r.gaps.len() >= 2);
+        let n = m.layout.rows * m.layout.width;
+        let wire = |f: &dyn Fn(&mut SparseSketchMsg)| {
+            let mut w = SparseSketchMsg {
+                h: m.h.clone(),
+                layout: m.layout.clone(),
+                edges_version: m.edges_version.clone(),
+                edges: m.edges.clone(),
+                packets: m.packets,
+                skipped: m.skipped,
+                sketches: vec![r.clone()],
+            };
+            f(&mut w);
+            let out = SketchOut {
+                h: &w.h,
+                layout: &w.layout,
+                edges_version: &w.edges_version,
+                edges: &w.edges,
+                packets: w.packets,
+                skipped: w.skipped,
+                sketches: w.sketches.into_iter().map(RecOut::Sparse).collect(),
+            };
+            decode(&encode(&out)).unwrap_err()
+        };
+        let e = wire(&|w| w.sketches[0].gaps[1] = 0);
+        assert!(e.contains("gap 1 is 0"), "{e}");
+        let e = wire(&|w| w.sketches[0].gaps[0] = n as u32);
+        assert!(e.contains("beyond the layout"), "{e}");
+        let e = wire(&|w| {
+            w.sketches[0].gaps[1] = u32::MAX;
+        });
+        assert!(e.contains("beyond the layout"), "{e}");
+        let e = wire(&|w| {
+            w.sketches[0].lat.pop();
+        });
+        assert!(e.contains("`lat` has"), "{e}");
+        let e = wire(&|w| w.sketches = vec![r.clone(); 2 * w.layout.qids + 1]);
+        assert!(e.contains("sketches, the layout has"), "{e}");
+        let e = wire(&|w| {
+            w.layout.width = 65536;
+            w.layout.rows = 4;
+            w.layout.qids = 8;
+            w.layout.seeds = layout::default_seeds(8);
+            w.sketches = vec![r.clone(); 2 * w.layout.qids];
+            for (i, s) in w.sketches.iter_mut().enumerate() {
+                (s.dir, s.qid) = (i % 2, i / 2);
+            }
+        });
+        assert!(e.contains("buckets: more than"), "{e}");
+        // Two records of one (direction, QID) are refused as in version 1.
+        let e = wire(&|w| w.sketches = vec![r.clone(), r.clone()]);
+        assert!(e.contains("two sketches"), "{e}");
     }
 }

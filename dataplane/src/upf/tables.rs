@@ -451,7 +451,8 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
 
     /// The home slot of `key`: the bits of the same Fibonacci hash as [`shard_of_in`] below
     /// the most shard bits a table can use (those are equal for every key of a shard),
-    /// scaled to the slot count (multiply-shift: any count, not only powers of two).
+    /// scaled to the slot count by multiply-shift (Lemire, "Fast Random Integer Generation
+    /// in an Interval": `(h * n) >> 64`), so any count works, not only powers of two.
     #[inline]
     fn home(&self, key: u64) -> usize {
         let h = key

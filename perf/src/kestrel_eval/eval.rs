@@ -61,6 +61,8 @@ pub struct Summary {
     pub mixed_per_kind: HashMap<String, HashMap<String, Score>>,
     pub ttfd: HashMap<String, HashMap<String, Ttfd>>,
     pub export_mbps: HashMap<String, f64>,
+    /// Kestrel's export had it used encoding version 1 (every bucket), Mbit/s.
+    pub kestrel_dense_mbps: f64,
     /// Median and interquartile range of the per-window collector time, ms.
     pub collector_ms: HashMap<String, (f64, f64, f64)>,
     pub thresholds: HashMap<String, HashMap<String, f64>>,
@@ -224,6 +226,13 @@ pub fn summarise(
         mixed_per_kind: HashMap::new(),
         ttfd: HashMap::new(),
         export_mbps: HashMap::new(),
+        kestrel_dense_mbps: test.iter().map(|t| t.1.kestrel_dense_bytes).sum::<u64>() as f64 * 8.0
+            / test
+                .iter()
+                .map(|t| t.1.windows as f64)
+                .sum::<f64>()
+                .max(1.0)
+            / 1e6,
         collector_ms: HashMap::new(),
         thresholds: thr.clone(),
         max_pred_diff,
