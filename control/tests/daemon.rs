@@ -605,16 +605,9 @@ kind = "upf"
 node_id = "192.0.2.1"
 n3 = ["192.0.2.1", "2001:db8:3::1"]
 n6 = ["198.51.100.254"]
-[[route]]
-prefix = "192.0.2.0/24"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-[[route]]
-prefix = "198.51.100.0/24"
-port = "n6"
-next_hop_mac = "02:00:00:00:06:01"
-"#,
-        rx.display()
+{routes}"#,
+        rx.display(),
+        routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
     );
     let conf = dir.path().join("nd.toml");
     std::fs::write(&conf, cfg).unwrap();
@@ -751,16 +744,9 @@ node_id = "192.0.2.1"
 n3 = ["192.0.2.1"]
 n6 = ["198.51.100.254"]
 pfcp = ["127.0.0.1:{pfcp_port}"]
-[[route]]
-prefix = "192.0.2.0/24"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-[[route]]
-prefix = "198.51.100.0/24"
-port = "n6"
-next_hop_mac = "02:00:00:00:06:01"
-"#,
-        rx.display()
+{routes}"#,
+        rx.display(),
+        routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
     );
     let conf = dir.path().join("em.toml");
     std::fs::write(&conf, cfg).unwrap();

@@ -112,16 +112,7 @@ tx = "n6-tx.pcap"
 kind = "upf"
 promiscuous = true
 
-[[route]]
-prefix = "192.0.2.0/24"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-
-[[route]]
-prefix = "198.51.100.0/24"
-port = "n6"
-next_hop_mac = "02:00:00:00:06:01"
-
+{routes}
 [upf]
 node_id = "127.0.0.1"
 n3 = ["192.0.2.1"]
@@ -156,6 +147,7 @@ fridges = [{{ m = 4, p = 0.5 }}, {{ m = 4, p = 0.25 }}]
         a = d.join("n3a.pcap").display(),
         b = d.join("n3b.pcap").display(),
         c = d.join("n6.pcap").display(),
+        routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
     );
     let sum = run(d, &cfg);
     let f = &sum["fridge"];

@@ -76,16 +76,7 @@ tx = "n6-tx.pcap"
 [pipeline]
 kind = "upf"
 
-[[route]]
-prefix = "192.0.2.0/24"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-
-[[route]]
-prefix = "198.51.100.0/24"
-port = "n6"
-next_hop_mac = "02:00:00:00:06:01"
-
+{routes}
 [upf]
 node_id = "127.0.0.1"
 n3 = ["192.0.2.1"]
@@ -111,7 +102,8 @@ sojourn_ns = 0
 iat_ns = 0
 "#,
         ul = ul.display(),
-        dl = dl.display()
+        dl = dl.display(),
+        routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
     );
     let bin = env!("CARGO_BIN_EXE_peregrine");
     let (text, summary) = daemon::run_to_end(bin, dir, &cfg, Duration::from_secs(60));

@@ -91,21 +91,14 @@ node_id = "192.0.2.1"
 n3 = ["192.0.2.1"]
 n6 = ["198.51.100.254"]
 pfcp = ["127.0.0.1:{pfcp}"]
-[[route]]
-prefix = "192.0.2.0/24"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-[[route]]
-prefix = "198.51.100.0/24"
-port = "n6"
-next_hop_mac = "02:00:00:00:06:01"
-[kestrel]
+{routes}[kestrel]
 publish = ""
 api = "tcp://127.0.0.1:{api}"
 strategy = "static"
 {detect}
 "#,
-        rx = rx.display()
+        rx = rx.display(),
+        routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
     );
     let path = dir.join("kestrel.toml");
     std::fs::write(&path, cfg).unwrap();

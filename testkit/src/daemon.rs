@@ -10,6 +10,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+/// The two routes most two-port UPF daemon tests use (append to a config): the gNBs'
+/// 192.0.2.0/24 out of port `n3`, the data network's 198.51.100.0/24 out of `n6`, each to a
+/// fixed next-hop MAC (`02:00:00:00:03:01`, `02:00:00:00:06:01`).
+pub const GNB_DN_ROUTES: &str = r#"
+[[route]]
+prefix = "192.0.2.0/24"
+port = "n3"
+next_hop_mac = "02:00:00:00:03:01"
+
+[[route]]
+prefix = "198.51.100.0/24"
+port = "n6"
+next_hop_mac = "02:00:00:00:06:01"
+"#;
+
 /// A daemon running in the background (`peregrine run --config dir/<name>.toml --summary-json
 /// dir/summary.json`), its stdout and stderr in `dir/daemon.log`; stopped with SIGTERM when
 /// dropped.

@@ -79,15 +79,7 @@ rx = "{dl}"
 tx = "n6-tx.pcap"
 [pipeline]
 kind = "upf"
-[[route]]
-prefix = "192.0.2.0/24"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-[[route]]
-prefix = "198.51.100.0/24"
-port = "n6"
-next_hop_mac = "02:00:00:00:06:01"
-[upf]
+{routes}[upf]
 node_id = "127.0.0.1"
 n3 = ["192.0.2.1"]
 n6 = ["198.51.100.254"]
@@ -107,7 +99,8 @@ strategy = "target"
 calibration_windows = 1
 "#,
         ul = ul.display(),
-        dl = dl.display()
+        dl = dl.display(),
+        routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
     );
     let path = d.join("k.toml");
     std::fs::write(&path, cfg).unwrap();

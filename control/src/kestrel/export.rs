@@ -133,6 +133,20 @@ pub struct SparseRec {
 }
 
 impl SketchRec {
+    /// Bucket `i` (row-major, `row * width + column`) as one value; the caller has validated
+    /// the sketch against its layout.
+    pub fn bucket(&self, i: usize) -> SumBucket {
+        let mut b = SumBucket {
+            packets: self.packets[i],
+            bytes: self.bytes[i],
+            colour: [self.green[i], self.yellow[i], self.red[i]],
+            ..SumBucket::default()
+        };
+        b.lat.copy_from_slice(&self.lat[i * BINS..(i + 1) * BINS]);
+        b.iat.copy_from_slice(&self.iat[i * BINS..(i + 1) * BINS]);
+        b
+    }
+
     /// Every per-bucket field has one value per bucket (histograms 8): what the sparse form
     /// needs to index it.
     fn well_formed(&self) -> bool {
@@ -514,18 +528,7 @@ impl SketchMsg {
         };
         let mut cols = [0; layout::MAX_ROWS];
         l.columns(qid, teid, qfi, &mut cols);
-        let at = |r: usize| {
-            let i = r * l.width + cols[r];
-            let mut b = SumBucket {
-                packets: s.packets[i],
-                bytes: s.bytes[i],
-                colour: [s.green[i], s.yellow[i], s.red[i]],
-                ..SumBucket::default()
-            };
-            b.lat.copy_from_slice(&s.lat[i * BINS..(i + 1) * BINS]);
-            b.iat.copy_from_slice(&s.iat[i * BINS..(i + 1) * BINS]);
-            b
-        };
+        let at = |r: usize| s.bucket(r * l.width + cols[r]);
         Some((1..l.rows).fold(at(0), |acc, r| acc.min(&at(r))))
     }
 }

@@ -53,18 +53,9 @@ impl<'a> MsgView<'a> {
     }
 
     fn bucket(&self, dir: usize, qid: usize, i: usize) -> SumBucket {
-        let Some(s) = self.msg.sketch(dir, qid) else {
-            return SumBucket::default();
-        };
-        let mut b = SumBucket {
-            packets: s.packets[i],
-            bytes: s.bytes[i],
-            colour: [s.green[i], s.yellow[i], s.red[i]],
-            ..SumBucket::default()
-        };
-        b.lat.copy_from_slice(&s.lat[i * BINS..(i + 1) * BINS]);
-        b.iat.copy_from_slice(&s.iat[i * BINS..(i + 1) * BINS]);
-        b
+        self.msg
+            .sketch(dir, qid)
+            .map_or_else(SumBucket::default, |s| s.bucket(i))
     }
 }
 
