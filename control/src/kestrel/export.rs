@@ -706,6 +706,29 @@ mod tests {
     }
 
     #[test]
+    fn counts_near_2_pow_64_give_features_not_an_overflow() {
+        // Found by the kestrel_export fuzz target: a decoded message's counters summed with
+        // `+` in the detectors' features overflowed (a panic in a debug build).
+        let mut m = SketchMsg::of(&window(), header("kestrel"), vec![]);
+        for s in &mut m.sketches {
+            for f in [
+                &mut s.packets,
+                &mut s.bytes,
+                &mut s.green,
+                &mut s.lat,
+                &mut s.iat,
+            ] {
+                f.iter_mut().for_each(|x| *x = u64::MAX - 1);
+            }
+        }
+        let v = super::super::features::MsgView::new(&m).unwrap();
+        let port = super::super::features::port_context(&v, 1);
+        assert_eq!(port[0], u64::MAX as f32);
+        let f = super::super::features::qfi_base(&v, 1, 1, 9, &[0, 1, 2], &port);
+        assert!(f.iter().all(|x| x.is_finite()), "{f:?}");
+    }
+
+    #[test]
     fn crc32_layouts_travel_with_their_hash_name() {
         let l = Layout::new(2, 3, 16, layout::default_crc_seeds(2))
             .unwrap()

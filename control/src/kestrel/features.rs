@@ -82,18 +82,24 @@ impl SketchView for MsgView<'_> {
         let w = self.layout.width;
         for i in row * w..(row + 1) * w {
             let b = self.bucket(dir, qid, i);
-            t.packets += b.packets;
-            t.bytes += b.bytes;
+            t.packets = t.packets.saturating_add(b.packets);
+            t.bytes = t.bytes.saturating_add(b.bytes);
             for k in 0..3 {
-                t.colour[k] += b.colour[k];
+                t.colour[k] = t.colour[k].saturating_add(b.colour[k]);
             }
             for k in 0..BINS {
-                t.lat[k] += b.lat[k];
-                t.iat[k] += b.iat[k];
+                t.lat[k] = t.lat[k].saturating_add(b.lat[k]);
+                t.iat[k] = t.iat[k].saturating_add(b.iat[k]);
             }
         }
         t
     }
+}
+
+/// The sum of counters that came from outside (a decoded export): saturating, so a hostile
+/// message with counts near 2^64 gives a large feature, not an overflow.
+fn total(v: impl IntoIterator<Item = u64>) -> u64 {
+    v.into_iter().fold(0, u64::saturating_add)
 }
 
 pub fn frac(a: u64, n: u64) -> f32 {
@@ -127,8 +133,8 @@ struct KeyF {
 
 fn key_f(b: &SumBucket) -> KeyF {
     let n = b.packets;
-    let lat_n: u64 = b.lat.iter().sum();
-    let iat_n: u64 = b.iat.iter().sum();
+    let lat_n = total(b.lat);
+    let iat_n = total(b.iat);
     let lat_mean = if lat_n == 0 {
         0.0
     } else {
@@ -143,9 +149,9 @@ fn key_f(b: &SumBucket) -> KeyF {
         packets: n,
         bytes: b.bytes,
         tail: frac(b.lat[BINS - 1], lat_n),
-        tail2: frac(b.lat[BINS - 1] + b.lat[BINS - 2], lat_n),
+        tail2: frac(b.lat[BINS - 1].saturating_add(b.lat[BINS - 2]), lat_n),
         head: frac(b.iat[0], iat_n),
-        nongreen: frac(b.colour[1] + b.colour[2], b.colour.iter().sum()),
+        nongreen: frac(b.colour[1].saturating_add(b.colour[2]), total(b.colour)),
         lat_mean,
     }
 }
@@ -203,12 +209,12 @@ pub fn port_context(v: &impl SketchView, dir: usize) -> [f32; 4] {
     let (mut pp, mut pb, mut pt, mut pl, mut ph, mut pi) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for qid in 0..v.qids() {
         let s = v.row_sum(dir, qid, 0);
-        pp += s.packets;
-        pb += s.bytes;
-        pt += s.lat[BINS - 1];
-        pl += s.lat.iter().sum::<u64>();
-        ph += s.iat[0];
-        pi += s.iat.iter().sum::<u64>();
+        pp = pp.saturating_add(s.packets);
+        pb = pb.saturating_add(s.bytes);
+        pt = pt.saturating_add(s.lat[BINS - 1]);
+        pl = pl.saturating_add(total(s.lat));
+        ph = ph.saturating_add(s.iat[0]);
+        pi = pi.saturating_add(total(s.iat));
     }
     [pp as f32, pb as f32, frac(pt, pl), frac(ph, pi)]
 }
@@ -229,8 +235,8 @@ pub fn qfi_base(
             ks.push(key_f(&b));
         }
     }
-    let pk: u64 = ks.iter().map(|k| k.packets).sum();
-    let by: u64 = ks.iter().map(|k| k.bytes).sum();
+    let pk = total(ks.iter().map(|k| k.packets));
+    let by = total(ks.iter().map(|k| k.bytes));
     let col = |f: fn(&KeyF) -> f32| mean_max(&ks.iter().map(f).collect::<Vec<_>>());
     let [tm, tx] = col(|k| k.tail);
     let [t2m, t2x] = col(|k| k.tail2);
@@ -244,8 +250,8 @@ pub fn qfi_base(
         .max()
         .map_or(0.0, |m| frac(m, by));
     let qs = v.row_sum(dir, qid, 0);
-    let ql: u64 = qs.lat.iter().sum();
-    let qi: u64 = qs.iat.iter().sum();
+    let ql = total(qs.lat);
+    let qi = total(qs.iat);
     let mut out = Vec::with_capacity(BASE_NAMES.len());
     out.extend_from_slice(&[
         ks.len() as f32,
