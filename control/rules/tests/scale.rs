@@ -2,6 +2,8 @@
 //! few shards, and the memory estimate per session is printed with its breakdown.
 //! Timing lives in the criterion bench `perf/benches/rules.rs`.
 
+mod common;
+
 use peregrine_dataplane::upf::tables::NUM_SHARDS;
 use peregrine_rules::static_sessions::{synthetic, to_sessions, N3Addresses, SyntheticParams};
 use peregrine_rules::{session_bytes_estimate, Compiler, CompilerConfig};
@@ -37,13 +39,7 @@ fn hundred_thousand_sessions() {
     }
     let t = c.build();
     // Every session is findable by TEID, UE IPv4 and UE /64.
-    for st in &statics {
-        assert!(t.teid_shard(st.ul_teid).by_teid.contains_key(&st.ul_teid));
-        let v4 = u32::from(st.ue_ipv4.unwrap());
-        assert!(t.ue_v4_shard(v4).by_ue_v4.contains_key(&v4));
-        let p64 = (u128::from(st.ue_ipv6.unwrap()) >> 64) as u64;
-        assert!(t.ue_v6_shard(p64).by_ue_v6.contains_key(&p64));
-    }
+    common::assert_every_key_found(&t, &statics);
     let stats = c.stats();
     assert_eq!((stats.sessions, stats.pdrs), (N, 3 * N));
     assert_eq!(

@@ -1,6 +1,8 @@
 //! The shard count follows the compiler's capacity (URR slots): ~128 sessions per shard at
 //! capacity, 2^10..2^16 shards, and every key is found through the tables' own shard index.
 
+mod common;
+
 use peregrine_dataplane::upf::tables::{MAX_SHARD_BITS, NUM_SHARDS, SHARD_BITS};
 use peregrine_rules::static_sessions::{synthetic, to_sessions, N3Addresses, SyntheticParams};
 use peregrine_rules::{shard_bits_for, Compiler, CompilerConfig};
@@ -38,11 +40,5 @@ fn big_capacity_tables_find_every_key() {
     }
     let t = c.build();
     assert_eq!((t.shard_bits, t.shards.len()), (14, 16 * NUM_SHARDS));
-    for st in &statics {
-        assert!(t.teid_shard(st.ul_teid).by_teid.contains_key(&st.ul_teid));
-        let v4 = u32::from(st.ue_ipv4.unwrap());
-        assert!(t.ue_v4_shard(v4).by_ue_v4.contains_key(&v4));
-        let p64 = (u128::from(st.ue_ipv6.unwrap()) >> 64) as u64;
-        assert!(t.ue_v6_shard(p64).by_ue_v6.contains_key(&p64));
-    }
+    common::assert_every_key_found(&t, &statics);
 }

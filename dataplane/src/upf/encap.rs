@@ -57,6 +57,27 @@ pub enum Psc {
     Ul,
 }
 
+/// The GTP-U header of a G-PDU (TS 29.281 5.1) with the E flag and a PDU Session Container
+/// (TS 38.415 5.5.2) carrying `qfi`, in front of `payload_len` bytes.
+fn g_pdu(teid: u32, qfi: u8, psc: Psc, payload_len: usize) -> gtpu::Repr {
+    let ext = match psc {
+        Psc::Dl => pdu_session::Repr::Dl {
+            qfi,
+            rqi: false,
+            ppi: None,
+        },
+        Psc::Ul => pdu_session::Repr::Ul { qfi },
+    };
+    gtpu::Repr {
+        msg_type: gtpu::msg_type::G_PDU,
+        teid,
+        seq: None,
+        npdu: None,
+        ext: Some(ext),
+        payload_len,
+    }
+}
+
 /// Encapsulate the packet, which must hold exactly one inner IP packet, as a G-PDU:
 /// prepend Ethernet (`dst_mac`, `src_mac`), outer IPv4 (TTL 64, DF, header checksum, UDP
 /// checksum 0 as RFC 768 allows) or IPv6 (hop limit 64, UDP checksum always computed,
@@ -72,22 +93,7 @@ pub fn encap_gtpu<B: PacketBuf>(
     src_mac: MacAddr,
 ) -> Result<(), EncapError> {
     let inner_len = p.len();
-    let ext = match psc {
-        Psc::Dl => pdu_session::Repr::Dl {
-            qfi,
-            rqi: false,
-            ppi: None,
-        },
-        Psc::Ul => pdu_session::Repr::Ul { qfi },
-    };
-    let gtp = gtpu::Repr {
-        msg_type: gtpu::msg_type::G_PDU,
-        teid: outer.teid,
-        seq: None,
-        npdu: None,
-        ext: Some(ext),
-        payload_len: inner_len,
-    };
+    let gtp = g_pdu(outer.teid, qfi, psc, inner_len);
     let (ohl, et) = match (outer.local, outer.peer) {
         (IpAddr::V4(src), IpAddr::V4(dst)) => {
             return encap_gtpu_v4(
@@ -377,22 +383,7 @@ mod tests {
         let (IpAddr::V4(src), IpAddr::V4(dst)) = (o.local, o.peer) else {
             unreachable!()
         };
-        let ext = match psc {
-            Psc::Dl => pdu_session::Repr::Dl {
-                qfi,
-                rqi: false,
-                ppi: None,
-            },
-            Psc::Ul => pdu_session::Repr::Ul { qfi },
-        };
-        let gtp = gtpu::Repr {
-            msg_type: gtpu::msg_type::G_PDU,
-            teid: o.teid,
-            seq: None,
-            npdu: None,
-            ext: Some(ext),
-            payload_len: inner,
-        };
+        let gtp = g_pdu(o.teid, qfi, psc, inner);
         let mut h = vec![0u8; V4_ENCAP_LEN];
         ethernet::Repr {
             src: MacAddr([2, 0, 0, 0, 0, 1]),
