@@ -166,7 +166,12 @@ pub struct Port {
 pub struct Route {
     pub prefix: String,
     pub port: String,
-    pub next_hop_mac: String,
+    /// Absent when the daemon resolves the next hop by ARP/ND (`via`): refused here.
+    #[serde(default)]
+    pub next_hop_mac: Option<String>,
+    /// The daemon's gateway resolved at run time; static entries cannot carry it.
+    #[serde(default)]
+    pub via: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -304,7 +309,18 @@ impl Config {
                 let port = self
                     .port_index(&r.port)
                     .ok_or_else(|| invalid(f("port"), format!("no port named `{}`", r.port)))?;
-                let next_hop = MacAddr::parse(&r.next_hop_mac)
+                if r.via.is_some() {
+                    return Err(invalid(
+                        f("via"),
+                        "a next hop resolved by ARP/ND at run time cannot be generated into \
+                         static switch entries; give next_hop_mac instead",
+                    ));
+                }
+                let mac = r
+                    .next_hop_mac
+                    .as_deref()
+                    .ok_or_else(|| invalid(f("next_hop_mac"), "missing (required for P4)"))?;
+                let next_hop = MacAddr::parse(mac)
                     .ok_or_else(|| invalid(f("next_hop_mac"), "not a MAC address"))?;
                 Ok(ParsedRoute {
                     addr,

@@ -655,3 +655,27 @@ fn the_p4_sketch_model_over_generated_entries_fills_the_software_buckets() {
     let other = kestrel_regs::buckets(&p4.rows, 1, &layout);
     assert!(other.iter().all(|b| *b == SumBucket::default()));
 }
+
+#[test]
+fn routes_resolved_at_run_time_are_refused_by_key() {
+    let base = example();
+    let line = base
+        .lines()
+        .find(|l| l.starts_with("next_hop_mac = "))
+        .expect("a static next hop in the example");
+    for (to, key) in [
+        ("via = \"198.51.100.1\"", "route[0].via"),
+        ("", "route[0].next_hop_mac"),
+        (
+            &format!("{line}\nvia = \"198.51.100.1\"") as &str,
+            "route[0].via",
+        ),
+    ] {
+        match Config::parse(&base.replacen(line, to, 1)) {
+            Err(ConfigError::Invalid { field, reason }) => {
+                assert_eq!(field, key, "{reason}");
+            }
+            other => panic!("{to}: {other:?}"),
+        }
+    }
+}
