@@ -27,7 +27,10 @@
 //! follows them. (Packets held in an egress scheduler's queues are the exception: the
 //! injected frame bypasses them.)
 
+mod mmsg;
+
 use crossbeam_channel::{Receiver, Sender};
+use mmsg::{RxBatch, RxEnd};
 use peregrine_n4::usage::{Usage, UsageSource};
 use peregrine_n4::{Event, N4Stats, Node, NodeConfig, Output, Reject, Session};
 use peregrine_pfcp::ie::OuterHeaderCreation;
@@ -303,10 +306,11 @@ impl<R: SessionRules> Loop<R> {
 
     fn run(&mut self, stop: &AtomicBool) {
         let mut buf = vec![0u8; MAX_DATAGRAM];
+        let mut rx = RxBatch::new(MAX_DATAGRAM);
         while !stop.load(Ordering::Relaxed) {
-            let got = self.receive_burst(&mut buf);
+            let got = self.receive_burst(&mut rx);
             if got == 0 {
-                self.wait(&mut buf);
+                self.wait(&mut buf, &mut rx);
             }
             self.finish_burst();
             let now = self.now();
@@ -334,18 +338,22 @@ impl<R: SessionRules> Loop<R> {
         }
     }
 
-    /// Read what is waiting on every socket, without blocking.
-    fn receive_burst(&mut self, buf: &mut [u8]) -> usize {
+    /// Read what is waiting on every socket, without blocking (`recvmmsg`, up to
+    /// [`mmsg::RX_BATCH`] datagrams a call).
+    fn receive_burst(&mut self, rx: &mut RxBatch) -> usize {
         let mut got = 0;
         for i in 0..self.sockets.len() {
             while got < RX_BURST {
-                match self.sockets[i].recv_from(buf) {
-                    Ok((n, peer)) => {
-                        got += 1;
-                        self.on_datagram(i, peer, &buf[..n]);
+                match rx.recv(&self.sockets[i], RX_BURST - got) {
+                    Ok(n) => {
+                        got += n;
+                        for d in 0..n {
+                            let (peer, data) = rx.datagram(d);
+                            self.on_datagram(i, peer, data);
+                        }
                     }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) => {
+                    Err(RxEnd::Empty) => break,
+                    Err(RxEnd::Error(e)) => {
                         // ICMP port unreachable from a peer surfaces here on Linux.
                         tracing::debug!(%e, "pfcp recv");
                         break;
@@ -364,7 +372,7 @@ impl<R: SessionRules> Loop<R> {
     /// took ~12 ms. The workers take a new snapshot within microseconds (every batch and
     /// every idle pass), so the thread yields for the first [`SPIN_NS`] of a wait, then
     /// sleeps in [`NAP`] steps (`nanosleep`: a high-resolution timer, not a tick).
-    fn wait(&mut self, buf: &mut [u8]) {
+    fn wait(&mut self, buf: &mut [u8], rx: &mut RxBatch) {
         let now = self.now();
         if !self.inflight.is_empty() {
             let since = *self.waiting_since.get_or_insert(now);
@@ -395,7 +403,7 @@ impl<R: SessionRules> Loop<R> {
         if let Ok((n, peer)) = r {
             self.on_datagram(0, peer, &buf[..n]);
             // Whatever arrived with it joins the same burst.
-            self.receive_burst(buf);
+            self.receive_burst(rx);
         }
     }
 
@@ -565,14 +573,22 @@ impl<R: SessionRules> Loop<R> {
                     self.counts.end_markers_failed += 1;
                 }
             }
-            for (s, to, bytes) in f.responses {
-                match self.sockets[s].send_to(&bytes, to) {
-                    Ok(_) => self.counts.datagrams_out += 1,
-                    Err(e) => {
-                        self.counts.send_errors += 1;
-                        tracing::debug!(%e, %to, "pfcp send");
-                    }
-                }
+            // One `sendmmsg` per run of responses on the same socket (in order).
+            let mut at = 0;
+            while at < f.responses.len() {
+                let s = f.responses[at].0;
+                let run = f.responses[at..].iter().take_while(|r| r.0 == s).count();
+                let mut errors = 0;
+                let msgs = f.responses[at..at + run]
+                    .iter()
+                    .map(|(_, to, b)| (*to, b.as_slice()));
+                let sent = mmsg::send_all(&self.sockets[s], msgs, |to, e| {
+                    errors += 1;
+                    tracing::debug!(%e, %to, "pfcp send");
+                });
+                self.counts.datagrams_out += sent;
+                self.counts.send_errors += errors;
+                at += run;
             }
         }
     }
