@@ -129,21 +129,35 @@ pub struct N4Status {
     pub associations: usize,
     /// The node's own PFCP counters.
     pub pfcp: N4Stats,
-    /// Rule-publish latencies in microseconds (the last [`LATENCY_SAMPLES`]).
+    /// Rule-publish latencies in microseconds (the last [`LATENCY_SAMPLES`]): from the
+    /// publish until every worker has picked the snapshot up.
     pub publish_latency_us: VecDeque<u32>,
+    /// The N4 thread's own part of each publish, in microseconds (the last
+    /// [`LATENCY_SAMPLES`]): compiling the burst's changes into a snapshot and swapping it
+    /// in (`SessionRules::publish`), before any worker is involved.
+    pub publish_build_us: VecDeque<u32>,
 }
 
 impl N4Status {
     /// The `q` quantile (0..=1) of the recorded publish latencies, in microseconds.
     pub fn publish_latency_quantile(&self, q: f64) -> Option<u32> {
-        if self.publish_latency_us.is_empty() {
-            return None;
-        }
-        let mut v: Vec<u32> = self.publish_latency_us.iter().copied().collect();
-        v.sort_unstable();
-        let i = ((v.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
-        Some(v[i])
+        quantile(&self.publish_latency_us, q)
     }
+
+    /// The `q` quantile (0..=1) of the N4 thread's own publish times, in microseconds.
+    pub fn publish_build_quantile(&self, q: f64) -> Option<u32> {
+        quantile(&self.publish_build_us, q)
+    }
+}
+
+fn quantile(samples: &VecDeque<u32>, q: f64) -> Option<u32> {
+    if samples.is_empty() {
+        return None;
+    }
+    let mut v: Vec<u32> = samples.iter().copied().collect();
+    v.sort_unstable();
+    let i = ((v.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
+    Some(v[i])
 }
 
 /// The running endpoint.
@@ -197,6 +211,7 @@ impl N4Endpoint {
             status: status.clone(),
             counts: N4Counts::default(),
             latency: Vec::new(),
+            build: Vec::new(),
             pending: Vec::new(),
             inflight: VecDeque::new(),
             last_generation: 0,
@@ -278,6 +293,8 @@ struct Loop<R> {
     counts: N4Counts,
     /// Publish latencies (us) not yet copied out.
     latency: Vec<u32>,
+    /// Publish build times (us) not yet copied out.
+    build: Vec<u32>,
     /// Responses of the burst being handled: (socket, to, bytes).
     pending: Vec<(usize, SocketAddr, Vec<u8>)>,
     /// Bursts waiting for the workers to see their snapshot, oldest first.
@@ -528,7 +545,10 @@ impl<R: SessionRules> Loop<R> {
         if self.dirty {
             self.dirty = false;
             self.counts.publishes += 1;
+            let t0 = Instant::now();
             self.last_generation = self.rules.publish();
+            self.build
+                .push(t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
             published = true;
         }
         if published || !self.pending.is_empty() || !self.end_markers.is_empty() {
@@ -597,6 +617,7 @@ impl<R: SessionRules> Loop<R> {
         if let Ok(mut st) = self.status.lock() {
             if st.counts == self.counts
                 && self.latency.is_empty()
+                && self.build.is_empty()
                 && st.pfcp.reports_sent == self.node.stats().reports_sent
             {
                 return;
@@ -610,6 +631,12 @@ impl<R: SessionRules> Loop<R> {
                     st.publish_latency_us.pop_front();
                 }
                 st.publish_latency_us.push_back(l);
+            }
+            for b in self.build.drain(..) {
+                if st.publish_build_us.len() == LATENCY_SAMPLES {
+                    st.publish_build_us.pop_front();
+                }
+                st.publish_build_us.push_back(b);
             }
         }
     }
