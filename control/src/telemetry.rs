@@ -28,7 +28,9 @@ impl Kind {
     pub fn producer(self) -> &'static str {
         match self {
             Kind::IntSink => "an [int] section with the \"sink\" role",
-            Kind::KestrelKeys => "a [kestrel] section in the upf pipeline (keys come from its PFCP sessions)",
+            Kind::KestrelKeys => {
+                "a [kestrel] section in the upf pipeline (keys come from its PFCP sessions)"
+            }
             Kind::FridgeSamples => "a [fridge] section",
         }
     }
@@ -119,8 +121,8 @@ mod tests {
     }
 
     #[test]
-    fn a_wanted_kind_without_producer_names_the_key_and_producers_are_asked_only_for_wanted_kinds(
-    ) {
+    fn a_wanted_kind_without_producer_names_the_key_and_producers_are_asked_only_for_wanted_kinds()
+    {
         let mut fs = vec![
             Box::new(F(vec![Kind::IntSink, Kind::FridgeSamples], vec![], vec![])),
             Box::new(F(vec![], vec![(Kind::FridgeSamples, "dta.fridge")], vec![])),

@@ -74,7 +74,10 @@ const RULE: &str = r#"{"int_request": {"ns_id": 7, "app_id": 1, "src_ip": "fd00:
 
 /// Run a node in a thread after installing the rule (the first matching packet comes 1.5 s
 /// after the first one, so the rule is in place by then).
-fn run_node(cfg: peregrine_control::config::Config, rules: &str) -> peregrine_control::summary::Summary {
+fn run_node(
+    cfg: peregrine_control::config::Config,
+    rules: &str,
+) -> peregrine_control::summary::Summary {
     let h = std::thread::spawn(move || daemon::run(&cfg, &RunOptions::default()).expect("run"));
     let ctx = zmq::Context::new();
     let s = ctx.socket(zmq::REQ).unwrap();
@@ -83,7 +86,10 @@ fn run_node(cfg: peregrine_control::config::Config, rules: &str) -> peregrine_co
     s.connect(rules).unwrap();
     s.send(RULE, 0).unwrap();
     let reply = String::from_utf8(s.recv_bytes(0).expect("manager replies")).unwrap();
-    assert!(reply.contains("installed") || reply.contains("ok"), "{reply}");
+    assert!(
+        reply.contains("installed") || reply.contains("ok"),
+        "{reply}"
+    );
     h.join().unwrap()
 }
 
@@ -92,12 +98,13 @@ fn int_sink_hops_become_postcards_the_collector_decodes() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let mut w = PcapWriter::create(d.join("in.pcap"), Resolution::Nano).unwrap();
-    w.write(1_000_000_000, &frame(SRC, OTHER, 5000, 999)).unwrap();
-    let mut t = 0;
+    w.write(1_000_000_000, &frame(SRC, OTHER, 5000, 999))
+        .unwrap();
+    let at = |i: usize| 2_500_000_000 + i as u64 * 20_000_000;
     for i in 0..FLOW {
-        t = 2_500_000_000 + i as u64 * 20_000_000;
-        w.write(t, &frame(SRC, DST, 5000, i as u16)).unwrap();
+        w.write(at(i), &frame(SRC, DST, 5000, i as u16)).unwrap();
     }
+    let t = at(FLOW - 1);
     // Packets of another flow (no rule: no INT) keep B's replay going while its last
     // reports leave.
     for k in 1..=6u64 {
@@ -149,7 +156,11 @@ value = "{value}"
     let int: IntDaemonStats = summary.feature("int").unwrap();
     let rs: DtaReporterStats = summary.feature("dta").unwrap();
     eprintln!("{int:?}\n{rs:?}");
-    assert_eq!(int.reports, FLOW as u64 - 1, "the first packet carries the request");
+    assert_eq!(
+        int.reports,
+        FLOW as u64 - 1,
+        "the first packet carries the request"
+    );
     assert_eq!((rs.int_paths, rs.int_skipped), (int.reports, 0));
 
     let key = int_flow_key(&IntReport {
@@ -188,12 +199,15 @@ value = "{value}"
         ep(rb),
         ep(pb)
     );
-    run_node(node(d, "a.pcap", "b2.pcap", &sink, &dta("hop_limit")), &ep(rb));
+    run_node(
+        node(d, "a.pcap", "b2.pcap", &sink, &dta("hop_limit")),
+        &ep(rb),
+    );
     let reps = reports(&read_pcap(d.join("b2.pcap")), COLLECTOR);
     assert!(!reps.is_empty());
-    assert!(reps
-        .iter()
-        .all(|(_, r)| matches!(r.primitive, Primitive::Postcard { key: k, hop: 0, data: 63 } if k == key)));
+    assert!(reps.iter().all(
+        |(_, r)| matches!(r.primitive, Primitive::Postcard { key: k, hop: 0, data: 63 } if k == key)
+    ));
 }
 
 #[test]
@@ -204,8 +218,13 @@ kind = "pcap"
 [[port]]
 name = "p"
 mac = "02:00:00:00:00:01"
+tx = "out.pcap"
 [pipeline]
 kind = "l3fwd"
+[[route]]
+prefix = "10.2.0.0/16"
+port = "p"
+next_hop_mac = "02:00:00:00:00:02"
 [dta]
 port = "p"
 collector_ip = "10.9.0.51"
@@ -217,7 +236,11 @@ source_ip = "10.0.0.1"
         ("[dta.int]\n", "dta.int", "sink"),
         ("[dta.fridge]\nlist = 1\n", "dta.fridge", "[fridge]"),
         ("[dta.int]\nvalue = \"queue\"\n", "dta", "queue"),
-        ("[dta.int]\nvalue_bits = 40\n", "dta.int.value_bits", "1..=32"),
+        (
+            "[dta.int]\nvalue_bits = 40\n",
+            "dta.int.value_bits",
+            "1..=32",
+        ),
         ("[dta.fridge]\nlist = 1\nbogus = 2\n", "bogus", "bogus"),
         ("[dta.fridge]\n", "dta", "list"),
         ("[kestrel]\n[dta.kestrel]\n", "dta.kestrel", "upf"),

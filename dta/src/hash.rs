@@ -200,9 +200,26 @@ mod tests {
     #[test]
     fn fast_mod_is_the_remainder() {
         let mut x = 7u32;
-        for d in [1u64, 2, 3, 7, 4093, 65521, 262_139, 1_048_573, u32::MAX as u64] {
+        for d in [
+            1u64,
+            2,
+            3,
+            7,
+            4093,
+            65521,
+            262_139,
+            1_048_573,
+            u32::MAX as u64,
+        ] {
             let f = FastMod::new(d);
-            for probe in [0, 1, u32::MAX, u32::MAX - 1, d as u32, (d as u32).wrapping_sub(1)] {
+            for probe in [
+                0,
+                1,
+                u32::MAX,
+                u32::MAX - 1,
+                d as u32,
+                (d as u32).wrapping_sub(1),
+            ] {
                 assert_eq!(f.of(probe), probe as u64 % d, "{probe} mod {d}");
             }
             for _ in 0..20_000 {

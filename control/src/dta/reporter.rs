@@ -396,8 +396,16 @@ impl<B: PacketBuf> Feature<B> for DtaReporterFeature {
         let f = &self.feeds;
         [
             (f.int.is_some(), TelemetryKind::IntSink, "dta.int"),
-            (f.kestrel.is_some(), TelemetryKind::KestrelKeys, "dta.kestrel"),
-            (f.fridge.is_some(), TelemetryKind::FridgeSamples, "dta.fridge"),
+            (
+                f.kestrel.is_some(),
+                TelemetryKind::KestrelKeys,
+                "dta.kestrel",
+            ),
+            (
+                f.fridge.is_some(),
+                TelemetryKind::FridgeSamples,
+                "dta.fridge",
+            ),
         ]
         .into_iter()
         .filter(|x| x.0)
@@ -462,8 +470,17 @@ impl<B: PacketBuf> Feature<B> for DtaReporterFeature {
         let mut s = self.stats.clone();
         s.ring_full += self.tap_counters.ring_full.load(Ordering::Relaxed);
         let c = self.feed_counts;
-        (s.int_paths, s.int_skipped, s.kestrel_records, s.fridge_samples) =
-            (c.int_paths, c.int_skipped, c.kestrel_records, c.fridge_samples);
+        (
+            s.int_paths,
+            s.int_skipped,
+            s.kestrel_records,
+            s.fridge_samples,
+        ) = (
+            c.int_paths,
+            c.int_skipped,
+            c.kestrel_records,
+            c.fridge_samples,
+        );
         let text = format!(
             "dta: {} reports sent ({} key-write, {} key-increment, {} append, {} postcard); {} rate-limited, {} ring full, {} inject failed; feeds: {} INT paths ({} skipped), {} Kestrel records, {} fridge samples\n",
             s.sent, s.key_write, s.key_increment, s.append, s.postcard, s.rate_limited, s.ring_full, s.inject_failed,
