@@ -26,4 +26,5 @@ pub mod platform;
 pub mod platform_metrics;
 pub mod registry;
 pub mod summary;
+pub mod telemetry;
 pub mod upf;
