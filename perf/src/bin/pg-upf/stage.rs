@@ -11,10 +11,17 @@
 //! ```
 //!
 //! Instructions per packet = collected Ir / (batches x 32).
+//!
+//! `--stage ul+fridge,64,10000` adds the fridge stage after the UPF as `--fridge` places it
+//! (`OnEgress` over both ports, `fridge_spec`); collect on `Pipeline<B>::run` to count both
+//! stages, or on `<FridgeStage as Stage<B>>::process` for the fridge alone.
 
-use super::{compiled, frames, parse_case, upf_config, Dir, PORT_MACS};
+use super::{compiled, fridge_spec, frames, parse_case, upf_config, Dir, PORT_MACS};
 use peregrine_dataplane::buffer::OwnedBuf;
-use peregrine_dataplane::runtime::{Action, Batch, Context, Disposition, Pipeline, Reasons};
+use peregrine_dataplane::runtime::{
+    Action, Batch, Context, Disposition, OnEgress, Pipeline, Reasons, Stage,
+};
+use peregrine_dataplane::telemetry::fridge::stage::{FridgeStage, WorkerPub};
 use peregrine_dataplane::upf::{Upf, UpfStats};
 use peregrine_perf::harness::fail;
 use peregrine_testkit::upf as upf_support;
@@ -41,7 +48,14 @@ pub fn stage_mode(case: &str, batches: usize) {
         stats,
         &mut reasons,
     );
-    let mut pipe: Pipeline<OwnedBuf> = Pipeline::new(vec![Box::new(upf)]);
+    let mut stages: Vec<Box<dyn Stage<OwnedBuf>>> = vec![Box::new(upf)];
+    if case.split(',').next().is_some_and(|d| d.ends_with("+fridge")) {
+        let spec = fridge_spec();
+        let publ = Arc::new(WorkerPub::new(&spec));
+        let st = FridgeStage::new(&spec, 0, publ).expect("valid spec");
+        stages.push(Box::new(OnEgress::new(&[0, 1], st)));
+    }
+    let mut pipe: Pipeline<OwnedBuf> = Pipeline::new(stages);
     let mut batch: Batch<OwnedBuf> = Batch::new();
     batch.rx_port = if dir == Dir::Ul { 0 } else { 1 };
     let mut bufs: Vec<OwnedBuf> = (0..BATCH)
