@@ -216,10 +216,22 @@ mod tests {
         has("ports = [\"a\", \"c\"]", "pipeline.ports[1]");
         has("ports = [\"a\", \"a\"]", "pipeline.ports");
         has("ports = [\"a\", \"b\"]\nhold = 0", "pipeline.hold");
-        has("ports = [\"a\", \"b\"]\n[forward]\nloss = 1.5", "pipeline.forward.loss");
-        has("ports = [\"a\", \"b\"]\n[reverse]\njitter = \"pareto\"", "pipeline.reverse.jitter");
-        has("ports = [\"a\", \"b\"]\n[reverse]\ndelay_us = 400000", "pipeline.reverse.delay_us");
-        has("ports = [\"a\", \"b\"]\n[forward]\nrate_kbps = 4", "pipeline.forward.rate_kbps");
+        has(
+            "ports = [\"a\", \"b\"]\n[forward]\nloss = 1.5",
+            "pipeline.forward.loss",
+        );
+        has(
+            "ports = [\"a\", \"b\"]\n[reverse]\njitter = \"pareto\"",
+            "pipeline.reverse.jitter",
+        );
+        has(
+            "ports = [\"a\", \"b\"]\n[reverse]\ndelay_us = 400000",
+            "pipeline.reverse.delay_us",
+        );
+        has(
+            "ports = [\"a\", \"b\"]\n[forward]\nrate_kbps = 4",
+            "pipeline.forward.rate_kbps",
+        );
         has(
             "ports = [\"a\", \"b\"]\n[forward]\nrate_kbps = 1000\nqueue_limit = 1000",
             "pipeline.forward.queue_limit",

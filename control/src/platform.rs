@@ -227,7 +227,7 @@ pub enum PipelineConfig {
     DtaTranslator {},
     /// A bump in the wire: two ports joined by an emulated link each way (delay, jitter,
     /// loss, rate; `crate::impair`), for live tests where `tc netem` is not available.
-    Impair(crate::impair::ImpairPipeline),
+    Impair(Box<crate::impair::ImpairPipeline>),
 }
 
 impl PipelineConfig {

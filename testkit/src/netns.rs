@@ -260,9 +260,11 @@ pub fn gnb_dn(t: &mut Topology, gnb: RigSide<'_>, dn: RigSide<'_>) -> Result<(),
 }
 
 /// [`gnb_dn`], with `hop`: the data network's side crosses a bump in the wire, veth `n6`
-/// (root) - `h6` (root) and `h7` (root) - `d` (dn), for a second daemon on `h6` and `h7`
-/// (see [`gnb_dn_hop_backend`]). `h6` carries [`DN_MAC`] and `h7` [`N6_MAC`], so each
-/// segment's frames are addressed to the end that receives them.
+/// (root) - `h6` (namespace `hop`) and `h7` (`hop`) - `d` (dn), for a second daemon on `h6`
+/// and `h7` run in namespace `hop` (see [`gnb_dn_hop_backend`]; in its own namespace, its
+/// af_packet sockets' fanout group ids, which DPDK derives from the pid and the interface
+/// index, cannot clash with the first daemon's). `h6` carries [`DN_MAC`] and `h7`
+/// [`N6_MAC`], so each segment's frames are addressed to the end that receives them.
 pub fn gnb_dn_via(
     t: &mut Topology,
     gnb: RigSide<'_>,
@@ -280,13 +282,16 @@ pub fn gnb_dn_via(
     }
     for (host, hmac, peer, pmac) in pairs {
         t.add_veth(host, hmac, peer, pmac)?;
-        t.no_ipv6(host)?;
+        if host != &h7 {
+            t.no_ipv6(host)?;
+        }
     }
-    let mut host_ends = vec![&n3, &n6];
     if hop {
+        let hop_ns = t.add_ns("hop")?;
         for dev in [&h6, &h7] {
-            t.no_ipv6(dev)?;
-            host_ends.push(dev);
+            t.move_to(dev, &hop_ns)?;
+            t.sysctl(&hop_ns, &format!("net.ipv6.conf.{dev}.disable_ipv6"), "1")?;
+            t.ip(&hop_ns, &["link", "set", dev, "up"])?;
         }
     }
     t.move_to(&g, &gnb_ns)?;
@@ -301,16 +306,16 @@ pub fn gnb_dn_via(
             t.neigh(ns, upf, mac, dev)?;
         }
     }
-    for dev in host_ends {
+    for dev in [&n3, &n6] {
         t.up(dev)?;
     }
     Ok(())
 }
 
 /// The `[workers]`, `[backend]` and `[[port]]` sections of the second daemon of a
-/// [`gnb_dn_via`] rig with a hop: port `up` on `h6` (towards the UPF's n6, MAC [`DN_MAC`]) and
-/// `down` on `h7` (towards the data network, MAC [`N6_MAC`]), both `net_af_packet`, EAL file
-/// prefix the topology's plus `h`.
+/// [`gnb_dn_via`] rig with a hop (run in namespace `hop`): port `up` on `h6` (towards the
+/// UPF's n6, MAC [`DN_MAC`]) and `down` on `h7` (towards the data network, MAC [`N6_MAC`]),
+/// both `net_af_packet`, EAL file prefix the topology's plus `h`.
 pub fn gnb_dn_hop_backend(t: &Topology) -> String {
     let (h6, h7) = (t.dev("h6"), t.dev("h7"));
     two_port_backend(

@@ -12,7 +12,7 @@
 //! the gNB ([`crate::gnb`]) carries them in GTP-U. The data network is plain kernel TCP/UDP.
 //!
 //! With [`RigConfig::dn_impair`], a second `peregrine` process of pipeline kind `impair`
-//! sits between the UPF's n6 and the data network (`n6 = h6 [impair] h7 = d`,
+//! sits between the UPF's n6 and the data network in its own namespace (`n6 = h6 [impair] h7 = d`,
 //! [`crate::netns::gnb_dn_via`]): the server side's delay, loss or rate, made by our own
 //! impairment stage since `tc netem` is not available.
 
@@ -258,9 +258,10 @@ impl Rig {
             Offload::FixInUpf => vec![(Some(&dn), topo.dev("d"), "tso off gso off")],
         };
         let mut ends = ends;
+        let hop_ns = topo.ns("hop");
         if cfg.dn_impair.is_some() {
             for h in ["h6", "h7"] {
-                ends.push((None, topo.dev(h), "tx off rx off"));
+                ends.push((Some(&hop_ns), topo.dev(h), "tx off rx off"));
             }
         }
         for (ns, dev, what) in ends {
@@ -282,7 +283,13 @@ impl Rig {
                     crate::netns::gnb_dn_hop_backend(&topo)
                 );
                 let bin = cfg.daemon.to_str().ok_or("daemon path is not UTF-8")?;
-                Some(Live::start(bin, &hop_dir, "impair", &conf))
+                Some(Live::start_in(
+                    Some(&hop_ns),
+                    bin,
+                    &hop_dir,
+                    "impair",
+                    &conf,
+                ))
             }
             None => None,
         };

@@ -33,7 +33,9 @@ pub const MAX_HOLD_NS: u64 = HORIZON_NS - (1 << SLOT_SHIFT);
 pub enum LinkError {
     #[error(transparent)]
     Model(#[from] ImpairConfigError),
-    #[error("delay plus jitter can reach {0} ns, beyond the {MAX_HOLD_NS} ns the egress wheel holds")]
+    #[error(
+        "delay plus jitter can reach {0} ns, beyond the {MAX_HOLD_NS} ns the egress wheel holds"
+    )]
     TooLong(u64),
     #[error("the rate limiter's queue can hold a packet {0} ns, beyond the {MAX_HOLD_NS} ns the egress wheel holds")]
     QueueTooLong(u64),
@@ -55,8 +57,8 @@ pub fn check_link(cfg: &LinkConfig) -> Result<(), LinkError> {
     }
     if let Some(rate) = cfg.rate_bytes_per_s {
         let bytes = (cfg.queue_limit as u64 + 1).saturating_mul(cfg.burst_bytes);
-        let queue = u64::try_from(u128::from(bytes) * 1_000_000_000 / u128::from(rate))
-            .unwrap_or(u64::MAX);
+        let queue =
+            u64::try_from(u128::from(bytes) * 1_000_000_000 / u128::from(rate)).unwrap_or(u64::MAX);
         if queue.saturating_add(hold) > MAX_HOLD_NS {
             return Err(LinkError::QueueTooLong(queue.saturating_add(hold)));
         }
@@ -127,7 +129,10 @@ impl ImpairLink {
 
     /// The link model of packets received on `port` (its counters), if any.
     pub fn model(&self, port: PortId) -> Option<&LinkModel> {
-        self.links.get(usize::from(port))?.as_ref().map(|l| &l.model)
+        self.links
+            .get(usize::from(port))?
+            .as_ref()
+            .map(|l| &l.model)
     }
 }
 
@@ -192,7 +197,9 @@ mod tests {
         let mut st = ImpairLink::new(&[(0, 1, ab), (1, 0, ba)], &mut r).unwrap();
         let mut sched: Scheduler<OwnedBuf> =
             Scheduler::new(&ImpairLink::egress(64).scheduler, 0).unwrap();
-        let t0 = 100 * MS;
+        // Long after the scheduler started, with its wheel idle all along (the wheel's
+        // clock must be brought to the present before holding: its horizon is 268 ms).
+        let t0 = 10_000 * MS;
         for (port, to, delay) in [(0u16, 1u16, 15 * MS), (1, 0, 5 * MS)] {
             let mut b = batch(port, 3);
             st.process(&mut b, &Context::fixed(t0, 0));

@@ -12,15 +12,13 @@
 //!
 //! Instructions per packet = collected Ir / (batches x 32).
 //!
-//! `--stage ul+fridge,64,10000` adds the fridge stage after the UPF as `--fridge` places it
-//! (`OnEgress` over both ports, `fridge_spec`); collect on `Pipeline<B>::run` to count both
-//! stages, or on `<FridgeStage as Stage<B>>::process` for the fridge alone.
+//! `--stage ul+fridge,64,10000` adds the fridge stage after the UPF as `--fridge` and the
+//! daemon place it (`fridge_spec`); collect on `<FridgeStage as Stage<B>>::process` as well
+//! to count both stages.
 
-use super::{compiled, fridge_spec, frames, parse_case, upf_config, Dir, PORT_MACS};
+use super::{compiled, frames, fridge_spec, parse_case, upf_config, Dir, PORT_MACS};
 use peregrine_dataplane::buffer::OwnedBuf;
-use peregrine_dataplane::runtime::{
-    Action, Batch, Context, Disposition, OnEgress, Pipeline, Reasons, Stage,
-};
+use peregrine_dataplane::runtime::{Action, Batch, Context, Disposition, Pipeline, Reasons, Stage};
 use peregrine_dataplane::telemetry::fridge::stage::{FridgeStage, WorkerPub};
 use peregrine_dataplane::upf::{Upf, UpfStats};
 use peregrine_perf::harness::fail;
@@ -49,11 +47,16 @@ pub fn stage_mode(case: &str, batches: usize) {
         &mut reasons,
     );
     let mut stages: Vec<Box<dyn Stage<OwnedBuf>>> = vec![Box::new(upf)];
-    if case.split(',').next().is_some_and(|d| d.ends_with("+fridge")) {
+    if case
+        .split(',')
+        .next()
+        .is_some_and(|d| d.ends_with("+fridge"))
+    {
         let spec = fridge_spec();
         let publ = Arc::new(WorkerPub::new(&spec));
-        let st = FridgeStage::new(&spec, 0, publ).expect("valid spec");
-        stages.push(Box::new(OnEgress::new(&[0, 1], st)));
+        stages.push(Box::new(
+            FridgeStage::new(&spec, 0, publ).expect("valid spec"),
+        ));
     }
     let mut pipe: Pipeline<OwnedBuf> = Pipeline::new(stages);
     let mut batch: Batch<OwnedBuf> = Batch::new();
