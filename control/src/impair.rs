@@ -118,7 +118,7 @@ impl LinkSection {
             }
             LinkError::Model(ImpairConfigError::ZeroRate) => invalid(
                 key("rate_kbps"),
-                "a rate below 8 kbit/s is 0 bytes/s (leave it out for no limit)",
+                "must be at least 1 kbit/s (leave it out for no limit)",
             ),
             LinkError::Model(ImpairConfigError::ZeroQueue) => {
                 invalid(key("queue_limit"), "a rate-limited link needs a queue of at least 1")
@@ -229,7 +229,7 @@ mod tests {
             "pipeline.reverse.delay_us",
         );
         has(
-            "ports = [\"a\", \"b\"]\n[forward]\nrate_kbps = 4",
+            "ports = [\"a\", \"b\"]\n[forward]\nrate_kbps = 0",
             "pipeline.forward.rate_kbps",
         );
         has(
