@@ -381,6 +381,7 @@ where
         t0,
         last_stats: t0,
         control_pkts: 0,
+        bus: Vec::new(),
     };
     while !running.finished() {
         lp.iteration(&running, &mut features, &mut page, &backend);
@@ -446,6 +447,8 @@ struct Loop<'a> {
     t0: Instant,
     last_stats: Instant,
     control_pkts: u64,
+    /// Telemetry between features (`crate::telemetry`), reused every iteration.
+    bus: Vec<crate::telemetry::Telemetry>,
 }
 
 impl Loop<'_> {
@@ -481,6 +484,15 @@ impl Loop<'_> {
         }
         for f in features.iter_mut() {
             f.tick(now, running);
+        }
+        for f in features.iter_mut() {
+            f.telemetry_out(&mut self.bus);
+        }
+        if !self.bus.is_empty() {
+            for f in features.iter_mut() {
+                f.telemetry_in(&self.bus);
+            }
+            self.bus.clear();
         }
         page.refresh(
             now,

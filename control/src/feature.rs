@@ -16,6 +16,7 @@
 use crate::error::{ConfigError, RunError};
 use crate::metrics::Exposition;
 use crate::platform::Platform;
+use crate::telemetry::{Kind as TelemetryKind, Telemetry};
 use peregrine_dataplane::io::PortId;
 use peregrine_dataplane::qos::QfiMap;
 use peregrine_dataplane::runtime::{
@@ -161,8 +162,41 @@ pub trait Feature<B: PacketBuf>: Send {
     /// Add this feature's families to the metrics page (after the daemon's own).
     fn metrics(&self, _page: &mut Exposition) {}
 
+    /// Telemetry kinds this feature can put on the control loop's bus (`crate::telemetry`).
+    fn telemetry_produces(&self) -> Vec<TelemetryKind> {
+        Vec::new()
+    }
+
+    /// Kinds it consumes, each with the configuration key that asked (named in errors).
+    fn telemetry_wants(&self) -> Vec<(TelemetryKind, &'static str)> {
+        Vec::new()
+    }
+
+    /// A consumer wants `kind`: produce it (called once per kind, before
+    /// [`prepare`](Self::prepare)).
+    fn telemetry_request(&mut self, _kind: TelemetryKind) {}
+
+    /// After every feature's [`tick`](Self::tick): move the records produced since the last
+    /// call to `out`.
+    fn telemetry_out(&mut self, _out: &mut Vec<Telemetry>) {}
+
+    /// What the producers put out in this iteration (called only when there is some).
+    fn telemetry_in(&mut self, _records: &[Telemetry]) {}
+
     /// Workers have stopped: shut down (sockets, threads) and report.
     fn finish(self: Box<Self>) -> FeatureReport;
+}
+
+impl<B: PacketBuf> crate::telemetry::TelemetryHooks for dyn Feature<B> {
+    fn produces(&self) -> Vec<TelemetryKind> {
+        self.telemetry_produces()
+    }
+    fn wants(&self) -> Vec<(TelemetryKind, &'static str)> {
+        self.telemetry_wants()
+    }
+    fn request(&mut self, k: TelemetryKind) {
+        self.telemetry_request(k)
+    }
 }
 
 /// A feature's part of the end-of-run summary.

@@ -379,6 +379,9 @@ pub struct IntRuntime {
     manager: IntManager,
     stats: IntDaemonStats,
     gate_export: Option<GateExport>,
+    /// The sink reports handed to the manager, also kept for the telemetry bus when a
+    /// feature asked for them (`crate::telemetry::Kind::IntSink`).
+    pub tee: Option<Vec<IntReport>>,
 }
 
 /// The co-design gate's export (`docs/codesign.md` "Export"): the workers' closed windows,
@@ -497,6 +500,7 @@ impl IntRuntime {
             manager,
             stats: IntDaemonStats::default(),
             gate_export,
+            tee: None,
         })
     }
 
@@ -520,6 +524,9 @@ impl IntRuntime {
                         }
                     }
                     if transmit {
+                        if let Some(t) = &mut self.tee {
+                            t.push(report);
+                        }
                         self.hand_to_manager(report, false);
                     }
                 }
@@ -618,6 +625,8 @@ pub struct IntFeature {
     runtime: Option<IntRuntime>,
     /// The elements' counters, one slot per element of every worker.
     counters: StageCounters,
+    /// Put the sink's reports on the telemetry bus.
+    tee: bool,
 }
 
 impl Configure for IntFeature {
@@ -661,6 +670,7 @@ impl Configure for IntFeature {
             n6,
             runtime: None,
             counters: StageCounters::default(),
+            tee: false,
         }))
     }
 }
@@ -716,8 +726,30 @@ impl<B: PacketBuf + 'static> Feature<B> for IntFeature {
         _p: &Platform,
         _egress: &mut [Option<runtime::EgressConfig>],
     ) -> Result<(), RunError> {
-        self.runtime = Some(IntRuntime::start(&self.section).map_err(RunError::IntManager)?);
+        let mut rt = IntRuntime::start(&self.section).map_err(RunError::IntManager)?;
+        rt.tee = self.tee.then(Vec::new);
+        self.runtime = Some(rt);
         Ok(())
+    }
+
+    fn telemetry_produces(&self) -> Vec<crate::telemetry::Kind> {
+        match self.section.has(Role::Sink) {
+            true => vec![crate::telemetry::Kind::IntSink],
+            false => Vec::new(),
+        }
+    }
+
+    fn telemetry_request(&mut self, k: crate::telemetry::Kind) {
+        self.tee |= k == crate::telemetry::Kind::IntSink;
+    }
+
+    fn telemetry_out(&mut self, out: &mut Vec<crate::telemetry::Telemetry>) {
+        if let Some(t) = self.runtime.as_mut().and_then(|r| r.tee.as_mut()) {
+            out.extend(
+                t.drain(..)
+                    .map(|r| crate::telemetry::Telemetry::IntSink(Box::new(r))),
+            );
+        }
     }
 
     /// The elements read the flow from the classifier's record, and keep its offsets true

@@ -27,4 +27,5 @@ pub mod platform;
 pub mod platform_metrics;
 pub mod registry;
 pub mod summary;
+pub mod telemetry;
 pub mod upf;

@@ -62,5 +62,6 @@ pub fn configure<B: PacketBuf + 'static>(
             out.push(f);
         }
     }
+    crate::telemetry::check_and_request(&mut out)?;
     Ok(out)
 }

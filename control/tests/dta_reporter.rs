@@ -9,18 +9,18 @@
 //!    reporter used, the drop counter under the `no_route` reason id, and the drop events in
 //!    the list.
 
-use peregrine_control::config::Config;
+mod dta_common;
+
+use dta_common::parse;
 use peregrine_control::daemon::{self, RunOptions};
 use peregrine_control::dta::reporter::DtaReporterStats;
-use peregrine_control::dta::DtaTranslatorStats;
 use peregrine_dataplane::io::pcapfile::{PcapWriter, Resolution};
-use peregrine_dta::{Collector, KwAnswer};
+use peregrine_dta::KwAnswer;
 use peregrine_testkit::pcap::read_pcap;
 use peregrine_wire::dta::{self, Primitive, Repr, Variant};
 use peregrine_wire::{ethernet, ipv4, udp};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
-use std::path::Path;
 
 const FLOWS: u16 = 8;
 const PER_FLOW: u64 = 6;
@@ -59,12 +59,6 @@ fn udp_frame(dst: Ipv4Addr, sport: u16) -> Vec<u8> {
     let mut u = udp::Packet::new_unchecked(&mut b[34..]);
     u.fill_checksum_v4(src, dst);
     b
-}
-
-fn parse(text: &str, dir: &Path) -> Config {
-    let mut c = Config::parse(text).unwrap();
-    c.base_dir = dir.to_path_buf();
-    c
 }
 
 #[test]
@@ -176,38 +170,9 @@ drops_list = 3
     assert!(n <= rs.sent && n + 2 >= rs.sent, "{n} of {} sent", rs.sent);
 
     // The translator ingests the reporter's output.
-    let mut w = PcapWriter::create(dir.path().join("reports.pcap"), Resolution::Nano).unwrap();
-    for (i, f) in reports.iter().enumerate() {
-        w.write(1_000_000_000 + i as u64 * 1000, f).unwrap();
-    }
-    w.flush().unwrap();
-    let translator = parse(
-        r#"
-[backend]
-kind = "pcap"
-
-[[port]]
-name = "c"
-mac = "02:00:00:00:00:51"
-rx = "reports.pcap"
-tx = "nacks.pcap"
-
-[pipeline]
-kind = "dta-translator"
-
-[dta_translator]
-region = "region"
-
-[dta_translator.sizes]
-ap_lists = 4
-"#,
-        dir.path(),
-    );
-    let summary = daemon::run(&translator, &RunOptions::default()).expect("translator run");
-    let ts: DtaTranslatorStats = summary.feature("dta_translator").unwrap();
+    let (ts, c) = dta_common::translate(dir.path(), &reports, "ap_lists = 4");
     assert_eq!(ts.refused.values().sum::<u64>(), 0, "{ts:?}");
 
-    let c = Collector::attach(dir.path().join("region")).unwrap();
     for (key, soj) in &sojourn {
         assert_eq!(
             c.key_write(*key, Some(2), 1).unwrap(),

@@ -78,6 +78,36 @@ impl KeyCrc {
     }
 }
 
+/// `x mod d` for 32-bit `x` by a multiply instead of a division (Lemire, Kaser, Kurz,
+/// "Faster Remainder by Direct Computation", 2019: `fastmod_u32`), exact for every 32-bit
+/// `x` and every divisor; a divisor of 2^32 or more leaves `x` as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FastMod {
+    d: u64,
+    m: u64,
+}
+
+impl FastMod {
+    /// The divisor `d` (0 only for a disabled section: then every result is 0).
+    pub const fn new(d: u64) -> FastMod {
+        let m = if d == 0 || d > u32::MAX as u64 {
+            0
+        } else {
+            (u64::MAX / d).wrapping_add(1)
+        };
+        FastMod { d, m }
+    }
+
+    #[inline(always)]
+    pub fn of(self, x: u32) -> u64 {
+        if self.d > u32::MAX as u64 {
+            return x as u64;
+        }
+        let low = self.m.wrapping_mul(x as u64);
+        ((low as u128 * self.d as u128) >> 64) as u64
+    }
+}
+
 /// `CRC32(key LE || n)`.
 #[inline]
 pub fn crc_kn(key: u32, n: u8) -> u32 {
@@ -165,6 +195,39 @@ mod tests {
             }
             x = x.wrapping_mul(0x9e37_79b9).wrapping_add(11);
         }
+    }
+
+    #[test]
+    fn fast_mod_is_the_remainder() {
+        let mut x = 7u32;
+        for d in [
+            1u64,
+            2,
+            3,
+            7,
+            4093,
+            65521,
+            262_139,
+            1_048_573,
+            u32::MAX as u64,
+        ] {
+            let f = FastMod::new(d);
+            for probe in [
+                0,
+                1,
+                u32::MAX,
+                u32::MAX - 1,
+                d as u32,
+                (d as u32).wrapping_sub(1),
+            ] {
+                assert_eq!(f.of(probe), probe as u64 % d, "{probe} mod {d}");
+            }
+            for _ in 0..20_000 {
+                assert_eq!(f.of(x), x as u64 % d, "{x} mod {d}");
+                x = x.wrapping_mul(0x9e37_79b9).wrapping_add(13);
+            }
+        }
+        assert_eq!(FastMod::new(1 << 33).of(u32::MAX), u32::MAX as u64);
     }
 
     #[test]

@@ -30,12 +30,53 @@ const BUSY_RETRIES: u32 = 64;
 pub struct Store {
     region: Arc<Region>,
     l: Layout,
+    /// `mod S` of the Key-Write and Key-Increment sections, by multiplication.
+    kw_mod: hash::FastMod,
+    ki_mod: hash::FastMod,
 }
 
 impl Store {
     pub fn new(region: Arc<Region>) -> Store {
         let l = *region.layout();
-        Store { region, l }
+        Store {
+            region,
+            kw_mod: hash::FastMod::new(l.sizes.kw_slots),
+            ki_mod: hash::FastMod::new(l.sizes.ki_slots),
+            l,
+        }
+    }
+
+    /// Read (and discard) the first word of every slot or counter a Key-Write or
+    /// Key-Increment report of `key` with `redundancy` copies will write; other opcodes,
+    /// disabled sections and out-of-range redundancies touch nothing. The translator does
+    /// this for a whole burst before storing it, so the burst's cache misses (N random
+    /// slots of a multi-megabyte region per report) overlap instead of stalling one by one.
+    /// Returns the words read xor-ed (for `black_box`, so the loads stay).
+    #[inline]
+    pub fn touch(&self, opcode: u8, redundancy: u8, key: u32) -> u64 {
+        let s = &self.l.sizes;
+        let (words, m, max) = match opcode {
+            peregrine_wire::dta::opcode::KEY_WRITE if s.kw_words == 1 => {
+                (self.kw64(), self.kw_mod, s.kw_max_redundancy)
+            }
+            peregrine_wire::dta::opcode::KEY_INCREMENT => (
+                self.region.u64s(self.l.ki_offset, s.ki_slots),
+                self.ki_mod,
+                s.ki_max_redundancy,
+            ),
+            _ => return 0,
+        };
+        if words.is_empty() || u32::from(redundancy) > max {
+            return 0;
+        }
+        let kc = hash::KeyCrc::new(key);
+        let mut x = 0;
+        for n in 0..redundancy {
+            if let Some(w) = words.get(m.of(kc.crc_n(n)) as usize) {
+                x ^= w.load(Ordering::Relaxed);
+            }
+        }
+        x
     }
 
     pub fn layout(&self) -> &Layout {
@@ -73,14 +114,14 @@ impl Store {
             let slots = self.kw64();
             let word = csum as u64 | (data[0] as u64) << 32;
             for n in 0..redundancy {
-                slots[kc.slot(n, s.kw_slots) as usize].store(word, Ordering::Release);
+                slots[self.kw_mod.of(kc.crc_n(n)) as usize].store(word, Ordering::Release);
             }
             return Ok(redundancy as u32);
         }
         let w = self.kw32();
         let stride = 2 + s.kw_words as usize;
         for n in 0..redundancy {
-            let base = kc.slot(n, s.kw_slots) as usize * stride;
+            let base = self.kw_mod.of(kc.crc_n(n)) as usize * stride;
             let seq = &w[base];
             let mut tries = 0;
             let s0 = loop {
@@ -117,7 +158,7 @@ impl Store {
         let c = self.region.u64s(self.l.ki_offset, s.ki_slots);
         let kc = hash::KeyCrc::new(key);
         for n in 0..redundancy {
-            c[kc.slot(n, s.ki_slots) as usize].fetch_add(counter, Ordering::Relaxed);
+            c[self.ki_mod.of(kc.crc_n(n)) as usize].fetch_add(counter, Ordering::Relaxed);
         }
         Ok(redundancy as u32)
     }

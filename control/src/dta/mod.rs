@@ -7,6 +7,7 @@
 //! - [`reporter::DtaReporterFeature`] (`[dta]`, any other pipeline kind): our telemetry as
 //!   DTA reports toward a translator.
 
+pub mod feeds;
 pub mod reporter;
 pub mod translator_stage;
 

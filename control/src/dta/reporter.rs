@@ -8,10 +8,11 @@
 //! - Drop events and counters: each tick, for every drop reason whose count grew, an Append
 //!   of `reason_id << 24 | min(delta, 2^24 - 1)` to list `drops_list`, and a Key-Increment
 //!   of the delta keyed by the reason id.
-//! - Other features' telemetry (INT sink per-hop values as Postcarding, Kestrel's per-(TEID,
-//!   QFI) counters as Key-Increment, fridge samples as Append): [`postcards`] builds the
-//!   primitives; a feature hands them to [`DtaReporterFeature::submit`] (a hook, not a
-//!   dependency: nothing here names those features).
+//! - Other features' telemetry (`[dta.int]`: INT sink per-hop values as Postcarding,
+//!   `[dta.kestrel]`: Kestrel's per-(TEID, QFI) window counts as Key-Increment,
+//!   `[dta.fridge]`: fridge delay samples as Append): records of the daemon's telemetry bus
+//!   (`crate::telemetry`, a platform hook, not a dependency: nothing here names those
+//!   features' types), turned into primitives by [`super::feeds`].
 //!
 //! Reports leave through `port` (a worker's tx queue, via the injector), to the collector's
 //! MAC / IPv4 on UDP 40040, under a token-bucket rate limit; every report not sent is
@@ -33,7 +34,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use super::feeds::{FeedCounts, Feeds, FridgeFeed, IntFeed, KestrelFeed};
 use super::VariantConfig;
+use crate::telemetry::{Kind as TelemetryKind, Telemetry};
 
 /// Records a tap's ring holds between two ticks.
 const RING: usize = 8192;
@@ -73,6 +76,15 @@ pub struct ReporterSection {
     pub drops_list: u32,
     #[serde(default = "default_n")]
     pub drops_redundancy: u8,
+    /// `[dta.int]`: the INT sink's per-hop values as Postcarding.
+    #[serde(default)]
+    pub int: Option<IntFeed>,
+    /// `[dta.kestrel]`: Kestrel's per-(TEID, QFI) window counts as Key-Increment.
+    #[serde(default)]
+    pub kestrel: Option<KestrelFeed>,
+    /// `[dta.fridge]`: fridge delay samples as Append.
+    #[serde(default)]
+    pub fridge: Option<FridgeFeed>,
 }
 
 fn default_sport() -> u16 {
@@ -107,6 +119,17 @@ pub struct DtaReporterStats {
     pub rate_limited: u64,
     /// The worker's injection queue was full.
     pub inject_failed: u64,
+    /// Records of the other features' feeds turned into reports: INT paths (and INT
+    /// reports skipped: a hop without the value, or one too wide), Kestrel key records,
+    /// fridge samples.
+    #[serde(default)]
+    pub int_paths: u64,
+    #[serde(default)]
+    pub int_skipped: u64,
+    #[serde(default)]
+    pub kestrel_records: u64,
+    #[serde(default)]
+    pub fridge_samples: u64,
 }
 
 #[derive(Debug, Default)]
@@ -169,6 +192,8 @@ pub struct DtaReporterFeature {
     pending: Vec<Primitive>,
     seq: u8,
     stats: DtaReporterStats,
+    feeds: Feeds,
+    feed_counts: FeedCounts,
 }
 
 impl Configure for DtaReporterFeature {
@@ -209,6 +234,12 @@ impl Configure for DtaReporterFeature {
         if s.sojourn_sample == 0 {
             return Err(invalid("dta.sojourn_sample", "must be at least 1"));
         }
+        if let Some(f) = &s.int {
+            f.check().map_err(|e| invalid("dta.int.value_bits", e))?;
+        }
+        if s.kestrel.as_ref().is_some_and(|k| k.redundancy == 0) {
+            return Err(invalid("dta.kestrel.redundancy", "must be at least 1"));
+        }
         let addrs = FrameAddrs {
             eth_src: p.port_mac(port as usize),
             eth_dst: collector_mac,
@@ -217,7 +248,14 @@ impl Configure for DtaReporterFeature {
             src_port: s.source_port,
             dst_port: dta::UDP_PORT,
         };
+        let feeds = Feeds {
+            int: s.int.clone(),
+            kestrel: s.kestrel.clone(),
+            fridge: s.fridge.clone(),
+        };
         Ok(Some(DtaReporterFeature {
+            feeds,
+            feed_counts: FeedCounts::default(),
             limiter: RateLimiter::new(s.rate, s.burst, 1),
             port,
             addrs,
@@ -233,20 +271,8 @@ impl Configure for DtaReporterFeature {
     }
 }
 
-/// INT-sink hook: one Postcarding primitive per hop value of `key`'s path (hop 0 first).
-pub fn postcards(key: u32, hops: &[u32]) -> impl Iterator<Item = Primitive> + '_ {
-    hops.iter()
-        .enumerate()
-        .map(move |(i, v)| Primitive::Postcard {
-            key,
-            hop: i as u8,
-            data: *v,
-        })
-}
-
 impl DtaReporterFeature {
-    /// Queue a primitive from another feature (INT postcards, Kestrel counters, fridge
-    /// samples); sent at the next tick under the same rate limit.
+    /// Queue a primitive (the feeds'); sent at the next tick under the same rate limit.
     pub fn submit(&mut self, p: Primitive) {
         if self.pending.len() < RING {
             self.pending.push(p);
@@ -366,6 +392,40 @@ impl<B: PacketBuf> Feature<B> for DtaReporterFeature {
         self.pump(running);
     }
 
+    fn telemetry_wants(&self) -> Vec<(TelemetryKind, &'static str)> {
+        let f = &self.feeds;
+        [
+            (f.int.is_some(), TelemetryKind::IntSink, "dta.int"),
+            (
+                f.kestrel.is_some(),
+                TelemetryKind::KestrelKeys,
+                "dta.kestrel",
+            ),
+            (
+                f.fridge.is_some(),
+                TelemetryKind::FridgeSamples,
+                "dta.fridge",
+            ),
+        ]
+        .into_iter()
+        .filter(|x| x.0)
+        .map(|x| (x.1, x.2))
+        .collect()
+    }
+
+    /// Other features' records: queued as primitives, sent at the next tick.
+    fn telemetry_in(&mut self, records: &[Telemetry]) {
+        let mut c = self.feed_counts;
+        let mut todo = Vec::new();
+        for t in records {
+            self.feeds.primitives(t, &mut c, |p| todo.push(p));
+        }
+        self.feed_counts = c;
+        for p in todo {
+            self.submit(p);
+        }
+    }
+
     fn metrics(&self, e: &mut Exposition) {
         let c = Kind::Counter;
         e.family(
@@ -409,9 +469,22 @@ impl<B: PacketBuf> Feature<B> for DtaReporterFeature {
     fn finish(self: Box<Self>) -> FeatureReport {
         let mut s = self.stats.clone();
         s.ring_full += self.tap_counters.ring_full.load(Ordering::Relaxed);
+        let c = self.feed_counts;
+        (
+            s.int_paths,
+            s.int_skipped,
+            s.kestrel_records,
+            s.fridge_samples,
+        ) = (
+            c.int_paths,
+            c.int_skipped,
+            c.kestrel_records,
+            c.fridge_samples,
+        );
         let text = format!(
-            "dta: {} reports sent ({} key-write, {} key-increment, {} append); {} rate-limited, {} ring full, {} inject failed\n",
-            s.sent, s.key_write, s.key_increment, s.append, s.rate_limited, s.ring_full, s.inject_failed
+            "dta: {} reports sent ({} key-write, {} key-increment, {} append, {} postcard); {} rate-limited, {} ring full, {} inject failed; feeds: {} INT paths ({} skipped), {} Kestrel records, {} fridge samples\n",
+            s.sent, s.key_write, s.key_increment, s.append, s.postcard, s.rate_limited, s.ring_full, s.inject_failed,
+            s.int_paths, s.int_skipped, s.kestrel_records, s.fridge_samples
         );
         FeatureReport::new(Self::SECTION, &s, text)
     }

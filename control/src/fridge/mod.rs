@@ -134,6 +134,10 @@ pub struct FridgeFeature {
     raw_cfg: Option<RawConfig>,
     /// Made in `prepare`; each worker's ring is added as its stage is built.
     raw: Mutex<Option<RawSink>>,
+    /// The raw samples also feed the telemetry bus (a consumer asked); ring size without
+    /// a raw file: `raw_ring`.
+    tee: bool,
+    tee_ring: usize,
 }
 
 fn parse(s: FridgeSection, p: &Platform) -> Result<(StageSpec, Option<String>), ConfigError> {
@@ -271,6 +275,7 @@ impl Configure for FridgeFeature {
             .try_into()
             .map_err(|e: toml::de::Error| invalid("fridge", e.message().to_string()))?;
         let raw_cfg = raw_config(&s, p)?;
+        let tee_ring = s.raw_ring.clamp(1, 1 << 24);
         let (spec, zmq_pub) = parse(s, p)?;
         Ok(Some(FridgeFeature {
             spec,
@@ -279,6 +284,8 @@ impl Configure for FridgeFeature {
             agg: None,
             raw_cfg,
             raw: Mutex::new(None),
+            tee: false,
+            tee_ring,
         }))
     }
 }
@@ -304,7 +311,38 @@ impl<B: PacketBuf + 'static> Feature<B> for FridgeFeature {
             })?;
             *lock(&self.raw) = Some(sink);
         }
+        if self.tee {
+            let mut raw = lock(&self.raw);
+            match raw.as_mut() {
+                Some(sink) => sink.tee = Some(Vec::new()),
+                None => {
+                    let names = self.spec.slices.iter().map(|s| s.name.clone()).collect();
+                    *raw = Some(RawSink::tee_only(names));
+                }
+            }
+        }
         Ok(())
+    }
+
+    fn telemetry_produces(&self) -> Vec<crate::telemetry::Kind> {
+        vec![crate::telemetry::Kind::FridgeSamples]
+    }
+
+    fn telemetry_request(&mut self, k: crate::telemetry::Kind) {
+        self.tee |= k == crate::telemetry::Kind::FridgeSamples;
+    }
+
+    fn telemetry_out(&mut self, out: &mut Vec<crate::telemetry::Telemetry>) {
+        if let Some(t) = lock(&self.raw).as_mut().and_then(|s| s.tee.as_mut()) {
+            out.extend(
+                t.drain(..)
+                    .map(|s| crate::telemetry::Telemetry::FridgeSample {
+                        slice: s.slice,
+                        fridge: u16::from(s.fridge),
+                        delay_ns: s.delay_ns,
+                    }),
+            );
+        }
     }
 
     fn reads_packet_meta(&self) -> bool {
@@ -319,8 +357,9 @@ impl<B: PacketBuf + 'static> Feature<B> for FridgeFeature {
         let publ = Arc::new(WorkerPub::new(&self.spec));
         let mut st = FridgeStage::new(&self.spec, b.worker, publ.clone())
             .expect("validated when the section was parsed");
-        if let (Some(c), Some(sink)) = (&self.raw_cfg, lock(&self.raw).as_mut()) {
-            let (tx, rx) = raw_ring(c.ring);
+        if let Some(sink) = lock(&self.raw).as_mut() {
+            let ring = self.raw_cfg.as_ref().map_or(self.tee_ring, |c| c.ring);
+            let (tx, rx) = raw_ring(ring);
             sink.add_ring(rx);
             st = st.with_raw(tx);
         }
@@ -350,7 +389,7 @@ impl<B: PacketBuf + 'static> Feature<B> for FridgeFeature {
         if let Some(a) = &self.agg {
             a.metrics(e);
         }
-        if let Some(sink) = lock(&self.raw).as_ref() {
+        if let Some(sink) = lock(&self.raw).as_ref().filter(|_| self.raw_cfg.is_some()) {
             sink.metrics(&lock(&self.workers), e);
         }
     }
@@ -360,7 +399,7 @@ impl<B: PacketBuf + 'static> Feature<B> for FridgeFeature {
             Ok(w) => w.clone(),
             Err(p) => p.into_inner().clone(),
         };
-        let mut raw = lock(&self.raw).take();
+        let mut raw = lock(&self.raw).take().filter(|_| self.raw_cfg.is_some());
         let mut r = match self.agg {
             Some(mut a) => {
                 a.poll(&workers);

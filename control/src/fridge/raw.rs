@@ -28,7 +28,8 @@ pub struct RawConfig {
 /// The control thread's sink.
 #[derive(Debug)]
 pub struct RawSink {
-    out: BufWriter<File>,
+    /// `None`: no raw file, the samples only feed the telemetry bus (`tee`).
+    out: Option<BufWriter<File>>,
     path: PathBuf,
     max: u64,
     slices: Vec<String>,
@@ -37,6 +38,9 @@ pub struct RawSink {
     written: u64,
     file_full: u64,
     write_errors: u64,
+    /// Samples kept for the telemetry bus (`crate::telemetry::Kind::FridgeSamples`) when a
+    /// feature asked for them; taken every tick.
+    pub tee: Option<Vec<RawSample>>,
 }
 
 impl RawSink {
@@ -45,7 +49,8 @@ impl RawSink {
         let mut out = BufWriter::new(File::create(&cfg.path)?);
         writeln!(out, "{RAW_HEADER}")?;
         Ok(RawSink {
-            out,
+            out: Some(out),
+            tee: None,
             path: cfg.path.clone(),
             max: cfg.max_samples,
             slices,
@@ -54,6 +59,21 @@ impl RawSink {
             file_full: 0,
             write_errors: 0,
         })
+    }
+
+    /// No file: the samples only go to the telemetry bus.
+    pub fn tee_only(slices: Vec<String>) -> RawSink {
+        RawSink {
+            out: None,
+            path: PathBuf::new(),
+            max: 0,
+            slices,
+            rings: Vec::new(),
+            written: 0,
+            file_full: 0,
+            write_errors: 0,
+            tee: Some(Vec::new()),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -72,12 +92,18 @@ impl RawSink {
                 self.write(w, &s);
             }
         }
-        if self.out.flush().is_err() {
+        if self.out.as_mut().is_some_and(|o| o.flush().is_err()) {
             self.write_errors += 1;
         }
     }
 
     fn write(&mut self, worker: usize, s: &RawSample) {
+        if let Some(t) = &mut self.tee {
+            t.push(*s);
+        }
+        let Some(out) = self.out.as_mut() else {
+            return;
+        };
         if self.written >= self.max {
             self.file_full += 1;
             return;
@@ -87,7 +113,7 @@ impl RawSink {
             .get(usize::from(s.slice))
             .map_or("?", String::as_str);
         let r = writeln!(
-            self.out,
+            out,
             "{worker},{slice},{},{},{},{},{}",
             s.fridge, s.at_ns, s.delay_ns, s.x, s.weight
         );

@@ -276,6 +276,10 @@ pub struct KestrelFeature {
     /// The last windows, for per-key queries.
     collector: collector::Collector,
     alarm_errors: u64,
+    /// Per-key estimates of every closed window (and late part) for the telemetry bus,
+    /// when a feature asked for them; `in_upf`: there are sessions to key them by.
+    tee: Option<Vec<crate::telemetry::Telemetry>>,
+    in_upf: bool,
 }
 
 impl std::fmt::Debug for KestrelFeature {
@@ -346,6 +350,8 @@ impl Configure for KestrelFeature {
             keys: keys::SessionKeys::default(),
             collector: collector::Collector::new(s.collector_windows),
             alarm_errors: 0,
+            tee: None,
+            in_upf: matches!(p.pipeline, crate::platform::PipelineConfig::Upf { .. }),
             windows_file: s
                 .windows_file
                 .as_ref()
@@ -470,6 +476,7 @@ impl KestrelFeature {
             })
             .collect();
         let msg = SketchMsg::of(w, self.header(w, "kestrel"), edges);
+        self.tee_keys(&msg);
         let m = export::encode(&msg);
         self.stats.sketch_bytes += m.len() as u64;
         self.emit("kestrel", &m);
@@ -532,6 +539,37 @@ impl KestrelFeature {
                     self.stats.rebinnings += 1;
                     tracing::info!(qid, ?old, new = ?edges, version, from_seq = from, "kestrel: re-binned");
                 }
+            }
+        }
+    }
+
+    /// The telemetry bus's per-key records of a window: every installed session key's
+    /// estimate (the Count-Min query the edge API answers), zeros left out.
+    fn tee_keys(&mut self, msg: &SketchMsg) {
+        if self.tee.is_none() {
+            return;
+        }
+        self.refresh_keys();
+        let map = self
+            .sessions
+            .as_ref()
+            .map(|s| s.qfi_map)
+            .unwrap_or_default();
+        let Some(tee) = self.tee.as_mut() else { return };
+        for (dir, teid, qfi) in self.keys.all() {
+            let qid = usize::from(map.qid(qfi));
+            let Some(b) = msg.query(usize::from(dir), qid, teid, qfi) else {
+                continue;
+            };
+            if b.packets > 0 {
+                tee.push(crate::telemetry::Telemetry::KestrelKey {
+                    seq: msg.h.seq,
+                    dir,
+                    teid,
+                    qfi,
+                    packets: b.packets,
+                    bytes: b.bytes,
+                });
             }
         }
     }
@@ -697,6 +735,25 @@ impl<B: PacketBuf + 'static> Feature<B> for KestrelFeature {
         });
         self.epoch = Instant::now();
         Ok(())
+    }
+
+    fn telemetry_produces(&self) -> Vec<crate::telemetry::Kind> {
+        match self.in_upf {
+            true => vec![crate::telemetry::Kind::KestrelKeys],
+            false => Vec::new(),
+        }
+    }
+
+    fn telemetry_request(&mut self, k: crate::telemetry::Kind) {
+        if k == crate::telemetry::Kind::KestrelKeys {
+            self.tee.get_or_insert_with(Vec::new);
+        }
+    }
+
+    fn telemetry_out(&mut self, out: &mut Vec<crate::telemetry::Telemetry>) {
+        if let Some(t) = self.tee.as_mut() {
+            out.append(t);
+        }
     }
 
     fn use_sessions(&mut self, s: &crate::feature::Sessions) {
