@@ -404,8 +404,7 @@ fn testpmd(a: &Args, round: usize) -> Result<f64, String> {
 
 /// `count` reports of `mode` through the I/O-free path (for callgrind): bursts of 32, each
 /// report advanced after it is stored as the benchmark's loop-back does (so keys keep
-/// changing and the region's working set is the real run's), the translator touching the
-/// burst's slots first as its stage does.
+/// changing and the region's working set is the real run's).
 fn count_child(mode: &str, count: u64) {
     let hash = mode.starts_with("hash-");
     let prim = mode.trim_start_matches("hash-");
@@ -421,19 +420,9 @@ fn count_child(mode: &str, count: u64) {
     let mut t = Translator::new(Store::new(region), Config::default());
     let mut h = HashCollector::default();
     let lb = Loopback::new(Variant::Tracked);
-    let base = Variant::Tracked.base_len();
     let mut done = 0u64;
     while done < count {
         for burst in payloads.chunks_mut(32) {
-            if !hash {
-                let mut x = 0;
-                for p in burst.iter() {
-                    let k =
-                        u32::from_be_bytes([p[base + 1], p[base + 2], p[base + 3], p[base + 4]]);
-                    x ^= t.store().touch(p[0], p[base], k);
-                }
-                std::hint::black_box(x);
-            }
             for p in burst.iter_mut().take((count - done) as usize) {
                 if hash {
                     std::hint::black_box(h.handle(p));
