@@ -432,4 +432,3 @@ fn rate_limiter_refills() {
     assert!(rl.allow(1, 1_000_000), "1 ms at 1000/s refills one");
     assert!(!rl.allow(1, 1_000_000));
 }
-
