@@ -148,16 +148,12 @@ impl Translator {
             (opcode::KEY_WRITE, sub_len::KEY_WRITE_1) => self
                 .store
                 .key_write(s[0], be32(&s[1..5]), &[be32(&s[5..9])])
-                .map(|w| {
-                    self.counters.key_write += 1;
-                    w
-                }),
+                .inspect(|_| self.counters.key_write += 1),
             (opcode::KEY_INCREMENT, sub_len::KEY_INCREMENT) => {
                 let c = u64::from(be32(&s[5..9])) << 32 | u64::from(be32(&s[9..13]));
-                self.store.key_increment(s[0], be32(&s[1..5]), c).map(|w| {
-                    self.counters.key_increment += 1;
-                    w
-                })
+                self.store
+                    .key_increment(s[0], be32(&s[1..5]), c)
+                    .inspect(|_| self.counters.key_increment += 1)
             }
             _ => return None,
         };
