@@ -27,7 +27,10 @@
 //! follows them. (Packets held in an egress scheduler's queues are the exception: the
 //! injected frame bypasses them.)
 
+mod mmsg;
+
 use crossbeam_channel::{Receiver, Sender};
+use mmsg::{RxBatch, RxEnd};
 use peregrine_n4::usage::{Usage, UsageSource};
 use peregrine_n4::{Event, N4Stats, Node, NodeConfig, Output, Reject, Session};
 use peregrine_pfcp::ie::OuterHeaderCreation;
@@ -126,21 +129,35 @@ pub struct N4Status {
     pub associations: usize,
     /// The node's own PFCP counters.
     pub pfcp: N4Stats,
-    /// Rule-publish latencies in microseconds (the last [`LATENCY_SAMPLES`]).
+    /// Rule-publish latencies in microseconds (the last [`LATENCY_SAMPLES`]): from the
+    /// publish until every worker has picked the snapshot up.
     pub publish_latency_us: VecDeque<u32>,
+    /// The N4 thread's own part of each publish, in microseconds (the last
+    /// [`LATENCY_SAMPLES`]): compiling the burst's changes into a snapshot and swapping it
+    /// in (`SessionRules::publish`), before any worker is involved.
+    pub publish_build_us: VecDeque<u32>,
 }
 
 impl N4Status {
     /// The `q` quantile (0..=1) of the recorded publish latencies, in microseconds.
     pub fn publish_latency_quantile(&self, q: f64) -> Option<u32> {
-        if self.publish_latency_us.is_empty() {
-            return None;
-        }
-        let mut v: Vec<u32> = self.publish_latency_us.iter().copied().collect();
-        v.sort_unstable();
-        let i = ((v.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
-        Some(v[i])
+        quantile(&self.publish_latency_us, q)
     }
+
+    /// The `q` quantile (0..=1) of the N4 thread's own publish times, in microseconds.
+    pub fn publish_build_quantile(&self, q: f64) -> Option<u32> {
+        quantile(&self.publish_build_us, q)
+    }
+}
+
+fn quantile(samples: &VecDeque<u32>, q: f64) -> Option<u32> {
+    if samples.is_empty() {
+        return None;
+    }
+    let mut v: Vec<u32> = samples.iter().copied().collect();
+    v.sort_unstable();
+    let i = ((v.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
+    Some(v[i])
 }
 
 /// The running endpoint.
@@ -194,6 +211,7 @@ impl N4Endpoint {
             status: status.clone(),
             counts: N4Counts::default(),
             latency: Vec::new(),
+            build: Vec::new(),
             pending: Vec::new(),
             inflight: VecDeque::new(),
             last_generation: 0,
@@ -275,6 +293,8 @@ struct Loop<R> {
     counts: N4Counts,
     /// Publish latencies (us) not yet copied out.
     latency: Vec<u32>,
+    /// Publish build times (us) not yet copied out.
+    build: Vec<u32>,
     /// Responses of the burst being handled: (socket, to, bytes).
     pending: Vec<(usize, SocketAddr, Vec<u8>)>,
     /// Bursts waiting for the workers to see their snapshot, oldest first.
@@ -303,10 +323,11 @@ impl<R: SessionRules> Loop<R> {
 
     fn run(&mut self, stop: &AtomicBool) {
         let mut buf = vec![0u8; MAX_DATAGRAM];
+        let mut rx = RxBatch::new(MAX_DATAGRAM);
         while !stop.load(Ordering::Relaxed) {
-            let got = self.receive_burst(&mut buf);
+            let got = self.receive_burst(&mut rx);
             if got == 0 {
-                self.wait(&mut buf);
+                self.wait(&mut buf, &mut rx);
             }
             self.finish_burst();
             let now = self.now();
@@ -334,18 +355,22 @@ impl<R: SessionRules> Loop<R> {
         }
     }
 
-    /// Read what is waiting on every socket, without blocking.
-    fn receive_burst(&mut self, buf: &mut [u8]) -> usize {
+    /// Read what is waiting on every socket, without blocking (`recvmmsg`, up to
+    /// [`mmsg::RX_BATCH`] datagrams a call).
+    fn receive_burst(&mut self, rx: &mut RxBatch) -> usize {
         let mut got = 0;
         for i in 0..self.sockets.len() {
             while got < RX_BURST {
-                match self.sockets[i].recv_from(buf) {
-                    Ok((n, peer)) => {
-                        got += 1;
-                        self.on_datagram(i, peer, &buf[..n]);
+                match rx.recv(&self.sockets[i], RX_BURST - got) {
+                    Ok(n) => {
+                        got += n;
+                        for d in 0..n {
+                            let (peer, data) = rx.datagram(d);
+                            self.on_datagram(i, peer, data);
+                        }
                     }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) => {
+                    Err(RxEnd::Empty) => break,
+                    Err(RxEnd::Error(e)) => {
                         // ICMP port unreachable from a peer surfaces here on Linux.
                         tracing::debug!(%e, "pfcp recv");
                         break;
@@ -364,7 +389,7 @@ impl<R: SessionRules> Loop<R> {
     /// took ~12 ms. The workers take a new snapshot within microseconds (every batch and
     /// every idle pass), so the thread yields for the first [`SPIN_NS`] of a wait, then
     /// sleeps in [`NAP`] steps (`nanosleep`: a high-resolution timer, not a tick).
-    fn wait(&mut self, buf: &mut [u8]) {
+    fn wait(&mut self, buf: &mut [u8], rx: &mut RxBatch) {
         let now = self.now();
         if !self.inflight.is_empty() {
             let since = *self.waiting_since.get_or_insert(now);
@@ -395,7 +420,7 @@ impl<R: SessionRules> Loop<R> {
         if let Ok((n, peer)) = r {
             self.on_datagram(0, peer, &buf[..n]);
             // Whatever arrived with it joins the same burst.
-            self.receive_burst(buf);
+            self.receive_burst(rx);
         }
     }
 
@@ -520,7 +545,10 @@ impl<R: SessionRules> Loop<R> {
         if self.dirty {
             self.dirty = false;
             self.counts.publishes += 1;
+            let t0 = Instant::now();
             self.last_generation = self.rules.publish();
+            self.build
+                .push(t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
             published = true;
         }
         if published || !self.pending.is_empty() || !self.end_markers.is_empty() {
@@ -565,14 +593,22 @@ impl<R: SessionRules> Loop<R> {
                     self.counts.end_markers_failed += 1;
                 }
             }
-            for (s, to, bytes) in f.responses {
-                match self.sockets[s].send_to(&bytes, to) {
-                    Ok(_) => self.counts.datagrams_out += 1,
-                    Err(e) => {
-                        self.counts.send_errors += 1;
-                        tracing::debug!(%e, %to, "pfcp send");
-                    }
-                }
+            // One `sendmmsg` per run of responses on the same socket (in order).
+            let mut at = 0;
+            while at < f.responses.len() {
+                let s = f.responses[at].0;
+                let run = f.responses[at..].iter().take_while(|r| r.0 == s).count();
+                let mut errors = 0;
+                let msgs = f.responses[at..at + run]
+                    .iter()
+                    .map(|(_, to, b)| (*to, b.as_slice()));
+                let sent = mmsg::send_all(&self.sockets[s], msgs, |to, e| {
+                    errors += 1;
+                    tracing::debug!(%e, %to, "pfcp send");
+                });
+                self.counts.datagrams_out += sent;
+                self.counts.send_errors += errors;
+                at += run;
             }
         }
     }
@@ -581,6 +617,7 @@ impl<R: SessionRules> Loop<R> {
         if let Ok(mut st) = self.status.lock() {
             if st.counts == self.counts
                 && self.latency.is_empty()
+                && self.build.is_empty()
                 && st.pfcp.reports_sent == self.node.stats().reports_sent
             {
                 return;
@@ -594,6 +631,12 @@ impl<R: SessionRules> Loop<R> {
                     st.publish_latency_us.pop_front();
                 }
                 st.publish_latency_us.push_back(l);
+            }
+            for b in self.build.drain(..) {
+                if st.publish_build_us.len() == LATENCY_SAMPLES {
+                    st.publish_build_us.pop_front();
+                }
+                st.publish_build_us.push_back(b);
             }
         }
     }

@@ -1,6 +1,7 @@
 //! Control-plane cost of the PFCP rule compiler (peregrine-rules): `upsert` + `build` per
 //! session at 1 000 and 100 000 sessions, and one `build` after one change with 100 000
-//! sessions present (the publish latency a PFCP modification adds). Also prints the
+//! sessions present (the publish latency a PFCP modification adds), also with the compiler
+//! sized for 4M URRs (2^15 shards, a 1M-session UPF's table). Also prints the
 //! memory per session, measured with a counting allocator (n4 sessions and compiler
 //! separately) beside the compiler's own estimate.
 //!
@@ -33,8 +34,8 @@ fn sessions(n: usize) -> Vec<Session> {
     to_sessions(&synthetic(n, &p), N3).unwrap()
 }
 
-fn compiler(n: usize) -> Compiler {
-    Compiler::new(CompilerConfig {
+fn compiler_config(n: usize) -> CompilerConfig {
+    CompilerConfig {
         local_v4: N3.v4.into_iter().collect(),
         local_v6: N3.v6.into_iter().collect(),
         max_meter_slots: 2 * n as u32,
@@ -42,7 +43,11 @@ fn compiler(n: usize) -> Compiler {
         qos: peregrine_dataplane::qos::QosPolicies::new(
             peregrine_dataplane::qos::QerPolicy::legacy_policing(),
         ),
-    })
+    }
+}
+
+fn compiler(n: usize) -> Compiler {
+    Compiler::new(compiler_config(n))
 }
 
 fn live() -> isize {
@@ -117,6 +122,40 @@ fn bench_rules(c: &mut Criterion) {
             black_box(c.build())
         })
     });
+    // The same with the compiler sized for 4M URRs (2^15 shards, as a 1M-session UPF has):
+    // what a publish costs beyond the patched shards grows with the shard count if the
+    // snapshot copies a pointer per shard (before the two-level shard table).
+    let mut c = Compiler::new(CompilerConfig {
+        max_meter_slots: 8 << 20,
+        max_urr_slots: 4 << 20,
+        ..compiler_config(n)
+    });
+    for x in &s {
+        c.upsert(x).unwrap();
+    }
+    let mut prev = c.build();
+    g.bench_function("upsert_one_then_build_100000_2p15_shards", |b| {
+        b.iter(|| {
+            flip = !flip;
+            changed.qers.get_mut(&1).unwrap().mbr.as_mut().unwrap().dl =
+                if flip { 70_000 } else { 50_000 };
+            c.upsert(&changed).unwrap();
+            // Keep the previous snapshot alive until the next one exists, then drop it, as
+            // the publisher retires it: the drop is part of a publish's cost.
+            prev = black_box(c.build());
+        })
+    });
+    // What the flat pointer array cost per publish before the two-level table, measured
+    // on the same shards: clone a `Vec<Arc<Shard>>` of all 2^15 and drop the previous one.
+    let flat: Vec<std::sync::Arc<peregrine_dataplane::upf::Shard>> =
+        prev.shards.iter().cloned().collect();
+    let mut prev_flat = flat.clone();
+    g.bench_function("flat_shard_array_clone_and_drop_2p15", |b| {
+        b.iter(|| {
+            prev_flat = black_box(flat.clone());
+        })
+    });
+    black_box((&prev, &prev_flat));
     g.finish();
 }
 

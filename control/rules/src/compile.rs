@@ -479,6 +479,8 @@ pub struct Compiler {
     /// (shard, session) pairs to re-file at the next build: the shards of a changed
     /// session's old and new keys.
     pending: Vec<(u32, u64)>,
+    /// The patched shards of a build, reused.
+    updates: Vec<(usize, Arc<Shard>)>,
     scratch: Scratch,
     meters: Slots,
     urr_slots: Slots,
@@ -500,6 +502,7 @@ impl Compiler {
             owners: Owners::default(),
             staged: FxHashMap::default(),
             pending: Vec::new(),
+            updates: Vec::new(),
             scratch: Scratch::default(),
         }
     }
@@ -541,6 +544,7 @@ impl Compiler {
         let mut pending = std::mem::take(&mut self.pending);
         pending.sort_unstable();
         pending.dedup();
+        let mut updates = std::mem::take(&mut self.updates);
         let mut i = 0;
         while i < pending.len() {
             let shard = pending[i].0;
@@ -555,9 +559,14 @@ impl Compiler {
                 &self.staged,
                 &mut self.scratch,
             );
-            self.tables.shards[idx] = Arc::new(new);
+            updates.push((idx, Arc::new(new)));
             i = j;
         }
+        // One directory copy for the whole build; only the touched chunks are copied.
+        if !updates.is_empty() {
+            self.tables.shards.replace(updates.drain(..));
+        }
+        self.updates = updates;
         pending.clear();
         self.pending = pending;
         self.staged.clear();
@@ -568,6 +577,9 @@ impl Compiler {
         }
         if self.pending.capacity() > 16384 {
             self.pending.shrink_to(1024);
+        }
+        if self.updates.capacity() > 16384 {
+            self.updates.shrink_to(1024);
         }
         self.tables.meter_slots = self.meters.next;
         self.tables.urr_slots = self.urr_slots.next;

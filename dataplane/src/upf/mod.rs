@@ -14,6 +14,7 @@ pub mod meter;
 pub mod parse;
 pub mod prefetch;
 pub mod reasm;
+pub mod shards;
 pub mod stage;
 pub mod stats;
 pub mod tables;

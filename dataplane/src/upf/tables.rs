@@ -15,6 +15,7 @@
 
 use crate::qos::pacer::PacerConfig;
 use crate::qos::trtcm::TrTcmConfig;
+pub use crate::upf::shards::ShardTable;
 use std::marker::PhantomData;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -581,15 +582,15 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
 }
 
 /// Everything a UPF worker reads, published as one snapshot. Republishing after a PFCP
-/// message rebuilds only the shards it touched and shares the rest (`Arc`), so publish cost
-/// does not grow with the number of sessions.
+/// message rebuilds only the shards it touched and shares the rest (`Arc`, chunk by chunk:
+/// [`ShardTable`]), so publish cost does not grow with the number of sessions.
 #[derive(Debug, Clone)]
 pub struct UpfTables {
     /// Local GTP-U endpoint addresses (N3/N9): UDP 2152 to any other address is not ours.
     pub local_v4: Vec<Ipv4Addr>,
     pub local_v6: Vec<Ipv6Addr>,
     /// Exactly `1 << shard_bits` shards.
-    pub shards: Vec<Arc<Shard>>,
+    pub shards: ShardTable,
     /// log2 of the number of shards (at most [`MAX_SHARD_BITS`]).
     pub shard_bits: u32,
     /// Highest meter slot + 1 and URR slot + 1 in use: workers size their state arrays.
@@ -611,7 +612,7 @@ impl UpfTables {
         UpfTables {
             local_v4: Vec::new(),
             local_v6: Vec::new(),
-            shards: vec![empty; 1 << bits],
+            shards: ShardTable::new(1 << bits, empty),
             shard_bits: bits,
             meter_slots: 0,
             urr_slots: 0,
@@ -627,19 +628,19 @@ impl UpfTables {
     /// The shard holding uplink rules for `teid`.
     #[inline]
     pub fn teid_shard(&self, teid: u32) -> &Shard {
-        &self.shards[self.shard_index(u64::from(teid))]
+        self.shards.at(self.shard_index(u64::from(teid)))
     }
 
     /// The shard holding downlink rules for UE IPv4 address `ue`.
     #[inline]
     pub fn ue_v4_shard(&self, ue: u32) -> &Shard {
-        &self.shards[self.shard_index(u64::from(ue))]
+        self.shards.at(self.shard_index(u64::from(ue)))
     }
 
     /// The shard holding downlink rules for UE IPv6 /64 prefix `prefix64`.
     #[inline]
     pub fn ue_v6_shard(&self, prefix64: u64) -> &Shard {
-        &self.shards[self.shard_index(prefix64)]
+        self.shards.at(self.shard_index(prefix64))
     }
 }
 

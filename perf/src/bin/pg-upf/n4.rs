@@ -236,6 +236,7 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     let reqs: Vec<Vec<u8>> = (0..n as u32).map(|k| est_request(k + 2, k)).collect();
 
     let live0 = GLOBAL.live();
+    let sched0 = thread_sched("pg-worker-0");
     let (r0, t0) = (pre.rx_packets(), Instant::now());
     let (mut sent, mut ok, mut rejected, mut got) = (0usize, 0usize, 0usize, 0usize);
     let (mut answered, mut retransmits, mut quiet) = (vec![false; n], 0usize, 0u32);
@@ -295,6 +296,17 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     }
     let elapsed = t0.elapsed();
     let (r1, t1) = (pre.rx_packets(), Instant::now());
+    let sched1 = thread_sched("pg-worker-0");
+    // How long the worker was runnable but not running (another task held its core).
+    let worker_sched = match (sched0, sched1) {
+        (Some(a), Some(b)) => serde_json::json!({
+            "run_s": (b.0 - a.0) as f64 / 1e9,
+            "runnable_waiting_s": (b.1 - a.1) as f64 / 1e9,
+            "involuntary_switches": b.2 - a.2,
+            "from": "/proc/self/task/<pg-worker-0>/schedstat and status, over the load",
+        }),
+        _ => serde_json::Value::Null,
+    };
     // Before the pre-built requests go: they were allocated before `live0` too.
     let live1 = GLOBAL.live();
     drop(reqs);
@@ -345,7 +357,7 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
         b
     };
     let n4_bytes = live1 - live0;
-    let result = serde_json::json!({
+    let mut result = serde_json::json!({
         "what": "PFCP Session Establishment through the real N4 endpoint (UDP, pipelined) while one worker forwards uplink traffic",
         "sessions_established": ok,
         "rejected": rejected,
@@ -394,12 +406,44 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
         },
         "machine": format!("{cores} cores (shared with other engineers' builds)"),
     });
+    // Beside the rest (one `json!` of everything exceeds the macro's recursion limit).
+    let extra = serde_json::json!({
+        "publish_build_us_p50": st.publish_build_quantile(0.5),
+        "publish_build_us_p99": st.publish_build_quantile(0.99),
+        "publish_build_us_max": st.publish_build_quantile(1.0),
+        "publish_build_what": "the N4 thread's own part of a publish: compile the burst's changes and swap the snapshot in, before any worker is involved",
+        "worker_scheduling_during_load": worker_sched,
+    });
+    if let (Some(r), serde_json::Value::Object(e)) = (result.as_object_mut(), extra) {
+        r.extend(e);
+    }
     let text = serde_json::to_string_pretty(&result).expect("json");
     println!("{text}");
     if let Err(e) = std::fs::write(&a.n4_out, text) {
         eprintln!("cannot write {}: {e}", a.n4_out);
     }
     drop(ep);
+}
+
+/// (run ns, runnable-but-waiting ns, involuntary context switches) so far of this process's
+/// thread named `name`, from `/proc/self/task/*/schedstat` and `status`.
+fn thread_sched(name: &str) -> Option<(u64, u64, u64)> {
+    let task = std::fs::read_dir("/proc/self/task").ok()?.find_map(|e| {
+        let p = e.ok()?.path();
+        let comm = std::fs::read_to_string(p.join("comm")).ok()?;
+        (comm.trim() == name).then_some(p)
+    })?;
+    let ss = std::fs::read_to_string(task.join("schedstat")).ok()?;
+    let mut f = ss.split_whitespace().map(|x| x.parse::<u64>().ok());
+    let (run, wait) = (f.next()??, f.next()??);
+    let st = std::fs::read_to_string(task.join("status")).ok()?;
+    let nonvol = st
+        .lines()
+        .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some((run, wait, nonvol))
 }
 
 /// The fraction of a core the N4 thread (`pg-n4`) uses over `d`, from its
