@@ -46,39 +46,6 @@ impl Store {
         }
     }
 
-    /// Read (and discard) the first word of every slot or counter a Key-Write or
-    /// Key-Increment report of `key` with `redundancy` copies will write; other opcodes,
-    /// disabled sections and out-of-range redundancies touch nothing. The translator does
-    /// this for a whole burst before storing it, so the burst's cache misses (N random
-    /// slots of a multi-megabyte region per report) overlap instead of stalling one by one.
-    /// Returns the words read xor-ed (for `black_box`, so the loads stay).
-    #[inline]
-    pub fn touch(&self, opcode: u8, redundancy: u8, key: u32) -> u64 {
-        let s = &self.l.sizes;
-        let (words, m, max) = match opcode {
-            peregrine_wire::dta::opcode::KEY_WRITE if s.kw_words == 1 => {
-                (self.kw64(), self.kw_mod, s.kw_max_redundancy)
-            }
-            peregrine_wire::dta::opcode::KEY_INCREMENT => (
-                self.region.u64s(self.l.ki_offset, s.ki_slots),
-                self.ki_mod,
-                s.ki_max_redundancy,
-            ),
-            _ => return 0,
-        };
-        if words.is_empty() || u32::from(redundancy) > max {
-            return 0;
-        }
-        let kc = hash::KeyCrc::new(key);
-        let mut x = 0;
-        for n in 0..redundancy {
-            if let Some(w) = words.get(m.of(kc.crc_n(n)) as usize) {
-                x ^= w.load(Ordering::Relaxed);
-            }
-        }
-        x
-    }
-
     pub fn layout(&self) -> &Layout {
         &self.l
     }

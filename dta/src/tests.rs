@@ -432,30 +432,3 @@ fn rate_limiter_refills() {
     assert!(rl.allow(1, 1_000_000), "1 ms at 1000/s refills one");
     assert!(!rl.allow(1, 1_000_000));
 }
-
-#[test]
-fn touch_only_reads_the_slots_a_report_will_write_and_never_panics() {
-    use peregrine_wire::dta::opcode;
-    let (_dir, r) = region(Sizes::default());
-    let s = Store::new(r);
-    s.key_write(2, 7, &[9]).unwrap();
-    s.key_increment(3, 7, 5).unwrap();
-    // Both copies hold the same word: their xor is 0; one copy is the word itself.
-    let word = crate::hash::kw_checksum(7, 32) as u64 | 9 << 32;
-    assert_eq!(s.touch(opcode::KEY_WRITE, 1, 7), word);
-    assert_eq!(s.touch(opcode::KEY_WRITE, 2, 7), 0);
-    assert_eq!(s.touch(opcode::KEY_INCREMENT, 3, 7), 5);
-    for (op, n) in [
-        (opcode::KEY_WRITE, 0),
-        (opcode::KEY_WRITE, 255),
-        (opcode::KEY_INCREMENT, 5),
-        (opcode::APPEND, 2),
-        (opcode::POSTCARDING, 2),
-        (0x77, 2),
-    ] {
-        assert_eq!(s.touch(op, n, 7), 0, "{op} {n}");
-    }
-    // Nothing was written by touching.
-    let c = Collector::new(s.region().clone());
-    assert_eq!(c.key_increment(7, Some(3)).unwrap(), 5);
-}

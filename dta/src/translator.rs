@@ -106,6 +106,9 @@ impl Translator {
 
     /// Handle one report payload.
     pub fn handle(&mut self, payload: &[u8]) -> Result<(), Refused> {
+        if let Some(r) = self.fast(payload) {
+            return r;
+        }
         let r = dta::Packet::new_checked(payload, self.cfg.variant)
             .and_then(|p| Repr::parse(&p))
             .map_err(|e| match e {
@@ -127,6 +130,47 @@ impl Translator {
                 })
             }
         }
+    }
+
+    /// One-word Key-Write and Key-Increment, the per-packet common case, straight from the
+    /// payload's bytes: no `Repr` (whose 7-word Key-Write data array is built and copied per
+    /// report). `None` for anything else, which [`handle`](Self::handle) parses in full; a
+    /// payload taken here has exactly the length `Packet::check_len` accepts for it, and is
+    /// stored or refused as the full path would.
+    #[inline]
+    fn fast(&mut self, payload: &[u8]) -> Option<Result<(), Refused>> {
+        use dta::{opcode, sub_len};
+        let base = self.cfg.variant.base_len();
+        let op = *payload.first()?;
+        let s = payload.get(base..)?;
+        let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        let r = match (op, s.len()) {
+            (opcode::KEY_WRITE, sub_len::KEY_WRITE_1) => self
+                .store
+                .key_write(s[0], be32(&s[1..5]), &[be32(&s[5..9])])
+                .inspect(|_| self.counters.key_write += 1),
+            (opcode::KEY_INCREMENT, sub_len::KEY_INCREMENT) => {
+                let c = u64::from(be32(&s[5..9])) << 32 | u64::from(be32(&s[9..13]));
+                self.store
+                    .key_increment(s[0], be32(&s[1..5]), c)
+                    .inspect(|_| self.counters.key_increment += 1)
+            }
+            _ => return None,
+        };
+        Some(match r {
+            Ok(w) => {
+                self.counters.region_writes += u64::from(w);
+                Ok(())
+            }
+            Err(why) => {
+                self.counters.refused[why.index()] += 1;
+                let p = dta::Packet::new_unchecked(payload, self.cfg.variant);
+                Err(Refused {
+                    why,
+                    nack: p.retransmittable().then(|| p.seqnum()),
+                })
+            }
+        })
     }
 
     fn apply(&mut self, r: &Repr) -> Result<(), Refusal> {

@@ -327,25 +327,6 @@ impl TranslatorStage {
     }
 }
 
-/// (opcode, redundancy, key) of a Key-Write or Key-Increment report in a frame with the
-/// usual headers (IPv4 without options, UDP to 40040), for the burst's touch pass: a guess
-/// that decides nothing (`one` parses and checks every report).
-#[inline]
-fn peek(f: &[u8], base: usize) -> Option<(u8, u8, u32)> {
-    const AT: usize = ethernet::HEADER_LEN + 20 + udp::HEADER_LEN;
-    let h = f.get(..AT + base + 5)?;
-    let port = dta::UDP_PORT.to_be_bytes();
-    if h[12..14] != [0x08, 0x00] || h[14] != 0x45 || h[23] != 17 || h[36..38] != port {
-        return None;
-    }
-    let k = &h[AT + base + 1..AT + base + 5];
-    Some((
-        h[AT],
-        h[AT + base],
-        u32::from_be_bytes([k[0], k[1], k[2], k[3]]),
-    ))
-}
-
 /// (UDP header offset, IPv4 source, UDP length, UDP destination port) of an IPv4 / UDP
 /// frame, or `None`.
 fn report_offsets(f: &[u8]) -> Option<(usize, std::net::Ipv4Addr, usize, u16)> {
@@ -414,18 +395,6 @@ impl<B: PacketBuf> Stage<B> for TranslatorStage {
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
         let rx = batch.rx_port;
         let now = cx.now_ns();
-        if self.rdma.is_none() {
-            // Touch every Key-Write / Key-Increment slot of the burst first: their cache
-            // misses overlap, then `one` stores into lines already on their way.
-            let (store, base) = (self.t.store(), self.variant.base_len());
-            let mut x = 0;
-            for p in batch.pkts.iter() {
-                if let Some((op, n, key)) = peek(p.data(), base) {
-                    x ^= store.touch(op, n, key);
-                }
-            }
-            std::hint::black_box(x);
-        }
         batch.for_each_active(|p| self.one(p, rx, now));
         if self.dirty {
             self.publish();
