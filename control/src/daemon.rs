@@ -17,6 +17,7 @@ use peregrine_dataplane::io::{Backend, PortId, WorkerIo};
 use peregrine_dataplane::runtime::{
     self, Pipeline, Publisher, Reasons, Running, RuntimeConfig, Stage, WorkerSpec,
 };
+use peregrine_dataplane::stages::impair_link::ImpairLink;
 use peregrine_dataplane::stages::l3fwd::{L3Fwd, RouteTable};
 use peregrine_dataplane::stages::steer::Steer;
 use peregrine_dataplane::stages::xconnect::XConnect;
@@ -268,6 +269,11 @@ impl<B: PacketBuf + 'static> Composer<'_, B> {
                     b.reasons,
                 ))
             }
+            PipelineConfig::Impair(p) => {
+                // Validated with the config: refusals here are unreachable.
+                let links = p.links(|n| cfg.port_index(n)).ok()?;
+                Box::new(ImpairLink::new(&links, b.reasons).ok()?)
+            }
             PipelineConfig::Upf { .. } | PipelineConfig::DtaTranslator {} => return None,
         })
     }
@@ -300,6 +306,12 @@ where
     let mut egress = vec![None; cfg.ports.len()];
     for f in features.iter_mut() {
         f.prepare(cfg, &mut egress)?;
+    }
+    // The impair kind holds each packet on its out port's egress wheel until it is due.
+    if let PipelineConfig::Impair(p) = &cfg.pipeline {
+        for (_, to, _) in p.links(|n| cfg.port_index(n))? {
+            egress[usize::from(to)] = Some(ImpairLink::egress(p.hold));
+        }
     }
     if let Some(sessions) = features.iter().find_map(|f| f.sessions()) {
         for f in features.iter_mut() {

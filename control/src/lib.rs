@@ -2,7 +2,7 @@
 //! pipelines, the control loop, metrics and reporting.
 //!
 //! Modules, leaves first (no module imports one above it): `error`, `metrics`, `summary`,
-//! `neighbour`, `gtpu_frames`, `n4`; `platform`; `feature`; the features `upf`, `int` (with `int_stage`), `fridge`;
+//! `neighbour`, `gtpu_frames`, `n4`, `impair`; `platform`; `feature`; the features `upf`, `int` (with `int_stage`), `fridge`;
 //! `registry`; `config`; `platform_metrics`, `classify_stage`; `daemon`.
 
 mod classify_stage;
@@ -14,6 +14,7 @@ pub mod error;
 pub mod feature;
 pub mod fridge;
 pub mod gtpu_frames;
+pub mod impair;
 pub mod int;
 mod int_stage;
 pub mod kestrel;

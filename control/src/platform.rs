@@ -225,6 +225,9 @@ pub enum PipelineConfig {
     /// `[dta_translator]`); its main stage is the `dta_translator` feature's.
     #[serde(rename = "dta-translator")]
     DtaTranslator {},
+    /// A bump in the wire: two ports joined by an emulated link each way (delay, jitter,
+    /// loss, rate; `crate::impair`), for live tests where `tc netem` is not available.
+    Impair(Box<crate::impair::ImpairPipeline>),
 }
 
 impl PipelineConfig {
@@ -461,6 +464,7 @@ impl Platform {
             }
             // Reports in, NACKs back out of the rx port: no routes needed.
             PipelineConfig::DtaTranslator {} => {}
+            PipelineConfig::Impair(p) => p.validate(|n| self.port_index(n))?,
             PipelineConfig::L3fwd { .. } => {
                 if self.routes.is_empty() {
                     return Err(invalid(

@@ -38,11 +38,24 @@ impl Live {
     /// Write `cfg` to `dir/<name>.toml` and start `bin` on it (`bin`: the test's
     /// `env!("CARGO_BIN_EXE_peregrine")`).
     pub fn start(bin: &str, dir: &Path, name: &str, cfg: &str) -> Live {
+        Live::start_in(None, bin, dir, name, cfg)
+    }
+
+    /// [`start`](Self::start) inside network namespace `netns` (`ip netns exec`), if given.
+    pub fn start_in(netns: Option<&str>, bin: &str, dir: &Path, name: &str, cfg: &str) -> Live {
         let cfg_path = dir.join(format!("{name}.toml"));
         std::fs::write(&cfg_path, cfg).expect("write the config");
         let log = dir.join("daemon.log");
         let out = std::fs::File::create(&log).expect("create daemon.log");
-        let child = Command::new(bin)
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, bin]);
+                c
+            }
+            None => Command::new(bin),
+        };
+        let child = cmd
             .args(["run", "--config"])
             .arg(&cfg_path)
             .arg("--summary-json")

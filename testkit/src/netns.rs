@@ -256,11 +256,43 @@ pub struct RigSide<'a> {
 /// `dn.addrs` up and the UPF's addresses as static neighbours. The host ends come up last;
 /// routes are the caller's.
 pub fn gnb_dn(t: &mut Topology, gnb: RigSide<'_>, dn: RigSide<'_>) -> Result<(), String> {
+    gnb_dn_via(t, gnb, dn, false)
+}
+
+/// [`gnb_dn`], with `hop`: the data network's side crosses a bump in the wire, veth `n6`
+/// (root) - `h6` (namespace `hop`) and `h7` (`hop`) - `d` (dn), for a second daemon on `h6`
+/// and `h7` run in namespace `hop` (see [`gnb_dn_hop_backend`]; in its own namespace, its
+/// af_packet sockets' fanout group ids, which DPDK derives from the pid and the interface
+/// index, cannot clash with the first daemon's). `h6` carries [`DN_MAC`] and `h7`
+/// [`N6_MAC`], so each segment's frames are addressed to the end that receives them.
+pub fn gnb_dn_via(
+    t: &mut Topology,
+    gnb: RigSide<'_>,
+    dn: RigSide<'_>,
+    hop: bool,
+) -> Result<(), String> {
     let (gnb_ns, dn_ns) = (t.add_ns("gnb")?, t.add_ns("dn")?);
     let (n3, g, n6, d) = (t.dev("n3"), t.dev("g"), t.dev("n6"), t.dev("d"));
-    for (host, hmac, peer, pmac) in [(&n3, N3_MAC, &g, GNB_MAC), (&n6, N6_MAC, &d, DN_MAC)] {
+    let (h6, h7) = (t.dev("h6"), t.dev("h7"));
+    let mut pairs = vec![(&n3, N3_MAC, &g, GNB_MAC)];
+    if hop {
+        pairs.extend([(&n6, N6_MAC, &h6, DN_MAC), (&h7, N6_MAC, &d, DN_MAC)]);
+    } else {
+        pairs.push((&n6, N6_MAC, &d, DN_MAC));
+    }
+    for (host, hmac, peer, pmac) in pairs {
         t.add_veth(host, hmac, peer, pmac)?;
-        t.no_ipv6(host)?;
+        if host != &h7 {
+            t.no_ipv6(host)?;
+        }
+    }
+    if hop {
+        let hop_ns = t.add_ns("hop")?;
+        for dev in [&h6, &h7] {
+            t.move_to(dev, &hop_ns)?;
+            t.sysctl(&hop_ns, &format!("net.ipv6.conf.{dev}.disable_ipv6"), "1")?;
+            t.ip(&hop_ns, &["link", "set", dev, "up"])?;
+        }
     }
     t.move_to(&g, &gnb_ns)?;
     t.move_to(&d, &dn_ns)?;
@@ -278,6 +310,34 @@ pub fn gnb_dn(t: &mut Topology, gnb: RigSide<'_>, dn: RigSide<'_>) -> Result<(),
         t.up(dev)?;
     }
     Ok(())
+}
+
+/// The `[workers]`, `[backend]` and `[[port]]` sections of the second daemon of a
+/// [`gnb_dn_via`] rig with a hop (run in namespace `hop`): port `up` on `h6` (towards the
+/// UPF's n6, MAC [`DN_MAC`]) and `down` on `h7` (towards the data network, MAC [`N6_MAC`]),
+/// both `net_af_packet`, EAL file prefix the topology's plus `h`.
+pub fn gnb_dn_hop_backend(t: &Topology) -> String {
+    let (h6, h7) = (t.dev("h6"), t.dev("h7"));
+    two_port_backend(
+        &format!("{}h", t.prefix()),
+        [
+            VdevPort {
+                name: "up",
+                mac: DN_MAC,
+                driver: "net_af_packet",
+                iface: &h6,
+            },
+            VdevPort {
+                name: "down",
+                mac: N6_MAC,
+                driver: "net_af_packet",
+                iface: &h7,
+            },
+        ],
+        1024,
+        8191,
+        256,
+    )
 }
 
 /// [`two_port_backend`] for the [`gnb_dn`] rig: port `n3` (MAC [`N3_MAC`]) on veth end `n3`

@@ -10,7 +10,13 @@
 //! One static session (UE 10.45.0.2, MBR both ways); the UE's sockets run in the gNB's
 //! namespace, bound to the UE address, so the kernel routes them through the TUN device and
 //! the gNB ([`crate::gnb`]) carries them in GTP-U. The data network is plain kernel TCP/UDP.
+//!
+//! With [`RigConfig::dn_impair`], a second `peregrine` process of pipeline kind `impair`
+//! sits between the UPF's n6 and the data network in its own namespace (`n6 = h6 [impair] h7 = d`,
+//! [`crate::netns::gnb_dn_via`]): the server side's delay, loss or rate, made by our own
+//! impairment stage since `tc netem` is not available.
 
+use crate::daemon::Live;
 use crate::gnb::{in_netns, GnbConfig, GtpGnb};
 use crate::netns::{RigSide, Topology};
 use crate::tools::{run, Guard};
@@ -54,6 +60,10 @@ pub struct RigConfig {
     pub extra: String,
     /// One-way delay the gNB adds to uplink packets (a radio leg); zero: none.
     pub ul_delay: Duration,
+    /// The link sections (`[pipeline.forward]` towards the data network,
+    /// `[pipeline.reverse]` back) of an `impair` daemon put between the UPF's n6 and the data
+    /// network; `None`: n6 is wired to the data network directly.
+    pub dn_impair: Option<String>,
 }
 
 impl RigConfig {
@@ -67,6 +77,7 @@ impl RigConfig {
             offload: Offload::Off,
             extra: String::new(),
             ul_delay: Duration::ZERO,
+            dn_impair: None,
         }
     }
 }
@@ -103,9 +114,11 @@ pub enum Offload {
 /// The rig: namespaces, daemon, gNB. Dropping it tears everything down.
 #[derive(Debug)]
 pub struct Rig {
-    // Field order is drop order: the gNB and the daemon go before the namespaces.
+    // Field order is drop order: the gNB and the daemons go before the namespaces.
     gnb: GtpGnb,
     daemon: Guard,
+    /// The `impair` daemon between n6 and the data network, if any.
+    hop: Option<Live>,
     topo: Topology,
     dir: PathBuf,
 }
@@ -137,10 +150,10 @@ pub struct Measured {
     pub bytes: u64,
 }
 
-fn setup(t: &mut Topology) -> Result<(), String> {
+fn setup(t: &mut Topology, hop: bool) -> Result<(), String> {
     let (gnb, dn) = (format!("{GNB}/24"), format!("{DN}/24"));
     let (n3, n6) = (N3.to_string(), N6.to_string());
-    crate::netns::gnb_dn(
+    crate::netns::gnb_dn_via(
         t,
         RigSide {
             addrs: &[&gnb],
@@ -150,6 +163,7 @@ fn setup(t: &mut Topology) -> Result<(), String> {
             addrs: &[&dn],
             upf: &[&n6],
         },
+        hop,
     )?;
     t.ip(&t.ns("dn"), &["route", "add", "10.45.0.0/16", "via", &n6])?;
     Ok(())
@@ -232,7 +246,7 @@ impl Rig {
     /// holds the config, the log and the summary.
     pub fn start(cfg: &RigConfig, tag: &str, dir: &Path) -> Result<Rig, String> {
         let mut topo = Topology::new(Topology::unique_prefix(tag));
-        setup(&mut topo)?;
+        setup(&mut topo, cfg.dn_impair.is_some())?;
         let (gnb, dn) = (topo.ns("gnb"), topo.ns("dn"));
         let ends = match cfg.offload {
             Offload::Off => vec![
@@ -243,6 +257,13 @@ impl Rig {
             ],
             Offload::FixInUpf => vec![(Some(&dn), topo.dev("d"), "tso off gso off")],
         };
+        let mut ends = ends;
+        let hop_ns = topo.ns("hop");
+        if cfg.dn_impair.is_some() {
+            for h in ["h6", "h7"] {
+                ends.push((Some(&hop_ns), topo.dev(h), "tx off rx off"));
+            }
+        }
         for (ns, dev, what) in ends {
             let mut args = vec![];
             if let Some(ns) = ns {
@@ -252,6 +273,26 @@ impl Rig {
             args.extend(what.split(' '));
             run(&args)?;
         }
+        // The hop first: the readiness probe below crosses it too.
+        let hop = match &cfg.dn_impair {
+            Some(links) => {
+                let hop_dir = dir.join("impair");
+                std::fs::create_dir_all(&hop_dir).map_err(|e| e.to_string())?;
+                let conf = format!(
+                    "{}\n[pipeline]\nkind = \"impair\"\nports = [\"up\", \"down\"]\n\n{links}\n",
+                    crate::netns::gnb_dn_hop_backend(&topo)
+                );
+                let bin = cfg.daemon.to_str().ok_or("daemon path is not UTF-8")?;
+                Some(Live::start_in(
+                    Some(&hop_ns),
+                    bin,
+                    &hop_dir,
+                    "impair",
+                    &conf,
+                ))
+            }
+            None => None,
+        };
         let cfg_path = dir.join("tcp-mbr.toml");
         std::fs::write(&cfg_path, config(&topo, cfg)).map_err(|e| e.to_string())?;
         let log = std::fs::File::create(dir.join("daemon.log")).map_err(|e| e.to_string())?;
@@ -298,6 +339,7 @@ impl Rig {
         let mut rig = Rig {
             gnb,
             daemon,
+            hop,
             topo,
             dir: dir.to_path_buf(),
         };
@@ -325,6 +367,13 @@ impl Rig {
             if let Ok(Some(st)) = rig.daemon.child().try_wait() {
                 return Err(format!("peregrine exited ({st}):\n{}", rig.log()));
             }
+            if let Some(h) = &rig.hop {
+                return Err(format!(
+                    "nothing crossed the UPF and the impair hop in 30 s:\n{}\nimpair hop:\n{}",
+                    rig.log(),
+                    h.log()
+                ));
+            }
             return Err(format!("nothing crossed the UPF in 30 s:\n{}", rig.log()));
         }
         Ok(rig)
@@ -336,15 +385,33 @@ impl Rig {
     }
 
     /// Stop the daemon and return its summary (JSON).
-    pub fn finish(mut self) -> Result<serde_json::Value, String> {
+    pub fn finish(self) -> Result<serde_json::Value, String> {
+        self.finish_all().map(|(upf, _)| upf)
+    }
+
+    /// Stop the UPF daemon, then the impair hop if there is one, and return their summaries.
+    pub fn finish_all(mut self) -> Result<(serde_json::Value, Option<serde_json::Value>), String> {
         self.gnb.stop();
         let st = self.daemon.term().ok_or("daemon not running")?;
         if !st.success() {
             return Err(format!("peregrine: {st}\n{}", self.log()));
         }
-        let s =
-            std::fs::read_to_string(self.dir.join("summary.json")).map_err(|e| e.to_string())?;
-        serde_json::from_str(&s).map_err(|e| e.to_string())
+        let read = |p: &Path| -> Result<serde_json::Value, String> {
+            let s = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            serde_json::from_str(&s).map_err(|e| e.to_string())
+        };
+        let upf = read(&self.dir.join("summary.json"))?;
+        let hop = match self.hop.as_mut() {
+            Some(h) => {
+                let st = h.term().ok_or("impair hop not running")?;
+                if !st.success() {
+                    return Err(format!("impair hop: {st}\n{}", h.log()));
+                }
+                Some(read(&self.dir.join("impair").join("summary.json"))?)
+            }
+            None => None,
+        };
+        Ok((upf, hop))
     }
 
     fn ends(&self, dir: Dir) -> (String, String, Ipv4Addr, Ipv4Addr) {

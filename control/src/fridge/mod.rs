@@ -14,7 +14,7 @@ use crate::feature::{Build, Configure, Feature, FeatureReport, Place, Stages};
 use crate::metrics::Exposition;
 use crate::platform::{PipelineConfig, Platform};
 use export::Aggregator;
-use peregrine_dataplane::runtime::{EgressConfig, OnEgress, Running};
+use peregrine_dataplane::runtime::{EgressConfig, Running};
 use peregrine_dataplane::telemetry::fridge::matcher::Kind;
 use peregrine_dataplane::telemetry::fridge::stage::{
     raw_ring, FridgeStage, SliceSpec, StageSpec, Vantage, WorkerPub,
@@ -129,7 +129,6 @@ fn raw_config(s: &FridgeSection, p: &Platform) -> Result<Option<RawConfig>, Conf
 pub struct FridgeFeature {
     spec: StageSpec,
     zmq_pub: Option<String>,
-    ports: usize,
     workers: Mutex<Vec<Arc<WorkerPub>>>,
     agg: Option<Aggregator>,
     raw_cfg: Option<RawConfig>,
@@ -281,7 +280,6 @@ impl Configure for FridgeFeature {
         Ok(Some(FridgeFeature {
             spec,
             zmq_pub,
-            ports: p.ports.len(),
             workers: Mutex::new(Vec::new()),
             agg: None,
             raw_cfg,
@@ -369,8 +367,9 @@ impl<B: PacketBuf + 'static> Feature<B> for FridgeFeature {
             Ok(mut w) => w.push(publ),
             Err(p) => p.into_inner().push(publ),
         }
-        let ports: Vec<u16> = (0..self.ports as u16).collect();
-        out.push(Box::new(OnEgress::new(&ports, st)));
+        // Every packet about to be sent, any port: the stage scopes itself (see its
+        // `process`), as `OnEgress` over every port would, without rewriting dispositions.
+        out.push(Box::new(st));
     }
 
     fn tick(&mut self, _now: Instant, _running: &Running) {

@@ -349,6 +349,12 @@ impl<B: PacketBuf> Scheduler<B> {
             0
         };
         m.enqueue_ns = now_ns;
+        if depart > now_ns && self.wheel.is_empty() {
+            // An empty wheel's clock is not advanced; bring it to the present first, or a
+            // departure after an idle spell would be clamped to the stale horizon and leave
+            // at once. (Empty: nothing is released.)
+            self.wheel.advance(now_ns, |_, _| {});
+        }
         if depart > now_ns && !self.wheel.is_due(depart) {
             self.wheel.insert(pkt, q as u8, depart)?;
             st.enq_pkts += 1;

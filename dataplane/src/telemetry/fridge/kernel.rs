@@ -173,8 +173,14 @@ impl FridgeSet {
     #[inline]
     fn pick(&self, coin: u32) -> Option<usize> {
         let c = u64::from(coin);
-        // At most four compares, no loop-carried state: cheaper than a search.
-        (0..self.tables.len()).find(|&k| c < self.bounds[k])
+        // The bounds never decrease (those past the last fridge repeat its bound), so the
+        // fridge is the number of bounds at or below the coin: four compares, no branch.
+        let b = &self.bounds;
+        let k = usize::from(c >= b[0])
+            + usize::from(c >= b[1])
+            + usize::from(c >= b[2])
+            + usize::from(c >= b[3]);
+        (k < self.tables.len()).then_some(k)
     }
 
     /// A request: count it, and if its coin picks a fridge, overwrite its slot there.
@@ -182,10 +188,12 @@ impl FridgeSet {
     pub fn request(&mut self, id: u64, now_ns: u64) {
         self.requests += 1;
         self.stats.requests += 1;
-        let k = Keyed::new(id, self.seed);
-        let Some(f) = self.pick(k.coin) else {
+        // The coin first: a request that enters no fridge costs one finaliser.
+        let h = Keyed::head(id, self.seed);
+        let Some(f) = self.pick(Keyed::coin_of(h)) else {
             return;
         };
+        let k = Keyed::from_head(h);
         let requests = self.requests;
         let t = &mut self.tables[f];
         t.inserts += 1;
@@ -204,11 +212,12 @@ impl FridgeSet {
     #[inline]
     pub fn response(&mut self, id: u64, now_ns: u64) -> Option<Sample> {
         self.stats.responses += 1;
-        let k = Keyed::new(id, self.seed);
-        let Some(f) = self.pick(k.coin) else {
+        let h = Keyed::head(id, self.seed);
+        let Some(f) = self.pick(Keyed::coin_of(h)) else {
             self.stats.not_sampled += 1;
             return None;
         };
+        let k = Keyed::from_head(h);
         let requests = self.requests;
         let t = &mut self.tables[f];
         let i = k.index(t.m);

@@ -17,7 +17,6 @@
 //! earlier segments it covers stay unanswered. A data segment carrying an ACK is a request
 //! and a response at once.
 
-use super::fmix64;
 use crate::meta::{flags, PacketMeta};
 
 /// A kind of request/response pair.
@@ -146,16 +145,23 @@ fn be32(d: &[u8], at: usize) -> Option<u32> {
 
 /// The flow's addresses (IPv4 in the low 32 bits) and the end of its IP payload (from the
 /// IP length field, bounded by the frame).
-#[inline]
+#[inline(always)]
 fn addrs(d: &[u8], l3: usize, v6: bool) -> Option<(u128, u128, usize)> {
+    // One bounds check per header, then fixed offsets.
     if v6 {
-        let s = u128::from_be_bytes(d.get(l3 + 8..l3 + 24)?.try_into().ok()?);
-        let t = u128::from_be_bytes(d.get(l3 + 24..l3 + 40)?.try_into().ok()?);
-        Some((s, t, l3 + 40 + usize::from(be16(d, l3 + 4)?)))
+        let h: &[u8; 40] = d.get(l3..l3 + 40)?.try_into().ok()?;
+        let s = u128::from_be_bytes(h[8..24].try_into().ok()?);
+        let t = u128::from_be_bytes(h[24..40].try_into().ok()?);
+        Some((
+            s,
+            t,
+            l3 + 40 + usize::from(u16::from_be_bytes([h[4], h[5]])),
+        ))
     } else {
-        let s = u128::from(be32(d, l3 + 12)?);
-        let t = u128::from(be32(d, l3 + 16)?);
-        Some((s, t, l3 + usize::from(be16(d, l3 + 2)?)))
+        let h: &[u8; 20] = d.get(l3..l3 + 20)?.try_into().ok()?;
+        let s = u128::from(u32::from_be_bytes([h[12], h[13], h[14], h[15]]));
+        let t = u128::from(u32::from_be_bytes([h[16], h[17], h[18], h[19]]));
+        Some((s, t, l3 + usize::from(u16::from_be_bytes([h[2], h[3]]))))
     }
 }
 
@@ -183,9 +189,10 @@ fn mum(a: u64, b: u64) -> u64 {
 }
 
 /// The ID hash of a pair: kind, requester, responder, ports, pairing field. Three folded
-/// multiplies and one finaliser (a chain of seven finalisers cost a fifth of the UPF's
-/// per-packet budget); the tables hash it once more under their own seed.
-#[inline]
+/// multiplies, no finaliser of its own: the table finalises it once under its seed
+/// (`Keyed::head`), so a packet pays for one finaliser before its coin (a chain of seven
+/// cost a fifth of the UPF's per-packet budget, two still 5%).
+#[inline(always)]
 pub fn pair_id(kind: Kind, req: u128, resp: u128, ports: u32, key: u64) -> u64 {
     const K: [u64; 6] = [
         0xa076_1d64_78bd_642f,
@@ -198,7 +205,7 @@ pub fn pair_id(kind: Kind, req: u128, resp: u128, ports: u32, key: u64) -> u64 {
     let a = mum(req as u64 ^ K[0], (req >> 64) as u64 ^ K[1]);
     let b = mum(resp as u64 ^ K[2], (resp >> 64) as u64 ^ K[3]);
     let c = mum((u64::from(ports) << 8 | kind as u64) ^ K[4], key ^ K[5]);
-    fmix64(a ^ b.rotate_left(23) ^ c.rotate_left(47))
+    a ^ b.rotate_left(23) ^ c.rotate_left(47)
 }
 
 /// Minimal look at a packet the classifier refused: does its IP header name TCP (a truncated
@@ -228,42 +235,36 @@ fn refused(d: &[u8]) -> Skip {
 
 /// The roles of one packet among the kinds in `kinds` (a mask of [`Kind::bit`]).
 pub fn roles(d: &[u8], m: &PacketMeta, kinds: u8) -> Result<Roles, Skip> {
+    let mut out = Roles::default();
+    match each_role(d, m, kinds, |r| out.push(r))? {
+        0 => Err(Skip::Other),
+        _ => Ok(out),
+    }
+}
+
+/// [`roles`] without the container, for the stage's per-packet path: `f` gets each role as
+/// it is found (every check comes first: a packet refused with a [`Skip`] has given none), and
+/// the count of roles is returned (0: a packet of no role among `kinds`, [`Skip::Other`] to
+/// [`roles`]).
+#[inline(always)]
+pub fn each_role(
+    d: &[u8],
+    m: &PacketMeta,
+    kinds: u8,
+    mut f: impl FnMut(Role),
+) -> Result<u32, Skip> {
     if !m.is_classified() {
         return Err(refused(d));
     }
     if m.has(flags::FRAGMENT) {
         return Err(Skip::Fragment);
     }
-    let mut out = Roles::default();
     // GTP-U echo rides on the outer UDP header (never a G-PDU).
     if kinds & Kind::GtpEcho.bit() != 0 && !m.has(flags::GPDU) && m.proto == 17 && m.has(flags::L4)
     {
-        let l4 = usize::from(m.l4_off);
-        let (sp, dp) = (be16(d, l4), be16(d, l4 + 2));
-        if sp == Some(2152) || dp == Some(2152) {
-            let g = l4 + 8;
-            let t = d.get(g + 1).copied();
-            if matches!(t, Some(1) | Some(2)) {
-                let (Some(fl), Some(seq)) = (d.get(g).copied(), be16(d, g + 8)) else {
-                    return Err(Skip::TruncatedGtp);
-                };
-                if fl & 0x02 == 0 {
-                    // No sequence number: nothing pairs the echo (TS 29.281 section 7.2.1
-                    // requires one).
-                    return Err(Skip::TruncatedGtp);
-                }
-                let (s, t2, _) = addrs(d, usize::from(m.l3_off), m.has(flags::OUTER_V6))
-                    .ok_or(Skip::TruncatedGtp)?;
-                let request = t == Some(1);
-                let (rq, rs) = if request { (s, t2) } else { (t2, s) };
-                out.push(Role {
-                    kind: Kind::GtpEcho,
-                    request,
-                    id: pair_id(Kind::GtpEcho, rq, rs, 2152, u64::from(seq)),
-                    ports: [2152, 2152],
-                });
-                return Ok(out);
-            }
+        if let Some(r) = gtp_echo(d, m)? {
+            f(r);
+            return Ok(1);
         }
     }
     let (l3, l4, v6) = (
@@ -273,63 +274,118 @@ pub fn roles(d: &[u8], m: &PacketMeta, kinds: u8) -> Result<Roles, Skip> {
     );
     match m.proto {
         6 if kinds & (Kind::TcpHandshake.bit() | Kind::TcpData.bit()) != 0 => {
-            tcp(d, l3, l4, v6, m, kinds, &mut out)?
+            tcp(d, l3, l4, v6, m, kinds, f)
         }
         17 if kinds & Kind::Dns.bit() != 0 && m.has(flags::L4) => {
-            let (sp, dp) = (be16(d, l4).unwrap_or(0), be16(d, l4 + 2).unwrap_or(0));
-            if sp != 53 && dp != 53 {
-                return Err(Skip::Other);
-            }
-            let (s, t, end) = addrs(d, l3, v6).ok_or(Skip::TruncatedDns)?;
-            let dns = l4 + 8;
-            if end.min(d.len()) < dns + 12 {
-                return Err(Skip::TruncatedDns);
-            }
-            let (Some(dns_id), Some(&fl)) = (be16(d, dns), d.get(dns + 2)) else {
-                return Err(Skip::TruncatedDns);
-            };
-            let qr = fl & 0x80 != 0;
-            let (request, (rq, rs), ports) = match (qr, dp == 53, sp == 53) {
-                (false, true, _) => (true, (s, t), u32::from(sp) << 16 | u32::from(dp)),
-                (true, _, true) => (false, (t, s), u32::from(dp) << 16 | u32::from(sp)),
-                _ => return Err(Skip::Other),
-            };
-            out.push(Role {
-                kind: Kind::Dns,
-                request,
-                id: pair_id(Kind::Dns, rq, rs, ports, u64::from(dns_id)),
-                ports: [sp, dp],
-            });
+            f(dns(d, l3, l4, v6)?);
+            Ok(1)
         }
         1 | 58 if kinds & Kind::IcmpEcho.bit() != 0 && m.has(flags::L4) => {
-            let ty = d.get(l4).copied().unwrap_or(255);
-            let request = match (m.proto, ty) {
-                (1, 8) | (58, 128) => true,
-                (1, 0) | (58, 129) => false,
-                _ => return Err(Skip::Other),
-            };
-            let (s, t, end) = addrs(d, l3, v6).ok_or(Skip::TruncatedIcmp)?;
-            if end.min(d.len()) < l4 + 8 {
-                return Err(Skip::TruncatedIcmp);
-            }
-            let (Some(ident), Some(seq)) = (be16(d, l4 + 4), be16(d, l4 + 6)) else {
-                return Err(Skip::TruncatedIcmp);
-            };
-            let (rq, rs) = if request { (s, t) } else { (t, s) };
-            out.push(Role {
-                kind: Kind::IcmpEcho,
-                request,
-                id: pair_id(Kind::IcmpEcho, rq, rs, u32::from(ident), u64::from(seq)),
-                ports: [0, 0],
-            });
+            f(icmp(d, l3, l4, v6, m.proto)?);
+            Ok(1)
         }
+        _ => Err(Skip::Other),
+    }
+}
+
+/// A GTP-U Echo Request or Response on the outer UDP header, if the packet is one.
+#[inline]
+fn gtp_echo(d: &[u8], m: &PacketMeta) -> Result<Option<Role>, Skip> {
+    let l4 = usize::from(m.l4_off);
+    let (sp, dp) = (be16(d, l4), be16(d, l4 + 2));
+    if sp != Some(2152) && dp != Some(2152) {
+        return Ok(None);
+    }
+    let g = l4 + 8;
+    let t = d.get(g + 1).copied();
+    if !matches!(t, Some(1) | Some(2)) {
+        return Ok(None);
+    }
+    let (Some(fl), Some(seq)) = (d.get(g).copied(), be16(d, g + 8)) else {
+        return Err(Skip::TruncatedGtp);
+    };
+    if fl & 0x02 == 0 {
+        // No sequence number: nothing pairs the echo (TS 29.281 section 7.2.1 requires one).
+        return Err(Skip::TruncatedGtp);
+    }
+    let (s, t2, _) =
+        addrs(d, usize::from(m.l3_off), m.has(flags::OUTER_V6)).ok_or(Skip::TruncatedGtp)?;
+    let request = t == Some(1);
+    let (rq, rs) = if request { (s, t2) } else { (t2, s) };
+    Ok(Some(Role {
+        kind: Kind::GtpEcho,
+        request,
+        id: pair_id(Kind::GtpEcho, rq, rs, 2152, u64::from(seq)),
+        ports: [2152, 2152],
+    }))
+}
+
+/// A DNS query or response (UDP to or from port 53).
+#[inline(always)]
+fn dns(d: &[u8], l3: usize, l4: usize, v6: bool) -> Result<Role, Skip> {
+    // The UDP header and the DNS header's ID and flags in one bounds check.
+    let Some(h) = d
+        .get(l4..l4 + 11)
+        .and_then(|h| <&[u8; 11]>::try_from(h).ok())
+    else {
+        // Ports cut short read as 0 (not DNS); a DNS header cut short is named below.
+        let (sp, dp) = (be16(d, l4).unwrap_or(0), be16(d, l4 + 2).unwrap_or(0));
+        return Err(if sp != 53 && dp != 53 {
+            Skip::Other
+        } else {
+            Skip::TruncatedDns
+        });
+    };
+    let (sp, dp) = (
+        u16::from_be_bytes([h[0], h[1]]),
+        u16::from_be_bytes([h[2], h[3]]),
+    );
+    if sp != 53 && dp != 53 {
+        return Err(Skip::Other);
+    }
+    let (s, t, end) = addrs(d, l3, v6).ok_or(Skip::TruncatedDns)?;
+    let dns = l4 + 8;
+    if end.min(d.len()) < dns + 12 {
+        return Err(Skip::TruncatedDns);
+    }
+    let (dns_id, fl) = (u16::from_be_bytes([h[8], h[9]]), h[10]);
+    let qr = fl & 0x80 != 0;
+    let (request, (rq, rs), ports) = match (qr, dp == 53, sp == 53) {
+        (false, true, _) => (true, (s, t), u32::from(sp) << 16 | u32::from(dp)),
+        (true, _, true) => (false, (t, s), u32::from(dp) << 16 | u32::from(sp)),
         _ => return Err(Skip::Other),
+    };
+    Ok(Role {
+        kind: Kind::Dns,
+        request,
+        id: pair_id(Kind::Dns, rq, rs, ports, u64::from(dns_id)),
+        ports: [sp, dp],
+    })
+}
+
+/// An ICMP or ICMPv6 echo request or reply.
+#[inline]
+fn icmp(d: &[u8], l3: usize, l4: usize, v6: bool, proto: u8) -> Result<Role, Skip> {
+    let ty = d.get(l4).copied().unwrap_or(255);
+    let request = match (proto, ty) {
+        (1, 8) | (58, 128) => true,
+        (1, 0) | (58, 129) => false,
+        _ => return Err(Skip::Other),
+    };
+    let (s, t, end) = addrs(d, l3, v6).ok_or(Skip::TruncatedIcmp)?;
+    if end.min(d.len()) < l4 + 8 {
+        return Err(Skip::TruncatedIcmp);
     }
-    if out.is_empty() {
-        Err(Skip::Other)
-    } else {
-        Ok(out)
-    }
+    let (Some(ident), Some(seq)) = (be16(d, l4 + 4), be16(d, l4 + 6)) else {
+        return Err(Skip::TruncatedIcmp);
+    };
+    let (rq, rs) = if request { (s, t) } else { (t, s) };
+    Ok(Role {
+        kind: Kind::IcmpEcho,
+        request,
+        id: pair_id(Kind::IcmpEcho, rq, rs, u32::from(ident), u64::from(seq)),
+        ports: [0, 0],
+    })
 }
 
 fn tcp(
@@ -339,8 +395,8 @@ fn tcp(
     v6: bool,
     m: &PacketMeta,
     kinds: u8,
-    out: &mut Roles,
-) -> Result<(), Skip> {
+    mut f: impl FnMut(Role),
+) -> Result<u32, Skip> {
     if !m.has(flags::L4) {
         return Err(Skip::TruncatedTcp);
     }
@@ -368,41 +424,45 @@ fn tcp(
     );
     let fwd = u32::from(sp) << 16 | u32::from(dp);
     let rev = u32::from(dp) << 16 | u32::from(sp);
+    let mut n = 0;
     if kinds & Kind::TcpHandshake.bit() != 0 && syn && !rst {
         let (request, rq, rs, ports, key) = if ackf {
             (false, t, s, rev, ack)
         } else {
             (true, s, t, fwd, seq.wrapping_add(1))
         };
-        out.push(Role {
+        f(Role {
             kind: Kind::TcpHandshake,
             request,
             id: pair_id(Kind::TcpHandshake, rq, rs, ports, u64::from(key)),
             ports: [sp, dp],
         });
+        n += 1;
     }
     if kinds & Kind::TcpData.bit() != 0 && !rst {
         let advance = payload + u32::from(syn) + u32::from(fin);
         // A SYN without ACK opens the handshake: that is tcp_handshake's request.
         if advance > 0 && (ackf || !syn) {
             let key = seq.wrapping_add(advance);
-            out.push(Role {
+            f(Role {
                 kind: Kind::TcpData,
                 request: true,
                 id: pair_id(Kind::TcpData, s, t, fwd, u64::from(key)),
                 ports: [sp, dp],
             });
+            n += 1;
         }
         if ackf && !syn {
-            out.push(Role {
+            f(Role {
                 kind: Kind::TcpData,
                 request: false,
                 id: pair_id(Kind::TcpData, t, s, rev, u64::from(ack)),
                 ports: [sp, dp],
             });
+            n += 1;
         }
     }
-    Ok(())
+    Ok(n)
 }
 
 #[cfg(test)]

@@ -67,7 +67,26 @@ pub struct Keyed {
 impl Keyed {
     #[inline]
     pub const fn new(id: u64, seed: u64) -> Keyed {
-        let h = fmix64(id ^ seed);
+        Keyed::from_head(Keyed::head(id, seed))
+    }
+
+    /// The first half of [`new`](Self::new): one finaliser, whose low 32 bits are the coin
+    /// ([`coin_of`](Self::coin_of)). A table decides entry on it before paying for the slot's
+    /// independent value (most requests do not enter when `p` is small).
+    #[inline]
+    pub const fn head(id: u64, seed: u64) -> u64 {
+        fmix64(id ^ seed)
+    }
+
+    /// The coin of a [`head`](Self::head).
+    #[inline]
+    pub const fn coin_of(h: u64) -> u32 {
+        h as u32
+    }
+
+    /// The rest of [`new`](Self::new) from its [`head`](Self::head).
+    #[inline]
+    pub const fn from_head(h: u64) -> Keyed {
         let g = fmix64(h ^ 0x9e37_79b9_7f4a_7c15);
         let s = (h >> 32) as u32;
         Keyed {

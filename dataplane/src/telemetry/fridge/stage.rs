@@ -14,13 +14,13 @@
 
 use super::hist::LogHist;
 use super::kernel::{FridgeSet, FridgeSpec, SpecError};
-use super::matcher::{addr_key, outer_addrs, roles, Kind, Skip};
+use super::matcher::{addr_key, each_role, outer_addrs, Kind, Role, Skip};
 use super::weight::XMode;
 use super::window::SlicePub;
 use crate::buffer::PacketBuf;
 use crate::io::PortId;
-use crate::meta::Direction;
-use crate::runtime::{Batch, Context, Disposition, Stage};
+use crate::meta::{Direction, PacketMeta};
+use crate::runtime::{Action, Batch, Context, Disposition, Stage};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -157,9 +157,24 @@ struct SliceRt {
     total: Vec<LogHist>,
 }
 
+/// Where a role of one kind and vantage goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// No slice takes it.
+    None,
+    /// Slice `i`, the first of its kind and vantage, with no filter.
+    Direct(u16),
+    /// Scan the slices in file order (the first candidate has a filter).
+    Scan,
+}
+
 /// A worker's fridge stage.
 pub struct FridgeStage {
     slices: Vec<SliceRt>,
+    /// Per kind and vantage (`[Kind as usize][Vantage::N6 = 0, N3 = 1]`): the first slice
+    /// of that kind and vantage, when it has no filter (QFI, ports, peers), so it takes every
+    /// such role: [`Route::Direct`] skips the scan of [`observe`](Self::observe).
+    route: [[Route; 2]; 5],
     kinds: u8,
     /// Some slice is keyed by GTP-U peer.
     peer_slices: bool,
@@ -222,8 +237,20 @@ impl FridgeStage {
         for &p in &spec.uplink_ports {
             uplink[usize::from(p)] = true;
         }
+        let mut route = [[Route::None; 2]; 5];
+        for (i, sl) in spec.slices.iter().enumerate() {
+            let r = &mut route[sl.kind as usize][sl.vantage as usize];
+            if *r == Route::None {
+                let plain = sl.qfi.is_empty() && sl.ports.is_empty() && sl.peers.is_empty();
+                *r = match u16::try_from(i) {
+                    Ok(i) if plain => Route::Direct(i),
+                    _ => Route::Scan,
+                };
+            }
+        }
         Ok(FridgeStage {
             peer_slices: spec.slices.iter().any(|s| !s.peers.is_empty()),
+            route,
             slices,
             kinds,
             window_ns: spec.window_ns.max(1),
@@ -284,72 +311,98 @@ impl FridgeStage {
     }
 
     /// One packet (its bytes, metadata and rx port) at `now_ns`.
-    #[inline]
+    #[inline(always)]
     pub fn observe(&mut self, data: &[u8], m: &crate::meta::PacketMeta, rx: PortId, now_ns: u64) {
-        let r = match roles(data, m, self.kinds) {
-            Ok(r) => r,
-            Err(s) => {
-                self.skips[s as usize] += 1;
-                return;
-            }
-        };
-        let uplink = match m.direction() {
+        let uplink = self.uplink(m, rx);
+        let kinds = self.kinds;
+        match each_role(data, m, kinds, |role| {
+            self.role(role, uplink, data, m, now_ns)
+        }) {
+            Ok(0) => self.skips[Skip::Other as usize] += 1,
+            Ok(_) => {}
+            Err(s) => self.skips[s as usize] += 1,
+        }
+    }
+
+    /// Whether the packet went uplink: the UPF's direction, else its rx port's.
+    #[inline(always)]
+    fn uplink(&self, m: &PacketMeta, rx: PortId) -> bool {
+        match m.direction() {
             Direction::Uplink => true,
             Direction::Downlink => false,
             Direction::Unknown => self.uplink.get(usize::from(rx)).copied().unwrap_or(false),
+        }
+    }
+
+    /// One role of a packet: to its slice's fridges.
+    #[inline(always)]
+    fn role(&mut self, role: Role, uplink: bool, data: &[u8], m: &PacketMeta, now_ns: u64) {
+        // N6: requests go up, responses come down; N3 the other way.
+        let vantage = if role.request == uplink {
+            Vantage::N6
+        } else {
+            Vantage::N3
         };
-        for role in r.iter() {
-            // The echo's peers, read only when a slice is keyed by them.
-            let peers = if role.kind == Kind::GtpEcho && self.peer_slices {
-                outer_addrs(data, m)
-            } else {
-                None
-            };
-            // N6: requests go up, responses come down; N3 the other way.
-            let vantage = if role.request == uplink {
-                Vantage::N6
-            } else {
-                Vantage::N3
-            };
-            let bit = role.kind.bit();
-            let hit = self.slices.iter_mut().enumerate().find(|(_, s)| {
-                s.kind_bit == bit
-                    && s.vantage == vantage
-                    && (s.any_qfi || s.qfi & (1u64 << (m.qfi & 63)) != 0)
-                    && (s.ports.is_empty() || s.ports.iter().any(|p| role.ports.contains(p)))
-                    && (s.peers.is_empty()
-                        || peers.is_some_and(|(a, b)| s.peers.contains(&a) || s.peers.contains(&b)))
-            });
-            let Some((slice, s)) = hit else {
+        let slice = match self.route[role.kind as usize][vantage as usize] {
+            Route::Direct(i) => usize::from(i),
+            Route::None => {
                 self.unsliced += 1;
-                continue;
-            };
-            self.dirty = true;
-            if role.request {
-                s.set.request(role.id, now_ns);
-            } else if let Some(x) = s.set.response(role.id, now_ns) {
-                let k = usize::from(x.fridge);
-                s.hists[k].add(x.delay_ns, x.weight);
-                s.total[k].add(x.delay_ns, x.weight);
-                if let Some(ring) = &mut self.raw {
-                    let r = RawSample {
-                        at_ns: now_ns,
-                        delay_ns: x.delay_ns,
-                        x: x.x,
-                        weight: x.weight,
-                        slice: slice as u16,
-                        fridge: x.fridge,
-                    };
-                    if ring.push(r).is_err() {
-                        // Only this worker writes it: a plain store, on the drop path only.
-                        self.raw_dropped += 1;
-                        self.publ
-                            .raw_dropped
-                            .store(self.raw_dropped, Ordering::Relaxed);
-                    }
+                return;
+            }
+            Route::Scan => match self.scan(role, vantage, data, m) {
+                Some(i) => i,
+                None => {
+                    self.unsliced += 1;
+                    return;
+                }
+            },
+        };
+        self.dirty = true;
+        let s = &mut self.slices[slice];
+        if role.request {
+            s.set.request(role.id, now_ns);
+        } else if let Some(x) = s.set.response(role.id, now_ns) {
+            let k = usize::from(x.fridge);
+            s.hists[k].add(x.delay_ns, x.weight);
+            s.total[k].add(x.delay_ns, x.weight);
+            if let Some(ring) = &mut self.raw {
+                let r = RawSample {
+                    at_ns: now_ns,
+                    delay_ns: x.delay_ns,
+                    x: x.x,
+                    weight: x.weight,
+                    slice: slice as u16,
+                    fridge: x.fridge,
+                };
+                if ring.push(r).is_err() {
+                    // Only this worker writes it: a plain store, on the drop path only.
+                    self.raw_dropped += 1;
+                    self.publ
+                        .raw_dropped
+                        .store(self.raw_dropped, Ordering::Relaxed);
                 }
             }
         }
+    }
+
+    /// The first slice, in file order, whose kind, vantage, QFI, ports and peers take `role`.
+    #[cold]
+    fn scan(&self, role: Role, vantage: Vantage, data: &[u8], m: &PacketMeta) -> Option<usize> {
+        // The echo's peers, read only when a slice is keyed by them.
+        let peers = if role.kind == Kind::GtpEcho && self.peer_slices {
+            outer_addrs(data, m)
+        } else {
+            None
+        };
+        let bit = role.kind.bit();
+        self.slices.iter().position(|s| {
+            s.kind_bit == bit
+                && s.vantage == vantage
+                && (s.any_qfi || s.qfi & (1u64 << (m.qfi & 63)) != 0)
+                && (s.ports.is_empty() || s.ports.iter().any(|p| role.ports.contains(p)))
+                && (s.peers.is_empty()
+                    || peers.is_some_and(|(a, b)| s.peers.contains(&a) || s.peers.contains(&b)))
+        })
     }
 }
 
@@ -358,15 +411,28 @@ impl<B: PacketBuf> Stage<B> for FridgeStage {
         "fridge"
     }
 
+    /// Observes every packet about to be sent (`Tx`, any port) and every packet still
+    /// `Continue` (what a scope such as `OnEgress` hands it), and changes no disposition:
+    /// placed after the main stage it sees what `OnEgress` over every port would give it,
+    /// without rewriting dispositions to hide and restore the others.
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
         let now = cx.now_ns();
         self.roll(now);
         let rx = batch.rx_port;
-        batch.for_each_active(|p| {
-            let m = *p.pkt_meta();
-            self.observe(p.data(), &m, rx, now);
-            Disposition::CONTINUE
-        });
+        let seen = |d: Disposition| d.is_continue() || matches!(d.action(), Action::Tx(_));
+        if let Some(u) = batch.uniform() {
+            if seen(u) {
+                for p in batch.pkts.iter() {
+                    self.observe(p.data(), p.pkt_meta(), rx, now);
+                }
+            }
+            return;
+        }
+        for (i, p) in batch.pkts.iter().enumerate() {
+            if seen(batch.disposition(i)) {
+                self.observe(p.data(), p.pkt_meta(), rx, now);
+            }
+        }
     }
 
     /// No traffic: let the control thread see the totals so far.

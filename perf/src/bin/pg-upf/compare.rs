@@ -46,7 +46,7 @@ pub(crate) fn fridge_mode(a: &Args) {
     }
     let result = serde_json::json!({
         "what": "UPF + fridge stage vs UPF alone, net_ring0 <-> net_ring1, one core, alternating rounds",
-        "fridge": "after the Upf stage on every packet sent (OnEgress over both ports): slices dns (N6, M=4096, p=1/16; the uplink frames are DNS queries to port 53) and tcp_handshake (no TCP in the traffic)",
+        "fridge": "after the Upf stage on every packet sent (as the daemon places it: the stage observes every Tx packet): slices dns (N6, M=4096, p=1/16; the uplink frames are DNS queries to port 53) and tcp_handshake (no TCP in the traffic)",
         "goal_ratio": 0.9,
         "rounds": a.rounds,
         "seconds_per_round": a.seconds,

@@ -27,7 +27,6 @@ mod stage;
 use clap::Parser;
 use peregrine_dataplane::classify::Classify;
 use peregrine_dataplane::io::dpdk::DpdkBackend;
-use peregrine_dataplane::runtime::OnEgress;
 use peregrine_dataplane::runtime::{
     self, Batch, Context, Disposition, Pipeline, Publisher, Reasons, Stage,
 };
@@ -430,8 +429,7 @@ fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
             // As the daemon places the fridge: after the main stage, on every packet sent.
             let fridge = |w: usize| -> Box<dyn Stage<_>> {
                 let publ = Arc::new(WorkerPub::new(&fridge_spec));
-                let st = FridgeStage::new(&fridge_spec, w, publ).expect("valid spec");
-                Box::new(OnEgress::new(&[0, 1], st))
+                Box::new(FridgeStage::new(&fridge_spec, w, publ).expect("valid spec"))
             };
             if !daemon {
                 stages.push(Box::new(upf));

@@ -11,10 +11,15 @@
 //! ```
 //!
 //! Instructions per packet = collected Ir / (batches x 32).
+//!
+//! `--stage ul+fridge,64,10000` adds the fridge stage after the UPF as `--fridge` and the
+//! daemon place it (`fridge_spec`); collect on `<FridgeStage as Stage<B>>::process` as well
+//! to count both stages.
 
-use super::{compiled, frames, parse_case, upf_config, Dir, PORT_MACS};
+use super::{compiled, frames, fridge_spec, parse_case, upf_config, Dir, PORT_MACS};
 use peregrine_dataplane::buffer::OwnedBuf;
-use peregrine_dataplane::runtime::{Action, Batch, Context, Disposition, Pipeline, Reasons};
+use peregrine_dataplane::runtime::{Action, Batch, Context, Disposition, Pipeline, Reasons, Stage};
+use peregrine_dataplane::telemetry::fridge::stage::{FridgeStage, WorkerPub};
 use peregrine_dataplane::upf::{Upf, UpfStats};
 use peregrine_perf::harness::fail;
 use peregrine_testkit::upf as upf_support;
@@ -41,7 +46,19 @@ pub fn stage_mode(case: &str, batches: usize) {
         stats,
         &mut reasons,
     );
-    let mut pipe: Pipeline<OwnedBuf> = Pipeline::new(vec![Box::new(upf)]);
+    let mut stages: Vec<Box<dyn Stage<OwnedBuf>>> = vec![Box::new(upf)];
+    if case
+        .split(',')
+        .next()
+        .is_some_and(|d| d.ends_with("+fridge"))
+    {
+        let spec = fridge_spec();
+        let publ = Arc::new(WorkerPub::new(&spec));
+        stages.push(Box::new(
+            FridgeStage::new(&spec, 0, publ).expect("valid spec"),
+        ));
+    }
+    let mut pipe: Pipeline<OwnedBuf> = Pipeline::new(stages);
     let mut batch: Batch<OwnedBuf> = Batch::new();
     batch.rx_port = if dir == Dir::Ul { 0 } else { 1 };
     let mut bufs: Vec<OwnedBuf> = (0..BATCH)
