@@ -3,23 +3,24 @@
 //!
 //! ```text
 //!  gnb netns (UE on TUN, gNB)  =  UPF (peregrine, kind upf)  =  hop (peregrine, kind impair)  =  dn netns
-//!                                 N6 vantage: SYN out, SYN-ACK back   100 ms each way
+//!                                 N6 vantage: SYN out, SYN-ACK back   125 ms each way
 //! ```
 //!
 //! Both daemons run on DPDK `net_af_packet` ports over veths (`testkit::tcp_rig` with
-//! `dn_impair`). The hop delays every frame 100 ms towards the data network and 100 ms back,
-//! so each handshake the UE opens takes 200 ms more between the SYN leaving the UPF's N6 and
+//! `dn_impair`). The hop delays every frame 125 ms towards the data network and 125 ms back,
+//! so each handshake the UE opens takes 250 ms more between the SYN leaving the UPF's N6 and
 //! the SYN-ACK coming back: the `tcp_handshake` slice at the N6 vantage must report a median
-//! within 10 % of the configured 200 ms.
+//! within 10 % of the configured 250 ms.
 //!
 //! What else is in that median is the wired leg: four veth crossings, the hop's af_packet
 //! rx/tx and polling, and the DN kernel's SYN-ACK turnaround (0.2 ms in `fridge_live`, where
 //! the same N6 slice sees only that leg), plus how late each poll-mode process and kernel
-//! runs under load: 10-14 ms on the shared 2-core VM with two busy-polling daemons, whatever
-//! the delay (at 15 ms each way the median was 34-46 % above 30 ms), which is why the delay
-//! is 100 ms each way (docs/fridge.md has the runs). The test bounds it from both sides,
+//! runs under load: 10-19 ms on the shared 2-core VM with two busy-polling daemons (load
+//! average 4.8-6.3), whatever the delay (at 15 ms each way the median was 34-46 % above
+//! 30 ms), which is why the delay is 125 ms each way, a 25 ms band (docs/fridge.md has the
+//! runs). The test bounds it from both sides,
 //! pair by pair:
-//! - below: every pair took at least 200 ms less two wheel slots (the egress wheel releases a
+//! - below: every pair took at least 250 ms less two wheel slots (the egress wheel releases a
 //!   packet up to one 32.8 us slot early, each way);
 //! - above: at most the UE's own `connect` time (the UPF sees the SYN leave after the UE
 //!   sent it and the SYN-ACK arrive before the UE gets it);
@@ -37,7 +38,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The hop's one-way delay, each way.
-const ONE_WAY: Duration = Duration::from_millis(100);
+const ONE_WAY: Duration = Duration::from_millis(125);
 const HANDSHAKES: usize = 60;
 /// A median read from the histogram is within one bin (1/64) of the samples' median.
 const BIN: f64 = 1.02;

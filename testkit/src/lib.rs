@@ -17,7 +17,8 @@
 //! * `gnb`, `tcp_rig` (feature `gnb`): a GTP-U gNB on a TUN device carrying kernel traffic, and
 //!   kernel TCP / UDP through the real daemon in network namespaces;
 //! * `impair` (feature `dataplane`): link impairments (loss, rate, delay, jitter) as a model
-//!   and as a pipeline stage, for experiments and tests;
+//!   and as a pipeline stage, re-exported from the dataplane (`stages::impair`), where the
+//!   daemon's `impair` pipeline kind takes them from;
 //! * [`intnet`]: `peregrine run` processes as INT nodes in network namespaces (veths, end
 //!   hosts, configs, daemons, senders, report watchers), and [`codesign_emu`], the sketch-INT
 //!   co-design emulation on them.

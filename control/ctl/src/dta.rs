@@ -43,6 +43,36 @@ enum Query {
     },
     /// Postcarding: the key's path, validity-decoded (raw words in raw mode).
     Path { key: u32 },
+    /// Key-Increment of a session key the reporter's `[dta.kestrel]` feed counts: the key
+    /// is computed from (direction, TEID, QFI) as the reporter does.
+    KiSession {
+        /// `ul` (uplink) or `dl` (downlink).
+        #[arg(long)]
+        dir: String,
+        /// TEID, decimal or 0x-hex.
+        #[arg(long, value_parser = parse_u32)]
+        teid: u32,
+        #[arg(long)]
+        qfi: u8,
+        /// Counters to read: the feed's redundancy (default: the region's maximum).
+        #[arg(long)]
+        n: Option<u32>,
+    },
+    /// Postcarding path of an INT flow the reporter's `[dta.int]` feed reports: the key is
+    /// computed from the flow's 5-tuple as the reporter does (IPv4 as mapped IPv6).
+    IntPath {
+        #[arg(long)]
+        src: std::net::IpAddr,
+        #[arg(long)]
+        dst: std::net::IpAddr,
+        /// IP protocol number (17 UDP, 6 TCP).
+        #[arg(long)]
+        proto: u8,
+        #[arg(long, default_value_t = 0)]
+        sport: u16,
+        #[arg(long, default_value_t = 0)]
+        dport: u16,
+    },
     /// Append: follow a list, printing entries as JSON lines.
     Follow {
         list: u32,
@@ -56,6 +86,21 @@ enum Query {
         #[arg(long, default_value_t = 1000)]
         idle_ms: u64,
     },
+}
+
+fn parse_u32(s: &str) -> Result<u32, String> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u32::from_str_radix(h, 16),
+        None => s.parse(),
+    }
+    .map_err(|e| format!("`{s}`: {e}"))
+}
+
+fn v6(a: std::net::IpAddr) -> std::net::Ipv6Addr {
+    match a {
+        std::net::IpAddr::V4(v) => v.to_ipv6_mapped(),
+        std::net::IpAddr::V6(v) => v,
+    }
 }
 
 /// Exit code and message of a failed query.
@@ -79,6 +124,34 @@ pub fn run(cmd: &DtaCmd) -> Result<(), Failure> {
             json!({"key": key, "counter": c.key_increment(*key, *n).map_err(q)?})
         }
         Query::Path { key } => json!({"key": key, "answer": c.path(*key).map_err(q)?}),
+        Query::KiSession { dir, teid, qfi, n } => {
+            let d = match dir.as_str() {
+                "ul" => 0,
+                "dl" => 1,
+                o => return Err((1, format!("--dir `{o}`: expected `ul` or `dl`"))),
+            };
+            let key = peregrine_control::dta::feeds::kestrel_key(d, *teid, *qfi);
+            json!({"dir": dir, "teid": teid, "qfi": qfi, "key": key,
+                   "counter": c.key_increment(key, *n).map_err(q)?})
+        }
+        Query::IntPath {
+            src,
+            dst,
+            proto,
+            sport,
+            dport,
+        } => {
+            let key =
+                peregrine_control::dta::feeds::int_flow_key(&peregrine_int::report::IntReport {
+                    src: v6(*src),
+                    dst: v6(*dst),
+                    proto: *proto,
+                    sport: *sport,
+                    dport: *dport,
+                    ..Default::default()
+                });
+            json!({"key": key, "answer": c.path(key).map_err(q)?})
+        }
         Query::Follow {
             list,
             from_start,

@@ -9,8 +9,8 @@
 //! `peregrinectl codesign collect` merges INT reports with the co-design gate's exports into
 //! per-flow records (module `codesign`, docs/codesign.md "Merge").
 //!
-//! `peregrinectl dta --region FILE info|kw|ki|path|follow` queries a DTA collector region
-//! (module `dta`), printing JSON.
+//! `peregrinectl dta --region FILE info|kw|ki|path|follow|ki-session|int-path` queries a DTA
+//! collector region (module `dta`), printing JSON.
 //!
 //! Exit codes: 0 success, 1 the manager answered with an error, 2 bad usage, 3 transport error
 //! or timeout.

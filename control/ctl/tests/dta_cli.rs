@@ -131,3 +131,95 @@ fn queries_print_json_and_bad_regions_fail_cleanly() {
     assert_eq!(c, 3);
     assert!(err.contains("/nonexistent/region"), "{err}");
 }
+
+#[test]
+fn session_and_int_flow_queries_compute_the_reporters_keys() {
+    use peregrine_control::dta::feeds::{int_flow_key, kestrel_key};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("region");
+    let region = Arc::new(Region::create(&path, Sizes::default()).unwrap());
+    let mut t = Translator::new(Store::new(region), Config::default());
+    t.handle(&report(Primitive::KeyIncrement {
+        redundancy: 2,
+        key: kestrel_key(1, 0x0200_0001, 9),
+        counter: 60,
+    }))
+    .unwrap();
+    let flow = peregrine_int::report::IntReport {
+        src: std::net::Ipv4Addr::new(10, 1, 0, 1).to_ipv6_mapped(),
+        dst: "fd00:2::1".parse().unwrap(),
+        proto: 17,
+        sport: 4000,
+        dport: 5000,
+        ..Default::default()
+    };
+    for (hop, data) in [(0u8, 1u32), (1, 3)] {
+        t.handle(&report(Primitive::Postcard {
+            key: int_flow_key(&flow),
+            hop,
+            data,
+        }))
+        .unwrap();
+    }
+    t.flush();
+    let r = path.to_str().unwrap();
+    let args = ["dta", "--region", r, "ki-session", "--dir", "dl"];
+    let (c, out, err) = ctl(&[
+        &args[..],
+        &["--teid", "0x2000001", "--qfi", "9", "--n", "2"],
+    ]
+    .concat());
+    assert_eq!(c, 0, "{err}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["counter"], 60);
+    // The other direction is another key.
+    let (_, out, _) = ctl(&[
+        "dta",
+        "--region",
+        r,
+        "ki-session",
+        "--dir",
+        "ul",
+        "--teid",
+        "33554433",
+        "--qfi",
+        "9",
+        "--n",
+        "2",
+    ]);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["counter"], 0);
+    let (c, _, err) = ctl(&[
+        "dta",
+        "--region",
+        r,
+        "ki-session",
+        "--dir",
+        "up",
+        "--teid",
+        "1",
+        "--qfi",
+        "9",
+    ]);
+    assert_eq!(c, 1);
+    assert!(err.contains("--dir `up`"), "{err}");
+    let (c, out, err) = ctl(&[
+        "dta",
+        "--region",
+        r,
+        "int-path",
+        "--src",
+        "10.1.0.1",
+        "--dst",
+        "fd00:2::1",
+        "--proto",
+        "17",
+        "--sport",
+        "4000",
+        "--dport",
+        "5000",
+    ]);
+    assert_eq!(c, 0, "{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["answer"]["hops"],
+        serde_json::json!([1, 3])
+    );
+}

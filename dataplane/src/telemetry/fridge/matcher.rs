@@ -236,9 +236,22 @@ fn refused(d: &[u8]) -> Skip {
 /// The roles of one packet among the kinds in `kinds` (a mask of [`Kind::bit`]).
 pub fn roles(d: &[u8], m: &PacketMeta, kinds: u8) -> Result<Roles, Skip> {
     let mut out = Roles::default();
-    match each_role(d, m, kinds, |r| out.push(r))? {
+    match each_role(d, m, kinds, &mut out)? {
         0 => Err(Skip::Other),
         _ => Ok(out),
+    }
+}
+
+/// Where [`each_role`] hands the roles it finds. A trait rather than a closure so the
+/// stage's sink is inlined at every place a role is found (a closure is called).
+pub trait RoleSink {
+    fn role(&mut self, r: Role);
+}
+
+impl RoleSink for Roles {
+    #[inline]
+    fn role(&mut self, r: Role) {
+        self.push(r);
     }
 }
 
@@ -247,12 +260,7 @@ pub fn roles(d: &[u8], m: &PacketMeta, kinds: u8) -> Result<Roles, Skip> {
 /// the count of roles is returned (0: a packet of no role among `kinds`, [`Skip::Other`] to
 /// [`roles`]).
 #[inline(always)]
-pub fn each_role(
-    d: &[u8],
-    m: &PacketMeta,
-    kinds: u8,
-    mut f: impl FnMut(Role),
-) -> Result<u32, Skip> {
+pub fn each_role(d: &[u8], m: &PacketMeta, kinds: u8, f: &mut impl RoleSink) -> Result<u32, Skip> {
     if !m.is_classified() {
         return Err(refused(d));
     }
@@ -263,7 +271,7 @@ pub fn each_role(
     if kinds & Kind::GtpEcho.bit() != 0 && !m.has(flags::GPDU) && m.proto == 17 && m.has(flags::L4)
     {
         if let Some(r) = gtp_echo(d, m)? {
-            f(r);
+            f.role(r);
             return Ok(1);
         }
     }
@@ -277,11 +285,11 @@ pub fn each_role(
             tcp(d, l3, l4, v6, m, kinds, f)
         }
         17 if kinds & Kind::Dns.bit() != 0 && m.has(flags::L4) => {
-            f(dns(d, l3, l4, v6)?);
+            f.role(dns(d, l3, l4, v6)?);
             Ok(1)
         }
         1 | 58 if kinds & Kind::IcmpEcho.bit() != 0 && m.has(flags::L4) => {
-            f(icmp(d, l3, l4, v6, m.proto)?);
+            f.role(icmp(d, l3, l4, v6, m.proto)?);
             Ok(1)
         }
         _ => Err(Skip::Other),
@@ -395,7 +403,7 @@ fn tcp(
     v6: bool,
     m: &PacketMeta,
     kinds: u8,
-    mut f: impl FnMut(Role),
+    f: &mut impl RoleSink,
 ) -> Result<u32, Skip> {
     if !m.has(flags::L4) {
         return Err(Skip::TruncatedTcp);
@@ -431,7 +439,7 @@ fn tcp(
         } else {
             (true, s, t, fwd, seq.wrapping_add(1))
         };
-        f(Role {
+        f.role(Role {
             kind: Kind::TcpHandshake,
             request,
             id: pair_id(Kind::TcpHandshake, rq, rs, ports, u64::from(key)),
@@ -444,7 +452,7 @@ fn tcp(
         // A SYN without ACK opens the handshake: that is tcp_handshake's request.
         if advance > 0 && (ackf || !syn) {
             let key = seq.wrapping_add(advance);
-            f(Role {
+            f.role(Role {
                 kind: Kind::TcpData,
                 request: true,
                 id: pair_id(Kind::TcpData, s, t, fwd, u64::from(key)),
@@ -453,7 +461,7 @@ fn tcp(
             n += 1;
         }
         if ackf && !syn {
-            f(Role {
+            f.role(Role {
                 kind: Kind::TcpData,
                 request: false,
                 id: pair_id(Kind::TcpData, t, s, rev, u64::from(ack)),

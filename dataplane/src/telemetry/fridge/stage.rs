@@ -14,7 +14,7 @@
 
 use super::hist::LogHist;
 use super::kernel::{FridgeSet, FridgeSpec, SpecError};
-use super::matcher::{addr_key, each_role, outer_addrs, Kind, Role, Skip};
+use super::matcher::{addr_key, each_role, outer_addrs, Kind, Role, RoleSink, Skip};
 use super::weight::XMode;
 use super::window::SlicePub;
 use crate::buffer::PacketBuf;
@@ -155,6 +155,22 @@ struct SliceRt {
     hists: Vec<LogHist>,
     /// Since start (the window's samples included).
     total: Vec<LogHist>,
+}
+
+/// The stage as the matcher's [`RoleSink`] for one packet.
+struct Sink<'a> {
+    st: &'a mut FridgeStage,
+    uplink: bool,
+    data: &'a [u8],
+    m: &'a PacketMeta,
+    now_ns: u64,
+}
+
+impl RoleSink for Sink<'_> {
+    #[inline(always)]
+    fn role(&mut self, r: Role) {
+        self.st.role(r, self.uplink, self.data, self.m, self.now_ns);
+    }
 }
 
 /// Where a role of one kind and vantage goes.
@@ -315,9 +331,14 @@ impl FridgeStage {
     pub fn observe(&mut self, data: &[u8], m: &crate::meta::PacketMeta, rx: PortId, now_ns: u64) {
         let uplink = self.uplink(m, rx);
         let kinds = self.kinds;
-        match each_role(data, m, kinds, |role| {
-            self.role(role, uplink, data, m, now_ns)
-        }) {
+        let mut sink = Sink {
+            st: self,
+            uplink,
+            data,
+            m,
+            now_ns,
+        };
+        match each_role(data, m, kinds, &mut sink) {
             Ok(0) => self.skips[Skip::Other as usize] += 1,
             Ok(_) => {}
             Err(s) => self.skips[s as usize] += 1,
