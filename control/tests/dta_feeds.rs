@@ -113,17 +113,7 @@ kind = "upf"
 promiscuous = true
 
 {routes}
-[upf]
-node_id = "127.0.0.1"
-n3 = ["192.0.2.1"]
-n6 = ["198.51.100.254"]
-
-[upf.synthetic]
-sessions = 1
-seed = 1
-qfis = [9]
-gnbs = 1
-outer = "v4"
+{upf}
 
 [kestrel]
 window_ms = 100
@@ -161,6 +151,7 @@ list = 2
 encoding = "us"
 "#,
         routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
+        upf = peregrine_testkit::daemon::UPF_ONE_SESSION,
     );
     let summary = daemon::run(&parse(&cfg, d), &RunOptions::default()).expect("reporter run");
     let rs: DtaReporterStats = summary.feature("dta").expect("reporter summary");

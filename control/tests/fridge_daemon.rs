@@ -113,17 +113,7 @@ kind = "upf"
 promiscuous = true
 
 {routes}
-[upf]
-node_id = "127.0.0.1"
-n3 = ["192.0.2.1"]
-n6 = ["198.51.100.254"]
-
-[upf.synthetic]
-sessions = 1
-seed = 1
-qfis = [9]
-gnbs = 1
-outer = "v4"
+{upf}
 
 [fridge]
 window_ms = 1000
@@ -148,6 +138,7 @@ fridges = [{{ m = 4, p = 0.5 }}, {{ m = 4, p = 0.25 }}]
         b = d.join("n3b.pcap").display(),
         c = d.join("n6.pcap").display(),
         routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
+        upf = peregrine_testkit::daemon::UPF_ONE_SESSION,
     );
     let sum = run(d, &cfg);
     let f = &sum["fridge"];

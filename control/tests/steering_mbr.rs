@@ -71,17 +71,7 @@ prefix = "198.51.100.0/24"
 port = "n6"
 next_hop_mac = "02:00:00:00:06:01"
 
-[upf]
-node_id = "127.0.0.1"
-n3 = ["192.0.2.1"]
-n6 = ["198.51.100.254"]
-
-[upf.synthetic]
-sessions = 1
-seed = 1
-qfis = [9]
-gnbs = 1
-outer = "v4"
+{upf}
 mbr_kbps = {MBR_KBPS}
 
 # The policer this test was written for (10 ms bursts, red dropped); the default is now
@@ -91,7 +81,8 @@ mbr_enforcement = "policing"
 pbs = "10ms"
 cbs = "10ms"
 min_burst_bytes = 3200
-"#
+"#,
+        upf = peregrine_testkit::daemon::UPF_ONE_SESSION,
     );
     let bin = env!("CARGO_BIN_EXE_peregrine");
     daemon::run_to_end(bin, dir, &cfg, Duration::from_secs(60)).1

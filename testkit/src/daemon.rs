@@ -25,6 +25,23 @@ port = "n6"
 next_hop_mac = "02:00:00:00:06:01"
 "#;
 
+/// The UPF sections most one-session UPF daemon tests use (append to a config): node
+/// 127.0.0.1, N3 192.0.2.1, N6 198.51.100.254, one synthetic session (seed 1, QFI 9, one
+/// gNB, IPv4 outer header).
+pub const UPF_ONE_SESSION: &str = r#"
+[upf]
+node_id = "127.0.0.1"
+n3 = ["192.0.2.1"]
+n6 = ["198.51.100.254"]
+
+[upf.synthetic]
+sessions = 1
+seed = 1
+qfis = [9]
+gnbs = 1
+outer = "v4"
+"#;
+
 /// A daemon running in the background (`peregrine run --config dir/<name>.toml --summary-json
 /// dir/summary.json`), its stdout and stderr in `dir/daemon.log`; stopped with SIGTERM when
 /// dropped.
