@@ -19,7 +19,7 @@ use peregrine_control::dta::reporter::DtaReporterStats;
 use peregrine_control::kestrel::export::{read_file, Msg};
 use peregrine_dataplane::qos::QfiMap;
 use peregrine_rules::static_sessions::{synthetic, OuterMix, SyntheticParams};
-use peregrine_testkit::frames::ip_packet;
+use peregrine_testkit::frames::tcp_segment as tcp;
 use peregrine_testkit::pcap::{read_pcap, PcapWriter};
 use peregrine_testkit::upf as upf_support;
 use peregrine_wire::dta::Primitive;
@@ -28,15 +28,6 @@ use std::net::{IpAddr, Ipv4Addr};
 const COLLECTOR: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 51);
 const FLOWS: u32 = 60;
 const DELAY_NS: u64 = 30_000_000;
-
-fn tcp(src: IpAddr, dst: IpAddr, ports: (u16, u16), seq: u32, ack: u32, flags: u8) -> Vec<u8> {
-    let mut ip = ip_packet(src, dst, 6, ports, 0, 64);
-    ip[24..28].copy_from_slice(&seq.to_be_bytes());
-    ip[28..32].copy_from_slice(&ack.to_be_bytes());
-    ip[32] = 0x50;
-    ip[33] = flags;
-    ip
-}
 
 #[test]
 fn kestrel_counts_and_fridge_samples_reach_the_collector() {

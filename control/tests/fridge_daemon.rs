@@ -7,7 +7,7 @@
 
 use peregrine_rules::static_sessions::{synthetic, OuterMix, SyntheticParams};
 use peregrine_testkit::daemon;
-use peregrine_testkit::frames::ip_packet;
+use peregrine_testkit::frames::tcp_segment as tcp;
 use peregrine_testkit::pcap::PcapWriter;
 use peregrine_testkit::upf as upf_support;
 use std::net::IpAddr;
@@ -16,15 +16,6 @@ use std::time::Duration;
 
 const DELAY_NS: u64 = 30_000_000;
 const FLOWS: u32 = 300;
-
-fn tcp(src: IpAddr, dst: IpAddr, ports: (u16, u16), seq: u32, ack: u32, flags: u8) -> Vec<u8> {
-    let mut ip = ip_packet(src, dst, 6, ports, 0, 64);
-    ip[24..28].copy_from_slice(&seq.to_be_bytes());
-    ip[28..32].copy_from_slice(&ack.to_be_bytes());
-    ip[32] = 0x50;
-    ip[33] = flags;
-    ip
-}
 
 fn run(dir: &Path, cfg: &str) -> serde_json::Value {
     let bin = env!("CARGO_BIN_EXE_peregrine");

@@ -90,6 +90,26 @@ pub fn ip_packet(
     v
 }
 
+/// A TCP segment with no payload: [`ip_packet`]'s 20-byte TCP header with `seq`, `ack`, a
+/// data offset of 5 words and `flags` (RFC 9293 section 3.1; checksum left zero, as
+/// [`ip_packet`] leaves it).
+pub fn tcp_segment(
+    src: IpAddr,
+    dst: IpAddr,
+    ports: (u16, u16),
+    seq: u32,
+    ack: u32,
+    flags: u8,
+) -> Vec<u8> {
+    let mut ip = ip_packet(src, dst, ip_protocol::TCP, ports, 0, 64);
+    let hl = if src.is_ipv4() { 20 } else { 40 };
+    ip[hl + 4..hl + 8].copy_from_slice(&seq.to_be_bytes());
+    ip[hl + 8..hl + 12].copy_from_slice(&ack.to_be_bytes());
+    ip[hl + 12] = 5 << 4;
+    ip[hl + 13] = flags;
+    ip
+}
+
 pub fn udp4(src: Ipv4Addr, dst: Ipv4Addr, dport: u16, payload: usize) -> Vec<u8> {
     ip_packet(
         IpAddr::V4(src),
