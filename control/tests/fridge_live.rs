@@ -28,7 +28,7 @@
 //! missing, under `CI` it fails.
 
 use peregrine_control::fridge::{WindowReport, CBOR_VERSION};
-use peregrine_testkit::tcp_rig::{missing_prerequisite, Dir, Rig, RigConfig};
+use peregrine_testkit::tcp_rig::{median_ns as median, missing_prerequisite, Dir, Rig, RigConfig};
 use peregrine_testkit::tools::skip;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -96,12 +96,6 @@ fn subscribe(
 
 fn q50_of(s: &serde_json::Value) -> f64 {
     s["quantiles_ns"]["0.5"].as_f64().unwrap()
-}
-
-fn median(v: &[Duration]) -> f64 {
-    let mut ns: Vec<f64> = v.iter().map(|d| d.as_nanos() as f64).collect();
-    ns.sort_by(f64::total_cmp);
-    ns[ns.len() / 2]
 }
 
 #[test]

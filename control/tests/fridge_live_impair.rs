@@ -32,7 +32,7 @@
 //! Needs root, `ip netns`, ethtool and /dev/net/tun; outside CI it prints why and passes when
 //! they are missing, under `CI` it fails.
 
-use peregrine_testkit::tcp_rig::{missing_prerequisite, Dir, Rig, RigConfig};
+use peregrine_testkit::tcp_rig::{median_ns as median, missing_prerequisite, Dir, Rig, RigConfig};
 use peregrine_testkit::tools::skip;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -56,12 +56,6 @@ vantage = "n6"
 m = 1024
 p = 1.0
 "#;
-
-fn median(v: &[Duration]) -> f64 {
-    let mut ns: Vec<f64> = v.iter().map(|d| d.as_nanos() as f64).collect();
-    ns.sort_by(f64::total_cmp);
-    ns[ns.len() / 2]
-}
 
 #[test]
 fn n6_handshake_median_is_the_hops_delay() {

@@ -82,6 +82,14 @@ impl RigConfig {
     }
 }
 
+/// The median of measured durations in nanoseconds (the upper one of an even count; `v` not
+/// empty): what the live tests compare the fridge's quantiles with.
+pub fn median_ns(v: &[Duration]) -> f64 {
+    let mut ns: Vec<f64> = v.iter().map(|d| d.as_nanos() as f64).collect();
+    ns.sort_by(f64::total_cmp);
+    ns[ns.len() / 2]
+}
+
 /// Why the rig cannot be built on this machine (root, `ip netns`, ethtool, /dev/net/tun), or
 /// `None` when it can.
 pub fn missing_prerequisite() -> Option<&'static str> {
