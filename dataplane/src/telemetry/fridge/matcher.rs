@@ -314,7 +314,9 @@ pub fn single_role(
         usize::from(m.inner_l4_off),
         m.has(flags::INNER_V6),
     );
-    let r = match m.proto {
+    // Each arm hands its role over itself: merged, the roles' fields would meet in one
+    // variable and the kind would no longer be a constant where the stage routes it.
+    match m.proto {
         17 => {
             // GTP-U echo rides on the outer UDP header (never a G-PDU).
             if kinds & Kind::GtpEcho.bit() != 0 && !m.has(flags::GPDU) {
@@ -326,14 +328,16 @@ pub fn single_role(
             if kinds & Kind::Dns.bit() == 0 {
                 return Err(Skip::Other);
             }
-            dns(d, l3, l4, v6)?
+            f.role(dns(d, l3, l4, v6)?);
+            Ok(true)
         }
-        6 if kinds & (Kind::TcpHandshake.bit() | Kind::TcpData.bit()) != 0 => return Ok(false),
-        1 | 58 if kinds & Kind::IcmpEcho.bit() != 0 => icmp(d, l3, l4, v6, m.proto)?,
-        _ => return Err(Skip::Other),
-    };
-    f.role(r);
-    Ok(true)
+        6 if kinds & (Kind::TcpHandshake.bit() | Kind::TcpData.bit()) != 0 => Ok(false),
+        1 | 58 if kinds & Kind::IcmpEcho.bit() != 0 => {
+            f.role(icmp(d, l3, l4, v6, m.proto)?);
+            Ok(true)
+        }
+        _ => Err(Skip::Other),
+    }
 }
 
 /// Why a packet that is unclassified, a fragment or without a complete L4 header plays no
@@ -400,14 +404,13 @@ fn dns(d: &[u8], l3: usize, l4: usize, v6: bool) -> Result<Role, Skip> {
     // Source and destination port as one word, source high.
     let raw = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
     let (sp, dp) = ((raw >> 16) as u16, raw as u16);
-    if sp != 53 && dp != 53 {
-        return Err(Skip::Other);
-    }
-    // A query to 53 or a response from 53 (anything else is no pair, once its length is
-    // known good); the ports in request order.
+    // A query to 53 or a response from 53; anything else is no pair (cold).
     let qr = h[10] & 0x80 != 0;
+    if (if qr { sp } else { dp }) != 53 {
+        return Err(unpaired_dns(d, l3, l4, v6, sp, dp));
+    }
     let request = !qr;
-    let paired = if qr { sp == 53 } else { dp == 53 };
+    // The ports in request order.
     let ports = if qr { raw.rotate_left(16) } else { raw };
     // The IP length must hold the DNS header too (the frame may be padded).
     let word = if v6 {
@@ -433,15 +436,26 @@ fn dns(d: &[u8], l3: usize, l4: usize, v6: bool) -> Result<Role, Skip> {
             v4_word(t, s)
         }
     };
-    if !paired {
-        return Err(Skip::Other);
-    }
     Ok(Role {
         kind: Kind::Dns,
         request,
         id: pair_mix(Kind::Dns, word, ports, u64::from(u16::from_be_bytes([h[8], h[9]]))),
         ports: [sp, dp],
     })
+}
+
+/// Why a UDP datagram with a whole DNS header is no DNS pair: not to or from port 53
+/// ([`Skip::Other`]), a DNS header past the IP length ([`Skip::TruncatedDns`]), else a query
+/// from 53 or a response to 53 ([`Skip::Other`]).
+#[cold]
+fn unpaired_dns(d: &[u8], l3: usize, l4: usize, v6: bool, sp: u16, dp: u16) -> Skip {
+    if sp != 53 && dp != 53 {
+        return Skip::Other;
+    }
+    match addrs(d, l3, v6) {
+        Some((_, _, end)) if end >= l4 + 20 => Skip::Other,
+        _ => Skip::TruncatedDns,
+    }
 }
 
 /// A UDP datagram too short for the DNS header: [`Skip::TruncatedDns`] if it is to or from
