@@ -439,7 +439,12 @@ fn dns(d: &[u8], l3: usize, l4: usize, v6: bool) -> Result<Role, Skip> {
     Ok(Role {
         kind: Kind::Dns,
         request,
-        id: pair_mix(Kind::Dns, word, ports, u64::from(u16::from_be_bytes([h[8], h[9]]))),
+        id: pair_mix(
+            Kind::Dns,
+            word,
+            ports,
+            u64::from(u16::from_be_bytes([h[8], h[9]])),
+        ),
         ports: [sp, dp],
     })
 }
