@@ -408,7 +408,7 @@ impl FridgeStage {
         self.dirty = true;
         let s = &mut self.slices[slice];
         if role.request {
-            s.set.request(role.id, now_ns);
+            s.set.request_sparse(role.id, now_ns);
         } else if let Some(x) = s.set.response(role.id, now_ns) {
             let k = usize::from(x.fridge);
             s.hists[k].add(x.delay_ns, x.weight);
