@@ -257,6 +257,17 @@ impl Sketcher {
         }
     }
 
+    /// [`Sketcher::record_burst`] with every bin found by the compare search (the update
+    /// before the d = 3 kernel and its bin tables; what edge sets without tables use).
+    /// Benchmarks measure the two against each other.
+    pub fn record_burst_compare(&mut self, bank: &mut Bank, edges: &EdgeSet, samples: &[Sample]) {
+        if self.rows == 3 {
+            self.burst::<3>(bank, edges, samples);
+        } else {
+            self.burst::<0>(bank, edges, samples);
+        }
+    }
+
     /// [`Sketcher::record_burst`] with `ROWS` rows (0: `self.rows`).
     #[inline(always)]
     fn burst<const ROWS: usize>(&mut self, bank: &mut Bank, edges: &EdgeSet, samples: &[Sample]) {
