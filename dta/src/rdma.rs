@@ -26,7 +26,11 @@ use peregrine_wire::roce::{self, opcode, Aeth, AtomicEth, Bth, Request, Reth};
 /// What the collector advertises for its registered region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Target {
+    /// The collector's queue pair (BTH destination QP of our requests).
     pub qp: u32,
+    /// Our own queue pair number, the one the collector's QP is connected to: its ACKs and
+    /// NAKs carry it as their destination QP.
+    pub local_qp: u32,
     pub rkey: u32,
     /// Virtual address of the region's first byte (its header).
     pub base_va: u64,
@@ -145,6 +149,9 @@ pub struct Qp {
     /// Postcard chunks written: complete paths, early (evicted or flushed).
     pub paths_complete: u64,
     pub paths_early: u64,
+    /// Where [`flush_some`](Self::flush_some) resumes: next list, next cache entry.
+    flush_list: u32,
+    flush_entry: usize,
 }
 
 /// Whether `p` is one the region path would store (the same checks, the same refusals),
@@ -215,6 +222,8 @@ impl Qp {
             postcarder: Postcarder::new(&l, pc_cache_slots),
             paths_complete: 0,
             paths_early: 0,
+            flush_list: 0,
+            flush_entry: 0,
             w: Wire {
                 t,
                 l,
@@ -385,6 +394,49 @@ impl Qp {
         Ok(o)
     }
 
+    /// The most frames `p` can make (a pipeline stage reserves that many buffers first):
+    /// Key-Write N or 3N (K > 1), Key-Increment N, an Append 3 (a batch across the ring's
+    /// end, then the head), a postcard 2 chunks (an evicted one and its own) per copy.
+    pub fn max_frames(&self, p: &Primitive) -> usize {
+        let s = &self.w.l.sizes;
+        match *p {
+            Primitive::KeyWrite { redundancy, .. } => {
+                redundancy as usize * if s.kw_words == 1 { 1 } else { 3 }
+            }
+            Primitive::KeyIncrement { redundancy, .. } => redundancy as usize,
+            Primitive::Append { .. } => 3,
+            Primitive::Postcard { .. } => 2 * s.pc_redundancy as usize,
+        }
+    }
+
+    /// Write partial Append batches and cached postcards in frames of at most `budget`,
+    /// resuming where the last call stopped. Returns whether everything staged is out.
+    pub fn flush_some(&mut self, budget: usize, mut send: impl FnMut(&[u8])) -> bool {
+        let per = self.w.l.sizes.pc_redundancy.max(1) as usize;
+        let mut left = budget;
+        let mut e = Emit {
+            w: &mut self.w,
+            send: &mut send,
+        };
+        while self.flush_list < self.appender.lists() {
+            if left < 3 {
+                return false;
+            }
+            if self.appender.flush_list(&mut e, self.flush_list) {
+                left -= 3;
+            }
+            self.flush_list += 1;
+        }
+        let (n, done) = self
+            .postcarder
+            .flush_some(&mut e, &mut self.flush_entry, left / per);
+        self.paths_early += u64::from(n);
+        if done {
+            self.flush_list = 0;
+        }
+        done
+    }
+
     /// Write every partial Append batch and cached postcard. Returns (batches, chunks).
     pub fn flush(&mut self, mut send: impl FnMut(&[u8])) -> (u32, u32) {
         let mut e = Emit {
@@ -410,7 +462,7 @@ impl Qp {
         let (Ok(bth), Some(rest)) = (Bth::parse(&ip[at..]), ip.get(at + roce::BTH_LEN..)) else {
             return false;
         };
-        if bth.dest_qp != self.w.t.qp || bth.opcode != opcode::RC_ACK {
+        if bth.dest_qp != self.w.t.local_qp || bth.opcode != opcode::RC_ACK {
             return false;
         }
         let Ok(a) = Aeth::parse(rest) else {
@@ -448,6 +500,7 @@ mod tests {
         };
         let t = Target {
             qp: 0x42,
+            local_qp: 0x99,
             rkey: 7,
             base_va: 0x7f00_0000_0000,
         };
@@ -492,7 +545,7 @@ mod tests {
             solicited: false,
             pad_count: 0,
             pkey: roce::DEFAULT_PKEY,
-            dest_qp: 0x42,
+            dest_qp: 0x99,
             ack_req: false,
             psn: 0x10,
         };
