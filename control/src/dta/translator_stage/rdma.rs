@@ -147,7 +147,14 @@ impl TranslatorStage {
             Primitive::Append { .. } => c.append += 1,
             Primitive::Postcard { .. } => c.postcard += 1,
         }
-        Disposition::drop_as(self.stored)
+        match self.loopback {
+            // Benchmarks: the report goes round again, as in region mode.
+            Some(l) => {
+                l.advance(&mut batch.pkts[i].data_mut()[udp_at + udp::HEADER_LEN..udp_at + len]);
+                Disposition::tx(rx_port ^ 1)
+            }
+            None => Disposition::drop_as(self.stored),
+        }
     }
 
     /// A RoCEv2 frame: a response to the queue pair it names, on the worker that owns it.
