@@ -53,6 +53,8 @@ struct Wire {
     /// Entries ever appended, per list (the heads we publish).
     heads: Vec<u64>,
     resyncs: u64,
+    /// The frame being built (every byte of a frame is written: no zeroing per frame).
+    buf: Box<[u8; MAX_FRAME]>,
 }
 
 impl Wire {
@@ -72,7 +74,6 @@ impl Wire {
 
     /// One RDMA WRITE Only of `data` at region offset `off`.
     fn write(&mut self, off: u64, data: &[u8], send: &mut impl FnMut(&[u8])) {
-        let mut buf = [0u8; MAX_FRAME];
         let bth = self.bth(opcode::RC_RDMA_WRITE_ONLY);
         let req = Request::Write {
             reth: Reth {
@@ -83,17 +84,19 @@ impl Wire {
             data,
         };
         // Our callers pass at most 256 bytes: always fits.
-        if let Ok(n) = roce::emit_request(&mut buf, &self.addrs, &bth, &req) {
-            send(&buf[..n]);
+        if let Ok(n) = roce::emit_request(&mut self.buf[..], &self.addrs, &bth, &req) {
+            send(&self.buf[..n]);
         }
     }
 
-    /// Little-endian bytes of `words` into `out` (at most 64 words).
-    fn le(words: &[u32], out: &mut [u8; 256]) -> usize {
+    /// Little-endian bytes of `words` into `out` (as many as fit).
+    fn le(words: &[u32], out: &mut [u8]) -> usize {
+        let mut n = 0;
         for (c, w) in out.chunks_exact_mut(4).zip(words) {
             c.copy_from_slice(&w.to_le_bytes());
+            n += 4;
         }
-        4 * words.len().min(64)
+        n
     }
 }
 
@@ -232,6 +235,7 @@ impl Qp {
                 seq: 0,
                 heads: vec![0; l.sizes.ap_lists as usize],
                 resyncs: 0,
+                buf: Box::new([0; MAX_FRAME]),
             },
         }
     }
@@ -308,7 +312,7 @@ impl Qp {
         let mut body = [0u32; 8];
         body[0] = csum;
         body[1..1 + data.len()].copy_from_slice(data);
-        let mut b = [0u8; 256];
+        let mut b = [0u8; 32];
         let n = Wire::le(&body[..1 + data.len()], &mut b);
         for copy in 0..redundancy {
             let off = l.kw_offset + stride * kc.slot(copy, s.kw_slots);
@@ -345,7 +349,6 @@ impl Qp {
                 counter,
             },
         )?;
-        let mut buf = [0u8; MAX_FRAME];
         for n in 0..redundancy {
             let va = self.w.t.base_va + l.ki_offset + 8 * hash::slot(key, n, l.sizes.ki_slots);
             let bth = self.w.bth(opcode::RC_FETCH_ADD);
@@ -355,9 +358,9 @@ impl Qp {
                 swap_add: counter,
                 compare: 0,
             });
-            let len = roce::emit_request(&mut buf, &self.w.addrs, &bth, &req)
+            let len = roce::emit_request(&mut self.w.buf[..], &self.w.addrs, &bth, &req)
                 .map_err(|_| Refusal::Malformed)?;
-            send(&buf[..len]);
+            send(&self.w.buf[..len]);
         }
         Ok(redundancy as u32)
     }
