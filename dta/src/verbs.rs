@@ -184,8 +184,12 @@ mod ffi {
         pub fn ibv_close_device(ctx: *mut ibv_context) -> c_int;
         pub fn ibv_alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd;
         pub fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int;
-        pub fn ibv_reg_mr(pd: *mut ibv_pd, addr: *mut c_void, len: usize, access: c_int)
-            -> *mut ibv_mr;
+        pub fn ibv_reg_mr(
+            pd: *mut ibv_pd,
+            addr: *mut c_void,
+            len: usize,
+            access: c_int,
+        ) -> *mut ibv_mr;
         pub fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int;
         pub fn ibv_create_cq(
             ctx: *mut ibv_context,
@@ -448,13 +452,15 @@ impl Responder {
             qp_state: ffi::IBV_QPS_INIT,
             pkey_index: 0,
             port_num: self.port.port,
-            qp_access_flags: (ffi::IBV_ACCESS_REMOTE_WRITE | ffi::IBV_ACCESS_REMOTE_ATOMIC)
-                as u32,
+            qp_access_flags: (ffi::IBV_ACCESS_REMOTE_WRITE | ffi::IBV_ACCESS_REMOTE_ATOMIC) as u32,
             ..Default::default()
         };
         modify(
             &mut a,
-            ffi::IBV_QP_STATE | ffi::IBV_QP_PKEY_INDEX | ffi::IBV_QP_PORT | ffi::IBV_QP_ACCESS_FLAGS,
+            ffi::IBV_QP_STATE
+                | ffi::IBV_QP_PKEY_INDEX
+                | ffi::IBV_QP_PORT
+                | ffi::IBV_QP_ACCESS_FLAGS,
             "ibv_modify_qp(INIT)",
         )?;
         let mut a = ffi::ibv_qp_attr {

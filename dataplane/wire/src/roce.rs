@@ -202,7 +202,11 @@ pub fn icrc_v4(ip: &[u8]) -> Result<u32> {
     // crc32fast's folding path, where five short ones would each take its byte loop.
     let mut m = [0u8; 8 + 128];
     let short = ip.len() <= 128;
-    let end = if short { 8 + ip.len() } else { 8 + ihl + 8 + BTH_LEN };
+    let end = if short {
+        8 + ip.len()
+    } else {
+        8 + ihl + 8 + BTH_LEN
+    };
     m[..8].fill(0xff);
     m[8..end].copy_from_slice(&ip[..end - 8]);
     m[8 + 1] = 0xff; // TOS

@@ -560,11 +560,7 @@ fn rdma_rows() -> Vec<RdmaRow> {
 }
 
 /// The RoCEv2 table (markdown) and its JSON rows.
-fn rdma_table(
-    rows: &[RdmaRow],
-    tpmd: &[f64],
-    cg: bool,
-) -> (String, Vec<serde_json::Value>) {
+fn rdma_table(rows: &[RdmaRow], tpmd: &[f64], cg: bool) -> (String, Vec<serde_json::Value>) {
     let mut md = String::new();
     let _ = writeln!(
         md,
