@@ -19,7 +19,7 @@ use peregrine_testkit::frames::udp4;
 use peregrine_testkit::rng::seeded;
 use peregrine_testkit::upf::{cfg, qer, server_v4, ue_v4, ul, ul_frame, Key, Rig, TableBuilder};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 
 /// How a run is instrumented.
 #[derive(Debug, Clone)]
@@ -38,6 +38,9 @@ pub struct WindowOut<'a> {
     pub window: &'a Window,
     /// This window's postcards (dequeue time inside the window).
     pub postcards: &'a [Postcard],
+    /// The (TEID, QFI) keys of the UEs (not the backhaul) that sent at least one packet
+    /// in the window (arrival time), sorted: the ground truth of the per-key unit.
+    pub active: &'a [(u32, u8)],
 }
 
 /// Counters of a run.
@@ -135,15 +138,25 @@ pub fn run(plan: &Plan, rc: &RunCfg, seed: u64, mut on_window: impl FnMut(Window
     let mut pending_pcs: Vec<Postcard> = Vec::new();
     let mut t = 0u64;
     let mut seq = 0u64;
-    let flush = |ws: Vec<Window>, pcs: &mut Vec<Postcard>, on_window: &mut dyn FnMut(WindowOut)| {
+    // Active keys per window: per flow, the last window it was marked in.
+    let mut marked: Vec<u64> = vec![u64::MAX; flows.len()];
+    let mut active: BTreeMap<u64, Vec<(u32, u8)>> = BTreeMap::new();
+    let flush = |ws: Vec<Window>,
+                 pcs: &mut Vec<Postcard>,
+                 active: &mut BTreeMap<u64, Vec<(u32, u8)>>,
+                 on_window: &mut dyn FnMut(WindowOut)| {
         for w in ws {
             let end = (w.seq + 1) * rc.window_ns;
             let (mine, rest): (Vec<Postcard>, Vec<Postcard>) =
                 pcs.drain(..).partition(|p| p.t_ns < end);
             *pcs = rest;
+            let mut keys = active.remove(&w.seq).unwrap_or_default();
+            keys.sort_unstable();
+            keys.dedup();
             on_window(WindowOut {
                 window: &w,
                 postcards: &mine,
+                active: &keys,
             });
         }
     };
@@ -157,6 +170,14 @@ pub fn run(plan: &Plan, rc: &RunCfg, seed: u64, mut on_window: impl FnMut(Window
             heap.pop();
             if due < plan.duration_ns {
                 rx.push(OwnedBuf::from_slice(&frames[i]));
+                let ws = due / rc.window_ns;
+                if marked[i] != ws && flows[i].teid < BACKHAUL_TEID0 {
+                    marked[i] = ws;
+                    active
+                        .entry(ws)
+                        .or_default()
+                        .push((flows[i].teid, flows[i].qfi));
+                }
                 st.offered += 1;
                 st.offered_bytes += u64::from(flows[i].size);
             }
@@ -181,7 +202,12 @@ pub fn run(plan: &Plan, rc: &RunCfg, seed: u64, mut on_window: impl FnMut(Window
         pending_pcs.append(&mut pcs);
         if t_end / rc.window_ns > seq {
             seq = t_end / rc.window_ns;
-            flush(agg.poll(t_end), &mut pending_pcs, &mut on_window);
+            flush(
+                agg.poll(t_end),
+                &mut pending_pcs,
+                &mut active,
+                &mut on_window,
+            );
         }
         // Skip empty time: nothing queued and nothing due before the next tick.
         t = t_end;
@@ -210,7 +236,12 @@ pub fn run(plan: &Plan, rc: &RunCfg, seed: u64, mut on_window: impl FnMut(Window
     agg.drain_postcards(&mut pcs);
     st.postcards += pcs.len() as u64;
     pending_pcs.append(&mut pcs);
-    flush(agg.flush(stop + 2 * S), &mut pending_pcs, &mut on_window);
+    flush(
+        agg.flush(stop + 2 * S),
+        &mut pending_pcs,
+        &mut active,
+        &mut on_window,
+    );
     let _ = US;
     st
 }
