@@ -115,12 +115,13 @@ impl Unit {
 
 /// Deterministic 1-in-`n` pick of a negative key row (splitmix64 of its coordinates).
 fn keep_negative(seed: u64, seq: u64, teid: u32, qfi: u8, n: u32) -> bool {
-    let mut z = seed ^ seq.rotate_left(17) ^ (u64::from(teid) << 8 | u64::from(qfi)).rotate_left(40);
+    let mut z =
+        seed ^ seq.rotate_left(17) ^ (u64::from(teid) << 8 | u64::from(qfi)).rotate_left(40);
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^= z >> 31;
-    z % u64::from(n.max(1)) == 0
+    z.is_multiple_of(u64::from(n.max(1)))
 }
 
 /// One run's output per mode.

@@ -415,7 +415,14 @@ fn report(
         "`cargo run --release -p peregrine-perf --bin pg-kestrel-eval{}` ({:.0} s on a 2-core VM \
          **shared with other engineers' builds**; every figure except the collector times is \
          virtual-time and repeats bit for bit). Seed: Kestrel (Saha et al.), section VI.\n",
-        if a.quick { " -- --quick" } else { "" },
+        {
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            if args.is_empty() {
+                String::new()
+            } else {
+                format!(" -- {}", args.join(" "))
+            }
+        },
         took.as_secs_f64()
     )?;
     writeln!(
@@ -602,7 +609,10 @@ fn report(
 
 /// The per-(window, TEID, QFI) unit's tables.
 fn key_section(w: &mut String, k: &KeySummary) -> std::fmt::Result {
-    writeln!(w, "## Per-key unit: (1 s window, TEID, QFI) (seed Fig. 3a, 3b)\n")?;
+    writeln!(
+        w,
+        "## Per-key unit: (1 s window, TEID, QFI) (seed Fig. 3a, 3b)\n"
+    )?;
     writeln!(
         w,
         "The same test runs scored per key: every (TEID, QFI) of a UE that sent at least one \

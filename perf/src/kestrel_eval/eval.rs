@@ -175,8 +175,13 @@ pub fn train(
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let px = prefix(unit);
     for &m in modes {
-        write_csv(&dir.join(format!("train-{px}{}.csv", m.name())), runs, m, unit)
-            .map_err(|e| format!("writing features: {e}"))?;
+        write_csv(
+            &dir.join(format!("train-{px}{}.csv", m.name())),
+            runs,
+            m,
+            unit,
+        )
+        .map_err(|e| format!("writing features: {e}"))?;
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kestrel_train.py");
     let names: Vec<&str> = modes.iter().map(|m| m.name()).collect();
@@ -435,7 +440,10 @@ pub fn summarise(
             .insert(m.name().into(), b as f64 * 8.0 / secs / 1e6);
         sm.collector_ms.insert(
             m.name().into(),
-            quartiles_ms(test.iter().flat_map(|t| t.1.collector_ns[&m].iter().copied())),
+            quartiles_ms(
+                test.iter()
+                    .flat_map(|t| t.1.collector_ns[&m].iter().copied()),
+            ),
         );
     }
     sm
