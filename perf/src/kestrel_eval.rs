@@ -34,6 +34,8 @@ pub struct EvalCfg {
     /// positive), each kept negative weighted by it in training, so the training set stays
     /// a few hundred thousand rows. Test runs score every key. 0: no per-key unit.
     pub key_neg_every: u32,
+    /// Drift re-binning during the runs (none: the calibrated edges stay).
+    pub drift: Option<sim::DriftCfg>,
 }
 
 impl EvalCfg {
@@ -44,6 +46,7 @@ impl EvalCfg {
             edges,
             deltas: self.deltas,
             tick_ns: self.tick_ns,
+            drift: self.drift,
         }
     }
 }
@@ -58,7 +61,11 @@ pub fn calibrate(c: &EvalCfg, strategy: Strategy, rho: f64, seed: u64, secs: u64
     let fine_len = peregrine_dataplane::telemetry::kestrel::FINE_BINS;
     let mut lat = vec![vec![0u64; fine_len]; c.layout.qids];
     let mut iat = vec![vec![0u64; fine_len]; c.layout.qids];
-    sim::run(&plan, &c.run_cfg(set), seed, |o| {
+    let rc = RunCfg {
+        drift: None,
+        ..c.run_cfg(set)
+    };
+    sim::run(&plan, &rc, seed, |o| {
         for q in 0..c.layout.qids {
             let (l, i) = o.window.fine_of(0, q);
             for (a, &b) in lat[q].iter_mut().zip(l) {

@@ -166,6 +166,7 @@ fn a_run_repeats_bit_for_bit_and_labels_its_episodes() {
         intensity: Intensity::default(),
         tick_ns: 10_000,
         key_neg_every: 4,
+        drift: None,
     };
     let edges = calibrate(&c, Strategy::Target, 0.01, 7, 5);
     assert_eq!(edges, calibrate(&c, Strategy::Target, 0.01, 7, 5));

@@ -15,6 +15,7 @@ use peregrine_perf::kestrel_eval::eval::{
 };
 use peregrine_perf::kestrel_eval::features::{Mode, MODES};
 use peregrine_perf::kestrel_eval::scenario::{Intensity, KINDS};
+use peregrine_perf::kestrel_eval::sim::DriftCfg;
 use peregrine_perf::kestrel_eval::{calibrate, EvalCfg};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -59,6 +60,10 @@ struct Args {
     /// training runs (weighted by it); 0 skips the per-key unit.
     #[arg(long, default_value_t = 8)]
     key_neg_every: u32,
+    /// Drift re-binning during every run of the main evaluation (the daemon's rule with its
+    /// defaults: target occupancy rho 0.01, 3 windows above it, 2 calibration windows).
+    #[arg(long)]
+    drift: bool,
 }
 
 /// The sweeps' results: binning (strategy, AUPRC per seed), (w, d, AUPRC, export Mbit/s),
@@ -79,6 +84,7 @@ struct Plan {
 fn cfg(p: &Plan, layout: Layout, intensity: Intensity, key_neg_every: u32) -> EvalCfg {
     EvalCfg {
         key_neg_every,
+        drift: None,
         duration_s: p.secs,
         scale: p.scale,
         layout,
@@ -200,7 +206,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&a.out)?;
     let started = std::time::Instant::now();
     let base = Intensity::default().times(a.intensity);
-    let c = cfg(&p, Layout::paper(), base, a.key_neg_every);
+    let mut c = cfg(&p, Layout::paper(), base, a.key_neg_every);
+    if a.drift {
+        c.drift = Some(DriftCfg {
+            rho: 0.01,
+            m: 3,
+            calibration_windows: 2,
+        });
+    }
     let edges = calibrate(&c, Strategy::Target, 0.01, 7, 30);
     if a.export_only {
         let c0 = EvalCfg {
@@ -443,6 +456,21 @@ fn report(
         p.scale,
         sm.offered_gbps,
         sm.max_pred_diff
+    )?;
+    writeln!(
+        w,
+        "Bin edges: target occupancy (rho 0.01) from one baseline calibration run; {}.\n",
+        if a.drift {
+            format!(
+                "drift re-binning **on** during every run (the collector's rule: re-calibrate a \
+                 QID after 3 windows with its tail or head bin above rho, 2 calibration windows, \
+                 new edges from two windows ahead): {} calibrations and {} re-binnings over \
+                 the test runs",
+                sm.calibrations, sm.rebinnings
+            )
+        } else {
+            "static during the runs (no drift re-binning)".to_string()
+        }
     )?;
     writeln!(w, "## Mixed anomalies (scenario 5; seed Fig. 3b, Fig. 4)\n")?;
     writeln!(

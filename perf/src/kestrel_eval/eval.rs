@@ -69,6 +69,9 @@ pub struct Summary {
     /// Largest |Rust - Python| probability over the check vectors.
     pub max_pred_diff: f64,
     pub offered_gbps: f64,
+    /// Drift re-binning over the test runs: calibration periods started, re-binnings pushed.
+    pub calibrations: u64,
+    pub rebinnings: u64,
     pub train_runs: usize,
     pub test_runs: usize,
     pub test_windows: u64,
@@ -382,6 +385,8 @@ pub fn summarise(
         thresholds: thr.clone(),
         max_pred_diff,
         offered_gbps: 0.0,
+        calibrations: test.iter().map(|t| t.1.stats.calibrations).sum(),
+        rebinnings: test.iter().map(|t| t.1.stats.rebinnings).sum(),
         train_runs,
         test_runs: test.len(),
         test_windows: test.iter().map(|t| t.1.windows).sum(),
