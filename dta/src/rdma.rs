@@ -1,18 +1,26 @@
 //! The translator's RoCEv2 output mode (seed section 5.2), I/O-free: instead of storing
-//! into a mapped region, a Key-Write becomes N RDMA WRITE Only requests and a
-//! Key-Increment N FETCH_ADDs toward a collector's RDMA NIC, at the addresses the same
-//! layout gives (`collector base VA + section offset + slot x slot size`), with one PSN
-//! sequence per queue pair and resynchronisation when the responder NAKs a PSN sequence
-//! error. The frames are handed to the caller (the pipeline sends them).
+//! into a mapped region, every primitive becomes RDMA requests toward a collector's RDMA
+//! NIC, at the addresses the same layout gives (`collector base VA + section offset +
+//! element`), with one PSN sequence per queue pair and resynchronisation when the responder
+//! NAKs a PSN sequence error. The frames are handed to the caller (the pipeline sends them).
 //!
-//! Only K = 1 Key-Write slots (8 bytes: checksum then data, little-endian as the collector
-//! reads them) and Key-Increment counters are emitted here; Append and Postcarding chunks
-//! would be WRITEs of their batch / chunk bytes in the same way.
+//! | primitive | requests (bytes little-endian, as the collector reads them) |
+//! |---|---|
+//! | Key-Write, K = 1 | N WRITEs of the 8-byte slot (checksum, data) |
+//! | Key-Write, K = 3, 7 | per copy 3 WRITEs: the slot's sequence word odd, then checksum and data, then the sequence word even (the region's seqlock, relying on the responder placing one QP's WRITEs in order) |
+//! | Key-Increment | N FETCH_ADDs of the counter |
+//! | Append | per full (or flushed) batch: one WRITE of the batch at the list's tail (two when it wraps the ring), then one WRITE of the list's new head (u64) |
+//! | Postcarding | per complete, evicted or flushed chunk: one WRITE of the B-word chunk per copy |
+//!
+//! Append batching and the Postcarding cache are the region path's ([`Appender`],
+//! [`Postcarder`]) with RDMA WRITEs as their [`Sink`]; the list heads are kept here (the
+//! collector's region starts zeroed, as [`crate::Region::create`] leaves it).
 
 use crate::hash;
 use crate::layout::Layout;
+use crate::store::{self, Appender, PostcardOutcome, Postcarder, Sink};
 use crate::Refusal;
-use peregrine_wire::dta::FrameAddrs;
+use peregrine_wire::dta::{FrameAddrs, Primitive};
 use peregrine_wire::roce::{self, opcode, Aeth, AtomicEth, Bth, Request, Reth};
 
 /// What the collector advertises for its registered region.
@@ -24,36 +32,26 @@ pub struct Target {
     pub base_va: u64,
 }
 
-/// One queue pair's requester state.
+/// Frames are at most this long: headers, RETH, the largest WRITE (an Append batch of 64
+/// words: 256 bytes, the smallest IB path MTU), ICRC.
+pub const MAX_FRAME: usize = 384;
+
+/// The wire side of one queue pair: addresses, PSN, list heads.
 #[derive(Debug, Clone)]
-pub struct Qp {
+struct Wire {
     t: Target,
     l: Layout,
     addrs: FrameAddrs,
     /// The next PSN to send.
     psn: u32,
-    /// NAKs that moved our PSN.
-    pub resyncs: u64,
+    /// The even sequence value of the next K > 1 Key-Write slot write.
+    seq: u32,
+    /// Entries ever appended, per list (the heads we publish).
+    heads: Vec<u64>,
+    resyncs: u64,
 }
 
-/// Frames are at most this long (headers, AtomicETH or RETH with 8 bytes, ICRC).
-pub const MAX_FRAME: usize = 128;
-
-impl Qp {
-    pub fn new(t: Target, l: Layout, addrs: FrameAddrs, first_psn: u32) -> Qp {
-        Qp {
-            t,
-            l,
-            addrs,
-            psn: first_psn & 0x00ff_ffff,
-            resyncs: 0,
-        }
-    }
-
-    pub fn psn(&self) -> u32 {
-        self.psn
-    }
-
+impl Wire {
     fn bth(&mut self, op: u8) -> Bth {
         let b = Bth {
             opcode: op,
@@ -68,43 +66,255 @@ impl Qp {
         b
     }
 
-    /// The N WRITE requests of a Key-Write, each passed to `send` as a whole frame.
+    /// One RDMA WRITE Only of `data` at region offset `off`.
+    fn write(&mut self, off: u64, data: &[u8], send: &mut impl FnMut(&[u8])) {
+        let mut buf = [0u8; MAX_FRAME];
+        let bth = self.bth(opcode::RC_RDMA_WRITE_ONLY);
+        let req = Request::Write {
+            reth: Reth {
+                va: self.t.base_va.wrapping_add(off),
+                rkey: self.t.rkey,
+                dma_len: data.len() as u32,
+            },
+            data,
+        };
+        // Our callers pass at most 256 bytes: always fits.
+        if let Ok(n) = roce::emit_request(&mut buf, &self.addrs, &bth, &req) {
+            send(&buf[..n]);
+        }
+    }
+
+    /// Little-endian bytes of `words` into `out` (at most 64 words).
+    fn le(words: &[u32], out: &mut [u8; 256]) -> usize {
+        for (c, w) in out.chunks_exact_mut(4).zip(words) {
+            c.copy_from_slice(&w.to_le_bytes());
+        }
+        4 * words.len().min(64)
+    }
+}
+
+/// [`Wire`] and the caller's frame sink as the Append / Postcarding [`Sink`].
+struct Emit<'a, F: FnMut(&[u8])> {
+    w: &'a mut Wire,
+    send: &'a mut F,
+}
+
+impl<F: FnMut(&[u8])> Sink for Emit<'_, F> {
+    fn append_entries(&mut self, list: u32, vals: &[u32]) {
+        let s = self.w.l.sizes;
+        let (len, l) = (s.ap_list_len, list as usize);
+        let head = self.w.heads[l];
+        let at = head % len;
+        let first = vals.len().min((len - at) as usize);
+        let base = self.w.l.ap_data_offset + 4 * len * list as u64;
+        let mut b = [0u8; 256];
+        for (off, run) in [(at, &vals[..first]), (0, &vals[first..])] {
+            if !run.is_empty() {
+                let n = Wire::le(run, &mut b);
+                self.w.write(base + 4 * off, &b[..n], self.send);
+            }
+        }
+        // The head after the entries: a reader that sees it sees them.
+        let h = head + vals.len() as u64;
+        self.w.heads[l] = h;
+        let off = self.w.l.ap_heads_offset + 8 * list as u64;
+        self.w.write(off, &h.to_le_bytes(), self.send);
+    }
+
+    fn write_chunk(&mut self, key: u32, vals: &[u32]) -> u32 {
+        let l = self.w.l;
+        let b = l.sizes.pc_hops as u64;
+        let enc = store::encode_chunk(&l, key, vals);
+        let mut bytes = [0u8; 256];
+        let n = Wire::le(&enc[..b as usize], &mut bytes);
+        let kc = hash::KeyCrc::new(key);
+        for j in 0..l.sizes.pc_redundancy as u8 {
+            let off = l.pc_offset + 4 * b * kc.slot(j, l.sizes.pc_chunks);
+            self.w.write(off, &bytes[..n], self.send);
+        }
+        l.sizes.pc_redundancy
+    }
+}
+
+/// One queue pair's requester state, with the Append batches and postcards staged for it.
+#[derive(Debug)]
+pub struct Qp {
+    w: Wire,
+    appender: Appender,
+    postcarder: Postcarder,
+    /// Postcard chunks written: complete paths, early (evicted or flushed).
+    pub paths_complete: u64,
+    pub paths_early: u64,
+}
+
+/// Whether `p` is one the region path would store (the same checks, the same refusals),
+/// without storing it: lets a pipeline stage refuse (and NACK) before queueing a report
+/// for the RoCEv2 output.
+pub fn check(l: &Layout, p: &Primitive) -> Result<(), Refusal> {
+    let s = &l.sizes;
+    let redundancy = |n: u8, max: u32| match n {
+        0 => Err(Refusal::RedundancyZero),
+        n if n as u32 > max => Err(Refusal::RedundancyTooHigh),
+        _ => Ok(()),
+    };
+    match *p {
+        Primitive::KeyWrite {
+            redundancy: n,
+            words,
+            ..
+        } => {
+            if s.kw_slots == 0 {
+                return Err(Refusal::PrimitiveDisabled);
+            }
+            redundancy(n, s.kw_max_redundancy)?;
+            if words as u32 != s.kw_words {
+                return Err(Refusal::DataWords);
+            }
+        }
+        Primitive::KeyIncrement { redundancy: n, .. } => {
+            if s.ki_slots == 0 {
+                return Err(Refusal::PrimitiveDisabled);
+            }
+            redundancy(n, s.ki_max_redundancy)?;
+        }
+        Primitive::Append { list, .. } => {
+            if s.ap_lists == 0 {
+                return Err(Refusal::PrimitiveDisabled);
+            }
+            if list >= s.ap_lists {
+                return Err(Refusal::UnknownList);
+            }
+        }
+        Primitive::Postcard { hop, data, .. } => {
+            if s.pc_chunks == 0 {
+                return Err(Refusal::PrimitiveDisabled);
+            }
+            if hop as u32 >= s.pc_hops {
+                return Err(Refusal::HopOutOfRange);
+            }
+            if s.pc_mode == crate::PostcardMode::Hashed && data as u64 >= 1u64 << s.pc_value_bits {
+                return Err(Refusal::ValueOutOfRange);
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Qp {
+    /// A queue pair toward `t`, whose region has layout `l`; `pc_cache_slots` postcard
+    /// cache entries (as the region path's per-worker cache).
+    pub fn new(
+        t: Target,
+        l: Layout,
+        addrs: FrameAddrs,
+        first_psn: u32,
+        pc_cache_slots: usize,
+    ) -> Qp {
+        Qp {
+            appender: Appender::new(&l),
+            postcarder: Postcarder::new(&l, pc_cache_slots),
+            paths_complete: 0,
+            paths_early: 0,
+            w: Wire {
+                t,
+                l,
+                addrs,
+                psn: first_psn & 0x00ff_ffff,
+                seq: 0,
+                heads: vec![0; l.sizes.ap_lists as usize],
+                resyncs: 0,
+            },
+        }
+    }
+
+    pub fn psn(&self) -> u32 {
+        self.w.psn
+    }
+
+    /// NAKs that moved our PSN.
+    pub fn resyncs(&self) -> u64 {
+        self.w.resyncs
+    }
+
+    /// Any primitive: its requests (now, or when its batch / chunk is written) passed to
+    /// `send`. Returns the frames sent now.
+    pub fn handle(&mut self, p: &Primitive, mut send: impl FnMut(&[u8])) -> Result<u32, Refusal> {
+        let mut frames = 0u32;
+        let mut count = |f: &[u8]| {
+            frames += 1;
+            send(f)
+        };
+        match *p {
+            Primitive::KeyWrite {
+                redundancy,
+                key,
+                words,
+                ref data,
+            } => {
+                self.key_write(redundancy, key, &data[..words as usize], &mut count)?;
+            }
+            Primitive::KeyIncrement {
+                redundancy,
+                key,
+                counter,
+            } => {
+                self.key_increment(redundancy, key, counter, &mut count)?;
+            }
+            Primitive::Append { list, data } => {
+                self.append(list, data, &mut count)?;
+            }
+            Primitive::Postcard { key, hop, data } => {
+                self.postcard(key, hop, data, &mut count)?;
+            }
+        }
+        Ok(frames)
+    }
+
+    /// The requests of a Key-Write of `data` (exactly K words), each passed to `send` as a
+    /// whole frame. Returns the slot copies written.
     pub fn key_write(
         &mut self,
         redundancy: u8,
         key: u32,
-        data: u32,
+        data: &[u32],
         mut send: impl FnMut(&[u8]),
     ) -> Result<u32, Refusal> {
-        let s = self.l.sizes;
-        if s.kw_slots == 0 || s.kw_words != 1 {
-            return Err(Refusal::PrimitiveDisabled);
-        }
-        if redundancy == 0 {
-            return Err(Refusal::RedundancyZero);
-        }
-        if redundancy as u32 > s.kw_max_redundancy {
-            return Err(Refusal::RedundancyTooHigh);
+        let l = self.w.l;
+        let s = l.sizes;
+        check(
+            &l,
+            &Primitive::KeyWrite {
+                redundancy,
+                key,
+                words: data.len().min(7) as u8,
+                data: [0; 7],
+            },
+        )?;
+        if data.len() != s.kw_words as usize {
+            return Err(Refusal::DataWords);
         }
         let csum = hash::kw_checksum(key, s.kw_checksum_bits);
-        let mut slot = [0u8; 8];
-        slot[..4].copy_from_slice(&csum.to_le_bytes());
-        slot[4..].copy_from_slice(&data.to_le_bytes());
-        let mut buf = [0u8; MAX_FRAME];
-        for n in 0..redundancy {
-            let va = self.t.base_va + self.l.kw_offset + 8 * hash::slot(key, n, s.kw_slots);
-            let bth = self.bth(opcode::RC_RDMA_WRITE_ONLY);
-            let req = Request::Write {
-                reth: Reth {
-                    va,
-                    rkey: self.t.rkey,
-                    dma_len: 8,
-                },
-                data: &slot,
-            };
-            let len = roce::emit_request(&mut buf, &self.addrs, &bth, &req)
-                .map_err(|_| Refusal::Malformed)?;
-            send(&buf[..len]);
+        let kc = hash::KeyCrc::new(key);
+        let stride = s.kw_slot_bytes();
+        let mut body = [0u32; 8];
+        body[0] = csum;
+        body[1..1 + data.len()].copy_from_slice(data);
+        let mut b = [0u8; 256];
+        let n = Wire::le(&body[..1 + data.len()], &mut b);
+        for copy in 0..redundancy {
+            let off = l.kw_offset + stride * kc.slot(copy, s.kw_slots);
+            if s.kw_words == 1 {
+                self.w.write(off, &b[..n], &mut send);
+                continue;
+            }
+            // The seqlock: odd while the body is written, then a new even value (a
+            // per-QP counter, so a reader never sees the same even value around a write).
+            self.w.seq = self.w.seq.wrapping_add(2);
+            let even = self.w.seq;
+            self.w
+                .write(off, &(even.wrapping_sub(1)).to_le_bytes(), &mut send);
+            self.w.write(off + 4, &b[..n], &mut send);
+            self.w.write(off, &even.to_le_bytes(), &mut send);
         }
         Ok(redundancy as u32)
     }
@@ -117,31 +327,74 @@ impl Qp {
         counter: u64,
         mut send: impl FnMut(&[u8]),
     ) -> Result<u32, Refusal> {
-        let s = self.l.sizes;
-        if s.ki_slots == 0 {
-            return Err(Refusal::PrimitiveDisabled);
-        }
-        if redundancy == 0 {
-            return Err(Refusal::RedundancyZero);
-        }
-        if redundancy as u32 > s.ki_max_redundancy {
-            return Err(Refusal::RedundancyTooHigh);
-        }
+        let l = self.w.l;
+        check(
+            &l,
+            &Primitive::KeyIncrement {
+                redundancy,
+                key,
+                counter,
+            },
+        )?;
         let mut buf = [0u8; MAX_FRAME];
         for n in 0..redundancy {
-            let va = self.t.base_va + self.l.ki_offset + 8 * hash::slot(key, n, s.ki_slots);
-            let bth = self.bth(opcode::RC_FETCH_ADD);
+            let va = self.w.t.base_va + l.ki_offset + 8 * hash::slot(key, n, l.sizes.ki_slots);
+            let bth = self.w.bth(opcode::RC_FETCH_ADD);
             let req = Request::FetchAdd(AtomicEth {
                 va,
-                rkey: self.t.rkey,
+                rkey: self.w.t.rkey,
                 swap_add: counter,
                 compare: 0,
             });
-            let len = roce::emit_request(&mut buf, &self.addrs, &bth, &req)
+            let len = roce::emit_request(&mut buf, &self.w.addrs, &bth, &req)
                 .map_err(|_| Refusal::Malformed)?;
             send(&buf[..len]);
         }
         Ok(redundancy as u32)
+    }
+
+    /// Stage an Append; a full batch goes out as its WRITEs. Returns batches written.
+    pub fn append(
+        &mut self,
+        list: u32,
+        data: u32,
+        mut send: impl FnMut(&[u8]),
+    ) -> Result<u32, Refusal> {
+        let mut e = Emit {
+            w: &mut self.w,
+            send: &mut send,
+        };
+        self.appender.append(&mut e, list, data)
+    }
+
+    /// Cache a postcard; a complete or evicted chunk goes out as its WRITEs.
+    pub fn postcard(
+        &mut self,
+        key: u32,
+        hop: u8,
+        data: u32,
+        mut send: impl FnMut(&[u8]),
+    ) -> Result<PostcardOutcome, Refusal> {
+        let mut e = Emit {
+            w: &mut self.w,
+            send: &mut send,
+        };
+        let o = self.postcarder.postcard(&mut e, key, hop, data)?;
+        self.paths_complete += u64::from(o.complete);
+        self.paths_early += u64::from(o.early);
+        Ok(o)
+    }
+
+    /// Write every partial Append batch and cached postcard. Returns (batches, chunks).
+    pub fn flush(&mut self, mut send: impl FnMut(&[u8])) -> (u32, u32) {
+        let mut e = Emit {
+            w: &mut self.w,
+            send: &mut send,
+        };
+        let a = self.appender.flush_all(&mut e);
+        let p = self.postcarder.flush_all(&mut e);
+        self.paths_early += u64::from(p);
+        (a, p)
     }
 
     /// A response from the collector (the IPv4 packet: header to ICRC). A NAK for a PSN
@@ -157,15 +410,15 @@ impl Qp {
         let (Ok(bth), Some(rest)) = (Bth::parse(&ip[at..]), ip.get(at + roce::BTH_LEN..)) else {
             return false;
         };
-        if bth.dest_qp != self.t.qp || bth.opcode != opcode::RC_ACK {
+        if bth.dest_qp != self.w.t.qp || bth.opcode != opcode::RC_ACK {
             return false;
         }
         let Ok(a) = Aeth::parse(rest) else {
             return false;
         };
-        if a.is_psn_sequence_error() && bth.psn != self.psn {
-            self.psn = bth.psn;
-            self.resyncs += 1;
+        if a.is_psn_sequence_error() && bth.psn != self.w.psn {
+            self.w.psn = bth.psn;
+            self.w.resyncs += 1;
             return true;
         }
         false
@@ -198,14 +451,15 @@ mod tests {
             rkey: 7,
             base_va: 0x7f00_0000_0000,
         };
-        Qp::new(t, l, a, 0xff_fffe)
+        Qp::new(t, l, a, 0xff_fffe, 64)
     }
 
     #[test]
     fn writes_go_to_the_formula_slots_with_consecutive_psns() {
         let mut q = qp();
         let mut frames = Vec::new();
-        q.key_write(2, 9, 77, |f| frames.push(f.to_vec())).unwrap();
+        q.key_write(2, 9, &[77], |f| frames.push(f.to_vec()))
+            .unwrap();
         assert_eq!(frames.len(), 2);
         for (n, f) in frames.iter().enumerate() {
             let ip = &f[14..];
@@ -215,14 +469,14 @@ mod tests {
             assert_eq!(bth.psn, (0xff_fffe + n as u32) & 0xff_ffff);
             let reth = Reth::parse(&ip[40..]).unwrap();
             let slot = hash::slot(9, n as u8, 1001);
-            assert_eq!(reth.va, 0x7f00_0000_0000 + q.l.kw_offset + 8 * slot);
+            assert_eq!(reth.va, 0x7f00_0000_0000 + q.w.l.kw_offset + 8 * slot);
             let payload = &ip[56..64];
             assert_eq!(&payload[..4], &hash::kw_checksum(9, 32).to_le_bytes());
             assert_eq!(&payload[4..], &77u32.to_le_bytes());
         }
         assert_eq!(q.psn(), 0);
         assert_eq!(
-            q.key_write(5, 9, 1, |_| {}),
+            q.key_write(5, 9, &[1], |_| {}),
             Err(Refusal::RedundancyTooHigh)
         );
     }
@@ -251,12 +505,120 @@ mod tests {
         }
         .emit(&mut buf[at + roce::BTH_LEN..])
         .unwrap();
-        let n = peregrine_wire::dta::emit_frame(&mut buf, &q.addrs, roce_len).unwrap();
+        let n = peregrine_wire::dta::emit_frame(&mut buf, &q.w.addrs, roce_len).unwrap();
         roce::fill_icrc_v4(&mut buf[14..n]).unwrap();
         assert!(q.on_response(&buf[14..n]));
-        assert_eq!((q.psn(), q.resyncs), (0x10, 1));
+        assert_eq!((q.psn(), q.resyncs()), (0x10, 1));
         // A corrupted copy is ignored.
         buf[n - 1] ^= 1;
         assert!(!q.on_response(&buf[14..n]));
+    }
+
+    /// (VA - base, payload) of an RDMA WRITE frame, checking its ICRC.
+    fn write_of(f: &[u8]) -> (u64, Vec<u8>) {
+        let ip = &f[14..];
+        assert!(roce::verify_icrc_v4(ip));
+        let bth = Bth::parse(&ip[28..]).unwrap();
+        assert_eq!(bth.opcode, opcode::RC_RDMA_WRITE_ONLY);
+        let reth = Reth::parse(&ip[40..]).unwrap();
+        let d = &ip[56..56 + reth.dma_len as usize];
+        (reth.va - 0x7f00_0000_0000, d.to_vec())
+    }
+
+    fn le(words: &[u32]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    fn qp_with(s: Sizes) -> Qp {
+        let mut q = qp();
+        let l = Layout::new(s).unwrap();
+        q = Qp::new(q.w.t, l, q.w.addrs, 0, 4);
+        q
+    }
+
+    #[test]
+    fn append_batches_wrap_into_two_writes_then_the_head() {
+        let mut q = qp_with(Sizes {
+            ap_lists: 2,
+            ap_batch: 4,
+            ap_list_len: 6,
+            ..Sizes::default()
+        });
+        let l = q.w.l;
+        let mut f = Vec::new();
+        for d in 0..8 {
+            q.append(1, 100 + d, |x| f.push(write_of(x))).unwrap();
+        }
+        let list = l.ap_data_offset + 4 * 6;
+        let head = l.ap_heads_offset + 8;
+        assert_eq!(
+            f,
+            vec![
+                (list, le(&[100, 101, 102, 103])),
+                (head, 4u64.to_le_bytes().to_vec()),
+                (list + 16, le(&[104, 105])),
+                (list, le(&[106, 107])),
+                (head, 8u64.to_le_bytes().to_vec()),
+            ]
+        );
+        f.clear();
+        q.append(1, 108, |x| f.push(write_of(x))).unwrap();
+        assert!(f.is_empty(), "staged until the batch fills or a flush");
+        assert_eq!(q.flush(|x| f.push(write_of(x))), (1, 0));
+        assert_eq!(
+            f,
+            vec![(list + 8, le(&[108])), (head, 9u64.to_le_bytes().to_vec())]
+        );
+        assert_eq!(q.append(2, 1, |_| {}), Err(Refusal::UnknownList));
+    }
+
+    #[test]
+    fn a_postcard_chunk_is_one_write_per_copy() {
+        let mut q = qp_with(Sizes {
+            pc_chunks: 211,
+            pc_hops: 3,
+            pc_redundancy: 2,
+            ..Sizes::default()
+        });
+        let l = q.w.l;
+        let mut f = Vec::new();
+        for hop in 0..3u8 {
+            q.postcard(77, hop, 10 + hop as u32, |x| f.push(write_of(x)))
+                .unwrap();
+        }
+        let words = crate::store::encode_chunk(&l, 77, &[10, 11, 12]);
+        let want: Vec<_> = (0..2u8)
+            .map(|j| {
+                let c = hash::slot(77, j, 211);
+                (l.pc_offset + 12 * c, le(&words[..3]))
+            })
+            .collect();
+        assert_eq!(f, want);
+        assert_eq!(
+            q.postcard(77, 3, 1, |_| {}).unwrap_err(),
+            Refusal::HopOutOfRange
+        );
+    }
+
+    #[test]
+    fn a_three_word_key_write_is_a_seqlocked_slot() {
+        let mut q = qp_with(Sizes {
+            kw_slots: 1001,
+            kw_words: 3,
+            ..Sizes::default()
+        });
+        let l = q.w.l;
+        let mut f = Vec::new();
+        q.key_write(2, 9, &[1, 2, 3], |x| f.push(write_of(x)))
+            .unwrap();
+        assert_eq!(f.len(), 6);
+        for (n, w) in f.chunks(3).enumerate() {
+            let slot = l.kw_offset + 20 * hash::slot(9, n as u8, 1001);
+            let even = 2 * (n as u32 + 1);
+            assert_eq!(w[0], (slot, le(&[even - 1])));
+            assert_eq!(w[1], (slot + 4, le(&[hash::kw_checksum(9, 32), 1, 2, 3])));
+            assert_eq!(w[2], (slot, le(&[even])));
+        }
+        assert_eq!(q.key_write(1, 9, &[1], |_| {}), Err(Refusal::DataWords));
     }
 }

@@ -136,14 +136,8 @@ impl Store {
         let s = &self.l.sizes;
         let b = s.pc_hops as usize;
         let words = self.region.u32s(self.l.pc_offset, s.pc_chunks * b as u64);
+        let enc = encode_chunk(&self.l, key, vals);
         let kc = hash::KeyCrc::new(key);
-        let mut enc = [0u32; 8];
-        for (i, (e, v)) in enc.iter_mut().zip(vals).take(b).enumerate() {
-            *e = match s.pc_mode {
-                PostcardMode::Hashed => kc.crc_n(0x80 | i as u8) ^ hash::g(*v),
-                PostcardMode::Raw => *v,
-            };
-        }
         for j in 0..s.pc_redundancy as u8 {
             let base = kc.slot(j, s.pc_chunks) as usize * b;
             for (i, w) in enc.iter().take(b).enumerate() {
@@ -187,6 +181,46 @@ fn check_redundancy(n: u8, max: u32) -> Result<(), Refusal> {
     }
 }
 
+/// The words a postcard chunk of `key` stores for hop values `vals[..B]` ([`BLANK`] where
+/// no postcard): hashed mode `CRC32(key LE || 0x80|i) xor g(v)`, raw mode the values.
+pub fn encode_chunk(l: &Layout, key: u32, vals: &[u32]) -> [u32; 8] {
+    let s = &l.sizes;
+    let kc = hash::KeyCrc::new(key);
+    let mut enc = [0u32; 8];
+    for (i, (e, v)) in enc
+        .iter_mut()
+        .zip(vals)
+        .take(s.pc_hops as usize)
+        .enumerate()
+    {
+        *e = match s.pc_mode {
+            PostcardMode::Hashed => kc.crc_n(0x80 | i as u8) ^ hash::g(*v),
+            PostcardMode::Raw => *v,
+        };
+    }
+    enc
+}
+
+/// Where [`Appender`] batches and [`Postcarder`] chunks go: the mapped region ([`Store`]),
+/// or RDMA WRITEs toward a collector's NIC (`crate::rdma`).
+pub trait Sink {
+    /// Write `vals` as list `list`'s next entries and publish the new head (the caller is
+    /// the list's only writer).
+    fn append_entries(&mut self, list: u32, vals: &[u32]);
+    /// Write `key`'s chunk of hop values `vals[..B]`; returns the chunk copies written.
+    fn write_chunk(&mut self, key: u32, vals: &[u32]) -> u32;
+}
+
+impl Sink for Store {
+    fn append_entries(&mut self, list: u32, vals: &[u32]) {
+        Store::append_entries(self, list, vals)
+    }
+
+    fn write_chunk(&mut self, key: u32, vals: &[u32]) -> u32 {
+        Store::write_chunk(self, key, vals)
+    }
+}
+
 /// One worker's Append batching (seed Algorithm 3): `lists x batch` staged entries.
 #[derive(Debug)]
 pub struct Appender {
@@ -209,7 +243,7 @@ impl Appender {
 
     /// Stage `data` for `list`; write the batch when it is full. Returns region writes (0 or
     /// 1 batch write).
-    pub fn append(&mut self, store: &Store, list: u32, data: u32) -> Result<u32, Refusal> {
+    pub fn append(&mut self, store: &mut impl Sink, list: u32, data: u32) -> Result<u32, Refusal> {
         if self.lists == 0 {
             return Err(Refusal::PrimitiveDisabled);
         }
@@ -230,7 +264,7 @@ impl Appender {
     }
 
     /// Write every partial batch (shutdown, or a timer so entries do not wait forever).
-    pub fn flush_all(&mut self, store: &Store) -> u32 {
+    pub fn flush_all(&mut self, store: &mut impl Sink) -> u32 {
         let mut writes = 0;
         for l in 0..self.lists as usize {
             let f = self.fill[l] as usize;
@@ -272,6 +306,8 @@ pub struct Postcarder {
     full: u8,
     value_limit: u64,
     hashed: bool,
+    /// The region has a Postcarding section.
+    enabled: bool,
 }
 
 impl Postcarder {
@@ -290,10 +326,11 @@ impl Postcarder {
             full: ((1u16 << hops) - 1) as u8,
             value_limit: 1u64 << l.sizes.pc_value_bits,
             hashed: l.sizes.pc_mode == PostcardMode::Hashed,
+            enabled: l.sizes.pc_chunks > 0,
         }
     }
 
-    fn flush(store: &Store, e: &mut Entry) -> u32 {
+    fn flush(store: &mut impl Sink, e: &mut Entry) -> u32 {
         let w = store.write_chunk(e.key, &e.vals);
         e.present = 0;
         e.vals = [BLANK; 8];
@@ -302,12 +339,12 @@ impl Postcarder {
 
     pub fn postcard(
         &mut self,
-        store: &Store,
+        store: &mut impl Sink,
         key: u32,
         hop: u8,
         v: u32,
     ) -> Result<PostcardOutcome, Refusal> {
-        if store.l.sizes.pc_chunks == 0 {
+        if !self.enabled {
             return Err(Refusal::PrimitiveDisabled);
         }
         if hop as u32 >= self.hops {
@@ -335,7 +372,7 @@ impl Postcarder {
     }
 
     /// Write every cached partial path (missing hops blank). Returns chunks written.
-    pub fn flush_all(&mut self, store: &Store) -> u32 {
+    pub fn flush_all(&mut self, store: &mut impl Sink) -> u32 {
         let mut n = 0;
         for e in self.entries.iter_mut().filter(|e| e.present != 0) {
             Self::flush(store, e);

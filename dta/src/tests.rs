@@ -206,11 +206,11 @@ fn append_follower_under_a_concurrent_writer() {
     let (_d, r) = region(sizes);
     let total = 200_000u32;
     let writer = {
-        let s = Store::new(r.clone());
+        let mut s = Store::new(r.clone());
         std::thread::spawn(move || {
             let mut a = store::Appender::new(s.layout());
             for d in 0..total {
-                a.append(&s, 0, d).unwrap();
+                a.append(&mut s, 0, d).unwrap();
             }
         })
     };

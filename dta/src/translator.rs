@@ -197,11 +197,11 @@ impl Translator {
                 c.key_increment += 1;
             }
             Primitive::Append { list, data } => {
-                c.region_writes += self.appender.append(&self.store, list, data)? as u64;
+                c.region_writes += self.appender.append(&mut self.store, list, data)? as u64;
                 c.append += 1;
             }
             Primitive::Postcard { key, hop, data } => {
-                let o = self.postcarder.postcard(&self.store, key, hop, data)?;
+                let o = self.postcarder.postcard(&mut self.store, key, hop, data)?;
                 let chunks = (o.complete + o.early) as u64;
                 c.region_writes += chunks * self.store.layout().sizes.pc_redundancy as u64;
                 c.postcard_paths_complete += o.complete as u64;
@@ -215,8 +215,8 @@ impl Translator {
 
     /// Write what is staged (partial Append batches, cached postcards).
     pub fn flush(&mut self) {
-        let w = self.appender.flush_all(&self.store) as u64;
-        let p = self.postcarder.flush_all(&self.store) as u64;
+        let w = self.appender.flush_all(&mut self.store) as u64;
+        let p = self.postcarder.flush_all(&mut self.store) as u64;
         self.counters.region_writes += w + p * self.store.layout().sizes.pc_redundancy as u64;
         self.counters.postcard_early_flush += p;
     }

@@ -64,8 +64,8 @@ pub struct TranslatorSection {
     /// The region's structures (defaults: docs/dta.md).
     #[serde(default)]
     pub sizes: Sizes,
-    /// RoCEv2 output: Key-Write (K = 1) and Key-Increment reports become RDMA WRITE /
-    /// FETCH_ADD requests toward a collector's RDMA NIC instead of region writes.
+    /// RoCEv2 output: reports become RDMA WRITE / FETCH_ADD requests toward a collector's
+    /// RDMA NIC instead of region writes.
     #[serde(default)]
     pub rocev2: Option<RoceSection>,
 }
@@ -175,12 +175,6 @@ impl Configure for DtaTranslatorFeature {
                 let mac = peregrine_wire::ethernet::Address::parse(&r.collector_mac).ok_or_else(
                     || invalid("dta_translator.rocev2.collector_mac", "not a MAC address"),
                 )?;
-                if s.sizes.kw_words != 1 {
-                    return Err(invalid(
-                        "dta_translator.rocev2",
-                        "RDMA output writes one-word Key-Write slots: sizes.kw_words must be 1",
-                    ));
-                }
                 if r.qp > 0xff_ffff || r.first_psn > 0xff_ffff {
                     return Err(invalid(
                         "dta_translator.rocev2",
@@ -204,7 +198,13 @@ impl Configure for DtaTranslatorFeature {
                 };
                 Some(RoceOut {
                     port,
-                    qp: peregrine_dta::rdma::Qp::new(t, layout, addrs, r.first_psn),
+                    qp: peregrine_dta::rdma::Qp::new(
+                        t,
+                        layout,
+                        addrs,
+                        r.first_psn,
+                        s.pc_cache_slots,
+                    ),
                     rings: std::sync::Mutex::new(Vec::new()),
                     sent: 0,
                     inject_failed: 0,
@@ -256,13 +256,16 @@ impl DtaTranslatorFeature {
             append: c.append,
             postcard: c.postcard,
             region_writes: c.region_writes,
-            postcard_paths_complete: c.postcard_paths_complete,
-            postcard_early_flush: c.postcard_early_flush,
+            // RoCEv2 mode: the control side's postcard cache writes the chunks.
+            postcard_paths_complete: c.postcard_paths_complete
+                + self.roce.as_ref().map_or(0, |r| r.qp.paths_complete),
+            postcard_early_flush: c.postcard_early_flush
+                + self.roce.as_ref().map_or(0, |r| r.qp.paths_early),
             nacks,
             handed_off,
             rdma_sent: self.roce.as_ref().map_or(0, |r| r.sent),
             rdma_inject_failed: self.roce.as_ref().map_or(0, |r| r.inject_failed),
-            rdma_resyncs: self.roce.as_ref().map_or(0, |r| r.qp.resyncs),
+            rdma_resyncs: self.roce.as_ref().map_or(0, |r| r.qp.resyncs()),
             refused: Refusal::ALL
                 .iter()
                 .map(|r| (r.name().to_string(), c.refused[r.index()]))
@@ -345,25 +348,19 @@ impl<B: PacketBuf> Feature<B> for DtaTranslatorFeature {
         let inj = running.injector();
         let port = r.port;
         let (mut sent, mut failed) = (0u64, 0u64);
+        let mut send = |f: &[u8]| match inj.inject(0, port, f) {
+            Ok(()) => sent += 1,
+            Err(_) => failed += 1,
+        };
+        let idle = todo.is_empty();
         for p in todo {
-            let mut send = |f: &[u8]| match inj.inject(0, port, f) {
-                Ok(()) => sent += 1,
-                Err(_) => failed += 1,
-            };
-            let _ = match p {
-                peregrine_wire::dta::Primitive::KeyWrite {
-                    redundancy,
-                    key,
-                    data,
-                    ..
-                } => r.qp.key_write(redundancy, key, data[0], &mut send),
-                peregrine_wire::dta::Primitive::KeyIncrement {
-                    redundancy,
-                    key,
-                    counter,
-                } => r.qp.key_increment(redundancy, key, counter, &mut send),
-                _ => Ok(0),
-            };
+            // The stage checked it (`rdma::check`): no refusal here.
+            let _ = r.qp.handle(&p, &mut send);
+        }
+        if idle {
+            // No reports this tick: write partial Append batches and cached postcards, as
+            // the region path does when its worker goes idle.
+            r.qp.flush(&mut send);
         }
         r.sent += sent;
         r.inject_failed += failed;

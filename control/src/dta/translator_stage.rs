@@ -110,7 +110,7 @@ pub struct TranslatorStage {
     refused: [DropReason; Refusal::COUNT],
     dirty: bool,
     loopback: Option<Loopback>,
-    /// RoCEv2 output: Key-Write / Key-Increment primitives for the control side to send.
+    /// RoCEv2 output: valid primitives for the control side to send.
     rdma: Option<rtrb::Producer<Primitive>>,
 }
 
@@ -200,39 +200,33 @@ impl TranslatorStage {
         }
     }
 
-    /// RoCEv2 output: valid Key-Write (one data word) and Key-Increment reports go to `tx`
-    /// for the control side to send as RDMA requests; RoCEv2 frames arriving (the
+    /// RoCEv2 output: valid reports go to `tx` for the control side to send as RDMA
+    /// requests (Append and Postcarding reports keep their owner worker, so each list's and
+    /// key's reports stay in order through the ring); RoCEv2 frames arriving (the
     /// collector's ACK / NAK) go to the control thread.
     pub fn with_rdma(mut self, tx: rtrb::Producer<Primitive>) -> TranslatorStage {
         self.rdma = Some(tx);
         self
     }
 
-    /// RoCEv2 mode: queue a valid Key-Write / Key-Increment; `None` when the report is for
-    /// the region path (other primitives, or bad ones, which `handle` refuses by reason).
+    /// RoCEv2 mode: queue a valid report, refuse an invalid one by the region path's
+    /// reason; `None` when the payload does not parse (`handle` refuses it by reason).
     fn queue_rdma(&mut self, payload: &[u8]) -> Option<Result<(), Refused>> {
         let tx = self.rdma.as_mut()?;
         let r = dta::Packet::new_checked(payload, self.variant)
             .and_then(|p| Repr::parse(&p))
             .ok()?;
-        let s = self.t.store().layout().sizes;
-        let ok = match r.primitive {
-            Primitive::KeyWrite {
-                redundancy, words, ..
-            } => words == 1 && redundancy >= 1 && redundancy as u32 <= s.kw_max_redundancy,
-            Primitive::KeyIncrement { redundancy, .. } => {
-                redundancy >= 1 && redundancy as u32 <= s.ki_max_redundancy
-            }
-            _ => false,
-        };
-        if !ok {
-            return None;
+        if let Err(why) = peregrine_dta::rdma::check(self.t.store().layout(), &r.primitive) {
+            return Some(Err(self.t.refuse(why, payload)));
         }
         Some(match tx.push(r.primitive) {
             Ok(()) => {
+                let c = &mut self.t.counters;
                 match r.primitive {
-                    Primitive::KeyWrite { .. } => self.t.counters.key_write += 1,
-                    _ => self.t.counters.key_increment += 1,
+                    Primitive::KeyWrite { .. } => c.key_write += 1,
+                    Primitive::KeyIncrement { .. } => c.key_increment += 1,
+                    Primitive::Append { .. } => c.append += 1,
+                    Primitive::Postcard { .. } => c.postcard += 1,
                 }
                 Ok(())
             }

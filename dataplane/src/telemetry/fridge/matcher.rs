@@ -188,24 +188,49 @@ fn mum(a: u64, b: u64) -> u64 {
     (r as u64) ^ ((r >> 64) as u64)
 }
 
-/// The ID hash of a pair: kind, requester, responder, ports, pairing field. Three folded
-/// multiplies, no finaliser of its own: the table finalises it once under its seed
-/// (`Keyed::head`), so a packet pays for one finaliser before its coin (a chain of seven
-/// cost a fifth of the UPF's per-packet budget, two still 5%).
+const K: [u64; 5] = [
+    0xa076_1d64_78bd_642f,
+    0xe703_7ed1_a0b4_28db,
+    0x8ebc_6af0_9c88_c6e3,
+    0x5899_65cc_7537_4cc3,
+    0x9e37_79b9_7f4a_7c15,
+];
+
+/// The ID of a pair: kind, requester, responder, ports, pairing field (at most 32 bits in
+/// every kind). Not yet a hash: the table finalises it once under its seed (`Keyed::head`,
+/// a full-avalanche mix), so the ID only has to keep distinct pairs distinct. The addresses
+/// take one word (side by side for IPv4, each IPv6 address folded by a multiply), the rest
+/// another, spread by an odd multiplier (a bijection); their XOR is the ID. One multiply for
+/// IPv4 (a chain of seven cost a fifth of the UPF's per-packet budget).
 #[inline(always)]
 pub fn pair_id(kind: Kind, req: u128, resp: u128, ports: u32, key: u64) -> u64 {
-    const K: [u64; 6] = [
-        0xa076_1d64_78bd_642f,
-        0xe703_7ed1_a0b4_28db,
-        0x8ebc_6af0_9c88_c6e3,
-        0x5899_65cc_7537_4cc3,
-        0x1d8e_4e27_c47d_124f,
-        0x9e37_79b9_7f4a_7c15,
-    ];
-    let a = mum(req as u64 ^ K[0], (req >> 64) as u64 ^ K[1]);
-    let b = mum(resp as u64 ^ K[2], (resp >> 64) as u64 ^ K[3]);
-    let c = mum((u64::from(ports) << 8 | kind as u64) ^ K[4], key ^ K[5]);
-    a ^ b.rotate_left(23) ^ c.rotate_left(47)
+    pair_mix(kind, addr_word(req, resp), ports, key)
+}
+
+/// Requester and responder in one word: side by side when both are IPv4 (as
+/// [`v4_word`]), else each IPv6 address folded by a multiply.
+#[inline(always)]
+fn addr_word(req: u128, resp: u128) -> u64 {
+    if (req | resp) >> 32 == 0 {
+        v4_word(req as u32, resp as u32)
+    } else {
+        mum(req as u64 ^ K[0], (req >> 64) as u64 ^ K[1])
+            ^ mum(resp as u64 ^ K[2], (resp >> 64) as u64 ^ K[3]).rotate_left(23)
+    }
+}
+
+/// Two IPv4 addresses (requester, responder) in one word.
+#[inline(always)]
+const fn v4_word(req: u32, resp: u32) -> u64 {
+    (req as u64) << 32 | resp as u64
+}
+
+/// [`pair_id`] from the addresses' word.
+#[inline(always)]
+const fn pair_mix(kind: Kind, a: u64, ports: u32, key: u64) -> u64 {
+    // The kind rides in the top bits of the key word (the key has at most 32 bits).
+    let b = ((ports as u64) << 32 ^ key) ^ (kind as u64) << 58;
+    a ^ b.wrapping_mul(K[4])
 }
 
 /// Minimal look at a packet the classifier refused: does its IP header name TCP (a truncated
@@ -261,38 +286,75 @@ impl RoleSink for Roles {
 /// [`roles`]).
 #[inline(always)]
 pub fn each_role(d: &[u8], m: &PacketMeta, kinds: u8, f: &mut impl RoleSink) -> Result<u32, Skip> {
-    if !m.is_classified() {
-        return Err(refused(d));
+    if single_role(d, m, kinds, f)? {
+        Ok(1)
+    } else {
+        tcp(d, m, kinds, f)
     }
-    if m.has(flags::FRAGMENT) {
-        return Err(Skip::Fragment);
-    }
-    // GTP-U echo rides on the outer UDP header (never a G-PDU).
-    if kinds & Kind::GtpEcho.bit() != 0 && !m.has(flags::GPDU) && m.proto == 17 && m.has(flags::L4)
-    {
-        if let Some(r) = gtp_echo(d, m)? {
-            f.role(r);
-            return Ok(1);
-        }
+}
+
+/// The first half of [`each_role`]: hands `f` the one role of a UDP (DNS, GTP-U echo) or
+/// ICMP packet and returns `Ok(true)`, or returns `Ok(false)` for a TCP segment among
+/// `kinds`, whose roles (up to two) [`tcp`] finds. The stage calls this on every packet and
+/// [`tcp`] only for TCP, so the common single-role path keeps its state in registers.
+#[inline(always)]
+pub fn single_role(
+    d: &[u8],
+    m: &PacketMeta,
+    kinds: u8,
+    f: &mut impl RoleSink,
+) -> Result<bool, Skip> {
+    // One test for "classified, L4 header complete, not a fragment"; the rest is cold.
+    const MASK: u16 = flags::CLASSIFIED | flags::L4 | flags::FRAGMENT;
+    if m.flags & MASK != flags::CLASSIFIED | flags::L4 {
+        return Err(odd(d, m, kinds));
     }
     let (l3, l4, v6) = (
         usize::from(m.inner_l3_off),
         usize::from(m.inner_l4_off),
         m.has(flags::INNER_V6),
     );
+    // Each arm hands its role over itself: merged, the roles' fields would meet in one
+    // variable and the kind would no longer be a constant where the stage routes it.
     match m.proto {
-        6 if kinds & (Kind::TcpHandshake.bit() | Kind::TcpData.bit()) != 0 => {
-            tcp(d, l3, l4, v6, m, kinds, f)
-        }
-        17 if kinds & Kind::Dns.bit() != 0 && m.has(flags::L4) => {
+        17 => {
+            // GTP-U echo rides on the outer UDP header (never a G-PDU).
+            if kinds & Kind::GtpEcho.bit() != 0 && !m.has(flags::GPDU) {
+                if let Some(r) = gtp_echo(d, m)? {
+                    f.role(r);
+                    return Ok(true);
+                }
+            }
+            if kinds & Kind::Dns.bit() == 0 {
+                return Err(Skip::Other);
+            }
             f.role(dns(d, l3, l4, v6)?);
-            Ok(1)
+            Ok(true)
         }
-        1 | 58 if kinds & Kind::IcmpEcho.bit() != 0 && m.has(flags::L4) => {
+        6 if kinds & (Kind::TcpHandshake.bit() | Kind::TcpData.bit()) != 0 => Ok(false),
+        1 | 58 if kinds & Kind::IcmpEcho.bit() != 0 => {
             f.role(icmp(d, l3, l4, v6, m.proto)?);
-            Ok(1)
+            Ok(true)
         }
         _ => Err(Skip::Other),
+    }
+}
+
+/// Why a packet that is unclassified, a fragment or without a complete L4 header plays no
+/// role.
+#[cold]
+fn odd(d: &[u8], m: &PacketMeta, kinds: u8) -> Skip {
+    if !m.is_classified() {
+        return refused(d);
+    }
+    if m.has(flags::FRAGMENT) {
+        return Skip::Fragment;
+    }
+    // No complete L4 header: the classifier refused the TCP header.
+    if m.proto == 6 && kinds & (Kind::TcpHandshake.bit() | Kind::TcpData.bit()) != 0 {
+        Skip::TruncatedTcp
+    } else {
+        Skip::Other
     }
 }
 
@@ -328,47 +390,89 @@ fn gtp_echo(d: &[u8], m: &PacketMeta) -> Result<Option<Role>, Skip> {
     }))
 }
 
-/// A DNS query or response (UDP to or from port 53).
+/// A DNS query or response (UDP to or from port 53): the ports, the ID and the QR bit at
+/// fixed offsets from the L4 header, in one bounds check over the UDP header and the 12-byte
+/// DNS header; the question section is neither walked nor validated (no slice needs it).
 #[inline(always)]
 fn dns(d: &[u8], l3: usize, l4: usize, v6: bool) -> Result<Role, Skip> {
-    // The UDP header and the DNS header's ID and flags in one bounds check.
     let Some(h) = d
-        .get(l4..l4 + 11)
-        .and_then(|h| <&[u8; 11]>::try_from(h).ok())
+        .get(l4..l4 + 20)
+        .and_then(|h| <&[u8; 20]>::try_from(h).ok())
     else {
-        // Ports cut short read as 0 (not DNS); a DNS header cut short is named below.
-        let (sp, dp) = (be16(d, l4).unwrap_or(0), be16(d, l4 + 2).unwrap_or(0));
-        return Err(if sp != 53 && dp != 53 {
-            Skip::Other
-        } else {
-            Skip::TruncatedDns
-        });
+        return Err(short_dns(d, l4));
     };
-    let (sp, dp) = (
-        u16::from_be_bytes([h[0], h[1]]),
-        u16::from_be_bytes([h[2], h[3]]),
-    );
-    if sp != 53 && dp != 53 {
-        return Err(Skip::Other);
+    // Source and destination port as one word, source high.
+    let raw = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+    let (sp, dp) = ((raw >> 16) as u16, raw as u16);
+    // A query to 53 or a response from 53; anything else is no pair (cold).
+    let qr = h[10] & 0x80 != 0;
+    if (if qr { sp } else { dp }) != 53 {
+        return Err(unpaired_dns(d, l3, l4, v6, sp, dp));
     }
-    let (s, t, end) = addrs(d, l3, v6).ok_or(Skip::TruncatedDns)?;
-    let dns = l4 + 8;
-    if end.min(d.len()) < dns + 12 {
-        return Err(Skip::TruncatedDns);
-    }
-    let (dns_id, fl) = (u16::from_be_bytes([h[8], h[9]]), h[10]);
-    let qr = fl & 0x80 != 0;
-    let (request, (rq, rs), ports) = match (qr, dp == 53, sp == 53) {
-        (false, true, _) => (true, (s, t), u32::from(sp) << 16 | u32::from(dp)),
-        (true, _, true) => (false, (t, s), u32::from(dp) << 16 | u32::from(sp)),
-        _ => return Err(Skip::Other),
+    let request = !qr;
+    // The ports in request order.
+    let ports = if qr { raw.rotate_left(16) } else { raw };
+    // The IP length must hold the DNS header too (the frame may be padded).
+    let word = if v6 {
+        let (s, t, end) = addrs(d, l3, true).ok_or(Skip::TruncatedDns)?;
+        if end < l4 + 20 {
+            return Err(Skip::TruncatedDns);
+        }
+        let (rq, rs) = if request { (s, t) } else { (t, s) };
+        addr_word(rq, rs)
+    } else {
+        let ip: &[u8; 20] = d
+            .get(l3..l3 + 20)
+            .and_then(|h| h.try_into().ok())
+            .ok_or(Skip::TruncatedDns)?;
+        if l3 + usize::from(u16::from_be_bytes([ip[2], ip[3]])) < l4 + 20 {
+            return Err(Skip::TruncatedDns);
+        }
+        let s = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
+        let t = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
+        if request {
+            v4_word(s, t)
+        } else {
+            v4_word(t, s)
+        }
     };
     Ok(Role {
         kind: Kind::Dns,
         request,
-        id: pair_id(Kind::Dns, rq, rs, ports, u64::from(dns_id)),
+        id: pair_mix(
+            Kind::Dns,
+            word,
+            ports,
+            u64::from(u16::from_be_bytes([h[8], h[9]])),
+        ),
         ports: [sp, dp],
     })
+}
+
+/// Why a UDP datagram with a whole DNS header is no DNS pair: not to or from port 53
+/// ([`Skip::Other`]), a DNS header past the IP length ([`Skip::TruncatedDns`]), else a query
+/// from 53 or a response to 53 ([`Skip::Other`]).
+#[cold]
+fn unpaired_dns(d: &[u8], l3: usize, l4: usize, v6: bool, sp: u16, dp: u16) -> Skip {
+    if sp != 53 && dp != 53 {
+        return Skip::Other;
+    }
+    match addrs(d, l3, v6) {
+        Some((_, _, end)) if end >= l4 + 20 => Skip::Other,
+        _ => Skip::TruncatedDns,
+    }
+}
+
+/// A UDP datagram too short for the DNS header: [`Skip::TruncatedDns`] if it is to or from
+/// port 53 (ports cut short read as 0: not DNS).
+#[cold]
+fn short_dns(d: &[u8], l4: usize) -> Skip {
+    let (sp, dp) = (be16(d, l4).unwrap_or(0), be16(d, l4 + 2).unwrap_or(0));
+    if sp != 53 && dp != 53 {
+        Skip::Other
+    } else {
+        Skip::TruncatedDns
+    }
 }
 
 /// An ICMP or ICMPv6 echo request or reply.
@@ -396,18 +500,13 @@ fn icmp(d: &[u8], l3: usize, l4: usize, v6: bool, proto: u8) -> Result<Role, Ski
     })
 }
 
-fn tcp(
-    d: &[u8],
-    l3: usize,
-    l4: usize,
-    v6: bool,
-    m: &PacketMeta,
-    kinds: u8,
-    f: &mut impl RoleSink,
-) -> Result<u32, Skip> {
-    if !m.has(flags::L4) {
-        return Err(Skip::TruncatedTcp);
-    }
+/// The roles of a TCP segment that [`single_role`] passed on (classified, complete header).
+pub fn tcp(d: &[u8], m: &PacketMeta, kinds: u8, f: &mut impl RoleSink) -> Result<u32, Skip> {
+    let (l3, l4, v6) = (
+        usize::from(m.inner_l3_off),
+        usize::from(m.inner_l4_off),
+        m.has(flags::INNER_V6),
+    );
     let (s, t, end) = addrs(d, l3, v6).ok_or(Skip::TruncatedTcp)?;
     let (Some(sp), Some(dp), Some(seq), Some(ack), Some(&off), Some(&fl)) = (
         be16(d, l4),

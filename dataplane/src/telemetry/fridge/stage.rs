@@ -14,7 +14,7 @@
 
 use super::hist::LogHist;
 use super::kernel::{FridgeSet, FridgeSpec, SpecError};
-use super::matcher::{addr_key, each_role, outer_addrs, Kind, Role, RoleSink, Skip};
+use super::matcher::{addr_key, outer_addrs, single_role, tcp, Kind, Role, RoleSink, Skip};
 use super::weight::XMode;
 use super::window::SlicePub;
 use crate::buffer::PacketBuf;
@@ -160,7 +160,7 @@ struct SliceRt {
 /// The stage as the matcher's [`RoleSink`] for one packet.
 struct Sink<'a> {
     st: &'a mut FridgeStage,
-    uplink: bool,
+    rx: PortId,
     data: &'a [u8],
     m: &'a PacketMeta,
     now_ns: u64,
@@ -169,19 +169,17 @@ struct Sink<'a> {
 impl RoleSink for Sink<'_> {
     #[inline(always)]
     fn role(&mut self, r: Role) {
-        self.st.role(r, self.uplink, self.data, self.m, self.now_ns);
+        let uplink = self.st.uplink(self.m, self.rx);
+        self.st.role(r, uplink, self.data, self.m, self.now_ns);
     }
 }
 
-/// Where a role of one kind and vantage goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Route {
+/// Where a role of one kind and vantage goes: a slice index, or one of these.
+mod route {
     /// No slice takes it.
-    None,
-    /// Slice `i`, the first of its kind and vantage, with no filter.
-    Direct(u16),
+    pub const NONE: u16 = u16::MAX;
     /// Scan the slices in file order (the first candidate has a filter).
-    Scan,
+    pub const SCAN: u16 = u16::MAX - 1;
 }
 
 /// A worker's fridge stage.
@@ -189,13 +187,15 @@ pub struct FridgeStage {
     slices: Vec<SliceRt>,
     /// Per kind and vantage (`[Kind as usize][Vantage::N6 = 0, N3 = 1]`): the first slice
     /// of that kind and vantage, when it has no filter (QFI, ports, peers), so it takes every
-    /// such role: [`Route::Direct`] skips the scan of [`observe`](Self::observe).
-    route: [[Route; 2]; 5],
+    /// such role (the slice's index: no scan), else [`route::SCAN`] or [`route::NONE`].
+    route: [[u16; 2]; 5],
     kinds: u8,
     /// Some slice is keyed by GTP-U peer.
     peer_slices: bool,
     window_ns: u64,
     window: u64,
+    /// `[start, end)` of `window` in ns: the per-batch test without a division.
+    window_span: (u64, u64),
     /// Something was tallied since the last publish.
     dirty: bool,
     /// The window in progress was published as running (so it must also end as done).
@@ -253,14 +253,14 @@ impl FridgeStage {
         for &p in &spec.uplink_ports {
             uplink[usize::from(p)] = true;
         }
-        let mut route = [[Route::None; 2]; 5];
+        let mut route = [[route::NONE; 2]; 5];
         for (i, sl) in spec.slices.iter().enumerate() {
             let r = &mut route[sl.kind as usize][sl.vantage as usize];
-            if *r == Route::None {
+            if *r == route::NONE {
                 let plain = sl.qfi.is_empty() && sl.ports.is_empty() && sl.peers.is_empty();
                 *r = match u16::try_from(i) {
-                    Ok(i) if plain => Route::Direct(i),
-                    _ => Route::Scan,
+                    Ok(i) if plain && i < route::SCAN => i,
+                    _ => route::SCAN,
                 };
             }
         }
@@ -271,6 +271,7 @@ impl FridgeStage {
             kinds,
             window_ns: spec.window_ns.max(1),
             window: 0,
+            window_span: (0, spec.window_ns.max(1)),
             dirty: false,
             idle_published: false,
             uplink,
@@ -309,8 +310,19 @@ impl FridgeStage {
     }
 
     /// Move to the window of `now_ns`: publish the one that ended, start empty.
+    #[inline(always)]
     fn roll(&mut self, now_ns: u64) {
+        let (lo, hi) = self.window_span;
+        if now_ns < lo || now_ns >= hi {
+            self.roll_to(now_ns);
+        }
+    }
+
+    #[cold]
+    fn roll_to(&mut self, now_ns: u64) {
         let w = now_ns / self.window_ns;
+        let lo = w * self.window_ns;
+        self.window_span = (lo, lo.saturating_add(self.window_ns));
         if w != self.window {
             if self.dirty || self.idle_published {
                 self.publish(true);
@@ -329,16 +341,33 @@ impl FridgeStage {
     /// One packet (its bytes, metadata and rx port) at `now_ns`.
     #[inline(always)]
     pub fn observe(&mut self, data: &[u8], m: &crate::meta::PacketMeta, rx: PortId, now_ns: u64) {
-        let uplink = self.uplink(m, rx);
         let kinds = self.kinds;
         let mut sink = Sink {
             st: self,
-            uplink,
+            rx,
             data,
             m,
             now_ns,
         };
-        match each_role(data, m, kinds, &mut sink) {
+        match single_role(data, m, kinds, &mut sink) {
+            Ok(true) => {}
+            Ok(false) => self.observe_tcp(data, m, rx, now_ns),
+            Err(s) => self.skips[s as usize] += 1,
+        }
+    }
+
+    /// A TCP segment's roles (up to two), handed over as they are found.
+    #[inline(never)]
+    fn observe_tcp(&mut self, data: &[u8], m: &PacketMeta, rx: PortId, now_ns: u64) {
+        let kinds = self.kinds;
+        let mut sink = Sink {
+            st: self,
+            rx,
+            data,
+            m,
+            now_ns,
+        };
+        match tcp(data, m, kinds, &mut sink) {
             Ok(0) => self.skips[Skip::Other as usize] += 1,
             Ok(_) => {}
             Err(s) => self.skips[s as usize] += 1,
@@ -364,19 +393,17 @@ impl FridgeStage {
         } else {
             Vantage::N3
         };
-        let slice = match self.route[role.kind as usize][vantage as usize] {
-            Route::Direct(i) => usize::from(i),
-            Route::None => {
-                self.unsliced += 1;
-                return;
-            }
-            Route::Scan => match self.scan(role, vantage, data, m) {
-                Some(i) => i,
-                None => {
+        let r = self.route[role.kind as usize][vantage as usize];
+        let slice = if r < route::SCAN {
+            usize::from(r)
+        } else {
+            match (r == route::SCAN).then(|| self.scan(role, vantage, data, m)) {
+                Some(Some(i)) => i,
+                _ => {
                     self.unsliced += 1;
                     return;
                 }
-            },
+            }
         };
         self.dirty = true;
         let s = &mut self.slices[slice];
