@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Install the system packages Peregrine needs on Debian 12 (bookworm), only what is missing.
-#   scripts/deps.sh          build and run: DPDK 22.11 headers and libs, clang for bindgen
+#   scripts/deps.sh          build and run: DPDK 22.11 headers and libs, clang for bindgen,
+#                            libibverbs-dev (peregrine-dta's `verbs` feature, built in CI)
 #   scripts/deps.sh --test   also the test oracles: dpdk-testpmd, tshark, Scapy (pip), iproute2,
 #                            ethtool (veth checksum offload in the netns TCP test), XGBoost (pip,
 #                            the Kestrel evaluation's detector training)
 set -euo pipefail
 
-want=(libdpdk-dev pkg-config clang libclang-dev libzmq3-dev)
+want=(libdpdk-dev pkg-config clang libclang-dev libzmq3-dev libibverbs-dev)
 if [[ "${1:-}" == "--test" ]]; then
   want+=(dpdk dpdk-dev tshark python3-pip iproute2 ethtool)
 fi

@@ -5,3 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
 cargo test --workspace --locked "$@"
+# The libibverbs binding (feature `verbs`, off by default): it must build, and its test
+# skips with "no RDMA device" where there is none.
+cargo test -p peregrine-dta --features verbs --locked --test verbs "$@"

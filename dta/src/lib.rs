@@ -8,7 +8,8 @@
 //! - [`hash`]: slot formulas, checksums, the Postcarding value hash;
 //! - [`store`]: the translator's writes; [`translator`]: a worker's report handling;
 //! - [`collector`]: queries and Append list following;
-//! - [`rdma`]: the RoCEv2 output mode (WRITE / FETCH_ADD requests, PSN, NAK resync).
+//! - [`rdma`]: the RoCEv2 output mode (WRITE / FETCH_ADD requests, PSN, NAK resync);
+//! - `verbs` (feature `verbs`): the collector's side on a real RDMA NIC (libibverbs).
 
 pub mod collector;
 pub mod hash;
@@ -17,6 +18,8 @@ pub mod rdma;
 pub mod region;
 pub mod store;
 pub mod translator;
+#[cfg(feature = "verbs")]
+pub mod verbs;
 
 #[cfg(test)]
 mod tests;

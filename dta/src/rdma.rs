@@ -26,7 +26,11 @@ use peregrine_wire::roce::{self, opcode, Aeth, AtomicEth, Bth, Request, Reth};
 /// What the collector advertises for its registered region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Target {
+    /// The collector's queue pair (BTH destination QP of our requests).
     pub qp: u32,
+    /// Our own queue pair number, the one the collector's QP is connected to: its ACKs and
+    /// NAKs carry it as their destination QP.
+    pub local_qp: u32,
     pub rkey: u32,
     /// Virtual address of the region's first byte (its header).
     pub base_va: u64,
@@ -49,6 +53,8 @@ struct Wire {
     /// Entries ever appended, per list (the heads we publish).
     heads: Vec<u64>,
     resyncs: u64,
+    /// The frame being built (every byte of a frame is written: no zeroing per frame).
+    buf: Box<[u8; MAX_FRAME]>,
 }
 
 impl Wire {
@@ -68,7 +74,6 @@ impl Wire {
 
     /// One RDMA WRITE Only of `data` at region offset `off`.
     fn write(&mut self, off: u64, data: &[u8], send: &mut impl FnMut(&[u8])) {
-        let mut buf = [0u8; MAX_FRAME];
         let bth = self.bth(opcode::RC_RDMA_WRITE_ONLY);
         let req = Request::Write {
             reth: Reth {
@@ -79,17 +84,19 @@ impl Wire {
             data,
         };
         // Our callers pass at most 256 bytes: always fits.
-        if let Ok(n) = roce::emit_request(&mut buf, &self.addrs, &bth, &req) {
-            send(&buf[..n]);
+        if let Ok(n) = roce::emit_request(&mut self.buf[..], &self.addrs, &bth, &req) {
+            send(&self.buf[..n]);
         }
     }
 
-    /// Little-endian bytes of `words` into `out` (at most 64 words).
-    fn le(words: &[u32], out: &mut [u8; 256]) -> usize {
+    /// Little-endian bytes of `words` into `out` (as many as fit).
+    fn le(words: &[u32], out: &mut [u8]) -> usize {
+        let mut n = 0;
         for (c, w) in out.chunks_exact_mut(4).zip(words) {
             c.copy_from_slice(&w.to_le_bytes());
+            n += 4;
         }
-        4 * words.len().min(64)
+        n
     }
 }
 
@@ -145,6 +152,9 @@ pub struct Qp {
     /// Postcard chunks written: complete paths, early (evicted or flushed).
     pub paths_complete: u64,
     pub paths_early: u64,
+    /// Where [`flush_some`](Self::flush_some) resumes: next list, next cache entry.
+    flush_list: u32,
+    flush_entry: usize,
 }
 
 /// Whether `p` is one the region path would store (the same checks, the same refusals),
@@ -215,6 +225,8 @@ impl Qp {
             postcarder: Postcarder::new(&l, pc_cache_slots),
             paths_complete: 0,
             paths_early: 0,
+            flush_list: 0,
+            flush_entry: 0,
             w: Wire {
                 t,
                 l,
@@ -223,6 +235,7 @@ impl Qp {
                 seq: 0,
                 heads: vec![0; l.sizes.ap_lists as usize],
                 resyncs: 0,
+                buf: Box::new([0; MAX_FRAME]),
             },
         }
     }
@@ -299,7 +312,7 @@ impl Qp {
         let mut body = [0u32; 8];
         body[0] = csum;
         body[1..1 + data.len()].copy_from_slice(data);
-        let mut b = [0u8; 256];
+        let mut b = [0u8; 32];
         let n = Wire::le(&body[..1 + data.len()], &mut b);
         for copy in 0..redundancy {
             let off = l.kw_offset + stride * kc.slot(copy, s.kw_slots);
@@ -336,7 +349,6 @@ impl Qp {
                 counter,
             },
         )?;
-        let mut buf = [0u8; MAX_FRAME];
         for n in 0..redundancy {
             let va = self.w.t.base_va + l.ki_offset + 8 * hash::slot(key, n, l.sizes.ki_slots);
             let bth = self.w.bth(opcode::RC_FETCH_ADD);
@@ -346,9 +358,9 @@ impl Qp {
                 swap_add: counter,
                 compare: 0,
             });
-            let len = roce::emit_request(&mut buf, &self.w.addrs, &bth, &req)
+            let len = roce::emit_request(&mut self.w.buf[..], &self.w.addrs, &bth, &req)
                 .map_err(|_| Refusal::Malformed)?;
-            send(&buf[..len]);
+            send(&self.w.buf[..len]);
         }
         Ok(redundancy as u32)
     }
@@ -385,6 +397,49 @@ impl Qp {
         Ok(o)
     }
 
+    /// The most frames `p` can make (a pipeline stage reserves that many buffers first):
+    /// Key-Write N or 3N (K > 1), Key-Increment N, an Append 3 (a batch across the ring's
+    /// end, then the head), a postcard 2 chunks (an evicted one and its own) per copy.
+    pub fn max_frames(&self, p: &Primitive) -> usize {
+        let s = &self.w.l.sizes;
+        match *p {
+            Primitive::KeyWrite { redundancy, .. } => {
+                redundancy as usize * if s.kw_words == 1 { 1 } else { 3 }
+            }
+            Primitive::KeyIncrement { redundancy, .. } => redundancy as usize,
+            Primitive::Append { .. } => 3,
+            Primitive::Postcard { .. } => 2 * s.pc_redundancy as usize,
+        }
+    }
+
+    /// Write partial Append batches and cached postcards in frames of at most `budget`,
+    /// resuming where the last call stopped. Returns whether everything staged is out.
+    pub fn flush_some(&mut self, budget: usize, mut send: impl FnMut(&[u8])) -> bool {
+        let per = self.w.l.sizes.pc_redundancy.max(1) as usize;
+        let mut left = budget;
+        let mut e = Emit {
+            w: &mut self.w,
+            send: &mut send,
+        };
+        while self.flush_list < self.appender.lists() {
+            if left < 3 {
+                return false;
+            }
+            if self.appender.flush_list(&mut e, self.flush_list) {
+                left -= 3;
+            }
+            self.flush_list += 1;
+        }
+        let (n, done) = self
+            .postcarder
+            .flush_some(&mut e, &mut self.flush_entry, left / per);
+        self.paths_early += u64::from(n);
+        if done {
+            self.flush_list = 0;
+        }
+        done
+    }
+
     /// Write every partial Append batch and cached postcard. Returns (batches, chunks).
     pub fn flush(&mut self, mut send: impl FnMut(&[u8])) -> (u32, u32) {
         let mut e = Emit {
@@ -410,7 +465,7 @@ impl Qp {
         let (Ok(bth), Some(rest)) = (Bth::parse(&ip[at..]), ip.get(at + roce::BTH_LEN..)) else {
             return false;
         };
-        if bth.dest_qp != self.w.t.qp || bth.opcode != opcode::RC_ACK {
+        if bth.dest_qp != self.w.t.local_qp || bth.opcode != opcode::RC_ACK {
             return false;
         }
         let Ok(a) = Aeth::parse(rest) else {
@@ -448,6 +503,7 @@ mod tests {
         };
         let t = Target {
             qp: 0x42,
+            local_qp: 0x99,
             rkey: 7,
             base_va: 0x7f00_0000_0000,
         };
@@ -492,7 +548,7 @@ mod tests {
             solicited: false,
             pad_count: 0,
             pkey: roce::DEFAULT_PKEY,
-            dest_qp: 0x42,
+            dest_qp: 0x99,
             ack_req: false,
             psn: 0x10,
         };

@@ -4,7 +4,8 @@
 //!
 //! Every data access goes through atomics (`AtomicU32` / `AtomicU64` slices over the
 //! mapping): the translator and the collector run in different processes at the same time.
-//! This module holds the only `unsafe` of the crate: turning the mapping into those slices.
+//! This module holds the crate's `unsafe` for the mapping (turning it into those slices);
+//! the other is the `verbs` binding (feature `verbs`).
 
 use crate::layout::{Layout, Sizes, HEADER_LEN};
 use crate::Error;
@@ -68,6 +69,13 @@ impl Region {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The mapping's first byte and length, for registering it with an RDMA NIC (the NIC
+    /// then writes into it, as the translator's atomics do).
+    #[cfg(feature = "verbs")]
+    pub(crate) fn raw(&self) -> (*mut u8, usize) {
+        (self.map.as_ptr().cast_mut(), self.map.len())
     }
 
     /// `n` u64 atomics at byte offset `off` (8-aligned, inside the mapping: the layout

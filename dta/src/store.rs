@@ -263,6 +263,25 @@ impl Appender {
         }
     }
 
+    /// Lists (the range of [`flush_list`](Self::flush_list)).
+    pub fn lists(&self) -> u32 {
+        self.lists
+    }
+
+    /// Write list `l`'s partial batch, if any. Returns whether there was one.
+    pub fn flush_list(&mut self, store: &mut impl Sink, l: u32) -> bool {
+        let (i, f) = (
+            l as usize,
+            self.fill.get(l as usize).copied().unwrap_or(0) as usize,
+        );
+        if f == 0 {
+            return false;
+        }
+        store.append_entries(l, &self.staged[i * self.batch..i * self.batch + f]);
+        self.fill[i] = 0;
+        true
+    }
+
     /// Write every partial batch (shutdown, or a timer so entries do not wait forever).
     pub fn flush_all(&mut self, store: &mut impl Sink) -> u32 {
         let mut writes = 0;
@@ -369,6 +388,31 @@ impl Postcarder {
             out.complete = 1;
         }
         Ok(out)
+    }
+
+    /// Write up to `max` cached partial paths, resuming at entry `*cursor` (the caller keeps
+    /// it between calls). Returns the chunks written and whether the scan reached the end
+    /// (then `*cursor` is back at 0).
+    pub fn flush_some(
+        &mut self,
+        store: &mut impl Sink,
+        cursor: &mut usize,
+        max: usize,
+    ) -> (u32, bool) {
+        let mut n = 0;
+        while *cursor < self.entries.len() {
+            if n as usize == max {
+                return (n, false);
+            }
+            let e = &mut self.entries[*cursor];
+            if e.present != 0 {
+                Self::flush(store, e);
+                n += 1;
+            }
+            *cursor += 1;
+        }
+        *cursor = 0;
+        (n, true)
     }
 
     /// Write every cached partial path (missing hops blank). Returns chunks written.

@@ -3,9 +3,12 @@
 //! bucket) with the same hash, over the same packets: 900 keys (100 UEs x 9 QFIs, the
 //! seed's testbed) in 8 queues, both directions.
 //!
-//! Kestrel variants: `kestrel_3x512` is the tap's update (bursts of 32: hash and prefetch
-//! the whole burst, then update 64-byte hot buckets); `kestrel_3x512_reference` the
-//! one-packet reference update into the wide (88-byte) buckets. Plain CMS variants: one
+//! Kestrel variants: `kestrel_3x512` is the tap's update (bursts of 32: hash the burst, then
+//! update 64-byte hot buckets, prefetching 8 packets ahead, bins by table lookup);
+//! `kestrel_3x512_before_compare_bins` the same burst update as it was before the bin tables
+//! (seven compares per bin, per-row calibration tests); `kestrel_3x512_before_128B` the one
+//! before the hot buckets; `kestrel_3x512_reference` the one-packet reference update into
+//! the wide (88-byte) buckets. Plain CMS variants: one
 //! packet at a time, and with the same two-pass burst prefetch as the tap.
 //!
 //! Also the baselines' per-packet costs (Delta-SMP postcards, full and with deltas).
@@ -181,6 +184,13 @@ fn iter_kestrel(tap: &mut KestrelTap, s: &[Sample]) {
 }
 
 #[inline(never)]
+fn iter_before_compare(sk: &mut Sketcher, bank: &mut Bank, edges: &EdgeSet, s: &[Sample]) {
+    for x in s.chunks(CHUNK) {
+        sk.record_burst_compare(bank, edges, black_box(x));
+    }
+}
+
+#[inline(never)]
 fn iter_before(before: &mut Before, s: &[Sample]) {
     for x in s {
         before.record(black_box(x));
@@ -211,6 +221,10 @@ fn bench(c: &mut Criterion) {
     let table = Publisher::new(EdgeTable::default());
     let (mut tap, _ends) = tap_pair(0, &l, 1_000_000_000, table.reader(), None);
     g.bench_function("kestrel_3x512", |b| b.iter(|| iter_kestrel(&mut tap, &s)));
+    let (mut sk, mut bank, edges) = (Sketcher::new(&l), Bank::new(&l), EdgeSet::default());
+    g.bench_function("kestrel_3x512_before_compare_bins", |b| {
+        b.iter(|| iter_before_compare(&mut sk, &mut bank, &edges, &s))
+    });
     let mut before = Before::new(&l);
     g.bench_function("kestrel_3x512_before_128B", |b| {
         b.iter(|| iter_before(&mut before, &s))

@@ -86,6 +86,10 @@ enum Query {
         #[arg(long, default_value_t = 1000)]
         idle_ms: u64,
     },
+    /// RoCEv2 output's collector side on an RDMA NIC (feature `verbs`): create the region
+    /// with the translator's sizes, register it, connect a QP per translator worker, print
+    /// the translator's `qp`, `rkey`, `base_va`, hold until killed.
+    RdmaServe(crate::dta_rdma::Serve),
 }
 
 fn parse_u32(s: &str) -> Result<u32, String> {
@@ -107,6 +111,9 @@ fn v6(a: std::net::IpAddr) -> std::net::Ipv6Addr {
 pub type Failure = (u8, String);
 
 pub fn run(cmd: &DtaCmd) -> Result<(), Failure> {
+    if let Query::RdmaServe(s) = &cmd.q {
+        return crate::dta_rdma::serve(&cmd.region, s);
+    }
     let c = Collector::attach(&cmd.region).map_err(|e| (3, e.to_string()))?;
     let q = |e: peregrine_dta::Error| (1, e.to_string());
     let out = match &cmd.q {
@@ -188,6 +195,7 @@ pub fn run(cmd: &DtaCmd) -> Result<(), Failure> {
             }
             return Ok(());
         }
+        Query::RdmaServe(_) => unreachable!("handled before attaching"),
     };
     println!("{out}");
     Ok(())

@@ -17,6 +17,7 @@
 
 mod codesign;
 mod dta;
+mod dta_rdma;
 mod fridge;
 mod kestrel;
 

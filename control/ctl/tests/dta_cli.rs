@@ -223,3 +223,44 @@ fn session_and_int_flow_queries_compute_the_reporters_keys() {
         serde_json::json!([1, 3])
     );
 }
+
+/// `rdma-serve` reads the translator's file first (a bad one is exit 1, naming it); built
+/// without the `verbs` feature it says so (exit 3), with it and no RDMA device it says
+/// that (exit 3). It never claims a connection it did not make.
+#[test]
+fn rdma_serve_names_what_it_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let region = dir.path().join("region");
+    let region = region.to_str().unwrap();
+    let (code, _, err) = ctl(&[
+        "dta",
+        "--region",
+        region,
+        "rdma-serve",
+        "--translator-config",
+        "/nonexistent.toml",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("/nonexistent.toml"), "{err}");
+    let cfg = dir.path().join("t.toml");
+    std::fs::write(
+        &cfg,
+        "[workers]\ncount = 2\n[dta_translator]\nregion = \"r\"\n[dta_translator.sizes]\nkw_slots = 1001\n\
+         [dta_translator.rocev2]\nport = \"c\"\nsource_ip = \"10.0.0.1\"\n",
+    )
+    .unwrap();
+    let (code, out, err) = ctl(&[
+        "dta",
+        "--region",
+        region,
+        "rdma-serve",
+        "--translator-config",
+        cfg.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 3, "{out} {err}");
+    assert!(
+        err.contains("`verbs` feature") || err.contains("no RDMA device"),
+        "{err}"
+    );
+    assert!(out.is_empty(), "no connection printed: {out}");
+}

@@ -81,28 +81,49 @@ pub struct RoceSection {
     pub source_ip: std::net::Ipv4Addr,
     #[serde(default = "default_roce_sport")]
     pub source_port: u16,
-    /// The collector's queue pair number, its memory region's R_Key and the virtual address
-    /// of the region's first byte (the layout's offsets are added to it).
-    pub qp: u32,
+    /// The collector's queue pair(s): one number, or one per worker (`[66, 67]`): each
+    /// worker sends on its own queue pair (PSNs are per QP).
+    pub qp: QpNumbers,
+    /// Our queue pair numbers: worker `w` is `local_qp + w`. The collector connects its QP
+    /// `w` to it; its ACKs / NAKs carry it as their destination QP.
+    #[serde(default = "default_local_qp")]
+    pub local_qp: u32,
+    /// The collector's memory region's R_Key and the virtual address of the region's first
+    /// byte (the layout's offsets are added to it).
     pub rkey: u32,
     pub base_va: u64,
     #[serde(default)]
     pub first_psn: u32,
 }
 
+/// `qp = 66` or `qp = [66, 67]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum QpNumbers {
+    One(u32),
+    PerWorker(Vec<u32>),
+}
+
+fn default_local_qp() -> u32 {
+    0x100
+}
+
 fn default_roce_sport() -> u16 {
     49152
 }
 
-/// The RoCEv2 output's state on the control side: the queue pair, the workers' rings of
-/// reports to send, counters.
+/// The RoCEv2 output as configured: each worker builds its queue pair from it.
 #[derive(Debug)]
 struct RoceOut {
     port: peregrine_dataplane::io::PortId,
-    qp: peregrine_dta::rdma::Qp,
-    rings: std::sync::Mutex<Vec<translator_stage::RdmaRing>>,
-    sent: u64,
-    inject_failed: u64,
+    layout: peregrine_dta::Layout,
+    addrs: peregrine_wire::dta::FrameAddrs,
+    /// The collector's QP per worker, ours per worker.
+    qps: Vec<u32>,
+    local_qps: Arc<[u32]>,
+    rkey: u32,
+    base_va: u64,
+    first_psn: u32,
 }
 
 fn default_cache() -> usize {
@@ -175,11 +196,8 @@ impl Configure for DtaTranslatorFeature {
                 let mac = peregrine_wire::ethernet::Address::parse(&r.collector_mac).ok_or_else(
                     || invalid("dta_translator.rocev2.collector_mac", "not a MAC address"),
                 )?;
-                if r.qp > 0xff_ffff || r.first_psn > 0xff_ffff {
-                    return Err(invalid(
-                        "dta_translator.rocev2",
-                        "qp and first_psn are 24-bit",
-                    ));
+                if r.first_psn > 0xff_ffff {
+                    return Err(invalid("dta_translator.rocev2.first_psn", "24-bit"));
                 }
                 let layout = peregrine_dta::Layout::new(s.sizes)
                     .map_err(|e| invalid("dta_translator.sizes", e.to_string()))?;
@@ -191,23 +209,36 @@ impl Configure for DtaTranslatorFeature {
                     src_port: r.source_port,
                     dst_port: peregrine_wire::roce::UDP_PORT,
                 };
-                let t = peregrine_dta::rdma::Target {
-                    qp: r.qp,
-                    rkey: r.rkey,
-                    base_va: r.base_va,
+                let workers = p.workers.count;
+                let qps = match &r.qp {
+                    QpNumbers::One(q) if workers == 1 => vec![*q],
+                    QpNumbers::PerWorker(v) if v.len() == workers => v.clone(),
+                    _ => {
+                        return Err(invalid(
+                            "dta_translator.rocev2.qp",
+                            format!(
+                                "each of the {workers} workers sends on its own queue pair: \
+                                 give qp = [..] with {workers} numbers"
+                            ),
+                        ))
+                    }
                 };
+                let local_qps: Vec<u32> = (0..workers as u32).map(|w| r.local_qp + w).collect();
+                if qps.iter().chain(&local_qps).any(|q| *q > 0xff_ffff) {
+                    return Err(invalid(
+                        "dta_translator.rocev2",
+                        "queue pair numbers (qp, local_qp + workers) are 24-bit",
+                    ));
+                }
                 Some(RoceOut {
                     port,
-                    qp: peregrine_dta::rdma::Qp::new(
-                        t,
-                        layout,
-                        addrs,
-                        r.first_psn,
-                        s.pc_cache_slots,
-                    ),
-                    rings: std::sync::Mutex::new(Vec::new()),
-                    sent: 0,
-                    inject_failed: 0,
+                    layout,
+                    addrs,
+                    qps,
+                    local_qps: local_qps.into(),
+                    rkey: r.rkey,
+                    base_va: r.base_va,
+                    first_psn: r.first_psn,
                 })
             }
         };
@@ -235,11 +266,12 @@ pub struct DtaTranslatorStats {
     pub postcard_early_flush: u64,
     pub nacks: u64,
     pub handed_off: u64,
-    /// RoCEv2 output: requests sent, not injected, PSN resynchronisations.
+    /// RoCEv2 output: request frames sent, reports dropped for want of buffers, PSN
+    /// resynchronisations.
     #[serde(default)]
     pub rdma_sent: u64,
     #[serde(default)]
-    pub rdma_inject_failed: u64,
+    pub rdma_no_buffer: u64,
     #[serde(default)]
     pub rdma_resyncs: u64,
     /// Refusals by reason (`Refusal::name`), zeros included.
@@ -248,7 +280,7 @@ pub struct DtaTranslatorStats {
 
 impl DtaTranslatorFeature {
     fn stats(&self) -> DtaTranslatorStats {
-        let (c, nacks, handed_off) = self.shared.totals();
+        let (c, nacks, handed_off, r) = self.shared.totals_rdma();
         DtaTranslatorStats {
             region: self.path.display().to_string(),
             key_write: c.key_write,
@@ -256,16 +288,14 @@ impl DtaTranslatorFeature {
             append: c.append,
             postcard: c.postcard,
             region_writes: c.region_writes,
-            // RoCEv2 mode: the control side's postcard cache writes the chunks.
-            postcard_paths_complete: c.postcard_paths_complete
-                + self.roce.as_ref().map_or(0, |r| r.qp.paths_complete),
-            postcard_early_flush: c.postcard_early_flush
-                + self.roce.as_ref().map_or(0, |r| r.qp.paths_early),
+            // RoCEv2 mode: the workers' queue pairs write the chunks.
+            postcard_paths_complete: c.postcard_paths_complete + r.paths_complete,
+            postcard_early_flush: c.postcard_early_flush + r.paths_early,
             nacks,
             handed_off,
-            rdma_sent: self.roce.as_ref().map_or(0, |r| r.sent),
-            rdma_inject_failed: self.roce.as_ref().map_or(0, |r| r.inject_failed),
-            rdma_resyncs: self.roce.as_ref().map_or(0, |r| r.qp.resyncs()),
+            rdma_sent: r.sent,
+            rdma_no_buffer: r.no_buffer,
+            rdma_resyncs: r.resyncs,
             refused: Refusal::ALL
                 .iter()
                 .map(|r| (r.name().to_string(), c.refused[r.index()]))
@@ -313,57 +343,22 @@ impl<B: PacketBuf> Feature<B> for DtaTranslatorFeature {
             b.reasons,
         );
         if let Some(r) = &self.roce {
-            let (tx, rx) = rtrb::RingBuffer::new(translator_stage::RDMA_RING);
-            if let Ok(mut rings) = r.rings.lock() {
-                rings.push(rx);
-            }
-            stage = stage.with_rdma(tx);
+            let t = peregrine_dta::rdma::Target {
+                qp: r.qps[b.worker],
+                local_qp: r.local_qps[b.worker],
+                rkey: r.rkey,
+                base_va: r.base_va,
+            };
+            let qp =
+                peregrine_dta::rdma::Qp::new(t, r.layout, r.addrs, r.first_psn, s.pc_cache_slots);
+            stage = stage.with_rdma(translator_stage::RdmaOut::new(
+                qp,
+                r.port,
+                r.local_qps.clone(),
+                b.reasons,
+            ));
         }
         Some(Box::new(stage))
-    }
-
-    fn on_control_packet(
-        &mut self,
-        _now: std::time::Instant,
-        p: &peregrine_dataplane::runtime::ControlPacket,
-    ) {
-        // RoCEv2 responses (ACK / NAK) the stage handed up.
-        if let Some(r) = self.roce.as_mut() {
-            if p.len == p.data.len() && p.data.len() > 14 {
-                r.qp.on_response(&p.data[14..]);
-            }
-        }
-    }
-
-    fn tick(&mut self, _now: std::time::Instant, running: &peregrine_dataplane::runtime::Running) {
-        let Some(r) = self.roce.as_mut() else { return };
-        let mut todo = Vec::new();
-        if let Ok(mut rings) = r.rings.lock() {
-            for ring in rings.iter_mut() {
-                while let Ok(p) = ring.pop() {
-                    todo.push(p);
-                }
-            }
-        }
-        let inj = running.injector();
-        let port = r.port;
-        let (mut sent, mut failed) = (0u64, 0u64);
-        let mut send = |f: &[u8]| match inj.inject(0, port, f) {
-            Ok(()) => sent += 1,
-            Err(_) => failed += 1,
-        };
-        let idle = todo.is_empty();
-        for p in todo {
-            // The stage checked it (`rdma::check`): no refusal here.
-            let _ = r.qp.handle(&p, &mut send);
-        }
-        if idle {
-            // No reports this tick: write partial Append batches and cached postcards, as
-            // the region path does when its worker goes idle.
-            r.qp.flush(&mut send);
-        }
-        r.sent += sent;
-        r.inject_failed += failed;
     }
 
     fn metrics(&self, e: &mut Exposition) {

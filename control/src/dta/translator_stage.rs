@@ -10,15 +10,53 @@
 
 use peregrine_dataplane::runtime::{Batch, Context, Disposition, DropReason, Reasons, Stage};
 use peregrine_dataplane::PacketBuf;
-use peregrine_dta::{RateLimiter, Refusal, Refused, Translator};
-use peregrine_wire::dta::{self, opcode, AckRepr, Primitive, Repr, Variant};
-use peregrine_wire::roce;
+use peregrine_dta::{RateLimiter, Refusal, Translator};
+use peregrine_wire::dta::{self, opcode, AckRepr, Variant};
 use peregrine_wire::{ethernet, ipv4, udp};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Words of a published counter snapshot: the translator's counters, NACKs, hand-offs.
-const WORDS: usize = 8 + Refusal::COUNT + 2;
+mod rdma;
+
+/// Words of a published counter snapshot: the translator's counters, NACKs, hand-offs, then
+/// the RoCEv2 output's ([`RdmaStats`]).
+const WORDS: usize = 8 + Refusal::COUNT + 2 + RDMA_WORDS;
+const RDMA_WORDS: usize = 5;
+
+/// One worker's RoCEv2 output figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RdmaStats {
+    /// Request frames sent.
+    pub sent: u64,
+    /// Reports dropped (NACKed when retransmittable) because the batch lacked the spare
+    /// buffers their frames need.
+    pub no_buffer: u64,
+    /// PSN resynchronisations after a NAK.
+    pub resyncs: u64,
+    /// Postcard chunks written: complete, early (evicted or flushed).
+    pub paths_complete: u64,
+    pub paths_early: u64,
+}
+
+impl RdmaStats {
+    fn words(&self) -> [u64; RDMA_WORDS] {
+        [
+            self.sent,
+            self.no_buffer,
+            self.resyncs,
+            self.paths_complete,
+            self.paths_early,
+        ]
+    }
+
+    fn add(&mut self, w: &[u64]) {
+        self.sent += w[0];
+        self.no_buffer += w[1];
+        self.resyncs += w[2];
+        self.paths_complete += w[3];
+        self.paths_early += w[4];
+    }
+}
 
 /// One worker's published counters (stored by that worker only, read by the control loop).
 #[derive(Debug)]
@@ -34,7 +72,12 @@ impl Default for WorkerSlot {
     }
 }
 
-fn to_words(c: &peregrine_dta::Counters, nacks: u64, handed_off: u64) -> [u64; WORDS] {
+fn to_words(
+    c: &peregrine_dta::Counters,
+    nacks: u64,
+    handed_off: u64,
+    r: &RdmaStats,
+) -> [u64; WORDS] {
     let mut w = [0u64; WORDS];
     w[..8].copy_from_slice(&[
         c.key_write,
@@ -47,8 +90,9 @@ fn to_words(c: &peregrine_dta::Counters, nacks: u64, handed_off: u64) -> [u64; W
         c.postcard_duplicate_hop,
     ]);
     w[8..8 + Refusal::COUNT].copy_from_slice(&c.refused);
-    w[WORDS - 2] = nacks;
-    w[WORDS - 1] = handed_off;
+    w[8 + Refusal::COUNT] = nacks;
+    w[9 + Refusal::COUNT] = handed_off;
+    w[WORDS - RDMA_WORDS..].copy_from_slice(&r.words());
     w
 }
 
@@ -65,7 +109,7 @@ fn from_words(w: &[u64; WORDS]) -> (peregrine_dta::Counters, u64, u64) {
         ..Default::default()
     };
     c.refused.copy_from_slice(&w[8..8 + Refusal::COUNT]);
-    (c, w[WORDS - 2], w[WORDS - 1])
+    (c, w[8 + Refusal::COUNT], w[9 + Refusal::COUNT])
 }
 
 /// Shared between the stage copies and the feature (metrics, summary).
@@ -82,16 +126,23 @@ impl Shared {
     }
 
     pub fn totals(&self) -> (peregrine_dta::Counters, u64, u64) {
+        let (c, n, h, _) = self.totals_rdma();
+        (c, n, h)
+    }
+
+    /// [`totals`](Self::totals) and the RoCEv2 output's figures.
+    pub fn totals_rdma(&self) -> (peregrine_dta::Counters, u64, u64, RdmaStats) {
         let mut c = peregrine_dta::Counters::default();
-        let (mut n, mut h) = (0, 0);
+        let (mut n, mut h, mut r) = (0, 0, RdmaStats::default());
         for w in &self.workers {
-            let words = std::array::from_fn(|i| w.words[i].load(Ordering::Relaxed));
+            let words: [u64; WORDS] = std::array::from_fn(|i| w.words[i].load(Ordering::Relaxed));
             let (wc, wn, wh) = from_words(&words);
             c.add(&wc);
             n += wn;
             h += wh;
+            r.add(&words[WORDS - RDMA_WORDS..]);
         }
-        (c, n, h)
+        (c, n, h, r)
     }
 }
 
@@ -110,15 +161,47 @@ pub struct TranslatorStage {
     refused: [DropReason; Refusal::COUNT],
     dirty: bool,
     loopback: Option<Loopback>,
-    /// RoCEv2 output: valid primitives for the control side to send.
-    rdma: Option<rtrb::Producer<Primitive>>,
+    /// RoCEv2 output: this worker's queue pair and its frames' port.
+    rdma: Option<RdmaOut>,
 }
 
-/// Reports a worker queues for the RoCEv2 output between two control ticks.
-pub const RDMA_RING: usize = 8192;
+/// Spare buffers a RoCEv2-mode stage asks the worker to keep per batch (all it may have).
+const RDMA_SPARES: usize = peregrine_dataplane::runtime::batch::MAX_SPARES;
 
-/// The control side's end of a worker's RoCEv2 queue.
-pub type RdmaRing = rtrb::Consumer<Primitive>;
+/// One worker's RoCEv2 output: its own queue pair (PSNs are per QP, so QPs are
+/// partitioned per worker, never shared), the port its requests leave by, every worker's
+/// local QP number (a response goes to the worker that owns its destination QP).
+#[derive(Debug)]
+pub struct RdmaOut {
+    pub qp: peregrine_dta::rdma::Qp,
+    pub port: u16,
+    pub local_qps: Arc<[u32]>,
+    /// The worker went idle: write staged Append batches and postcards with the next
+    /// batch's spare buffers.
+    flush_pending: bool,
+    stats: RdmaStats,
+    no_buffer: DropReason,
+    response: DropReason,
+}
+
+impl RdmaOut {
+    pub fn new(
+        qp: peregrine_dta::rdma::Qp,
+        port: u16,
+        local_qps: Arc<[u32]>,
+        reasons: &mut Reasons,
+    ) -> RdmaOut {
+        RdmaOut {
+            qp,
+            port,
+            local_qps,
+            flush_pending: false,
+            stats: RdmaStats::default(),
+            no_buffer: reasons.register("dta_rdma_no_buffer"),
+            response: reasons.register("dta_rdma_response"),
+        }
+    }
+}
 
 /// Benchmark loop-back (`perf/`, never set by the daemon): a stored report is rewritten for
 /// its next pass (key or data advanced, so a recirculating stream keeps writing new slots)
@@ -200,40 +283,12 @@ impl TranslatorStage {
         }
     }
 
-    /// RoCEv2 output: valid reports go to `tx` for the control side to send as RDMA
-    /// requests (Append and Postcarding reports keep their owner worker, so each list's and
-    /// key's reports stay in order through the ring); RoCEv2 frames arriving (the
-    /// collector's ACK / NAK) go to the control thread.
-    pub fn with_rdma(mut self, tx: rtrb::Producer<Primitive>) -> TranslatorStage {
-        self.rdma = Some(tx);
+    /// RoCEv2 output: valid reports become RDMA requests made here, in the worker, in the
+    /// report's own buffer and the batch's spare buffers, sent on `r.port`; responses
+    /// (UDP 4791) resynchronise the owning worker's queue pair.
+    pub fn with_rdma(mut self, r: RdmaOut) -> TranslatorStage {
+        self.rdma = Some(r);
         self
-    }
-
-    /// RoCEv2 mode: queue a valid report, refuse an invalid one by the region path's
-    /// reason; `None` when the payload does not parse (`handle` refuses it by reason).
-    fn queue_rdma(&mut self, payload: &[u8]) -> Option<Result<(), Refused>> {
-        let tx = self.rdma.as_mut()?;
-        let r = dta::Packet::new_checked(payload, self.variant)
-            .and_then(|p| Repr::parse(&p))
-            .ok()?;
-        if let Err(why) = peregrine_dta::rdma::check(self.t.store().layout(), &r.primitive) {
-            return Some(Err(self.t.refuse(why, payload)));
-        }
-        Some(match tx.push(r.primitive) {
-            Ok(()) => {
-                let c = &mut self.t.counters;
-                match r.primitive {
-                    Primitive::KeyWrite { .. } => c.key_write += 1,
-                    Primitive::KeyIncrement { .. } => c.key_increment += 1,
-                    Primitive::Append { .. } => c.append += 1,
-                    Primitive::Postcard { .. } => c.postcard += 1,
-                }
-                Ok(())
-            }
-            // The control side is behind: refused like an over-rate report (NACKed when
-            // retransmittable).
-            Err(_) => Err(self.t.refuse(Refusal::RateLimited, payload)),
-        })
     }
 
     /// Benchmarks only: loop stored reports back (see [`Loopback`]).
@@ -256,7 +311,13 @@ impl TranslatorStage {
 
     fn publish(&mut self) {
         if let Some(slot) = self.shared.workers.get(self.worker) {
-            let w = to_words(&self.t.counters, self.nacks, self.handed_off);
+            let mut r = self.rdma.as_ref().map(|r| r.stats).unwrap_or_default();
+            if let Some(o) = &self.rdma {
+                r.resyncs = o.qp.resyncs();
+                r.paths_complete = o.qp.paths_complete;
+                r.paths_early = o.qp.paths_early;
+            }
+            let w = to_words(&self.t.counters, self.nacks, self.handed_off, &r);
             for (a, v) in slot.words.iter().zip(w) {
                 a.store(v, Ordering::Relaxed);
             }
@@ -269,9 +330,6 @@ impl TranslatorStage {
             return Disposition::drop_as(self.not_report);
         };
         if dport != dta::UDP_PORT {
-            if dport == roce::UDP_PORT && self.rdma.is_some() {
-                return Disposition::TO_CONTROL;
-            }
             return Disposition::drop_as(self.not_report);
         }
         let payload = &pkt.data()[udp_at + udp::HEADER_LEN..udp_at + len];
@@ -289,10 +347,7 @@ impl TranslatorStage {
             None => true,
         };
         let verdict = if allowed {
-            match self.queue_rdma(payload) {
-                Some(v) => v,
-                None => self.t.handle(payload),
-            }
+            self.t.handle(payload)
         } else {
             Err(self.t.refuse(Refusal::RateLimited, payload))
         };
@@ -305,18 +360,26 @@ impl TranslatorStage {
                 }
                 None => Disposition::drop_as(self.stored),
             },
-            Err(Refused { why, nack: None }) => Disposition::drop_as(self.refused[why.index()]),
-            Err(Refused {
-                why,
-                nack: Some(seq),
-            }) => {
-                if nack_in_place(pkt, udp_at, seq) {
-                    self.nacks += 1;
-                    Disposition::tx(rx_port)
-                } else {
-                    Disposition::drop_as(self.refused[why.index()])
-                }
+            Err(r) => self.refused_as(pkt, udp_at, r.nack, self.refused[r.why.index()], rx_port),
+        }
+    }
+
+    /// A refused report: NACKed in place when retransmittable (sent back out of its rx
+    /// port), else dropped as `reason`.
+    fn refused_as<B: PacketBuf>(
+        &mut self,
+        pkt: &mut B,
+        udp_at: usize,
+        nack: Option<u8>,
+        reason: DropReason,
+        rx_port: u16,
+    ) -> Disposition {
+        match nack {
+            Some(seq) if nack_in_place(pkt, udp_at, seq) => {
+                self.nacks += 1;
+                Disposition::tx(rx_port)
             }
+            _ => Disposition::drop_as(reason),
         }
     }
 }
@@ -389,7 +452,11 @@ impl<B: PacketBuf> Stage<B> for TranslatorStage {
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
         let rx = batch.rx_port;
         let now = cx.now_ns();
-        batch.for_each_active(|p| self.one(p, rx, now));
+        if self.rdma.is_some() {
+            self.process_rdma(batch, now);
+        } else {
+            batch.for_each_active(|p| self.one(p, rx, now));
+        }
         if self.dirty {
             self.publish();
         }
@@ -397,8 +464,20 @@ impl<B: PacketBuf> Stage<B> for TranslatorStage {
 
     fn idle(&mut self) {
         // No reports for a while: write partial Append batches and cached postcards so the
-        // collector sees them, and publish the counters.
-        self.t.flush();
+        // collector sees them (RoCEv2 mode: with the next batch's buffers, which an idle
+        // stage has none of), and publish the counters.
+        match &mut self.rdma {
+            Some(r) => r.flush_pending = true,
+            None => self.t.flush(),
+        }
         self.publish();
+    }
+
+    fn spare_buffers(&self) -> usize {
+        if self.rdma.is_some() {
+            RDMA_SPARES
+        } else {
+            0
+        }
     }
 }

@@ -198,25 +198,29 @@ pub fn icrc_v4(ip: &[u8]) -> Result<u32> {
     if ihl < 20 || ip.len() < ihl + 8 + BTH_LEN {
         return Err(Error::Truncated);
     }
+    // One CRC pass over a masked copy (the common, short case): a single `update` takes
+    // crc32fast's folding path, where five short ones would each take its byte loop.
+    let mut m = [0u8; 8 + 128];
+    let short = ip.len() <= 128;
+    let end = if short {
+        8 + ip.len()
+    } else {
+        8 + ihl + 8 + BTH_LEN
+    };
+    m[..8].fill(0xff);
+    m[8..end].copy_from_slice(&ip[..end - 8]);
+    m[8 + 1] = 0xff; // TOS
+    m[8 + 8] = 0xff; // TTL
+    m[8 + 10] = 0xff; // header checksum
+    m[8 + 11] = 0xff;
+    m[8 + ihl + 6] = 0xff; // UDP checksum
+    m[8 + ihl + 7] = 0xff;
+    m[8 + ihl + 8 + 4] = 0xff; // BTH F, B, resv6
     let mut h = crc32fast::Hasher::new();
-    h.update(&[0xff; 8]);
-    let mut ih = [0u8; 60];
-    ih[..ihl].copy_from_slice(&ip[..ihl]);
-    ih[1] = 0xff; // TOS
-    ih[8] = 0xff; // TTL
-    ih[10] = 0xff; // header checksum
-    ih[11] = 0xff;
-    h.update(&ih[..ihl]);
-    let mut u = [0u8; 8];
-    u.copy_from_slice(&ip[ihl..ihl + 8]);
-    u[6] = 0xff;
-    u[7] = 0xff;
-    h.update(&u);
-    let mut bth = [0u8; BTH_LEN];
-    bth.copy_from_slice(&ip[ihl + 8..ihl + 8 + BTH_LEN]);
-    bth[4] = 0xff;
-    h.update(&bth);
-    h.update(&ip[ihl + 8 + BTH_LEN..]);
+    h.update(&m[..end]);
+    if !short {
+        h.update(&ip[ihl + 8 + BTH_LEN..]);
+    }
     Ok(h.finalize())
 }
 
@@ -349,10 +353,7 @@ pub fn emit_request(
         dst_port: UDP_PORT,
         ..*a
     };
-    let n = crate::dta::emit_frame(buf, &addrs, roce_len)?;
-    let udp_at = crate::ethernet::HEADER_LEN + crate::ipv4::HEADER_LEN;
-    buf[udp_at + 6] = 0;
-    buf[udp_at + 7] = 0;
+    let n = crate::dta::emit_frame_with(buf, &addrs, roce_len, false)?;
     fill_icrc_v4(&mut buf[crate::ethernet::HEADER_LEN..n])?;
     Ok(n)
 }

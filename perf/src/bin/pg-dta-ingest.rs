@@ -15,6 +15,14 @@
 //! under `valgrind --tool=callgrind` and reports instructions per report. A Key-Write query
 //! rate (N = 2, one core) is measured in-process.
 //!
+//! RoCEv2 output (`rdma-*` modes): the same stage in its RoCEv2 mode makes each report's
+//! RDMA requests in the worker (spare buffers from the worker's pool) and sends them to a
+//! third port, a `net_null` vdev that frees what it is given (the stand-in for an RDMA
+//! NIC's link: it costs the core a tx burst per batch, as a real port would); the report
+//! itself loops back as above. Rate = RDMA frames sent per second (the stage's counter),
+//! against testpmd's packets per second. `--only-rdma` runs testpmd and these modes only
+//! and writes `dta-ingest-rdma.{json,md}`.
+//!
 //! `cargo run --release -p peregrine-perf --bin pg-dta-ingest` writes
 //! `perf/results/dta-ingest.json` and `perf/results/dta-ingest.md`.
 
@@ -68,7 +76,19 @@ struct Args {
     callgrind: bool,
     #[arg(long, default_value = "perf/results")]
     out: String,
+    /// Only testpmd and the RoCEv2 output modes (writes `dta-ingest-rdma.{json,md}`).
+    #[arg(long)]
+    only_rdma: bool,
 }
+
+/// The RoCEv2 output modes: the region mode's stream, each report made into RDMA requests.
+const RDMA_MODES: [&str; 5] = [
+    "rdma-kw1",
+    "rdma-kw2",
+    "rdma-ki",
+    "rdma-append16",
+    "rdma-postcard",
+];
 
 /// The measured primitives: (name, Append batch size or 0).
 const MODES: [&str; 7] = [
@@ -251,6 +271,100 @@ fn ours(mode: &str, a: &Args) -> (f64, u64) {
     (pps, allocs)
 }
 
+/// Two `net_ring` ports (reports) and a `net_null` port (the RDMA requests' sink).
+fn rdma_backend(mem_mb: u32) -> peregrine_dataplane::io::dpdk::DpdkBackend {
+    use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
+    let mem = mem_mb.to_string();
+    let cfg = DpdkConfig {
+        eal_args: [
+            "-l",
+            "0",
+            "--no-huge",
+            "--no-pci",
+            "-m",
+            &mem,
+            "--no-shconf",
+            "--no-telemetry",
+            "--log-level=lib.eal:error",
+            "--vdev=net_ring0",
+            "--vdev=net_ring1",
+            "--vdev=net_null0",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        ports: vec![
+            DpdkPortConfig::new("r0", "net_ring0"),
+            DpdkPortConfig::new("r1", "net_ring1"),
+            DpdkPortConfig::new("nic", "net_null0"),
+        ],
+        workers: 1,
+        mbufs_per_worker: 8191,
+        mbuf_cache: 256,
+        data_room: DpdkConfig::DEFAULT_DATA_ROOM,
+    };
+    DpdkBackend::new(cfg).expect("DPDK backend on net_ring and net_null vdevs")
+}
+
+/// One RoCEv2-mode measurement: (RDMA frames/s, allocations, reports/s).
+fn rdma(mode: &str, a: &Args) -> (f64, u64, f64) {
+    use peregrine_control::dta::translator_stage::RdmaOut;
+    use peregrine_dta::rdma::{Qp, Target};
+    let prim = mode.trim_start_matches("rdma-").to_string();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap());
+    let s = sizes(&prim);
+    let region = Arc::new(Region::create(dir.path().join("r"), s).expect("region"));
+    let layout = *region.layout();
+    let mut pre = Preloaded::inject(rdma_backend(512), &frames(&prim, 2 * a.inject), a.inject);
+    let shared = Arc::new(Shared::new(1));
+    let addrs = FrameAddrs {
+        eth_src: Address([2, 0, 0, 0, 0, 1]),
+        eth_dst: Address([2, 0, 0, 0, 0, 0x99]),
+        ip_src: Ipv4Addr::new(10, 0, 0, 1),
+        ip_dst: Ipv4Addr::new(10, 0, 0, 99),
+        src_port: 49152,
+        dst_port: peregrine_wire::roce::UDP_PORT,
+    };
+    let run = runtime::start(
+        &mut pre,
+        &|w: usize, r: &mut Reasons| {
+            let t = Translator::new(Store::new(region.clone()), Config::default());
+            let qp = Qp::new(
+                Target {
+                    qp: 0x42,
+                    local_qp: 0x100,
+                    rkey: 7,
+                    base_va: 0x7f00_0000_0000,
+                },
+                layout,
+                addrs,
+                0,
+                Config::default().pc_cache_slots,
+            );
+            let out = RdmaOut::new(qp, 2, vec![0x100].into(), r);
+            let stage: Box<dyn Stage<_>> = Box::new(
+                TranslatorStage::new(t, Variant::Tracked, None, 1, w, shared.clone(), r)
+                    .with_loopback(Loopback::new(Variant::Tracked))
+                    .with_rdma(out),
+            );
+            Pipeline::new(vec![stage])
+        },
+        &net_ring::one_worker(a.core, a.burst, false),
+    )
+    .expect("start worker");
+    std::thread::sleep(Duration::from_secs(1));
+    let sent = || shared.totals_rdma().3.sent;
+    let (s0, w) = (sent(), net_ring::Window::open(&pre, &GLOBAL));
+    std::thread::sleep(Duration::from_secs_f64(a.seconds));
+    let (s1, secs) = (sent(), w.elapsed().as_secs_f64());
+    let (rps, allocs) = w.close(&pre, &GLOBAL);
+    run.request_stop();
+    run.join();
+    let (_, _, _, r) = shared.totals_rdma();
+    assert_eq!(r.no_buffer, 0, "every report's frames found buffers");
+    ((s1 - s0) as f64 / secs, allocs, rps)
+}
+
 /// The collector the seed compares against (its Figure 7 CPU baselines): reports arrive
 /// through the kernel's UDP socket path, `recvmmsg` (32 per call) into the same hash-map
 /// collector, on the pinned core. The sender is a thread on the other core(s) blasting the
@@ -397,6 +511,134 @@ fn child(mode: &str, a: &Args) -> Result<(f64, u64), String> {
     }
 }
 
+/// An `rdma-*` child: (RDMA frames/s, reports/s).
+fn rdma_child(mode: &str, a: &Args) -> Result<(f64, f64), String> {
+    let out = run_self([
+        "--child",
+        mode,
+        "--seconds",
+        &a.seconds.to_string(),
+        "--core",
+        &a.core.to_string(),
+        "--burst",
+        &a.burst.to_string(),
+        "--inject",
+        &a.inject.to_string(),
+    ])?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Vec<f64> = text
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    match v[..] {
+        [f, _, r] if out.status.success() => Ok((f, r)),
+        _ => Err(child_failed(mode, &out)),
+    }
+}
+
+/// RoCEv2 rows: mode, RDMA frames/s and reports/s per round.
+type RdmaRow = (String, Vec<f64>, Vec<f64>);
+
+fn rdma_round(a: &Args, round: usize, rows: &mut [RdmaRow]) {
+    for (m, f, r) in rows.iter_mut() {
+        let (fps, rps) = rdma_child(m, a).unwrap_or_else(|e| fail(&e));
+        eprintln!(
+            "round {round}: {m:13} {:.2} M RDMA frames/s ({:.2} M reports/s)",
+            fps / 1e6,
+            rps / 1e6
+        );
+        f.push(fps);
+        r.push(rps);
+    }
+}
+
+fn rdma_rows() -> Vec<RdmaRow> {
+    RDMA_MODES
+        .iter()
+        .map(|m| (m.to_string(), Vec::new(), Vec::new()))
+        .collect()
+}
+
+/// The RoCEv2 table (markdown) and its JSON rows.
+fn rdma_table(rows: &[RdmaRow], tpmd: &[f64], cg: bool) -> (String, Vec<serde_json::Value>) {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "\n## RoCEv2 output, made in the worker\n\n\
+         Reports as above; each becomes its RDMA requests in the worker (spare buffers from \
+         its mbuf pool) sent to a `net_null` port, the report looping back. Same core, same \
+         session, alternating with testpmd.\n\n\
+         | mode | RDMA frames/s (M) | reports/s (M) | frames per report | frames/s / testpmd pps (median of rounds) | instr, D1 miss, LL miss per report (callgrind: parse, check, requests) |\n\
+         |---|---|---|---|---|---|"
+    );
+    let mut json = Vec::new();
+    for (m, f, r) in rows {
+        let (fm, rm) = (median(f), median(r));
+        let ratio = median(&pair_ratios(f, tpmd));
+        let c = cg.then(|| callgrind(m)).flatten();
+        let _ = writeln!(
+            md,
+            "| {m} | {:.2} | {:.2} | {:.3} | {:.2} | {} |",
+            fm / 1e6,
+            rm / 1e6,
+            fm / rm.max(1.0),
+            ratio,
+            c.map(|v| format!("{:.0}, {:.2}, {:.2}", v[0], v[1], v[2]))
+                .unwrap_or_else(|| "-".into())
+        );
+        json.push(serde_json::json!({
+            "mode": m, "rdma_frames_per_s": f, "reports_per_s": r,
+            "frames_median": fm, "reports_median": rm, "frames_vs_testpmd_median_of_pairs": ratio,
+            "callgrind_per_report_ir_d1miss_llmiss": c,
+        }));
+    }
+    (md, json)
+}
+
+/// `--only-rdma`: testpmd and the RoCEv2 modes, alternating per round.
+fn rdma_main(a: &Args) {
+    let mut tpmd = Vec::new();
+    let mut rows = rdma_rows();
+    for round in 0..a.rounds {
+        let p = testpmd(a, round).unwrap_or_else(|e| fail(&e));
+        eprintln!("round {round}: testpmd 5tswap {:.2} Mpps", p / 1e6);
+        tpmd.push(p);
+        rdma_round(a, round, &mut rows);
+    }
+    let (table, json) = rdma_table(&rows, &tpmd, a.callgrind);
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# DTA RoCEv2 output rate per core\n\n\
+         Generated by `cargo run --release -p peregrine-perf --bin pg-dta-ingest -- \
+         --only-rdma{}` (source `perf/src/bin/pg-dta-ingest.rs`). One pinned core, {} reports \
+         in flight per port, burst {}, {} rounds of {} s. **2-core VM shared with other \
+         engineers' builds.** testpmd 5tswap, same vdevs and core: median {:.2} Mpps \
+         (rounds: {}).",
+        if a.callgrind { " --callgrind" } else { "" },
+        a.inject,
+        a.burst,
+        a.rounds,
+        a.seconds,
+        median(&tpmd) / 1e6,
+        tpmd.iter()
+            .map(|p| format!("{:.2}", p / 1e6))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    md.push_str(&table);
+    let result = serde_json::json!({
+        "testpmd_5tswap_pps": tpmd, "rows": json,
+        "core": a.core, "burst": a.burst, "inject": a.inject, "seconds": a.seconds,
+        "machine": format!("{} cores, {} (shared with other builds)", report::cores(), report::cpu_model().unwrap_or_default()),
+    });
+    let out = std::path::Path::new(&a.out);
+    if let Err(e) = report::print_and_write(&result, Some(&out.join("dta-ingest-rdma.json"))) {
+        eprintln!("{e}");
+    }
+    let _ = std::fs::write(out.join("dta-ingest-rdma.md"), md);
+}
+
 fn testpmd(a: &Args, round: usize) -> Result<f64, String> {
     Testpmd {
         program: &a.testpmd,
@@ -414,6 +656,9 @@ fn testpmd(a: &Args, round: usize) -> Result<f64, String> {
 /// report advanced after it is stored as the benchmark's loop-back does (so keys keep
 /// changing and the region's working set is the real run's).
 fn count_child(mode: &str, count: u64) {
+    if let Some(prim) = mode.strip_prefix("rdma-") {
+        return rdma_count_child(prim, count);
+    }
     let hash = mode.starts_with("hash-");
     let prim = mode.trim_start_matches("hash-");
     let mut payloads: Vec<Vec<u8>> = frames(prim, 64)
@@ -440,6 +685,53 @@ fn count_child(mode: &str, count: u64) {
                 lb.advance(p);
                 done += 1;
             }
+        }
+    }
+}
+
+/// The RoCEv2 modes' I/O-free part for callgrind: parse, check, and the queue pair making
+/// the requests (each copied out, as into an mbuf), as the stage does per report.
+fn rdma_count_child(prim: &str, count: u64) {
+    use peregrine_dta::rdma::{check, Qp, Target};
+    let mut payloads: Vec<Vec<u8>> = frames(prim, 64)
+        .iter()
+        .map(|f| {
+            let n = u16::from_be_bytes([f[38], f[39]]) as usize - 8;
+            f[dta::FRAME_OVERHEAD..dta::FRAME_OVERHEAD + n].to_vec()
+        })
+        .collect();
+    let layout = peregrine_dta::Layout::new(sizes(prim)).unwrap();
+    let addrs = FrameAddrs {
+        eth_src: Address([2, 0, 0, 0, 0, 1]),
+        eth_dst: Address([2, 0, 0, 0, 0, 0x99]),
+        ip_src: Ipv4Addr::new(10, 0, 0, 1),
+        ip_dst: Ipv4Addr::new(10, 0, 0, 99),
+        src_port: 49152,
+        dst_port: peregrine_wire::roce::UDP_PORT,
+    };
+    let t = Target {
+        qp: 0x42,
+        local_qp: 0x100,
+        rkey: 7,
+        base_va: 0x7f00_0000_0000,
+    };
+    let mut qp = Qp::new(t, layout, addrs, 0, Config::default().pc_cache_slots);
+    let mut out = [0u8; peregrine_dta::rdma::MAX_FRAME];
+    let lb = Loopback::new(Variant::Tracked);
+    let mut done = 0u64;
+    while done < count {
+        for p in payloads.iter_mut().take((count - done) as usize) {
+            let r = dta::Packet::new_checked(&p[..], Variant::Tracked)
+                .and_then(|x| Repr::parse(&x))
+                .expect("valid report");
+            if check(&layout, &r.primitive).is_ok() {
+                let _ = qp.handle(&r.primitive, |f| {
+                    out[..f.len()].copy_from_slice(f);
+                    std::hint::black_box(&out);
+                });
+            }
+            lb.advance(p);
+            done += 1;
         }
     }
 }
@@ -512,6 +804,11 @@ fn main() {
         return;
     }
     if let Some(m) = &a.child {
+        if m.starts_with("rdma-") {
+            let (fps, allocs, rps) = rdma(m, &a);
+            println!("{fps} {allocs} {rps}");
+            return;
+        }
         let (pps, allocs) = match m.starts_with("udp-") {
             true => kernel_udp(m, &a),
             false => ours(m, &a),
@@ -519,11 +816,16 @@ fn main() {
         println!("{pps} {allocs}");
         return;
     }
+    if a.only_rdma {
+        rdma_main(&a);
+        return;
+    }
     let mut tpmd = Vec::new();
     let mut rows: Vec<Row> = MODES
         .iter()
         .map(|m| (m.to_string(), Vec::new(), Vec::new(), Vec::new(), 0))
         .collect();
+    let mut rdma = rdma_rows();
     for round in 0..a.rounds {
         let p = testpmd(&a, round).unwrap_or_else(|e| fail(&e));
         eprintln!("round {round}: testpmd 5tswap {:.2} Mpps", p / 1e6);
@@ -543,6 +845,7 @@ fn main() {
             udp_pps.push(u);
             *allocs += al;
         }
+        rdma_round(&a, round, &mut rdma);
     }
     let q = query_rate();
     eprintln!("key-write queries (N=2): {:.2} M/s", q / 1e6);
@@ -627,9 +930,12 @@ fn main() {
          queries/s (the seed: ~1.8 M/s per core at N = 2).\n",
         q / 1e6
     );
+    let (rdma_md, rdma_json) = rdma_table(&rdma, &tpmd, a.callgrind);
+    md.push_str(&rdma_md);
+    md.push('\n');
     md.push_str(include_str!("dta-ingest-discussion.md"));
     let result = serde_json::json!({
-        "testpmd_5tswap_pps": tpmd, "rows": json_rows, "kw_query_per_s": q,
+        "testpmd_5tswap_pps": tpmd, "rows": json_rows, "kw_query_per_s": q, "rdma_rows": rdma_json,
         "core": a.core, "burst": a.burst, "inject": a.inject, "seconds": a.seconds,
         "machine": format!("{} cores, {} (shared with other builds)", report::cores(), report::cpu_model().unwrap_or_default()),
     });

@@ -35,7 +35,7 @@ struct Args {
 const PACKETS_PER_ITER: f64 = 4096.0;
 
 /// The bench variants in plotting order, with their labels.
-const VARIANTS: [(&str, &str); 7] = [
+const VARIANTS: [(&str, &str); 8] = [
     ("plain_cms_3x512", "plain CMS"),
     (
         "plain_cms_3x512_burst_prefetch",
@@ -43,7 +43,11 @@ const VARIANTS: [(&str, &str); 7] = [
     ),
     ("kestrel_3x512_before_128B", "Kestrel before (128 B)"),
     ("kestrel_3x512_reference", "Kestrel reference (wide)"),
-    ("kestrel_3x512", "Kestrel (64 B hot, burst)"),
+    (
+        "kestrel_3x512_before_compare_bins",
+        "Kestrel before (64 B hot, compare bins)",
+    ),
+    ("kestrel_3x512", "Kestrel (64 B hot, bin tables)"),
     ("postcards_full", "postcards full"),
     ("postcards_delta", "postcards delta"),
 ];

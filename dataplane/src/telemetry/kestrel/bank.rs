@@ -4,6 +4,7 @@
 //! control side (`super::tap`).
 
 use super::edges::{fine_bin, EdgeSet, FINE_BINS};
+use super::kernel::QidTables;
 use super::layout::{
     bin, Bucket, HotBucket, IndexHash, Layout, DIRS, MAX_QIDS, MAX_ROWS, SPILL_AT,
 };
@@ -145,12 +146,7 @@ impl Bank {
     #[cold]
     #[inline(never)]
     fn spill(&mut self, i: usize) {
-        let h = &mut self.hot[i];
-        self.buckets[i].add_hot(h);
-        *h = HotBucket {
-            last_seen: h.last_seen,
-            ..HotBucket::ZERO
-        };
+        spill_into(&mut self.buckets, &mut self.hot, i);
     }
 
     /// The fine histograms of (dir, qid): latency then inter-arrival.
@@ -161,29 +157,77 @@ impl Bank {
     }
 }
 
+/// Move hot bucket `i`'s counters into wide bucket `i` (last-seen stays).
+#[inline]
+pub(super) fn spill_into(buckets: &mut [Bucket], hot: &mut [HotBucket], i: usize) {
+    let h = &mut hot[i];
+    buckets[i].add_hot(h);
+    *h = HotBucket {
+        last_seen: h.last_seen,
+        ..HotBucket::ZERO
+    };
+}
+
+/// What the d = 3 kernel derives from an [`EdgeSet`]: bin tables per QID (`super::kernel`),
+/// rebuilt when the edges change (compared per burst: no per-packet cost).
+#[derive(Debug, Clone)]
+struct BinCache {
+    edges: EdgeSet,
+    tables: [QidTables; MAX_QIDS],
+    /// Every QID of the layout has tables (else the compare search is used).
+    all: bool,
+    any_calibrating: bool,
+}
+
 /// The per-packet kernel's fixed state: the layout in register-friendly form.
 #[derive(Debug, Clone)]
 pub struct Sketcher {
-    qids: usize,
+    pub(super) qids: usize,
     rows: usize,
-    bits: u32,
+    pub(super) bits: u32,
     width: usize,
-    seeds: [u64; MAX_QIDS],
-    hash: IndexHash,
+    pub(super) seeds: [u64; MAX_QIDS],
+    pub(super) hash: IndexHash,
+    bins: Box<BinCache>,
 }
 
 impl Sketcher {
     pub fn new(layout: &Layout) -> Sketcher {
         let mut seeds = [0; MAX_QIDS];
         seeds[..layout.qids].copy_from_slice(&layout.seeds);
-        Sketcher {
+        let edges = EdgeSet::default();
+        let default = QidTables::new(&edges.qids[0]).expect("the default edges have tables");
+        let mut sk = Sketcher {
             qids: layout.qids,
             rows: layout.rows,
             bits: layout.index_bits(),
             width: layout.width,
             seeds,
             hash: layout.hash,
+            bins: Box::new(BinCache {
+                edges,
+                tables: [default; MAX_QIDS],
+                all: true,
+                any_calibrating: false,
+            }),
+        };
+        sk.set_bins(&edges);
+        sk
+    }
+
+    /// Rebuild the bin tables for `edges` (when they changed: a new version, a re-binning).
+    #[cold]
+    fn set_bins(&mut self, edges: &EdgeSet) {
+        let c = &mut *self.bins;
+        c.edges = *edges;
+        c.all = true;
+        for (q, e) in edges.qids.iter().enumerate().take(self.qids) {
+            match QidTables::new(e) {
+                Some(t) => c.tables[q] = t,
+                None => c.all = false,
+            }
         }
+        c.any_calibrating = edges.calibrating[..self.qids].iter().any(|&x| x);
     }
 
     /// Record a burst of packets in `bank` with `edges`: what [`Sketcher::record`] does for
@@ -193,7 +237,30 @@ impl Sketcher {
     /// places later, so the misses overlap without overrunning the CPU's miss buffers. No
     /// allocation, no branch on data but the calibration and spill tests (rare).
     pub fn record_burst(&mut self, bank: &mut Bank, edges: &EdgeSet, samples: &[Sample]) {
-        // The paper's d = 3 gets a loop the compiler unrolls; other depths the general one.
+        if self.rows != 3 {
+            return self.burst::<0>(bank, edges, samples);
+        }
+        // The paper's d = 3: the kernel with bin tables (`super::kernel`) when every QID's
+        // edges have them, specialised for w = 512 and for no calibrating QID.
+        if self.bins.edges != *edges {
+            self.set_bins(edges);
+        }
+        let c = &*self.bins;
+        let done = c.all
+            && match (self.bits, c.any_calibrating) {
+                (9, false) => self.burst3::<9, false>(bank, samples, &c.tables, &edges.calibrating),
+                (_, false) => self.burst3::<0, false>(bank, samples, &c.tables, &edges.calibrating),
+                (_, true) => self.burst3::<0, true>(bank, samples, &c.tables, &edges.calibrating),
+            };
+        if !done {
+            self.burst::<3>(bank, edges, samples);
+        }
+    }
+
+    /// [`Sketcher::record_burst`] with every bin found by the compare search (the update
+    /// before the d = 3 kernel and its bin tables; what edge sets without tables use).
+    /// Benchmarks measure the two against each other.
+    pub fn record_burst_compare(&mut self, bank: &mut Bank, edges: &EdgeSet, samples: &[Sample]) {
         if self.rows == 3 {
             self.burst::<3>(bank, edges, samples);
         } else {
@@ -335,12 +402,24 @@ impl Sketcher {
 
     #[cold]
     fn calibrate(&self, bank: &mut Bank, s: &Sample, lat: Option<u32>, iat: Option<u32>) {
+        self.calibrate_into(&mut bank.fine, s, lat, iat);
+    }
+
+    /// Count `s`'s sojourn (`lat`) and gap (`iat`) in the fine histograms `fine` of a bank.
+    #[cold]
+    pub(super) fn calibrate_into(
+        &self,
+        fine: &mut [u32],
+        s: &Sample,
+        lat: Option<u32>,
+        iat: Option<u32>,
+    ) {
         let base = (s.dir * self.qids + s.qid) * 2 * FINE_BINS;
         if let Some(v) = lat {
-            bank.fine[base + fine_bin(v)] += 1;
+            fine[base + fine_bin(v)] += 1;
         }
         if let Some(v) = iat {
-            bank.fine[base + FINE_BINS + fine_bin(v)] += 1;
+            fine[base + FINE_BINS + fine_bin(v)] += 1;
         }
     }
 }

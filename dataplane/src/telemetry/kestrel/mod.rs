@@ -8,6 +8,7 @@
 
 pub mod bank;
 pub mod edges;
+pub mod kernel;
 pub mod layout;
 pub mod postcard;
 pub mod tap;

@@ -457,3 +457,74 @@ fn hot_buckets_spill_before_they_wrap() {
         assert_eq!(usize::from(b.hot[i].packets), 1000);
     }
 }
+
+/// [`the_burst_update_equals_the_reference_update`] for each path of the burst update: the
+/// d = 3 kernel with bin tables (w = 512 specialised and not; no QID calibrating; the crc32
+/// index hash), the compare search when edges are too close for tables, and other depths.
+#[test]
+fn every_burst_path_equals_the_reference_update() {
+    let close = QidEdges {
+        lat: [1_000, 1_100, 1_200, 5_000, 6_000, 7_000, 9_000],
+        iat: QidEdges::DEFAULT.iat,
+    };
+    let custom = QidEdges {
+        lat: [0, 1, 3_000, 70_000, 1 << 31, (1 << 31) + 5, u32::MAX],
+        iat: [10, 20, 500, 900, 1_500, 1_800, 2_100],
+    };
+    let crc = Layout::new(2, 3, 512, layout::default_crc_seeds(2))
+        .unwrap()
+        .with_hash(IndexHash::Crc32)
+        .unwrap();
+    let cases: Vec<(&str, Layout, [QidEdges; 2], bool)> = vec![
+        ("w16", small(), [QidEdges::DEFAULT, custom], false),
+        (
+            "w512",
+            Layout::new(2, 3, 512, layout::default_seeds(2)).unwrap(),
+            [custom, QidEdges::DEFAULT],
+            false,
+        ),
+        (
+            "w512 calibrating",
+            Layout::new(2, 3, 512, layout::default_seeds(2)).unwrap(),
+            [custom, custom],
+            true,
+        ),
+        ("crc32", crc, [custom, QidEdges::DEFAULT], false),
+        ("close edges", small(), [close, custom], false),
+        (
+            "d=2",
+            Layout::new(2, 2, 16, layout::default_seeds(2)).unwrap(),
+            [custom, custom],
+            false,
+        ),
+    ];
+    for (name, layout, qe, cal) in cases {
+        let mut edges = EdgeSet::default();
+        edges.qids[..2].copy_from_slice(&qe);
+        edges.calibrating[0] = cal;
+        let s = mixed_samples(20_000, 300, 5);
+        let (mut one, mut burst) = (Sketcher::new(&layout), Sketcher::new(&layout));
+        let (mut a, mut b) = (Bank::new(&layout), Bank::new(&layout));
+        for x in &s {
+            one.record(&mut a, &edges, x);
+        }
+        // The edges change half-way (the tables are rebuilt): the defaults for QID 1.
+        let mut later = edges;
+        later.qids[1] = QidEdges::DEFAULT;
+        later.version += 1;
+        let mut rest = &s[..];
+        let mut k = 0;
+        while !rest.is_empty() {
+            k = (k * 7 + 5) % 70 + 1;
+            let (now, tail) = rest.split_at(k.min(rest.len()));
+            burst.record_burst(&mut b, &edges, now);
+            rest = tail;
+        }
+        for x in &s[..1000] {
+            one.record(&mut a, &later, x);
+        }
+        burst.record_burst(&mut b, &later, &s[..1000]);
+        assert!(a.skipped > 0 && a.packets > 0, "{name}");
+        assert_same_bank(&a, &b);
+    }
+}

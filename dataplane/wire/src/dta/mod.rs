@@ -423,6 +423,17 @@ pub const FRAME_OVERHEAD: usize =
 /// Write Ethernet / IPv4 / UDP headers (IPv4 and UDP checksums filled) around a payload of
 /// `payload_len` bytes already at `buf[FRAME_OVERHEAD..]`; returns the frame length.
 pub fn emit_frame(buf: &mut [u8], a: &FrameAddrs, payload_len: usize) -> Result<usize> {
+    emit_frame_with(buf, a, payload_len, true)
+}
+
+/// [`emit_frame`], the UDP checksum filled only when `udp_checksum` (else 0: "none", as
+/// RoCEv2 over IPv4 sends it, whose payload the ICRC covers).
+pub fn emit_frame_with(
+    buf: &mut [u8],
+    a: &FrameAddrs,
+    payload_len: usize,
+    udp_checksum: bool,
+) -> Result<usize> {
     use crate::{ethernet, ipv4, udp};
     let n = FRAME_OVERHEAD + payload_len;
     if buf.len() < n {
@@ -454,7 +465,11 @@ pub fn emit_frame(buf: &mut [u8], a: &FrameAddrs, payload_len: usize) -> Result<
     }
     .emit(&mut buf[udp_at..])?;
     let mut u = udp::Packet::new_unchecked(&mut buf[udp_at..n]);
-    u.fill_checksum_v4(a.ip_src, a.ip_dst);
+    if udp_checksum {
+        u.fill_checksum_v4(a.ip_src, a.ip_dst);
+    } else {
+        u.set_checksum(0);
+    }
     Ok(n)
 }
 

@@ -326,7 +326,10 @@ struct Measured {
 
 fn parse_case(s: &str) -> (Option<Dir>, usize, usize) {
     let v: Vec<&str> = s.split(',').collect();
-    let dir = match v[0].trim_end_matches("+fridge") {
+    let dir = match v[0]
+        .trim_end_matches("+fridge")
+        .trim_end_matches("+kestrel")
+    {
         "ul" => Some(Dir::Ul),
         "dl" => Some(Dir::Dl),
         _ => None,

@@ -15,11 +15,19 @@
 //! `--stage ul+fridge,64,10000` adds the fridge stage after the UPF as `--fridge` and the
 //! daemon place it (`fridge_spec`); collect on `<FridgeStage as Stage<B>>::process` as well
 //! to count both stages.
+//!
+//! `--stage ul+kestrel,64,10000` hands each forwarded batch to a Kestrel tap on the tx port
+//! (the paper's layout, 1 s windows, no control side, as `--kestrel-compare` runs it), timed
+//! apart and printed as the tap's ns per packet; collect on
+//! `<KestrelTap as Tap<B>>::on_burst` for the tap's instructions.
 
 use super::{compiled, frames, fridge_spec, parse_case, upf_config, Dir, PORT_MACS};
 use peregrine_dataplane::buffer::OwnedBuf;
-use peregrine_dataplane::runtime::{Action, Batch, Context, Disposition, Pipeline, Reasons, Stage};
+use peregrine_dataplane::runtime::{
+    Action, Batch, Context, Disposition, Pipeline, Publisher, Reasons, Stage, Tap,
+};
 use peregrine_dataplane::telemetry::fridge::stage::{FridgeStage, WorkerPub};
+use peregrine_dataplane::telemetry::kestrel::{tap_pair, EdgeTable, Layout as KestrelLayout};
 use peregrine_dataplane::upf::{Upf, UpfStats};
 use peregrine_perf::harness::fail;
 use peregrine_testkit::upf as upf_support;
@@ -58,6 +66,21 @@ pub fn stage_mode(case: &str, batches: usize) {
             FridgeStage::new(&spec, 0, publ).expect("valid spec"),
         ));
     }
+    // The tap's control ends are kept but not polled, as in `--kestrel-compare`.
+    let edge_table = Publisher::new(EdgeTable::default());
+    let (mut tap, _ends) = tap_pair(
+        0,
+        &KestrelLayout::paper(),
+        1_000_000_000,
+        edge_table.reader(),
+        None,
+    );
+    let kestrel = case
+        .split(',')
+        .next()
+        .is_some_and(|d| d.ends_with("+kestrel"));
+    let tx_port = if dir == Dir::Ul { 1 } else { 0 };
+    let mut tap_spent = Duration::ZERO;
     let mut pipe: Pipeline<OwnedBuf> = Pipeline::new(stages);
     let mut batch: Batch<OwnedBuf> = Batch::new();
     batch.rx_port = if dir == Dir::Ul { 0 } else { 1 };
@@ -83,6 +106,11 @@ pub fn stage_mode(case: &str, batches: usize) {
             pkts += 1;
             bufs.push(b);
         }
+        if kestrel {
+            let t0 = Instant::now();
+            tap.on_burst(tx_port, &mut bufs, &cx);
+            tap_spent += t0.elapsed();
+        }
     }
     if sent != pkts {
         fail(&format!("{} of {pkts} packets not forwarded", pkts - sent));
@@ -91,4 +119,10 @@ pub fn stage_mode(case: &str, batches: usize) {
         "{case}: {:.1} ns/packet over {batches} batches of {BATCH} ({pkts} packets, all forwarded)",
         spent.as_nanos() as f64 / pkts as f64
     );
+    if kestrel {
+        println!(
+            "kestrel tap: {:.1} ns/packet",
+            tap_spent.as_nanos() as f64 / pkts as f64
+        );
+    }
 }

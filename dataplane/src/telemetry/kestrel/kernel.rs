@@ -1,0 +1,285 @@
+//! The tap's per-packet kernel for the paper's depth (d = 3): the same update as
+//! [`Sketcher::record`](super::Sketcher::record), with the work that does not depend on the
+//! row taken out of the rows and each histogram bin found by one table lookup instead of
+//! seven compares (perf/results/kestrel.md, "SWAR, bin tables").
+//!
+//! Bins: bin `k` of a histogram holds `[edge[k-1], edge[k])`, i.e. the bin of `v` is the
+//! number of edges `<= v` ([`layout::bin`](super::layout::bin)). A [`BinTable`] splits the
+//! values by octave (`[2^o, 2^(o+1))`, the first one `[0, 2)`) and keeps per octave the
+//! number of edges below it and the (at most two) edges inside it, so a bin is a `bsr`, one
+//! table entry and two compares, with no chain of dependent loads. Edge sets with three or
+//! more edges in one octave (edges closer than a factor of two; the defaults are a factor of
+//! four apart) have no table, and the sketcher uses the compare search for them.
+
+use super::bank::{spill_into, Bank, Pm, Sample, Sketcher, AHEAD, CHUNK, QFIS};
+use super::edges::QidEdges;
+use super::layout::{HotBucket, DIRS, EDGES, MAX_QIDS, SPILL_AT};
+use crate::upf::prefetch::prefetch_addr;
+
+/// One octave of a [`BinTable`]: `bin(v) = base + (v >= a) + (v >= b)` (wrapping), where an
+/// octave with fewer than two edges inside fills the free places with its lowest value
+/// (always `<= v`) and takes them back out of `base`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C, align(16))]
+struct Octave {
+    a: u32,
+    b: u32,
+    base: u32,
+}
+
+/// The bin of a value by octave (see the module doc): 64 octaves, so a 64-bit inter-arrival
+/// gap needs no clamp (every gap of 2^32 ns or more bins as `u32::MAX` does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BinTable([Octave; 64]);
+
+impl BinTable {
+    /// The table for ascending `edges`, or `None` when an octave holds three or more.
+    pub fn new(edges: &[u32; EDGES]) -> Option<BinTable> {
+        let mut t = [Octave::default(); 64];
+        for (o, x) in t.iter_mut().enumerate() {
+            let lo = if o == 0 { 0u64 } else { 1 << o };
+            let hi = if o == 63 { u64::MAX } else { 2u64 << o };
+            let mut inside = edges
+                .iter()
+                .map(|&e| u64::from(e))
+                .filter(|&e| (lo..hi).contains(&e));
+            let below = edges.iter().filter(|&&e| u64::from(e) < lo).count() as u32;
+            // Past u32::MAX no edge is inside; the free places hold u32::MAX, which every
+            // value of the octave is above.
+            let fill = lo.min(u64::from(u32::MAX)) as u32;
+            let (a, b) = (inside.next(), inside.next());
+            if inside.next().is_some() {
+                return None;
+            }
+            let free = u32::from(a.is_none()) + u32::from(b.is_none());
+            *x = Octave {
+                a: a.map_or(fill, |e| e as u32),
+                b: b.map_or(fill, |e| e as u32),
+                base: below.wrapping_sub(free),
+            };
+        }
+        Some(BinTable(t))
+    }
+
+    /// The bin of `v`: the number of edges `<= v`, with `v` past `u32::MAX` as `u32::MAX`.
+    #[inline(always)]
+    pub fn bin(&self, v: u64) -> usize {
+        let o = &self.0[(63 - (v | 1).leading_zeros()) as usize & 63];
+        let n = o
+            .base
+            .wrapping_add(u32::from(v >= u64::from(o.a)))
+            .wrapping_add(u32::from(v >= u64::from(o.b)));
+        n as usize & 7
+    }
+}
+
+/// The latency and inter-arrival tables of one QID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct QidTables {
+    lat: BinTable,
+    iat: BinTable,
+}
+
+impl QidTables {
+    pub(super) fn new(e: &QidEdges) -> Option<QidTables> {
+        Some(QidTables {
+            lat: BinTable::new(&e.lat)?,
+            iat: BinTable::new(&e.iat)?,
+        })
+    }
+}
+
+impl Sketcher {
+    /// [`Sketcher::record_burst`] for d = 3 with every QID's bins in tables: per chunk of
+    /// [`CHUNK`], first each packet's three bucket indices (hash, split, sketch base), then
+    /// the updates in packet order, prefetching the rows of the packet [`AHEAD`] places on.
+    /// Per packet the row-independent parts (colour, latency bin, length, last-seen value,
+    /// the PM counters' slot) once, then per row the counters, the last-seen exchange and the
+    /// inter-arrival bin; one spill test per packet. `BITS` is log2(width) when the caller
+    /// knows it at compile time (0: `self.bits`); `CAL` whether any QID is calibrating.
+    /// Returns false (nothing recorded) when `bank` has no PM slots (an empty placeholder
+    /// bank), so the caller takes the general path.
+    #[inline(always)]
+    pub(super) fn burst3<const BITS: u32, const CAL: bool>(
+        &self,
+        bank: &mut Bank,
+        samples: &[Sample],
+        tables: &[QidTables; MAX_QIDS],
+        calibrating: &[bool; MAX_QIDS],
+    ) -> bool {
+        let bits = if BITS > 0 { BITS } else { self.bits };
+        let width = 1usize << bits;
+        let mask = width - 1;
+        let (qids, hash) = (self.qids, self.hash);
+        let Bank {
+            hot,
+            buckets,
+            pm,
+            fine,
+            packets,
+            skipped,
+            dirty,
+            ..
+        } = bank;
+        let Ok(pms) = <&mut [Pm; DIRS * QFIS]>::try_from(&mut pm[..]) else {
+            return false;
+        };
+        for chunk in samples.chunks(CHUNK) {
+            // Pass 1: every packet's three bucket indices (u32::MAX: not recorded).
+            let mut at = [[u32::MAX; 3]; CHUNK];
+            for (s, a) in chunk.iter().zip(&mut at) {
+                if s.dir < DIRS && s.qid < qids {
+                    let h = hash.hash(self.seeds[s.qid & (MAX_QIDS - 1)], s.teid, s.qfi) as usize;
+                    let base = (s.dir * qids + s.qid) * 3 * width;
+                    *a = [
+                        base + (h & mask),
+                        base + width + ((h >> bits) & mask),
+                        base + 2 * width + ((h >> (2 * bits)) & mask),
+                    ]
+                    .map(|i| i as u32);
+                }
+            }
+            // A prefetch is a hint on an address, never a dereference: no bounds needed.
+            let hp = hot.as_ptr();
+            let prefetch_rows = |a: &[u32; 3]| {
+                for &i in a {
+                    prefetch_addr(hp.wrapping_add(i as usize).cast());
+                }
+            };
+            for a in at.iter().take(AHEAD.min(chunk.len())) {
+                prefetch_rows(a);
+            }
+            // Pass 2: the updates, in packet order.
+            let mut skip = 0;
+            for (k, (s, a)) in chunk.iter().zip(&at).enumerate() {
+                if k + AHEAD < chunk.len() {
+                    prefetch_rows(&at[(k + AHEAD) % CHUNK]);
+                }
+                if a[0] == u32::MAX {
+                    skip += 1;
+                    continue;
+                }
+                let a = a.map(|i| i as usize);
+                let tb = &tables[s.qid & (MAX_QIDS - 1)];
+                let last = [
+                    hot[a[0]].last_seen,
+                    hot[a[1]].last_seen,
+                    hot[a[2]].last_seen,
+                ];
+                // A bucket's first packet (last-seen 0) adds no gap: its increment is 0.
+                let iat = last.map(|l| tb.iat.bin(s.t_ns.saturating_sub(l)));
+                let lat = tb.lat.bin(u64::from(s.sojourn_ns));
+                let colour = usize::from(s.colour.min(2));
+                let t = s.t_ns.max(1);
+                let len = u64::from(s.len);
+                let mut full = false;
+                for r in 0..3 {
+                    let b = &mut hot[a[r]];
+                    b.last_seen = t;
+                    b.packets += 1;
+                    b.bytes += len;
+                    b.colour[colour] += 1;
+                    b.lat[lat] += 1;
+                    b.iat[iat[r]] += u16::from(last[r] != 0);
+                    full |= b.packets == SPILL_AT;
+                }
+                if full {
+                    spill_full(buckets, hot, &a);
+                }
+                if CAL && calibrating[s.qid & (MAX_QIDS - 1)] {
+                    let gap = (last[0] != 0)
+                        .then(|| s.t_ns.saturating_sub(last[0]).min(u64::from(u32::MAX)) as u32);
+                    self.calibrate_into(fine, s, Some(s.sojourn_ns), gap);
+                }
+                let pm = &mut pms[(s.dir * QFIS + usize::from(s.qfi & 63)) & (DIRS * QFIS - 1)];
+                pm.packets += 1;
+                pm.bytes += len;
+                pm.sojourn_sum_ns += u64::from(s.sojourn_ns);
+            }
+            let n = (chunk.len() - skip) as u64;
+            *skipped += skip as u64;
+            *packets += n;
+            *dirty |= n > 0;
+        }
+        true
+    }
+}
+
+/// Spill those of a packet's row buckets that reached [`SPILL_AT`].
+#[cold]
+#[inline(never)]
+fn spill_full(buckets: &mut [super::Bucket], hot: &mut [HotBucket], rows: &[usize; 3]) {
+    for &i in rows {
+        if hot[i].packets == SPILL_AT {
+            spill_into(buckets, hot, i);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::kestrel::layout::{bin, mix};
+
+    /// The table's bin is the compare search's for every value, at and around every edge
+    /// and octave boundary and at random, for random edge sets (those it accepts).
+    #[test]
+    fn table_bins_equal_compare_bins() {
+        let mut x = 7u64;
+        let mut accepted = 0;
+        for round in 0..2000 {
+            x = mix(x);
+            // Edges from a random start with random ratios 1.001 .. 16 (some sets put three
+            // edges in one octave: refused), plus the defaults and edges at the extremes.
+            let mut e = [0u32; EDGES];
+            let mut v = (x % 100_000) as f64;
+            for slot in &mut e {
+                x = mix(x);
+                v = v * (1.001 + (x % 15_000) as f64 / 1000.0) + 1.0;
+                *slot = v.min(f64::from(u32::MAX)) as u32;
+            }
+            if round == 0 {
+                e = QidEdges::DEFAULT.lat;
+            }
+            if round == 1 {
+                e = [0, 1, 2, 4, 8, 1 << 31, u32::MAX];
+            }
+            if e.windows(2).any(|w| w[0] >= w[1]) {
+                continue;
+            }
+            let Some(t) = BinTable::new(&e) else {
+                let per_octave = |o: u32| e.iter().filter(|&&v| (v | 1).ilog2() == o).count();
+                assert!((0..32).any(|o| per_octave(o) >= 3), "{e:?} refused");
+                continue;
+            };
+            accepted += 1;
+            let probe = |v: u64| {
+                let want = bin(&e, v.min(u64::from(u32::MAX)) as u32);
+                assert_eq!(t.bin(v), want, "edges {e:?} value {v}");
+            };
+            for &edge in &e {
+                for d in [0, 1, 2] {
+                    probe(u64::from(edge) + d);
+                    probe(u64::from(edge).saturating_sub(d));
+                }
+            }
+            for o in 0..64 {
+                probe(1u64 << o);
+                probe((1u64 << o) - 1);
+            }
+            for _ in 0..64 {
+                x = mix(x);
+                probe(x >> (x % 64));
+            }
+            probe(0);
+            probe(u64::MAX);
+        }
+        assert!(accepted > 500, "{accepted} edge sets had tables");
+    }
+
+    #[test]
+    fn close_edges_have_no_table() {
+        assert!(BinTable::new(&[1000, 1100, 1200, 5000, 6000, 7000, 9000]).is_none());
+        assert!(BinTable::new(&QidEdges::DEFAULT.iat).is_some());
+    }
+}
