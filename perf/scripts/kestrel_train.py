@@ -3,7 +3,10 @@
 model per anomaly type) on the training runs' features that pg-kestrel-eval wrote.
 
 Input, in --dir: train-<mode>.csv with columns run,seq,qfi,label,f0..fN (label: anomaly bits,
-1 microburst, 2 congestion, 4 contention, 8 policy abuse).
+1 microburst, 2 congestion, 4 contention, 8 policy abuse). With --unit key (the
+per-(window, TEID, QFI) unit): train-key-<mode>.csv with columns run,seq,teid,qfi,label,weight,
+f0..fN (weight: the negative subsampling's factor), written as model-key-*, check-key-* and
+thresholds-key.json, trained with the hist method (a few hundred thousand rows).
 Output, in --dir: model-<mode>-<kind>.json (XGBoost JSON model), thresholds.json (the
 best-F1 threshold per mode and kind, chosen on out-of-fold predictions over the training
 runs: two folds, the halves of every run), check-<mode>-<kind>.csv (up to 64 training vectors and
@@ -41,31 +44,43 @@ PARAMS = dict(
 NAMES = None
 
 
-def fit(x, y):
-    return xgb.train(PARAMS, xgb.DMatrix(x, label=y, feature_names=NAMES), num_boost_round=ROUNDS)
+def fit(x, y, w=None, params=PARAMS):
+    d = xgb.DMatrix(x, label=y, weight=w, feature_names=NAMES)
+    return xgb.train(params, d, num_boost_round=ROUNDS)
 
 
 def proba(m, x):
     return m.predict(xgb.DMatrix(x, feature_names=NAMES))
 
 
+META = ("run", "seq", "teid", "qfi", "label", "weight")
+
+
 def load(path):
+    """(feature names, run, seq, label, weight, features); the meta columns come first."""
     with open(path) as f:
         r = csv.reader(f)
         head = next(r)
-        rows = [list(map(float, x)) for x in r]
-    a = np.array(rows, dtype=np.float64)
-    return head, a[:, 0].astype(int), a[:, 1], a[:, 3].astype(int), a[:, 4:].astype(np.float32)
+        a = np.loadtxt(f, delimiter=",", dtype=np.float64, ndmin=2)
+    nm = 0
+    while nm < len(head) and head[nm] in META:
+        nm += 1
+    col = {h: i for i, h in enumerate(head[:nm])}
+    w = a[:, col["weight"]] if "weight" in col else np.ones(len(a))
+    label = a[:, col["label"]].astype(int)
+    return head[nm:], a[:, col["run"]].astype(int), a[:, col["seq"]], label, w, a[:, nm:].astype(np.float32)
 
 
-def best_threshold(p, y):
+def best_threshold(p, y, w=None):
+    if w is None:
+        w = np.ones(len(y))
     order = np.argsort(-p, kind="stable")
-    ps, ys = p[order], y[order]
-    pos = ys.sum()
+    ps, ys, ws = p[order], y[order], w[order]
+    pos = (ys * ws).sum()
     if pos == 0:
         return 0.5
-    tp = np.cumsum(ys)
-    fp = np.cumsum(1 - ys)
+    tp = np.cumsum(ys * ws)
+    fp = np.cumsum((1 - ys) * ws)
     f1 = 2 * tp / (tp + fp + pos)
     # Only at the last of equal scores (a threshold takes all ties).
     last = np.r_[ps[1:] != ps[:-1], True]
@@ -77,12 +92,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
     ap.add_argument("--modes", default="kestrel,delta_smp,pm")
+    ap.add_argument("--unit", default="qfi", choices=["qfi", "key"])
     a = ap.parse_args()
+    px = "key-" if a.unit == "key" else ""
+    params = dict(PARAMS, tree_method="hist") if a.unit == "key" else PARAMS
     thresholds = {}
     for mode in a.modes.split(","):
         global NAMES
-        head, run, seq, label, x = load(os.path.join(a.dir, f"train-{mode}.csv"))
-        NAMES = head[4:]
+        NAMES, run, seq, label, wt, x = load(os.path.join(a.dir, f"train-{px}{mode}.csv"))
         runs = np.unique(run)
         thresholds[mode] = {}
         for k, kind in enumerate(KINDS):
@@ -99,24 +116,25 @@ def main():
             folds_ok = all(y[tr].sum() > 0 and y[~tr].sum() > 0 for tr in (fold, ~fold))
             if folds_ok:
                 for tr in (fold, ~fold):
-                    oof[~tr] = proba(fit(x[tr], y[tr]), x[~tr])
-            m = fit(x, y)
+                    oof[~tr] = proba(fit(x[tr], y[tr], wt[tr], params), x[~tr])
+            m = fit(x, y, wt, params)
             if not folds_ok:
                 # Too few episodes to split (short smoke runs): in-sample predictions.
                 print(f"kestrel_train: {mode}/{kind}: threshold in-sample", file=sys.stderr)
                 oof = proba(m, x)
-            thresholds[mode][kind] = best_threshold(oof, y)
-            m.save_model(os.path.join(a.dir, f"model-{mode}-{kind}.json"))
+            thresholds[mode][kind] = best_threshold(oof, y, wt)
+            m.save_model(os.path.join(a.dir, f"model-{px}{mode}-{kind}.json"))
             n = min(64, len(y))
             pick = np.linspace(0, len(y) - 1, n).astype(int)
             pick = np.unique(np.r_[pick, np.flatnonzero(y)[:16]])
             p = proba(m, x[pick])
-            with open(os.path.join(a.dir, f"check-{mode}-{kind}.csv"), "w") as f:
+            with open(os.path.join(a.dir, f"check-{px}{mode}-{kind}.csv"), "w") as f:
                 w = csv.writer(f)
                 for i, pi in zip(pick, p):
                     w.writerow([repr(float(pi))] + [repr(float(v)) for v in x[i]])
-    with open(os.path.join(a.dir, "thresholds.json"), "w") as f:
-        json.dump({"xgboost": xgb.__version__, "params": PARAMS, "rounds": ROUNDS, "thresholds": thresholds}, f, indent=1)
+    suffix = "-key" if a.unit == "key" else ""
+    with open(os.path.join(a.dir, f"thresholds{suffix}.json"), "w") as f:
+        json.dump({"xgboost": xgb.__version__, "params": params, "rounds": ROUNDS, "thresholds": thresholds}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,12 @@ pub struct EvalCfg {
     pub deltas: Deltas,
     pub intensity: Intensity,
     pub tick_ns: u64,
+    /// Per-key unit, training runs only: keep one in this many negative key rows (every
+    /// positive), each kept negative weighted by it in training, so the training set stays
+    /// a few hundred thousand rows. Test runs score every key. 0: no per-key unit.
+    pub key_neg_every: u32,
+    /// Drift re-binning during the runs (none: the calibrated edges stay).
+    pub drift: Option<sim::DriftCfg>,
 }
 
 impl EvalCfg {
@@ -40,6 +46,7 @@ impl EvalCfg {
             edges,
             deltas: self.deltas,
             tick_ns: self.tick_ns,
+            drift: self.drift,
         }
     }
 }
@@ -54,7 +61,11 @@ pub fn calibrate(c: &EvalCfg, strategy: Strategy, rho: f64, seed: u64, secs: u64
     let fine_len = peregrine_dataplane::telemetry::kestrel::FINE_BINS;
     let mut lat = vec![vec![0u64; fine_len]; c.layout.qids];
     let mut iat = vec![vec![0u64; fine_len]; c.layout.qids];
-    sim::run(&plan, &c.run_cfg(set), seed, |o| {
+    let rc = RunCfg {
+        drift: None,
+        ..c.run_cfg(set)
+    };
+    sim::run(&plan, &rc, seed, |o| {
         for q in 0..c.layout.qids {
             let (l, i) = o.window.fine_of(0, q);
             for (a, &b) in lat[q].iter_mut().zip(l) {
@@ -75,11 +86,15 @@ pub fn calibrate(c: &EvalCfg, strategy: Strategy, rho: f64, seed: u64, secs: u64
     set
 }
 
-/// One scored unit: a (window, QFI) of a run.
+/// One scored unit: a (window, QFI) of a run, or a (window, TEID, QFI) in the per-key unit.
 #[derive(Debug, Clone)]
 pub struct Row {
     pub seq: u64,
+    /// 0 in the per-QFI unit.
+    pub teid: u32,
     pub qfi: u8,
+    /// Training weight (the per-key unit's negative subsampling; 1 otherwise).
+    pub weight: f32,
     /// Anomaly bits (`Kind::bit`).
     pub label: u8,
     pub x: Vec<f32>,
@@ -87,10 +102,41 @@ pub struct Row {
     pub score: [f64; 4],
 }
 
+/// Which unit a row set, a model or a score is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Unit {
+    /// (1 s window, QFI): every mode aggregated per QFI.
+    Qfi,
+    /// (1 s window, TEID, QFI): the keys that sent in the window.
+    Key,
+}
+
+impl Unit {
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Qfi => "qfi",
+            Unit::Key => "key",
+        }
+    }
+}
+
+/// Deterministic 1-in-`n` pick of a negative key row (splitmix64 of its coordinates).
+fn keep_negative(seed: u64, seq: u64, teid: u32, qfi: u8, n: u32) -> bool {
+    let mut z =
+        seed ^ seq.rotate_left(17) ^ (u64::from(teid) << 8 | u64::from(qfi)).rotate_left(40);
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    z.is_multiple_of(u64::from(n.max(1)))
+}
+
 /// One run's output per mode.
 #[derive(Debug, Clone, Default)]
 pub struct RunOut {
     pub rows: HashMap<Mode, Vec<Row>>,
+    /// The per-key unit's rows (test runs: scores only, `x` empty).
+    pub key_rows: HashMap<Mode, Vec<Row>>,
     /// Export bytes per mode, summed over the windows.
     pub export_bytes: HashMap<Mode, u64>,
     /// Kestrel's export in encoding version 1 (dense sketches), summed over the windows.
@@ -98,6 +144,8 @@ pub struct RunOut {
     pub windows: u64,
     /// Per-window collector time (feature extraction + inference), ns, per mode.
     pub collector_ns: HashMap<Mode, Vec<u64>>,
+    /// The same for the per-key unit (on top of the per-QFI vectors it reuses).
+    pub key_collector_ns: HashMap<Mode, Vec<u64>>,
     pub stats: RunStats,
     pub plan_episodes: Vec<scenario::Episode>,
 }
@@ -105,13 +153,15 @@ pub struct RunOut {
 /// The detectors of every mode: `models[mode][kind]`.
 pub type Detectors = HashMap<Mode, Vec<Model>>;
 
-/// Run `scenario` with `seed` and extract every mode's rows; with `det`, score them online.
+/// Run `scenario` with `seed` and extract every mode's rows in both units; with `det` (per
+/// unit), score them online (a test run); without, subsample the negative key rows (a
+/// training run, `EvalCfg::key_neg_every`).
 pub fn collect(
     c: &EvalCfg,
     edges: EdgeSet,
     scenario: Scenario,
     seed: u64,
-    det: Option<&Detectors>,
+    det: Option<&HashMap<Unit, Detectors>>,
 ) -> RunOut {
     let plan = Plan::new(scenario, seed, c.duration_s, c.scale, &c.intensity);
     let keys = plan.keys();
@@ -173,25 +223,65 @@ pub fn collect(
             let t0 = Instant::now();
             let vs = e.window(w, o.postcards);
             let mut rows: Vec<Row> = vs
-                .into_iter()
+                .iter()
                 .map(|(q, x)| Row {
                     seq: w.seq,
-                    qfi: q,
-                    label: labels.qfi.get(&q).copied().unwrap_or(0),
-                    x,
+                    teid: 0,
+                    qfi: *q,
+                    weight: 1.0,
+                    label: labels.qfi.get(q).copied().unwrap_or(0),
+                    x: x.clone(),
                     score: [0.0; 4],
                 })
                 .collect();
-            if let Some(ms) = det.and_then(|d| d.get(&e.mode)) {
-                for r in &mut rows {
-                    for (k, m) in ms.iter().enumerate() {
-                        r.score[k] = m.predict(&r.x);
+            let mode = e.mode;
+            let score = |rows: &mut [Row], unit: Unit| {
+                if let Some(ms) = det.and_then(|d| d.get(&unit)).and_then(|d| d.get(&mode)) {
+                    for r in rows.iter_mut() {
+                        for (k, m) in ms.iter().enumerate() {
+                            r.score[k] = m.predict(&r.x);
+                        }
                     }
                 }
-            }
+            };
+            score(&mut rows, Unit::Qfi);
             let dt = t0.elapsed().as_nanos() as u64;
             out.collector_ns.entry(e.mode).or_default().push(dt);
             out.rows.entry(e.mode).or_default().extend(rows);
+            // The per-key unit: every key that sent in the window.
+            if c.key_neg_every == 0 {
+                continue;
+            }
+            let t1 = Instant::now();
+            let mut krows: Vec<Row> = Vec::new();
+            for ((t, q), x) in e.keys_window(w, o.postcards, o.active, &vs) {
+                let label = labels.key.get(&(t, q)).copied().unwrap_or(0);
+                let mut weight = 1.0;
+                if det.is_none() && label == 0 {
+                    if !keep_negative(seed, w.seq, t, q, c.key_neg_every) {
+                        continue;
+                    }
+                    weight = c.key_neg_every as f32;
+                }
+                krows.push(Row {
+                    seq: w.seq,
+                    teid: t,
+                    qfi: q,
+                    weight,
+                    label,
+                    x,
+                    score: [0.0; 4],
+                });
+            }
+            if det.is_some() {
+                score(&mut krows, Unit::Key);
+                for r in &mut krows {
+                    r.x = Vec::new();
+                }
+            }
+            let dt = t1.elapsed().as_nanos() as u64;
+            out.key_collector_ns.entry(e.mode).or_default().push(dt);
+            out.key_rows.entry(e.mode).or_default().extend(krows);
         }
     });
     out.stats = stats;

@@ -99,18 +99,60 @@ fn quick_evaluation_end_to_end_on_held_out_runs() {
             "{m}: no export"
         );
     }
+    // The per-(window, TEID, QFI) unit, scored on the same held-out runs: every scenario
+    // has positive and negative keys, there are many more key units than QFI units, and
+    // the per-key detectors passed the same 1e-6 check (max_pred_diff covers both units).
+    let k = &s["key"];
+    assert!(
+        k["train_rows"].as_u64().unwrap() > 1000,
+        "{}",
+        k["train_rows"]
+    );
+    for m in ["kestrel", "delta_smp", "pm"] {
+        for sc in [
+            "microburst",
+            "congestion",
+            "contention",
+            "policy_abuse",
+            "mixed",
+        ] {
+            let x = &k["scores"][m][sc];
+            let (a, pos, units) = (
+                x["auprc"].as_f64().unwrap(),
+                x["positives"].as_u64().unwrap(),
+                x["units"].as_u64().unwrap(),
+            );
+            assert!((0.0..=1.0).contains(&a), "key {m}/{sc}: AUPRC {a}");
+            assert!(pos > 0 && pos < units, "key {m}/{sc}: {pos} / {units}");
+            assert!(
+                units > 10 * s["scores"][m][sc]["units"].as_u64().unwrap(),
+                "key {m}/{sc}: {units} units"
+            );
+        }
+    }
+    // A microburst names 1-3 TEIDs: per key, the counters (the same score for every key of
+    // the QFI) cannot single them out, the per-key sketch query can.
+    let mb = |m: &str| k["scores"][m]["microburst"]["auprc"].as_f64().unwrap();
+    assert!(
+        mb("kestrel") > mb("pm"),
+        "per-key microburst: Kestrel {} PM {}",
+        mb("kestrel"),
+        mb("pm")
+    );
     // Kestrel's sketches are larger than the per-QFI counters.
     assert!(s["export_mbps"]["kestrel"].as_f64() > s["export_mbps"]["pm"].as_f64());
     let md = std::fs::read_to_string(out.join("kestrel-eval-quick.md")).unwrap();
     assert!(md.contains("| Kestrel |") && md.contains("0.81 / 0.82"));
     assert!(out.join("kestrel-eval-quick-pr-mixed.svg").exists());
+    assert!(md.contains("## Per-key unit: (1 s window, TEID, QFI)"));
+    assert!(out.join("kestrel-eval-quick-pr-mixed-key.svg").exists());
 }
 
 #[test]
 fn a_run_repeats_bit_for_bit_and_labels_its_episodes() {
     use peregrine_control::kestrel::binning::Strategy;
     use peregrine_dataplane::telemetry::kestrel::{Deltas, Layout};
-    use peregrine_perf::kestrel_eval::features::MODES;
+    use peregrine_perf::kestrel_eval::features::{key_names, MODES};
     use peregrine_perf::kestrel_eval::scenario::{Intensity, Kind, Scenario};
     use peregrine_perf::kestrel_eval::{calibrate, collect, EvalCfg};
     let c = EvalCfg {
@@ -123,6 +165,8 @@ fn a_run_repeats_bit_for_bit_and_labels_its_episodes() {
         },
         intensity: Intensity::default(),
         tick_ns: 10_000,
+        key_neg_every: 4,
+        drift: None,
     };
     let edges = calibrate(&c, Strategy::Target, 0.01, 7, 5);
     assert_eq!(edges, calibrate(&c, Strategy::Target, 0.01, 7, 5));
@@ -149,6 +193,27 @@ fn a_run_repeats_bit_for_bit_and_labels_its_episodes() {
                 .iter()
                 .any(|r| r.seq == w && e.qfis.contains(&r.qfi) && r.label != 0));
         }
+    }
+    // The per-key unit: the keys that sent, labelled by their episodes (training runs keep
+    // every positive and one in four negatives, weighted by four).
+    for m in MODES {
+        let kr = &a.key_rows[&m];
+        assert!(kr.len() > 30 * 20, "{m:?}: {} key rows", kr.len());
+        assert!(kr.iter().all(|r| r.x.len() == key_names(m).len()));
+        assert!(kr
+            .iter()
+            .all(|r| (r.label == 0) == (r.weight == 4.0) && r.teid >= 0x1000));
+        for e in &a.plan_episodes {
+            let w = e.start_ns / 1_000_000_000;
+            assert!(kr
+                .iter()
+                .any(|r| r.seq == w && e.keys.contains(&(r.teid, r.qfi)) && r.label != 0));
+        }
+        let (xa, xb): (Vec<_>, Vec<_>) = (
+            kr.iter().map(|r| &r.x).collect(),
+            b.key_rows[&m].iter().map(|r| &r.x).collect(),
+        );
+        assert_eq!(xa, xb);
     }
     // A different seed is a different run.
     let d = collect(&c, edges, s, 4, None);

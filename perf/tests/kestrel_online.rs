@@ -53,6 +53,7 @@ fn run(scenario: Scenario, seed: u64, secs: u64) -> (Vec<Alarm>, Vec<Episode>, u
             iat_ns: 200_000,
         },
         tick_ns: 10_000,
+        drift: None,
     };
     let rec: Vec<EdgesRec> = (0..layout.qids)
         .map(|q| EdgesRec {

@@ -277,19 +277,70 @@ pub fn qfi_base(
     out
 }
 
-/// The temporal part: per unit (QFI), the previous window's base vector and the moving
-/// average.
-#[derive(Debug, Default, Clone)]
-pub struct Temporal {
-    prev: HashMap<u8, Vec<f32>>,
-    ema: HashMap<u8, Vec<f32>>,
+/// Names of the per-key base features ([`key_base`]).
+pub const KEY_NAMES: [&str; 8] = [
+    "k_pkts",
+    "k_bytes",
+    "k_tail",
+    "k_tail2",
+    "k_head",
+    "k_nongreen",
+    "k_latbin",
+    "k_share",
+];
+
+/// The base features of one (TEID, QFI) key in (dir, qid): its own Count-Min estimate
+/// (minimum over the rows per field, as the collector's per-key query answers) and its
+/// share of `qfi_bytes`, the bytes of its QFI's keys. The per-key unit of the evaluation.
+pub fn key_base(
+    v: &impl SketchView,
+    dir: usize,
+    qid: usize,
+    teid: u32,
+    qfi: u8,
+    qfi_bytes: f32,
+) -> Vec<f32> {
+    let b = v.query(dir, qid, teid, qfi);
+    let k = key_f(&b);
+    let share = if qfi_bytes > 0.0 {
+        k.bytes as f32 / qfi_bytes
+    } else {
+        0.0
+    };
+    vec![
+        k.packets as f32,
+        k.bytes as f32,
+        k.tail,
+        k.tail2,
+        k.head,
+        k.nongreen,
+        k.lat_mean,
+        share,
+    ]
 }
 
-impl Temporal {
+/// The temporal part: per unit (a QFI, or a (TEID, QFI) key in the evaluation's per-key
+/// unit), the previous window's base vector and the moving average.
+#[derive(Debug, Clone)]
+pub struct Temporal<K = u8> {
+    prev: HashMap<K, Vec<f32>>,
+    ema: HashMap<K, Vec<f32>>,
+}
+
+impl<K> Default for Temporal<K> {
+    fn default() -> Self {
+        Temporal {
+            prev: HashMap::new(),
+            ema: HashMap::new(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Copy> Temporal<K> {
     /// `base`, then its change from the previous window of `unit`, then its ratio to the
     /// moving average (updated after, alpha 0.1). The first window has no change and ratio
     /// ~1.
-    pub fn extend(&mut self, unit: u8, base: Vec<f32>) -> Vec<f32> {
+    pub fn extend(&mut self, unit: K, base: Vec<f32>) -> Vec<f32> {
         let prev = self
             .prev
             .insert(unit, base.clone())

@@ -10,9 +10,12 @@ use peregrine_control::kestrel::binning::Strategy;
 use peregrine_dataplane::telemetry::kestrel::layout::default_seeds;
 use peregrine_dataplane::telemetry::kestrel::{Deltas, Layout};
 use peregrine_perf::fridge_eval::plot::{lines, Series};
-use peregrine_perf::kestrel_eval::eval::{all_modes, evaluate, export_detectors, Summary};
+use peregrine_perf::kestrel_eval::eval::{
+    all_modes, evaluate, export_detectors, KeySummary, Summary,
+};
 use peregrine_perf::kestrel_eval::features::{Mode, MODES};
 use peregrine_perf::kestrel_eval::scenario::{Intensity, KINDS};
+use peregrine_perf::kestrel_eval::sim::DriftCfg;
 use peregrine_perf::kestrel_eval::{calibrate, EvalCfg};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -53,6 +56,14 @@ struct Args {
     /// and write `kestrel-export.md` (Mbit/s per mode, Kestrel in both encodings).
     #[arg(long)]
     export_only: bool,
+    /// Per-(window, TEID, QFI) unit: keep one in this many negative key rows of the
+    /// training runs (weighted by it); 0 skips the per-key unit.
+    #[arg(long, default_value_t = 8)]
+    key_neg_every: u32,
+    /// Drift re-binning during every run of the main evaluation (the daemon's rule with its
+    /// defaults: target occupancy rho 0.01, 3 windows above it, 2 calibration windows).
+    #[arg(long)]
+    drift: bool,
 }
 
 /// The sweeps' results: binning (strategy, AUPRC per seed), (w, d, AUPRC, export Mbit/s),
@@ -70,8 +81,10 @@ struct Plan {
     n_test: usize,
 }
 
-fn cfg(p: &Plan, layout: Layout, intensity: Intensity) -> EvalCfg {
+fn cfg(p: &Plan, layout: Layout, intensity: Intensity, key_neg_every: u32) -> EvalCfg {
     EvalCfg {
+        key_neg_every,
+        drift: None,
         duration_s: p.secs,
         scale: p.scale,
         layout,
@@ -193,10 +206,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&a.out)?;
     let started = std::time::Instant::now();
     let base = Intensity::default().times(a.intensity);
-    let c = cfg(&p, Layout::paper(), base);
+    let mut c = cfg(&p, Layout::paper(), base, a.key_neg_every);
+    if a.drift {
+        c.drift = Some(DriftCfg {
+            rho: 0.01,
+            m: 3,
+            calibration_windows: 2,
+        });
+    }
     let edges = calibrate(&c, Strategy::Target, 0.01, 7, 30);
     if a.export_only {
-        return export_only(&a, &p, &c, edges, started);
+        let c0 = EvalCfg {
+            key_neg_every: 0,
+            ..c.clone()
+        };
+        return export_only(&a, &p, &c0, edges, started);
     }
     let modes = all_modes();
     let work = a.work.join(if a.quick { "quick" } else { "full" });
@@ -240,7 +264,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         n_train: 1,
         n_test: 1,
     };
-    let cs = cfg(&sp, Layout::paper(), base);
+    let cs = cfg(&sp, Layout::paper(), base, 0);
     let mut binning: Vec<(String, Vec<f64>)> = Vec::new();
     let mut wd: Vec<(usize, usize, f64, f64)> = Vec::new();
     let mut sweep: Vec<(f64, f64, f64)> = Vec::new();
@@ -269,7 +293,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let cs_edges = calibrate(&cs, Strategy::Target, 0.01, 7, 30);
         for (wi, d) in [(128, 3), (256, 3), (512, 2), (512, 3), (512, 4), (1024, 3)] {
             let l = Layout::new(8, d, wi, default_seeds(8))?;
-            let cw = cfg(&sp, l, base);
+            let cw = cfg(&sp, l, base, 0);
             let dir = work.join(format!("wd-{wi}x{d}"));
             let r = evaluate(&cw, cs_edges, &[Mode::Kestrel], 1, 1, a.threads, &dir)?;
             wd.push((
@@ -281,7 +305,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             eprintln!("w {wi} d {d}: {:?}", wd.last());
         }
         for f in [0.5, 1.0, 2.0] {
-            let ci = cfg(&sp, Layout::paper(), base.times(f));
+            let ci = cfg(&sp, Layout::paper(), base.times(f), 0);
             let w = work.join(format!("int-{f}"));
             let r = evaluate(
                 &ci,
@@ -339,6 +363,23 @@ fn report(
         "precision",
         &pr,
     )?;
+    if let Some(k) = &sm.key {
+        let pr: Vec<Series> = MODES
+            .iter()
+            .map(|m| Series {
+                name: m.label().into(),
+                points: k.pr_mixed[m.name()].clone(),
+                spread: None,
+            })
+            .collect();
+        lines(
+            &a.out.join(format!("{name}-pr-mixed-key.svg")),
+            "Mixed scenario: precision-recall (any anomaly, per (window, TEID, QFI))",
+            "recall",
+            "precision",
+            &pr,
+        )?;
+    }
     if !wd.is_empty() {
         let mut pts: Vec<(f64, f64)> = wd.iter().map(|x| (x.3, x.2)).collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -387,14 +428,22 @@ fn report(
         "`cargo run --release -p peregrine-perf --bin pg-kestrel-eval{}` ({:.0} s on a 2-core VM \
          **shared with other engineers' builds**; every figure except the collector times is \
          virtual-time and repeats bit for bit). Seed: Kestrel (Saha et al.), section VI.\n",
-        if a.quick { " -- --quick" } else { "" },
+        {
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            if args.is_empty() {
+                String::new()
+            } else {
+                format!(" -- {}", args.join(" "))
+            }
+        },
         took.as_secs_f64()
     )?;
     writeln!(
         w,
         "Runs: {} training runs and {} held-out test runs ({} test windows of 1 s), {} s each, \
-         at scale {} (offered load {:.2} Gbit/s mean over the test runs). Unit of every \
-         headline: the (1 s window, QFI) pair, the only unit 3GPP-PM can be scored on. \
+         at scale {} (offered load {:.2} Gbit/s mean over the test runs). Unit of the \
+         headline tables: the (1 s window, QFI) pair, the finest unit 3GPP-PM has data for; \
+         the per-(window, TEID, QFI) tables are labelled as such. \
          Detectors: XGBoost (binary:logistic, 120 trees of depth 4), one per anomaly type and \
          mode, trained on the training runs only; thresholds: best F1 on out-of-fold \
          predictions over the training runs. Inference: the Rust evaluator over the model's \
@@ -407,6 +456,21 @@ fn report(
         p.scale,
         sm.offered_gbps,
         sm.max_pred_diff
+    )?;
+    writeln!(
+        w,
+        "Bin edges: target occupancy (rho 0.01) from one baseline calibration run; {}.\n",
+        if a.drift {
+            format!(
+                "drift re-binning **on** during every run (the collector's rule: re-calibrate a \
+                 QID after 3 windows with its tail or head bin above rho, 2 calibration windows, \
+                 new edges from two windows ahead): {} calibrations and {} re-binnings over \
+                 the test runs",
+                sm.calibrations, sm.rebinnings
+            )
+        } else {
+            "static during the runs (no drift re-binning)".to_string()
+        }
     )?;
     writeln!(w, "## Mixed anomalies (scenario 5; seed Fig. 3b, Fig. 4)\n")?;
     writeln!(
@@ -467,6 +531,9 @@ fn report(
             cell("contention"),
             cell("policy_abuse")
         )?;
+    }
+    if let Some(k) = &sm.key {
+        key_section(w, k)?;
     }
     writeln!(w, "\n## Single anomaly scenarios 1-4 (seed Fig. 3a)\n")?;
     writeln!(w, "| scenario | Kestrel AUPRC / F1 | Delta-SMP AUPRC / F1 | 3GPP-PM AUPRC / F1 | positives / units | seed AUPRC K / D / PM |")?;
@@ -565,5 +632,97 @@ fn report(
     }
     std::fs::write(a.out.join(format!("{name}.md")), md)?;
     eprintln!("wrote {}", a.out.join(format!("{name}.md")).display());
+    Ok(())
+}
+
+/// The per-(window, TEID, QFI) unit's tables.
+fn key_section(w: &mut String, k: &KeySummary) -> std::fmt::Result {
+    writeln!(
+        w,
+        "## Per-key unit: (1 s window, TEID, QFI) (seed Fig. 3a, 3b)\n"
+    )?;
+    writeln!(
+        w,
+        "The same test runs scored per key: every (TEID, QFI) of a UE that sent at least one \
+         packet in the window (arrival time) is a unit. Labels: microburst and policy abuse \
+         label the TEIDs they name; congestion and contention label every active key of the \
+         affected QFIs. Features per key: Kestrel its Count-Min estimate (minimum over the rows \
+         per field, the collector's per-key query) with its change and ratio to its moving \
+         average, then its QFI's vector; Delta-SMP its own postcards the same way, then its \
+         QFI's; 3GPP-PM has no per-key data, so a key's vector is its QFI's counters (every key \
+         of a QFI gets the same score). Detectors trained separately on this unit (XGBoost, \
+         hist, same rounds and depth), on the same training runs with one in {} negative key \
+         rows kept and weighted by {} ({} training rows per mode); thresholds best F1 on \
+         weighted out-of-fold predictions.\n",
+        k.neg_every, k.neg_every, k.train_rows
+    )?;
+    writeln!(
+        w,
+        "| scenario (per key) | Kestrel AUPRC / F1 | Delta-SMP AUPRC / F1 | 3GPP-PM AUPRC / F1 | positives / units | seed AUPRC K / D / PM |"
+    )?;
+    writeln!(w, "| --- | --- | --- | --- | --- | --- |")?;
+    for name in [
+        "microburst",
+        "congestion",
+        "contention",
+        "policy_abuse",
+        "mixed",
+    ] {
+        let c = |m: &str| {
+            let s = &k.scores[m][name];
+            format!("{:.3} / {:.3}", s.auprc, s.f1)
+        };
+        let s = &k.scores["kestrel"][name];
+        let seed = if name == "mixed" {
+            "0.81 / 0.73 / 0.29 (F1 0.82 / 0.76 / 0.42)".to_string()
+        } else {
+            let (a1, a2, a3) = paper_single(name);
+            format!("{a1} / {a2} / {a3}")
+        };
+        writeln!(
+            w,
+            "| {name} | {} | {} | {} | {} / {} | {seed} |",
+            c("kestrel"),
+            c("delta_smp"),
+            c("pm"),
+            s.positives,
+            s.units
+        )?;
+    }
+    writeln!(
+        w,
+        "\nPer detector on the mixed runs, per key (its own anomaly's labels):\n"
+    )?;
+    writeln!(
+        w,
+        "| mode | microburst | congestion | contention | policy abuse |"
+    )?;
+    writeln!(w, "| --- | --- | --- | --- | --- |")?;
+    for m in MODES {
+        let per = &k.mixed_per_kind[m.name()];
+        let cell = |x: &str| format!("{:.3} / {:.3}", per[x].auprc, per[x].f1);
+        writeln!(
+            w,
+            "| {} (AUPRC / F1) | {} | {} | {} | {} |",
+            m.label(),
+            cell("microburst"),
+            cell("congestion"),
+            cell("contention"),
+            cell("policy_abuse")
+        )?;
+    }
+    writeln!(
+        w,
+        "\nExtra collector time per window for the per-key vectors and the four per-key \
+         detectors (median ms, IQR): {}.\n",
+        MODES
+            .iter()
+            .map(|m| {
+                let (a, b, c) = k.collector_ms[m.name()];
+                format!("{} {a:.2} ({b:.2}-{c:.2})", m.label())
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    )?;
     Ok(())
 }

@@ -6,7 +6,7 @@ use super::features::{Mode, MODES};
 use super::gbt::Model;
 use super::metrics::{auprc, f1_at, pr_curve};
 use super::scenario::{Kind, Scenario, KINDS, S};
-use super::{collect, Detectors, EvalCfg, RunOut};
+use super::{collect, Detectors, EvalCfg, Row, RunOut, Unit};
 use crate::fridge_eval::runs::par_map;
 use peregrine_dataplane::telemetry::kestrel::EdgeSet;
 use std::collections::HashMap;
@@ -69,6 +69,9 @@ pub struct Summary {
     /// Largest |Rust - Python| probability over the check vectors.
     pub max_pred_diff: f64,
     pub offered_gbps: f64,
+    /// Drift re-binning over the test runs: calibration periods started, re-binnings pushed.
+    pub calibrations: u64,
+    pub rebinnings: u64,
     pub train_runs: usize,
     pub test_runs: usize,
     pub test_windows: u64,
@@ -78,19 +81,50 @@ pub struct Summary {
     /// Mixed-scenario PR curves per mode (recall, precision).
     #[serde(skip)]
     pub pr_mixed: HashMap<String, Vec<(f64, f64)>>,
+    /// The per-(window, TEID, QFI) unit, when it was scored: `scores`, `mixed_per_kind`,
+    /// thresholds and collector time as above.
+    pub key: Option<KeySummary>,
 }
 
-fn write_csv(path: &Path, runs: &[RunOut], mode: Mode) -> std::io::Result<()> {
+/// The per-key unit's scores.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KeySummary {
+    pub scores: HashMap<String, HashMap<String, Score>>,
+    pub mixed_per_kind: HashMap<String, HashMap<String, Score>>,
+    pub thresholds: HashMap<String, HashMap<String, f64>>,
+    /// Extra collector time per window for the per-key vectors and inference, ms (median,
+    /// lower and upper quartile).
+    pub collector_ms: HashMap<String, (f64, f64, f64)>,
+    /// Training rows per mode after the negative subsampling, and the subsampling factor.
+    pub train_rows: usize,
+    pub neg_every: u32,
+    #[serde(skip)]
+    pub pr_mixed: HashMap<String, Vec<(f64, f64)>>,
+}
+
+fn write_csv(path: &Path, runs: &[RunOut], mode: Mode, unit: Unit) -> std::io::Result<()> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let names = super::features::names(mode);
-    write!(f, "run,seq,qfi,label")?;
+    let names = match unit {
+        Unit::Qfi => super::features::names(mode),
+        Unit::Key => super::features::key_names(mode),
+    };
+    match unit {
+        Unit::Qfi => write!(f, "run,seq,qfi,label")?,
+        Unit::Key => write!(f, "run,seq,teid,qfi,label,weight")?,
+    }
     for n in &names {
         write!(f, ",{n}")?;
     }
     writeln!(f)?;
     for (i, r) in runs.iter().enumerate() {
-        for row in &r.rows[&mode] {
-            let mut line = format!("{i},{},{},{}", row.seq, row.qfi, row.label);
+        for row in rows_of(r, mode, unit) {
+            let mut line = match unit {
+                Unit::Qfi => format!("{i},{},{},{}", row.seq, row.qfi, row.label),
+                Unit::Key => format!(
+                    "{i},{},{},{},{},{}",
+                    row.seq, row.teid, row.qfi, row.label, row.weight
+                ),
+            };
             for v in &row.x {
                 let _ = write!(line, ",{v}");
             }
@@ -98,6 +132,24 @@ fn write_csv(path: &Path, runs: &[RunOut], mode: Mode) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A run's rows of `mode` in `unit`.
+pub fn rows_of(r: &RunOut, mode: Mode, unit: Unit) -> &[Row] {
+    let m = match unit {
+        Unit::Qfi => &r.rows,
+        Unit::Key => &r.key_rows,
+    };
+    m.get(&mode).map_or(&[], Vec::as_slice)
+}
+
+/// File prefix of a unit's training files and models ("" for the per-QFI unit, so the
+/// daemon's models keep their names).
+fn prefix(unit: Unit) -> &'static str {
+    match unit {
+        Unit::Qfi => "",
+        Unit::Key => "key-",
+    }
 }
 
 /// Check a model against Python's probabilities on its stored vectors; the largest
@@ -121,11 +173,18 @@ pub fn train(
     dir: &Path,
     modes: &[Mode],
     runs: &[RunOut],
+    unit: Unit,
 ) -> Result<(Detectors, Thresholds, f64), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let px = prefix(unit);
     for &m in modes {
-        write_csv(&dir.join(format!("train-{}.csv", m.name())), runs, m)
-            .map_err(|e| format!("writing features: {e}"))?;
+        write_csv(
+            &dir.join(format!("train-{px}{}.csv", m.name())),
+            runs,
+            m,
+            unit,
+        )
+        .map_err(|e| format!("writing features: {e}"))?;
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kestrel_train.py");
     let names: Vec<&str> = modes.iter().map(|m| m.name()).collect();
@@ -135,13 +194,16 @@ pub fn train(
         .arg(dir)
         .arg("--modes")
         .arg(names.join(","))
+        .arg("--unit")
+        .arg(unit.name())
         .status()
         .map_err(|e| format!("python3: {e}"))?;
     if !st.success() {
         return Err(format!("{} failed: {st}", script.display()));
     }
     let th: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("thresholds.json")).map_err(|e| e.to_string())?,
+        &std::fs::read_to_string(dir.join(format!("thresholds{}.json", tsuffix(unit))))
+            .map_err(|e| e.to_string())?,
     )
     .map_err(|e| format!("thresholds.json: {e}"))?;
     let mut det = Detectors::new();
@@ -150,7 +212,7 @@ pub fn train(
     for &m in modes {
         let mut v = Vec::new();
         for k in KINDS {
-            let base = format!("{}-{}", m.name(), k.name());
+            let base = format!("{px}{}-{}", m.name(), k.name());
             let text = std::fs::read_to_string(dir.join(format!("model-{base}.json")))
                 .map_err(|e| format!("model-{base}.json: {e}"))?;
             let model = Model::from_json(&text)?;
@@ -175,6 +237,14 @@ pub fn train(
     Ok((det, thr, worst))
 }
 
+/// Suffix of a unit's thresholds file.
+fn tsuffix(unit: Unit) -> &'static str {
+    match unit {
+        Unit::Qfi => "",
+        Unit::Key => "-key",
+    }
+}
+
 /// Runs of every scenario, `n` seeds each (`seed(scenario, i)`), with detectors or not.
 pub fn runs(
     c: &EvalCfg,
@@ -182,7 +252,7 @@ pub fn runs(
     n: usize,
     threads: usize,
     seed: fn(usize, usize) -> u64,
-    det: Option<&Detectors>,
+    det: Option<&HashMap<Unit, Detectors>>,
 ) -> Vec<(usize, RunOut)> {
     let jobs: Vec<(usize, u64)> = (0..SCENARIOS.len())
         .flat_map(|s| (0..n).map(move |i| (s, seed(s, i))))
@@ -213,7 +283,85 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// Score the test runs.
+/// Per-scenario scores (single scenarios on their own anomaly; "mixed" any anomaly with the
+/// largest probability, F1 of "any detector at or over its threshold"), the mixed runs' per
+/// detector scores and the mixed PR curve, of `mode` in `unit`.
+#[allow(clippy::type_complexity)]
+fn unit_scores(
+    mode: Mode,
+    unit: Unit,
+    test: &[(usize, RunOut)],
+    th: &HashMap<String, f64>,
+) -> (
+    HashMap<String, Score>,
+    HashMap<String, Score>,
+    Vec<(f64, f64)>,
+) {
+    let tk = |k: Kind| th[k.name()];
+    let mut sc = HashMap::new();
+    let mut per = HashMap::new();
+    let mut pr = Vec::new();
+    for (si, s) in SCENARIOS.iter().enumerate() {
+        let rows: Vec<&Row> = test
+            .iter()
+            .filter(|t| t.0 == si)
+            .flat_map(|t| rows_of(&t.1, mode, unit).iter())
+            .collect();
+        match *s {
+            Scenario::Single(k) => {
+                let ki = k as usize;
+                let sco: Vec<f64> = rows.iter().map(|r| r.score[ki]).collect();
+                let lab: Vec<bool> = rows.iter().map(|r| r.label & k.bit() != 0).collect();
+                sc.insert(k.name().to_string(), score_of(&sco, &lab, tk(k)));
+            }
+            Scenario::Mixed => {
+                let sco: Vec<f64> = rows
+                    .iter()
+                    .map(|r| r.score.iter().copied().fold(0.0, f64::max))
+                    .collect();
+                let lab: Vec<bool> = rows.iter().map(|r| r.label != 0).collect();
+                // The combined alarm: any detector at or over its threshold.
+                let alarm: Vec<f64> = rows
+                    .iter()
+                    .map(|r| {
+                        let any = KINDS.iter().any(|&k| r.score[k as usize] >= tk(k));
+                        if any {
+                            1.0
+                        } else {
+                            0.0
+                        }
+                    })
+                    .collect();
+                let mut s = score_of(&sco, &lab, f64::INFINITY);
+                let (p, r, f) = f1_at(&alarm, &lab, 0.5);
+                (s.precision, s.recall, s.f1) = (p, r, f);
+                sc.insert("mixed".to_string(), s);
+                pr = pr_curve(&sco, &lab);
+                for k in KINDS {
+                    let sco: Vec<f64> = rows.iter().map(|r| r.score[k as usize]).collect();
+                    let lab: Vec<bool> = rows.iter().map(|r| r.label & k.bit() != 0).collect();
+                    per.insert(k.name().to_string(), score_of(&sco, &lab, tk(k)));
+                }
+            }
+            Scenario::Baseline => {}
+        }
+    }
+    (sc, per, pr)
+}
+
+/// Median and quartiles (ms) of per-window times in ns.
+fn quartiles_ms(ns: impl Iterator<Item = u64>) -> (f64, f64, f64) {
+    let mut v: Vec<f64> = ns.map(|x| x as f64 / 1e6).collect();
+    v.sort_by(f64::total_cmp);
+    let q = |f: f64| {
+        v.get(((v.len() as f64 - 1.0) * f) as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    (q(0.5), q(0.25), q(0.75))
+}
+
+/// Score the test runs (per-QFI unit; the per-key unit is added by [`summarise_keys`]).
 pub fn summarise(
     modes: &[Mode],
     test: &[(usize, RunOut)],
@@ -237,12 +385,15 @@ pub fn summarise(
         thresholds: thr.clone(),
         max_pred_diff,
         offered_gbps: 0.0,
+        calibrations: test.iter().map(|t| t.1.stats.calibrations).sum(),
+        rebinnings: test.iter().map(|t| t.1.stats.rebinnings).sum(),
         train_runs,
         test_runs: test.len(),
         test_windows: test.iter().map(|t| t.1.windows).sum(),
         train_seeds: Vec::new(),
         test_seeds: Vec::new(),
         pr_mixed: HashMap::new(),
+        key: None,
     };
     let secs: f64 = test.iter().map(|t| t.1.windows as f64).sum();
     let bytes: u64 = test.iter().map(|t| t.1.stats.offered_bytes).sum();
@@ -250,106 +401,95 @@ pub fn summarise(
     for &m in modes {
         let th = &thr[m.name()];
         let tk = |k: Kind| th[k.name()];
-        let mut sc = HashMap::new();
+        let (sc, per, pr) = unit_scores(m, Unit::Qfi, test, th);
+        sm.mixed_per_kind.insert(m.name().into(), per);
+        sm.pr_mixed.insert(m.name().into(), pr);
+        // Time to first detection per episode of the single-scenario test runs.
         let mut tt = HashMap::new();
         for (si, s) in SCENARIOS.iter().enumerate() {
-            let rows: Vec<&super::Row> = test
-                .iter()
-                .filter(|t| t.0 == si)
-                .flat_map(|t| t.1.rows[&m].iter())
-                .collect();
-            match *s {
-                Scenario::Single(k) => {
-                    let ki = k as usize;
-                    let sco: Vec<f64> = rows.iter().map(|r| r.score[ki]).collect();
-                    let lab: Vec<bool> = rows.iter().map(|r| r.label & k.bit() != 0).collect();
-                    sc.insert(k.name().to_string(), score_of(&sco, &lab, tk(k)));
-                    // Time to first detection per episode of the test runs.
-                    let mut d = Vec::new();
-                    let mut eps = 0;
-                    for t in test.iter().filter(|t| t.0 == si) {
-                        for e in &t.1.plan_episodes {
-                            eps += 1;
-                            let first = t.1.rows[&m]
-                                .iter()
-                                .filter(|r| {
-                                    e.qfis.contains(&r.qfi)
-                                        && r.seq >= e.start_ns / S
-                                        && r.seq <= e.end_ns / S + 1
-                                        && r.score[ki] >= tk(k)
-                                })
-                                .map(|r| r.seq)
-                                .min();
-                            if let Some(seq) = first {
-                                d.push(((seq + 1) * S - e.start_ns) as f64 / 1e9);
-                            }
-                        }
-                    }
-                    tt.insert(
-                        k.name().to_string(),
-                        Ttfd {
-                            episodes: eps,
-                            detected: d.len(),
-                            median_s: median(&mut d),
-                        },
-                    );
-                }
-                Scenario::Mixed => {
-                    let sco: Vec<f64> = rows
+            let Scenario::Single(k) = *s else { continue };
+            let ki = k as usize;
+            let mut d = Vec::new();
+            let mut eps = 0;
+            for t in test.iter().filter(|t| t.0 == si) {
+                for e in &t.1.plan_episodes {
+                    eps += 1;
+                    let first = t.1.rows[&m]
                         .iter()
-                        .map(|r| r.score.iter().copied().fold(0.0, f64::max))
-                        .collect();
-                    let lab: Vec<bool> = rows.iter().map(|r| r.label != 0).collect();
-                    // The combined alarm: any detector at or over its threshold.
-                    let alarm: Vec<f64> = rows
-                        .iter()
-                        .map(|r| {
-                            let any = KINDS.iter().any(|&k| r.score[k as usize] >= tk(k));
-                            if any {
-                                1.0
-                            } else {
-                                0.0
-                            }
+                        .filter(|r| {
+                            e.qfis.contains(&r.qfi)
+                                && r.seq >= e.start_ns / S
+                                && r.seq <= e.end_ns / S + 1
+                                && r.score[ki] >= tk(k)
                         })
-                        .collect();
-                    let mut s = score_of(&sco, &lab, f64::INFINITY);
-                    let (p, r, f) = f1_at(&alarm, &lab, 0.5);
-                    (s.precision, s.recall, s.f1) = (p, r, f);
-                    sc.insert("mixed".to_string(), s);
-                    sm.pr_mixed.insert(m.name().into(), pr_curve(&sco, &lab));
-                    let mut per = HashMap::new();
-                    for k in KINDS {
-                        let sco: Vec<f64> = rows.iter().map(|r| r.score[k as usize]).collect();
-                        let lab: Vec<bool> = rows.iter().map(|r| r.label & k.bit() != 0).collect();
-                        per.insert(k.name().to_string(), score_of(&sco, &lab, tk(k)));
+                        .map(|r| r.seq)
+                        .min();
+                    if let Some(seq) = first {
+                        d.push(((seq + 1) * S - e.start_ns) as f64 / 1e9);
                     }
-                    sm.mixed_per_kind.insert(m.name().into(), per);
                 }
-                Scenario::Baseline => {}
             }
+            tt.insert(
+                k.name().to_string(),
+                Ttfd {
+                    episodes: eps,
+                    detected: d.len(),
+                    median_s: median(&mut d),
+                },
+            );
         }
         sm.scores.insert(m.name().into(), sc);
         sm.ttfd.insert(m.name().into(), tt);
         let b: u64 = test.iter().map(|t| t.1.export_bytes[&m]).sum();
         sm.export_mbps
             .insert(m.name().into(), b as f64 * 8.0 / secs / 1e6);
-        let mut ns: Vec<f64> = test
-            .iter()
-            .flat_map(|t| t.1.collector_ns[&m].iter().map(|&x| x as f64 / 1e6))
-            .collect();
-        ns.sort_by(f64::total_cmp);
-        let q = |f: f64| {
-            ns.get(((ns.len() as f64 - 1.0) * f) as usize)
-                .copied()
-                .unwrap_or(0.0)
-        };
-        sm.collector_ms
-            .insert(m.name().into(), (q(0.5), q(0.25), q(0.75)));
+        sm.collector_ms.insert(
+            m.name().into(),
+            quartiles_ms(
+                test.iter()
+                    .flat_map(|t| t.1.collector_ns[&m].iter().copied()),
+            ),
+        );
     }
     sm
 }
 
-/// Train on `n_train` runs per scenario, test on `n_test` others: the whole pipeline.
+/// The per-key unit's scores of the test runs.
+pub fn summarise_keys(
+    modes: &[Mode],
+    test: &[(usize, RunOut)],
+    thr: &Thresholds,
+    train_rows: usize,
+    neg_every: u32,
+) -> KeySummary {
+    let mut ks = KeySummary {
+        scores: HashMap::new(),
+        mixed_per_kind: HashMap::new(),
+        thresholds: thr.clone(),
+        collector_ms: HashMap::new(),
+        train_rows,
+        neg_every,
+        pr_mixed: HashMap::new(),
+    };
+    for &m in modes {
+        let (sc, per, pr) = unit_scores(m, Unit::Key, test, &thr[m.name()]);
+        ks.scores.insert(m.name().into(), sc);
+        ks.mixed_per_kind.insert(m.name().into(), per);
+        ks.pr_mixed.insert(m.name().into(), pr);
+        ks.collector_ms.insert(
+            m.name().into(),
+            quartiles_ms(
+                test.iter()
+                    .flat_map(|t| t.1.key_collector_ns[&m].iter().copied()),
+            ),
+        );
+    }
+    ks
+}
+
+/// Train on `n_train` runs per scenario, test on `n_test` others: the whole pipeline, in
+/// the per-QFI unit and, when `c.key_neg_every` is not 0, also in the per-key unit (the
+/// same runs).
 pub fn evaluate(
     c: &EvalCfg,
     edges: EdgeSet,
@@ -359,12 +499,43 @@ pub fn evaluate(
     threads: usize,
     work: &Path,
 ) -> Result<Summary, String> {
+    let keys = c.key_neg_every > 0;
+    let t0 = std::time::Instant::now();
     let train_runs = runs(c, edges, n_train, threads, train_seed, None);
-    let outs: Vec<RunOut> = train_runs.into_iter().map(|t| t.1).collect();
-    let (det, thr, diff) = train(work, modes, &outs)?;
+    eprintln!("training runs done in {:.0?}", t0.elapsed());
+    let mut outs: Vec<RunOut> = train_runs.into_iter().map(|t| t.1).collect();
+    let mut det = HashMap::new();
+    let (d, thr, diff) = train(work, modes, &outs, Unit::Qfi)?;
+    det.insert(Unit::Qfi, d);
+    let mut key_thr = None;
+    let mut worst = diff;
+    let key_train_rows = outs
+        .iter()
+        .map(|o| rows_of(o, modes[0], Unit::Key).len())
+        .sum();
+    if keys {
+        for o in &mut outs {
+            o.rows.clear();
+        }
+        eprintln!("per-QFI training done in {:.0?}", t0.elapsed());
+        let (d, t, diff) = train(work, modes, &outs, Unit::Key)?;
+        det.insert(Unit::Key, d);
+        key_thr = Some(t);
+        worst = worst.max(diff);
+    }
     drop(outs);
+    eprintln!("training done in {:.0?}", t0.elapsed());
     let test = runs(c, edges, n_test, threads, test_seed, Some(&det));
-    let mut sm = summarise(modes, &test, &thr, n_train * SCENARIOS.len(), diff);
+    let mut sm = summarise(modes, &test, &thr, n_train * SCENARIOS.len(), worst);
+    if let Some(t) = key_thr {
+        sm.key = Some(summarise_keys(
+            modes,
+            &test,
+            &t,
+            key_train_rows,
+            c.key_neg_every,
+        ));
+    }
     let seeds = |f: fn(usize, usize) -> u64, n: usize| -> Vec<u64> {
         (0..SCENARIOS.len())
             .flat_map(|s| (0..n).map(move |i| f(s, i)))

@@ -94,6 +94,36 @@ pub fn names(mode: Mode) -> Vec<String> {
     kf::with_temporal(&b.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
+/// Names of Delta-SMP's per-key base features (from the key's own postcards).
+pub const SMP_KEY_NAMES: [&str; 8] = [
+    "k_cards",
+    "k_card_bytes",
+    "k_soj_mean",
+    "k_soj_max",
+    "k_iat_min",
+    "k_iat_short",
+    "k_nongreen",
+    "k_share",
+];
+
+/// Every feature name of the per-(window, TEID, QFI) unit: the key's own features with
+/// their temporal ones, then its QFI's whole vector ([`names`]). 3GPP-PM has nothing per
+/// key: its per-key vector is its QFI's.
+pub fn key_names(mode: Mode) -> Vec<String> {
+    let own: &[&str] = match mode {
+        Mode::Kestrel => &kf::KEY_NAMES,
+        Mode::DeltaSmp => &SMP_KEY_NAMES,
+        Mode::Pm => &[],
+    };
+    let mut v = if own.is_empty() {
+        Vec::new()
+    } else {
+        kf::with_temporal(own)
+    };
+    v.extend(names(mode));
+    v
+}
+
 /// The per-window extractor of one mode (keeps the temporal state).
 #[derive(Debug)]
 pub struct Extractor {
@@ -101,6 +131,8 @@ pub struct Extractor {
     keys: HashMap<u8, Vec<u32>>,
     map: QfiMap,
     temporal: Temporal,
+    /// The per-key unit's temporal state, per (TEID, QFI).
+    key_temporal: Temporal<(u32, u8)>,
     /// Short inter-arrival threshold of Delta-SMP (ns): the gap Kestrel's head bin would use.
     iat_short_ns: u32,
 }
@@ -116,6 +148,7 @@ impl Extractor {
             keys: k,
             map: QfiMap::default(),
             temporal: Temporal::default(),
+            key_temporal: Temporal::default(),
             iat_short_ns,
         }
     }
@@ -130,6 +163,47 @@ impl Extractor {
         base.into_iter()
             .map(|(q, b)| (q, self.temporal.extend(q, b)))
             .collect()
+    }
+
+    /// Feature vectors of the per-key unit: every key of `active` on a user QFI, with
+    /// `qfi_rows` this window's per-QFI vectors ([`Extractor::window`]). Kestrel: the key's
+    /// Count-Min estimate; Delta-SMP: the key's postcards; 3GPP-PM: the QFI's vector only.
+    pub fn keys_window(
+        &mut self,
+        w: &Window,
+        pcs: &[Postcard],
+        active: &[(u32, u8)],
+        qfi_rows: &[(u8, Vec<f32>)],
+    ) -> Vec<((u32, u8), Vec<f32>)> {
+        let row_of = |q: u8| qfi_rows.iter().find(|r| r.0 == q).map(|r| &r.1);
+        let per_key = match self.mode {
+            Mode::DeltaSmp => smp_keys(pcs, self.iat_short_ns),
+            _ => BTreeMap::new(),
+        };
+        let mut out = Vec::with_capacity(active.len());
+        for &(t, q) in active {
+            let Some(qx) = row_of(q) else { continue };
+            let own = match self.mode {
+                Mode::Kestrel => {
+                    let qid = usize::from(self.map.qid(q));
+                    // Index 2 of the QFI's base vector: bytes of its keys.
+                    Some(kf::key_base(w, UL, qid, t, q, qx[2]))
+                }
+                Mode::DeltaSmp => {
+                    let empty = KeyCards::default();
+                    let c = per_key.get(&(t, q)).unwrap_or(&empty);
+                    Some(c.features(qx[2]))
+                }
+                Mode::Pm => None,
+            };
+            let mut v = match own {
+                Some(b) => self.key_temporal.extend((t, q), b),
+                None => Vec::new(),
+            };
+            v.extend_from_slice(qx);
+            out.push(((t, q), v));
+        }
+        out
     }
 
     fn kestrel(&self, w: &Window) -> Vec<(u8, Vec<f32>)> {
@@ -239,4 +313,72 @@ fn pm(w: &Window) -> Vec<(u8, Vec<f32>)> {
             )
         })
         .collect()
+}
+
+/// One key's postcards in a window (Delta-SMP's per-key view).
+#[derive(Debug, Default)]
+struct KeyCards {
+    n: u64,
+    bytes: u64,
+    soj_sum: f64,
+    soj_max: f32,
+    iat_min: u32,
+    short: u64,
+    nongreen: u64,
+}
+
+impl KeyCards {
+    /// [`SMP_KEY_NAMES`]; `qfi_bytes` the QFI's postcard bytes.
+    fn features(&self, qfi_bytes: f32) -> Vec<f32> {
+        let mean = if self.n == 0 {
+            0.0
+        } else {
+            (self.soj_sum / self.n as f64) as f32
+        };
+        let gap = if self.iat_min == 0 || self.iat_min == u32::MAX {
+            0.0
+        } else {
+            self.iat_min as f32
+        };
+        let share = if qfi_bytes > 0.0 {
+            self.bytes as f32 / qfi_bytes
+        } else {
+            0.0
+        };
+        vec![
+            self.n as f32,
+            self.bytes as f32,
+            mean,
+            self.soj_max,
+            gap,
+            frac(self.short, self.n),
+            frac(self.nongreen, self.n),
+            share,
+        ]
+    }
+}
+
+/// The window's uplink postcards grouped per (TEID, QFI), in order.
+fn smp_keys(pcs: &[Postcard], iat_short_ns: u32) -> BTreeMap<(u32, u8), KeyCards> {
+    let mut m: BTreeMap<(u32, u8), KeyCards> = BTreeMap::new();
+    for p in pcs.iter().filter(|p| p.dir == 0) {
+        let c = m.entry((p.teid, p.qfi)).or_insert(KeyCards {
+            iat_min: u32::MAX,
+            ..KeyCards::default()
+        });
+        c.n += 1;
+        c.bytes += u64::from(p.len);
+        c.soj_sum += p.sojourn_ns as f64;
+        c.soj_max = c.soj_max.max(p.sojourn_ns as f32);
+        if p.iat_ns > 0 {
+            c.iat_min = c.iat_min.min(p.iat_ns);
+            if p.iat_ns < iat_short_ns {
+                c.short += 1;
+            }
+        }
+        if p.colour != 0 {
+            c.nongreen += 1;
+        }
+    }
+    m
 }

@@ -8,18 +8,20 @@ use super::scenario::{
     advance, Plan, BACKHAUL_TEID0, BACKHAUL_TEIDS, PORT_BPS, QFI_BACKHAUL, QFI_GAMING, S, TEID0,
     UES, US,
 };
+use peregrine_control::kestrel::binning::{Action as DriftAction, Drift, Strategy};
 use peregrine_dataplane::buffer::{OwnedBuf, PacketBuf};
 use peregrine_dataplane::qos::{ColourMode, Scheduler, SchedulerConfig, ShaperConfig, TrTcmConfig};
 use peregrine_dataplane::runtime::{Action, Context, Disposition, Publisher, Tap};
 use peregrine_dataplane::telemetry::kestrel::{
-    tap_pair, Aggregator, Deltas, EdgeSet, EdgeTable, Layout, Postcard, Window,
+    tap_pair, Aggregator, Deltas, EdgeSet, EdgeTable, Layout, Postcard, Window, BINS, DIRS,
+    FINE_BINS,
 };
 use peregrine_dataplane::upf::UpfConfig;
 use peregrine_testkit::frames::udp4;
 use peregrine_testkit::rng::seeded;
 use peregrine_testkit::upf::{cfg, qer, server_v4, ue_v4, ul, ul_frame, Key, Rig, TableBuilder};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 
 /// How a run is instrumented.
 #[derive(Debug, Clone)]
@@ -30,6 +32,76 @@ pub struct RunCfg {
     pub deltas: Deltas,
     /// Simulation step: packets due within a step form one rx batch.
     pub tick_ns: u64,
+    /// Drift re-binning during the run (the collector's rule, Kestrel section IV-C): per
+    /// QID, target-occupancy with this rho, re-calibrated after `m` windows above it.
+    pub drift: Option<DriftCfg>,
+}
+
+/// The drift rule's parameters (the daemon's `kestrel.rho`, `drift_windows`,
+/// `calibration_windows`).
+#[derive(Debug, Clone, Copy)]
+pub struct DriftCfg {
+    pub rho: f64,
+    pub m: u32,
+    pub calibration_windows: u32,
+}
+
+/// The drift controllers of a run and the edge table they publish to the tap.
+struct Rebinner {
+    drift: Vec<Drift>,
+    table: Publisher<EdgeTable>,
+}
+
+impl Rebinner {
+    /// One closed window: every QID's occupancy and fine histograms to its controller; a
+    /// calibration or new edges are published with a new version, from two windows ahead
+    /// (as the collector does), counted and logged.
+    fn window(&mut self, w: &Window, st: &mut RunStats) {
+        if w.late {
+            return;
+        }
+        for q in 0..self.drift.len() {
+            let (mut packets, mut diag) = (0u64, (0u64, 0u64));
+            let mut lat = vec![0u64; FINE_BINS];
+            let mut iat = vec![0u64; FINE_BINS];
+            for d in 0..DIRS {
+                let r = w.row_sum(d, q, 0);
+                packets += r.packets;
+                diag.0 += r.lat[BINS - 1];
+                diag.1 += r.iat[0];
+                let (fl, fi) = w.fine_of(d, q);
+                lat.iter_mut().zip(fl).for_each(|(a, b)| *a += b);
+                iat.iter_mut().zip(fi).for_each(|(a, b)| *a += b);
+            }
+            let Some(action) = self.drift[q].window(q, packets, diag, (&lat, &iat)) else {
+                continue;
+            };
+            let cur = *self.table.current();
+            let mut next = cur.current;
+            next.version += 1;
+            match action {
+                DriftAction::Calibrate { qid, reason } => {
+                    next.calibrating[qid] = true;
+                    st.calibrations += 1;
+                    eprintln!(
+                        "kestrel eval: window {}: QID {qid} re-calibrating ({reason})",
+                        w.seq
+                    );
+                }
+                DriftAction::Rebin { qid, edges } => {
+                    next.qids[qid] = edges;
+                    next.calibrating[qid] = false;
+                    st.rebinnings += 1;
+                    eprintln!(
+                        "kestrel eval: window {}: QID {qid} re-binned, version {}, lat {:?}",
+                        w.seq, next.version, edges.lat
+                    );
+                }
+            }
+            self.table.publish(cur.next(next, w.seq + 2));
+            self.table.reclaim();
+        }
+    }
 }
 
 /// What a finished window hands the collector.
@@ -38,6 +110,9 @@ pub struct WindowOut<'a> {
     pub window: &'a Window,
     /// This window's postcards (dequeue time inside the window).
     pub postcards: &'a [Postcard],
+    /// The (TEID, QFI) keys of the UEs (not the backhaul) that sent at least one packet
+    /// in the window (arrival time), sorted: the ground truth of the per-key unit.
+    pub active: &'a [(u32, u8)],
 }
 
 /// Counters of a run.
@@ -50,6 +125,9 @@ pub struct RunStats {
     pub offered_bytes: u64,
     pub postcards: u64,
     pub postcards_dropped: u64,
+    /// Drift: calibration periods started and re-binnings pushed.
+    pub calibrations: u64,
+    pub rebinnings: u64,
 }
 
 /// The run's rule tables: its "PFCP sessions" (a PDR per (UE TEID, QFI), the backhaul TEIDs).
@@ -117,6 +195,12 @@ pub fn run(plan: &Plan, rc: &RunCfg, seed: u64, mut on_window: impl FnMut(Window
         previous: rc.edges,
     });
     let (mut tap, ends) = tap_pair(0, &rc.layout, rc.window_ns, table.reader(), Some(rc.deltas));
+    let mut rebin = rc.drift.map(|d| Rebinner {
+        drift: (0..rc.layout.qids)
+            .map(|_| Drift::new(Strategy::Target, d.rho, d.m, d.calibration_windows))
+            .collect(),
+        table,
+    });
     let mut agg = Aggregator::new(rc.layout.clone(), rc.window_ns);
     agg.add_source(ends);
 
@@ -135,15 +219,30 @@ pub fn run(plan: &Plan, rc: &RunCfg, seed: u64, mut on_window: impl FnMut(Window
     let mut pending_pcs: Vec<Postcard> = Vec::new();
     let mut t = 0u64;
     let mut seq = 0u64;
-    let flush = |ws: Vec<Window>, pcs: &mut Vec<Postcard>, on_window: &mut dyn FnMut(WindowOut)| {
+    // Active keys per window: per flow, the last window it was marked in.
+    let mut marked: Vec<u64> = vec![u64::MAX; flows.len()];
+    let mut active: BTreeMap<u64, Vec<(u32, u8)>> = BTreeMap::new();
+    let flush = |ws: Vec<Window>,
+                 pcs: &mut Vec<Postcard>,
+                 active: &mut BTreeMap<u64, Vec<(u32, u8)>>,
+                 rebin: &mut Option<Rebinner>,
+                 st: &mut RunStats,
+                 on_window: &mut dyn FnMut(WindowOut)| {
         for w in ws {
+            if let Some(r) = rebin.as_mut() {
+                r.window(&w, st);
+            }
             let end = (w.seq + 1) * rc.window_ns;
             let (mine, rest): (Vec<Postcard>, Vec<Postcard>) =
                 pcs.drain(..).partition(|p| p.t_ns < end);
             *pcs = rest;
+            let mut keys = active.remove(&w.seq).unwrap_or_default();
+            keys.sort_unstable();
+            keys.dedup();
             on_window(WindowOut {
                 window: &w,
                 postcards: &mine,
+                active: &keys,
             });
         }
     };
@@ -157,6 +256,14 @@ pub fn run(plan: &Plan, rc: &RunCfg, seed: u64, mut on_window: impl FnMut(Window
             heap.pop();
             if due < plan.duration_ns {
                 rx.push(OwnedBuf::from_slice(&frames[i]));
+                let ws = due / rc.window_ns;
+                if marked[i] != ws && flows[i].teid < BACKHAUL_TEID0 {
+                    marked[i] = ws;
+                    active
+                        .entry(ws)
+                        .or_default()
+                        .push((flows[i].teid, flows[i].qfi));
+                }
                 st.offered += 1;
                 st.offered_bytes += u64::from(flows[i].size);
             }
@@ -181,7 +288,14 @@ pub fn run(plan: &Plan, rc: &RunCfg, seed: u64, mut on_window: impl FnMut(Window
         pending_pcs.append(&mut pcs);
         if t_end / rc.window_ns > seq {
             seq = t_end / rc.window_ns;
-            flush(agg.poll(t_end), &mut pending_pcs, &mut on_window);
+            flush(
+                agg.poll(t_end),
+                &mut pending_pcs,
+                &mut active,
+                &mut rebin,
+                &mut st,
+                &mut on_window,
+            );
         }
         // Skip empty time: nothing queued and nothing due before the next tick.
         t = t_end;
@@ -210,7 +324,14 @@ pub fn run(plan: &Plan, rc: &RunCfg, seed: u64, mut on_window: impl FnMut(Window
     agg.drain_postcards(&mut pcs);
     st.postcards += pcs.len() as u64;
     pending_pcs.append(&mut pcs);
-    flush(agg.flush(stop + 2 * S), &mut pending_pcs, &mut on_window);
+    flush(
+        agg.flush(stop + 2 * S),
+        &mut pending_pcs,
+        &mut active,
+        &mut rebin,
+        &mut st,
+        &mut on_window,
+    );
     let _ = US;
     st
 }
