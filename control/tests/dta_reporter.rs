@@ -16,6 +16,7 @@ use peregrine_control::daemon::{self, RunOptions};
 use peregrine_control::dta::reporter::DtaReporterStats;
 use peregrine_dataplane::io::pcapfile::{PcapWriter, Resolution};
 use peregrine_dta::KwAnswer;
+use peregrine_testkit::daemon::PCAP_ONE_PORT;
 use peregrine_testkit::pcap::read_pcap;
 use peregrine_wire::dta::{self, Primitive, Repr, Variant};
 use peregrine_wire::{ethernet, ipv4, udp};
@@ -89,17 +90,7 @@ fn reporter_to_translator_to_collector() {
 
     let reporter = parse(
         &format!(
-            r#"
-[backend]
-kind = "pcap"
-replay = "timed"
-
-[[port]]
-name = "p"
-mac = "02:00:00:00:00:01"
-rx = "in.pcap"
-tx = "out.pcap"
-
+            r#"{PCAP_ONE_PORT}
 [pipeline]
 kind = "l3fwd"
 

@@ -9,6 +9,7 @@ use peregrine_control::dta::DtaTranslatorStats;
 use peregrine_dataplane::io::pcapfile::{PcapWriter, Resolution};
 use peregrine_dta::hash;
 use peregrine_dta::{Layout, Sizes};
+use peregrine_testkit::daemon::PCAP_ONE_PORT;
 use peregrine_testkit::pcap::read_pcap;
 use peregrine_wire::dta::{self, FrameAddrs, Primitive, Repr, Variant};
 use peregrine_wire::ethernet::Address;
@@ -116,17 +117,7 @@ fn rocev2_requests_out_and_nak_resync() {
     }
     w.flush().unwrap();
     let text = format!(
-        r#"
-[backend]
-kind = "pcap"
-replay = "timed"
-
-[[port]]
-name = "p"
-mac = "02:00:00:00:00:01"
-rx = "in.pcap"
-tx = "out.pcap"
-
+        r#"{PCAP_ONE_PORT}
 [pipeline]
 kind = "dta-translator"
 
@@ -393,17 +384,7 @@ fn rocev2_writes_applied_read_as_the_region_translator_stores() {
         w.flush().unwrap();
         let s = sizes(k);
         let text = format!(
-            r#"
-[backend]
-kind = "pcap"
-replay = "timed"
-
-[[port]]
-name = "p"
-mac = "02:00:00:00:00:01"
-rx = "in.pcap"
-tx = "out.pcap"
-
+            r#"{PCAP_ONE_PORT}
 [pipeline]
 kind = "dta-translator"
 

@@ -25,6 +25,20 @@ port = "n6"
 next_hop_mac = "02:00:00:00:06:01"
 "#;
 
+/// A pcap backend replaying in recorded time with one port `p` (`in.pcap` -> `out.pcap` in
+/// the config's directory): the head of most single-port daemon configs in tests.
+pub const PCAP_ONE_PORT: &str = r#"
+[backend]
+kind = "pcap"
+replay = "timed"
+
+[[port]]
+name = "p"
+mac = "02:00:00:00:00:01"
+rx = "in.pcap"
+tx = "out.pcap"
+"#;
+
 /// The UPF sections most one-session UPF daemon tests use (append to a config): node
 /// 127.0.0.1, N3 192.0.2.1, N6 198.51.100.254, one synthetic session (seed 1, QFI 9, one
 /// gNB, IPv4 outer header).

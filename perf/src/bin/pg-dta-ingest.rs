@@ -271,41 +271,6 @@ fn ours(mode: &str, a: &Args) -> (f64, u64) {
     (pps, allocs)
 }
 
-/// Two `net_ring` ports (reports) and a `net_null` port (the RDMA requests' sink).
-fn rdma_backend(mem_mb: u32) -> peregrine_dataplane::io::dpdk::DpdkBackend {
-    use peregrine_dataplane::io::dpdk::{DpdkBackend, DpdkConfig, DpdkPortConfig};
-    let mem = mem_mb.to_string();
-    let cfg = DpdkConfig {
-        eal_args: [
-            "-l",
-            "0",
-            "--no-huge",
-            "--no-pci",
-            "-m",
-            &mem,
-            "--no-shconf",
-            "--no-telemetry",
-            "--log-level=lib.eal:error",
-            "--vdev=net_ring0",
-            "--vdev=net_ring1",
-            "--vdev=net_null0",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-        ports: vec![
-            DpdkPortConfig::new("r0", "net_ring0"),
-            DpdkPortConfig::new("r1", "net_ring1"),
-            DpdkPortConfig::new("nic", "net_null0"),
-        ],
-        workers: 1,
-        mbufs_per_worker: 8191,
-        mbuf_cache: 256,
-        data_room: DpdkConfig::DEFAULT_DATA_ROOM,
-    };
-    DpdkBackend::new(cfg).expect("DPDK backend on net_ring and net_null vdevs")
-}
-
 /// One RoCEv2-mode measurement: (RDMA frames/s, allocations, reports/s).
 fn rdma(mode: &str, a: &Args) -> (f64, u64, f64) {
     use peregrine_control::dta::translator_stage::RdmaOut;
@@ -315,7 +280,11 @@ fn rdma(mode: &str, a: &Args) -> (f64, u64, f64) {
     let s = sizes(&prim);
     let region = Arc::new(Region::create(dir.path().join("r"), s).expect("region"));
     let layout = *region.layout();
-    let mut pre = Preloaded::inject(rdma_backend(512), &frames(&prim, 2 * a.inject), a.inject);
+    let mut pre = Preloaded::inject(
+        net_ring::backend_with(512, 1, &[("nic", "net_null0")]),
+        &frames(&prim, 2 * a.inject),
+        a.inject,
+    );
     let shared = Arc::new(Shared::new(1));
     let addrs = FrameAddrs {
         eth_src: Address([2, 0, 0, 0, 0, 1]),
@@ -487,8 +456,9 @@ fn kernel_udp(mode: &str, a: &Args) -> (f64, u64) {
     (n as f64 / secs, allocs)
 }
 
-fn child(mode: &str, a: &Args) -> Result<(f64, u64), String> {
-    let out = run_self([
+/// This binary again as a `--child` measuring `mode` with the run's settings.
+fn run_child(mode: &str, a: &Args) -> Result<std::process::Output, String> {
+    run_self([
         "--child",
         mode,
         "--seconds",
@@ -499,7 +469,11 @@ fn child(mode: &str, a: &Args) -> Result<(f64, u64), String> {
         &a.burst.to_string(),
         "--inject",
         &a.inject.to_string(),
-    ])?;
+    ])
+}
+
+fn child(mode: &str, a: &Args) -> Result<(f64, u64), String> {
+    let out = run_child(mode, a)?;
     let text = String::from_utf8_lossy(&out.stdout);
     let mut it = text.split_whitespace();
     match (
@@ -513,18 +487,7 @@ fn child(mode: &str, a: &Args) -> Result<(f64, u64), String> {
 
 /// An `rdma-*` child: (RDMA frames/s, reports/s).
 fn rdma_child(mode: &str, a: &Args) -> Result<(f64, f64), String> {
-    let out = run_self([
-        "--child",
-        mode,
-        "--seconds",
-        &a.seconds.to_string(),
-        "--core",
-        &a.core.to_string(),
-        "--burst",
-        &a.burst.to_string(),
-        "--inject",
-        &a.inject.to_string(),
-    ])?;
+    let out = run_child(mode, a)?;
     let text = String::from_utf8_lossy(&out.stdout);
     let v: Vec<f64> = text
         .split_whitespace()

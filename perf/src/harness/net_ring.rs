@@ -19,28 +19,39 @@ pub fn backend(mem_mb: u32) -> DpdkBackend {
 /// port loops its tx queue `q` back to its rx queue `q`, so each worker's packets come back
 /// to it unless a stage hands them to another) and an mbuf pool per worker.
 pub fn backend_for(mem_mb: u32, workers: usize) -> DpdkBackend {
-    let mem = mem_mb.to_string();
+    backend_with(mem_mb, workers, &[])
+}
+
+/// [`backend_for`] with more vdev ports after the two rings, each `(port name, vdev)` (e.g.
+/// `("nic", "net_null0")`, a sink standing in for a NIC).
+pub fn backend_with(mem_mb: u32, workers: usize, extra: &[(&str, &str)]) -> DpdkBackend {
+    let mut eal_args: Vec<String> = [
+        "-l",
+        "0",
+        "--no-huge",
+        "--no-pci",
+        "-m",
+        &mem_mb.to_string(),
+        "--no-shconf",
+        "--no-telemetry",
+        "--log-level=lib.eal:error",
+        "--vdev=net_ring0",
+        "--vdev=net_ring1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut ports = vec![
+        DpdkPortConfig::new("r0", "net_ring0"),
+        DpdkPortConfig::new("r1", "net_ring1"),
+    ];
+    for (name, vdev) in extra {
+        eal_args.push(format!("--vdev={vdev}"));
+        ports.push(DpdkPortConfig::new(*name, *vdev));
+    }
     let cfg = DpdkConfig {
-        eal_args: [
-            "-l",
-            "0",
-            "--no-huge",
-            "--no-pci",
-            "-m",
-            &mem,
-            "--no-shconf",
-            "--no-telemetry",
-            "--log-level=lib.eal:error",
-            "--vdev=net_ring0",
-            "--vdev=net_ring1",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-        ports: vec![
-            DpdkPortConfig::new("r0", "net_ring0"),
-            DpdkPortConfig::new("r1", "net_ring1"),
-        ],
+        eal_args,
+        ports,
         workers,
         mbufs_per_worker: 8191,
         mbuf_cache: 256,
