@@ -22,6 +22,12 @@ const QP: u32 = 0x42;
 const LOCAL_QP: u32 = 0x100;
 const BASE: u64 = 0x7f00_0000_0000;
 const NIC: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 99);
+/// The collector lines every test's `[dta_translator.rocev2]` carries (`NIC`, rkey 7, `BASE`).
+fn rocev2_target() -> String {
+    format!(
+        "collector_ip = \"{NIC}\"\ncollector_mac = \"02:00:00:00:00:99\"\nsource_ip = \"10.0.0.1\"\nrkey = 7\nbase_va = {BASE}\n"
+    )
+}
 
 fn report(p: Primitive) -> Vec<u8> {
     let r = Repr {
@@ -116,6 +122,7 @@ fn rocev2_requests_out_and_nak_resync() {
         step(&mut w, &[0u8; 60]); // a quiet tail (not reports)
     }
     w.flush().unwrap();
+    let target = rocev2_target();
     let text = format!(
         r#"{PCAP_ONE_PORT}
 [pipeline]
@@ -130,12 +137,7 @@ ki_slots = 101
 
 [dta_translator.rocev2]
 port = "p"
-collector_ip = "{NIC}"
-collector_mac = "02:00:00:00:00:99"
-source_ip = "10.0.0.1"
-qp = {QP}
-rkey = 7
-base_va = {BASE}
+{target}qp = {QP}
 first_psn = 16777214
 "#
     );
@@ -383,6 +385,7 @@ fn rocev2_writes_applied_read_as_the_region_translator_stores() {
         }
         w.flush().unwrap();
         let s = sizes(k);
+        let target = rocev2_target();
         let text = format!(
             r#"{PCAP_ONE_PORT}
 [pipeline]
@@ -404,12 +407,7 @@ ap_list_len = {}
 
 [dta_translator.rocev2]
 port = "p"
-collector_ip = "{NIC}"
-collector_mac = "02:00:00:00:00:99"
-source_ip = "10.0.0.1"
-qp = {QP}
-rkey = 7
-base_va = {BASE}
+{target}qp = {QP}
 "#,
             s.kw_slots,
             s.kw_words,
@@ -558,6 +556,7 @@ fn rocev2_one_queue_pair_per_worker_and_naks_reach_their_worker() {
     }
     a.flush().unwrap();
     b.flush().unwrap();
+    let target = rocev2_target();
     let text = format!(
         r#"
 [workers]
@@ -589,12 +588,7 @@ kw_slots = 1001
 
 [dta_translator.rocev2]
 port = "a"
-collector_ip = "{NIC}"
-collector_mac = "02:00:00:00:00:99"
-source_ip = "10.0.0.1"
-qp = [{QP}, {}]
-rkey = 7
-base_va = {BASE}
+{target}qp = [{QP}, {}]
 "#,
         QP + 1
     );

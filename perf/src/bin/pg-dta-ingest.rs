@@ -593,13 +593,31 @@ fn rdma_main(a: &Args) {
     let result = serde_json::json!({
         "testpmd_5tswap_pps": tpmd, "rows": json,
         "core": a.core, "burst": a.burst, "inject": a.inject, "seconds": a.seconds,
-        "machine": format!("{} cores, {} (shared with other builds)", report::cores(), report::cpu_model().unwrap_or_default()),
+        "machine": machine(),
     });
+    write_results(a, "dta-ingest-rdma", &result, &md);
+}
+
+/// The machine line of the JSON results.
+fn machine() -> String {
+    format!(
+        "{} cores, {} (shared with other builds)",
+        report::cores(),
+        report::cpu_model().unwrap_or_default()
+    )
+}
+
+/// Print `result` and write it to `<out>/<stem>.json`, and `md` to `<out>/<stem>.md`; a file
+/// that cannot be written is said on stderr (the run's figures are printed either way).
+fn write_results(a: &Args, stem: &str, result: &serde_json::Value, md: &str) {
     let out = std::path::Path::new(&a.out);
-    if let Err(e) = report::print_and_write(&result, Some(&out.join("dta-ingest-rdma.json"))) {
+    if let Err(e) = report::print_and_write(result, Some(&out.join(format!("{stem}.json")))) {
         eprintln!("{e}");
     }
-    let _ = std::fs::write(out.join("dta-ingest-rdma.md"), md);
+    let path = out.join(format!("{stem}.md"));
+    if let Err(e) = std::fs::write(&path, md) {
+        eprintln!("cannot write {}: {e}", path.display());
+    }
 }
 
 fn testpmd(a: &Args, round: usize) -> Result<f64, String> {
@@ -900,11 +918,7 @@ fn main() {
     let result = serde_json::json!({
         "testpmd_5tswap_pps": tpmd, "rows": json_rows, "kw_query_per_s": q, "rdma_rows": rdma_json,
         "core": a.core, "burst": a.burst, "inject": a.inject, "seconds": a.seconds,
-        "machine": format!("{} cores, {} (shared with other builds)", report::cores(), report::cpu_model().unwrap_or_default()),
+        "machine": machine(),
     });
-    let out = std::path::Path::new(&a.out);
-    if let Err(e) = report::print_and_write(&result, Some(&out.join("dta-ingest.json"))) {
-        eprintln!("{e}");
-    }
-    let _ = std::fs::write(out.join("dta-ingest.md"), md);
+    write_results(&a, "dta-ingest", &result, &md);
 }
