@@ -139,9 +139,25 @@ fn quick_evaluation_end_to_end_on_held_out_runs() {
         mb("kestrel"),
         mb("pm")
     );
+    let md = std::fs::read_to_string(out.join("kestrel-eval-quick.md")).unwrap();
+    // Time to first detection per key: the same single-anomaly episodes as per QFI, an
+    // alarm counting only on one of the episode's own keys; Kestrel detects some.
+    for m in ["kestrel", "delta_smp", "pm"] {
+        for kind in ["microburst", "congestion", "contention", "policy_abuse"] {
+            let (q, t) = (&s["ttfd"][m][kind], &k["ttfd"][m][kind]);
+            let n = |v: &serde_json::Value, f: &str| v[f].as_u64().unwrap();
+            assert_eq!(n(q, "episodes"), n(t, "episodes"), "{m}/{kind}");
+            assert!(n(t, "detected") <= n(t, "episodes"), "{m}/{kind}");
+        }
+    }
+    let det: u64 = ["microburst", "congestion", "contention", "policy_abuse"]
+        .iter()
+        .map(|kind| k["ttfd"]["kestrel"][kind]["detected"].as_u64().unwrap())
+        .sum();
+    assert!(det > 0, "Kestrel detected no episode per key");
+    assert!(md.contains("Time to first detection per key"));
     // Kestrel's sketches are larger than the per-QFI counters.
     assert!(s["export_mbps"]["kestrel"].as_f64() > s["export_mbps"]["pm"].as_f64());
-    let md = std::fs::read_to_string(out.join("kestrel-eval-quick.md")).unwrap();
     assert!(md.contains("| Kestrel |") && md.contains("0.81 / 0.82"));
     assert!(out.join("kestrel-eval-quick-pr-mixed.svg").exists());
     assert!(md.contains("## Per-key unit: (1 s window, TEID, QFI)"));

@@ -95,6 +95,9 @@ pub struct KeySummary {
     /// Extra collector time per window for the per-key vectors and inference, ms (median,
     /// lower and upper quartile).
     pub collector_ms: HashMap<String, (f64, f64, f64)>,
+    /// Time to first detection per mode and anomaly kind, an alarm counting only on one of
+    /// the episode's own keys.
+    pub ttfd: HashMap<String, HashMap<String, Ttfd>>,
     /// Training rows per mode after the negative subsampling, and the subsampling factor.
     pub train_rows: usize,
     pub neg_every: u32,
@@ -400,44 +403,10 @@ pub fn summarise(
     sm.offered_gbps = bytes as f64 * 8.0 / secs / 1e9;
     for &m in modes {
         let th = &thr[m.name()];
-        let tk = |k: Kind| th[k.name()];
         let (sc, per, pr) = unit_scores(m, Unit::Qfi, test, th);
         sm.mixed_per_kind.insert(m.name().into(), per);
         sm.pr_mixed.insert(m.name().into(), pr);
-        // Time to first detection per episode of the single-scenario test runs.
-        let mut tt = HashMap::new();
-        for (si, s) in SCENARIOS.iter().enumerate() {
-            let Scenario::Single(k) = *s else { continue };
-            let ki = k as usize;
-            let mut d = Vec::new();
-            let mut eps = 0;
-            for t in test.iter().filter(|t| t.0 == si) {
-                for e in &t.1.plan_episodes {
-                    eps += 1;
-                    let first = t.1.rows[&m]
-                        .iter()
-                        .filter(|r| {
-                            e.qfis.contains(&r.qfi)
-                                && r.seq >= e.start_ns / S
-                                && r.seq <= e.end_ns / S + 1
-                                && r.score[ki] >= tk(k)
-                        })
-                        .map(|r| r.seq)
-                        .min();
-                    if let Some(seq) = first {
-                        d.push(((seq + 1) * S - e.start_ns) as f64 / 1e9);
-                    }
-                }
-            }
-            tt.insert(
-                k.name().to_string(),
-                Ttfd {
-                    episodes: eps,
-                    detected: d.len(),
-                    median_s: median(&mut d),
-                },
-            );
-        }
+        let tt = ttfd(m, Unit::Qfi, test, th);
         sm.scores.insert(m.name().into(), sc);
         sm.ttfd.insert(m.name().into(), tt);
         let b: u64 = test.iter().map(|t| t.1.export_bytes[&m]).sum();
@@ -454,6 +423,56 @@ pub fn summarise(
     sm
 }
 
+/// Time to first detection per episode of the single-scenario test runs, per anomaly kind:
+/// (end of the first window, from the onset window to one window after the episode's end,
+/// whose `k` detector alarms on a unit the episode affects) - onset. Affected units: per
+/// QFI, the episode's QFIs; per key, its (TEID, QFI) keys (the keys its labels name).
+fn ttfd(
+    m: Mode,
+    unit: Unit,
+    test: &[(usize, RunOut)],
+    th: &HashMap<String, f64>,
+) -> HashMap<String, Ttfd> {
+    let mut tt = HashMap::new();
+    for (si, s) in SCENARIOS.iter().enumerate() {
+        let Scenario::Single(k) = *s else { continue };
+        let (ki, thr) = (k as usize, th[k.name()]);
+        let mut d = Vec::new();
+        let mut eps = 0;
+        for t in test.iter().filter(|t| t.0 == si) {
+            for e in &t.1.plan_episodes {
+                eps += 1;
+                let affected = |r: &Row| match unit {
+                    Unit::Qfi => e.qfis.contains(&r.qfi),
+                    Unit::Key => e.keys.contains(&(r.teid, r.qfi)),
+                };
+                let first = rows_of(&t.1, m, unit)
+                    .iter()
+                    .filter(|r| {
+                        r.seq >= e.start_ns / S
+                            && r.seq <= e.end_ns / S + 1
+                            && r.score[ki] >= thr
+                            && affected(r)
+                    })
+                    .map(|r| r.seq)
+                    .min();
+                if let Some(seq) = first {
+                    d.push(((seq + 1) * S - e.start_ns) as f64 / 1e9);
+                }
+            }
+        }
+        tt.insert(
+            k.name().to_string(),
+            Ttfd {
+                episodes: eps,
+                detected: d.len(),
+                median_s: median(&mut d),
+            },
+        );
+    }
+    tt
+}
+
 /// The per-key unit's scores of the test runs.
 pub fn summarise_keys(
     modes: &[Mode],
@@ -467,12 +486,15 @@ pub fn summarise_keys(
         mixed_per_kind: HashMap::new(),
         thresholds: thr.clone(),
         collector_ms: HashMap::new(),
+        ttfd: HashMap::new(),
         train_rows,
         neg_every,
         pr_mixed: HashMap::new(),
     };
     for &m in modes {
         let (sc, per, pr) = unit_scores(m, Unit::Key, test, &thr[m.name()]);
+        ks.ttfd
+            .insert(m.name().into(), ttfd(m, Unit::Key, test, &thr[m.name()]));
         ks.scores.insert(m.name().into(), sc);
         ks.mixed_per_kind.insert(m.name().into(), per);
         ks.pr_mixed.insert(m.name().into(), pr);
