@@ -228,8 +228,9 @@ const fn v4_word(req: u32, resp: u32) -> u64 {
 /// [`pair_id`] from the addresses' word.
 #[inline(always)]
 const fn pair_mix(kind: Kind, a: u64, ports: u32, key: u64) -> u64 {
-    // The kind rides in the top bits of the key word (the key has at most 32 bits).
-    let b = ((ports as u64) << 32 ^ key) ^ (kind as u64) << 58;
+    // The kind rides in the top bits of the key word (the key has at most 32 bits), XORed
+    // into the ports before the shift: `ports << 32 ^ key ^ kind << 58`, one 32-bit XOR.
+    let b = ((ports ^ (kind as u32) << 26) as u64) << 32 ^ key;
     a ^ b.wrapping_mul(K[4])
 }
 

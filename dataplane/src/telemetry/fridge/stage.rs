@@ -153,6 +153,9 @@ struct SliceRt {
     peers: Vec<u128>,
     set: FridgeSet,
     hists: Vec<LogHist>,
+    /// Something was added to `hists` this window (else they are still clear: a window
+    /// without samples clears nothing).
+    sampled: bool,
     /// Since start (the window's samples included).
     total: Vec<LogHist>,
 }
@@ -240,6 +243,7 @@ impl FridgeStage {
                 peers: s.peers.iter().map(|&a| addr_key(a)).collect(),
                 set: FridgeSet::new(&s.fridges, spec.mode, seed)?,
                 hists: s.fridges.iter().map(|_| LogHist::new()).collect(),
+                sampled: false,
                 total: s.fridges.iter().map(|_| LogHist::new()).collect(),
             });
         }
@@ -328,10 +332,11 @@ impl FridgeStage {
                 self.publish(true);
             }
             self.idle_published = false;
-            for s in &mut self.slices {
+            for s in self.slices.iter_mut().filter(|s| s.sampled) {
                 for h in &mut s.hists {
                     h.clear();
                 }
+                s.sampled = false;
             }
             self.window = w;
             self.dirty = false;
@@ -447,6 +452,7 @@ impl FridgeStage {
             s.set.request_sparse(role.id, now_ns);
         } else if let Some(x) = s.set.response(role.id, now_ns) {
             let k = usize::from(x.fridge);
+            s.sampled = true;
             s.hists[k].add(x.delay_ns, x.weight);
             s.total[k].add(x.delay_ns, x.weight);
             if let Some(ring) = &mut self.raw {
