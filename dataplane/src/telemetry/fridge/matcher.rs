@@ -338,8 +338,17 @@ pub fn single_role(
             f.role(icmp(d, l3, l4, v6, m.proto)?);
             Ok(true)
         }
-        _ => Err(Skip::Other),
+        _ => Err(rare(Skip::Other)),
     }
+}
+
+/// `s`, through a call on a cold path: the reasons of every refusal meet in one place in the
+/// stage, and a reason given as a constant is set before the branches that might return it,
+/// on the common path too; returned by a call it is set only where it is returned.
+#[cold]
+#[inline(never)]
+fn rare(s: Skip) -> Skip {
+    s
 }
 
 /// Why a packet that is unclassified, a fragment or without a complete L4 header plays no
@@ -448,9 +457,9 @@ fn dns_role<const REQUEST: bool>(
         let ip: &[u8; 20] = d
             .get(l3..l3 + 20)
             .and_then(|h| h.try_into().ok())
-            .ok_or(Skip::TruncatedDns)?;
+            .ok_or_else(|| rare(Skip::TruncatedDns))?;
         if l3 + usize::from(u16::from_be_bytes([ip[2], ip[3]])) < l4 + 20 {
-            return Err(Skip::TruncatedDns);
+            return Err(rare(Skip::TruncatedDns));
         }
         // Source and destination side by side in one read: `v4_word(source, destination)`.
         let st = u64::from_be_bytes([
