@@ -124,6 +124,14 @@ impl Disposition {
     pub const fn is_continue(self) -> bool {
         self.0 == 0
     }
+
+    /// `Continue` or `Tx` (a packet still in the pipeline or about to be sent): kinds 0 and
+    /// 2 are the two whose kind has bits 0, 2 and 3 clear, so one test of the word. (Every
+    /// kind-0 word is `Continue`, the all-zero word.)
+    #[inline(always)]
+    pub const fn is_continue_or_tx(self) -> bool {
+        self.0 & (0xD << 16) == 0
+    }
 }
 
 impl std::fmt::Debug for Disposition {
@@ -155,6 +163,15 @@ pub struct Batch<B> {
     /// so taking one costs no allocator call on the packet path.
     spares: ArrayVec<B, MAX_SPARES>,
     spares_wanted: usize,
+}
+
+/// A batch's dispositions ([`Batch::disposition_view`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispositions<'a> {
+    /// Every packet has this one.
+    Uniform(Disposition),
+    /// Packet `i` has element `i`.
+    PerPacket(&'a [Disposition]),
 }
 
 /// `Batch::uniform` value meaning "dispositions differ; read the array".
@@ -246,6 +263,18 @@ impl<B: PacketBuf> Batch<B> {
             self.uniform
         } else {
             self.disp[i]
+        }
+    }
+
+    /// Every packet's disposition in one read: the shared one, or the per-packet array (as
+    /// long as the batch), so a stage reading them all zips it with the packets instead of
+    /// indexing (no bounds check per packet) and tests for uniform once.
+    #[inline]
+    pub fn disposition_view(&self) -> Dispositions<'_> {
+        if self.uniform != MIXED {
+            Dispositions::Uniform(self.uniform)
+        } else {
+            Dispositions::PerPacket(&self.disp[..self.pkts.len()])
         }
     }
 
@@ -378,6 +407,37 @@ mod tests {
         assert_eq!(drained.len(), 4);
         assert_eq!(drained[1], (1, Disposition::tx(0)));
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn continue_or_tx_and_the_view() {
+        let all = [
+            Disposition::CONTINUE,
+            Disposition::tx(0),
+            Disposition::tx_queue(4095, 7),
+            Disposition::TO_CONTROL,
+            Disposition::drop_as(DropReason(0xffff)),
+            Disposition::drop_as(DropReason(0)),
+            Disposition::handoff(u16::MAX, u8::MAX),
+            Disposition::handoff(0, 0),
+        ];
+        for d in all {
+            let want = matches!(d.action(), Action::Continue | Action::Tx(_));
+            assert_eq!(d.is_continue_or_tx(), want, "{d:?}");
+        }
+        assert!(!MIXED.is_continue_or_tx());
+        let mut b = batch(3);
+        assert_eq!(
+            b.disposition_view(),
+            Dispositions::Uniform(Disposition::CONTINUE)
+        );
+        b.set_disposition(2, Disposition::tx(1));
+        let want = [
+            Disposition::CONTINUE,
+            Disposition::CONTINUE,
+            Disposition::tx(1),
+        ];
+        assert_eq!(b.disposition_view(), Dispositions::PerPacket(&want));
     }
 
     #[test]

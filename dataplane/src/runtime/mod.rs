@@ -13,7 +13,7 @@ pub mod stage;
 pub mod tap;
 pub mod worker;
 
-pub use batch::{Action, Batch, Disposition};
+pub use batch::{Action, Batch, Disposition, Dispositions};
 pub use counters::{Counters, EgressCounters, QidCounters, SOJOURN_BINS, SOJOURN_BIN_EDGES_US};
 pub use egress::{EgressConfig, EgressConfigError};
 pub use handoff::HANDOFF_RING;

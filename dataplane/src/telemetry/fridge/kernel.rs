@@ -77,9 +77,10 @@ pub struct FridgeSet {
     tables: Vec<Table>,
     /// Coin upper bounds (exclusive) per fridge, cumulative, over 2^32.
     bounds: [u64; MAX_FRIDGES],
-    /// The last fridge's bound: a coin at or above it enters no fridge (one compare decides
-    /// entry for the common request; the fridge is picked only for those that enter).
-    hi: u64,
+    /// The last fridge's bound less one, the largest coin that enters a fridge: a coin above
+    /// it enters none (one 32-bit compare decides entry for the common request; the fridge is
+    /// picked only for those that enter).
+    last: u32,
     /// Requests offered (the `x` clock of [`XMode::Requests`]; `stats().requests`).
     requests: u64,
     mode: XMode,
@@ -128,7 +129,8 @@ impl FridgeSet {
         Ok(FridgeSet {
             tables,
             bounds,
-            hi: lo,
+            // Every bound is at least 1 and at most 2^32.
+            last: (lo - 1) as u32,
             requests: 0,
             mode,
             seed,
@@ -180,14 +182,13 @@ impl FridgeSet {
 
     #[inline]
     fn pick(&self, coin: u32) -> Option<usize> {
-        let c = u64::from(coin);
-        if c >= self.hi {
+        if coin > self.last {
             return None;
         }
-        Some(self.pick_entering(c))
+        Some(self.pick_entering(u64::from(coin)))
     }
 
-    /// The fridge of a coin below [`hi`](Self::hi).
+    /// The fridge of a coin at most [`last`](Self::last).
     #[inline(always)]
     fn pick_entering(&self, c: u64) -> usize {
         // The bounds never decrease (those past the last fridge repeat its bound), so the
@@ -205,10 +206,11 @@ impl FridgeSet {
         self.requests += 1;
         // The coin first: a request that enters no fridge costs one finaliser and a compare.
         let h = Keyed::head(id, self.seed);
-        let c = u64::from(Keyed::coin_of(h));
-        if c >= self.hi {
+        let c = Keyed::coin_of(h);
+        if c > self.last {
             return;
         }
+        let c = u64::from(c);
         self.enter_at(h, c, now_ns);
     }
 
@@ -219,10 +221,11 @@ impl FridgeSet {
     pub fn request_sparse(&mut self, id: u64, now_ns: u64) {
         self.requests += 1;
         let h = Keyed::head(id, self.seed);
-        let c = u64::from(Keyed::coin_of(h));
-        if c >= self.hi {
+        let c = Keyed::coin_of(h);
+        if c > self.last {
             return;
         }
+        let c = u64::from(c);
         self.enter(h, c, now_ns);
     }
 

@@ -20,7 +20,7 @@ use super::window::SlicePub;
 use crate::buffer::PacketBuf;
 use crate::io::PortId;
 use crate::meta::{Direction, PacketMeta};
-use crate::runtime::{Action, Batch, Context, Disposition, Stage};
+use crate::runtime::{Batch, Context, Dispositions, Stage};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -153,6 +153,9 @@ struct SliceRt {
     peers: Vec<u128>,
     set: FridgeSet,
     hists: Vec<LogHist>,
+    /// Something was added to `hists` this window (else they are still clear: a window
+    /// without samples clears nothing).
+    sampled: bool,
     /// Since start (the window's samples included).
     total: Vec<LogHist>,
 }
@@ -177,9 +180,9 @@ impl RoleSink for Sink<'_> {
 /// Where a role of one kind and vantage goes: a slice index, or one of these.
 mod route {
     /// No slice takes it.
-    pub const NONE: u16 = u16::MAX;
+    pub const NONE: u32 = u32::MAX;
     /// Scan the slices in file order (the first candidate has a filter).
-    pub const SCAN: u16 = u16::MAX - 1;
+    pub const SCAN: u32 = u32::MAX - 1;
 }
 
 /// A worker's fridge stage.
@@ -188,7 +191,7 @@ pub struct FridgeStage {
     /// Per kind and vantage (`[Kind as usize][Vantage::N6 = 0, N3 = 1]`): the first slice
     /// of that kind and vantage, when it has no filter (QFI, ports, peers), so it takes every
     /// such role (the slice's index: no scan), else [`route::SCAN`] or [`route::NONE`].
-    route: [[u16; 2]; 5],
+    route: [[u32; 2]; 5],
     kinds: u8,
     /// Some slice is keyed by GTP-U peer.
     peer_slices: bool,
@@ -240,6 +243,7 @@ impl FridgeStage {
                 peers: s.peers.iter().map(|&a| addr_key(a)).collect(),
                 set: FridgeSet::new(&s.fridges, spec.mode, seed)?,
                 hists: s.fridges.iter().map(|_| LogHist::new()).collect(),
+                sampled: false,
                 total: s.fridges.iter().map(|_| LogHist::new()).collect(),
             });
         }
@@ -258,7 +262,7 @@ impl FridgeStage {
             let r = &mut route[sl.kind as usize][sl.vantage as usize];
             if *r == route::NONE {
                 let plain = sl.qfi.is_empty() && sl.ports.is_empty() && sl.peers.is_empty();
-                *r = match u16::try_from(i) {
+                *r = match u32::try_from(i) {
                     Ok(i) if plain && i < route::SCAN => i,
                     _ => route::SCAN,
                 };
@@ -328,10 +332,11 @@ impl FridgeStage {
                 self.publish(true);
             }
             self.idle_published = false;
-            for s in &mut self.slices {
+            for s in self.slices.iter_mut().filter(|s| s.sampled) {
                 for h in &mut s.hists {
                     h.clear();
                 }
+                s.sampled = false;
             }
             self.window = w;
             self.dirty = false;
@@ -393,24 +398,61 @@ impl FridgeStage {
         } else {
             Vantage::N3
         };
-        let r = self.route[role.kind as usize][vantage as usize];
-        let slice = if r < route::SCAN {
-            usize::from(r)
+        let r = self.route[role.kind as usize][vantage as usize] as usize;
+        // One compare for the common case: a direct route is a slice index, and `NONE` and
+        // `SCAN` are past every index (no stage has 2^32 - 2 slices).
+        if r < self.slices.len() {
+            self.tally(r, role, now_ns);
         } else {
-            match (r == route::SCAN).then(|| self.scan(role, vantage, data, m)) {
-                Some(Some(i)) => i,
-                _ => {
-                    self.unsliced += 1;
-                    return;
-                }
-            }
+            // The role's fields as scalars: a `Role` passed whole is built in memory before
+            // the compare, on the common path too.
+            let Role {
+                kind,
+                request,
+                id,
+                ports,
+            } = role;
+            self.unrouted(r, kind, request, id, ports, vantage, (data, m), now_ns);
+        }
+    }
+
+    /// A role without a direct route: the first slice that takes it, if any.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn unrouted(
+        &mut self,
+        r: usize,
+        kind: Kind,
+        request: bool,
+        id: u64,
+        ports: [u16; 2],
+        vantage: Vantage,
+        (data, m): (&[u8], &PacketMeta),
+        now_ns: u64,
+    ) {
+        let role = Role {
+            kind,
+            request,
+            id,
+            ports,
         };
+        match (r == route::SCAN as usize).then(|| self.scan(role, vantage, data, m)) {
+            Some(Some(i)) => self.tally(i, role, now_ns),
+            _ => self.unsliced += 1,
+        }
+    }
+
+    /// A role to slice `slice`'s fridges.
+    #[inline(always)]
+    fn tally(&mut self, slice: usize, role: Role, now_ns: u64) {
         self.dirty = true;
         let s = &mut self.slices[slice];
         if role.request {
             s.set.request_sparse(role.id, now_ns);
         } else if let Some(x) = s.set.response(role.id, now_ns) {
             let k = usize::from(x.fridge);
+            s.sampled = true;
             s.hists[k].add(x.delay_ns, x.weight);
             s.total[k].add(x.delay_ns, x.weight);
             if let Some(ring) = &mut self.raw {
@@ -467,18 +509,21 @@ impl<B: PacketBuf> Stage<B> for FridgeStage {
         let now = cx.now_ns();
         self.roll(now);
         let rx = batch.rx_port;
-        let seen = |d: Disposition| d.is_continue() || matches!(d.action(), Action::Tx(_));
-        if let Some(u) = batch.uniform() {
-            if seen(u) {
-                for p in batch.pkts.iter() {
-                    self.observe(p.data(), p.pkt_meta(), rx, now);
+        match batch.disposition_view() {
+            Dispositions::Uniform(u) => {
+                if u.is_continue_or_tx() {
+                    for p in batch.pkts.iter() {
+                        self.observe(p.data(), p.pkt_meta(), rx, now);
+                    }
                 }
             }
-            return;
-        }
-        for (i, p) in batch.pkts.iter().enumerate() {
-            if seen(batch.disposition(i)) {
-                self.observe(p.data(), p.pkt_meta(), rx, now);
+            // Zipped, not indexed: no bounds check per packet.
+            Dispositions::PerPacket(ds) => {
+                for (p, d) in batch.pkts.iter().zip(ds) {
+                    if d.is_continue_or_tx() {
+                        self.observe(p.data(), p.pkt_meta(), rx, now);
+                    }
+                }
             }
         }
     }

@@ -92,11 +92,14 @@ impl SlicePub {
         std::sync::atomic::fence(Ordering::Release);
         b.index.store(index, Ordering::Relaxed);
         for (k, h) in hists.iter().enumerate().take(self.fridges) {
-            let base = k * NBINS;
-            for i in 0..NBINS {
-                b.n[base + i].store(h.n[i], Ordering::Relaxed);
-                b.w[base + i].store(h.w[i].to_bits(), Ordering::Relaxed);
-                b.w2[base + i].store(h.w2[i].to_bits(), Ordering::Relaxed);
+            let r = k * NBINS..(k + 1) * NBINS;
+            // Zipped, not indexed: no bounds check per bin (a third of the instructions).
+            let dst = b.n[r.clone()].iter().zip(&b.w[r.clone()]).zip(&b.w2[r]);
+            let src = h.n.iter().zip(h.w.iter()).zip(h.w2.iter());
+            for (((dn, dw), dw2), ((n, w), w2)) in dst.zip(src) {
+                dn.store(*n, Ordering::Relaxed);
+                dw.store(w.to_bits(), Ordering::Relaxed);
+                dw2.store(w2.to_bits(), Ordering::Relaxed);
             }
         }
         for (a, v) in b.stats.iter().zip(stats_array(stats)) {
