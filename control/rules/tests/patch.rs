@@ -231,3 +231,70 @@ fn patched_shards_equal_shards_built_from_scratch() {
         .collect();
     assert_eq!(at, seids);
 }
+
+/// A compiler whose shard count follows the sessions (`grow_shards_above`) doubles its
+/// shards under churn, and its tables look every key up to the same rules as a fixed-count
+/// compiler's built from scratch; snapshots taken before a doubling stay as they were.
+#[test]
+fn grown_shards_equal_shards_built_from_scratch() {
+    let pool = synthetic(
+        3000,
+        &SyntheticParams {
+            mbr_kbps: Some(50_000),
+            ..SyntheticParams::default()
+        },
+    );
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut live: BTreeMap<u64, StaticSession> = BTreeMap::new();
+    let mut c = compiler().grow_shards_above(2);
+    let mut snapshots = Vec::new();
+    for op in 0..9_000 {
+        let i = rng.below(pool.len() as u64) as usize;
+        let seid = pool[i].seid;
+        match (live.get(&seid).cloned(), rng.below(6)) {
+            (None, _) => {
+                c.upsert(&session(&pool[i])).unwrap();
+                live.insert(seid, pool[i].clone());
+            }
+            (Some(_), 0) => {
+                c.remove(seid);
+                live.remove(&seid);
+            }
+            (Some(mut s), _) => {
+                s.mbr_dl_kbps = Some(10_000 + rng.below(90_000));
+                c.upsert(&session(&s)).unwrap();
+                live.insert(seid, s);
+            }
+        }
+        if rng.below(50) == 0 {
+            let t = c.build();
+            if op % 4 == 0 {
+                let v = view(None, &t).0;
+                snapshots.push((t, v));
+            }
+        }
+    }
+    let grown = c.build();
+    // 3 keys per session (TEID, UE IPv4, UE /64), at most 2 per shard on average.
+    assert!(grown.shard_bits > 10, "{}", grown.shard_bits);
+    assert!(3 * live.len() <= 2 << grown.shard_bits);
+    let (got, _) = view(Some(&c), &grown);
+    let mut scratch = compiler();
+    for s in live.values() {
+        scratch.upsert(&session(s)).unwrap();
+    }
+    let built = scratch.build();
+    let (want, _) = view(Some(&scratch), &built);
+    assert_eq!(got.len(), want.len());
+    for (k, v) in &want {
+        assert_eq!(got.get(k), Some(v), "key {k:?}");
+    }
+    let grown_sizes: BTreeSet<u32> = snapshots.iter().map(|(t, _)| t.shard_bits).collect();
+    assert!(
+        grown_sizes.len() > 1,
+        "the count grew between snapshots: {grown_sizes:?}"
+    );
+    for (t, before) in &snapshots {
+        assert_eq!(&view(None, t).0, before);
+    }
+}

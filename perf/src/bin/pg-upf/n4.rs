@@ -20,7 +20,7 @@ const UE_POOL_V6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x
 /// A Session Establishment Request for UE `k` of the load: UL PDR (F-TEID CHOOSE, the UPF
 /// allocates), DL PDR on the UE's own address (IPv4 for even `k`, an IPv6 /64 for odd `k`),
 /// N6 and N3 FARs, a QER with MBR and a volume URR (TS 29.244 section 7.5.2).
-fn est_request(seq: u32, k: u32) -> Vec<u8> {
+pub(crate) fn est_request(seq: u32, k: u32) -> Vec<u8> {
     use peregrine_pfcp::ie::{ie_type as t, FTeid, Ie, OuterHeaderRemoval, UeIpAddress};
     // A pool disjoint from the static synthetic sessions (10.45/16 onwards).
     let v4 = std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(10, 128, 0, 0)) + k);
@@ -109,7 +109,7 @@ fn est_answer(d: &[u8]) -> Option<(u32, u8)> {
 
 /// Bytes per session of the N4 node alone, and of the compiler + one published table
 /// version alone, for `n` sessions established in-process (no UDP, no traffic).
-fn memory_breakdown(n: usize) -> (f64, f64, usize, peregrine_rules::CompilerStats) {
+fn memory_breakdown(a: &Args, n: usize) -> (f64, f64, usize, peregrine_rules::CompilerStats) {
     let mut cfg = peregrine_n4::NodeConfig::new(
         peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
         0xe6f0_0001,
@@ -130,15 +130,18 @@ fn memory_breakdown(n: usize) -> (f64, f64, usize, peregrine_rules::CompilerStat
     let l1 = GLOBAL.live();
     let sessions: Vec<peregrine_n4::Session> = node.sessions().collect();
     let l2 = GLOBAL.live();
-    let mut c = Compiler::new(CompilerConfig {
-        local_v4: vec![upf_support::upf_v4()],
-        local_v6: vec![],
-        max_meter_slots: 4 * n as u32,
-        max_urr_slots: 4 * n as u32,
-        qos: peregrine_dataplane::qos::QosPolicies::new(
-            peregrine_dataplane::qos::QerPolicy::legacy_policing(),
-        ),
-    });
+    let mut c = n4_compiler(
+        a,
+        Compiler::new(CompilerConfig {
+            local_v4: vec![upf_support::upf_v4()],
+            local_v6: vec![],
+            max_meter_slots: 4 * n as u32,
+            max_urr_slots: 4 * n as u32,
+            qos: peregrine_dataplane::qos::QosPolicies::new(
+                peregrine_dataplane::qos::QerPolicy::legacy_policing(),
+            ),
+        }),
+    );
     for s in &sessions {
         c.upsert(s).expect("compiles");
     }
@@ -160,7 +163,7 @@ fn memory_breakdown(n: usize) -> (f64, f64, usize, peregrine_rules::CompilerStat
 pub(crate) fn n4_mode(a: &Args, n: usize) {
     // Before any pinning narrows what the process may use.
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let (node_b, compiler_b, cached, cst) = memory_breakdown(n);
+    let (node_b, compiler_b, cached, cst) = memory_breakdown(a, n);
     let (meter_slots, urr_slots) = (cst.meter_slots_used, cst.urr_slots_used);
     eprintln!("node {node_b:.0} B/session (cached responses left {cached}), compiler + tables {compiler_b:.0} B/session");
     use peregrine_control::n4::{N4Config, N4Endpoint};
@@ -171,7 +174,10 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     let slots = u32::try_from(4 * (statics + n)).expect("slots");
     // Compiler holding the static sessions the traffic belongs to; as the daemon does,
     // static SEIDs never collide with the ones N4 hands out.
-    let mut compiler = compiler(statics, slots, peregrine_control::upf::STATIC_SEID_BIT);
+    let mut compiler = n4_compiler(
+        a,
+        compiler(statics, slots, peregrine_control::upf::STATIC_SEID_BIT),
+    );
     let publisher = Arc::new(Publisher::new(compiler.build()));
     let stats = Arc::new(UpfStats::new(slots));
     let routes = Publisher::new(upf_support::routes());
