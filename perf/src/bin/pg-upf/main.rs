@@ -140,6 +140,7 @@ struct Args {
     /// A/B runs.
     #[arg(long)]
     n4_fixed_shards: bool,
+
     /// Fridge mode: per case, alternating rounds of the UPF alone and the UPF followed by the
     /// fridge stage (`fridge_spec`); paired ratios to `--fridge-out` (goal >= 0.9).
     #[arg(long)]

@@ -212,7 +212,13 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     // core, as the daemon's control core would.
     if let Some(c) = (0..2).find(|c| *c != a.core) {
         core_affinity::set_for_current(core_affinity::CoreId { id: c });
+        // And every other thread but the worker: EAL's interrupt thread starts on the cores
+        // outside its lcore list (`-l 0`), the worker's core.
+        if let Err(e) = peregrine_control::pinning::pin_non_workers(&[c]) {
+            eprintln!("threads not pinned: {e}");
+        }
     }
+    let threads = thread_cores();
 
     let mut node = peregrine_n4::NodeConfig::new(
         peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
@@ -419,6 +425,7 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
         "publish_build_us_max": st.publish_build_quantile(1.0),
         "publish_build_what": "the N4 thread's own part of a publish: compile the burst's changes and swap the snapshot in, before any worker is involved",
         "worker_scheduling_during_load": worker_sched,
+        "threads_allowed_cores": threads,
     });
     if let (Some(r), serde_json::Value::Object(e)) = (result.as_object_mut(), extra) {
         r.extend(e);
@@ -429,6 +436,28 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
         eprintln!("cannot write {}: {e}", a.n4_out);
     }
     drop(ep);
+}
+
+/// Every thread of this process with the cores it may run on (`Cpus_allowed_list`).
+fn thread_cores() -> serde_json::Value {
+    let mut v = serde_json::Map::new();
+    for e in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let p = e.path();
+        let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
+        let st = std::fs::read_to_string(p.join("status")).unwrap_or_default();
+        let cores = st
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap_or("?")
+            .trim()
+            .to_string();
+        v.insert(comm.trim().to_string(), cores.into());
+    }
+    v.into()
 }
 
 /// (run ns, runnable-but-waiting ns, involuntary context switches) so far of this process's
