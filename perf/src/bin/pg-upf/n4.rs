@@ -218,7 +218,6 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
             eprintln!("threads not pinned: {e}");
         }
     }
-    let threads = thread_cores();
 
     let mut node = peregrine_n4::NodeConfig::new(
         peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
@@ -237,6 +236,7 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
         rules,
     )
     .expect("N4 endpoint");
+    let threads = thread_cores();
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
     sock.connect(ep.local_addrs()[0]).expect("connect");
     sock.set_read_timeout(Some(Duration::from_secs(2)))
