@@ -351,9 +351,14 @@ where
     // Off the workers' cores from here on: this thread and every control thread it starts
     // (N4, metrics, features) inherit the CPU set.
     let control = crate::pinning::control_cores(&cfg.workers, crate::pinning::online_cores());
-    match crate::pinning::pin_current(&control) {
-        Ok(()) if !control.is_empty() => tracing::info!(cores = ?control, "control threads pinned"),
-        Ok(()) => {}
+    // Threads started before (DPDK's interrupt thread) too: none may share a worker's core.
+    match crate::pinning::pin_current(&control)
+        .and_then(|()| crate::pinning::pin_non_workers(&control))
+    {
+        Ok(n) if !control.is_empty() => {
+            tracing::info!(cores = ?control, threads = n, "control threads pinned")
+        }
+        Ok(_) => {}
         Err(e) => tracing::warn!(%e, "control threads not pinned"),
     }
     let server = match start_features(&mut features, &running).and_then(|()| metrics_server(cfg)) {

@@ -10,6 +10,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// mimalloc (size-class pages, no per-chunk coalescing) instead of glibc's: the N4 thread
+/// allocates and frees shard vectors of many sizes per request, and glibc's bins cost it
+/// ~40 % at a million sessions (`perf/results/upf.md`, N4 at scale, fourth round). The
+/// workers allocate nothing per packet, so they do not see the difference.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "peregrine",

@@ -50,6 +50,47 @@ pub fn pin_current(cores: &[usize]) -> Result<(), String> {
         .map_err(|e| format!("sched_setaffinity {cores:?}: {e}"))
 }
 
+/// Name prefix of the poll-mode worker threads (`runtime`: `pg-worker-<id>`).
+pub const WORKER_THREAD_PREFIX: &str = "pg-worker";
+
+/// The threads of `tasks` ((thread ID, name)) that are not workers.
+pub fn non_workers(tasks: impl IntoIterator<Item = (i32, String)>) -> Vec<i32> {
+    tasks
+        .into_iter()
+        .filter(|(_, name)| !name.starts_with(WORKER_THREAD_PREFIX))
+        .map(|(tid, _)| tid)
+        .collect()
+}
+
+/// Pin every thread of this process that is not a worker to `cores`, including those
+/// started before the control side pinned itself: DPDK's EAL starts its interrupt thread
+/// on the cores outside its lcore list, which on a 2-core machine with `-l 0` is the
+/// worker's core 1. Returns how many threads were pinned. Empty `cores`: no-op.
+pub fn pin_non_workers(cores: &[usize]) -> Result<usize, String> {
+    if cores.is_empty() {
+        return Ok(0);
+    }
+    let mut set = CpuSet::new();
+    for &c in cores {
+        set.set(c)
+            .map_err(|e| format!("core {c} out of range: {e}"))?;
+    }
+    let tasks = std::fs::read_dir("/proc/self/task")
+        .map_err(|e| format!("/proc/self/task: {e}"))?
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            let tid = p.file_name()?.to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(p.join("comm")).ok()?;
+            Some((tid, comm.trim().to_string()))
+        });
+    let tids = non_workers(tasks);
+    for &t in &tids {
+        sched_setaffinity(Pid::from_raw(t), &set)
+            .map_err(|e| format!("sched_setaffinity thread {t} {cores:?}: {e}"))?;
+    }
+    Ok(tids.len())
+}
+
 /// The number of online cores (1 when unknown).
 pub fn online_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -58,6 +99,18 @@ pub fn online_cores() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_thread_but_the_workers_is_pinned() {
+        let tasks = [
+            (10, "peregrine".to_string()),
+            (11, "eal-intr-thread".to_string()),
+            (12, "pg-worker-0".to_string()),
+            (13, "pg-n4".to_string()),
+            (14, "pg-worker-1".to_string()),
+        ];
+        assert_eq!(non_workers(tasks), [10, 11, 13]);
+    }
     use nix::sched::sched_getaffinity;
 
     fn workers(cores: Vec<usize>, control: Option<Vec<usize>>) -> Workers {

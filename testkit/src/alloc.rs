@@ -20,18 +20,29 @@ pub fn thread_allocs() -> u64 {
     THREAD_ALLOCS.with(Cell::get)
 }
 
-/// Forwards to the system allocator; counts `alloc`/`realloc` calls and live bytes.
+/// Forwards to an inner allocator (the system's by default); counts `alloc`/`realloc` calls
+/// and live bytes (as requested, whatever the inner allocator rounds them to).
 #[derive(Debug, Default)]
-pub struct CountingAlloc {
+pub struct CountingAlloc<A = System> {
     allocs: AtomicU64,
     live: AtomicI64,
+    inner: A,
 }
 
 impl CountingAlloc {
     pub const fn new() -> Self {
+        Self::with(System)
+    }
+}
+
+impl<A> CountingAlloc<A> {
+    /// Counting in front of `inner` (a binary whose product code runs on another global
+    /// allocator counts with that one).
+    pub const fn with(inner: A) -> Self {
         Self {
             allocs: AtomicU64::new(0),
             live: AtomicI64::new(0),
+            inner,
         }
     }
 
@@ -51,25 +62,25 @@ impl CountingAlloc {
     }
 }
 
-// SAFETY: forwards every call to the system allocator unchanged; only updates counters.
-unsafe impl GlobalAlloc for CountingAlloc {
+// SAFETY: forwards every call to the inner allocator unchanged; only updates counters.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for CountingAlloc<A> {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         self.count();
         self.live.fetch_add(l.size() as i64, Ordering::Relaxed);
         // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
+        unsafe { self.inner.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         self.live.fetch_sub(l.size() as i64, Ordering::Relaxed);
         // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
+        unsafe { self.inner.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
         self.count();
         self.live
             .fetch_add(n as i64 - l.size() as i64, Ordering::Relaxed);
         // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(p, l, n) }
+        unsafe { self.inner.realloc(p, l, n) }
     }
 }
 

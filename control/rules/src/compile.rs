@@ -34,6 +34,7 @@ use crate::sdf::{self, SdfError};
 use arrayvec::ArrayVec;
 use peregrine_dataplane::qos::trtcm::{ColourMode, TrTcmConfig};
 use peregrine_dataplane::qos::QosPolicies;
+use peregrine_dataplane::upf::shards::ShardTable;
 use peregrine_dataplane::upf::tables::{
     iface, shard_of_in, Direction, FarAction, FarRule, FlowFilter, MeterRef, OuterHeader, PdrRule,
     QerRule, SessionInfo, Shard, UpfTables, UrrRef, MAX_QERS_PER_PDR, MAX_SHARD_BITS,
@@ -204,6 +205,11 @@ pub fn shard_bits_for(max_urr_slots: u32) -> u32 {
     let shards = (u64::from(max_urr_slots) / 128).max(1);
     (64 - (shards - 1).leading_zeros()).clamp(SHARD_BITS, MAX_SHARD_BITS)
 }
+
+/// Keys per shard above which the daemon's compiler doubles its shards
+/// ([`Compiler::grow_shards_above`]): a request then copies shards of 8..16 keys' entries
+/// (about 3..6 sessions' rules) at any table size.
+pub const GROW_KEYS_PER_SHARD: usize = 16;
 
 /// A compiled PDR; FAR and QERs by index into its session's vectors.
 #[derive(Debug, Clone, PartialEq)]
@@ -484,6 +490,12 @@ pub struct Compiler {
     scratch: Scratch,
     meters: Slots,
     urr_slots: Slots,
+    /// Double the shard count when the filed keys exceed this many per shard (`None`: the
+    /// count stays what the capacity gave; [`Self::grow_shards_above`]).
+    grow_above: Option<usize>,
+    /// Positions still sharing the shard they were doubled from (empty: none): patched
+    /// after splitting their own keys off it.
+    unsplit: Vec<bool>,
 }
 
 impl Compiler {
@@ -504,6 +516,46 @@ impl Compiler {
             pending: Vec::new(),
             updates: Vec::new(),
             scratch: Scratch::default(),
+            grow_above: None,
+            unsplit: Vec::new(),
+        }
+    }
+
+    /// Let the shard count follow the sessions present: when the filed keys (TEIDs, UE
+    /// addresses) exceed `keys_per_shard` per shard, the next [`Self::build`] doubles the
+    /// shards (up to [`MAX_SHARD_BITS`]), splitting each in two. A request then copies a shard
+    /// of at most about `keys_per_shard` keys' entries however many sessions exist (a fixed
+    /// count lets shards fill as the table does, and a request's copy with them); a
+    /// doubling copies nothing at once: each shard is split when a request first touches
+    /// one of its halves (`build`). Without this call the count stays what the capacity gave
+    /// ([`shard_bits_for`]).
+    pub fn grow_shards_above(mut self, keys_per_shard: usize) -> Compiler {
+        self.grow_above = Some(keys_per_shard.max(1));
+        self
+    }
+
+    /// Double the shard count while the filed keys exceed the growth threshold. Nothing is
+    /// copied here: both halves of a shard point to it (a lookup finds its key in it at
+    /// either position) and are marked unsplit; a half is split off when a build first
+    /// patches it (`build`), so the doubling is spread over the requests that follow.
+    fn grow(&mut self, pending: &mut Vec<(u32, u64)>) {
+        let Some(per) = self.grow_above else {
+            return;
+        };
+        let keys = self.owners.narrow.len() + self.owners.v6.len();
+        while self.tables.shard_bits < MAX_SHARD_BITS && keys > per << self.tables.shard_bits {
+            let bits = self.tables.shard_bits + 1;
+            let old = &self.tables.shards;
+            let shards: ShardTable = (0..1usize << bits).map(|j| old[j >> 1].clone()).collect();
+            self.tables.shards = shards;
+            self.tables.shard_bits = bits;
+            self.unsplit.clear();
+            self.unsplit.resize(1 << bits, true);
+            // A change pending for a shard is pending for both its halves.
+            *pending = pending
+                .iter()
+                .flat_map(|&(s, seid)| [(2 * s, seid), (2 * s + 1, seid)])
+                .collect();
         }
     }
 
@@ -542,6 +594,7 @@ impl Compiler {
     /// their new entries are appended (`patch`): no other session's state is read.
     pub fn build(&mut self) -> UpfTables {
         let mut pending = std::mem::take(&mut self.pending);
+        self.grow(&mut pending);
         pending.sort_unstable();
         pending.dedup();
         let mut updates = std::mem::take(&mut self.updates);
@@ -551,14 +604,19 @@ impl Compiler {
             let j = i + pending[i..].iter().take_while(|p| p.0 == shard).count();
             let seids = pending[i..j].iter().map(|p| p.1);
             let idx = shard as usize;
-            let new = crate::patch::patch_shard(
-                &self.tables.shards[idx],
-                idx,
-                self.tables.shard_bits,
-                seids,
-                &self.staged,
-                &mut self.scratch,
-            );
+            let bits = self.tables.shard_bits;
+            let old = &self.tables.shards[idx];
+            let half;
+            let old = match self.unsplit.get_mut(idx) {
+                Some(u) if *u => {
+                    *u = false;
+                    half = crate::patch::split_shard(old, idx, bits, &mut self.scratch);
+                    &half
+                }
+                _ => old,
+            };
+            let new =
+                crate::patch::patch_shard(old, idx, bits, seids, &self.staged, &mut self.scratch);
             updates.push((idx, Arc::new(new)));
             i = j;
         }
@@ -629,7 +687,13 @@ impl Compiler {
             + self.staged.values().map(Pieces::bytes).sum::<usize>();
         let mut shard_bytes = 0;
         let mut pdrs = 0;
+        let mut prev: Option<&Arc<Shard>> = None;
         for sh in &self.tables.shards {
+            // Halves not split yet share their shard (adjacent positions): count it once.
+            if prev.is_some_and(|p| Arc::ptr_eq(p, sh)) {
+                continue;
+            }
+            prev = Some(sh);
             pdrs += sh.pdrs.len();
             shard_bytes += size_of::<Shard>()
                 + sh.by_teid.heap_bytes()

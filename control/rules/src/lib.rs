@@ -19,6 +19,6 @@ pub mod static_sessions;
 
 pub use compile::{
     session_bytes_estimate, shard_bits_for, CompileError, CompileErrorKind, Compiler,
-    CompilerConfig, CompilerStats,
+    CompilerConfig, CompilerStats, GROW_KEYS_PER_SHARD,
 };
 pub use sdf::{parse_flow_description, FlowDescription, SdfError};

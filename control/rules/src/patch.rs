@@ -7,7 +7,7 @@
 
 use crate::compile::{Key, Pieces};
 use peregrine_dataplane::upf::tables::{
-    KeyMap, PdrRule, SessionInfo, Shard, MAX_QERS_PER_PDR, NONE,
+    shard_of_in, KeyMap, PdrRule, SessionInfo, Shard, MAX_QERS_PER_PDR, NONE,
 };
 use rustc_hash::FxHashMap;
 
@@ -56,6 +56,19 @@ pub(crate) fn patch_shard(
         .iter()
         .flat_map(|(_, p)| p.pdrs.iter().map(|c| c.filters.len()))
         .sum();
+    // Only new sessions (the common case under establishments): the old entries keep
+    // their indices, so the shard is copied whole (memory speed: no renumbering, no
+    // re-indexing of its keys) and the new entries appended.
+    if !old.sessions.iter().any(|s| sc.seids.contains(&s.up_seid)) {
+        return append(
+            old,
+            &added,
+            idx,
+            bits,
+            sc,
+            [add_pdrs, add_fars, add_qers, add_filters],
+        );
+    }
     let mut sh = Shard {
         pdr_order: Vec::with_capacity(old.pdr_order.len() + 2 * add_pdrs),
         pdrs: Vec::with_capacity(old.pdrs.len() + add_pdrs),
@@ -103,12 +116,32 @@ pub(crate) fn patch_shard(
         });
     }
     // Candidate lists: a key belongs to one session, so a list is kept or dropped whole.
-    keep(old, &old.by_teid, &sc.pdrs, &mut sc.teid, &mut sh);
-    keep(old, &old.by_ue_v4, &sc.pdrs, &mut sc.v4, &mut sh);
-    keep(old, &old.by_ue_v6, &sc.pdrs, &mut sc.v6, &mut sh);
+    keep(old, &old.by_teid, &sc.pdrs, &mut sc.teid, &mut sh, |_| true);
+    keep(old, &old.by_ue_v4, &sc.pdrs, &mut sc.v4, &mut sh, |_| true);
+    keep(old, &old.by_ue_v6, &sc.pdrs, &mut sc.v6, &mut sh, |_| true);
 
     // 2. The changed sessions' new entries under their keys in this shard.
-    for (seid, cs) in &added {
+    add_sessions(&mut sh, &added, idx, bits, sc);
+
+    // 3. Maps sized for exactly their keys, vectors trimmed (a shrinking realloc does not
+    // copy), and the common case flattened into the key slots.
+    sh.by_teid = key_map(&sc.teid, |k| k as u32);
+    sh.by_ue_v4 = key_map(&sc.v4, |k| k as u32);
+    sh.by_ue_v6 = key_map(&sc.v6, |k| k);
+    sh.pdr_order.shrink_to_fit();
+    sh.pdrs.shrink_to_fit();
+    sh.filters.shrink_to_fit();
+    sh.fars.shrink_to_fit();
+    sh.qers.shrink_to_fit();
+    sh.sessions.shrink_to_fit();
+    sh.index_fast();
+    sh
+}
+
+/// Append the entries of `added` (sessions with a key in shard `idx`) to `sh`; their keys
+/// and candidate ranges go to `sc.teid` / `sc.v4` / `sc.v6`.
+fn add_sessions(sh: &mut Shard, added: &[(u64, &Pieces)], idx: usize, bits: u32, sc: &mut Scratch) {
+    for (seid, cs) in added {
         let session = sh.sessions.len() as u32;
         sh.sessions.push(SessionInfo { up_seid: *seid });
         reset(&mut sc.fars, cs.fars.len());
@@ -164,9 +197,110 @@ pub(crate) fn patch_shard(
             }
         }
     }
+}
 
-    // 3. Maps sized for exactly their keys, vectors trimmed (a shrinking realloc does not
-    // copy), and the common case flattened into the key slots.
+/// The next version of `old` when none of its sessions changed: its vectors copied whole
+/// (indices unchanged, so its key slots keep their fast-path records) and `added` appended.
+/// `add`: the PDRs, FARs, QERs and filters `added` brings.
+fn append(
+    old: &Shard,
+    added: &[(u64, &Pieces)],
+    idx: usize,
+    bits: u32,
+    sc: &mut Scratch,
+    add: [usize; 4],
+) -> Shard {
+    let [add_pdrs, add_fars, add_qers, add_filters] = add;
+    fn grown<T: Clone>(v: &[T], extra: usize) -> Vec<T> {
+        let mut n = Vec::with_capacity(v.len() + extra);
+        n.extend_from_slice(v);
+        n
+    }
+    let mut sh = Shard {
+        pdr_order: grown(&old.pdr_order, 2 * add_pdrs),
+        pdrs: grown(&old.pdrs, add_pdrs),
+        filters: grown(&old.filters, add_filters),
+        fars: grown(&old.fars, add_fars),
+        qers: grown(&old.qers, add_qers),
+        sessions: grown(&old.sessions, added.len()),
+        ..Shard::default()
+    };
+    sc.teid.clear();
+    sc.v4.clear();
+    sc.v6.clear();
+    add_sessions(&mut sh, added, idx, bits, sc);
+    sh.by_teid = old.by_teid.with_room(sc.teid.len());
+    sh.by_ue_v4 = old.by_ue_v4.with_room(sc.v4.len());
+    sh.by_ue_v6 = old.by_ue_v6.with_room(sc.v6.len());
+    for &(k, r) in &sc.teid {
+        sh.by_teid.insert(k as u32, r);
+    }
+    for &(k, r) in &sc.v4 {
+        sh.by_ue_v4.insert(k as u32, r);
+    }
+    for &(k, r) in &sc.v6 {
+        sh.by_ue_v6.insert(k, r);
+    }
+    // As the general path leaves them: `add` counted PDRs with no key in this shard too.
+    sh.pdr_order.shrink_to_fit();
+    sh.pdrs.shrink_to_fit();
+    sh.filters.shrink_to_fit();
+    sh.fars.shrink_to_fit();
+    sh.qers.shrink_to_fit();
+    sh.sessions.shrink_to_fit();
+    let keys = |v: &[(u64, (u32, u32))]| v.iter().map(|e| e.0).collect::<Vec<u64>>();
+    let (t, v4, v6) = (keys(&sc.teid), keys(&sc.v4), keys(&sc.v6));
+    sh.index_fast_of(&t, &v4, &v6);
+    sh
+}
+
+/// Shard `idx` of `1 << bits` made from `old`, the shard of `1 << (bits - 1)` it halves
+/// (`idx >> 1`): the entries of the keys that fall in `idx`, indices renumbered. A table
+/// that doubles its shard count ([`Compiler::grow_shards_above`]) splits every shard so.
+///
+/// [`Compiler::grow_shards_above`]: crate::Compiler::grow_shards_above
+pub(crate) fn split_shard(old: &Shard, idx: usize, bits: u32, sc: &mut Scratch) -> Shard {
+    let mine = |k: u64| shard_of_in(k, bits) == idx;
+    // The PDRs under a key of this half (a PDR filed under two keys may go to both).
+    reset(&mut sc.pdrs, old.pdrs.len());
+    let lists = old.by_teid.iter().chain(old.by_ue_v4.iter());
+    for (_, (a, b)) in lists.chain(old.by_ue_v6.iter()).filter(|e| mine(e.0)) {
+        for &pi in old.pdr_order.get(a as usize..b as usize).unwrap_or(&[]) {
+            if let Some(m) = sc.pdrs.get_mut(pi as usize) {
+                *m = 0;
+            }
+        }
+    }
+    let mut sh = Shard::default();
+    reset(&mut sc.sessions, old.sessions.len());
+    reset(&mut sc.fars, old.fars.len());
+    reset(&mut sc.qers, old.qers.len());
+    for (i, p) in old.pdrs.iter().enumerate() {
+        if sc.pdrs[i] == NONE {
+            continue;
+        }
+        let session = remap(&mut sc.sessions, p.session, &old.sessions, &mut sh.sessions);
+        let far = remap(&mut sc.fars, p.far, &old.fars, &mut sh.fars);
+        let mut qers = [NONE; MAX_QERS_PER_PDR];
+        for (d, &q) in qers.iter_mut().zip(&p.qers) {
+            *d = remap(&mut sc.qers, q, &old.qers, &mut sh.qers);
+        }
+        let f0 = sh.filters.len() as u32;
+        if let Some(f) = old.filters.get(p.filters.0 as usize..p.filters.1 as usize) {
+            sh.filters.extend_from_slice(f);
+        }
+        sc.pdrs[i] = sh.pdrs.len() as u32;
+        sh.pdrs.push(PdrRule {
+            session,
+            far,
+            qers,
+            filters: (f0, sh.filters.len() as u32),
+            ..p.clone()
+        });
+    }
+    keep(old, &old.by_teid, &sc.pdrs, &mut sc.teid, &mut sh, mine);
+    keep(old, &old.by_ue_v4, &sc.pdrs, &mut sc.v4, &mut sh, mine);
+    keep(old, &old.by_ue_v6, &sc.pdrs, &mut sc.v6, &mut sh, mine);
     sh.by_teid = key_map(&sc.teid, |k| k as u32);
     sh.by_ue_v4 = key_map(&sc.v4, |k| k as u32);
     sh.by_ue_v6 = key_map(&sc.v6, |k| k);
@@ -188,11 +322,12 @@ fn keep<K>(
     pdrs: &[u32],
     out: &mut Vec<(u64, (u32, u32))>,
     sh: &mut Shard,
+    want: impl Fn(u64) -> bool,
 ) where
     K: Copy + Into<u64>,
 {
     out.clear();
-    for (key, (a, b)) in m.iter() {
+    for (key, (a, b)) in m.iter().filter(|e| want(e.0)) {
         let start = sh.pdr_order.len() as u32;
         for &pi in old.pdr_order.get(a as usize..b as usize).unwrap_or(&[]) {
             match pdrs.get(pi as usize) {

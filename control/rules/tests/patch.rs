@@ -4,7 +4,7 @@
 //! stays as it was.
 
 use peregrine_dataplane::upf::tables::{
-    Direction, FarRule, FlowFilter, KeyMap, QerRule, Shard, UpfTables, NONE,
+    shard_of_in, Direction, FarRule, FlowFilter, KeyMap, QerRule, Shard, UpfTables, NONE,
 };
 use peregrine_n4::Session;
 use peregrine_rules::static_sessions::{
@@ -64,8 +64,9 @@ fn view_map<K: Copy + Into<u64>>(
     tag: u8,
     key_of: impl Fn(u64) -> K,
     v: &mut View,
+    own: impl Fn(u64) -> bool,
 ) {
-    for (key, (a, b)) in m.iter() {
+    for (key, (a, b)) in m.iter().filter(|e| own(e.0)) {
         let mut cands = Vec::new();
         for &pi in &sh.pdr_order[a as usize..b as usize] {
             let p = &sh.pdrs[pi as usize];
@@ -113,14 +114,27 @@ fn view_map<K: Copy + Into<u64>>(
     }
 }
 
+/// [`view`] as a lookup sees it: only the keys at their own shard position (a table whose
+/// shard count grew shares a shard between positions until a build splits it).
+fn view_owned(c: Option<&Compiler>, t: &UpfTables) -> View {
+    let mut v = View::new();
+    for (i, sh) in t.shards.iter().enumerate() {
+        let own = |k: u64| shard_of_in(k, t.shard_bits) == i;
+        view_map(c, sh, &sh.by_teid, 0, |k| k as u32, &mut v, own);
+        view_map(c, sh, &sh.by_ue_v4, 1, |k| k as u32, &mut v, own);
+        view_map(c, sh, &sh.by_ue_v6, 2, |k| k, &mut v, own);
+    }
+    v
+}
+
 /// The whole tables as resolved candidates, and per-shard vector lengths.
 fn view(c: Option<&Compiler>, t: &UpfTables) -> (View, Vec<[usize; 6]>) {
     let mut v = View::new();
     let mut lens = Vec::new();
     for sh in &t.shards {
-        view_map(c, sh, &sh.by_teid, 0, |k| k as u32, &mut v);
-        view_map(c, sh, &sh.by_ue_v4, 1, |k| k as u32, &mut v);
-        view_map(c, sh, &sh.by_ue_v6, 2, |k| k, &mut v);
+        view_map(c, sh, &sh.by_teid, 0, |k| k as u32, &mut v, |_| true);
+        view_map(c, sh, &sh.by_ue_v4, 1, |k| k as u32, &mut v, |_| true);
+        view_map(c, sh, &sh.by_ue_v6, 2, |k| k, &mut v, |_| true);
         lens.push([
             sh.pdr_order.len(),
             sh.pdrs.len(),
@@ -230,4 +244,71 @@ fn patched_shards_equal_shards_built_from_scratch() {
         .flat_map(|(c, _)| c.iter().map(|r| r.0))
         .collect();
     assert_eq!(at, seids);
+}
+
+/// A compiler whose shard count follows the sessions (`grow_shards_above`) doubles its
+/// shards under churn, and its tables look every key up to the same rules as a fixed-count
+/// compiler's built from scratch; snapshots taken before a doubling stay as they were.
+#[test]
+fn grown_shards_equal_shards_built_from_scratch() {
+    let pool = synthetic(
+        3000,
+        &SyntheticParams {
+            mbr_kbps: Some(50_000),
+            ..SyntheticParams::default()
+        },
+    );
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut live: BTreeMap<u64, StaticSession> = BTreeMap::new();
+    let mut c = compiler().grow_shards_above(2);
+    let mut snapshots = Vec::new();
+    for op in 0..9_000 {
+        let i = rng.below(pool.len() as u64) as usize;
+        let seid = pool[i].seid;
+        match (live.get(&seid).cloned(), rng.below(6)) {
+            (None, _) => {
+                c.upsert(&session(&pool[i])).unwrap();
+                live.insert(seid, pool[i].clone());
+            }
+            (Some(_), 0) => {
+                c.remove(seid);
+                live.remove(&seid);
+            }
+            (Some(mut s), _) => {
+                s.mbr_dl_kbps = Some(10_000 + rng.below(90_000));
+                c.upsert(&session(&s)).unwrap();
+                live.insert(seid, s);
+            }
+        }
+        if rng.below(50) == 0 {
+            let t = c.build();
+            if op % 4 == 0 {
+                let v = view_owned(None, &t);
+                snapshots.push((t, v));
+            }
+        }
+    }
+    let grown = c.build();
+    // 3 keys per session (TEID, UE IPv4, UE /64), at most 2 per shard on average.
+    assert!(grown.shard_bits > 10, "{}", grown.shard_bits);
+    assert!(3 * live.len() <= 2 << grown.shard_bits);
+    let got = view_owned(Some(&c), &grown);
+    let mut scratch = compiler();
+    for s in live.values() {
+        scratch.upsert(&session(s)).unwrap();
+    }
+    let built = scratch.build();
+    let (want, _) = view(Some(&scratch), &built);
+    assert_eq!(got.len(), want.len());
+    for (k, v) in &want {
+        assert_eq!(got.get(k), Some(v), "key {k:?}");
+    }
+    let grown_sizes: BTreeSet<u32> = snapshots.iter().map(|(t, _)| t.shard_bits).collect();
+    assert!(
+        grown_sizes.len() > 1,
+        "the count grew between snapshots: {grown_sizes:?}"
+    );
+    for (t, before) in &snapshots {
+        assert_eq!(&view_owned(None, t), before);
+    }
 }

@@ -401,7 +401,10 @@ impl UpfSection {
 
     /// A compiler holding the static sessions.
     pub fn compiler_with_static_sessions(&self) -> Result<Compiler, ConfigError> {
-        let mut c = Compiler::new(self.compiler_config());
+        // The shard count follows the sessions present, so that what a PFCP request costs
+        // does not grow with the table.
+        let mut c = Compiler::new(self.compiler_config())
+            .grow_shards_above(peregrine_rules::GROW_KEYS_PER_SHARD);
         for s in self.static_sessions()? {
             c.upsert(&s).map_err(|e| {
                 invalid(

@@ -178,7 +178,7 @@ pub const NUM_SHARDS: usize = 1 << SHARD_BITS;
 /// Most shard bits a table may use ([`UpfTables::with_shard_bits`]): the compiler picks more
 /// shards for larger session tables, so that a shard (what one rule change rebuilds) holds
 /// about the same number of keys at any scale.
-pub const MAX_SHARD_BITS: u32 = 16;
+pub const MAX_SHARD_BITS: u32 = 18;
 
 /// The shard a lookup key lives in among `1 << bits` (Fibonacci hashing of the key). Uplink
 /// keys are the local TEID, downlink keys the UE IPv4 address or the UE IPv6 /64 prefix; the
@@ -228,6 +228,20 @@ impl Shard {
         let mut v6 = std::mem::take(&mut self.by_ue_v6);
         v6.fill_fast(|r| self.fast_for(r, Direction::Downlink));
         self.by_ue_v6 = v6;
+    }
+
+    /// [`Self::index_fast`] for the given keys only (`(key as u64)` of each map): a shard
+    /// that only gained keys keeps the records of the others.
+    pub fn index_fast_of(&mut self, teid: &[u64], v4: &[u64], v6: &[u64]) {
+        let mut m = std::mem::take(&mut self.by_teid);
+        m.fill_fast_of(teid, |r| self.fast_for(r, Direction::Uplink));
+        self.by_teid = m;
+        let mut m = std::mem::take(&mut self.by_ue_v4);
+        m.fill_fast_of(v4, |r| self.fast_for(r, Direction::Downlink));
+        self.by_ue_v4 = m;
+        let mut m = std::mem::take(&mut self.by_ue_v6);
+        m.fill_fast_of(v6, |r| self.fast_for(r, Direction::Downlink));
+        self.by_ue_v6 = m;
     }
 
     /// The flattened rules of candidate range `range` if it is one PDR of direction `dir`
@@ -357,6 +371,20 @@ pub struct KeySlot {
 impl KeySlot {
     const USED: u8 = 0x80;
     const HAS_FAST: u8 = 0x40;
+
+    /// The `fast` field of a used slot whose fast-path record is `f`.
+    fn fast_record(f: Option<FastPath>) -> FastPath {
+        match f {
+            Some(mut fp) => {
+                fp.flags |= KeySlot::USED | KeySlot::HAS_FAST;
+                fp
+            }
+            None => FastPath {
+                flags: KeySlot::USED,
+                ..KeySlot::EMPTY.fast
+            },
+        }
+    }
     const EMPTY: KeySlot = KeySlot {
         key: 0,
         range: (0, 0),
@@ -565,18 +593,42 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
             .map(|s| (s.key, s.range))
     }
 
+    /// A copy sized for `extra` more keys (`with_capacity(len + extra)`): every entry moved
+    /// over whole, its fast-path record included, so a shard that only gains keys is copied
+    /// at memory speed instead of being re-indexed key by key.
+    pub fn with_room(&self, extra: usize) -> Self {
+        let mut m = Self::with_capacity(self.len + extra);
+        for s in self.slots.iter().filter(|s| s.used()) {
+            let mut i = m.home(s.key);
+            while m.slots[i].used() {
+                i = m.next(i);
+            }
+            m.slots[i] = *s;
+        }
+        m.len = self.len;
+        m
+    }
+
     fn fill_fast(&mut self, mut f: impl FnMut((u32, u32)) -> Option<FastPath>) {
         for s in self.slots.iter_mut().filter(|s| s.used()) {
-            s.fast = match f(s.range) {
-                Some(mut fp) => {
-                    fp.flags |= KeySlot::USED | KeySlot::HAS_FAST;
-                    fp
-                }
-                None => FastPath {
-                    flags: KeySlot::USED,
-                    ..KeySlot::EMPTY.fast
-                },
-            };
+            s.fast = KeySlot::fast_record(f(s.range));
+        }
+    }
+
+    /// [`Self::fill_fast`] for the slots of `keys` only.
+    fn fill_fast_of(&mut self, keys: &[u64], mut f: impl FnMut((u32, u32)) -> Option<FastPath>) {
+        for &k in keys {
+            if self.slots.is_empty() {
+                return;
+            }
+            let mut i = self.home(k);
+            while self.slots[i].used() && self.slots[i].key != k {
+                i = self.next(i);
+            }
+            if self.slots[i].used() {
+                let r = self.slots[i].range;
+                self.slots[i].fast = KeySlot::fast_record(f(r));
+            }
         }
     }
 }

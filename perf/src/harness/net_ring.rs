@@ -179,7 +179,7 @@ pub struct Window {
 }
 
 impl Window {
-    pub fn open(pre: &Preloaded, alloc: &CountingAlloc) -> Self {
+    pub fn open<A>(pre: &Preloaded, alloc: &CountingAlloc<A>) -> Self {
         let allocs = alloc.allocs();
         Self {
             rx: pre.rx_packets(),
@@ -194,7 +194,7 @@ impl Window {
     }
 
     /// (packets per second, allocations) over the window.
-    pub fn close(self, pre: &Preloaded, alloc: &CountingAlloc) -> (f64, u64) {
+    pub fn close<A>(self, pre: &Preloaded, alloc: &CountingAlloc<A>) -> (f64, u64) {
         let (rx, at) = (pre.rx_packets(), Instant::now());
         let allocs = alloc.allocs() - self.allocs;
         ((rx - self.rx) as f64 / (at - self.at).as_secs_f64(), allocs)
@@ -203,7 +203,7 @@ impl Window {
 
 /// A 1 s warm-up, then a window of `seconds` in which this thread only sleeps:
 /// (packets per second, allocations).
-pub fn measure(pre: &Preloaded, alloc: &CountingAlloc, seconds: f64) -> (f64, u64) {
+pub fn measure<A>(pre: &Preloaded, alloc: &CountingAlloc<A>, seconds: f64) -> (f64, u64) {
     std::thread::sleep(Duration::from_secs(1));
     let w = Window::open(pre, alloc);
     std::thread::sleep(Duration::from_secs_f64(seconds));

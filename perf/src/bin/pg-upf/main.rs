@@ -20,9 +20,19 @@
 //! length (`set txpkts`, `start tx_first`). Drops are counted by reason; the run fails if our
 //! side dropped anything, and heap allocations in our measurement window are counted.
 
+mod burst;
 mod compare;
 mod n4;
 mod stage;
+
+/// The N4 modes' compiler: the daemon's shard growth unless `--n4-fixed-shards`.
+fn n4_compiler(a: &Args, c: Compiler) -> Compiler {
+    if a.n4_fixed_shards {
+        c
+    } else {
+        c.grow_shards_above(peregrine_rules::GROW_KEYS_PER_SHARD)
+    }
+}
 
 use clap::Parser;
 use peregrine_dataplane::classify::Classify;
@@ -54,8 +64,10 @@ use peregrine_wire::ethernet::Address as Mac;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Counting in front of the daemon's own allocator (`control/src/main.rs`), so the N4 figures
+/// are the daemon's.
 #[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc::new();
+static GLOBAL: CountingAlloc<mimalloc::MiMalloc> = CountingAlloc::with(mimalloc::MiMalloc);
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -109,6 +121,26 @@ struct Args {
     /// Redraw the per-tenth plot of `--n4-out` (with `--n4-before`) from the JSON alone.
     #[arg(long)]
     n4_replot: bool,
+    /// In-process probe: what one N4 burst of 128 establishments costs the N4 thread, phase
+    /// by phase, at each tenth of a table of this many sessions (no UDP, no worker).
+    #[arg(long)]
+    n4_burst: Option<usize>,
+    /// Bursts measured at each tenth (`--n4-burst`).
+    #[arg(long, default_value_t = 100)]
+    n4_burst_count: usize,
+    /// Checkpoints measured (`--n4-burst`): the last this many tenths (10: every tenth).
+    #[arg(long, default_value_t = 10)]
+    n4_burst_points: usize,
+    /// Seconds to wait before each checkpoint's bursts (`--n4-burst`), for a profiler to
+    /// attach.
+    #[arg(long, default_value_t = 0.0)]
+    n4_burst_pause: f64,
+    /// N4 modes: keep the shard count the capacity gives (the compiler before the fourth
+    /// round) instead of letting it follow the sessions (`Compiler::grow_shards_above`), for
+    /// A/B runs.
+    #[arg(long)]
+    n4_fixed_shards: bool,
+
     /// Fridge mode: per case, alternating rounds of the UPF alone and the UPF followed by the
     /// fridge stage (`fridge_spec`); paired ratios to `--fridge-out` (goal >= 0.9).
     #[arg(long)]
@@ -568,6 +600,10 @@ fn main() {
     }
     if a.n4_replot {
         n4::replot(&a);
+        return;
+    }
+    if let Some(n) = a.n4_burst {
+        burst::burst_mode(&a, n);
         return;
     }
     if let Some(n) = a.n4 {

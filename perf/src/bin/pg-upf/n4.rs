@@ -20,7 +20,7 @@ const UE_POOL_V6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x
 /// A Session Establishment Request for UE `k` of the load: UL PDR (F-TEID CHOOSE, the UPF
 /// allocates), DL PDR on the UE's own address (IPv4 for even `k`, an IPv6 /64 for odd `k`),
 /// N6 and N3 FARs, a QER with MBR and a volume URR (TS 29.244 section 7.5.2).
-fn est_request(seq: u32, k: u32) -> Vec<u8> {
+pub(crate) fn est_request(seq: u32, k: u32) -> Vec<u8> {
     use peregrine_pfcp::ie::{ie_type as t, FTeid, Ie, OuterHeaderRemoval, UeIpAddress};
     // A pool disjoint from the static synthetic sessions (10.45/16 onwards).
     let v4 = std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(10, 128, 0, 0)) + k);
@@ -109,7 +109,7 @@ fn est_answer(d: &[u8]) -> Option<(u32, u8)> {
 
 /// Bytes per session of the N4 node alone, and of the compiler + one published table
 /// version alone, for `n` sessions established in-process (no UDP, no traffic).
-fn memory_breakdown(n: usize) -> (f64, f64, usize, peregrine_rules::CompilerStats) {
+fn memory_breakdown(a: &Args, n: usize) -> (f64, f64, usize, peregrine_rules::CompilerStats) {
     let mut cfg = peregrine_n4::NodeConfig::new(
         peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
         0xe6f0_0001,
@@ -130,15 +130,18 @@ fn memory_breakdown(n: usize) -> (f64, f64, usize, peregrine_rules::CompilerStat
     let l1 = GLOBAL.live();
     let sessions: Vec<peregrine_n4::Session> = node.sessions().collect();
     let l2 = GLOBAL.live();
-    let mut c = Compiler::new(CompilerConfig {
-        local_v4: vec![upf_support::upf_v4()],
-        local_v6: vec![],
-        max_meter_slots: 4 * n as u32,
-        max_urr_slots: 4 * n as u32,
-        qos: peregrine_dataplane::qos::QosPolicies::new(
-            peregrine_dataplane::qos::QerPolicy::legacy_policing(),
-        ),
-    });
+    let mut c = n4_compiler(
+        a,
+        Compiler::new(CompilerConfig {
+            local_v4: vec![upf_support::upf_v4()],
+            local_v6: vec![],
+            max_meter_slots: 4 * n as u32,
+            max_urr_slots: 4 * n as u32,
+            qos: peregrine_dataplane::qos::QosPolicies::new(
+                peregrine_dataplane::qos::QerPolicy::legacy_policing(),
+            ),
+        }),
+    );
     for s in &sessions {
         c.upsert(s).expect("compiles");
     }
@@ -160,7 +163,7 @@ fn memory_breakdown(n: usize) -> (f64, f64, usize, peregrine_rules::CompilerStat
 pub(crate) fn n4_mode(a: &Args, n: usize) {
     // Before any pinning narrows what the process may use.
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let (node_b, compiler_b, cached, cst) = memory_breakdown(n);
+    let (node_b, compiler_b, cached, cst) = memory_breakdown(a, n);
     let (meter_slots, urr_slots) = (cst.meter_slots_used, cst.urr_slots_used);
     eprintln!("node {node_b:.0} B/session (cached responses left {cached}), compiler + tables {compiler_b:.0} B/session");
     use peregrine_control::n4::{N4Config, N4Endpoint};
@@ -171,7 +174,10 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     let slots = u32::try_from(4 * (statics + n)).expect("slots");
     // Compiler holding the static sessions the traffic belongs to; as the daemon does,
     // static SEIDs never collide with the ones N4 hands out.
-    let mut compiler = compiler(statics, slots, peregrine_control::upf::STATIC_SEID_BIT);
+    let mut compiler = n4_compiler(
+        a,
+        compiler(statics, slots, peregrine_control::upf::STATIC_SEID_BIT),
+    );
     let publisher = Arc::new(Publisher::new(compiler.build()));
     let stats = Arc::new(UpfStats::new(slots));
     let routes = Publisher::new(upf_support::routes());
@@ -206,6 +212,11 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     // core, as the daemon's control core would.
     if let Some(c) = (0..2).find(|c| *c != a.core) {
         core_affinity::set_for_current(core_affinity::CoreId { id: c });
+        // And every other thread but the worker: EAL's interrupt thread starts on the cores
+        // outside its lcore list (`-l 0`), the worker's core.
+        if let Err(e) = peregrine_control::pinning::pin_non_workers(&[c]) {
+            eprintln!("threads not pinned: {e}");
+        }
     }
 
     let mut node = peregrine_n4::NodeConfig::new(
@@ -225,6 +236,7 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
         rules,
     )
     .expect("N4 endpoint");
+    let threads = thread_cores();
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
     sock.connect(ep.local_addrs()[0]).expect("connect");
     sock.set_read_timeout(Some(Duration::from_secs(2)))
@@ -413,6 +425,7 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
         "publish_build_us_max": st.publish_build_quantile(1.0),
         "publish_build_what": "the N4 thread's own part of a publish: compile the burst's changes and swap the snapshot in, before any worker is involved",
         "worker_scheduling_during_load": worker_sched,
+        "threads_allowed_cores": threads,
     });
     if let (Some(r), serde_json::Value::Object(e)) = (result.as_object_mut(), extra) {
         r.extend(e);
@@ -423,6 +436,28 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
         eprintln!("cannot write {}: {e}", a.n4_out);
     }
     drop(ep);
+}
+
+/// Every thread of this process with the cores it may run on (`Cpus_allowed_list`).
+fn thread_cores() -> serde_json::Value {
+    let mut v = serde_json::Map::new();
+    for e in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let p = e.path();
+        let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
+        let st = std::fs::read_to_string(p.join("status")).unwrap_or_default();
+        let cores = st
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap_or("?")
+            .trim()
+            .to_string();
+        v.insert(comm.trim().to_string(), cores.into());
+    }
+    v.into()
 }
 
 /// (run ns, runnable-but-waiting ns, involuntary context switches) so far of this process's
