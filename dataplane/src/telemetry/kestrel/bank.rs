@@ -176,6 +176,8 @@ struct BinCache {
     tables: [QidTables; MAX_QIDS],
     /// Every QID of the layout has tables (else the compare search is used).
     all: bool,
+    /// Every QID's tables find a bin with one compare (`BinTable::bin1`).
+    one: bool,
     any_calibrating: bool,
 }
 
@@ -208,6 +210,7 @@ impl Sketcher {
                 edges,
                 tables: [default; MAX_QIDS],
                 all: true,
+                one: true,
                 any_calibrating: false,
             }),
         };
@@ -221,9 +224,13 @@ impl Sketcher {
         let c = &mut *self.bins;
         c.edges = *edges;
         c.all = true;
+        c.one = true;
         for (q, e) in edges.qids.iter().enumerate().take(self.qids) {
             match QidTables::new(e) {
-                Some(t) => c.tables[q] = t,
+                Some(t) => {
+                    c.one &= t.one_per_octave();
+                    c.tables[q] = t;
+                }
                 None => c.all = false,
             }
         }
@@ -259,13 +266,15 @@ impl Sketcher {
             return self.burst::<0>(bank, &edges, samples);
         }
         // The paper's d = 3: the kernel with bin tables (`super::kernel`) when every QID's
-        // edges have them, specialised for w = 512 and for no calibrating QID.
+        // edges have them, specialised for w = 512 with no calibrating QID, with one
+        // compare per bin when the edges allow it.
         let cal = &c.edges.calibrating;
         let done = c.all
-            && match (self.bits, c.any_calibrating) {
-                (9, false) => self.burst3::<9, false>(bank, samples, &c.tables, cal),
-                (_, false) => self.burst3::<0, false>(bank, samples, &c.tables, cal),
-                (_, true) => self.burst3::<0, true>(bank, samples, &c.tables, cal),
+            && match (self.bits, c.any_calibrating, c.one) {
+                (9, false, true) => self.burst3::<9, false, true>(bank, samples, &c.tables, cal),
+                (9, false, false) => self.burst3::<9, false, false>(bank, samples, &c.tables, cal),
+                (_, false, _) => self.burst3::<0, false, false>(bank, samples, &c.tables, cal),
+                (_, true, _) => self.burst3::<0, true, false>(bank, samples, &c.tables, cal),
             };
         if !done {
             let edges = c.edges;

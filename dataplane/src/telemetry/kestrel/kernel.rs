@@ -71,6 +71,19 @@ impl BinTable {
             .wrapping_sub(u64::from(v < o.b));
         n as usize & 7
     }
+
+    /// Whether no octave holds two edges above its lowest value, so that [`BinTable::bin1`]
+    /// is exact (edges a factor of two or more apart, as the defaults are).
+    pub fn one_per_octave(&self) -> bool {
+        self.0.iter().all(|o| o.b == 0)
+    }
+
+    /// [`BinTable::bin`] with one compare: exact when [`BinTable::one_per_octave`].
+    #[inline(always)]
+    pub fn bin1(&self, v: u64) -> usize {
+        let o = &self.0[(63 - (v | 1).leading_zeros()) as usize & 63];
+        o.top.wrapping_sub(u64::from(v < o.a)) as usize & 7
+    }
 }
 
 /// The latency and inter-arrival tables of one QID.
@@ -81,6 +94,11 @@ pub(super) struct QidTables {
 }
 
 impl QidTables {
+    /// Both tables need one compare per bin ([`BinTable::bin1`]).
+    pub(super) fn one_per_octave(&self) -> bool {
+        self.lat.one_per_octave() && self.iat.one_per_octave()
+    }
+
     pub(super) fn new(e: &QidEdges) -> Option<QidTables> {
         Some(QidTables {
             lat: BinTable::new(&e.lat)?,
@@ -96,11 +114,12 @@ impl Sketcher {
     /// Per packet the row-independent parts (colour, latency bin, length, last-seen value,
     /// the PM counters' slot) once, then per row the counters, the last-seen exchange and the
     /// inter-arrival bin; one spill test per packet. `BITS` is log2(width) when the caller
-    /// knows it at compile time (0: `self.bits`); `CAL` whether any QID is calibrating.
+    /// knows it at compile time (0: `self.bits`); `CAL` whether any QID is calibrating; `ONE`
+    /// whether every table finds a bin with one compare ([`BinTable::bin1`]).
     /// Returns false (nothing recorded) when `bank` has no PM slots (an empty placeholder
     /// bank), so the caller takes the general path.
     #[inline(always)]
-    pub(super) fn burst3<const BITS: u32, const CAL: bool>(
+    pub(super) fn burst3<const BITS: u32, const CAL: bool, const ONE: bool>(
         &self,
         bank: &mut Bank,
         samples: &[Sample],
@@ -158,8 +177,9 @@ impl Sketcher {
                 let tb = &tables[s.qid & (MAX_QIDS - 1)];
                 let last = [hot[a0].last_seen, hot[a1].last_seen, hot[a2].last_seen];
                 // A bucket's first packet (last-seen 0) adds no gap: its increment is 0.
-                let iat = last.map(|l| tb.iat.bin(s.t_ns.saturating_sub(l)));
-                let lat = tb.lat.bin(u64::from(s.sojourn_ns));
+                let bin = |t: &BinTable, v: u64| if ONE { t.bin1(v) } else { t.bin(v) };
+                let iat = last.map(|l| bin(&tb.iat, s.t_ns.saturating_sub(l)));
+                let lat = bin(&tb.lat, u64::from(s.sojourn_ns));
                 let colour = usize::from(s.colour.min(2));
                 let t = s.t_ns.max(1);
                 let len = u64::from(s.len);
@@ -300,6 +320,67 @@ mod tests {
             probe(u64::MAX);
         }
         assert!(accepted > 500, "{accepted} edge sets had tables");
+    }
+
+    /// Where no octave holds two edges above its lowest value, the one-compare bin is the
+    /// compare search's; edges a factor of two or more apart always allow it.
+    #[test]
+    fn one_compare_bins_equal_compare_bins() {
+        let mut x = 11u64;
+        let mut one = 0;
+        for _ in 0..2000 {
+            x = mix(x);
+            let spread = x % 2 == 0;
+            let mut e = [0u32; EDGES];
+            let mut v = (x % 5_000) as f64;
+            for slot in &mut e {
+                x = mix(x);
+                let ratio = if spread { 2.0 } else { 1.001 } + (x % 14_000) as f64 / 1000.0;
+                v = v * ratio + 1.0;
+                *slot = v.min(f64::from(u32::MAX)) as u32;
+            }
+            if e.windows(2).any(|w| w[0] >= w[1]) {
+                continue;
+            }
+            let Some(t) = BinTable::new(&e) else {
+                continue;
+            };
+            // (Unless the clamp at u32::MAX brought the last two closer.)
+            if spread && !e.contains(&u32::MAX) {
+                assert!(t.one_per_octave(), "{e:?}");
+            }
+            if !t.one_per_octave() {
+                continue;
+            }
+            one += 1;
+            let probe = |v: u64| {
+                let want = bin(&e, v.min(u64::from(u32::MAX)) as u32);
+                assert_eq!(t.bin1(v), want, "edges {e:?} value {v}");
+            };
+            for &edge in &e {
+                for d in [0, 1, 2] {
+                    probe(u64::from(edge) + d);
+                    probe(u64::from(edge).saturating_sub(d));
+                }
+            }
+            for o in 0..64 {
+                probe(1u64 << o);
+                probe((1u64 << o) - 1);
+            }
+            for _ in 0..64 {
+                x = mix(x);
+                probe(x >> (x % 64));
+            }
+            probe(0);
+            probe(u64::MAX);
+        }
+        assert!(one > 500, "{one} edge sets had one-compare tables");
+        assert!(BinTable::new(&QidEdges::DEFAULT.lat)
+            .unwrap()
+            .one_per_octave());
+        assert!(BinTable::new(&QidEdges::DEFAULT.iat)
+            .unwrap()
+            .one_per_octave());
     }
 
     #[test]
