@@ -175,37 +175,31 @@ impl Sketcher {
                 }
                 let [a0, a1, a2] = a.map(|i| i as usize);
                 let tb = &tables[s.qid & (MAX_QIDS - 1)];
+                let last = [hot[a0].last_seen, hot[a1].last_seen, hot[a2].last_seen];
+                // A bucket's first packet (last-seen 0) adds no gap: its increment is 0.
                 let bin = |t: &BinTable, v: u64| if ONE { t.bin1(v) } else { t.bin(v) };
+                let iat = last.map(|l| bin(&tb.iat, s.t_ns.saturating_sub(l)));
                 let lat = bin(&tb.lat, u64::from(s.sojourn_ns));
                 let colour = usize::from(s.colour.min(2));
                 let t = s.t_ns.max(1);
                 let len = u64::from(s.len);
                 let mut full = false;
-                let mut last0 = 0;
-                // Row by row (the rows' buckets are distinct): each row's last-seen, gap and
-                // bin live only while its bucket is updated.
                 for (r, i) in [a0, a1, a2].into_iter().enumerate() {
                     let b = &mut hot[i];
-                    let last = b.last_seen;
-                    if r == 0 {
-                        last0 = last;
-                    }
-                    let iat = bin(&tb.iat, s.t_ns.saturating_sub(last));
                     b.last_seen = t;
                     b.packets += 1;
                     b.bytes += len;
                     b.colour[colour] += 1;
                     b.lat[lat] += 1;
-                    // A bucket's first packet (last-seen 0) adds no gap: its increment is 0.
-                    b.iat[iat] += u16::from(last != 0);
+                    b.iat[iat[r]] += u16::from(last[r] != 0);
                     full |= b.packets == SPILL_AT;
                 }
                 if full {
                     spill_full(buckets, hot, a0, a1, a2);
                 }
                 if CAL && calibrating[s.qid & (MAX_QIDS - 1)] {
-                    let gap = (last0 != 0)
-                        .then(|| s.t_ns.saturating_sub(last0).min(u64::from(u32::MAX)) as u32);
+                    let gap = (last[0] != 0)
+                        .then(|| s.t_ns.saturating_sub(last[0]).min(u64::from(u32::MAX)) as u32);
                     self.calibrate_into(fine, s, Some(s.sojourn_ns), gap);
                 }
             }
