@@ -330,7 +330,7 @@ mod tests {
         let mut one = 0;
         for _ in 0..2000 {
             x = mix(x);
-            let spread = x % 2 == 0;
+            let spread = x.is_multiple_of(2);
             let mut e = [0u32; EDGES];
             let mut v = (x % 5_000) as f64;
             for slot in &mut e {
