@@ -1,15 +1,17 @@
 //! The tap's per-packet kernel for the paper's depth (d = 3): the same update as
 //! [`Sketcher::record`](super::Sketcher::record), with the work that does not depend on the
 //! row taken out of the rows and each histogram bin found by one table lookup instead of
-//! seven compares (perf/results/kestrel.md, "SWAR, bin tables").
+//! seven compares (perf/results/kestrel.md, "Bin tables and the d = 3 kernel" and "Kernel
+//! round 5").
 //!
 //! Bins: bin `k` of a histogram holds `[edge[k-1], edge[k])`, i.e. the bin of `v` is the
 //! number of edges `<= v` ([`layout::bin`](super::layout::bin)). A [`BinTable`] splits the
 //! values by octave (`[2^o, 2^(o+1))`, the first one `[0, 2)`) and keeps per octave the
-//! number of edges below it and the (at most two) edges inside it, so a bin is a `bsr`, one
-//! table entry and two compares, with no chain of dependent loads. Edge sets with three or
-//! more edges in one octave (edges closer than a factor of two; the defaults are a factor of
-//! four apart) have no table, and the sketcher uses the compare search for them.
+//! number of edges below its end and the (at most two) edges inside it, so a bin is a `bsr`,
+//! one table entry and two compares, with no chain of dependent loads; one compare when no
+//! octave holds two edges (the defaults). Edge sets with three or more edges in one octave
+//! (edges closer than a factor of two; the defaults are a factor of four apart) have no
+//! table, and the sketcher uses the compare search for them.
 
 use super::bank::{spill_into, Bank, Pm, Sample, Sketcher, AHEAD, CHUNK, QFIS};
 use super::edges::QidEdges;
