@@ -176,6 +176,8 @@ struct BinCache {
     tables: [QidTables; MAX_QIDS],
     /// Every QID of the layout has tables (else the compare search is used).
     all: bool,
+    /// Every QID's tables find a bin with one compare (`BinTable::bin1`).
+    one: bool,
     any_calibrating: bool,
 }
 
@@ -208,6 +210,7 @@ impl Sketcher {
                 edges,
                 tables: [default; MAX_QIDS],
                 all: true,
+                one: true,
                 any_calibrating: false,
             }),
         };
@@ -221,9 +224,13 @@ impl Sketcher {
         let c = &mut *self.bins;
         c.edges = *edges;
         c.all = true;
+        c.one = true;
         for (q, e) in edges.qids.iter().enumerate().take(self.qids) {
             match QidTables::new(e) {
-                Some(t) => c.tables[q] = t,
+                Some(t) => {
+                    c.one &= t.one_per_octave();
+                    c.tables[q] = t;
+                }
                 None => c.all = false,
             }
         }
@@ -237,23 +244,41 @@ impl Sketcher {
     /// places later, so the misses overlap without overrunning the CPU's miss buffers. No
     /// allocation, no branch on data but the calibration and spill tests (rare).
     pub fn record_burst(&mut self, bank: &mut Bank, edges: &EdgeSet, samples: &[Sample]) {
-        if self.rows != 3 {
-            return self.burst::<0>(bank, edges, samples);
-        }
-        // The paper's d = 3: the kernel with bin tables (`super::kernel`) when every QID's
-        // edges have them, specialised for w = 512 and for no calibrating QID.
+        self.set_edges(edges);
+        self.record_burst_own(bank, samples);
+    }
+
+    /// Make `edges` the ones [`Sketcher::record_burst_own`] bins with, rebuilding the bin
+    /// tables if they changed (the tap calls it when its edges change, once per window at
+    /// most; the sketcher starts with the default edges).
+    pub fn set_edges(&mut self, edges: &EdgeSet) {
         if self.bins.edges != *edges {
             self.set_bins(edges);
         }
+    }
+
+    /// [`Sketcher::record_burst`] with the edges of the last [`Sketcher::set_edges`]: the
+    /// tap's entry, which thus compares no edge set per burst.
+    pub fn record_burst_own(&mut self, bank: &mut Bank, samples: &[Sample]) {
         let c = &*self.bins;
+        if self.rows != 3 {
+            let edges = c.edges;
+            return self.burst::<0>(bank, &edges, samples);
+        }
+        // The paper's d = 3: the kernel with bin tables (`super::kernel`) when every QID's
+        // edges have them, specialised for w = 512 with no calibrating QID, with one
+        // compare per bin when the edges allow it.
+        let cal = &c.edges.calibrating;
         let done = c.all
-            && match (self.bits, c.any_calibrating) {
-                (9, false) => self.burst3::<9, false>(bank, samples, &c.tables, &edges.calibrating),
-                (_, false) => self.burst3::<0, false>(bank, samples, &c.tables, &edges.calibrating),
-                (_, true) => self.burst3::<0, true>(bank, samples, &c.tables, &edges.calibrating),
+            && match (self.bits, c.any_calibrating, c.one) {
+                (9, false, true) => self.burst3::<9, false, true>(bank, samples, &c.tables, cal),
+                (9, false, false) => self.burst3::<9, false, false>(bank, samples, &c.tables, cal),
+                (_, false, _) => self.burst3::<0, false, false>(bank, samples, &c.tables, cal),
+                (_, true, _) => self.burst3::<0, true, false>(bank, samples, &c.tables, cal),
             };
         if !done {
-            self.burst::<3>(bank, edges, samples);
+            let edges = c.edges;
+            self.burst::<3>(bank, &edges, samples);
         }
     }
 

@@ -1,30 +1,35 @@
 //! The tap's per-packet kernel for the paper's depth (d = 3): the same update as
 //! [`Sketcher::record`](super::Sketcher::record), with the work that does not depend on the
 //! row taken out of the rows and each histogram bin found by one table lookup instead of
-//! seven compares (perf/results/kestrel.md, "SWAR, bin tables").
+//! seven compares (perf/results/kestrel.md, "Bin tables and the d = 3 kernel" and "Kernel
+//! round 5").
 //!
 //! Bins: bin `k` of a histogram holds `[edge[k-1], edge[k])`, i.e. the bin of `v` is the
 //! number of edges `<= v` ([`layout::bin`](super::layout::bin)). A [`BinTable`] splits the
 //! values by octave (`[2^o, 2^(o+1))`, the first one `[0, 2)`) and keeps per octave the
-//! number of edges below it and the (at most two) edges inside it, so a bin is a `bsr`, one
-//! table entry and two compares, with no chain of dependent loads. Edge sets with three or
-//! more edges in one octave (edges closer than a factor of two; the defaults are a factor of
-//! four apart) have no table, and the sketcher uses the compare search for them.
+//! number of edges below its end and the (at most two) edges inside it, so a bin is a `bsr`,
+//! one table entry and two compares, with no chain of dependent loads; one compare when no
+//! octave holds two edges (the defaults). Edge sets with three or more edges in one octave
+//! (edges closer than a factor of two; the defaults are a factor of four apart) have no
+//! table, and the sketcher uses the compare search for them.
 
 use super::bank::{spill_into, Bank, Pm, Sample, Sketcher, AHEAD, CHUNK, QFIS};
 use super::edges::QidEdges;
-use super::layout::{HotBucket, DIRS, EDGES, MAX_QIDS, SPILL_AT};
+use super::layout::{self, HotBucket, IndexHash, DIRS, EDGES, MAX_QIDS, SPILL_AT};
 use crate::upf::prefetch::prefetch_addr;
 
-/// One octave of a [`BinTable`]: `bin(v) = base + (v >= a) + (v >= b)` (wrapping), where an
-/// octave with fewer than two edges inside fills the free places with its lowest value
-/// (always `<= v`) and takes them back out of `base`.
+/// One octave of a [`BinTable`]: `bin(v) = top - (v < a) - (v < b)`, where `top` is the
+/// number of edges below the octave's end and `a`, `b` the (at most two) edges inside it
+/// above its lowest value; free places hold 0, which no value is below. An edge at the
+/// octave's lowest value is at most every value of the octave and counts in `top` alone.
+/// The edges are u64 so that `v < a` is one compare of the 64-bit value with memory and
+/// each term one subtract-with-borrow (perf/results/kestrel.md, round 5).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[repr(C, align(16))]
+#[repr(C)]
 struct Octave {
-    a: u32,
-    b: u32,
-    base: u32,
+    a: u64,
+    b: u64,
+    top: u64,
 }
 
 /// The bin of a value by octave (see the module doc): 64 octaves, so a 64-bit inter-arrival
@@ -39,23 +44,20 @@ impl BinTable {
         for (o, x) in t.iter_mut().enumerate() {
             let lo = if o == 0 { 0u64 } else { 1 << o };
             let hi = if o == 63 { u64::MAX } else { 2u64 << o };
+            // Edges at or below `lo` are at most every value of the octave.
             let mut inside = edges
                 .iter()
                 .map(|&e| u64::from(e))
-                .filter(|&e| (lo..hi).contains(&e));
-            let below = edges.iter().filter(|&&e| u64::from(e) < lo).count() as u32;
-            // Past u32::MAX no edge is inside; the free places hold u32::MAX, which every
-            // value of the octave is above.
-            let fill = lo.min(u64::from(u32::MAX)) as u32;
+                .filter(|&e| e > lo && e < hi);
+            let top = edges.iter().filter(|&&e| u64::from(e) < hi).count() as u64;
             let (a, b) = (inside.next(), inside.next());
             if inside.next().is_some() {
                 return None;
             }
-            let free = u32::from(a.is_none()) + u32::from(b.is_none());
             *x = Octave {
-                a: a.map_or(fill, |e| e as u32),
-                b: b.map_or(fill, |e| e as u32),
-                base: below.wrapping_sub(free),
+                a: a.unwrap_or(0),
+                b: b.unwrap_or(0),
+                top,
             };
         }
         Some(BinTable(t))
@@ -66,10 +68,23 @@ impl BinTable {
     pub fn bin(&self, v: u64) -> usize {
         let o = &self.0[(63 - (v | 1).leading_zeros()) as usize & 63];
         let n = o
-            .base
-            .wrapping_add(u32::from(v >= u64::from(o.a)))
-            .wrapping_add(u32::from(v >= u64::from(o.b)));
+            .top
+            .wrapping_sub(u64::from(v < o.a))
+            .wrapping_sub(u64::from(v < o.b));
         n as usize & 7
+    }
+
+    /// Whether no octave holds two edges above its lowest value, so that [`BinTable::bin1`]
+    /// is exact (edges a factor of two or more apart, as the defaults are).
+    pub fn one_per_octave(&self) -> bool {
+        self.0.iter().all(|o| o.b == 0)
+    }
+
+    /// [`BinTable::bin`] with one compare: exact when [`BinTable::one_per_octave`].
+    #[inline(always)]
+    pub fn bin1(&self, v: u64) -> usize {
+        let o = &self.0[(63 - (v | 1).leading_zeros()) as usize & 63];
+        o.top.wrapping_sub(u64::from(v < o.a)) as usize & 7
     }
 }
 
@@ -81,6 +96,11 @@ pub(super) struct QidTables {
 }
 
 impl QidTables {
+    /// Both tables need one compare per bin ([`BinTable::bin1`]).
+    pub(super) fn one_per_octave(&self) -> bool {
+        self.lat.one_per_octave() && self.iat.one_per_octave()
+    }
+
     pub(super) fn new(e: &QidEdges) -> Option<QidTables> {
         Some(QidTables {
             lat: BinTable::new(&e.lat)?,
@@ -96,21 +116,19 @@ impl Sketcher {
     /// Per packet the row-independent parts (colour, latency bin, length, last-seen value,
     /// the PM counters' slot) once, then per row the counters, the last-seen exchange and the
     /// inter-arrival bin; one spill test per packet. `BITS` is log2(width) when the caller
-    /// knows it at compile time (0: `self.bits`); `CAL` whether any QID is calibrating.
+    /// knows it at compile time (0: `self.bits`); `CAL` whether any QID is calibrating; `ONE`
+    /// whether every table finds a bin with one compare ([`BinTable::bin1`]).
     /// Returns false (nothing recorded) when `bank` has no PM slots (an empty placeholder
     /// bank), so the caller takes the general path.
     #[inline(always)]
-    pub(super) fn burst3<const BITS: u32, const CAL: bool>(
+    pub(super) fn burst3<const BITS: u32, const CAL: bool, const ONE: bool>(
         &self,
         bank: &mut Bank,
         samples: &[Sample],
         tables: &[QidTables; MAX_QIDS],
         calibrating: &[bool; MAX_QIDS],
     ) -> bool {
-        let bits = if BITS > 0 { BITS } else { self.bits };
-        let width = 1usize << bits;
-        let mask = width - 1;
-        let (qids, hash) = (self.qids, self.hash);
+        let hash = self.hash;
         let Bank {
             hot,
             buckets,
@@ -125,20 +143,20 @@ impl Sketcher {
             return false;
         };
         for chunk in samples.chunks(CHUNK) {
-            // Pass 1: every packet's three bucket indices (u32::MAX: not recorded).
+            // Pass 1: every packet's three bucket indices (u32::MAX: not recorded). The hash
+            // is chosen once per chunk, so the default one is inlined in the loop.
             let mut at = [[u32::MAX; 3]; CHUNK];
-            for (s, a) in chunk.iter().zip(&mut at) {
-                if s.dir < DIRS && s.qid < qids {
-                    let h = hash.hash(self.seeds[s.qid & (MAX_QIDS - 1)], s.teid, s.qfi) as usize;
-                    let base = (s.dir * qids + s.qid) * 3 * width;
-                    *a = [
-                        base + (h & mask),
-                        base + width + ((h >> bits) & mask),
-                        base + 2 * width + ((h >> (2 * bits)) & mask),
-                    ]
-                    .map(|i| i as u32);
-                }
-            }
+            let n = match hash {
+                IndexHash::Splitmix64 => self.index3::<BITS, _>(chunk, &mut at, pms, |seed, s| {
+                    layout::hash(seed, s.teid, s.qfi)
+                }),
+                IndexHash::Crc32 => self.index3::<BITS, _>(chunk, &mut at, pms, |seed, s| {
+                    u64::from(layout::crc32_key(seed as u32, s.teid, s.qfi))
+                }),
+            };
+            *skipped += (chunk.len() - n) as u64;
+            *packets += n as u64;
+            *dirty |= n > 0;
             // A prefetch is a hint on an address, never a dereference: no bounds needed.
             let hp = hot.as_ptr();
             let prefetch_rows = |a: &[u32; 3]| {
@@ -149,32 +167,27 @@ impl Sketcher {
             for a in at.iter().take(AHEAD.min(chunk.len())) {
                 prefetch_rows(a);
             }
-            // Pass 2: the updates, in packet order.
-            let mut skip = 0;
+            // Pass 2: the bucket updates, in packet order.
             for (k, (s, a)) in chunk.iter().zip(&at).enumerate() {
                 if k + AHEAD < chunk.len() {
                     prefetch_rows(&at[(k + AHEAD) % CHUNK]);
                 }
                 if a[0] == u32::MAX {
-                    skip += 1;
                     continue;
                 }
-                let a = a.map(|i| i as usize);
+                let [a0, a1, a2] = a.map(|i| i as usize);
                 let tb = &tables[s.qid & (MAX_QIDS - 1)];
-                let last = [
-                    hot[a[0]].last_seen,
-                    hot[a[1]].last_seen,
-                    hot[a[2]].last_seen,
-                ];
+                let last = [hot[a0].last_seen, hot[a1].last_seen, hot[a2].last_seen];
                 // A bucket's first packet (last-seen 0) adds no gap: its increment is 0.
-                let iat = last.map(|l| tb.iat.bin(s.t_ns.saturating_sub(l)));
-                let lat = tb.lat.bin(u64::from(s.sojourn_ns));
+                let bin = |t: &BinTable, v: u64| if ONE { t.bin1(v) } else { t.bin(v) };
+                let iat = last.map(|l| bin(&tb.iat, s.t_ns.saturating_sub(l)));
+                let lat = bin(&tb.lat, u64::from(s.sojourn_ns));
                 let colour = usize::from(s.colour.min(2));
                 let t = s.t_ns.max(1);
                 let len = u64::from(s.len);
                 let mut full = false;
-                for r in 0..3 {
-                    let b = &mut hot[a[r]];
+                for (r, i) in [a0, a1, a2].into_iter().enumerate() {
+                    let b = &mut hot[i];
                     b.last_seen = t;
                     b.packets += 1;
                     b.bytes += len;
@@ -184,32 +197,66 @@ impl Sketcher {
                     full |= b.packets == SPILL_AT;
                 }
                 if full {
-                    spill_full(buckets, hot, &a);
+                    spill_full(buckets, hot, a0, a1, a2);
                 }
                 if CAL && calibrating[s.qid & (MAX_QIDS - 1)] {
                     let gap = (last[0] != 0)
                         .then(|| s.t_ns.saturating_sub(last[0]).min(u64::from(u32::MAX)) as u32);
                     self.calibrate_into(fine, s, Some(s.sojourn_ns), gap);
                 }
-                let pm = &mut pms[(s.dir * QFIS + usize::from(s.qfi & 63)) & (DIRS * QFIS - 1)];
-                pm.packets += 1;
-                pm.bytes += len;
-                pm.sojourn_sum_ns += u64::from(s.sojourn_ns);
             }
-            let n = (chunk.len() - skip) as u64;
-            *skipped += skip as u64;
-            *packets += n;
-            *dirty |= n > 0;
         }
         true
+    }
+
+    /// Pass 1 of [`Sketcher::burst3`]: each packet's three bucket indices under `hash`, or
+    /// `u32::MAX` when it has no direction or its QID is beyond the layout, and its 3GPP-PM
+    /// counters (they need no bucket). Returns the packets recorded.
+    #[inline(always)]
+    fn index3<const BITS: u32, H: Fn(u64, &Sample) -> u64>(
+        &self,
+        chunk: &[Sample],
+        at: &mut [[u32; 3]; CHUNK],
+        pms: &mut [Pm; DIRS * QFIS],
+        hash: H,
+    ) -> usize {
+        let bits = if BITS > 0 { BITS } else { self.bits };
+        let width = 1usize << bits;
+        let mask = width - 1;
+        let qids = self.qids;
+        let mut n = 0;
+        for (s, a) in chunk.iter().zip(at.iter_mut()) {
+            if s.dir < DIRS && s.qid < qids {
+                let h = hash(self.seeds[s.qid & (MAX_QIDS - 1)], s) as usize;
+                let base = (s.dir * qids + s.qid) * 3 * width;
+                *a = [
+                    base + (h & mask),
+                    base + width + ((h >> bits) & mask),
+                    base + 2 * width + ((h >> (2 * bits)) & mask),
+                ]
+                .map(|i| i as u32);
+                let pm = &mut pms[(s.dir * QFIS + usize::from(s.qfi & 63)) & (DIRS * QFIS - 1)];
+                pm.packets += 1;
+                pm.bytes += u64::from(s.len);
+                pm.sojourn_sum_ns += u64::from(s.sojourn_ns);
+                n += 1;
+            }
+        }
+        n
     }
 }
 
 /// Spill those of a packet's row buckets that reached [`SPILL_AT`].
 #[cold]
 #[inline(never)]
-fn spill_full(buckets: &mut [super::Bucket], hot: &mut [HotBucket], rows: &[usize; 3]) {
-    for &i in rows {
+fn spill_full(
+    buckets: &mut [super::Bucket],
+    hot: &mut [HotBucket],
+    a0: usize,
+    a1: usize,
+    a2: usize,
+) {
+    for i in [a0, a1, a2] {
         if hot[i].packets == SPILL_AT {
             spill_into(buckets, hot, i);
         }
@@ -275,6 +322,67 @@ mod tests {
             probe(u64::MAX);
         }
         assert!(accepted > 500, "{accepted} edge sets had tables");
+    }
+
+    /// Where no octave holds two edges above its lowest value, the one-compare bin is the
+    /// compare search's; edges a factor of two or more apart always allow it.
+    #[test]
+    fn one_compare_bins_equal_compare_bins() {
+        let mut x = 11u64;
+        let mut one = 0;
+        for _ in 0..2000 {
+            x = mix(x);
+            let spread = x.is_multiple_of(2);
+            let mut e = [0u32; EDGES];
+            let mut v = (x % 5_000) as f64;
+            for slot in &mut e {
+                x = mix(x);
+                let ratio = if spread { 2.0 } else { 1.001 } + (x % 14_000) as f64 / 1000.0;
+                v = v * ratio + 1.0;
+                *slot = v.min(f64::from(u32::MAX)) as u32;
+            }
+            if e.windows(2).any(|w| w[0] >= w[1]) {
+                continue;
+            }
+            let Some(t) = BinTable::new(&e) else {
+                continue;
+            };
+            // (Unless the clamp at u32::MAX brought the last two closer.)
+            if spread && !e.contains(&u32::MAX) {
+                assert!(t.one_per_octave(), "{e:?}");
+            }
+            if !t.one_per_octave() {
+                continue;
+            }
+            one += 1;
+            let probe = |v: u64| {
+                let want = bin(&e, v.min(u64::from(u32::MAX)) as u32);
+                assert_eq!(t.bin1(v), want, "edges {e:?} value {v}");
+            };
+            for &edge in &e {
+                for d in [0, 1, 2] {
+                    probe(u64::from(edge) + d);
+                    probe(u64::from(edge).saturating_sub(d));
+                }
+            }
+            for o in 0..64 {
+                probe(1u64 << o);
+                probe((1u64 << o) - 1);
+            }
+            for _ in 0..64 {
+                x = mix(x);
+                probe(x >> (x % 64));
+            }
+            probe(0);
+            probe(u64::MAX);
+        }
+        assert!(one > 500, "{one} edge sets had one-compare tables");
+        assert!(BinTable::new(&QidEdges::DEFAULT.lat)
+            .unwrap()
+            .one_per_octave());
+        assert!(BinTable::new(&QidEdges::DEFAULT.iat)
+            .unwrap()
+            .one_per_octave());
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub struct KestrelTap {
     stats: Arc<TapStats>,
     idle_calls: u32,
     smp: Option<Smp>,
+    /// The samples of the chunk being recorded (kept here so a burst does not initialise
+    /// a fresh array).
+    buf: [Sample; CHUNK],
 }
 
 /// A tap and its control-side ends, with [`BANKS_PER_TAP`] banks allocated (control thread).
@@ -97,8 +100,10 @@ pub fn tap_pair(
     };
     let edges = *table.cached().for_seq(0);
     active.edges_version = edges.version;
+    let mut sketcher = Sketcher::new(layout);
+    sketcher.set_edges(&edges);
     let tap = KestrelTap {
-        sketcher: Sketcher::new(layout),
+        sketcher,
         active,
         edges,
         table,
@@ -109,6 +114,7 @@ pub fn tap_pair(
         stats: stats.clone(),
         idle_calls: 0,
         smp,
+        buf: [Sample::EMPTY; CHUNK],
     };
     let ends = TapEnds {
         source,
@@ -131,7 +137,7 @@ impl KestrelTap {
     /// benchmark's entry point).
     #[inline]
     pub fn record_burst(&mut self, s: &[Sample]) {
-        self.sketcher.record_burst(&mut self.active, &self.edges, s);
+        self.sketcher.record_burst_own(&mut self.active, s);
     }
 
     /// Record one packet as a Delta-SMP postcard candidate (the benchmark's entry point).
@@ -164,6 +170,7 @@ impl KestrelTap {
         }
         self.seq = seq;
         self.edges = *self.table.get().for_seq(seq);
+        self.sketcher.set_edges(&self.edges);
         self.active.seq = seq;
         self.active.edges_version = self.edges.version;
     }
@@ -214,9 +221,8 @@ impl<B: PacketBuf> Tap<B> for KestrelTap {
             self.open_window(seq);
         }
         self.idle_calls = 0;
-        let mut buf = [Sample::EMPTY; CHUNK];
         for chunk in pkts.chunks(CHUNK) {
-            for (p, s) in chunk.iter().zip(&mut buf) {
+            for (p, s) in chunk.iter().zip(&mut self.buf) {
                 let m = p.pkt_meta();
                 let dir = match m.direction() {
                     Direction::Uplink => 0,
@@ -239,9 +245,8 @@ impl<B: PacketBuf> Tap<B> for KestrelTap {
                     t_ns,
                 };
             }
-            let samples = &buf[..chunk.len()];
-            self.sketcher
-                .record_burst(&mut self.active, &self.edges, samples);
+            let samples = &self.buf[..chunk.len()];
+            self.sketcher.record_burst_own(&mut self.active, samples);
             if let Some(smp) = &mut self.smp {
                 for s in samples.iter().filter(|s| s.dir < 2) {
                     smp.record(

@@ -528,3 +528,38 @@ fn every_burst_path_equals_the_reference_update() {
         assert_same_bank(&a, &b);
     }
 }
+
+/// The kernel's one-compare path (w = 512, edges a factor of two or more apart, as the
+/// defaults, no QID calibrating) equals the reference update, then the two-compare path
+/// after an edge change puts two edges in one octave.
+#[test]
+fn the_one_compare_burst_path_equals_the_reference_update() {
+    let layout = Layout::new(2, 3, 512, layout::default_seeds(2)).unwrap();
+    let mut edges = EdgeSet::default();
+    edges.qids[1].iat = [10, 20, 500, 1_000, 4_000, 8_000, 2_000_000];
+    let mut two = edges;
+    two.qids[1].iat = [10, 20, 500, 900, 1_500, 1_800, 2_100];
+    two.version += 1;
+    let s = mixed_samples(20_000, 300, 7);
+    let (mut one, mut burst) = (Sketcher::new(&layout), Sketcher::new(&layout));
+    let (mut a, mut b) = (Bank::new(&layout), Bank::new(&layout));
+    for (i, x) in s.iter().enumerate() {
+        one.record(&mut a, if i < 15_000 { &edges } else { &two }, x);
+    }
+    let mut k = 0;
+    let mut done = 0;
+    while done < s.len() {
+        k = (k * 7 + 5) % 70 + 1;
+        let end = (done + k)
+            .min(s.len())
+            .min(if done < 15_000 { 15_000 } else { s.len() });
+        burst.record_burst(
+            &mut b,
+            if done < 15_000 { &edges } else { &two },
+            &s[done..end],
+        );
+        done = end;
+    }
+    assert!(a.skipped > 0 && a.packets > 0);
+    assert_same_bank(&a, &b);
+}
