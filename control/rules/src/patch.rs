@@ -97,23 +97,7 @@ pub(crate) fn patch_shard(
         if session == NONE {
             continue;
         }
-        let far = remap(&mut sc.fars, p.far, &old.fars, &mut sh.fars);
-        let mut qers = [NONE; MAX_QERS_PER_PDR];
-        for (d, &q) in qers.iter_mut().zip(&p.qers) {
-            *d = remap(&mut sc.qers, q, &old.qers, &mut sh.qers);
-        }
-        let f0 = sh.filters.len() as u32;
-        if let Some(f) = old.filters.get(p.filters.0 as usize..p.filters.1 as usize) {
-            sh.filters.extend_from_slice(f);
-        }
-        sc.pdrs[i] = sh.pdrs.len() as u32;
-        sh.pdrs.push(PdrRule {
-            session,
-            far,
-            qers,
-            filters: (f0, sh.filters.len() as u32),
-            ..p.clone()
-        });
+        copy_pdr(sc, old, &mut sh, i, session);
     }
     // Candidate lists: a key belongs to one session, so a list is kept or dropped whole.
     keep(old, &old.by_teid, &sc.pdrs, &mut sc.teid, &mut sh, |_| true);
@@ -280,23 +264,7 @@ pub(crate) fn split_shard(old: &Shard, idx: usize, bits: u32, sc: &mut Scratch) 
             continue;
         }
         let session = remap(&mut sc.sessions, p.session, &old.sessions, &mut sh.sessions);
-        let far = remap(&mut sc.fars, p.far, &old.fars, &mut sh.fars);
-        let mut qers = [NONE; MAX_QERS_PER_PDR];
-        for (d, &q) in qers.iter_mut().zip(&p.qers) {
-            *d = remap(&mut sc.qers, q, &old.qers, &mut sh.qers);
-        }
-        let f0 = sh.filters.len() as u32;
-        if let Some(f) = old.filters.get(p.filters.0 as usize..p.filters.1 as usize) {
-            sh.filters.extend_from_slice(f);
-        }
-        sc.pdrs[i] = sh.pdrs.len() as u32;
-        sh.pdrs.push(PdrRule {
-            session,
-            far,
-            qers,
-            filters: (f0, sh.filters.len() as u32),
-            ..p.clone()
-        });
+        copy_pdr(sc, old, &mut sh, i, session);
     }
     keep(old, &old.by_teid, &sc.pdrs, &mut sc.teid, &mut sh, mine);
     keep(old, &old.by_ue_v4, &sc.pdrs, &mut sc.v4, &mut sh, mine);
@@ -339,6 +307,29 @@ fn keep<K>(
             out.push((key, (start, sh.pdr_order.len() as u32)));
         }
     }
+}
+
+/// Copy PDR `i` of `old` into `sh` as a PDR of session `session` (an index in `sh`), with its
+/// FAR, QERs and filters renumbered through `sc`; `sc.pdrs[i]` records its new index.
+fn copy_pdr(sc: &mut Scratch, old: &Shard, sh: &mut Shard, i: usize, session: u32) {
+    let p = &old.pdrs[i];
+    let far = remap(&mut sc.fars, p.far, &old.fars, &mut sh.fars);
+    let mut qers = [NONE; MAX_QERS_PER_PDR];
+    for (d, &q) in qers.iter_mut().zip(&p.qers) {
+        *d = remap(&mut sc.qers, q, &old.qers, &mut sh.qers);
+    }
+    let f0 = sh.filters.len() as u32;
+    if let Some(f) = old.filters.get(p.filters.0 as usize..p.filters.1 as usize) {
+        sh.filters.extend_from_slice(f);
+    }
+    sc.pdrs[i] = sh.pdrs.len() as u32;
+    sh.pdrs.push(PdrRule {
+        session,
+        far,
+        qers,
+        filters: (f0, sh.filters.len() as u32),
+        ..p.clone()
+    });
 }
 
 fn reset(v: &mut Vec<u32>, n: usize) {
