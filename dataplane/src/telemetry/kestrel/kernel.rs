@@ -268,6 +268,31 @@ mod tests {
     use super::*;
     use crate::telemetry::kestrel::layout::{bin, mix};
 
+    /// Check `got` against the compare search for `edges` at and around every edge and octave
+    /// boundary, at the extremes and at 64 random values (drawn from `x`).
+    fn probe_bins(edges: &[u32; EDGES], x: &mut u64, got: impl Fn(u64) -> usize) {
+        let probe = |v: u64| {
+            let want = bin(edges, v.min(u64::from(u32::MAX)) as u32);
+            assert_eq!(got(v), want, "edges {edges:?} value {v}");
+        };
+        for &edge in edges {
+            for d in [0, 1, 2] {
+                probe(u64::from(edge) + d);
+                probe(u64::from(edge).saturating_sub(d));
+            }
+        }
+        for o in 0..64 {
+            probe(1u64 << o);
+            probe((1u64 << o) - 1);
+        }
+        for _ in 0..64 {
+            *x = mix(*x);
+            probe(*x >> (*x % 64));
+        }
+        probe(0);
+        probe(u64::MAX);
+    }
+
     /// The table's bin is the compare search's for every value, at and around every edge
     /// and octave boundary and at random, for random edge sets (those it accepts).
     #[test]
@@ -300,26 +325,7 @@ mod tests {
                 continue;
             };
             accepted += 1;
-            let probe = |v: u64| {
-                let want = bin(&e, v.min(u64::from(u32::MAX)) as u32);
-                assert_eq!(t.bin(v), want, "edges {e:?} value {v}");
-            };
-            for &edge in &e {
-                for d in [0, 1, 2] {
-                    probe(u64::from(edge) + d);
-                    probe(u64::from(edge).saturating_sub(d));
-                }
-            }
-            for o in 0..64 {
-                probe(1u64 << o);
-                probe((1u64 << o) - 1);
-            }
-            for _ in 0..64 {
-                x = mix(x);
-                probe(x >> (x % 64));
-            }
-            probe(0);
-            probe(u64::MAX);
+            probe_bins(&e, &mut x, |v| t.bin(v));
         }
         assert!(accepted > 500, "{accepted} edge sets had tables");
     }
@@ -355,26 +361,7 @@ mod tests {
                 continue;
             }
             one += 1;
-            let probe = |v: u64| {
-                let want = bin(&e, v.min(u64::from(u32::MAX)) as u32);
-                assert_eq!(t.bin1(v), want, "edges {e:?} value {v}");
-            };
-            for &edge in &e {
-                for d in [0, 1, 2] {
-                    probe(u64::from(edge) + d);
-                    probe(u64::from(edge).saturating_sub(d));
-                }
-            }
-            for o in 0..64 {
-                probe(1u64 << o);
-                probe((1u64 << o) - 1);
-            }
-            for _ in 0..64 {
-                x = mix(x);
-                probe(x >> (x % 64));
-            }
-            probe(0);
-            probe(u64::MAX);
+            probe_bins(&e, &mut x, |v| t.bin1(v));
         }
         assert!(one > 500, "{one} edge sets had one-compare tables");
         assert!(BinTable::new(&QidEdges::DEFAULT.lat)
