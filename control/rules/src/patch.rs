@@ -109,17 +109,7 @@ pub(crate) fn patch_shard(
 
     // 3. Maps sized for exactly their keys, vectors trimmed (a shrinking realloc does not
     // copy), and the common case flattened into the key slots.
-    sh.by_teid = key_map(&sc.teid, |k| k as u32);
-    sh.by_ue_v4 = key_map(&sc.v4, |k| k as u32);
-    sh.by_ue_v6 = key_map(&sc.v6, |k| k);
-    sh.pdr_order.shrink_to_fit();
-    sh.pdrs.shrink_to_fit();
-    sh.filters.shrink_to_fit();
-    sh.fars.shrink_to_fit();
-    sh.qers.shrink_to_fit();
-    sh.sessions.shrink_to_fit();
-    sh.index_fast();
-    sh
+    finish(sh, sc)
 }
 
 /// Append the entries of `added` (sessions with a key in shard `idx`) to `sh`; their keys
@@ -269,17 +259,7 @@ pub(crate) fn split_shard(old: &Shard, idx: usize, bits: u32, sc: &mut Scratch) 
     keep(old, &old.by_teid, &sc.pdrs, &mut sc.teid, &mut sh, mine);
     keep(old, &old.by_ue_v4, &sc.pdrs, &mut sc.v4, &mut sh, mine);
     keep(old, &old.by_ue_v6, &sc.pdrs, &mut sc.v6, &mut sh, mine);
-    sh.by_teid = key_map(&sc.teid, |k| k as u32);
-    sh.by_ue_v4 = key_map(&sc.v4, |k| k as u32);
-    sh.by_ue_v6 = key_map(&sc.v6, |k| k);
-    sh.pdr_order.shrink_to_fit();
-    sh.pdrs.shrink_to_fit();
-    sh.filters.shrink_to_fit();
-    sh.fars.shrink_to_fit();
-    sh.qers.shrink_to_fit();
-    sh.sessions.shrink_to_fit();
-    sh.index_fast();
-    sh
+    finish(sh, sc)
 }
 
 /// The candidate lists of `m` whose PDRs were kept (`pdrs`: old index to new), copied to
@@ -307,6 +287,22 @@ fn keep<K>(
             out.push((key, (start, sh.pdr_order.len() as u32)));
         }
     }
+}
+
+/// A built shard's maps sized for exactly their keys (`sc`'s lists), its vectors trimmed (a
+/// shrinking realloc does not copy) and the common case flattened into the key slots.
+fn finish(mut sh: Shard, sc: &Scratch) -> Shard {
+    sh.by_teid = key_map(&sc.teid, |k| k as u32);
+    sh.by_ue_v4 = key_map(&sc.v4, |k| k as u32);
+    sh.by_ue_v6 = key_map(&sc.v6, |k| k);
+    sh.pdr_order.shrink_to_fit();
+    sh.pdrs.shrink_to_fit();
+    sh.filters.shrink_to_fit();
+    sh.fars.shrink_to_fit();
+    sh.qers.shrink_to_fit();
+    sh.sessions.shrink_to_fit();
+    sh.index_fast();
+    sh
 }
 
 /// Copy PDR `i` of `old` into `sh` as a PDR of session `session` (an index in `sh`), with its
