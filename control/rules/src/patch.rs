@@ -216,12 +216,7 @@ fn append(
         sh.by_ue_v6.insert(k, r);
     }
     // As the general path leaves them: `add` counted PDRs with no key in this shard too.
-    sh.pdr_order.shrink_to_fit();
-    sh.pdrs.shrink_to_fit();
-    sh.filters.shrink_to_fit();
-    sh.fars.shrink_to_fit();
-    sh.qers.shrink_to_fit();
-    sh.sessions.shrink_to_fit();
+    trim(&mut sh);
     let keys = |v: &[(u64, (u32, u32))]| v.iter().map(|e| e.0).collect::<Vec<u64>>();
     let (t, v4, v6) = (keys(&sc.teid), keys(&sc.v4), keys(&sc.v6));
     sh.index_fast_of(&t, &v4, &v6);
@@ -295,14 +290,19 @@ fn finish(mut sh: Shard, sc: &Scratch) -> Shard {
     sh.by_teid = key_map(&sc.teid, |k| k as u32);
     sh.by_ue_v4 = key_map(&sc.v4, |k| k as u32);
     sh.by_ue_v6 = key_map(&sc.v6, |k| k);
+    trim(&mut sh);
+    sh.index_fast();
+    sh
+}
+
+/// Trim a built shard's vectors to their length (a shrinking realloc does not copy).
+fn trim(sh: &mut Shard) {
     sh.pdr_order.shrink_to_fit();
     sh.pdrs.shrink_to_fit();
     sh.filters.shrink_to_fit();
     sh.fars.shrink_to_fit();
     sh.qers.shrink_to_fit();
     sh.sessions.shrink_to_fit();
-    sh.index_fast();
-    sh
 }
 
 /// Copy PDR `i` of `old` into `sh` as a PDR of session `session` (an index in `sh`), with its
