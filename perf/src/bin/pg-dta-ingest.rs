@@ -600,11 +600,7 @@ fn rdma_main(a: &Args) {
 
 /// The machine line of the JSON results.
 fn machine() -> String {
-    format!(
-        "{} cores, {} (shared with other builds)",
-        report::cores(),
-        report::cpu_model().unwrap_or_default()
-    )
+    report::machine()
 }
 
 /// Print `result` and write it to `<out>/<stem>.json`, and `md` to `<out>/<stem>.md`; a file

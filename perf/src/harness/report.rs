@@ -21,6 +21,28 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(0, |n| n.get())
 }
 
+/// The 1-, 5- and 15-minute load averages of `/proc/loadavg`, if readable.
+pub fn load_average() -> Option<String> {
+    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let v: Vec<&str> = s.split_whitespace().take(3).collect();
+    (v.len() == 3).then(|| v.join(" / "))
+}
+
+/// The machine line of a result: cores, CPU model and the load averages when the result is
+/// written (what else ran is the reader's question on a shared machine; this says how much).
+pub fn machine() -> String {
+    // The machine's processors, not this thread's affinity (a pinned harness sees one).
+    let cpus = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|c| c.lines().filter(|l| l.starts_with("processor")).count())
+        .unwrap_or(0);
+    format!(
+        "{} cores, {}, load average (1 / 5 / 15 min) at the end of the run {}",
+        if cpus > 0 { cpus } else { cores() },
+        cpu_model().unwrap_or_default(),
+        load_average().unwrap_or_else(|| "unknown".into())
+    )
+}
+
 /// Pretty-printed JSON of `v`.
 pub fn json<T: Serialize>(v: &T) -> String {
     serde_json::to_string_pretty(v).expect("json")

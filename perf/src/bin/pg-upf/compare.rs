@@ -51,11 +51,7 @@ pub(crate) fn fridge_mode(a: &Args) {
         "rounds": a.rounds,
         "seconds_per_round": a.seconds,
         "cases": cases,
-        "machine": format!(
-            "{} cores (shared with other engineers' builds), {}",
-            report::cores(),
-            report::cpu_model().unwrap_or_default()
-        ),
+        "machine": report::machine(),
     });
     let text = serde_json::to_string_pretty(&result).expect("json");
     std::fs::write(&a.fridge_out, &text)
@@ -108,11 +104,7 @@ pub(crate) fn kestrel_mode(a: &Args) {
         "rounds": a.rounds,
         "core": a.core,
         "cases": cases,
-        "machine": format!(
-            "{} cores (shared with other engineers' builds), {}",
-            report::cores(),
-            report::cpu_model().unwrap_or_default()
-        ),
+        "machine": report::machine(),
     });
     if let Err(e) = report::print_and_write(&result, Some(a.kestrel_out.as_ref())) {
         eprintln!("{e}");
@@ -188,9 +180,8 @@ pub(crate) fn workers_mode(a: &Args) {
         "cases": cases,
         "all_forwarded_zero_allocations": all_ok,
         "machine": format!(
-            "{} cores (shared with other engineers' builds; with 2 workers on 2 cores the EAL main thread, the measuring thread and everything else share them), {}",
-            report::cores(),
-            report::cpu_model().unwrap_or_default()
+            "{} (with 2 workers on 2 cores the EAL main thread, the measuring thread and everything else share them)",
+            report::machine()
         ),
         "dpdk": "Debian libdpdk 22.11",
     });

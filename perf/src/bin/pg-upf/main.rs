@@ -696,11 +696,7 @@ fn main() {
         "goal_ratio": 0.5,
         "cases": cases,
         "all_forwarded_zero_allocations": all_ok,
-        "machine": format!(
-            "{} cores (shared with other engineers' builds), {}",
-            report::cores(),
-            report::cpu_model().unwrap_or_default()
-        ),
+        "machine": report::machine(),
         "dpdk": "Debian libdpdk 22.11",
     });
     if let Err(e) = report::print_and_write(&result, Some(a.out.as_ref())) {

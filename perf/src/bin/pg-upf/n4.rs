@@ -161,8 +161,6 @@ fn memory_breakdown(a: &Args, n: usize) -> (f64, f64, usize, peregrine_rules::Co
 
 /// Session establishment rate, publish latency and memory per session, under traffic.
 pub(crate) fn n4_mode(a: &Args, n: usize) {
-    // Before any pinning narrows what the process may use.
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let (node_b, compiler_b, cached, cst) = memory_breakdown(a, n);
     let (meter_slots, urr_slots) = (cst.meter_slots_used, cst.urr_slots_used);
     eprintln!("node {node_b:.0} B/session (cached responses left {cached}), compiler + tables {compiler_b:.0} B/session");
@@ -416,7 +414,7 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
             "per_worker_bytes_per_session": per_worker as f64 / n as f64,
             "goal_bytes_per_session": 1536,
         },
-        "machine": format!("{cores} cores (shared with other engineers' builds)"),
+        "machine": report::machine(),
     });
     // Beside the rest (one `json!` of everything exceeds the macro's recursion limit).
     let extra = serde_json::json!({
