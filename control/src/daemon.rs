@@ -351,10 +351,9 @@ where
     // Off the workers' cores from here on: this thread and every control thread it starts
     // (N4, metrics, features) inherit the CPU set.
     let control = crate::pinning::control_cores(&cfg.workers, crate::pinning::online_cores());
-    // Threads started before (DPDK's interrupt thread) too: none may share a worker's core.
-    match crate::pinning::pin_current(&control)
-        .and_then(|()| crate::pinning::pin_non_workers(&control))
-    {
+    // This thread and those started before it (DPDK's interrupt thread) too: none may share
+    // a worker's core.
+    match crate::pinning::pin_non_workers(&control) {
         Ok(n) if !control.is_empty() => {
             tracing::info!(cores = ?control, threads = n, "control threads pinned")
         }

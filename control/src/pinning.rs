@@ -36,22 +36,26 @@ pub fn check(w: &Workers) -> Result<(), String> {
     }
 }
 
-/// Pin the calling thread (and so every thread it starts later) to `cores`. Empty: no-op.
-pub fn pin_current(cores: &[usize]) -> Result<(), String> {
-    if cores.is_empty() {
-        return Ok(());
-    }
+/// The CPU set of `cores`.
+fn cpu_set(cores: &[usize]) -> Result<CpuSet, String> {
     let mut set = CpuSet::new();
     for &c in cores {
         set.set(c)
             .map_err(|e| format!("core {c} out of range: {e}"))?;
     }
-    sched_setaffinity(Pid::from_raw(0), &set)
+    Ok(set)
+}
+
+/// Pin the calling thread (and so every thread it starts later) to `cores`. Empty: no-op.
+pub fn pin_current(cores: &[usize]) -> Result<(), String> {
+    if cores.is_empty() {
+        return Ok(());
+    }
+    sched_setaffinity(Pid::from_raw(0), &cpu_set(cores)?)
         .map_err(|e| format!("sched_setaffinity {cores:?}: {e}"))
 }
 
-/// Name prefix of the poll-mode worker threads (`runtime`: `pg-worker-<id>`).
-pub const WORKER_THREAD_PREFIX: &str = "pg-worker";
+pub use peregrine_dataplane::runtime::WORKER_THREAD_PREFIX;
 
 /// The threads of `tasks` ((thread ID, name)) that are not workers.
 pub fn non_workers(tasks: impl IntoIterator<Item = (i32, String)>) -> Vec<i32> {
@@ -70,11 +74,7 @@ pub fn pin_non_workers(cores: &[usize]) -> Result<usize, String> {
     if cores.is_empty() {
         return Ok(0);
     }
-    let mut set = CpuSet::new();
-    for &c in cores {
-        set.set(c)
-            .map_err(|e| format!("core {c} out of range: {e}"))?;
-    }
+    let set = cpu_set(cores)?;
     let tasks = std::fs::read_dir("/proc/self/task")
         .map_err(|e| format!("/proc/self/task: {e}"))?
         .filter_map(|e| {
@@ -100,6 +100,8 @@ pub fn online_cores() -> usize {
 mod tests {
     use super::*;
 
+    use nix::sched::sched_getaffinity;
+
     #[test]
     fn every_thread_but_the_workers_is_pinned() {
         let tasks = [
@@ -111,7 +113,6 @@ mod tests {
         ];
         assert_eq!(non_workers(tasks), [10, 11, 13]);
     }
-    use nix::sched::sched_getaffinity;
 
     fn workers(cores: Vec<usize>, control: Option<Vec<usize>>) -> Workers {
         Workers {

@@ -23,4 +23,4 @@ pub use scope::{OnEgress, OnIngress};
 pub use snapshot::{Publisher, Reader};
 pub use stage::{Context, Pipeline, PipelineFactory, Stage};
 pub use tap::Tap;
-pub use worker::{start, ControlPacket, Running, RuntimeConfig, WorkerSpec};
+pub use worker::{start, ControlPacket, Running, RuntimeConfig, WorkerSpec, WORKER_THREAD_PREFIX};

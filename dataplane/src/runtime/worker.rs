@@ -705,6 +705,10 @@ pub struct Running {
     stage_names: Vec<&'static str>,
 }
 
+/// Name prefix of the worker threads (`pg-worker-<id>`): the control side tells them from
+/// its own threads by it (pinning, per-thread accounting).
+pub const WORKER_THREAD_PREFIX: &str = "pg-worker";
+
 /// Start one thread per [`WorkerSpec`], each with its own I/O handle and pipeline.
 pub fn start<Bk, F>(backend: &mut Bk, factory: &F, cfg: &RuntimeConfig) -> std::io::Result<Running>
 where
@@ -818,7 +822,7 @@ where
             quiesce: quiesce.clone(),
             lockstep: lockstep.clone(),
         };
-        let name = format!("pg-worker-{}", w.spec.id);
+        let name = format!("{WORKER_THREAD_PREFIX}-{}", w.spec.id);
         handles.push(
             std::thread::Builder::new()
                 .name(name)

@@ -113,13 +113,7 @@ pub(crate) fn burst_mode(a: &Args, n: usize) {
     );
     let publisher = Arc::new(Publisher::new(compiler.build()));
     let reader = publisher.reader();
-    let mut cfg = peregrine_n4::NodeConfig::new(
-        peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
-        0xe6f0_0001,
-        Some(upf_support::upf_v4()),
-    );
-    cfg.max_sessions = total + 16;
-    cfg.heartbeat_interval = Duration::from_secs(3600);
+    let cfg = super::n4::n4_node(total + 16);
     let peer: std::net::SocketAddr = "127.0.0.1:8805".parse().expect("addr");
     let mut p = Probe {
         node: Node::new(cfg),

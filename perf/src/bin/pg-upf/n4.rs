@@ -110,12 +110,7 @@ fn est_answer(d: &[u8]) -> Option<(u32, u8)> {
 /// Bytes per session of the N4 node alone, and of the compiler + one published table
 /// version alone, for `n` sessions established in-process (no UDP, no traffic).
 fn memory_breakdown(a: &Args, n: usize) -> (f64, f64, usize, peregrine_rules::CompilerStats) {
-    let mut cfg = peregrine_n4::NodeConfig::new(
-        peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
-        0xe6f0_0001,
-        Some(upf_support::upf_v4()),
-    );
-    cfg.max_sessions = n + 16;
+    let cfg = n4_node(n + 16);
     let peer: std::net::SocketAddr = "127.0.0.1:8805".parse().expect("addr");
     let reqs: Vec<Vec<u8>> = (0..n as u32).map(|k| est_request(k + 2, k)).collect();
     let l0 = GLOBAL.live();
@@ -209,21 +204,14 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     // The generator and the N4 thread (which inherits this affinity) stay off the worker's
     // core, as the daemon's control core would.
     if let Some(c) = (0..2).find(|c| *c != a.core) {
-        core_affinity::set_for_current(core_affinity::CoreId { id: c });
-        // And every other thread but the worker: EAL's interrupt thread starts on the cores
-        // outside its lcore list (`-l 0`), the worker's core.
+        // This thread and every other but the worker: EAL's interrupt thread starts on the
+        // cores outside its lcore list (`-l 0`), the worker's core.
         if let Err(e) = peregrine_control::pinning::pin_non_workers(&[c]) {
             eprintln!("threads not pinned: {e}");
         }
     }
 
-    let mut node = peregrine_n4::NodeConfig::new(
-        peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
-        0xe6f0_0001,
-        Some(upf_support::upf_v4()),
-    );
-    node.max_sessions = n + 16;
-    node.heartbeat_interval = Duration::from_secs(3600);
+    let node = n4_node(n + 16);
     let rules = DaemonRules::new(compiler, publisher.clone(), vec![stats.clone()]);
     let ep = N4Endpoint::start(
         N4Config {
@@ -558,4 +546,17 @@ fn plot_tenths(json_out: &str, before: Option<&str>, n: usize, per_tenth: &[f64]
     ) {
         eprintln!("cannot plot {}: {e}", path.display());
     }
+}
+
+/// The N4 node of the harness: node ID 127.0.0.1, room for `max_sessions`, heartbeats an hour
+/// apart (none during a run).
+pub(crate) fn n4_node(max_sessions: usize) -> peregrine_n4::NodeConfig {
+    let mut node = peregrine_n4::NodeConfig::new(
+        peregrine_pfcp::ie::NodeId::Ipv4(std::net::Ipv4Addr::LOCALHOST),
+        0xe6f0_0001,
+        Some(upf_support::upf_v4()),
+    );
+    node.max_sessions = max_sessions;
+    node.heartbeat_interval = Duration::from_secs(3600);
+    node
 }
