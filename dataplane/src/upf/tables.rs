@@ -503,22 +503,22 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     /// The slot holding `key`.
     #[inline]
     pub fn slot(&self, key: K) -> Option<&KeySlot> {
-        let key = key.into();
         if self.slots.is_empty() {
             return None;
         }
+        let s = &self.slots[self.probe(key.into())];
+        s.used().then_some(s)
+    }
+
+    /// The slot holding `key`, or the free slot its probe ends at (the map has slots; the
+    /// load factor leaves free ones, so the probe ends).
+    #[inline]
+    fn probe(&self, key: u64) -> usize {
         let mut i = self.home(key);
-        // The load factor leaves empty slots, so the probe ends.
-        loop {
-            let s = &self.slots[i];
-            if !s.used() {
-                return None;
-            }
-            if s.key == key {
-                return Some(s);
-            }
+        while self.slots[i].used() && self.slots[i].key != key {
             i = self.next(i);
         }
+        i
     }
 
     /// Ask the CPU to start loading `key`'s home slot (a hint: never faults).
@@ -599,10 +599,8 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     pub fn with_room(&self, extra: usize) -> Self {
         let mut m = Self::with_capacity(self.len + extra);
         for s in self.slots.iter().filter(|s| s.used()) {
-            let mut i = m.home(s.key);
-            while m.slots[i].used() {
-                i = m.next(i);
-            }
+            // Keys are distinct, so the probe ends at a free slot.
+            let i = m.probe(s.key);
             m.slots[i] = *s;
         }
         m.len = self.len;
@@ -621,10 +619,7 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
             if self.slots.is_empty() {
                 return;
             }
-            let mut i = self.home(k);
-            while self.slots[i].used() && self.slots[i].key != k {
-                i = self.next(i);
-            }
+            let i = self.probe(k);
             if self.slots[i].used() {
                 let r = self.slots[i].range;
                 self.slots[i].fast = KeySlot::fast_record(f(r));
