@@ -225,6 +225,10 @@ const fn v4_word(req: u32, resp: u32) -> u64 {
     (req as u64) << 32 | resp as u64
 }
 
+// `dns_role` reads the source and destination addresses as one big-endian word in place of
+// `v4_word(source, destination)`: the two must stay the same layout.
+const _: () = assert!(v4_word(0x0a00_0001, 0xc0a8_0102) == 0x0a00_0001_c0a8_0102);
+
 /// [`pair_id`] from the addresses' word.
 #[inline(always)]
 const fn pair_mix(kind: Kind, a: u64, ports: u32, key: u64) -> u64 {
