@@ -139,10 +139,160 @@ fn equal_mass(h: &[u64]) -> [u32; EDGES] {
     increasing(e)
 }
 
+/// The drift rule's parameters (`[kestrel]` `rho`, `drift_windows`, `drift_z`,
+/// `drift_min_packets`, `calibration_windows`; docs/kestrel.md "Drift").
+///
+/// The seed (section IV-C, "Handling drift") re-bins a QID when its diagnostic occupancy
+/// stays above rho for M windows. Taken literally (the fraction above rho), a window of a few
+/// hundred packets crosses rho by sampling noise alone: at rho = 1 % a QID whose true
+/// occupancy is exactly rho has an expected tail count of 3 in 300 packets and exceeds it in
+/// about a third of its windows. So a window counts towards M only when its diagnostic count
+/// is *significantly* above rho (one-sided exact binomial test at level `alpha(z)`), only
+/// windows with at least `min_packets` packets are tested, and M is long enough that the
+/// seed's Table I anomalies (the longest, policy abuse, lasts up to 60 s) end before it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DriftRule {
+    /// Target diagnostic occupancy, (0, 0.5).
+    pub rho: f64,
+    /// M: consecutive tested windows whose diagnostic count is significantly above rho.
+    pub m: u32,
+    /// One-sided z of the per-window test (the level is the normal tail beyond z:
+    /// 2.326 -> 0.01); > 0.
+    pub z: f64,
+    /// Windows with fewer packets than this are not tested (they neither count nor reset).
+    pub min_packets: u64,
+    /// Windows (with packets) of a calibration period.
+    pub calibration_windows: u32,
+}
+
+/// Default M: 90 windows (90 s at 1 s windows), 1.5x the longest anomaly of the seed's
+/// Table I (policy abuse, 30-60 s; congestion 25-40 s, contention 12-30 s, microbursts
+/// 0.3-1 s), so a Table I episode ends (and the run of significant windows resets) before
+/// the rule fires.
+pub const DEFAULT_DRIFT_WINDOWS: u32 = 90;
+/// Default z: 2.326, a per-window level of 1 %.
+pub const DEFAULT_DRIFT_Z: f64 = 2.326;
+/// Default minimum packets of a tested window: 200 (an expected diagnostic count of 2 at
+/// rho = 1 %; below it a single burst decides the window).
+pub const DEFAULT_DRIFT_MIN_PACKETS: u64 = 200;
+
+impl Default for DriftRule {
+    fn default() -> DriftRule {
+        DriftRule {
+            rho: 0.01,
+            m: DEFAULT_DRIFT_WINDOWS,
+            z: DEFAULT_DRIFT_Z,
+            min_packets: DEFAULT_DRIFT_MIN_PACKETS,
+            calibration_windows: 2,
+        }
+    }
+}
+
+impl DriftRule {
+    /// Refuse values the rule cannot work with: (config key, problem).
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if !(self.rho > 0.0 && self.rho < 0.5) {
+            return Err(("rho", format!("{} is not a fraction in (0, 0.5)", self.rho)));
+        }
+        if self.m == 0 {
+            return Err(("drift_windows", "must be at least 1".into()));
+        }
+        if !(self.z.is_finite() && self.z > 0.0) {
+            return Err((
+                "drift_z",
+                format!(
+                    "{} is not a positive finite z (one-sided; 2.326 is a 1 % level)",
+                    self.z
+                ),
+            ));
+        }
+        if self.min_packets == 0 {
+            return Err(("drift_min_packets", "must be at least 1".into()));
+        }
+        if self.calibration_windows == 0 {
+            return Err(("calibration_windows", "must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    /// The per-window test's level: P(N(0, 1) > z).
+    pub fn alpha(&self) -> f64 {
+        0.5 * erfc(self.z / std::f64::consts::SQRT_2)
+    }
+}
+
+/// erfc(x), fractional error below 1.2e-7 everywhere (Chebyshev fit, Numerical Recipes in
+/// C, 2nd ed., section 6.2, `erfcc`).
+fn erfc(x: f64) -> f64 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let poly = -1.265_512_23
+        + t * (1.000_023_68
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_203_98
+                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+    let r = t * (-z * z + poly).exp();
+    if x >= 0.0 {
+        r
+    } else {
+        2.0 - r
+    }
+}
+
+/// ln(n!): exact sum below 32, Stirling's series above (error below 1e-13).
+fn ln_factorial(n: u64) -> f64 {
+    if n < 32 {
+        return (2..=n).map(|i| (i as f64).ln()).sum();
+    }
+    let x = n as f64;
+    x * x.ln() - x + 0.5 * (2.0 * std::f64::consts::PI * x).ln() + 1.0 / (12.0 * x)
+        - 1.0 / (360.0 * x * x * x)
+        + 1.0 / (1260.0 * x.powi(5))
+}
+
+/// Whether `k` of `n` is significantly above `rho`: P(X >= k) <= `alpha` for X ~
+/// Binomial(n, rho), summed exactly from k upward until the sum passes `alpha` (no) or the
+/// rest is bounded below it (yes). Terms fall with a ratio that only shrinks, so the rest
+/// after term t with ratio r is at most t / (1 - r). A few steps near the mean, one far
+/// above it.
+pub fn significant(k: u64, n: u64, rho: f64, alpha: f64) -> bool {
+    let k = k.min(n);
+    if n == 0 || k as f64 <= n as f64 * rho {
+        // At or below the mean: P(X >= k) >= 1/2 (the median is at least floor(n rho)).
+        return false;
+    }
+    let q = 1.0 - rho;
+    let ln_term = ln_factorial(n) - ln_factorial(k) - ln_factorial(n - k)
+        + k as f64 * rho.ln()
+        + (n - k) as f64 * q.ln();
+    let mut term = ln_term.exp();
+    let mut sum = 0.0;
+    let mut j = k;
+    loop {
+        sum += term;
+        if sum > alpha {
+            return false;
+        }
+        if j == n {
+            return true;
+        }
+        // k > n rho makes r < 1 here, and it falls as j grows.
+        let r = (n - j) as f64 / (j + 1) as f64 * rho / q;
+        term *= r;
+        j += 1;
+        if sum + term / (1.0 - r) <= alpha {
+            return true;
+        }
+    }
+}
+
 /// Where one QID is in the drift cycle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Phase {
-    /// Binning with its edges; `over` consecutive windows above rho so far.
+    /// Binning with its edges; `over` consecutive tested windows significantly above rho.
     Steady { over: u32 },
     /// Collecting fine histograms for `left` more windows.
     Calibrating {
@@ -161,40 +311,73 @@ pub enum Action {
     Rebin { qid: usize, edges: QidEdges },
 }
 
-/// The drift controller of one QID (Kestrel section IV-C "Handling drift").
+/// What the rule saw of one QID's steady windows (Prometheus and the eval's report).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DriftCounts {
+    /// Windows tested (at least `min_packets` packets).
+    pub tested: u64,
+    /// Tested windows significantly above rho.
+    pub significant: u64,
+    /// Windows with packets but fewer than `min_packets` (not tested).
+    pub under_sampled: u64,
+    /// The longest run of consecutive significant windows.
+    pub longest_run: u32,
+    /// Calibration periods the rule started (not counting the start or an API request).
+    pub fired: u64,
+}
+
+/// The drift controller of one QID (Kestrel section IV-C "Handling drift", with the test
+/// and persistence of [`DriftRule`]).
 #[derive(Debug, Clone)]
 pub struct Drift {
     pub strategy: Strategy,
-    pub rho: f64,
-    /// Windows above rho before re-binning (M).
-    pub m: u32,
-    /// Windows of a calibration period.
-    pub calibration_windows: u32,
+    pub rule: DriftRule,
+    /// The per-window level, from `rule.z`.
+    pub alpha: f64,
     pub phase: Phase,
+    pub counts: DriftCounts,
 }
 
 impl Drift {
+    /// A controller with rho, M and the calibration length given and the default test
+    /// (z, minimum packets); M and the calibration length are at least 1, and a rho out of
+    /// (0, 0.5) falls back to the default rule (the config path uses [`Drift::with_rule`],
+    /// which refuses it).
     pub fn new(strategy: Strategy, rho: f64, m: u32, calibration_windows: u32) -> Drift {
-        Drift {
-            strategy,
+        let rule = DriftRule {
             rho,
-            m,
+            m: m.max(1),
             calibration_windows: calibration_windows.max(1),
+            ..DriftRule::default()
+        };
+        Drift::with_rule(strategy, rule).unwrap_or_else(|_| {
+            Drift::with_rule(strategy, DriftRule::default()).expect("the defaults are valid")
+        })
+    }
+
+    /// A controller with `rule`, refused with the config key and the problem when invalid.
+    pub fn with_rule(strategy: Strategy, rule: DriftRule) -> Result<Drift, (&'static str, String)> {
+        rule.check()?;
+        Ok(Drift {
+            strategy,
+            rule,
+            alpha: rule.alpha(),
             phase: Phase::Steady { over: 0 },
-        }
+            counts: DriftCounts::default(),
+        })
     }
 
     /// Start a calibration period now (at start, or on request).
     pub fn calibrate(&mut self) {
         self.phase = Phase::Calibrating {
-            left: self.calibration_windows,
+            left: self.rule.calibration_windows,
             lat: vec![0; FINE_BINS],
             iat: vec![0; FINE_BINS],
         };
     }
 
     /// One finished window of this QID: its packets, diagnostic counts (latency tail bin,
-    /// inter-arrival head bin) and fine histograms (zero unless calibrating).
+    /// inter-arrival head bin, row 0) and fine histograms (zero unless calibrating).
     pub fn window(
         &mut self,
         qid: usize,
@@ -219,7 +402,7 @@ impl Drift {
                 if *left > 0 {
                     return None;
                 }
-                let e = edges(self.strategy, self.rho, lat, iat)?;
+                let e = edges(self.strategy, self.rule.rho, lat, iat)?;
                 self.phase = Phase::Steady { over: 0 };
                 Some(Action::Rebin { qid, edges: e })
             }
@@ -227,22 +410,47 @@ impl Drift {
                 if self.strategy != Strategy::Target || packets == 0 {
                     return None;
                 }
-                let occ = diag.0.max(diag.1) as f64 / packets as f64;
-                if occ > self.rho {
+                let c = &mut self.counts;
+                if packets < self.rule.min_packets {
+                    // Too few packets to tell noise from drift: the run neither grows nor
+                    // resets.
+                    c.under_sampled += 1;
+                    return None;
+                }
+                c.tested += 1;
+                // Both diagnostic bins are tested against the same Binomial(packets, rho):
+                // the larger count decides.
+                let k = diag.0.max(diag.1);
+                if significant(k, packets, self.rule.rho, self.alpha) {
+                    c.significant += 1;
                     *over += 1;
+                    c.longest_run = c.longest_run.max(*over);
                 } else {
                     *over = 0;
                 }
-                if *over >= self.m {
-                    let reason = format!(
-                        "diagnostic occupancy {occ:.4} above rho {} for {} windows",
-                        self.rho, over
-                    );
-                    self.calibrate();
-                    return Some(Action::Calibrate { qid, reason });
+                if *over < self.rule.m {
+                    return None;
                 }
-                None
+                let reason = format!(
+                    "diagnostic count {k} of {packets} packets ({:.4}) significantly above rho {} \
+                     (z {}) for {} consecutive tested windows",
+                    k as f64 / packets as f64,
+                    self.rule.rho,
+                    self.rule.z,
+                    over
+                );
+                c.fired += 1;
+                self.calibrate();
+                Some(Action::Calibrate { qid, reason })
             }
+        }
+    }
+
+    /// Consecutive significant windows so far (0 while calibrating).
+    pub fn run(&self) -> u32 {
+        match self.phase {
+            Phase::Steady { over } => over,
+            Phase::Calibrating { .. } => 0,
         }
     }
 }
@@ -251,6 +459,7 @@ impl Drift {
 mod tests {
     use super::*;
     use peregrine_dataplane::telemetry::kestrel::edges::fine_bin;
+    use peregrine_testkit::rng::{below, seeded, unit_f64, Xoshiro256PlusPlus};
 
     fn hist(values: impl IntoIterator<Item = u32>) -> Vec<u64> {
         let mut h = vec![0; FINE_BINS];
@@ -326,5 +535,240 @@ mod tests {
             o => panic!("{o:?}"),
         }
         assert_eq!(d.phase, Phase::Steady { over: 0 });
+    }
+    /// `windows` windows of `n(i)` packets each landing in the tail bin with probability
+    /// `occ(i)` (window i), through `d`: the windows at which it asked to calibrate.
+    fn stream(
+        d: &mut Drift,
+        windows: usize,
+        seed: u64,
+        n: impl Fn(usize, &mut Xoshiro256PlusPlus) -> u64,
+        occ: impl Fn(usize) -> f64,
+    ) -> Vec<usize> {
+        let mut r = seeded(seed);
+        let z = vec![0u64; FINE_BINS];
+        let fine = hist(1..5000);
+        let mut fired = Vec::new();
+        for i in 0..windows {
+            let packets = n(i, &mut r);
+            let p = occ(i);
+            let k = (0..packets).filter(|_| unit_f64(&mut r) < p).count() as u64;
+            let f: &[u64] = if matches!(d.phase, Phase::Calibrating { .. }) {
+                &fine
+            } else {
+                &z
+            };
+            if let Some(Action::Calibrate { .. }) = d.window(1, packets, (k, 0), (f, f)) {
+                fired.push(i);
+            }
+        }
+        fired
+    }
+
+    fn uniform_n(lo: u64, hi: u64) -> impl Fn(usize, &mut Xoshiro256PlusPlus) -> u64 {
+        move |_, r| lo + below(r, hi - lo + 1)
+    }
+
+    #[test]
+    fn the_test_is_the_exact_binomial_tail() {
+        // Against the tail summed from the pmf by recurrence from (1 - rho)^n.
+        for n in [1u64, 50, 200, 1000, 3000] {
+            let (rho, q) = (0.01f64, 0.99f64);
+            let mut pmf = vec![q.powi(n as i32)];
+            for j in 0..n {
+                pmf.push(pmf[j as usize] * (n - j) as f64 / (j + 1) as f64 * rho / q);
+            }
+            for alpha in [0.05, 0.01, 0.001] {
+                for k in 0..=n.min(80) {
+                    let tail: f64 = pmf[k as usize..].iter().sum();
+                    // Away from the boundary (the two sums round differently).
+                    if (tail - alpha).abs() > 1e-9 * alpha {
+                        assert_eq!(
+                            significant(k, n, rho, alpha),
+                            tail <= alpha,
+                            "{k} of {n}, {alpha}"
+                        );
+                    }
+                }
+            }
+        }
+        // Large windows: a few steps, and the normal approximation's answer far from the edge.
+        let n = 10_000_000u64;
+        let sd = (n as f64 * 0.01 * 0.99).sqrt();
+        assert!(!significant(100_000 + (2.0 * sd) as u64, n, 0.01, 0.01));
+        assert!(significant(100_000 + (2.7 * sd) as u64, n, 0.01, 0.01));
+        assert!(significant(n, n, 0.01, 0.01) && !significant(0, n, 0.01, 0.01));
+        for (z, a) in [(1.645, 0.05), (2.326, 0.01), (3.090, 0.001)] {
+            let r = DriftRule {
+                z,
+                ..DriftRule::default()
+            };
+            assert!((r.alpha() - a).abs() < 0.002 * a, "{z}: {}", r.alpha());
+        }
+    }
+
+    #[test]
+    fn stationary_occupancy_at_or_below_rho_never_fires() {
+        let rule = DriftRule::default();
+        let mut fraction_rule_fires = 0;
+        for (seed, occ) in [(1u64, 0.01), (2, 0.009)] {
+            let mut d = Drift::with_rule(Strategy::Target, rule).unwrap();
+            let fired = stream(&mut d, 5000, seed, uniform_n(100, 1500), |_| occ);
+            assert_eq!(
+                fired,
+                Vec::<usize>::new(),
+                "occupancy {occ}: {:?}",
+                d.counts
+            );
+            let c = d.counts;
+            assert!(c.tested > 4000 && c.under_sampled > 300, "{c:?}");
+            // The per-window test holds its level (exact test: at most alpha on average).
+            assert!(
+                (c.significant as f64) < 1.5 * d.alpha * c.tested as f64,
+                "{c:?}"
+            );
+            assert!(c.longest_run < 3, "{c:?}");
+            // The seed's rule taken literally (fraction above rho for 3 windows) on the same
+            // stream fires again and again.
+            let mut r = seeded(seed);
+            let mut over = 0;
+            for _ in 0..5000 {
+                let n = 100 + below(&mut r, 1401);
+                let k = (0..n).filter(|_| unit_f64(&mut r) < occ).count() as f64;
+                over = if k / n as f64 > 0.01 { over + 1 } else { 0 };
+                if over >= 3 {
+                    fraction_rule_fires += 1;
+                    over = 0;
+                }
+            }
+        }
+        assert!(fraction_rule_fires > 100, "{fraction_rule_fires}");
+    }
+
+    #[test]
+    fn a_persistent_shift_rebins_within_m_plus_calibration_windows() {
+        let rule = DriftRule::default();
+        let bound = (rule.m + rule.calibration_windows) as usize;
+        // The tail occupancy goes from rho to 5 rho (say the shaper rate dropped for good)
+        // at window 1000, with 500-1500 packets a window.
+        for (seed, after) in [(3u64, 0.05), (4, 0.30)] {
+            let mut d = Drift::with_rule(Strategy::Target, rule).unwrap();
+            let mut r = seeded(seed);
+            let z = vec![0u64; FINE_BINS];
+            let fine = hist(1..5000);
+            let mut rebinned = None;
+            for i in 0..2000usize {
+                let n = 500 + below(&mut r, 1001);
+                let p = if i < 1000 { 0.01 } else { after };
+                let k = (0..n).filter(|_| unit_f64(&mut r) < p).count() as u64;
+                let f: &[u64] = if matches!(d.phase, Phase::Calibrating { .. }) {
+                    &fine
+                } else {
+                    &z
+                };
+                match d.window(1, n, (0, k), (f, f)) {
+                    Some(Action::Rebin { .. }) => {
+                        rebinned = Some(i);
+                        break;
+                    }
+                    Some(Action::Calibrate { .. }) => assert!(i >= 1000, "fired at {i}"),
+                    None => {}
+                }
+            }
+            let at = rebinned.expect("re-binned") + 1 - 1000;
+            assert!(
+                at <= bound,
+                "{after}: re-binned {at} windows after the shift"
+            );
+            assert!(at >= rule.m as usize, "{after}: {at}");
+        }
+    }
+
+    #[test]
+    fn table_one_anomalies_are_not_absorbed() {
+        // A 60 s anomaly (the longest of Table I, policy abuse) putting 20 % of the QID's
+        // packets in the tail, then two 40 s congestion episodes 20 s apart: no re-binning.
+        let mut d = Drift::with_rule(Strategy::Target, DriftRule::default()).unwrap();
+        let anomalous = |i: usize| {
+            (200..260).contains(&i) || (400..440).contains(&i) || (460..500).contains(&i)
+        };
+        let fired = stream(&mut d, 800, 5, uniform_n(300, 1000), |i| {
+            if anomalous(i) {
+                0.2
+            } else {
+                0.01
+            }
+        });
+        assert_eq!(fired, Vec::<usize>::new(), "{:?}", d.counts);
+        assert!((60..90).contains(&d.counts.longest_run), "{:?}", d.counts);
+    }
+
+    #[test]
+    fn under_sampled_windows_neither_count_nor_reset() {
+        let rule = DriftRule {
+            m: 3,
+            ..DriftRule::default()
+        };
+        let mut d = Drift::with_rule(Strategy::Target, rule).unwrap();
+        let z = vec![0u64; FINE_BINS];
+        assert_eq!(d.window(0, 1000, (60, 0), (&z, &z)), None);
+        assert_eq!(d.window(0, 150, (150, 0), (&z, &z)), None);
+        assert_eq!(d.window(0, 1000, (60, 0), (&z, &z)), None);
+        assert_eq!(d.run(), 2);
+        assert_eq!(d.counts.under_sampled, 1);
+        assert!(matches!(
+            d.window(0, 1000, (60, 0), (&z, &z)),
+            Some(Action::Calibrate { qid: 0, .. })
+        ));
+        assert_eq!((d.counts.tested, d.counts.fired), (3, 1));
+    }
+
+    #[test]
+    fn bad_rules_are_refused_with_the_key_and_the_problem() {
+        let ok = DriftRule::default();
+        assert_eq!(ok.check(), Ok(()));
+        for (bad, key, says) in [
+            (DriftRule { z: 0.0, ..ok }, "drift_z", "positive"),
+            (DriftRule { z: -1.0, ..ok }, "drift_z", "positive"),
+            (DriftRule { z: f64::NAN, ..ok }, "drift_z", "NaN"),
+            (
+                DriftRule {
+                    z: f64::INFINITY,
+                    ..ok
+                },
+                "drift_z",
+                "finite",
+            ),
+            (
+                DriftRule {
+                    min_packets: 0,
+                    ..ok
+                },
+                "drift_min_packets",
+                "at least 1",
+            ),
+            (DriftRule { m: 0, ..ok }, "drift_windows", "at least 1"),
+            (
+                DriftRule {
+                    rho: f64::NAN,
+                    ..ok
+                },
+                "rho",
+                "(0, 0.5)",
+            ),
+            (DriftRule { rho: 0.5, ..ok }, "rho", "(0, 0.5)"),
+            (
+                DriftRule {
+                    calibration_windows: 0,
+                    ..ok
+                },
+                "calibration_windows",
+                "at least 1",
+            ),
+        ] {
+            let (k, msg) = Drift::with_rule(Strategy::Target, bad).unwrap_err();
+            assert_eq!(k, key, "{bad:?}");
+            assert!(msg.contains(says), "{key}: {msg}");
+        }
     }
 }

@@ -103,9 +103,15 @@ pub struct KestrelSection {
     /// Target diagnostic occupancy.
     #[serde(default = "d_rho")]
     pub rho: f64,
-    /// Windows above rho before re-binning (M).
+    /// Drift (`binning::DriftRule`): M, consecutive tested windows significantly above rho.
     #[serde(default = "d_m")]
     pub drift_windows: u32,
+    /// One-sided z of the per-window test of the diagnostic count against Binomial(n, rho).
+    #[serde(default = "d_z")]
+    pub drift_z: f64,
+    /// Windows of a QID with fewer packets are not tested.
+    #[serde(default = "d_min_packets")]
+    pub drift_min_packets: u64,
     /// Windows with packets a calibration period lasts.
     #[serde(default = "d_cal")]
     pub calibration_windows: u32,
@@ -151,7 +157,13 @@ fn d_rho() -> f64 {
     0.01
 }
 fn d_m() -> u32 {
-    3
+    binning::DEFAULT_DRIFT_WINDOWS
+}
+fn d_z() -> f64 {
+    binning::DEFAULT_DRIFT_Z
+}
+fn d_min_packets() -> u64 {
+    binning::DEFAULT_DRIFT_MIN_PACKETS
 }
 fn d_cal() -> u32 {
     2
@@ -185,6 +197,20 @@ impl KestrelSection {
         Layout::new(self.qids, self.rows, self.width, seeds)
             .and_then(|l| l.with_hash(h))
             .map_err(|e| invalid("kestrel", e.to_string()))
+    }
+
+    /// The drift rule, refused with the key named when a value is out of range.
+    pub fn drift_rule(&self) -> Result<binning::DriftRule, ConfigError> {
+        let r = binning::DriftRule {
+            rho: self.rho,
+            m: self.drift_windows,
+            z: self.drift_z,
+            min_packets: self.drift_min_packets,
+            calibration_windows: self.calibration_windows,
+        };
+        r.check()
+            .map_err(|(k, e)| invalid(format!("kestrel.{k}"), e))?;
+        Ok(r)
     }
 
     /// The `[[kestrel.edges]]` as an edge set (defaults for QIDs not named).
@@ -309,23 +335,19 @@ impl Configure for KestrelFeature {
                 "1..=10000 ms (the counter widths hold 10 s at 100 Gbit/s)",
             ));
         }
-        if !(s.rho > 0.0 && s.rho < 0.5) {
-            return Err(invalid("kestrel.rho", "a fraction in (0, 0.5)"));
-        }
-        if s.drift_windows == 0 {
-            return Err(invalid("kestrel.drift_windows", "at least 1"));
-        }
+        let rule = s.drift_rule()?;
         let layout = s.layout()?;
         let mut set = s.initial_edges(layout.qids)?;
         let drift: Vec<Drift> = (0..layout.qids)
             .map(|_| {
-                let mut d = Drift::new(s.strategy, s.rho, s.drift_windows, s.calibration_windows);
+                let mut d = Drift::with_rule(s.strategy, rule)
+                    .map_err(|(k, e)| invalid(format!("kestrel.{k}"), e))?;
                 if s.strategy != Strategy::Static {
                     d.calibrate();
                 }
-                d
+                Ok(d)
             })
-            .collect();
+            .collect::<Result<_, ConfigError>>()?;
         for (q, c) in set.calibrating.iter_mut().enumerate().take(layout.qids) {
             *c = s.strategy != Strategy::Static && q < layout.qids;
         }
@@ -819,6 +841,7 @@ impl<B: PacketBuf + 'static> Feature<B> for KestrelFeature {
             "Per-QID re-binnings pushed (calibration ends and drift).",
             s.rebinnings as f64,
         );
+        drift_metrics(e, &self.drift);
         e.one(
             "peregrine_kestrel_bank_stalls_total",
             Kind::Counter,
@@ -951,6 +974,27 @@ fn detect_metrics(e: &mut Exposition, d: &detect::DetectStats, alarm_errors: u64
     );
 }
 
+/// The drift rule's windows per QID by outcome, and its current run.
+fn drift_metrics(e: &mut Exposition, drift: &[Drift]) {
+    let name = "peregrine_kestrel_drift_windows_total";
+    e.family(name, Kind::Counter, "Steady windows the drift rule saw per QID: tested and significantly above rho, tested and not, or under-sampled (fewer than drift_min_packets packets, not tested).");
+    for (q, d) in drift.iter().enumerate() {
+        let (qs, c) = (q.to_string(), d.counts);
+        for (o, v) in [
+            ("significant", c.significant),
+            ("not_significant", c.tested - c.significant),
+            ("under_sampled", c.under_sampled),
+        ] {
+            e.sample(name, &[("qid", &qs), ("outcome", o)], v as f64);
+        }
+    }
+    let name = "peregrine_kestrel_drift_run";
+    e.family(name, Kind::Gauge, "Consecutive tested windows of a QID significantly above rho (re-calibration at drift_windows).");
+    for (q, d) in drift.iter().enumerate() {
+        e.sample(name, &[("qid", &q.to_string())], f64::from(d.run()));
+    }
+}
+
 #[cfg(test)]
 mod hash_tests {
     use super::*;
@@ -976,5 +1020,22 @@ mod hash_tests {
             .to_string();
         assert!(e.contains("crc32 index hash gives 32"), "{e}");
         assert!(toml::from_str::<KestrelSection>("hash = \"md5\"").is_err());
+    }
+
+    #[test]
+    fn kestrel_drift_rule_defaults_and_bad_values_are_refused_by_key() {
+        let r = section("").drift_rule().unwrap();
+        assert_eq!(r, binning::DriftRule::default());
+        for (extra, says) in [
+            ("drift_z = 0.0", "kestrel.drift_z"),
+            ("drift_z = -2.0", "kestrel.drift_z"),
+            ("drift_z = nan", "kestrel.drift_z"),
+            ("drift_min_packets = 0", "kestrel.drift_min_packets"),
+            ("drift_windows = 0", "kestrel.drift_windows"),
+            ("rho = 0.0", "kestrel.rho"),
+        ] {
+            let e = section(extra).drift_rule().unwrap_err().to_string();
+            assert!(e.contains(says), "{extra}: {e}");
+        }
     }
 }
