@@ -103,9 +103,12 @@ pub struct KestrelSection {
     /// Target diagnostic occupancy.
     #[serde(default = "d_rho")]
     pub rho: f64,
-    /// Drift (`binning::DriftRule`): M, consecutive tested windows significantly above rho.
+    /// Drift (`binning::DriftRule`): M, the evidence (significant tested windows less
+    /// `drift_penalty` per other tested window) at which a QID is re-calibrated.
     #[serde(default = "d_m")]
     pub drift_windows: u32,
+    #[serde(default = "d_penalty")]
+    pub drift_penalty: u32,
     /// One-sided z of the per-window test of the diagnostic count against Binomial(n, rho).
     #[serde(default = "d_z")]
     pub drift_z: f64,
@@ -159,6 +162,9 @@ fn d_rho() -> f64 {
 fn d_m() -> u32 {
     binning::DEFAULT_DRIFT_WINDOWS
 }
+fn d_penalty() -> u32 {
+    binning::DEFAULT_DRIFT_PENALTY
+}
 fn d_z() -> f64 {
     binning::DEFAULT_DRIFT_Z
 }
@@ -166,7 +172,7 @@ fn d_min_packets() -> u64 {
     binning::DEFAULT_DRIFT_MIN_PACKETS
 }
 fn d_cal() -> u32 {
-    2
+    binning::DEFAULT_CALIBRATION_WINDOWS
 }
 
 /// `kestrel.hash`.
@@ -204,6 +210,7 @@ impl KestrelSection {
         let r = binning::DriftRule {
             rho: self.rho,
             m: self.drift_windows,
+            penalty: self.drift_penalty,
             z: self.drift_z,
             min_packets: self.drift_min_packets,
             calibration_windows: self.calibration_windows,
@@ -989,7 +996,7 @@ fn drift_metrics(e: &mut Exposition, drift: &[Drift]) {
         }
     }
     let name = "peregrine_kestrel_drift_run";
-    e.family(name, Kind::Gauge, "Consecutive tested windows of a QID significantly above rho (re-calibration at drift_windows).");
+    e.family(name, Kind::Gauge, "A QID's drift evidence: significant tested windows less drift_penalty per other tested window (re-calibration at drift_windows).");
     for (q, d) in drift.iter().enumerate() {
         e.sample(name, &[("qid", &q.to_string())], f64::from(d.run()));
     }
@@ -1032,6 +1039,7 @@ mod hash_tests {
             ("drift_z = nan", "kestrel.drift_z"),
             ("drift_min_packets = 0", "kestrel.drift_min_packets"),
             ("drift_windows = 0", "kestrel.drift_windows"),
+            ("drift_penalty = 0", "kestrel.drift_penalty"),
             ("rho = 0.0", "kestrel.rho"),
         ] {
             let e = section(extra).drift_rule().unwrap_err().to_string();
