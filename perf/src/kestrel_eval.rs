@@ -35,7 +35,7 @@ pub struct EvalCfg {
     /// a few hundred thousand rows. Test runs score every key. 0: no per-key unit.
     pub key_neg_every: u32,
     /// Drift re-binning during the runs (none: the calibrated edges stay).
-    pub drift: Option<sim::DriftCfg>,
+    pub drift: Option<peregrine_control::kestrel::binning::DriftRule>,
 }
 
 impl EvalCfg {

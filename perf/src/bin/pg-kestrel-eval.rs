@@ -6,7 +6,7 @@
 //! online in Rust on held-out test runs. `--quick` is the CI-sized smoke run.
 
 use clap::Parser;
-use peregrine_control::kestrel::binning::Strategy;
+use peregrine_control::kestrel::binning::{DriftRule, Strategy};
 use peregrine_dataplane::telemetry::kestrel::layout::default_seeds;
 use peregrine_dataplane::telemetry::kestrel::{Deltas, Layout};
 use peregrine_perf::fridge_eval::plot::{lines, Series};
@@ -15,7 +15,6 @@ use peregrine_perf::kestrel_eval::eval::{
 };
 use peregrine_perf::kestrel_eval::features::{Mode, MODES};
 use peregrine_perf::kestrel_eval::scenario::{Intensity, KINDS};
-use peregrine_perf::kestrel_eval::sim::DriftCfg;
 use peregrine_perf::kestrel_eval::{calibrate, EvalCfg};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -62,7 +61,7 @@ struct Args {
     #[arg(long, default_value_t = 8)]
     key_neg_every: u32,
     /// Drift re-binning during every run of the main evaluation (the daemon's rule with its
-    /// defaults: target occupancy rho 0.01, 3 windows above it, 2 calibration windows).
+    /// defaults, `DriftRule::default()`, docs/kestrel.md "Drift").
     #[arg(long)]
     drift: bool,
 }
@@ -215,11 +214,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let base = Intensity::default().times(a.intensity);
     let mut c = cfg(&p, Layout::paper(), base, a.key_neg_every);
     if a.drift {
-        c.drift = Some(DriftCfg {
-            rho: 0.01,
-            m: 3,
-            calibration_windows: 2,
-        });
+        c.drift = Some(DriftRule::default());
     }
     let edges = calibrate(&c, Strategy::Target, 0.01, 7, 30);
     if a.export_only {
@@ -504,12 +499,28 @@ fn report(
         w,
         "Bin edges: target occupancy (rho 0.01) from one baseline calibration run; {}.\n",
         if a.drift {
+            let (r, d) = (DriftRule::default(), sm.drift);
             format!(
-                "drift re-binning **on** during every run (the collector's rule: re-calibrate a \
-                 QID after 3 windows with its tail or head bin above rho, 2 calibration windows, \
-                 new edges from two windows ahead): {} calibrations and {} re-binnings over \
-                 the test runs",
-                sm.calibrations, sm.rebinnings
+                "drift re-binning **on** during every run (the collector's rule, daemon \
+                 defaults: a window of at least {} packets whose tail or head count is \
+                 significantly above Binomial(n, rho {}) at one-sided z {} adds 1 to the QID's \
+                 evidence, another tested window takes {} back; re-calibration at {}, {} \
+                 calibration windows, new edges from two windows ahead): \
+                 {} calibrations and {} re-binnings over the test runs; {} QID-windows tested, \
+                 {} significant, {} under-sampled, highest drift evidence {} (re-calibration at {})",
+                r.min_packets,
+                r.rho,
+                r.z,
+                r.penalty,
+                r.m,
+                r.calibration_windows,
+                sm.calibrations,
+                sm.rebinnings,
+                d.tested,
+                d.significant,
+                d.under_sampled,
+                d.peak,
+                r.m
             )
         } else {
             "static during the runs (no drift re-binning)".to_string()

@@ -72,6 +72,8 @@ pub struct Summary {
     /// Drift re-binning over the test runs: calibration periods started, re-binnings pushed.
     pub calibrations: u64,
     pub rebinnings: u64,
+    /// The drift rule's steady windows over the test runs (every QID).
+    pub drift: peregrine_control::kestrel::binning::DriftCounts,
     pub train_runs: usize,
     pub test_runs: usize,
     pub test_windows: u64,
@@ -390,6 +392,17 @@ pub fn summarise(
         offered_gbps: 0.0,
         calibrations: test.iter().map(|t| t.1.stats.calibrations).sum(),
         rebinnings: test.iter().map(|t| t.1.stats.rebinnings).sum(),
+        drift: test
+            .iter()
+            .flat_map(|t| t.1.stats.drift)
+            .fold(Default::default(), |mut c, d| {
+                c.tested += d.tested;
+                c.significant += d.significant;
+                c.under_sampled += d.under_sampled;
+                c.fired += d.fired;
+                c.peak = c.peak.max(d.peak);
+                c
+            }),
         train_runs,
         test_runs: test.len(),
         test_windows: test.iter().map(|t| t.1.windows).sum(),

@@ -8,13 +8,15 @@ use super::scenario::{
     advance, Plan, BACKHAUL_TEID0, BACKHAUL_TEIDS, PORT_BPS, QFI_BACKHAUL, QFI_GAMING, S, TEID0,
     UES, US,
 };
-use peregrine_control::kestrel::binning::{Action as DriftAction, Drift, Strategy};
+use peregrine_control::kestrel::binning::{
+    Action as DriftAction, Drift, DriftCounts, DriftRule, Strategy,
+};
 use peregrine_dataplane::buffer::{OwnedBuf, PacketBuf};
 use peregrine_dataplane::qos::{ColourMode, Scheduler, SchedulerConfig, ShaperConfig, TrTcmConfig};
 use peregrine_dataplane::runtime::{Action, Context, Disposition, Publisher, Tap};
 use peregrine_dataplane::telemetry::kestrel::{
     tap_pair, Aggregator, Deltas, EdgeSet, EdgeTable, Layout, Postcard, Window, BINS, DIRS,
-    FINE_BINS,
+    FINE_BINS, MAX_QIDS,
 };
 use peregrine_dataplane::upf::UpfConfig;
 use peregrine_testkit::frames::udp4;
@@ -32,18 +34,10 @@ pub struct RunCfg {
     pub deltas: Deltas,
     /// Simulation step: packets due within a step form one rx batch.
     pub tick_ns: u64,
-    /// Drift re-binning during the run (the collector's rule, Kestrel section IV-C): per
-    /// QID, target-occupancy with this rho, re-calibrated after `m` windows above it.
-    pub drift: Option<DriftCfg>,
-}
-
-/// The drift rule's parameters (the daemon's `kestrel.rho`, `drift_windows`,
-/// `calibration_windows`).
-#[derive(Debug, Clone, Copy)]
-pub struct DriftCfg {
-    pub rho: f64,
-    pub m: u32,
-    pub calibration_windows: u32,
+    /// Drift re-binning during the run (the collector's rule, Kestrel section IV-C, with
+    /// the daemon's `[kestrel]` drift keys): per QID, target occupancy, re-calibrated after
+    /// `m` consecutive tested windows significantly above rho.
+    pub drift: Option<DriftRule>,
 }
 
 /// The drift controllers of a run and the edge table they publish to the tap.
@@ -92,6 +86,7 @@ impl Rebinner {
                     next.qids[qid] = edges;
                     next.calibrating[qid] = false;
                     st.rebinnings += 1;
+                    st.first_rebin[qid].get_or_insert(w.seq);
                     eprintln!(
                         "kestrel eval: window {}: QID {qid} re-binned, version {}, lat {:?}",
                         w.seq, next.version, edges.lat
@@ -128,6 +123,10 @@ pub struct RunStats {
     /// Drift: calibration periods started and re-binnings pushed.
     pub calibrations: u64,
     pub rebinnings: u64,
+    /// Drift: what the rule saw of each QID's steady windows.
+    pub drift: [DriftCounts; MAX_QIDS],
+    /// Drift: the window in which each QID was first re-binned.
+    pub first_rebin: [Option<u64>; MAX_QIDS],
 }
 
 /// The run's rule tables: its "PFCP sessions" (a PDR per (UE TEID, QFI), the backhaul TEIDs).
@@ -197,7 +196,7 @@ pub fn run(plan: &Plan, rc: &RunCfg, seed: u64, mut on_window: impl FnMut(Window
     let (mut tap, ends) = tap_pair(0, &rc.layout, rc.window_ns, table.reader(), Some(rc.deltas));
     let mut rebin = rc.drift.map(|d| Rebinner {
         drift: (0..rc.layout.qids)
-            .map(|_| Drift::new(Strategy::Target, d.rho, d.m, d.calibration_windows))
+            .map(|_| Drift::with_rule(Strategy::Target, d).expect("a checked drift rule"))
             .collect(),
         table,
     });
@@ -333,6 +332,11 @@ pub fn run(plan: &Plan, rc: &RunCfg, seed: u64, mut on_window: impl FnMut(Window
         &mut on_window,
     );
     let _ = US;
+    if let Some(r) = &rebin {
+        for (s, d) in st.drift.iter_mut().zip(&r.drift) {
+            *s = d.counts;
+        }
+    }
     st
 }
 
