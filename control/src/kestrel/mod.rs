@@ -1030,6 +1030,27 @@ mod hash_tests {
     }
 
     #[test]
+    fn kestrel_drift_windows_and_evidence_are_exposed_per_qid() {
+        let mut d = Drift::with_rule(Strategy::Target, binning::DriftRule::default()).unwrap();
+        let z = vec![0u64; peregrine_dataplane::telemetry::kestrel::FINE_BINS];
+        d.window(0, 1000, (60, 0), (&z, &z));
+        d.window(0, 1000, (60, 0), (&z, &z));
+        d.window(0, 1000, (5, 0), (&z, &z));
+        d.window(0, 10, (5, 0), (&z, &z));
+        let mut e = Exposition::new();
+        drift_metrics(&mut e, &[d]);
+        let t = e.finish();
+        for line in [
+            "peregrine_kestrel_drift_windows_total{qid=\"0\",outcome=\"significant\"} 2",
+            "peregrine_kestrel_drift_windows_total{qid=\"0\",outcome=\"not_significant\"} 1",
+            "peregrine_kestrel_drift_windows_total{qid=\"0\",outcome=\"under_sampled\"} 1",
+            "peregrine_kestrel_drift_run{qid=\"0\"} 0",
+        ] {
+            assert!(t.contains(line), "{line} in\n{t}");
+        }
+    }
+
+    #[test]
     fn kestrel_drift_rule_defaults_and_bad_values_are_refused_by_key() {
         let r = section("").drift_rule().unwrap();
         assert_eq!(r, binning::DriftRule::default());
