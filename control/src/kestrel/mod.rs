@@ -12,6 +12,7 @@ pub mod api;
 pub mod binning;
 pub mod collector;
 pub mod detect;
+pub mod drift;
 pub mod export;
 pub mod features;
 pub mod gbt;
@@ -103,7 +104,7 @@ pub struct KestrelSection {
     /// Target diagnostic occupancy.
     #[serde(default = "d_rho")]
     pub rho: f64,
-    /// Drift (`binning::DriftRule`): M, the evidence (significant tested windows less
+    /// Drift (`drift::DriftRule`): M, the evidence (significant tested windows less
     /// `drift_penalty` per other tested window) at which a QID is re-calibrated.
     #[serde(default = "d_m")]
     pub drift_windows: u32,
@@ -848,7 +849,7 @@ impl<B: PacketBuf + 'static> Feature<B> for KestrelFeature {
             "Per-QID re-binnings pushed (calibration ends and drift).",
             s.rebinnings as f64,
         );
-        drift_metrics(e, &self.drift);
+        drift::metrics(e, &self.drift);
         e.one(
             "peregrine_kestrel_bank_stalls_total",
             Kind::Counter,
@@ -981,27 +982,6 @@ fn detect_metrics(e: &mut Exposition, d: &detect::DetectStats, alarm_errors: u64
     );
 }
 
-/// The drift rule's windows per QID by outcome, and its current run.
-fn drift_metrics(e: &mut Exposition, drift: &[Drift]) {
-    let name = "peregrine_kestrel_drift_windows_total";
-    e.family(name, Kind::Counter, "Steady windows the drift rule saw per QID: tested and significantly above rho, tested and not, or under-sampled (fewer than drift_min_packets packets, not tested).");
-    for (q, d) in drift.iter().enumerate() {
-        let (qs, c) = (q.to_string(), d.counts);
-        for (o, v) in [
-            ("significant", c.significant),
-            ("not_significant", c.tested - c.significant),
-            ("under_sampled", c.under_sampled),
-        ] {
-            e.sample(name, &[("qid", &qs), ("outcome", o)], v as f64);
-        }
-    }
-    let name = "peregrine_kestrel_drift_run";
-    e.family(name, Kind::Gauge, "A QID's drift evidence: significant tested windows less drift_penalty per other tested window (re-calibration at drift_windows).");
-    for (q, d) in drift.iter().enumerate() {
-        e.sample(name, &[("qid", &q.to_string())], f64::from(d.run()));
-    }
-}
-
 #[cfg(test)]
 mod hash_tests {
     use super::*;
@@ -1027,27 +1007,6 @@ mod hash_tests {
             .to_string();
         assert!(e.contains("crc32 index hash gives 32"), "{e}");
         assert!(toml::from_str::<KestrelSection>("hash = \"md5\"").is_err());
-    }
-
-    #[test]
-    fn kestrel_drift_windows_and_evidence_are_exposed_per_qid() {
-        let mut d = Drift::with_rule(Strategy::Target, binning::DriftRule::default()).unwrap();
-        let z = vec![0u64; peregrine_dataplane::telemetry::kestrel::FINE_BINS];
-        d.window(0, 1000, (60, 0), (&z, &z));
-        d.window(0, 1000, (60, 0), (&z, &z));
-        d.window(0, 1000, (5, 0), (&z, &z));
-        d.window(0, 10, (5, 0), (&z, &z));
-        let mut e = Exposition::new();
-        drift_metrics(&mut e, &[d]);
-        let t = e.finish();
-        for line in [
-            "peregrine_kestrel_drift_windows_total{qid=\"0\",outcome=\"significant\"} 2",
-            "peregrine_kestrel_drift_windows_total{qid=\"0\",outcome=\"not_significant\"} 1",
-            "peregrine_kestrel_drift_windows_total{qid=\"0\",outcome=\"under_sampled\"} 1",
-            "peregrine_kestrel_drift_run{qid=\"0\"} 0",
-        ] {
-            assert!(t.contains(line), "{line} in\n{t}");
-        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The Kestrel drift rule (`peregrine_control::kestrel::binning::DriftRule`, docs/kestrel.md
+//! The Kestrel drift rule (`peregrine_control::kestrel::drift::DriftRule`, docs/kestrel.md
 //! "Drift"; Kestrel, Saha et al., section IV-C) on the evaluation's traffic through the real
 //! UPF, egress scheduler and Kestrel tap, in virtual time, with the daemon's defaults:
 //!
