@@ -45,7 +45,6 @@ pub const MAX_FRAME: usize = 384;
 struct Wire {
     t: Target,
     l: Layout,
-    addrs: FrameAddrs,
     /// The next PSN to send.
     psn: u32,
     /// The even sequence value of the next K > 1 Key-Write slot write.
@@ -227,7 +226,6 @@ impl Qp {
             w: Wire {
                 t,
                 l,
-                addrs,
                 psn: first_psn & 0x00ff_ffff,
                 seq: 0,
                 heads: vec![0; l.sizes.ap_lists as usize],
@@ -521,20 +519,24 @@ mod tests {
     use peregrine_wire::ethernet::Address;
     use std::net::Ipv4Addr;
 
-    fn qp() -> Qp {
-        let l = Layout::new(Sizes {
-            kw_slots: 1001,
-            ..Sizes::default()
-        })
-        .unwrap();
-        let a = FrameAddrs {
+    fn addrs() -> FrameAddrs {
+        FrameAddrs {
             eth_src: Address([2, 0, 0, 0, 0, 1]),
             eth_dst: Address([2, 0, 0, 0, 0, 2]),
             ip_src: Ipv4Addr::new(10, 0, 0, 1),
             ip_dst: Ipv4Addr::new(10, 0, 0, 2),
             src_port: 49152,
             dst_port: roce::UDP_PORT,
-        };
+        }
+    }
+
+    fn qp() -> Qp {
+        let l = Layout::new(Sizes {
+            kw_slots: 1001,
+            ..Sizes::default()
+        })
+        .unwrap();
+        let a = addrs();
         let t = Target {
             qp: 0x42,
             local_qp: 0x99,
@@ -595,7 +597,7 @@ mod tests {
         }
         .emit(&mut buf[at + roce::BTH_LEN..])
         .unwrap();
-        let n = peregrine_wire::dta::emit_frame(&mut buf, &q.w.addrs, roce_len).unwrap();
+        let n = peregrine_wire::dta::emit_frame(&mut buf, &addrs(), roce_len).unwrap();
         roce::fill_icrc_v4(&mut buf[14..n]).unwrap();
         assert!(q.on_response(&buf[14..n]));
         assert_eq!((q.psn(), q.resyncs()), (0x10, 1));
@@ -622,7 +624,7 @@ mod tests {
     fn qp_with(s: Sizes) -> Qp {
         let mut q = qp();
         let l = Layout::new(s).unwrap();
-        q = Qp::new(q.w.t, l, q.w.addrs, 0, 4);
+        q = Qp::new(q.w.t, l, addrs(), 0, 4);
         q
     }
 

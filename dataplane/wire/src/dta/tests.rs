@@ -205,7 +205,9 @@ fn fuzz_vectors() {
 /// for exactly the one-word Key-Write and Key-Increment of either base header.
 #[test]
 fn parse_one_word_equals_the_full_parse() {
-    let plain_kw = [0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x09, 0xff, 0xff, 0xff, 0xff];
+    let plain_kw = [
+        0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x09, 0xff, 0xff, 0xff, 0xff,
+    ];
     let cases: [(&[u8], Variant, bool); 7] = [
         (&KW, Variant::Tracked, true),
         (&KI, Variant::Tracked, true),

@@ -109,7 +109,15 @@ impl RequestTemplate {
 fn fill_icrc(f: &mut [u8], mut h: crc32fast::Hasher) {
     let n = f.len() - ICRC_LEN;
     let lrh: [u8; 8] = f[CRC_FROM..IP].try_into().expect("8 bytes");
-    let kept = [f[IP + 1], f[IP + 8], f[IP + 10], f[IP + 11], f[UDP + 6], f[UDP + 7], f[BTH + 4]];
+    let kept = [
+        f[IP + 1],
+        f[IP + 8],
+        f[IP + 10],
+        f[IP + 11],
+        f[UDP + 6],
+        f[UDP + 7],
+        f[BTH + 4],
+    ];
     f[CRC_FROM..IP].fill(0xff);
     for at in [IP + 1, IP + 8, IP + 10, IP + 11, UDP + 6, UDP + 7, BTH + 4] {
         f[at] = 0xff;
@@ -183,8 +191,8 @@ mod tests {
                 reth,
                 data: &data[..len],
             };
-            let m = emit_request(&mut want, &a, &bth(opcode::RC_RDMA_WRITE_ONLY, qp, psn), &w)
-                .unwrap();
+            let m =
+                emit_request(&mut want, &a, &bth(opcode::RC_RDMA_WRITE_ONLY, qp, psn), &w).unwrap();
             assert_eq!(t.write(&mut got, psn, &w), Ok(m), "len {len}");
             assert_eq!(want[..m], got[..m], "len {len}");
             assert!(verify_icrc_v4(&got[IP..m]));
