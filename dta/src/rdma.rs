@@ -45,6 +45,10 @@ pub const MAX_FRAME: usize = 384;
 struct Wire {
     t: Target,
     l: Layout,
+    /// `mod S` of the Key-Write, Key-Increment and Postcarding sections by a multiply.
+    kw_mod: hash::FastMod,
+    ki_mod: hash::FastMod,
+    pc_mod: hash::FastMod,
     /// The next PSN to send.
     psn: u32,
     /// The even sequence value of the next K > 1 Key-Write slot write.
@@ -129,7 +133,7 @@ impl<F: FnMut(&[u8])> Sink for Emit<'_, F> {
         let n = Wire::le(&enc[..b as usize], &mut bytes);
         let kc = hash::KeyCrc::new(key);
         for j in 0..l.sizes.pc_redundancy as u8 {
-            let off = l.pc_offset + 4 * b * kc.slot(j, l.sizes.pc_chunks);
+            let off = l.pc_offset + 4 * b * self.w.pc_mod.of(kc.crc_n(j));
             self.w.write(off, &bytes[..n], self.send);
         }
         l.sizes.pc_redundancy
@@ -226,6 +230,9 @@ impl Qp {
             w: Wire {
                 t,
                 l,
+                kw_mod: hash::FastMod::new(l.sizes.kw_slots),
+                ki_mod: hash::FastMod::new(l.sizes.ki_slots),
+                pc_mod: hash::FastMod::new(l.sizes.pc_chunks),
                 psn: first_psn & 0x00ff_ffff,
                 seq: 0,
                 heads: vec![0; l.sizes.ap_lists as usize],
@@ -333,7 +340,7 @@ impl Qp {
             // The 8-byte slot: checksum then the word, little-endian.
             let slot = (u64::from(data[0]) << 32 | u64::from(csum)).to_le_bytes();
             for copy in 0..redundancy {
-                let off = l.kw_offset + stride * kc.slot(copy, s.kw_slots);
+                let off = l.kw_offset + stride * self.w.kw_mod.of(kc.crc_n(copy));
                 self.w.write(off, &slot, &mut send);
             }
             return Ok(redundancy as u32);
@@ -344,7 +351,7 @@ impl Qp {
         let mut b = [0u8; 32];
         let n = Wire::le(&body[..1 + data.len()], &mut b);
         for copy in 0..redundancy {
-            let off = l.kw_offset + stride * kc.slot(copy, s.kw_slots);
+            let off = l.kw_offset + stride * self.w.kw_mod.of(kc.crc_n(copy));
             // The seqlock: odd while the body is written, then a new even value (a
             // per-QP counter, so a reader never sees the same even value around a write).
             self.w.seq = self.w.seq.wrapping_add(2);
@@ -384,8 +391,9 @@ impl Qp {
         mut send: impl FnMut(&[u8]),
     ) -> u32 {
         let l = self.w.l;
+        let kc = hash::KeyCrc::new(key);
         for n in 0..redundancy {
-            let va = self.w.t.base_va + l.ki_offset + 8 * hash::slot(key, n, l.sizes.ki_slots);
+            let va = self.w.t.base_va + l.ki_offset + 8 * self.w.ki_mod.of(kc.crc_n(n));
             let req = Request::FetchAdd(AtomicEth {
                 va,
                 rkey: self.w.t.rkey,
