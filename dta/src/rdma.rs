@@ -21,7 +21,7 @@ use crate::layout::Layout;
 use crate::store::{self, Appender, PostcardOutcome, Postcarder, Sink};
 use crate::Refusal;
 use peregrine_wire::dta::{FrameAddrs, Primitive};
-use peregrine_wire::roce::{self, opcode, Aeth, AtomicEth, Bth, Request, Reth};
+use peregrine_wire::roce::{self, opcode, Aeth, AtomicEth, Bth, Request, RequestTemplate, Reth};
 
 /// What the collector advertises for its registered region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +45,10 @@ pub const MAX_FRAME: usize = 384;
 struct Wire {
     t: Target,
     l: Layout,
-    addrs: FrameAddrs,
+    /// `mod S` of the Key-Write, Key-Increment and Postcarding sections by a multiply.
+    kw_mod: hash::FastMod,
+    ki_mod: hash::FastMod,
+    pc_mod: hash::FastMod,
     /// The next PSN to send.
     psn: u32,
     /// The even sequence value of the next K > 1 Key-Write slot write.
@@ -53,28 +56,15 @@ struct Wire {
     /// Entries ever appended, per list (the heads we publish).
     heads: Vec<u64>,
     resyncs: u64,
+    /// Headers up to the BTH, built once.
+    tpl: RequestTemplate,
     /// The frame being built (every byte of a frame is written: no zeroing per frame).
     buf: Box<[u8; MAX_FRAME]>,
 }
 
 impl Wire {
-    fn bth(&mut self, op: u8) -> Bth {
-        let b = Bth {
-            opcode: op,
-            solicited: false,
-            pad_count: 0,
-            pkey: roce::DEFAULT_PKEY,
-            dest_qp: self.t.qp,
-            ack_req: true,
-            psn: self.psn,
-        };
-        self.psn = (self.psn + 1) & 0x00ff_ffff;
-        b
-    }
-
     /// One RDMA WRITE Only of `data` at region offset `off`.
     fn write(&mut self, off: u64, data: &[u8], send: &mut impl FnMut(&[u8])) {
-        let bth = self.bth(opcode::RC_RDMA_WRITE_ONLY);
         let req = Request::Write {
             reth: Reth {
                 va: self.t.base_va.wrapping_add(off),
@@ -83,8 +73,15 @@ impl Wire {
             },
             data,
         };
-        // Our callers pass at most 256 bytes: always fits.
-        if let Ok(n) = roce::emit_request(&mut self.buf[..], &self.addrs, &bth, &req) {
+        self.request(&req, send);
+    }
+
+    /// One request with the next PSN, from the queue pair's template. Our callers write
+    /// at most 256 bytes and PSNs stay within 24 bits: it always fits.
+    fn request(&mut self, req: &Request<'_>, send: &mut impl FnMut(&[u8])) {
+        let psn = self.psn;
+        self.psn = (self.psn + 1) & 0x00ff_ffff;
+        if let Ok(n) = self.tpl.write(&mut self.buf[..], psn, req) {
             send(&self.buf[..n]);
         }
     }
@@ -136,7 +133,7 @@ impl<F: FnMut(&[u8])> Sink for Emit<'_, F> {
         let n = Wire::le(&enc[..b as usize], &mut bytes);
         let kc = hash::KeyCrc::new(key);
         for j in 0..l.sizes.pc_redundancy as u8 {
-            let off = l.pc_offset + 4 * b * kc.slot(j, l.sizes.pc_chunks);
+            let off = l.pc_offset + 4 * b * self.w.pc_mod.of(kc.crc_n(j));
             self.w.write(off, &bytes[..n], self.send);
         }
         l.sizes.pc_redundancy
@@ -213,6 +210,9 @@ pub fn check(l: &Layout, p: &Primitive) -> Result<(), Refusal> {
 impl Qp {
     /// A queue pair toward `t`, whose region has layout `l`; `pc_cache_slots` postcard
     /// cache entries (as the region path's per-worker cache).
+    ///
+    /// # Panics
+    /// If `t.qp` is over 24 bits (the daemon's config refuses such a QP number).
     pub fn new(
         t: Target,
         l: Layout,
@@ -230,11 +230,15 @@ impl Qp {
             w: Wire {
                 t,
                 l,
-                addrs,
+                kw_mod: hash::FastMod::new(l.sizes.kw_slots),
+                ki_mod: hash::FastMod::new(l.sizes.ki_slots),
+                pc_mod: hash::FastMod::new(l.sizes.pc_chunks),
                 psn: first_psn & 0x00ff_ffff,
                 seq: 0,
                 heads: vec![0; l.sizes.ap_lists as usize],
                 resyncs: 0,
+                tpl: RequestTemplate::new(&addrs, t.qp)
+                    .expect("Target::qp is a 24-bit QP number (the config checks it)"),
                 buf: Box::new([0; MAX_FRAME]),
             },
         }
@@ -251,7 +255,20 @@ impl Qp {
 
     /// Any primitive: its requests (now, or when its batch / chunk is written) passed to
     /// `send`. Returns the frames sent now.
-    pub fn handle(&mut self, p: &Primitive, mut send: impl FnMut(&[u8])) -> Result<u32, Refusal> {
+    pub fn handle(&mut self, p: &Primitive, send: impl FnMut(&[u8])) -> Result<u32, Refusal> {
+        check(&self.w.l, p)?;
+        self.handle_checked(p, send)
+    }
+
+    /// [`handle`](Self::handle) for a primitive [`check`] has passed (a pipeline stage
+    /// checks before it reserves buffers): no second check. An unchecked primitive is not
+    /// unsafe here, only wrong: a redundancy of 0 sends nothing, one over the maximum
+    /// writes more copies.
+    pub fn handle_checked(
+        &mut self,
+        p: &Primitive,
+        mut send: impl FnMut(&[u8]),
+    ) -> Result<u32, Refusal> {
         let mut frames = 0u32;
         let mut count = |f: &[u8]| {
             frames += 1;
@@ -264,14 +281,14 @@ impl Qp {
                 words,
                 ref data,
             } => {
-                self.key_write(redundancy, key, &data[..words as usize], &mut count)?;
+                self.key_write_checked(redundancy, key, &data[..words as usize], &mut count)?;
             }
             Primitive::KeyIncrement {
                 redundancy,
                 key,
                 counter,
             } => {
-                self.key_increment(redundancy, key, counter, &mut count)?;
+                self.key_increment_checked(redundancy, key, counter, &mut count);
             }
             Primitive::Append { list, data } => {
                 self.append(list, data, &mut count)?;
@@ -290,12 +307,10 @@ impl Qp {
         redundancy: u8,
         key: u32,
         data: &[u32],
-        mut send: impl FnMut(&[u8]),
+        send: impl FnMut(&[u8]),
     ) -> Result<u32, Refusal> {
-        let l = self.w.l;
-        let s = l.sizes;
         check(
-            &l,
+            &self.w.l,
             &Primitive::KeyWrite {
                 redundancy,
                 key,
@@ -303,23 +318,40 @@ impl Qp {
                 data: [0; 7],
             },
         )?;
+        self.key_write_checked(redundancy, key, data, send)
+    }
+
+    fn key_write_checked(
+        &mut self,
+        redundancy: u8,
+        key: u32,
+        data: &[u32],
+        mut send: impl FnMut(&[u8]),
+    ) -> Result<u32, Refusal> {
+        let l = self.w.l;
+        let s = l.sizes;
         if data.len() != s.kw_words as usize {
             return Err(Refusal::DataWords);
         }
         let csum = hash::kw_checksum(key, s.kw_checksum_bits);
         let kc = hash::KeyCrc::new(key);
         let stride = s.kw_slot_bytes();
+        if s.kw_words == 1 {
+            // The 8-byte slot: checksum then the word, little-endian.
+            let slot = (u64::from(data[0]) << 32 | u64::from(csum)).to_le_bytes();
+            for copy in 0..redundancy {
+                let off = l.kw_offset + stride * self.w.kw_mod.of(kc.crc_n(copy));
+                self.w.write(off, &slot, &mut send);
+            }
+            return Ok(redundancy as u32);
+        }
         let mut body = [0u32; 8];
         body[0] = csum;
         body[1..1 + data.len()].copy_from_slice(data);
         let mut b = [0u8; 32];
         let n = Wire::le(&body[..1 + data.len()], &mut b);
         for copy in 0..redundancy {
-            let off = l.kw_offset + stride * kc.slot(copy, s.kw_slots);
-            if s.kw_words == 1 {
-                self.w.write(off, &b[..n], &mut send);
-                continue;
-            }
+            let off = l.kw_offset + stride * self.w.kw_mod.of(kc.crc_n(copy));
             // The seqlock: odd while the body is written, then a new even value (a
             // per-QP counter, so a reader never sees the same even value around a write).
             self.w.seq = self.w.seq.wrapping_add(2);
@@ -338,31 +370,39 @@ impl Qp {
         redundancy: u8,
         key: u32,
         counter: u64,
-        mut send: impl FnMut(&[u8]),
+        send: impl FnMut(&[u8]),
     ) -> Result<u32, Refusal> {
-        let l = self.w.l;
         check(
-            &l,
+            &self.w.l,
             &Primitive::KeyIncrement {
                 redundancy,
                 key,
                 counter,
             },
         )?;
+        Ok(self.key_increment_checked(redundancy, key, counter, send))
+    }
+
+    fn key_increment_checked(
+        &mut self,
+        redundancy: u8,
+        key: u32,
+        counter: u64,
+        mut send: impl FnMut(&[u8]),
+    ) -> u32 {
+        let l = self.w.l;
+        let kc = hash::KeyCrc::new(key);
         for n in 0..redundancy {
-            let va = self.w.t.base_va + l.ki_offset + 8 * hash::slot(key, n, l.sizes.ki_slots);
-            let bth = self.w.bth(opcode::RC_FETCH_ADD);
+            let va = self.w.t.base_va + l.ki_offset + 8 * self.w.ki_mod.of(kc.crc_n(n));
             let req = Request::FetchAdd(AtomicEth {
                 va,
                 rkey: self.w.t.rkey,
                 swap_add: counter,
                 compare: 0,
             });
-            let len = roce::emit_request(&mut self.w.buf[..], &self.w.addrs, &bth, &req)
-                .map_err(|_| Refusal::Malformed)?;
-            send(&self.w.buf[..len]);
+            self.w.request(&req, &mut send);
         }
-        Ok(redundancy as u32)
+        redundancy as u32
     }
 
     /// Stage an Append; a full batch goes out as its WRITEs. Returns batches written.
@@ -487,20 +527,24 @@ mod tests {
     use peregrine_wire::ethernet::Address;
     use std::net::Ipv4Addr;
 
-    fn qp() -> Qp {
-        let l = Layout::new(Sizes {
-            kw_slots: 1001,
-            ..Sizes::default()
-        })
-        .unwrap();
-        let a = FrameAddrs {
+    fn addrs() -> FrameAddrs {
+        FrameAddrs {
             eth_src: Address([2, 0, 0, 0, 0, 1]),
             eth_dst: Address([2, 0, 0, 0, 0, 2]),
             ip_src: Ipv4Addr::new(10, 0, 0, 1),
             ip_dst: Ipv4Addr::new(10, 0, 0, 2),
             src_port: 49152,
             dst_port: roce::UDP_PORT,
-        };
+        }
+    }
+
+    fn qp() -> Qp {
+        let l = Layout::new(Sizes {
+            kw_slots: 1001,
+            ..Sizes::default()
+        })
+        .unwrap();
+        let a = addrs();
         let t = Target {
             qp: 0x42,
             local_qp: 0x99,
@@ -561,7 +605,7 @@ mod tests {
         }
         .emit(&mut buf[at + roce::BTH_LEN..])
         .unwrap();
-        let n = peregrine_wire::dta::emit_frame(&mut buf, &q.w.addrs, roce_len).unwrap();
+        let n = peregrine_wire::dta::emit_frame(&mut buf, &addrs(), roce_len).unwrap();
         roce::fill_icrc_v4(&mut buf[14..n]).unwrap();
         assert!(q.on_response(&buf[14..n]));
         assert_eq!((q.psn(), q.resyncs()), (0x10, 1));
@@ -588,7 +632,7 @@ mod tests {
     fn qp_with(s: Sizes) -> Qp {
         let mut q = qp();
         let l = Layout::new(s).unwrap();
-        q = Qp::new(q.w.t, l, q.w.addrs, 0, 4);
+        q = Qp::new(q.w.t, l, addrs(), 0, 4);
         q
     }
 

@@ -82,6 +82,21 @@ pub trait WorkerIo: Send {
     /// An empty buffer to build a packet in (replies, reports); `None` if the pool is dry.
     fn alloc(&mut self) -> Option<Self::Buf>;
 
+    /// Up to `n` empty buffers, each handed to `put`, fewer if the pool runs dry; returns
+    /// how many. Backends with a bulk allocator take them in one call.
+    fn alloc_many(&mut self, n: usize, mut put: impl FnMut(Self::Buf)) -> usize
+    where
+        Self: Sized,
+    {
+        let mut k = 0;
+        while k < n {
+            let Some(b) = self.alloc() else { break };
+            put(b);
+            k += 1;
+        }
+        k
+    }
+
     /// True once every rx source of this worker is finished for good (a pcap file at its end,
     /// all loops done). Live ports never are.
     fn rx_exhausted(&self) -> bool {

@@ -300,16 +300,14 @@ impl<I: WorkerIo> Worker<I> {
     /// comparison when none was taken).
     #[inline]
     fn top_up_spares(&mut self, batch: &mut Batch<I::Buf>) {
-        for _ in 0..batch.spares_missing() {
-            match self.io.alloc() {
-                Some(b) => {
-                    if let Err(b) = batch.give_spare(b) {
-                        self.io.release(b);
-                    }
-                }
-                None => break,
-            }
+        let n = batch.spares_missing();
+        if n == 0 {
+            return;
         }
+        // `spares_missing` buffers always fit: `give_spare` cannot refuse one here.
+        self.io.alloc_many(n, |b| {
+            let _ = batch.give_spare(b);
+        });
     }
 
     /// Take up to a burst from each incoming hand-off ring, one run (same rx port and resume

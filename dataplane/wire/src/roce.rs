@@ -17,6 +17,9 @@
 
 use crate::{be32, put32, Error, Result};
 
+mod template;
+pub use template::RequestTemplate;
+
 /// UDP destination port of RoCEv2.
 pub const UDP_PORT: u16 = 4791;
 pub const BTH_LEN: usize = 12;

@@ -99,17 +99,21 @@ impl TranslatorStage {
                 return self.refused_as(&mut batch.pkts[i], udp_at, r.nack, reason, rx_port);
             }
         }
-        let parsed = dta::Packet::new_checked(payload, self.variant)
-            .and_then(|p| Repr::parse(&p))
-            .map_err(|e| match e {
-                peregrine_wire::Error::Truncated => Refusal::Truncated,
-                peregrine_wire::Error::Unsupported => Refusal::UnknownOpcode,
-                _ => Refusal::Malformed,
-            })
-            .and_then(|r| {
-                peregrine_dta::rdma::check(self.t.store().layout(), &r.primitive).map(|()| r)
-            });
-        let r = match parsed {
+        let parsed = match dta::parse_one_word(payload, self.variant) {
+            Some(p) => Ok(p),
+            None => dta::Packet::new_checked(payload, self.variant)
+                .and_then(|p| Repr::parse(&p))
+                .map(|r| (r.primitive, r.retransmittable.then_some(r.seqnum)))
+                .map_err(|e| match e {
+                    peregrine_wire::Error::Truncated => Refusal::Truncated,
+                    peregrine_wire::Error::Unsupported => Refusal::UnknownOpcode,
+                    _ => Refusal::Malformed,
+                }),
+        }
+        .and_then(|(p, nack)| {
+            peregrine_dta::rdma::check(self.t.store().layout(), &p).map(|()| (p, nack))
+        });
+        let (prim, nack) = match parsed {
             Ok(r) => r,
             Err(why) => {
                 let r = self.t.refuse(why, payload);
@@ -120,18 +124,18 @@ impl TranslatorStage {
         let Some(out) = self.rdma.as_mut() else {
             return Disposition::drop_as(self.not_report);
         };
-        let need = out.qp.max_frames(&r.primitive);
+        let need = out.qp.max_frames(&prim);
         if batch.spares() < need || batch.room() < need {
             out.stats.no_buffer += 1;
             let reason = out.no_buffer;
-            let nack = r.retransmittable.then_some(r.seqnum);
             return self.refused_as(&mut batch.pkts[i], udp_at, nack, reason, rx_port);
         }
         // Every frame in a spare buffer appended to the batch, none in the report's own:
         // the batch goes out in packet order, and a QP's PSNs must leave in order.
         let port = out.port;
         let mut sent = 0u64;
-        let _ = out.qp.handle(&r.primitive, |f| {
+        // Checked above.
+        let _ = out.qp.handle_checked(&prim, |f| {
             // Reserved above: a spare and room for every frame.
             if let Some(mut b) = batch.take_spare() {
                 if put(&mut b, f) && batch.push(b, Disposition::tx(port)).is_ok() {
@@ -141,7 +145,7 @@ impl TranslatorStage {
         });
         out.stats.sent += sent;
         let c = &mut self.t.counters;
-        match r.primitive {
+        match prim {
             Primitive::KeyWrite { .. } => c.key_write += 1,
             Primitive::KeyIncrement { .. } => c.key_increment += 1,
             Primitive::Append { .. } => c.append += 1,

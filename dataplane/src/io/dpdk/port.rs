@@ -686,4 +686,28 @@ impl WorkerIo for DpdkWorkerIo {
         // SAFETY: the pool is kept alive by `shared` and outlives the mbuf (see `Mempool`).
         unsafe { Mbuf::alloc_raw(self.pool) }
     }
+
+    /// `rte_pktmbuf_alloc_bulk` for up to 64 at a time (all or none), one by one when the
+    /// pool cannot give them all at once.
+    fn alloc_many(&mut self, n: usize, mut put: impl FnMut(Mbuf)) -> usize {
+        self.ready(self.queue);
+        let mut raw = [core::ptr::null_mut::<sys::rte_mbuf>(); 64];
+        let n = n.min(raw.len());
+        // SAFETY: the pool is valid and outlives the mbufs (as in `alloc`); `raw` holds `n`
+        // pointers; on success DPDK wrote `n` reset, exclusively owned mbufs of this pool.
+        if unsafe { sys::pg_pktmbuf_alloc_bulk(self.pool, raw.as_mut_ptr(), n as u32) } == 0 {
+            for m in &raw[..n] {
+                // SAFETY: each is a fresh, non-null mbuf from our pool (see above).
+                put(unsafe { Mbuf::from_raw(std::ptr::NonNull::new_unchecked(*m)) });
+            }
+            return n;
+        }
+        let mut k = 0;
+        while k < n {
+            let Some(b) = self.alloc() else { break };
+            put(b);
+            k += 1;
+        }
+        k
+    }
 }

@@ -249,6 +249,33 @@ impl Primitive {
     }
 }
 
+/// One-word Key-Write and Key-Increment, the per-report common case, decoded straight from
+/// the payload's bytes as a translator's per-report path wants them (no `Packet` / `Repr`
+/// walk), with the report's NACK sequence number if it is retransmittable. `None` for
+/// anything else, which the caller parses in full ([`Repr::parse`]); a payload taken here has exactly the
+/// length `Packet::check_len` accepts for it.
+#[inline]
+pub fn parse_one_word(payload: &[u8], variant: Variant) -> Option<(Primitive, Option<u8>)> {
+    let op = *payload.first()?;
+    let s = payload.get(variant.base_len()..)?;
+    let prim = match (op, s.len()) {
+        (opcode::KEY_WRITE, sub_len::KEY_WRITE_1) => Primitive::KeyWrite {
+            redundancy: s[0],
+            key: be32(&s[1..5]),
+            words: 1,
+            data: [be32(&s[5..9]), 0, 0, 0, 0, 0, 0],
+        },
+        (opcode::KEY_INCREMENT, sub_len::KEY_INCREMENT) => Primitive::KeyIncrement {
+            redundancy: s[0],
+            key: be32(&s[1..5]),
+            counter: u64::from(be32(&s[5..9])) << 32 | u64::from(be32(&s[9..13])),
+        },
+        _ => return None,
+    };
+    let p = Packet::new_unchecked(payload, variant);
+    Some((prim, p.retransmittable().then(|| p.seqnum())))
+}
+
 /// A parsed report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Repr {

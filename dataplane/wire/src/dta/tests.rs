@@ -200,3 +200,32 @@ fn fuzz_vectors() {
         }
     }
 }
+
+/// The one-word fast decode agrees with the full parse wherever it answers, and answers
+/// for exactly the one-word Key-Write and Key-Increment of either base header.
+#[test]
+fn parse_one_word_equals_the_full_parse() {
+    let plain_kw = [
+        0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x09, 0xff, 0xff, 0xff, 0xff,
+    ];
+    let cases: [(&[u8], Variant, bool); 7] = [
+        (&KW, Variant::Tracked, true),
+        (&KI, Variant::Tracked, true),
+        (&plain_kw, Variant::Plain, true),
+        (&AP_PLAIN, Variant::Plain, false),
+        (&PC, Variant::Tracked, false),
+        (&KW[..11], Variant::Tracked, false),
+        (&KI[..15], Variant::Tracked, false),
+    ];
+    for (bytes, v, fast) in cases {
+        let got = parse_one_word(bytes, v);
+        assert_eq!(got.is_some(), fast, "{bytes:02x?}");
+        if let Some((p, nack)) = got {
+            let r = Repr::parse(&Packet::new_checked(bytes, v).unwrap()).unwrap();
+            assert_eq!(p, r.primitive);
+            assert_eq!(nack, r.retransmittable.then_some(r.seqnum));
+        }
+    }
+    assert_eq!(parse_one_word(&[], Variant::Tracked), None);
+    assert_eq!(parse_one_word(&KW[..2], Variant::Tracked), None);
+}
