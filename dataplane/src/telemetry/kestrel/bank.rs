@@ -88,6 +88,10 @@ pub struct Bank {
     pub skipped: u64,
     /// Whether anything was recorded since the bank was zeroed.
     pub dirty: bool,
+    /// `[dir][qid]`: packets the burst update recorded in each sketch's hot buckets since
+    /// they last spilled; at [`SPILL_AT`] the whole sketch spills ([`spill_sketch`]), so no
+    /// hot bucket (whose counters are each at most this) can wrap.
+    pub(super) hot_fill: [u32; DIRS * MAX_QIDS],
 }
 
 impl Bank {
@@ -104,6 +108,7 @@ impl Bank {
             packets: 0,
             skipped: 0,
             dirty: false,
+            hot_fill: [0; DIRS * MAX_QIDS],
         }
     }
 
@@ -120,6 +125,7 @@ impl Bank {
             packets: 0,
             skipped: 0,
             dirty: false,
+            hot_fill: [0; DIRS * MAX_QIDS],
         }
     }
 
@@ -132,6 +138,7 @@ impl Bank {
         self.packets = 0;
         self.skipped = 0;
         self.dirty = false;
+        self.hot_fill = [0; DIRS * MAX_QIDS];
     }
 
     /// Bucket `i`'s counters in this window: the wide counters plus the hot ones.
@@ -166,6 +173,19 @@ pub(super) fn spill_into(buckets: &mut [Bucket], hot: &mut [HotBucket], i: usize
         last_seen: h.last_seen,
         ..HotBucket::ZERO
     };
+}
+
+/// Spill every hot bucket of the sketch at `base..base + len` that counted a packet into
+/// its wide bucket (the burst update, when the sketch's [`Bank::hot_fill`] reaches
+/// [`SPILL_AT`]: once per 65 535 packets of one sketch).
+#[cold]
+#[inline(never)]
+pub(super) fn spill_sketch(buckets: &mut [Bucket], hot: &mut [HotBucket], base: usize, len: usize) {
+    for i in base..base + len {
+        if hot[i].packets != 0 {
+            spill_into(buckets, hot, i);
+        }
+    }
 }
 
 /// What the d = 3 kernel derives from an [`EdgeSet`]: bin tables per QID (`super::kernel`),
@@ -365,6 +385,14 @@ impl Sketcher {
                 pm.packets += 1;
                 pm.bytes += u64::from(s.len);
                 pm.sojourn_sum_ns += u64::from(s.sojourn_ns);
+                // Keep the sketch's count for the d = 3 kernel, which spills by sketch.
+                let sk = s.dir * self.qids + s.qid;
+                bank.hot_fill[sk] += 1;
+                if bank.hot_fill[sk] == u32::from(SPILL_AT) {
+                    bank.hot_fill[sk] = 0;
+                    let len = rows * width;
+                    spill_sketch(&mut bank.buckets, &mut bank.hot, sk * len, len);
+                }
             }
             let n = (chunk.len() - skipped) as u64;
             bank.skipped += skipped as u64;

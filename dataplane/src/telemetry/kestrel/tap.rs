@@ -66,6 +66,8 @@ pub struct KestrelTap {
     table: Reader<EdgeTable>,
     window_ns: u64,
     seq: u64,
+    /// Where window `seq + 1` starts: a burst compares its time with it instead of dividing.
+    next_edge_ns: u64,
     full: Producer<Box<Bank>>,
     spare: Consumer<Box<Bank>>,
     stats: Arc<TapStats>,
@@ -109,6 +111,7 @@ pub fn tap_pair(
         table,
         window_ns: window_ns.max(1),
         seq: 0,
+        next_edge_ns: window_ns.max(1),
         full: full_tx,
         spare: spare_rx,
         stats: stats.clone(),
@@ -155,6 +158,18 @@ impl KestrelTap {
                 s.t_ns,
             );
         }
+    }
+
+    /// A burst at `now` is past the current window's end: move to `now`'s window (the one
+    /// 64-bit division of a window, not of a burst).
+    #[cold]
+    #[inline(never)]
+    fn edge(&mut self, now: u64) {
+        let seq = now / self.window_ns;
+        if seq > self.seq {
+            self.open_window(seq);
+        }
+        self.next_edge_ns = self.seq.saturating_add(1).saturating_mul(self.window_ns);
     }
 
     /// Move to window `seq` at `now` (a burst's time), handing the filled bank over.
@@ -216,9 +231,8 @@ impl<B: PacketBuf> Tap<B> for KestrelTap {
 
     fn on_burst(&mut self, _port: PortId, pkts: &mut [B], cx: &Context) {
         let now = cx.now_ns();
-        let seq = now / self.window_ns;
-        if seq > self.seq {
-            self.open_window(seq);
+        if now >= self.next_edge_ns {
+            self.edge(now);
         }
         self.idle_calls = 0;
         for chunk in pkts.chunks(CHUNK) {
