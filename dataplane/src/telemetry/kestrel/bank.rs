@@ -88,10 +88,11 @@ pub struct Bank {
     pub skipped: u64,
     /// Whether anything was recorded since the bank was zeroed.
     pub dirty: bool,
-    /// `[dir][qid]`: packets the burst update recorded in each sketch's hot buckets since
-    /// they last spilled; at [`SPILL_AT`] the whole sketch spills ([`spill_sketch`]), so no
-    /// hot bucket (whose counters are each at most this) can wrap.
-    pub(super) hot_fill: [u32; DIRS * MAX_QIDS],
+    /// `[dir][qid]`: packets each sketch's hot buckets may still count: [`SPILL_AT`] less
+    /// the packets the burst update recorded in them since they last spilled. At 0 the whole
+    /// sketch spills ([`spill_sketch`]) and this is [`SPILL_AT`] again, so no hot bucket
+    /// (whose counters are each at most its sketch's packets) can wrap.
+    pub(super) hot_room: [u32; DIRS * MAX_QIDS],
 }
 
 impl Bank {
@@ -108,7 +109,7 @@ impl Bank {
             packets: 0,
             skipped: 0,
             dirty: false,
-            hot_fill: [0; DIRS * MAX_QIDS],
+            hot_room: HOT_ROOM,
         }
     }
 
@@ -125,7 +126,7 @@ impl Bank {
             packets: 0,
             skipped: 0,
             dirty: false,
-            hot_fill: [0; DIRS * MAX_QIDS],
+            hot_room: HOT_ROOM,
         }
     }
 
@@ -138,7 +139,7 @@ impl Bank {
         self.packets = 0;
         self.skipped = 0;
         self.dirty = false;
-        self.hot_fill = [0; DIRS * MAX_QIDS];
+        self.hot_room = HOT_ROOM;
     }
 
     /// Bucket `i`'s counters in this window: the wide counters plus the hot ones.
@@ -175,9 +176,12 @@ pub(super) fn spill_into(buckets: &mut [Bucket], hot: &mut [HotBucket], i: usize
     };
 }
 
+/// [`Bank::hot_room`] of a zeroed bank.
+const HOT_ROOM: [u32; DIRS * MAX_QIDS] = [SPILL_AT as u32; DIRS * MAX_QIDS];
+
 /// Spill every hot bucket of the sketch at `base..base + len` that counted a packet into
-/// its wide bucket (the burst update, when the sketch's [`Bank::hot_fill`] reaches
-/// [`SPILL_AT`]: once per 65 535 packets of one sketch).
+/// its wide bucket (the burst update, when the sketch's [`Bank::hot_room`] reaches 0: once
+/// per 65 535 packets of one sketch).
 #[cold]
 #[inline(never)]
 pub(super) fn spill_sketch(buckets: &mut [Bucket], hot: &mut [HotBucket], base: usize, len: usize) {
@@ -387,9 +391,9 @@ impl Sketcher {
                 pm.sojourn_sum_ns += u64::from(s.sojourn_ns);
                 // Keep the sketch's count for the d = 3 kernel, which spills by sketch.
                 let sk = s.dir * self.qids + s.qid;
-                bank.hot_fill[sk] += 1;
-                if bank.hot_fill[sk] == u32::from(SPILL_AT) {
-                    bank.hot_fill[sk] = 0;
+                bank.hot_room[sk] -= 1;
+                if bank.hot_room[sk] == 0 {
+                    bank.hot_room[sk] = u32::from(SPILL_AT);
                     let len = rows * width;
                     spill_sketch(&mut bank.buckets, &mut bank.hot, sk * len, len);
                 }

@@ -27,13 +27,15 @@ use crate::upf::prefetch::prefetch_addr;
 /// does). Three arrays rather than one array of triples (kernel round 6): the octave is the
 /// `bsr` of the value and each entry's address is `table + 8 o`, one addressing mode with
 /// no multiply by the entry size. The edges are u64 so that `v < a` is one compare of the
-/// 64-bit value with memory (perf/results/kestrel.md, rounds 5 and 6).
+/// 64-bit value with memory, and `top` is a byte so that each term is one `sbb` (LLVM
+/// emits `xor`/`setb`/`sub` for the same subtraction in u64; perf/results/kestrel.md,
+/// rounds 5 and 6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub struct BinTable {
     a: [u64; 64],
-    top: [u64; 64],
     b: [u64; 64],
+    top: [u8; 64],
 }
 
 impl BinTable {
@@ -41,8 +43,8 @@ impl BinTable {
     pub fn new(edges: &[u32; EDGES]) -> Option<BinTable> {
         let mut t = BinTable {
             a: [0; 64],
-            top: [0; 64],
             b: [0; 64],
+            top: [0; 64],
         };
         for o in 0..64 {
             let lo = if o == 0 { 0u64 } else { 1 << o };
@@ -52,7 +54,7 @@ impl BinTable {
                 .iter()
                 .map(|&e| u64::from(e))
                 .filter(|&e| e > lo && e < hi);
-            let top = edges.iter().filter(|&&e| u64::from(e) < hi).count() as u64;
+            let top = edges.iter().filter(|&&e| u64::from(e) < hi).count() as u8;
             let (a, b) = (inside.next(), inside.next());
             if inside.next().is_some() {
                 return None;
@@ -75,9 +77,9 @@ impl BinTable {
     pub fn bin(&self, v: u64) -> usize {
         let o = Self::octave(v);
         let n = self.top[o]
-            .wrapping_sub(u64::from(v < self.a[o]))
-            .wrapping_sub(u64::from(v < self.b[o]));
-        n as usize & 7
+            .wrapping_sub(u8::from(v < self.a[o]))
+            .wrapping_sub(u8::from(v < self.b[o]));
+        usize::from(n & 7)
     }
 
     /// Whether no octave holds two edges above its lowest value, so that [`BinTable::bin1`]
@@ -90,7 +92,7 @@ impl BinTable {
     #[inline(always)]
     pub fn bin1(&self, v: u64) -> usize {
         let o = Self::octave(v);
-        self.top[o].wrapping_sub(u64::from(v < self.a[o])) as usize & 7
+        usize::from(self.top[o].wrapping_sub(u8::from(v < self.a[o])) & 7)
     }
 }
 
@@ -121,10 +123,10 @@ impl Sketcher {
     /// PM counters, then the updates in packet order, prefetching the rows of the packet
     /// [`AHEAD`] places on. Per packet the row-independent parts (colour, latency bin,
     /// length, last-seen value) once, then per row the counters, the last-seen exchange and
-    /// the inter-arrival bin. No spill test per packet: pass 1 counts each sketch's packets
-    /// since its hot buckets were last spilled ([`Bank::hot_fill`]), and when a sketch's count
-    /// reaches [`SPILL_AT`] the chunk is cut after that packet and the whole sketch spills
-    /// (no hot bucket holds more packets than its sketch, so none can wrap).
+    /// the inter-arrival bin. No spill test per packet: pass 1 counts down each sketch's room
+    /// ([`Bank::hot_room`]: [`SPILL_AT`] less its packets since its hot buckets last spilled),
+    /// and when a sketch's room reaches 0 the chunk is cut after that packet and the whole
+    /// sketch spills (no hot bucket holds more packets than its sketch, so none can wrap).
     /// `BITS` is log2(width) when the caller knows it at compile time (0: `self.bits`); `CAL`
     /// whether any QID is calibrating; `ONE` whether every table finds a bin with one compare
     /// ([`BinTable::bin1`]). Returns false (nothing recorded) when `bank` has no PM slots (an
@@ -147,7 +149,7 @@ impl Sketcher {
             packets,
             skipped,
             dirty,
-            hot_fill: fill,
+            hot_room: room,
             ..
         } = bank;
         let Ok(pms) = <&mut [Pm; DIRS * QFIS]>::try_from(&mut pm[..]) else {
@@ -164,12 +166,12 @@ impl Sketcher {
                 // chunk, so the default one is inlined in the loop.
                 let (n, end, full) = match hash {
                     IndexHash::Splitmix64 => {
-                        self.index3::<BITS, _>(rest, &mut at, pms, fill, |seed, s| {
+                        self.index3::<BITS, _>(rest, &mut at, pms, room, |seed, s| {
                             layout::hash(seed, s.teid, s.qfi)
                         })
                     }
                     IndexHash::Crc32 => {
-                        self.index3::<BITS, _>(rest, &mut at, pms, fill, |seed, s| {
+                        self.index3::<BITS, _>(rest, &mut at, pms, room, |seed, s| {
                             u64::from(layout::crc32_key(seed as u32, s.teid, s.qfi))
                         })
                     }
@@ -190,8 +192,8 @@ impl Sketcher {
 
     /// Pass 1 of [`Sketcher::burst3`]: each packet's three bucket indices under `hash`, or
     /// `u32::MAX` when it has no direction or its QID is beyond the layout, its 3GPP-PM
-    /// counters (they need no bucket), and its sketch's count in `fill`. Stops after the
-    /// first packet whose sketch's count reaches [`SPILL_AT`] (and zeroes that count).
+    /// counters (they need no bucket), and its sketch's room in `room` counted down. Stops
+    /// after the first packet whose sketch's room reaches 0 (and sets it to [`SPILL_AT`]).
     /// Returns the packets recorded, the packets seen and the sketch to spill, if any.
     #[inline(always)]
     fn index3<const BITS: u32, H: Fn(u64, &Sample) -> u64>(
@@ -199,7 +201,7 @@ impl Sketcher {
         chunk: &[Sample],
         at: &mut [[u32; 3]; CHUNK + AHEAD],
         pms: &mut [Pm; DIRS * QFIS],
-        fill: &mut [u32; DIRS * MAX_QIDS],
+        room: &mut [u32; DIRS * MAX_QIDS],
         hash: H,
     ) -> (usize, usize, Option<usize>) {
         let bits = if BITS > 0 { BITS } else { self.bits };
@@ -207,7 +209,9 @@ impl Sketcher {
         let mask = width - 1;
         let qids = self.qids;
         let mut n = 0;
-        for (k, (s, a)) in chunk.iter().zip(at.iter_mut()).enumerate() {
+        let len = chunk.len().min(CHUNK);
+        for k in 0..len {
+            let (s, a) = (&chunk[k], &mut at[k]);
             if s.dir < DIRS && s.qid < qids {
                 let h = hash(self.seeds[s.qid & (MAX_QIDS - 1)], s) as usize;
                 let sk = s.dir * qids + s.qid;
@@ -223,17 +227,17 @@ impl Sketcher {
                 pm.bytes += u64::from(s.len);
                 pm.sojourn_sum_ns += u64::from(s.sojourn_ns);
                 n += 1;
-                let f = &mut fill[sk & (DIRS * MAX_QIDS - 1)];
-                *f += 1;
-                if *f == u32::from(SPILL_AT) {
-                    *f = 0;
+                let r = &mut room[sk & (DIRS * MAX_QIDS - 1)];
+                *r -= 1;
+                if *r == 0 {
+                    *r = u32::from(SPILL_AT);
                     return (n, k + 1, Some(sk));
                 }
             } else {
                 *a = [u32::MAX; 3];
             }
         }
-        (n, chunk.len(), None)
+        (n, len, None)
     }
 }
 
