@@ -18,7 +18,7 @@
 
 use super::bank::{Bank, Sample, Sketcher, CHUNK};
 use super::edges::{EdgeSet, EdgeTable};
-use super::layout::Layout;
+use super::layout::{Layout, DIRS};
 use super::postcard::{smp_pair, Deltas, Postcard, PostcardStats, Smp};
 use crate::buffer::PacketBuf;
 use crate::io::PortId;
@@ -213,6 +213,15 @@ impl KestrelTap {
     }
 }
 
+/// The sample's direction is the metadata's direction byte less one (one instruction, not
+/// a match on [`Direction`]): uplink 0, downlink 1, anything else outside `0..DIRS`.
+const _DIR_BYTES: () = assert!(
+    Direction::Uplink as usize == 1
+        && Direction::Downlink as usize == 2
+        && Direction::Unknown as usize == 0
+        && DIRS == 2
+);
+
 /// Inner IP packet length at `off` (IPv4 total length, IPv6 payload length + 40), or what
 /// follows `off` when the header is not there.
 #[inline]
@@ -238,11 +247,9 @@ impl<B: PacketBuf> Tap<B> for KestrelTap {
         for chunk in pkts.chunks(CHUNK) {
             for (p, s) in chunk.iter().zip(&mut self.buf) {
                 let m = p.pkt_meta();
-                let dir = match m.direction() {
-                    Direction::Uplink => 0,
-                    Direction::Downlink => 1,
-                    Direction::Unknown => usize::MAX,
-                };
+                // Uplink 0, downlink 1; unknown (0) and out-of-range bytes land outside
+                // `0..DIRS`, which the sketcher skips (see `_DIR_BYTES`).
+                let dir = usize::from(m.dir).wrapping_sub(1);
                 let t_ns = if m.enqueue_ns != 0 {
                     m.enqueue_ns + u64::from(m.sojourn_ns)
                 } else {
