@@ -88,6 +88,11 @@ pub struct Bank {
     pub skipped: u64,
     /// Whether anything was recorded since the bank was zeroed.
     pub dirty: bool,
+    /// `[dir][qid]`: packets each sketch's hot buckets may still count: [`SPILL_AT`] less
+    /// the packets the burst update recorded in them since they last spilled. At 0 the whole
+    /// sketch spills ([`spill_sketch`]) and this is [`SPILL_AT`] again, so no hot bucket
+    /// (whose counters are each at most its sketch's packets) can wrap.
+    pub(super) hot_room: [u32; DIRS * MAX_QIDS],
 }
 
 impl Bank {
@@ -104,6 +109,7 @@ impl Bank {
             packets: 0,
             skipped: 0,
             dirty: false,
+            hot_room: HOT_ROOM,
         }
     }
 
@@ -120,6 +126,7 @@ impl Bank {
             packets: 0,
             skipped: 0,
             dirty: false,
+            hot_room: HOT_ROOM,
         }
     }
 
@@ -132,6 +139,7 @@ impl Bank {
         self.packets = 0;
         self.skipped = 0;
         self.dirty = false;
+        self.hot_room = HOT_ROOM;
     }
 
     /// Bucket `i`'s counters in this window: the wide counters plus the hot ones.
@@ -166,6 +174,22 @@ pub(super) fn spill_into(buckets: &mut [Bucket], hot: &mut [HotBucket], i: usize
         last_seen: h.last_seen,
         ..HotBucket::ZERO
     };
+}
+
+/// [`Bank::hot_room`] of a zeroed bank.
+const HOT_ROOM: [u32; DIRS * MAX_QIDS] = [SPILL_AT as u32; DIRS * MAX_QIDS];
+
+/// Spill every hot bucket of the sketch at `base..base + len` that counted a packet into
+/// its wide bucket (the burst update, when the sketch's [`Bank::hot_room`] reaches 0: once
+/// per 65 535 packets of one sketch).
+#[cold]
+#[inline(never)]
+pub(super) fn spill_sketch(buckets: &mut [Bucket], hot: &mut [HotBucket], base: usize, len: usize) {
+    for i in base..base + len {
+        if hot[i].packets != 0 {
+            spill_into(buckets, hot, i);
+        }
+    }
 }
 
 /// What the d = 3 kernel derives from an [`EdgeSet`]: bin tables per QID (`super::kernel`),
@@ -365,6 +389,14 @@ impl Sketcher {
                 pm.packets += 1;
                 pm.bytes += u64::from(s.len);
                 pm.sojourn_sum_ns += u64::from(s.sojourn_ns);
+                // Keep the sketch's count for the d = 3 kernel, which spills by sketch.
+                let sk = s.dir * self.qids + s.qid;
+                bank.hot_room[sk] -= 1;
+                if bank.hot_room[sk] == 0 {
+                    bank.hot_room[sk] = u32::from(SPILL_AT);
+                    let len = rows * width;
+                    spill_sketch(&mut bank.buckets, &mut bank.hot, sk * len, len);
+                }
             }
             let n = (chunk.len() - skipped) as u64;
             bank.skipped += skipped as u64;

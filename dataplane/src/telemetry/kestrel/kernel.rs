@@ -13,35 +13,40 @@
 //! (edges closer than a factor of two; the defaults are a factor of four apart) have no
 //! table, and the sketcher uses the compare search for them.
 
-use super::bank::{spill_into, Bank, Pm, Sample, Sketcher, AHEAD, CHUNK, QFIS};
+use super::bank::{spill_sketch, Bank, Pm, Sample, Sketcher, AHEAD, CHUNK, QFIS};
 use super::edges::QidEdges;
 use super::layout::{self, HotBucket, IndexHash, DIRS, EDGES, MAX_QIDS, SPILL_AT};
 use crate::upf::prefetch::prefetch_addr;
 
-/// One octave of a [`BinTable`]: `bin(v) = top - (v < a) - (v < b)`, where `top` is the
-/// number of edges below the octave's end and `a`, `b` the (at most two) edges inside it
-/// above its lowest value; free places hold 0, which no value is below. An edge at the
-/// octave's lowest value is at most every value of the octave and counts in `top` alone.
-/// The edges are u64 so that `v < a` is one compare of the 64-bit value with memory and
-/// each term one subtract-with-borrow (perf/results/kestrel.md, round 5).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[repr(C)]
-struct Octave {
-    a: u64,
-    b: u64,
-    top: u64,
-}
-
-/// The bin of a value by octave (see the module doc): 64 octaves, so a 64-bit inter-arrival
-/// gap needs no clamp (every gap of 2^32 ns or more bins as `u32::MAX` does).
+/// The bin of a value by octave (see the module doc): per octave `o` (`[2^o, 2^(o+1))`, the
+/// first `[0, 2)`), `bin(v) = top[o] - (v < a[o]) - (v < b[o])`, where `top` is the number
+/// of edges below the octave's end and `a`, `b` the (at most two) edges inside it above its
+/// lowest value; free places hold 0, which no value is below. An edge at the octave's lowest
+/// value is at most every value of the octave and counts in `top` alone. 64 octaves, so a
+/// 64-bit inter-arrival gap needs no clamp (every gap of 2^32 ns or more bins as `u32::MAX`
+/// does). Three arrays rather than one array of triples (kernel round 6): the octave is the
+/// `bsr` of the value and each entry's address is `table + 8 o`, one addressing mode with
+/// no multiply by the entry size. The edges are u64 so that `v < a` is one compare of the
+/// 64-bit value with memory, and `top` is a byte so that each term is one `sbb` (LLVM
+/// emits `xor`/`setb`/`sub` for the same subtraction in u64; perf/results/kestrel.md,
+/// rounds 5 and 6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BinTable([Octave; 64]);
+#[repr(C)]
+pub struct BinTable {
+    a: [u64; 64],
+    b: [u64; 64],
+    top: [u8; 64],
+}
 
 impl BinTable {
     /// The table for ascending `edges`, or `None` when an octave holds three or more.
     pub fn new(edges: &[u32; EDGES]) -> Option<BinTable> {
-        let mut t = [Octave::default(); 64];
-        for (o, x) in t.iter_mut().enumerate() {
+        let mut t = BinTable {
+            a: [0; 64],
+            b: [0; 64],
+            top: [0; 64],
+        };
+        for o in 0..64 {
             let lo = if o == 0 { 0u64 } else { 1 << o };
             let hi = if o == 63 { u64::MAX } else { 2u64 << o };
             // Edges at or below `lo` are at most every value of the octave.
@@ -49,42 +54,45 @@ impl BinTable {
                 .iter()
                 .map(|&e| u64::from(e))
                 .filter(|&e| e > lo && e < hi);
-            let top = edges.iter().filter(|&&e| u64::from(e) < hi).count() as u64;
+            let top = edges.iter().filter(|&&e| u64::from(e) < hi).count() as u8;
             let (a, b) = (inside.next(), inside.next());
             if inside.next().is_some() {
                 return None;
             }
-            *x = Octave {
-                a: a.unwrap_or(0),
-                b: b.unwrap_or(0),
-                top,
-            };
+            t.a[o] = a.unwrap_or(0);
+            t.b[o] = b.unwrap_or(0);
+            t.top[o] = top;
         }
-        Some(BinTable(t))
+        Some(t)
+    }
+
+    /// The octave of `v`: its highest set bit (0 for 0 and 1).
+    #[inline(always)]
+    fn octave(v: u64) -> usize {
+        (63 - (v | 1).leading_zeros()) as usize & 63
     }
 
     /// The bin of `v`: the number of edges `<= v`, with `v` past `u32::MAX` as `u32::MAX`.
     #[inline(always)]
     pub fn bin(&self, v: u64) -> usize {
-        let o = &self.0[(63 - (v | 1).leading_zeros()) as usize & 63];
-        let n = o
-            .top
-            .wrapping_sub(u64::from(v < o.a))
-            .wrapping_sub(u64::from(v < o.b));
-        n as usize & 7
+        let o = Self::octave(v);
+        let n = self.top[o]
+            .wrapping_sub(u8::from(v < self.a[o]))
+            .wrapping_sub(u8::from(v < self.b[o]));
+        usize::from(n & 7)
     }
 
     /// Whether no octave holds two edges above its lowest value, so that [`BinTable::bin1`]
     /// is exact (edges a factor of two or more apart, as the defaults are).
     pub fn one_per_octave(&self) -> bool {
-        self.0.iter().all(|o| o.b == 0)
+        self.b.iter().all(|&b| b == 0)
     }
 
     /// [`BinTable::bin`] with one compare: exact when [`BinTable::one_per_octave`].
     #[inline(always)]
     pub fn bin1(&self, v: u64) -> usize {
-        let o = &self.0[(63 - (v | 1).leading_zeros()) as usize & 63];
-        o.top.wrapping_sub(u64::from(v < o.a)) as usize & 7
+        let o = Self::octave(v);
+        usize::from(self.top[o].wrapping_sub(u8::from(v < self.a[o])) & 7)
     }
 }
 
@@ -111,15 +119,18 @@ impl QidTables {
 
 impl Sketcher {
     /// [`Sketcher::record_burst`] for d = 3 with every QID's bins in tables: per chunk of
-    /// [`CHUNK`], first each packet's three bucket indices (hash, split, sketch base), then
-    /// the updates in packet order, prefetching the rows of the packet [`AHEAD`] places on.
-    /// Per packet the row-independent parts (colour, latency bin, length, last-seen value,
-    /// the PM counters' slot) once, then per row the counters, the last-seen exchange and the
-    /// inter-arrival bin; one spill test per packet. `BITS` is log2(width) when the caller
-    /// knows it at compile time (0: `self.bits`); `CAL` whether any QID is calibrating; `ONE`
-    /// whether every table finds a bin with one compare ([`BinTable::bin1`]).
-    /// Returns false (nothing recorded) when `bank` has no PM slots (an empty placeholder
-    /// bank), so the caller takes the general path.
+    /// [`CHUNK`], first each packet's three bucket indices (hash, split, sketch base) and its
+    /// PM counters, then the updates in packet order, prefetching the rows of the packet
+    /// [`AHEAD`] places on. Per packet the row-independent parts (colour, latency bin,
+    /// length, last-seen value) once, then per row the counters, the last-seen exchange and
+    /// the inter-arrival bin. No spill test per packet: pass 1 counts down each sketch's room
+    /// ([`Bank::hot_room`]: [`SPILL_AT`] less its packets since its hot buckets last spilled),
+    /// and when a sketch's room reaches 0 the chunk is cut after that packet and the whole
+    /// sketch spills (no hot bucket holds more packets than its sketch, so none can wrap).
+    /// `BITS` is log2(width) when the caller knows it at compile time (0: `self.bits`); `CAL`
+    /// whether any QID is calibrating; `ONE` whether every table finds a bin with one compare
+    /// ([`BinTable::bin1`]). Returns false (nothing recorded) when `bank` has no PM slots (an
+    /// empty placeholder bank), so the caller takes the general path.
     #[inline(always)]
     pub(super) fn burst3<const BITS: u32, const CAL: bool, const ONE: bool>(
         &self,
@@ -129,6 +140,7 @@ impl Sketcher {
         calibrating: &[bool; MAX_QIDS],
     ) -> bool {
         let hash = self.hash;
+        let sketch_len = 3usize << if BITS > 0 { BITS } else { self.bits };
         let Bank {
             hot,
             buckets,
@@ -137,72 +149,41 @@ impl Sketcher {
             packets,
             skipped,
             dirty,
+            hot_room: room,
             ..
         } = bank;
         let Ok(pms) = <&mut [Pm; DIRS * QFIS]>::try_from(&mut pm[..]) else {
             return false;
         };
+        // Pass 1's indices, with AHEAD entries past the chunk so that pass 2 prefetches with
+        // no test: those stay 0 (bucket 0; a prefetch is a hint, never a dereference).
+        let mut at = [[0u32; 3]; CHUNK + AHEAD];
         for chunk in samples.chunks(CHUNK) {
-            // Pass 1: every packet's three bucket indices (u32::MAX: not recorded). The hash
-            // is chosen once per chunk, so the default one is inlined in the loop.
-            let mut at = [[u32::MAX; 3]; CHUNK];
-            let n = match hash {
-                IndexHash::Splitmix64 => self.index3::<BITS, _>(chunk, &mut at, pms, |seed, s| {
-                    layout::hash(seed, s.teid, s.qfi)
-                }),
-                IndexHash::Crc32 => self.index3::<BITS, _>(chunk, &mut at, pms, |seed, s| {
-                    u64::from(layout::crc32_key(seed as u32, s.teid, s.qfi))
-                }),
-            };
-            *skipped += (chunk.len() - n) as u64;
-            *packets += n as u64;
-            *dirty |= n > 0;
-            // A prefetch is a hint on an address, never a dereference: no bounds needed.
-            let hp = hot.as_ptr();
-            let prefetch_rows = |a: &[u32; 3]| {
-                for &i in a {
-                    prefetch_addr(hp.wrapping_add(i as usize).cast());
-                }
-            };
-            for a in at.iter().take(AHEAD.min(chunk.len())) {
-                prefetch_rows(a);
-            }
-            // Pass 2: the bucket updates, in packet order.
-            for (k, (s, a)) in chunk.iter().zip(&at).enumerate() {
-                if k + AHEAD < chunk.len() {
-                    prefetch_rows(&at[(k + AHEAD) % CHUNK]);
-                }
-                if a[0] == u32::MAX {
-                    continue;
-                }
-                let [a0, a1, a2] = a.map(|i| i as usize);
-                let tb = &tables[s.qid & (MAX_QIDS - 1)];
-                let last = [hot[a0].last_seen, hot[a1].last_seen, hot[a2].last_seen];
-                // A bucket's first packet (last-seen 0) adds no gap: its increment is 0.
-                let bin = |t: &BinTable, v: u64| if ONE { t.bin1(v) } else { t.bin(v) };
-                let iat = last.map(|l| bin(&tb.iat, s.t_ns.saturating_sub(l)));
-                let lat = bin(&tb.lat, u64::from(s.sojourn_ns));
-                let colour = usize::from(s.colour.min(2));
-                let t = s.t_ns.max(1);
-                let len = u64::from(s.len);
-                let mut full = false;
-                for (r, i) in [a0, a1, a2].into_iter().enumerate() {
-                    let b = &mut hot[i];
-                    b.last_seen = t;
-                    b.packets += 1;
-                    b.bytes += len;
-                    b.colour[colour] += 1;
-                    b.lat[lat] += 1;
-                    b.iat[iat[r]] += u16::from(last[r] != 0);
-                    full |= b.packets == SPILL_AT;
-                }
-                if full {
-                    spill_full(buckets, hot, a0, a1, a2);
-                }
-                if CAL && calibrating[s.qid & (MAX_QIDS - 1)] {
-                    let gap = (last[0] != 0)
-                        .then(|| s.t_ns.saturating_sub(last[0]).min(u64::from(u32::MAX)) as u32);
-                    self.calibrate_into(fine, s, Some(s.sojourn_ns), gap);
+            let mut rest = chunk;
+            while !rest.is_empty() {
+                // Pass 1: every packet's three bucket indices (u32::MAX: not recorded), up to
+                // the packet that fills its sketch, if one does. The hash is chosen once per
+                // chunk, so the default one is inlined in the loop.
+                let (n, end, full) = match hash {
+                    IndexHash::Splitmix64 => {
+                        self.index3::<BITS, _>(rest, &mut at, pms, room, |seed, s| {
+                            layout::hash(seed, s.teid, s.qfi)
+                        })
+                    }
+                    IndexHash::Crc32 => {
+                        self.index3::<BITS, _>(rest, &mut at, pms, room, |seed, s| {
+                            u64::from(layout::crc32_key(seed as u32, s.teid, s.qfi))
+                        })
+                    }
+                };
+                let (now, later) = rest.split_at(end);
+                rest = later;
+                *skipped += (end - n) as u64;
+                *packets += n as u64;
+                *dirty |= n > 0;
+                update3::<CAL, ONE>(self, hot, fine, now, &at, tables, calibrating);
+                if let Some(sk) = full {
+                    spill_sketch(buckets, hot, sk * sketch_len, sketch_len);
                 }
             }
         }
@@ -210,25 +191,31 @@ impl Sketcher {
     }
 
     /// Pass 1 of [`Sketcher::burst3`]: each packet's three bucket indices under `hash`, or
-    /// `u32::MAX` when it has no direction or its QID is beyond the layout, and its 3GPP-PM
-    /// counters (they need no bucket). Returns the packets recorded.
+    /// `u32::MAX` when it has no direction or its QID is beyond the layout, its 3GPP-PM
+    /// counters (they need no bucket), and its sketch's room in `room` counted down. Stops
+    /// after the first packet whose sketch's room reaches 0 (and sets it to [`SPILL_AT`]).
+    /// Returns the packets recorded, the packets seen and the sketch to spill, if any.
     #[inline(always)]
     fn index3<const BITS: u32, H: Fn(u64, &Sample) -> u64>(
         &self,
         chunk: &[Sample],
-        at: &mut [[u32; 3]; CHUNK],
+        at: &mut [[u32; 3]; CHUNK + AHEAD],
         pms: &mut [Pm; DIRS * QFIS],
+        room: &mut [u32; DIRS * MAX_QIDS],
         hash: H,
-    ) -> usize {
+    ) -> (usize, usize, Option<usize>) {
         let bits = if BITS > 0 { BITS } else { self.bits };
         let width = 1usize << bits;
         let mask = width - 1;
         let qids = self.qids;
         let mut n = 0;
-        for (s, a) in chunk.iter().zip(at.iter_mut()) {
+        let len = chunk.len().min(CHUNK);
+        for k in 0..len {
+            let (s, a) = (&chunk[k], &mut at[k]);
             if s.dir < DIRS && s.qid < qids {
                 let h = hash(self.seeds[s.qid & (MAX_QIDS - 1)], s) as usize;
-                let base = (s.dir * qids + s.qid) * 3 * width;
+                let sk = s.dir * qids + s.qid;
+                let base = sk * 3 * width;
                 *a = [
                     base + (h & mask),
                     base + width + ((h >> bits) & mask),
@@ -240,25 +227,71 @@ impl Sketcher {
                 pm.bytes += u64::from(s.len);
                 pm.sojourn_sum_ns += u64::from(s.sojourn_ns);
                 n += 1;
+                let r = &mut room[sk & (DIRS * MAX_QIDS - 1)];
+                *r -= 1;
+                if *r == 0 {
+                    *r = u32::from(SPILL_AT);
+                    return (n, k + 1, Some(sk));
+                }
+            } else {
+                *a = [u32::MAX; 3];
             }
         }
-        n
+        (n, len, None)
     }
 }
 
-/// Spill those of a packet's row buckets that reached [`SPILL_AT`].
-#[cold]
-#[inline(never)]
-fn spill_full(
-    buckets: &mut [super::Bucket],
+/// Pass 2 of [`Sketcher::burst3`]: the bucket updates of `chunk` in packet order, each
+/// preceded by a prefetch of the rows of the packet [`AHEAD`] places on (`at` has their
+/// indices, or 0 past the chunk).
+#[inline(always)]
+fn update3<const CAL: bool, const ONE: bool>(
+    sk: &Sketcher,
     hot: &mut [HotBucket],
-    a0: usize,
-    a1: usize,
-    a2: usize,
+    fine: &mut [u32],
+    chunk: &[Sample],
+    at: &[[u32; 3]; CHUNK + AHEAD],
+    tables: &[QidTables; MAX_QIDS],
+    calibrating: &[bool; MAX_QIDS],
 ) {
-    for i in [a0, a1, a2] {
-        if hot[i].packets == SPILL_AT {
-            spill_into(buckets, hot, i);
+    // A prefetch is a hint on an address, never a dereference: no bounds needed.
+    let hp = hot.as_ptr();
+    let prefetch_rows = |a: &[u32; 3]| {
+        for &i in a {
+            prefetch_addr(hp.wrapping_add(i as usize).cast());
+        }
+    };
+    for a in at.iter().take(AHEAD.min(chunk.len())) {
+        prefetch_rows(a);
+    }
+    for ((s, a), ahead) in chunk.iter().zip(at).zip(&at[AHEAD..]) {
+        prefetch_rows(ahead);
+        if a[0] == u32::MAX {
+            continue;
+        }
+        let [a0, a1, a2] = a.map(|i| i as usize);
+        let tb = &tables[s.qid & (MAX_QIDS - 1)];
+        let last = [hot[a0].last_seen, hot[a1].last_seen, hot[a2].last_seen];
+        // A bucket's first packet (last-seen 0) adds no gap: its increment is 0.
+        let bin = |t: &BinTable, v: u64| if ONE { t.bin1(v) } else { t.bin(v) };
+        let iat = last.map(|l| bin(&tb.iat, s.t_ns.saturating_sub(l)));
+        let lat = bin(&tb.lat, u64::from(s.sojourn_ns));
+        let colour = usize::from(s.colour.min(2));
+        let t = s.t_ns.max(1);
+        let len = u64::from(s.len);
+        for (r, i) in [a0, a1, a2].into_iter().enumerate() {
+            let b = &mut hot[i];
+            b.last_seen = t;
+            b.packets += 1;
+            b.bytes += len;
+            b.colour[colour] += 1;
+            b.lat[lat] += 1;
+            b.iat[iat[r]] += u16::from(last[r] != 0);
+        }
+        if CAL && calibrating[s.qid & (MAX_QIDS - 1)] {
+            let gap = (last[0] != 0)
+                .then(|| s.t_ns.saturating_sub(last[0]).min(u64::from(u32::MAX)) as u32);
+            sk.calibrate_into(fine, s, Some(s.sojourn_ns), gap);
         }
     }
 }

@@ -14,17 +14,20 @@ pub const DIRS: usize = 2;
 /// Longest window the counter widths are sized for (see [`Bucket`]).
 pub const MAX_WINDOW_NS: u64 = 10_000_000_000;
 
-/// Packets a [`HotBucket`] counts before it spills into the wide [`Bucket`] of the same
-/// index: every u16 counter of a hot bucket is at most its `packets`, so none can wrap.
+/// Packets a [`HotBucket`] counts at most before it spills into the wide [`Bucket`] of the
+/// same index: every u16 counter of a hot bucket is at most its `packets`, so none can wrap.
+/// The burst update spills a whole sketch when its packets since the last spill reach this
+/// (`Bank::hot_room`), which bounds every one of its buckets.
 pub const SPILL_AT: u16 = u16::MAX;
 
 /// One enriched Count-Min bucket as the worker updates it: one cache line, so a packet's
 /// update touches one line per row (Kestrel section III-C's registers, laid out for a CPU).
 ///
-/// Counters are u16 and spill: when `packets` reaches [`SPILL_AT`] the worker adds every
+/// Counters are u16 and spill: before `packets` can pass [`SPILL_AT`] the worker adds every
 /// counter into the wide [`Bucket`] at the same index of the bank and zeroes them (rare:
-/// once per 65 535 packets of one bucket, off the hot path). Every other u16 counter is at
-/// most `packets`, so none can wrap before the spill; `bytes` is 64-bit (see [`Bucket`]).
+/// the burst update spills a sketch's buckets once per 65 535 packets of that sketch, off
+/// the hot path). Every other u16 counter is at most `packets`, so none can wrap before the
+/// spill; `bytes` is 64-bit (see [`Bucket`]).
 /// The window's value of a bucket is wide + hot ([`Bank::bucket`](super::Bank::bucket));
 /// exports carry only that sum, so the exported format is the same as with wide buckets.
 /// `last_seen` outlives the window: at the edge the worker copies it into the next bank

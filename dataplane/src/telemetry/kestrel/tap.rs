@@ -18,7 +18,7 @@
 
 use super::bank::{Bank, Sample, Sketcher, CHUNK};
 use super::edges::{EdgeSet, EdgeTable};
-use super::layout::Layout;
+use super::layout::{Layout, DIRS};
 use super::postcard::{smp_pair, Deltas, Postcard, PostcardStats, Smp};
 use crate::buffer::PacketBuf;
 use crate::io::PortId;
@@ -66,6 +66,8 @@ pub struct KestrelTap {
     table: Reader<EdgeTable>,
     window_ns: u64,
     seq: u64,
+    /// Where window `seq + 1` starts: a burst compares its time with it instead of dividing.
+    next_edge_ns: u64,
     full: Producer<Box<Bank>>,
     spare: Consumer<Box<Bank>>,
     stats: Arc<TapStats>,
@@ -109,6 +111,7 @@ pub fn tap_pair(
         table,
         window_ns: window_ns.max(1),
         seq: 0,
+        next_edge_ns: window_ns.max(1),
         full: full_tx,
         spare: spare_rx,
         stats: stats.clone(),
@@ -157,6 +160,18 @@ impl KestrelTap {
         }
     }
 
+    /// A burst at `now` is past the current window's end: move to `now`'s window (the one
+    /// 64-bit division of a window, not of a burst).
+    #[cold]
+    #[inline(never)]
+    fn edge(&mut self, now: u64) {
+        let seq = now / self.window_ns;
+        if seq > self.seq {
+            self.open_window(seq);
+        }
+        self.next_edge_ns = self.seq.saturating_add(1).saturating_mul(self.window_ns);
+    }
+
     /// Move to window `seq` at `now` (a burst's time), handing the filled bank over.
     #[cold]
     fn open_window(&mut self, seq: u64) {
@@ -198,6 +213,15 @@ impl KestrelTap {
     }
 }
 
+/// The sample's direction is the metadata's direction byte less one (one instruction, not
+/// a match on [`Direction`]): uplink 0, downlink 1, anything else outside `0..DIRS`.
+const _DIR_BYTES: () = assert!(
+    Direction::Uplink as usize == 1
+        && Direction::Downlink as usize == 2
+        && Direction::Unknown as usize == 0
+        && DIRS == 2
+);
+
 /// Inner IP packet length at `off` (IPv4 total length, IPv6 payload length + 40), or what
 /// follows `off` when the header is not there.
 #[inline]
@@ -216,19 +240,16 @@ impl<B: PacketBuf> Tap<B> for KestrelTap {
 
     fn on_burst(&mut self, _port: PortId, pkts: &mut [B], cx: &Context) {
         let now = cx.now_ns();
-        let seq = now / self.window_ns;
-        if seq > self.seq {
-            self.open_window(seq);
+        if now >= self.next_edge_ns {
+            self.edge(now);
         }
         self.idle_calls = 0;
         for chunk in pkts.chunks(CHUNK) {
             for (p, s) in chunk.iter().zip(&mut self.buf) {
                 let m = p.pkt_meta();
-                let dir = match m.direction() {
-                    Direction::Uplink => 0,
-                    Direction::Downlink => 1,
-                    Direction::Unknown => usize::MAX,
-                };
+                // Uplink 0, downlink 1; unknown (0) and out-of-range bytes land outside
+                // `0..DIRS`, which the sketcher skips (see `_DIR_BYTES`).
+                let dir = usize::from(m.dir).wrapping_sub(1);
                 let t_ns = if m.enqueue_ns != 0 {
                     m.enqueue_ns + u64::from(m.sojourn_ns)
                 } else {

@@ -563,3 +563,60 @@ fn the_one_compare_burst_path_equals_the_reference_update() {
     assert!(a.skipped > 0 && a.packets > 0);
     assert_same_bank(&a, &b);
 }
+
+/// The burst update spills a sketch's hot buckets when the sketch has counted 65 535 packets
+/// since its last spill (kernel round 6): with many keys in one sketch, across several such
+/// spills, cut chunks at any place, and an edge change to edges without bin tables (the
+/// compare-search path, which keeps the same count) and back, the bank equals the
+/// reference update's.
+#[test]
+fn sketch_spills_equal_the_reference_update() {
+    let close = QidEdges {
+        lat: [1_000, 1_100, 1_200, 5_000, 6_000, 7_000, 9_000],
+        iat: QidEdges::DEFAULT.iat,
+    };
+    for layout in [
+        small(),
+        Layout::new(2, 3, 512, layout::default_seeds(2)).unwrap(),
+    ] {
+        let n = 2 * usize::from(SPILL_AT) + 30_000;
+        let mut s = mixed_samples(n, 40, 13);
+        // Most packets in one sketch, so it fills several times.
+        for (i, x) in s.iter_mut().enumerate() {
+            if i % 5 != 0 && x.dir < 2 {
+                (x.dir, x.qid) = (0, 1);
+            }
+        }
+        let plain = EdgeSet::default();
+        let mut compare = plain;
+        compare.qids[1] = close;
+        compare.version += 1;
+        let edges_at = |i: usize| {
+            if (70_000..90_000).contains(&i) {
+                &compare
+            } else {
+                &plain
+            }
+        };
+        let (mut one, mut burst) = (Sketcher::new(&layout), Sketcher::new(&layout));
+        let (mut a, mut b) = (Bank::new(&layout), Bank::new(&layout));
+        for (i, x) in s.iter().enumerate() {
+            one.record(&mut a, edges_at(i), x);
+        }
+        let (mut done, mut k) = (0, 0);
+        while done < n {
+            k = (k * 7 + 5) % 70 + 1;
+            let mut end = (done + k).min(n);
+            for cut in [70_000, 90_000] {
+                if done < cut && end > cut {
+                    end = cut;
+                }
+            }
+            burst.record_burst(&mut b, edges_at(done), &s[done..end]);
+            done = end;
+        }
+        assert!(b.buckets.iter().any(|w| w.packets > 0), "something spilled");
+        assert!(b.hot.iter().all(|h| h.packets < SPILL_AT));
+        assert_same_bank(&a, &b);
+    }
+}
