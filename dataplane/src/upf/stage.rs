@@ -239,18 +239,17 @@ impl<B: PacketBuf> Stage<B> for Upf {
                     continue;
                 }
                 let p = &mut batch.pkts[i];
-                if trust && p.pkt_meta().is_classified() {
-                    *pr = w.pre(p.data(), p.pkt_meta());
-                    continue;
-                }
-                // The UPF's own classifier for its common shapes, else the shared one.
-                let mut m = PacketMeta::EMPTY;
-                if w.pre_quick(p.data(), &mut m, pr) {
-                    *p.pkt_meta_mut() = m;
-                } else {
+                if !(trust && p.pkt_meta().is_classified()) {
+                    // The UPF's own classifier for its common shapes, else the shared one.
+                    let mut m = PacketMeta::EMPTY;
+                    if w.pre_quick(p.data(), &mut m, pr) {
+                        *p.pkt_meta_mut() = m;
+                        continue;
+                    }
                     ensure_classified(p, false);
-                    *pr = w.pre(p.data(), p.pkt_meta());
                 }
+                // One call site, so it stays inlined.
+                *pr = w.pre(p.data(), p.pkt_meta());
             }
             // The shard headers were prefetched in pass 1; now their slots.
             for pr in pre.iter().take(end - base) {
