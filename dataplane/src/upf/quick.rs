@@ -276,8 +276,9 @@ impl Work<'_> {
     /// [`Work::pre`], which overwrite both (`m` and `pre` may have been written).
     #[inline(always)]
     pub fn pre_quick(&self, data: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> bool {
-        // Every shape is longer than this (and the MAC check wants an Ethernet header).
-        if data.len() < L4 + 20 || !self.for_us_unicast(data) {
+        // Every shape is IPv4 and longer than this (the MAC check wants an Ethernet header);
+        // other frames leave at once for the shared classifier.
+        if data.len() < L4 + 20 || data[12..14] != [0x08, 0x00] || !self.for_us_unicast(data) {
             return false;
         }
         let Some(outer_dst) = quick(data, m, pre) else {
