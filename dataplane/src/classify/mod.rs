@@ -161,7 +161,7 @@ fn off16(o: usize) -> Result<u16, ClassifyError> {
 /// same on every worker, every run and every node, so sketches and indexes built from it can
 /// be merged. IPv4 addresses are in the low 32 bits; ports are 0 when the packet has none.
 /// Never 0 (0 means "not computed").
-#[inline]
+#[inline(always)]
 pub fn flow_hash(src: u128, dst: u128, sport: u16, dport: u16, proto: u8) -> u32 {
     const K1: u64 = 0x9e37_79b9_7f4a_7c15;
     const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
@@ -402,4 +402,4 @@ impl<B: PacketBuf> Stage<B> for Classify {
 
 mod fast;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

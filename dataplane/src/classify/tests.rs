@@ -358,7 +358,7 @@ fn parse_ip_never_panics_on_prefixes() {
 }
 
 /// The fast path's templates: every shape it takes, each a frame it must accept.
-fn fast_shapes() -> Vec<Vec<u8>> {
+pub(crate) fn fast_shapes() -> Vec<Vec<u8>> {
     let in4 = v4(ip_protocol::TCP, 40000, 443, &[7; 26]);
     let in6 = v6(ip_protocol::UDP, &[], ip_protocol::UDP, 5353, 53, &[9; 12]);
     let mut icmp4 = v4(ip_protocol::UDP, 0, 0, &[0; 8]);

@@ -307,6 +307,7 @@ pub(super) struct Stamp {
 }
 
 impl Stamp {
+    #[inline]
     fn common(&self, m: &mut PacketMeta, hdr: usize) {
         m.dir = match self.dir {
             Direction::Uplink => MetaDir::Uplink,
@@ -331,6 +332,7 @@ impl Stamp {
     }
 
     /// Ethernet + the user packet.
+    #[inline]
     pub(super) fn routed(&self, m: &mut PacketMeta) {
         self.common(m, ethernet::HEADER_LEN);
         m.l3_off = m.inner_l3_off;
@@ -342,6 +344,7 @@ impl Stamp {
     }
 
     /// Ethernet + outer IP + UDP + GTP-U with a PDU Session Container + the user packet.
+    #[inline]
     pub(super) fn encapsulated(&self, m: &mut PacketMeta, v6_outer: bool, teid: u32) {
         let l3 = ethernet::HEADER_LEN;
         let l4 = l3

@@ -45,7 +45,6 @@ impl Work<'_> {
                 _ => return None,
             }
         }
-        let d = self.d;
         let len = inner.len as u64;
         // QERs (RFC 2698 TrTCM, colour-blind as the QER meters are), then URRs.
         let mut colour = None;
@@ -60,7 +59,7 @@ impl Work<'_> {
         if let Some(c) = colour {
             self.stats.qfi_colour(dir, qfi, c);
             if c == Colour::Red {
-                return Some(self.drop_q(dir, qfi, d.mbr_exceeded));
+                return Some(self.drop_q(dir, qfi, self.d.mbr_exceeded));
             }
         }
         for &u in f.urrs.iter().filter(|&&u| u != NONE) {
@@ -68,7 +67,7 @@ impl Work<'_> {
         }
         // FAR: forward. Keep exactly the user packet, then encapsulate or route it.
         if p.adj(pre.inner_off).is_err() || encap::set_len(p, inner.len).is_err() {
-            return Some(self.drop_q(dir, qfi, d.inner_malformed));
+            return Some(self.drop_q(dir, qfi, self.d.inner_malformed));
         }
         let qid = self.cfg.qfi_map.qid(qfi);
         let stamp = Stamp {
@@ -86,7 +85,7 @@ impl Work<'_> {
             };
             let psc = if dir == Direction::Downlink {
                 if !decrement_ttl(p.data_mut(), inner.v6) {
-                    return Some(self.drop_q(dir, qfi, d.ttl_exceeded));
+                    return Some(self.drop_q(dir, qfi, self.d.ttl_exceeded));
                 }
                 Psc::Dl
             } else {
@@ -106,7 +105,7 @@ impl Work<'_> {
             )
             .is_err()
             {
-                return Some(self.drop_q(dir, qfi, d.encap_failed));
+                return Some(self.drop_q(dir, qfi, self.d.encap_failed));
             }
             stamp.encapsulated(p.pkt_meta_mut(), false, f.outer_teid);
             self.stats.qfi_sent(dir, qfi, len);
@@ -117,7 +116,7 @@ impl Work<'_> {
             Err(r) => return Some(self.drop_q(dir, qfi, r)),
         };
         if !decrement_ttl(p.data_mut(), inner.v6) {
-            return Some(self.drop_q(dir, qfi, d.ttl_exceeded));
+            return Some(self.drop_q(dir, qfi, self.d.ttl_exceeded));
         }
         let src_mac = self.our_mac(nh.port);
         let et = if inner.v6 {
@@ -127,7 +126,7 @@ impl Work<'_> {
         };
         match p.prepend(ethernet::HEADER_LEN) {
             Ok(h) => encap::write_eth(h, nh.mac, src_mac, et),
-            Err(_) => return Some(self.drop_q(dir, qfi, d.encap_failed)),
+            Err(_) => return Some(self.drop_q(dir, qfi, self.d.encap_failed)),
         }
         stamp.routed(p.pkt_meta_mut());
         self.stats.qfi_sent(dir, qfi, len);

@@ -13,6 +13,7 @@ pub mod lookup;
 pub mod meter;
 pub mod parse;
 pub mod prefetch;
+pub mod quick;
 pub mod reasm;
 pub mod shards;
 pub mod stage;

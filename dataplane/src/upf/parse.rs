@@ -19,7 +19,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// What pass 1 learned about a packet that the common path can finish: the lookup key
 /// (which map by `kind`), the received QFI and the inner (user) IP packet's offset and facts.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Pre {
     pub kind: u8,
     pub qfi: Option<u8>,
@@ -58,7 +58,7 @@ pub(super) const KIND_DL4: u8 = 2;
 pub(super) const KIND_DL6: u8 = 3;
 
 /// An IP packet's header facts, read at the offsets the classifier checked.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Flow {
     pub v6: bool,
     /// Addresses; IPv4 in the low 32 bits.
@@ -213,7 +213,7 @@ pub(super) fn is_icmp_error(f: &Flow) -> bool {
 impl Work<'_> {
     /// Whether the frame's destination MAC is unicast and ours (or we are promiscuous).
     #[inline]
-    fn for_us_unicast(&self, data: &[u8]) -> bool {
+    pub(super) fn for_us_unicast(&self, data: &[u8]) -> bool {
         let dst = ethernet::Frame::new_unchecked(data).dst_addr();
         !dst.is_multicast()
             && (self.cfg.promiscuous || self.macs.get(self.rx as usize) == Some(&dst))
@@ -221,14 +221,14 @@ impl Work<'_> {
 
     /// Whether `f`'s destination is one of our GTP-U addresses.
     #[inline]
-    fn is_local(&self, f: &Flow) -> bool {
+    pub(super) fn is_local(&self, f: &Flow) -> bool {
         self.is_local_dst(f.v6, f.dst)
     }
 
     /// Whether `dst` (IPv6 if `v6`, else IPv4 in the low 32 bits) is one of our GTP-U
     /// addresses.
     #[inline]
-    fn is_local_dst(&self, v6: bool, dst: u128) -> bool {
+    pub(super) fn is_local_dst(&self, v6: bool, dst: u128) -> bool {
         if v6 {
             self.t.local_v6.contains(&Ipv6Addr::from(dst))
         } else {
@@ -238,7 +238,7 @@ impl Work<'_> {
 
     /// Whether a non-local packet is for the control core: our N6 address, IPv6 multicast.
     #[inline]
-    fn is_n6_own(&self, f: &Flow) -> bool {
+    pub(super) fn is_n6_own(&self, f: &Flow) -> bool {
         let own = if f.v6 {
             self.cfg.n6_v6.map(u128::from) == Some(f.dst)
         } else {

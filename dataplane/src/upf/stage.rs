@@ -234,13 +234,22 @@ impl<B: PacketBuf> Stage<B> for Upf {
         while base < n {
             let end = (base + CHUNK).min(n);
             for (i, pr) in (base..end).zip(pre.iter_mut()) {
-                *pr = if batch.disposition(i).is_continue() {
-                    let p = &mut batch.pkts[i];
-                    ensure_classified(p, trust);
-                    w.pre(p.data(), p.pkt_meta())
-                } else {
-                    Pre::SLOW
-                };
+                if !batch.disposition(i).is_continue() {
+                    *pr = Pre::SLOW;
+                    continue;
+                }
+                let p = &mut batch.pkts[i];
+                if !(trust && p.pkt_meta().is_classified()) {
+                    // The UPF's own classifier for its common shapes, else the shared one.
+                    let mut m = PacketMeta::EMPTY;
+                    if w.pre_quick(p.data(), &mut m, pr) {
+                        *p.pkt_meta_mut() = m;
+                        continue;
+                    }
+                    ensure_classified(p, false);
+                }
+                // One call site, so it stays inlined.
+                *pr = w.pre(p.data(), p.pkt_meta());
             }
             // The shard headers were prefetched in pass 1; now their slots.
             for pr in pre.iter().take(end - base) {

@@ -183,6 +183,7 @@ impl Work<'_> {
 
     /// The next hop towards `dst`, or the drop reason: `no_route`, or `next_hop_unresolved`
     /// while the route's gateway has no MAC (see `NextHop::UNRESOLVED`).
+    #[inline]
     pub fn route(&mut self, v6: bool, dst: u128) -> Result<NextHop, DropReason> {
         // One-entry memo: most packets of a burst go to one N6 server or one gNB.
         let nh = if self.memo_fam == u8::from(v6) && self.memo_dst == dst {

@@ -1,0 +1,374 @@
+//! The UPF's own pass-1 classifier: the two frame shapes the stage forwards nearly all the
+//! time, read with 64-bit loads at fixed offsets, giving in one pass both the packet's
+//! [`PacketMeta`] and pass 1's [`Pre`] record. The shared classifier, `crate::classify`,
+//! and then [`Work::pre`] reading the inner header again cost ~510 instructions per uplink
+//! packet between them; this path took ~210 instructions off the stage's uplink packet and
+//! ~180 off the downlink one (callgrind, `perf/results/upf.md`, "Item 1, round 6").
+//!
+//! Shapes (the same checks as the shared classifier's fast path, `classify::fast`):
+//! * uplink: untagged Ethernet, IPv4 without options or fragmentation (header checksum
+//!   verified, RFC 1071), UDP to port 2152, a G-PDU (TS 29.281 section 5.1) without
+//!   optional fields or with only the E flag and one PDU Session Container (TS 38.415
+//!   section 5.5.2: UL, or DL without optional fields), carrying an IPv4 packet without
+//!   options or fragmentation with TCP, UDP or ICMP;
+//! * downlink (N6): untagged Ethernet, such an IPv4 packet (checksum verified), not UDP to
+//!   port 2152.
+//!
+//! Everything else (IPv6 anywhere, VLAN tags, frames shorter than the fixed views, any
+//! check the frame fails) answers `None` and takes the shared classifier and
+//! [`Work::pre`], which decide it. When it answers, the record is exactly the shared
+//! classifier's, `flow_hash` included (later stages and the telemetry taps read it), and
+//! the `Pre` exactly [`Work::pre`]'s for that record (`tests::agrees_with_classifier_and_pre`
+//! checks both on every prefix and single-bit flip of the shapes and on random mutations).
+
+use crate::classify::{flags, flow_hash, PacketMeta, HAS_QFI};
+use crate::upf::parse::{Flow, Pre, KIND_DL4, KIND_UL};
+use crate::upf::prefetch::{prefetch, prefetch_addr};
+use crate::upf::work::Work;
+use peregrine_wire::ipv4::ip_protocol;
+
+const ETH: usize = 14;
+const L4: usize = ETH + 20;
+const GTP: usize = L4 + 8;
+
+#[inline(always)]
+fn be16<const N: usize>(d: &[u8; N], i: usize) -> u16 {
+    u16::from_be_bytes([d[i], d[i + 1]])
+}
+
+#[inline(always)]
+fn be32<const N: usize>(d: &[u8; N], i: usize) -> u32 {
+    u32::from_be_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]])
+}
+
+#[inline(always)]
+fn be64<const N: usize>(d: &[u8; N], i: usize) -> u64 {
+    let w: &[u8; 8] = d[i..i + 8].try_into().expect("8 bytes");
+    u64::from_be_bytes(*w)
+}
+
+/// An IPv4 header without options read as three words: `a` bytes 0..8 (version / IHL,
+/// TOS, total length, ID, flags / fragment offset), `b` bytes 8..16 (TTL, protocol,
+/// checksum, source), `c` the destination.
+#[derive(Clone, Copy)]
+struct V4 {
+    a: u64,
+    b: u64,
+    c: u32,
+}
+
+impl V4 {
+    #[inline(always)]
+    fn at<const N: usize>(d: &[u8; N], i: usize) -> V4 {
+        V4 {
+            a: be64(d, i),
+            b: be64(d, i + 8),
+            c: be32(d, i + 16),
+        }
+    }
+
+    /// Version 4, IHL 5, not a fragment (neither MF nor an offset), total length at least
+    /// the header's and the packet within `room` bytes: the total length.
+    #[inline(always)]
+    fn plain_len(&self, room: usize) -> Option<usize> {
+        let tot = usize::from((self.a >> 32) as u16);
+        if self.a >> 56 != 0x45 || self.a & 0x3fff != 0 || tot < 20 || tot > room {
+            return None;
+        }
+        Some(tot)
+    }
+
+    /// RFC 1071: the one's complement sum of the header's 16-bit words is 0xffff (32-bit
+    /// words folded to 16 bits give the same sum, as `classify::fast` computes it).
+    #[inline(always)]
+    fn checksum_ok(&self) -> bool {
+        let mut s = (self.a >> 32)
+            + (self.a & 0xffff_ffff)
+            + (self.b >> 32)
+            + (self.b & 0xffff_ffff)
+            + u64::from(self.c);
+        s = (s & 0xffff_ffff) + (s >> 32);
+        s = (s & 0xffff) + (s >> 16);
+        s = (s & 0xffff) + (s >> 16);
+        s = (s & 0xffff) + (s >> 16);
+        s == 0xffff
+    }
+
+    #[inline(always)]
+    fn proto(&self) -> u8 {
+        (self.b >> 48) as u8
+    }
+
+    /// The flow facts of this header (L4 facts filled by [`l4`]).
+    #[inline(always)]
+    fn flow(&self, len: usize) -> Flow {
+        Flow {
+            v6: false,
+            src: u128::from(self.b as u32),
+            dst: u128::from(self.c),
+            proto: self.proto(),
+            ports: None,
+            icmp_type: None,
+            len,
+            df: self.a & 0x4000 != 0,
+            frag: false,
+        }
+    }
+}
+
+/// The L4 header at `l4` of a packet ending at `end` (both within `d`), checked as the
+/// shared classifier checks it: ports for TCP / UDP, the type for ICMP; `None` for any
+/// other protocol or a header that does not fit.
+#[inline(always)]
+fn l4<const N: usize>(d: &[u8; N], l4: usize, end: usize, f: &mut Flow) -> Option<()> {
+    let room = end - l4;
+    match f.proto {
+        ip_protocol::UDP => {
+            let ulen = usize::from(be16(d, l4 + 4));
+            if room < 8 || ulen < 8 || ulen > room {
+                return None;
+            }
+            f.ports = Some((be16(d, l4), be16(d, l4 + 2)));
+        }
+        ip_protocol::TCP => {
+            let hl = usize::from(d[l4 + 12] >> 4) * 4;
+            if room < 20 || hl < 20 || hl > room {
+                return None;
+            }
+            f.ports = Some((be16(d, l4), be16(d, l4 + 2)));
+        }
+        ip_protocol::ICMP => {
+            if room < 4 {
+                return None;
+            }
+            f.icmp_type = Some(d[l4]);
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
+/// The shared classifier's `flow_hash` of `f` (ports 0 without them).
+#[inline(always)]
+fn hash(f: &Flow) -> u32 {
+    let (sp, dp) = f.ports.unwrap_or((0, 0));
+    flow_hash(f.src, f.dst, sp, dp, f.proto)
+}
+
+/// If `d` has one of the module's shapes (see the module docs): its record into `m`, its
+/// pass-1 record into `pre` (lookup key set; the MAC / local address decisions are the
+/// caller's) and the outer destination address; `None` writes neither.
+#[inline(always)]
+pub(super) fn quick(d: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> Option<u32> {
+    // The shortest view either shape takes: Ethernet, IPv4, a TCP header.
+    let h: &[u8; L4 + 20] = d.first_chunk()?;
+    if be16(h, 12) != 0x0800 || d.len() > usize::from(u16::MAX) {
+        return None;
+    }
+    let ip = V4::at(h, ETH);
+    let tot = ip.plain_len(d.len() - ETH)?;
+    if !ip.checksum_ok() {
+        return None;
+    }
+    let pend = ETH + tot;
+    let mut f = ip.flow(tot);
+    if f.proto == ip_protocol::UDP && be16(h, L4 + 2) == 2152 {
+        return uplink(d, pend, ip.c, m, pre);
+    }
+    l4(h, L4, pend, &mut f)?;
+    *m = PacketMeta {
+        l3_off: ETH as u16,
+        l4_off: L4 as u16,
+        inner_l3_off: ETH as u16,
+        inner_l4_off: L4 as u16,
+        flags: flags::CLASSIFIED | flags::L4,
+        proto: f.proto,
+        flow_hash: hash(&f),
+        ..PacketMeta::EMPTY
+    };
+    *pre = Pre {
+        kind: KIND_DL4,
+        qfi: None,
+        inner_off: ETH,
+        key: u64::from(ip.c),
+        inner: f,
+    };
+    Some(ip.c)
+}
+
+/// The G-PDU shape of [`quick`]: the outer IPv4 header (ending at `pend`, destination
+/// `dst`) is checked, the UDP header is at [`L4`].
+#[inline(always)]
+fn uplink(d: &[u8], pend: usize, dst: u32, m: &mut PacketMeta, pre: &mut Pre) -> Option<u32> {
+    // Up to a PDU Session Container, an inner IPv4 header and a TCP header.
+    let h: &[u8; GTP + 16 + 40] = d.first_chunk()?;
+    let ulen = usize::from(be16(h, L4 + 4));
+    if pend < GTP || ulen < 8 || ulen > pend - L4 {
+        return None;
+    }
+    let uend = L4 + ulen;
+    if uend < GTP + 8 || h[GTP + 1] != 255 {
+        return None;
+    }
+    let gend = GTP + 8 + usize::from(be16(h, GTP + 2));
+    if gend > uend {
+        return None;
+    }
+    let teid = be32(h, GTP + 4);
+    let (hlen, qfi) = match h[GTP] {
+        0x30 => (8, None),
+        0x34 if gend >= GTP + 12 => match h[GTP + 11] {
+            0 => (12, None),
+            // One 4-byte container: length 1, two content octets, next type 0.
+            0x85 if gend >= GTP + 16 && h[GTP + 12] == 1 && h[GTP + 15] == 0 => {
+                let (o1, o2) = (h[GTP + 13], h[GTP + 14]);
+                match o1 >> 4 {
+                    // UL PDU SESSION INFORMATION.
+                    1 => (16, Some(o2 & 0x3f)),
+                    // DL PDU SESSION INFORMATION without PPI, timestamp or SNs.
+                    0 if o1 & 0x0f == 0 && o2 & 0x80 == 0 => (16, Some(o2 & 0x3f)),
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let il3 = GTP + hlen;
+    let il4 = il3 + 20;
+    if il4 > gend {
+        return None;
+    }
+    let ip = V4::at(h, il3);
+    let tot = ip.plain_len(gend - il3)?;
+    let mut f = ip.flow(tot);
+    l4(h, il4, il3 + tot, &mut f)?;
+    *m = PacketMeta {
+        l3_off: ETH as u16,
+        l4_off: L4 as u16,
+        inner_l3_off: il3 as u16,
+        inner_l4_off: il4 as u16,
+        flags: flags::CLASSIFIED
+            | flags::L4
+            | flags::GPDU
+            | if qfi.is_some() { HAS_QFI } else { 0 },
+        proto: f.proto,
+        teid,
+        qfi: qfi.unwrap_or(0),
+        flow_hash: hash(&f),
+        ..PacketMeta::EMPTY
+    };
+    *pre = Pre {
+        kind: KIND_UL,
+        qfi,
+        inner_off: il3,
+        key: u64::from(teid),
+        inner: f,
+    };
+    Some(dst)
+}
+
+impl Work<'_> {
+    /// Pass 1 of a packet nothing classified yet: its record into `m` and its [`Pre`] into
+    /// `pre` from [`quick`] when the frame has one of its shapes and is for the common path
+    /// (our MAC; a G-PDU to one of our GTP-U addresses, or an N6 packet to neither ours nor
+    /// our N6 address), with the prefetches of [`Work::pre`]. `false`: classify and run
+    /// [`Work::pre`], which overwrite both (`m` and `pre` may have been written).
+    #[inline(always)]
+    pub fn pre_quick(&self, data: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> bool {
+        // Every shape is IPv4 and longer than this (the MAC check wants an Ethernet header);
+        // other frames leave at once for the shared classifier.
+        if data.len() < L4 + 20 || data[12..14] != [0x08, 0x00] || !self.for_us_unicast(data) {
+            return false;
+        }
+        let Some(outer_dst) = quick(data, m, pre) else {
+            return false;
+        };
+        if pre.kind == KIND_UL {
+            if !self.is_local_dst(false, u128::from(outer_dst)) {
+                return false;
+            }
+            prefetch(&self.t.teid_shard(m.teid).by_teid);
+        } else {
+            if self.is_local(&pre.inner) || self.is_n6_own(&pre.inner) {
+                return false;
+            }
+            prefetch_addr(data.as_ptr().wrapping_sub(1));
+            prefetch_addr(data.as_ptr().wrapping_sub(80));
+            prefetch(&self.t.ue_v4_shard(outer_dst).by_ue_v4);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::{classify, tests::fast_shapes};
+    use peregrine_testkit::rng::{below, seeded};
+
+    /// When `quick` answers, the record is the shared classifier's and the `Pre` is what
+    /// `Work::pre` builds from that record (minus its MAC / address decisions, which
+    /// `pre_quick` makes with the same functions).
+    fn check(d: &[u8]) -> bool {
+        let (mut m, mut pre) = (PacketMeta::EMPTY, Pre::SLOW);
+        let Some(outer_dst) = quick(d, &mut m, &mut pre) else {
+            assert_eq!((m, pre), (PacketMeta::EMPTY, Pre::SLOW), "{d:02x?}");
+            return false;
+        };
+        let mut c = PacketMeta::EMPTY;
+        assert_eq!(classify(d, &mut c), Ok(()), "frame {d:02x?}");
+        assert_eq!(m, c, "frame {d:02x?}");
+        assert_eq!(u128::from(outer_dst), Flow::outer_dst(d, &c), "{d:02x?}");
+        let inner = Flow::inner(d, &c);
+        assert_eq!(pre.inner, inner, "frame {d:02x?}");
+        if c.has(flags::GPDU) {
+            assert_eq!(pre.kind, KIND_UL);
+            assert_eq!(pre.qfi, c.has(HAS_QFI).then_some(c.qfi));
+            assert_eq!(pre.inner_off, usize::from(c.inner_l3_off));
+            assert_eq!(pre.key, u64::from(c.teid));
+        } else {
+            assert_eq!(pre.kind, KIND_DL4);
+            assert_eq!(pre.qfi, None);
+            assert_eq!(pre.inner_off, usize::from(c.l3_off));
+            assert_eq!(pre.key, u64::from(inner.dst as u32));
+        }
+        true
+    }
+
+    #[test]
+    fn agrees_with_classifier_and_pre() {
+        let mut rng = seeded(0x91c_c0de);
+        let (mut checked, mut taken) = (0u32, 0u32);
+        let mut run = |g: &[u8]| {
+            checked += 1;
+            taken += u32::from(check(g));
+        };
+        for f in fast_shapes() {
+            for n in 0..=f.len() {
+                run(&f[..n]);
+            }
+            for i in 0..f.len() {
+                for bit in 0..8 {
+                    let mut g = f.clone();
+                    g[i] ^= 1 << bit;
+                    run(&g);
+                }
+            }
+            for _ in 0..2000 {
+                let mut g = f.clone();
+                for _ in 0..1 + below(&mut rng, 3) {
+                    let i = below(&mut rng, g.len() as u64) as usize;
+                    g[i] = below(&mut rng, 256) as u8;
+                }
+                let cut = g.len() - below(&mut rng, 4) as usize;
+                run(&g[..cut]);
+            }
+        }
+        // Worth something only if both answers occurred often.
+        assert!(
+            taken > checked / 20 && taken < checked,
+            "{taken} of {checked}"
+        );
+    }
+}
