@@ -10,6 +10,7 @@ pub mod gbt;
 pub mod metrics;
 pub mod scenario;
 pub mod sim;
+pub mod sweeps;
 
 use features::{Extractor, Mode, MODES};
 use gbt::Model;

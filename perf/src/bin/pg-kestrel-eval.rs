@@ -7,7 +7,6 @@
 
 use clap::Parser;
 use peregrine_control::kestrel::binning::{DriftRule, Strategy};
-use peregrine_dataplane::telemetry::kestrel::layout::default_seeds;
 use peregrine_dataplane::telemetry::kestrel::{Deltas, Layout};
 use peregrine_perf::fridge_eval::plot::{lines, Series};
 use peregrine_perf::kestrel_eval::eval::{
@@ -15,6 +14,7 @@ use peregrine_perf::kestrel_eval::eval::{
 };
 use peregrine_perf::kestrel_eval::features::{Mode, MODES};
 use peregrine_perf::kestrel_eval::scenario::{Intensity, KINDS};
+use peregrine_perf::kestrel_eval::sweeps::{self, Sweeps, Which};
 use peregrine_perf::kestrel_eval::{calibrate, EvalCfg};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -33,9 +33,21 @@ struct Args {
     /// Small smoke run (CI): scale 0.1, 200 s runs, one training and one test run each.
     #[arg(long)]
     quick: bool,
-    /// Skip the binning and intensity sweeps.
-    #[arg(long)]
+    /// Skip the sweeps (binning, (w, d), Delta-SMP deltas, intensity).
+    #[arg(long, conflicts_with = "sweeps_only")]
     no_sweeps: bool,
+    /// Only the sweeps (always at sweep size: scale 0.1, 200 s runs), no main evaluation:
+    /// writes `<name>-sweeps.md` / `.json` (the sweep sections, to splice into the results
+    /// page) and the sweeps' plots, after each finished sweep.
+    #[arg(long)]
+    sweeps_only: bool,
+    /// Which sweeps to run (comma-separated: binning, wd, deltas, intensity).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "binning,wd,deltas,intensity"
+    )]
+    sweeps: Vec<String>,
     /// Override the traffic scale (1 = about 1 Gbit/s offered).
     #[arg(long)]
     scale: Option<f64>,
@@ -57,23 +69,14 @@ struct Args {
     #[arg(long)]
     export_only: bool,
     /// Per-(window, TEID, QFI) unit: keep one in this many negative key rows of the
-    /// training runs (weighted by it); 0 skips the per-key unit.
+    /// training runs (weighted by it); 0 skips the per-key unit (main evaluation and the
+    /// binning, (w, d) and Delta-SMP sweeps; the intensity sweep is per QFI only).
     #[arg(long, default_value_t = 8)]
     key_neg_every: u32,
     /// Drift re-binning during every run of the main evaluation (the daemon's rule with its
     /// defaults, `DriftRule::default()`, docs/kestrel.md "Drift").
     #[arg(long)]
     drift: bool,
-}
-
-/// The sweeps' results: binning (strategy, AUPRC per seed), (w, d, AUPRC, export Mbit/s),
-/// (intensity factor, Kestrel AUPRC, 3GPP-PM AUPRC).
-struct Sweeps {
-    binning: Vec<(String, Vec<f64>)>,
-    wd: Vec<(usize, usize, f64, f64)>,
-    intensity: Vec<(f64, f64, f64)>,
-    /// Delta-SMP's deltas times a factor (0: full postcards): (factor, AUPRC, export Mbit/s).
-    deltas: Vec<(f64, f64, f64)>,
 }
 
 /// Delta-SMP's deltas of the main evaluation (postcard when a key's sojourn or gap moved by
@@ -160,6 +163,60 @@ fn export_only(
     Ok(())
 }
 
+/// The sweeps of `--sweeps` (all by default).
+fn which(names: &[String]) -> Result<Which, String> {
+    let mut w = Which {
+        binning: false,
+        wd: false,
+        deltas: false,
+        intensity: false,
+    };
+    for n in names {
+        match n.as_str() {
+            "binning" => w.binning = true,
+            "wd" => w.wd = true,
+            "deltas" => w.deltas = true,
+            "intensity" => w.intensity = true,
+            _ => {
+                return Err(format!(
+                    "--sweeps: unknown sweep {n:?} (binning, wd, deltas, intensity)"
+                ))
+            }
+        }
+    }
+    Ok(w)
+}
+
+/// `--sweeps-only`: the sweep sections as `<name>-sweeps.md` / `.json` and the sweeps' plots.
+fn write_sweeps(
+    a: &Args,
+    sw: &Sweeps,
+    name: &str,
+    took: std::time::Duration,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut md = format!(
+        "# Kestrel evaluation: the sweeps only\n\n`cargo run --release -p peregrine-perf --bin \
+         pg-kestrel-eval -- {}` ({:.0} s so far on a 2-core VM **shared with other engineers' \
+         builds**; every AUPRC and export figure is virtual-time and repeats bit for bit). The \
+         sections below are those of `{name}.md`.\n",
+        args.join(" "),
+        took.as_secs_f64()
+    );
+    sweeps::markdown(&mut md, sw, name, DELTAS)?;
+    std::fs::write(a.out.join(format!("{name}-sweeps.md")), md)?;
+    std::fs::write(
+        a.out.join(format!("{name}-sweeps.json")),
+        serde_json::to_string_pretty(&sweeps::json(sw))?,
+    )?;
+    sweeps::plots(&a.out, sw, name)?;
+    eprintln!(
+        "wrote {}",
+        a.out.join(format!("{name}-sweeps.md")).display()
+    );
+    Ok(())
+}
+
 /// The seed's numbers (section VI, Fig. 3-5), per mode: (mixed AUPRC, mixed F1, export).
 fn paper(m: Mode) -> (&'static str, &'static str, &'static str) {
     match m {
@@ -216,6 +273,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if a.drift {
         c.drift = Some(DriftRule::default());
     }
+    let work = a.work.join(if a.quick { "quick" } else { "full" });
+    let name = if a.quick {
+        "kestrel-eval-quick"
+    } else {
+        "kestrel-eval"
+    };
+    // Sweeps, at a smaller size (scale 0.1, 200 s runs, one training and one test run per
+    // scenario): binning strategies and (w, d) for Kestrel, Delta-SMP's deltas, the anomaly
+    // intensity (sweeps.rs).
+    let sp = Plan {
+        scale: 0.1,
+        secs: 200,
+        n_train: 1,
+        n_test: 1,
+    };
+    let cs = cfg(&sp, Layout::paper(), base, a.key_neg_every);
+    let seeds: Vec<u64> = if a.quick {
+        vec![11]
+    } else {
+        (11..16).collect()
+    };
+    let which = which(&a.sweeps)?;
+    if a.sweeps_only {
+        sweeps::run(&cs, &seeds, which, a.threads, &work, |sw| {
+            write_sweeps(&a, sw, name, started.elapsed()).map_err(|e| e.to_string())
+        })?;
+        return Ok(());
+    }
     let edges = calibrate(&c, Strategy::Target, 0.01, 7, 30);
     if a.export_only {
         let c0 = EvalCfg {
@@ -225,7 +310,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return export_only(&a, &p, &c0, edges, started);
     }
     let modes = all_modes();
-    let work = a.work.join(if a.quick { "quick" } else { "full" });
     let sm = evaluate(
         &c,
         edges,
@@ -245,111 +329,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         export_detectors(&work.join("main"), &edges, c.layout.qids, dir, &note)?;
         eprintln!("detectors written to {}", dir.display());
     }
-    let name = if a.quick {
-        "kestrel-eval-quick"
-    } else {
-        "kestrel-eval"
-    };
     // The main results first (the sweeps take a while), then again with the sweeps.
-    let none = Sweeps {
-        binning: Vec::new(),
-        wd: Vec::new(),
-        intensity: Vec::new(),
-        deltas: Vec::new(),
-    };
-    report(&a, &p, &sm, &none, name, started.elapsed())?;
-
-    // Sweeps, at a smaller size (scale 0.1, 200 s runs, one training and one test run per
-    // scenario): binning strategies and (w, d) for Kestrel, the anomaly intensity.
-    let sp = Plan {
-        scale: 0.1,
-        secs: 200,
-        n_train: 1,
-        n_test: 1,
-    };
-    let cs = cfg(&sp, Layout::paper(), base, 0);
-    let mut binning: Vec<(String, Vec<f64>)> = Vec::new();
-    let mut wd: Vec<(usize, usize, f64, f64)> = Vec::new();
-    let mut sweep: Vec<(f64, f64, f64)> = Vec::new();
-    let mut deltas: Vec<(f64, f64, f64)> = Vec::new();
-    if !a.no_sweeps {
-        let seeds: Vec<u64> = if a.quick {
-            vec![11]
-        } else {
-            (11..16).collect()
-        };
-        for (name, s) in [
-            ("target-occupancy", Strategy::Target),
-            ("P90", Strategy::P90),
-            ("log", Strategy::Log),
-            ("equal-mass", Strategy::EqualMass),
-        ] {
-            let mut v = Vec::new();
-            for &sd in &seeds {
-                let e = calibrate(&cs, s, 0.01, sd, 30);
-                let w = work.join(format!("bin-{name}-{sd}"));
-                let r = evaluate(&cs, e, &[Mode::Kestrel], 1, 1, a.threads, &w)?;
-                v.push(r.scores["kestrel"]["mixed"].auprc);
-            }
-            eprintln!("binning {name}: {v:?}");
-            binning.push((name.to_string(), v));
-        }
-        let cs_edges = calibrate(&cs, Strategy::Target, 0.01, 7, 30);
-        for (wi, d) in [(128, 3), (256, 3), (512, 2), (512, 3), (512, 4), (1024, 3)] {
-            let l = Layout::new(8, d, wi, default_seeds(8))?;
-            let cw = cfg(&sp, l, base, 0);
-            let dir = work.join(format!("wd-{wi}x{d}"));
-            let r = evaluate(&cw, cs_edges, &[Mode::Kestrel], 1, 1, a.threads, &dir)?;
-            wd.push((
-                wi,
-                d,
-                r.scores["kestrel"]["mixed"].auprc,
-                r.export_mbps["kestrel"],
-            ));
-            eprintln!("w {wi} d {d}: {:?}", wd.last());
-        }
-        // Delta-SMP's export budget: its deltas scaled (0: a postcard per packet), to set
-        // its AUPRC against its export beside Kestrel's (w, d) points.
-        for f in [0.0, 1.0, 4.0, 16.0, 64.0] {
-            let mut cd = cfg(&sp, Layout::paper(), base, 0);
-            cd.deltas = Deltas {
-                sojourn_ns: (f64::from(DELTAS.sojourn_ns) * f) as u32,
-                iat_ns: (f64::from(DELTAS.iat_ns) * f) as u32,
-            };
-            let dir = work.join(format!("delta-{f}"));
-            let r = evaluate(&cd, cs_edges, &[Mode::DeltaSmp], 1, 1, a.threads, &dir)?;
-            deltas.push((
-                f,
-                r.scores["delta_smp"]["mixed"].auprc,
-                r.export_mbps["delta_smp"],
-            ));
-            eprintln!("Delta-SMP deltas x{f}: {:?}", deltas.last());
-        }
-        for f in [0.5, 1.0, 2.0] {
-            let ci = cfg(&sp, Layout::paper(), base.times(f), 0);
-            let w = work.join(format!("int-{f}"));
-            let r = evaluate(
-                &ci,
-                cs_edges,
-                &[Mode::Kestrel, Mode::Pm],
-                1,
-                1,
-                a.threads,
-                &w,
-            )?;
-            sweep.push((
-                f,
-                r.scores["kestrel"]["mixed"].auprc,
-                r.scores["pm"]["mixed"].auprc,
-            ));
-            eprintln!("intensity x{f}: {:?}", sweep.last());
-        }
-    }
-    let sw = Sweeps {
-        binning,
-        wd,
-        intensity: sweep,
-        deltas,
+    report(&a, &p, &sm, &Sweeps::default(), name, started.elapsed())?;
+    let sw = if a.no_sweeps {
+        Sweeps::default()
+    } else {
+        sweeps::run(&cs, &seeds, which, a.threads, &work, |_| Ok(()))?
     };
     report(&a, &p, &sm, &sw, name, started.elapsed())?;
     Ok(())
@@ -363,13 +348,11 @@ fn report(
     name: &str,
     took: std::time::Duration,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let (binning, wd, sweep, deltas) = (&sw.binning, &sw.wd, &sw.intensity, &sw.deltas);
+    let mut j = sweeps::json(sw);
+    j["summary"] = serde_json::to_value(sm)?;
     std::fs::write(
         a.out.join(format!("{name}.json")),
-        serde_json::to_string_pretty(&serde_json::json!({
-            "summary": sm, "binning": binning, "w_d_sweep": wd, "intensity_sweep": sweep,
-            "delta_smp_sweep": deltas,
-        }))?,
+        serde_json::to_string_pretty(&j)?,
     )?;
     let pr: Vec<Series> = MODES
         .iter()
@@ -403,58 +386,7 @@ fn report(
             &pr,
         )?;
     }
-    if !wd.is_empty() {
-        // Exports span decades (a few hundred kbit/s to tens of Mbit/s): log10 on x.
-        let by_export = |mut v: Vec<(f64, f64)>| {
-            v.sort_by(|a, b| a.0.total_cmp(&b.0));
-            v
-        };
-        let mut s = vec![Series {
-            name: "Kestrel (w, d) configurations".into(),
-            points: by_export(wd.iter().map(|x| (x.3.max(1e-3).log10(), x.2)).collect()),
-            spread: None,
-        }];
-        if !deltas.is_empty() {
-            s.push(Series {
-                name: "Delta-SMP, deltas x 0 (every packet) .. x 64".into(),
-                points: by_export(
-                    deltas
-                        .iter()
-                        .map(|x| (x.2.max(1e-3).log10(), x.1))
-                        .collect(),
-                ),
-                spread: None,
-            });
-        }
-        lines(
-            &a.out.join(format!("{name}-pareto.svg")),
-            "Mixed AUPRC against export (Kestrel w x d, Delta-SMP deltas)",
-            "log10 export Mbit/s",
-            "AUPRC",
-            &s,
-        )?;
-    }
-    if !sweep.is_empty() {
-        let s = vec![
-            Series {
-                name: "Kestrel".into(),
-                points: sweep.iter().map(|x| (x.0, x.1)).collect(),
-                spread: None,
-            },
-            Series {
-                name: "3GPP-PM".into(),
-                points: sweep.iter().map(|x| (x.0, x.2)).collect(),
-                spread: None,
-            },
-        ];
-        lines(
-            &a.out.join(format!("{name}-intensity.svg")),
-            "Mixed AUPRC against anomaly intensity (x the default)",
-            "intensity factor",
-            "AUPRC",
-            &s,
-        )?;
-    }
+    sweeps::plots(&a.out, sw, name)?;
     let mut md = String::new();
     let w = &mut md;
     writeln!(
@@ -621,60 +553,7 @@ fn report(
         let (med, lo, hi) = sm.collector_ms[m.name()];
         writeln!(w, "| {} | {med:.3} | {lo:.3}-{hi:.3} |", m.label())?;
     }
-    if !binning.is_empty() {
-        writeln!(
-            w,
-            "\n## Binning strategies (seed Fig. 6b), Kestrel mixed AUPRC\n"
-        )?;
-        writeln!(w, "Sweep size: scale 0.1, 200 s runs; each seed its own calibration run, one training and one test run per scenario. Seed: target-occupancy 0.810, P90 0.796, log 0.795, quantile 0.774.\n")?;
-        writeln!(w, "| strategy | mean | sd | seeds |")?;
-        writeln!(w, "| --- | --- | --- | --- |")?;
-        for (n, v) in binning {
-            let mean = v.iter().sum::<f64>() / v.len() as f64;
-            let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64).sqrt();
-            writeln!(w, "| {n} | {mean:.3} | {sd:.3} | {} |", v.len())?;
-        }
-    }
-    if !wd.is_empty() {
-        writeln!(
-            w,
-            "\n## Sketch size (w, d) sweep (seed Fig. 4), Kestrel mixed AUPRC against export\n"
-        )?;
-        writeln!(w, "Sweep size: scale 0.1, 200 s runs, one training and one test run per scenario; edges from one calibration. Seed: AUPRC 0.75-0.82 at 5-10 Mbit/s, best at w = 512, d = 3.\n")?;
-        writeln!(w, "| w | d | AUPRC | export Mbit/s |")?;
-        writeln!(w, "| --- | --- | --- | --- |")?;
-        for (wi, d, au, ex) in wd {
-            writeln!(w, "| {wi} | {d} | {au:.3} | {ex:.2} |")?;
-        }
-        if !deltas.is_empty() {
-            writeln!(
-                w,
-                "\nDelta-SMP at the same sweep size, its deltas ({} us sojourn, {} us gap in the \
-                 main evaluation) times a factor; 0 sends a postcard for every packet. Seed: \
-                 Delta-SMP 0.73 at 60-80 Mbit/s against Kestrel's 0.81 at about 6.\n",
-                DELTAS.sojourn_ns / 1000,
-                DELTAS.iat_ns / 1000
-            )?;
-            writeln!(w, "| deltas x | Delta-SMP AUPRC | export Mbit/s |")?;
-            writeln!(w, "| --- | --- | --- |")?;
-            for (f, au, ex) in deltas {
-                writeln!(w, "| {f} | {au:.3} | {ex:.2} |")?;
-            }
-        }
-        writeln!(w, "\n![Pareto]({name}-pareto.svg)")?;
-    }
-    if !sweep.is_empty() {
-        writeln!(
-            w,
-            "\n## Intensity sweep (mixed AUPRC; every anomaly's intensity times the factor; sweep size)\n"
-        )?;
-        writeln!(w, "| factor | Kestrel | 3GPP-PM |")?;
-        writeln!(w, "| --- | --- | --- |")?;
-        for (f, k, pm) in sweep {
-            writeln!(w, "| {f} | {k:.3} | {pm:.3} |")?;
-        }
-        writeln!(w, "\n![intensity]({name}-intensity.svg)")?;
-    }
+    sweeps::markdown(w, sw, name, DELTAS)?;
     writeln!(w, "\n![PR curves, mixed]({name}-pr-mixed.svg)\n")?;
     let disc = a.out.join("kestrel-eval-discussion.md");
     if let Ok(d) = std::fs::read_to_string(&disc) {
