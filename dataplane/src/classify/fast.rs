@@ -209,13 +209,9 @@ pub(super) fn classify_fast(d: &[u8], m: &mut PacketMeta) -> bool {
                         if x[12] != 1 || x[15] != 0 {
                             return false;
                         }
-                        let (o1, o2) = (x[13], x[14]);
-                        match o1 >> 4 {
-                            // UL PDU SESSION INFORMATION.
-                            1 => (16, Some(o2 & 0x3f)),
-                            // DL PDU SESSION INFORMATION without PPI, timestamp or SNs.
-                            0 if o1 & 0x0f == 0 && o2 & 0x80 == 0 => (16, Some(o2 & 0x3f)),
-                            _ => return false,
+                        match psc_qfi(x[13], x[14]) {
+                            Some(q) => (16, Some(q)),
+                            None => return false,
                         }
                     }
                     _ => return false,
@@ -250,4 +246,16 @@ pub(super) fn classify_fast(d: &[u8], m: &mut PacketMeta) -> bool {
     debug_assert_eq!(out.flags & (flags::FRAGMENT | FIRST_FRAGMENT), 0);
     *m = out;
     true
+}
+
+/// The QFI of a one-container PDU Session Container from its two content octets (TS 38.415
+/// section 5.5.2): UL PDU SESSION INFORMATION, or DL PDU SESSION INFORMATION without PPI,
+/// timestamp or sequence numbers; `None` for anything else (the general parser's case).
+#[inline(always)]
+pub(crate) fn psc_qfi(o1: u8, o2: u8) -> Option<u8> {
+    match o1 >> 4 {
+        1 => Some(o2 & 0x3f),
+        0 if o1 & 0x0f == 0 && o2 & 0x80 == 0 => Some(o2 & 0x3f),
+        _ => None,
+    }
 }

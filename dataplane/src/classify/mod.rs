@@ -401,5 +401,6 @@ impl<B: PacketBuf> Stage<B> for Classify {
 }
 
 mod fast;
+pub(crate) use fast::psc_qfi;
 #[cfg(test)]
 pub(crate) mod tests;

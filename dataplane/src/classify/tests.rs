@@ -403,6 +403,35 @@ pub(crate) fn fast_shapes() -> Vec<Vec<u8>> {
     out
 }
 
+/// Every prefix, every single-bit flip and 2,000 seeded random mutations (1-3 bytes set,
+/// then up to 3 cut off) of each of [`fast_shapes`], handed to `f`: the frames a fast path
+/// must either take and decide as the general path does, or hand over.
+pub(crate) fn each_fast_shape_mutation(seed: u64, f: &mut impl FnMut(&[u8])) {
+    use peregrine_testkit::rng::{below, seeded};
+    let mut rng = seeded(seed);
+    for s in fast_shapes() {
+        for n in 0..=s.len() {
+            f(&s[..n]);
+        }
+        for i in 0..s.len() {
+            for bit in 0..8 {
+                let mut g = s.clone();
+                g[i] ^= 1 << bit;
+                f(&g);
+            }
+        }
+        for _ in 0..2000 {
+            let mut g = s.clone();
+            for _ in 0..1 + below(&mut rng, 3) {
+                let i = below(&mut rng, g.len() as u64) as usize;
+                g[i] = below(&mut rng, 256) as u8;
+            }
+            let cut = g.len() - below(&mut rng, 4) as usize;
+            f(&g[..cut]);
+        }
+    }
+}
+
 fn both(
     f: &[u8],
 ) -> (
@@ -439,8 +468,6 @@ fn fast_path_takes_every_template_shape() {
 /// over; it must never take a frame and decide differently).
 #[test]
 fn fast_path_agrees_with_general() {
-    use peregrine_testkit::rng::{below, seeded};
-    let mut rng = seeded(0x5eed_fa57);
     let mut checked = 0u32;
     let mut fast = 0u32;
     let mut check = |g: &[u8]| {
@@ -450,27 +477,7 @@ fn fast_path_agrees_with_general() {
         let mut t = PacketMeta::EMPTY;
         fast += u32::from(fast::classify_fast(g, &mut t));
     };
-    for f in fast_shapes() {
-        for n in 0..=f.len() {
-            check(&f[..n]);
-        }
-        for i in 0..f.len() {
-            for bit in 0..8 {
-                let mut g = f.clone();
-                g[i] ^= 1 << bit;
-                check(&g);
-            }
-        }
-        for _ in 0..2000 {
-            let mut g = f.clone();
-            for _ in 0..1 + below(&mut rng, 3) {
-                let i = below(&mut rng, g.len() as u64) as usize;
-                g[i] = below(&mut rng, 256) as u8;
-            }
-            let cut = g.len() - below(&mut rng, 4) as usize;
-            check(&g[..cut]);
-        }
-    }
+    each_fast_shape_mutation(0x5eed_fa57, &mut check);
     // The comparison is only worth something if both paths ran.
     assert!(
         fast > checked / 20 && fast < checked,

@@ -220,16 +220,10 @@ fn uplink(d: &[u8], pend: usize, dst: u32, m: &mut PacketMeta, pre: &mut Pre) ->
         0x34 if gend >= GTP + 12 => match h[GTP + 11] {
             0 => (12, None),
             // One 4-byte container: length 1, two content octets, next type 0.
-            0x85 if gend >= GTP + 16 && h[GTP + 12] == 1 && h[GTP + 15] == 0 => {
-                let (o1, o2) = (h[GTP + 13], h[GTP + 14]);
-                match o1 >> 4 {
-                    // UL PDU SESSION INFORMATION.
-                    1 => (16, Some(o2 & 0x3f)),
-                    // DL PDU SESSION INFORMATION without PPI, timestamp or SNs.
-                    0 if o1 & 0x0f == 0 && o2 & 0x80 == 0 => (16, Some(o2 & 0x3f)),
-                    _ => return None,
-                }
-            }
+            0x85 if gend >= GTP + 16 && h[GTP + 12] == 1 && h[GTP + 15] == 0 => (
+                16,
+                Some(crate::classify::psc_qfi(h[GTP + 13], h[GTP + 14])?),
+            ),
             _ => return None,
         },
         _ => return None,
@@ -304,8 +298,7 @@ impl Work<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classify::{classify, tests::fast_shapes};
-    use peregrine_testkit::rng::{below, seeded};
+    use crate::classify::{classify, tests::each_fast_shape_mutation};
 
     /// When `quick` answers, the record is the shared classifier's and the `Pre` is what
     /// `Work::pre` builds from that record (minus its MAC / address decisions, which
@@ -338,33 +331,12 @@ mod tests {
 
     #[test]
     fn agrees_with_classifier_and_pre() {
-        let mut rng = seeded(0x91c_c0de);
         let (mut checked, mut taken) = (0u32, 0u32);
         let mut run = |g: &[u8]| {
             checked += 1;
             taken += u32::from(check(g));
         };
-        for f in fast_shapes() {
-            for n in 0..=f.len() {
-                run(&f[..n]);
-            }
-            for i in 0..f.len() {
-                for bit in 0..8 {
-                    let mut g = f.clone();
-                    g[i] ^= 1 << bit;
-                    run(&g);
-                }
-            }
-            for _ in 0..2000 {
-                let mut g = f.clone();
-                for _ in 0..1 + below(&mut rng, 3) {
-                    let i = below(&mut rng, g.len() as u64) as usize;
-                    g[i] = below(&mut rng, 256) as u8;
-                }
-                let cut = g.len() - below(&mut rng, 4) as usize;
-                run(&g[..cut]);
-            }
-        }
+        each_fast_shape_mutation(0x91c_c0de, &mut run);
         // Worth something only if both answers occurred often.
         assert!(
             taken > checked / 20 && taken < checked,
