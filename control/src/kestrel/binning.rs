@@ -145,11 +145,12 @@ pub use super::drift::{
 };
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use peregrine_dataplane::telemetry::kestrel::edges::fine_bin;
 
-    fn hist(values: impl IntoIterator<Item = u32>) -> Vec<u64> {
+    /// A fine histogram of `values` (shared with the drift tests).
+    pub(crate) fn hist(values: impl IntoIterator<Item = u32>) -> Vec<u64> {
         let mut h = vec![0; FINE_BINS];
         for v in values {
             h[fine_bin(v)] += 1;

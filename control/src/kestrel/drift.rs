@@ -372,16 +372,8 @@ pub fn metrics(e: &mut Exposition, drift: &[Drift]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use peregrine_dataplane::telemetry::kestrel::edges::fine_bin;
+    use crate::kestrel::binning::tests::hist;
     use peregrine_testkit::rng::{below, seeded, unit_f64, Xoshiro256PlusPlus};
-
-    fn hist(values: impl IntoIterator<Item = u32>) -> Vec<u64> {
-        let mut h = vec![0; FINE_BINS];
-        for v in values {
-            h[fine_bin(v)] += 1;
-        }
-        h
-    }
 
     /// `windows` windows of `n(i)` packets each landing in the tail bin with probability
     /// `occ(i)` (window i), through `d`: the windows at which it asked to calibrate.
