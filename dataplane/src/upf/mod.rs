@@ -9,6 +9,7 @@ pub mod encap;
 pub mod enforce;
 pub mod fast;
 pub mod frag;
+pub mod keymap;
 pub mod lookup;
 pub mod meter;
 pub mod parse;

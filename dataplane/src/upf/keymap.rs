@@ -1,0 +1,382 @@
+//! The per-key lookup maps of a rule-table shard (docs/upf.md, "Shape"): open addressing
+//! over the shard's keys, each slot holding the key's candidate PDR range and, in the common
+//! case, the flattened rules of its one PDR ([`FastPath`]), so a packet's lookup reads one
+//! cache line.
+
+use super::tables::{
+    MeterRef, OuterHeader, MAX_QERS_PER_PDR, MAX_SHARD_BITS, MAX_URRS_PER_PDR, NONE,
+};
+use std::marker::PhantomData;
+use std::net::{IpAddr, Ipv4Addr};
+
+/// The flattened rules of the common case, stored inline in the key's [`KeyMap`] slot so one
+/// cache line gives the packet path everything but the per-worker meter and usage state: a
+/// key with exactly one candidate PDR (TS 29.244 section 5.2.1), no SDF filter, open QER
+/// gates (section 8.2.7) and a forwarding FAR (section 8.2.26) with an IPv4 Outer Header
+/// Creation (section 8.2.56) or none. Anything else takes the general path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FastPath {
+    /// Meters of the PDR's metered QERs in QER order; slot [`NONE`] pads.
+    pub meters: [MeterRef; MAX_QERS_PER_PDR],
+    /// Shard QER index of each meter (for its config when a worker re-creates it).
+    pub meter_qers: [u32; MAX_QERS_PER_PDR],
+    /// URR slots; [`NONE`] pads.
+    pub urrs: [u32; MAX_URRS_PER_PDR],
+    /// Outer header (if [`Self::OUTER_V4`]): remote TEID, peer and local IPv4 address.
+    pub outer_teid: u32,
+    pub outer_peer: u32,
+    pub outer_local: u32,
+    /// The PDR's PDI QFI, [`Self::NO_QFI`] if none (uplink: must match the packet's).
+    pub pdr_qfi: u8,
+    /// Downlink: the QFI to mark (first QER QFI, else the PDR's, else 0).
+    pub mark_qfi: u8,
+    /// [`Self::OUTER_V4`]; the high bits are the map's.
+    pub flags: u8,
+}
+
+impl FastPath {
+    pub const NO_QFI: u8 = 0xFF;
+    /// Encapsulate with the outer header fields.
+    pub const OUTER_V4: u8 = 1;
+
+    /// The outer header, if any.
+    #[inline]
+    pub fn outer(&self) -> Option<OuterHeader> {
+        (self.flags & Self::OUTER_V4 != 0).then(|| OuterHeader {
+            teid: self.outer_teid,
+            peer: IpAddr::V4(Ipv4Addr::from(self.outer_peer)),
+            local: IpAddr::V4(Ipv4Addr::from(self.outer_local)),
+        })
+    }
+}
+
+/// One slot of a [`KeyMap`]: the key, its candidate range and (if set) the fast-path record,
+/// in one cache line.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(64))]
+pub struct KeySlot {
+    key: u64,
+    range: (u32, u32),
+    /// `fast.flags` also carries [`Self::USED`] and [`Self::HAS_FAST`] (the line has no
+    /// room for more fields).
+    fast: FastPath,
+}
+
+impl KeySlot {
+    const USED: u8 = 0x80;
+    const HAS_FAST: u8 = 0x40;
+
+    /// The `fast` field of a used slot whose fast-path record is `f`.
+    fn fast_record(f: Option<FastPath>) -> FastPath {
+        match f {
+            Some(mut fp) => {
+                fp.flags |= KeySlot::USED | KeySlot::HAS_FAST;
+                fp
+            }
+            None => FastPath {
+                flags: KeySlot::USED,
+                ..KeySlot::EMPTY.fast
+            },
+        }
+    }
+    const EMPTY: KeySlot = KeySlot {
+        key: 0,
+        range: (0, 0),
+        fast: FastPath {
+            meters: [MeterRef {
+                slot: NONE,
+                generation: 0,
+            }; MAX_QERS_PER_PDR],
+            meter_qers: [NONE; MAX_QERS_PER_PDR],
+            urrs: [NONE; MAX_URRS_PER_PDR],
+            outer_teid: 0,
+            outer_peer: 0,
+            outer_local: 0,
+            pdr_qfi: FastPath::NO_QFI,
+            mark_qfi: 0,
+            flags: 0,
+        },
+    };
+
+    /// The candidate range into [`Shard::pdr_order`].
+    #[inline]
+    pub fn range(&self) -> (u32, u32) {
+        self.range
+    }
+
+    #[inline]
+    fn used(&self) -> bool {
+        self.fast.flags & Self::USED != 0
+    }
+
+    /// The fast-path record, if [`Shard::index_fast`] gave this key one.
+    #[inline]
+    pub fn fast(&self) -> Option<&FastPath> {
+        (self.fast.flags & Self::HAS_FAST != 0).then_some(&self.fast)
+    }
+}
+
+/// Exact-match map from a lookup key to its candidate PDR range, open addressing with
+/// linear probing and everything inline: a hit usually reads one cache line (the slot
+/// holds the key, the range and the [`FastPath`] record). Load factor at most 2/3; the slot
+/// count is not rounded to a power of two (the home slot is a multiply-shift of the hash),
+/// so a map sized for its keys (`with_capacity`, as the compiler builds every shard) is
+/// 2/3 full instead of 1/3..2/3: at a million sessions the slots are most of the tables.
+#[derive(Debug, Clone)]
+pub struct KeyMap<K> {
+    slots: Box<[KeySlot]>,
+    len: usize,
+    _k: PhantomData<K>,
+}
+
+impl<K> Default for KeyMap<K> {
+    fn default() -> Self {
+        KeyMap {
+            slots: Box::new([]),
+            len: 0,
+            _k: PhantomData,
+        }
+    }
+}
+
+impl<K: Copy + Into<u64>> KeyMap<K> {
+    /// A map that holds `n` keys without growing (load factor 2/3 when full).
+    pub fn with_capacity(n: usize) -> Self {
+        let cap = if n == 0 {
+            0
+        } else {
+            (n * 3).div_ceil(2).max(8)
+        };
+        KeyMap {
+            slots: vec![KeySlot::EMPTY; cap].into_boxed_slice(),
+            len: 0,
+            _k: PhantomData,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Heap bytes of the slot array.
+    pub fn heap_bytes(&self) -> usize {
+        self.slots.len() * std::mem::size_of::<KeySlot>()
+    }
+
+    /// The home slot of `key`: the bits of the same Fibonacci hash as [`shard_of_in`] below
+    /// the most shard bits a table can use (those are equal for every key of a shard),
+    /// scaled to the slot count by multiply-shift (Lemire, "Fast Random Integer Generation
+    /// in an Interval": `(h * n) >> 64`), so any count works, not only powers of two.
+    #[inline]
+    fn home(&self, key: u64) -> usize {
+        let h = key
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(MAX_SHARD_BITS);
+        ((u128::from(h) * self.slots.len() as u128) >> 64) as usize
+    }
+
+    /// The slot after `i`, wrapping.
+    #[inline]
+    fn next(&self, i: usize) -> usize {
+        if i + 1 == self.slots.len() {
+            0
+        } else {
+            i + 1
+        }
+    }
+
+    /// The slot holding `key`.
+    #[inline]
+    pub fn slot(&self, key: K) -> Option<&KeySlot> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let s = &self.slots[self.probe(key.into())];
+        s.used().then_some(s)
+    }
+
+    /// The slot holding `key`, or the free slot its probe ends at (the map has slots; the
+    /// load factor leaves free ones, so the probe ends).
+    #[inline]
+    fn probe(&self, key: u64) -> usize {
+        let mut i = self.home(key);
+        while self.slots[i].used() && self.slots[i].key != key {
+            i = self.next(i);
+        }
+        i
+    }
+
+    /// Ask the CPU to start loading `key`'s home slot (a hint: never faults).
+    #[inline]
+    pub fn prefetch(&self, key: K) {
+        if !self.slots.is_empty() {
+            crate::upf::prefetch::prefetch(&self.slots[self.home(key.into())]);
+        }
+    }
+
+    /// The candidate range of `key`.
+    #[inline]
+    pub fn get(&self, key: &K) -> Option<&(u32, u32)> {
+        self.slot(*key).map(|s| &s.range)
+    }
+
+    pub fn contains_key(&self, key: &K) -> bool {
+        self.slot(*key).is_some()
+    }
+
+    /// Insert or replace `key`'s range (clearing its fast-path record); returns the old one.
+    pub fn insert(&mut self, key: K, range: (u32, u32)) -> Option<(u32, u32)> {
+        if (self.len + 1) * 3 > self.slots.len() * 2 {
+            self.grow();
+        }
+        let key = key.into();
+        let mut i = self.home(key);
+        loop {
+            let next = self.next(i);
+            let s = &mut self.slots[i];
+            if !s.used() {
+                *s = KeySlot {
+                    key,
+                    range,
+                    ..KeySlot::EMPTY
+                };
+                s.fast.flags = KeySlot::USED;
+                self.len += 1;
+                return None;
+            }
+            if s.key == key {
+                let old = s.range;
+                s.range = range;
+                s.fast = KeySlot::EMPTY.fast;
+                s.fast.flags = KeySlot::USED;
+                return Some(old);
+            }
+            i = next;
+        }
+    }
+
+    fn grow(&mut self) {
+        let cap = (self.slots.len() * 2).max(8);
+        let old = std::mem::replace(
+            &mut self.slots,
+            vec![KeySlot::EMPTY; cap].into_boxed_slice(),
+        );
+        for s in old.iter().filter(|s| s.used()) {
+            let mut i = self.home(s.key);
+            while self.slots[i].used() {
+                i = self.next(i);
+            }
+            self.slots[i] = *s;
+        }
+    }
+
+    /// (key, range) of every entry, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, (u32, u32))> + '_ {
+        self.slots
+            .iter()
+            .filter(|s| s.used())
+            .map(|s| (s.key, s.range))
+    }
+
+    /// A copy sized for `extra` more keys (`with_capacity(len + extra)`): every entry moved
+    /// over whole, its fast-path record included, so a shard that only gains keys is copied
+    /// at memory speed instead of being re-indexed key by key.
+    pub fn with_room(&self, extra: usize) -> Self {
+        let mut m = Self::with_capacity(self.len + extra);
+        for s in self.slots.iter().filter(|s| s.used()) {
+            // Keys are distinct, so the probe ends at a free slot.
+            let i = m.probe(s.key);
+            m.slots[i] = *s;
+        }
+        m.len = self.len;
+        m
+    }
+
+    pub(super) fn fill_fast(&mut self, mut f: impl FnMut((u32, u32)) -> Option<FastPath>) {
+        for s in self.slots.iter_mut().filter(|s| s.used()) {
+            s.fast = KeySlot::fast_record(f(s.range));
+        }
+    }
+
+    /// [`Self::fill_fast`] for the slots of `keys` only.
+    pub(super) fn fill_fast_of(
+        &mut self,
+        keys: &[u64],
+        mut f: impl FnMut((u32, u32)) -> Option<FastPath>,
+    ) {
+        for &k in keys {
+            if self.slots.is_empty() {
+                return;
+            }
+            let i = self.probe(k);
+            if self.slots[i].used() {
+                let r = self.slots[i].range;
+                self.slots[i].fast = KeySlot::fast_record(f(r));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_map_inserts_replaces_grows_and_misses() {
+        let mut m = KeyMap::<u32>::default();
+        assert!(m.get(&1).is_none() && m.is_empty());
+        for k in 0..1000u32 {
+            assert_eq!(m.insert(k * 7, (k, k + 1)), None);
+        }
+        assert_eq!(m.len(), 1000);
+        assert!(m.capacity() * 2 >= m.len() * 3);
+        for k in 0..1000u32 {
+            assert_eq!(m.get(&(k * 7)), Some(&(k, k + 1)));
+            assert!(!m.contains_key(&(k * 7 + 1)));
+        }
+        assert_eq!(m.insert(14, (5, 9)), Some((2, 3)));
+        assert_eq!(m.get(&14), Some(&(5, 9)));
+        assert_eq!(m.len(), 1000);
+        assert_eq!(m.iter().count(), 1000);
+        let mut w = KeyMap::<u64>::with_capacity(3);
+        w.insert(u64::MAX, (0, 1));
+        assert_eq!(w.get(&u64::MAX), Some(&(0, 1)));
+        assert_eq!(std::mem::size_of::<KeySlot>(), 64);
+    }
+
+    #[test]
+    fn key_map_sized_for_its_keys_is_two_thirds_full() {
+        for n in [1usize, 5, 7, 30, 61, 100, 1000] {
+            let mut m = KeyMap::<u32>::with_capacity(n);
+            assert_eq!(m.capacity(), (n * 3).div_ceil(2).max(8), "{n}");
+            for k in 0..n as u32 {
+                assert_eq!(m.insert(k.wrapping_mul(2_654_435_761), (k, k + 1)), None);
+            }
+            // Exactly sized: no growth, every key found, misses end at an empty slot.
+            assert_eq!(m.capacity(), (n * 3).div_ceil(2).max(8));
+            for k in 0..n as u32 {
+                assert_eq!(m.get(&k.wrapping_mul(2_654_435_761)), Some(&(k, k + 1)));
+            }
+            for k in n as u32..n as u32 + 500 {
+                assert!(!m.contains_key(&k.wrapping_mul(2_654_435_761)));
+            }
+        }
+        // Two keys whose home is the last slot: the second wraps around to the first slot.
+        let mut m = KeyMap::<u32>::with_capacity(4);
+        let mut last = (0..u32::MAX).filter(|&k| m.home(u64::from(k)) == m.capacity() - 1);
+        let (a, b) = (last.next().unwrap(), last.next().unwrap());
+        m.insert(a, (1, 2));
+        m.insert(b, (3, 4));
+        assert!(m.slots[0].used() && m.slots[0].key == u64::from(b));
+        assert_eq!((m.get(&a), m.get(&b)), (Some(&(1, 2)), Some(&(3, 4))));
+    }
+}
