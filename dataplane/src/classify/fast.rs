@@ -54,6 +54,13 @@ fn ipv4_checksum_ok(h: &[u8; 20]) -> bool {
     for i in (0..20).step_by(4) {
         s += u64::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
     }
+    sum_is_ones(s)
+}
+
+/// Whether a one's complement sum of 32-bit words (at most 2^32 of them, so it fits in 64
+/// bits) folds to 0xffff: a correct RFC 1071 checksum over the words summed.
+#[inline(always)]
+pub(crate) fn sum_is_ones(mut s: u64) -> bool {
     s = (s & 0xffff_ffff) + (s >> 32);
     s = (s & 0xffff) + (s >> 16);
     s = (s & 0xffff) + (s >> 16);

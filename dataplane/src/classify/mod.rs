@@ -401,6 +401,6 @@ impl<B: PacketBuf> Stage<B> for Classify {
 }
 
 mod fast;
-pub(crate) use fast::psc_qfi;
+pub(crate) use fast::{psc_qfi, sum_is_ones};
 #[cfg(test)]
 pub(crate) mod tests;

@@ -61,10 +61,7 @@ impl Work<'_> {
         let mut plan = Plan {
             qfi,
             gate_closed: false,
-            meters: [MeterRef {
-                slot: NONE,
-                generation: 0,
-            }; MAX_QERS_PER_PDR],
+            meters: [MeterRef::NONE; MAX_QERS_PER_PDR],
             meter_qers: [NONE; MAX_QERS_PER_PDR],
             urrs: [NONE; MAX_URRS_PER_PDR],
             action: None,

@@ -83,10 +83,7 @@ impl KeySlot {
         key: 0,
         range: (0, 0),
         fast: FastPath {
-            meters: [MeterRef {
-                slot: NONE,
-                generation: 0,
-            }; MAX_QERS_PER_PDR],
+            meters: [MeterRef::NONE; MAX_QERS_PER_PDR],
             meter_qers: [NONE; MAX_QERS_PER_PDR],
             urrs: [NONE; MAX_URRS_PER_PDR],
             outer_teid: 0,

@@ -82,16 +82,13 @@ impl V4 {
     /// words folded to 16 bits give the same sum, as `classify::fast` computes it).
     #[inline(always)]
     fn checksum_ok(&self) -> bool {
-        let mut s = (self.a >> 32)
-            + (self.a & 0xffff_ffff)
-            + (self.b >> 32)
-            + (self.b & 0xffff_ffff)
-            + u64::from(self.c);
-        s = (s & 0xffff_ffff) + (s >> 32);
-        s = (s & 0xffff) + (s >> 16);
-        s = (s & 0xffff) + (s >> 16);
-        s = (s & 0xffff) + (s >> 16);
-        s == 0xffff
+        crate::classify::sum_is_ones(
+            (self.a >> 32)
+                + (self.a & 0xffff_ffff)
+                + (self.b >> 32)
+                + (self.b & 0xffff_ffff)
+                + u64::from(self.c),
+        )
     }
 
     #[inline(always)]

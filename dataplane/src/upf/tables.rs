@@ -137,6 +137,14 @@ pub struct MeterRef {
     pub generation: u32,
 }
 
+impl MeterRef {
+    /// No meter (a padding entry).
+    pub const NONE: MeterRef = MeterRef {
+        slot: NONE,
+        generation: 0,
+    };
+}
+
 /// A compiled QoS Enforcement Rule for one direction (a PFCP QER becomes up to two).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct QerRule {
@@ -265,10 +273,7 @@ impl Shard {
             return None;
         }
         let mut f = FastPath {
-            meters: [MeterRef {
-                slot: NONE,
-                generation: 0,
-            }; MAX_QERS_PER_PDR],
+            meters: [MeterRef::NONE; MAX_QERS_PER_PDR],
             meter_qers: [NONE; MAX_QERS_PER_PDR],
             urrs: [NONE; MAX_URRS_PER_PDR],
             outer_teid: 0,
