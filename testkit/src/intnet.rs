@@ -283,7 +283,12 @@ impl Daemons {
     fn spawn(&self, i: usize) -> Guard {
         let path = self.dir.path().join(format!("n{}.toml", i + 1));
         std::fs::write(&path, &self.cfgs[i]).unwrap();
-        let log = std::fs::File::create(self.dir.path().join(format!("n{}.log", i + 1))).unwrap();
+        // Appended across restarts, so a node that keeps exiting at start still shows why.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("n{}.log", i + 1)))
+            .unwrap();
         let child = Command::new(&self.bin)
             .args(["run", "--config"])
             .arg(&path)
@@ -329,12 +334,12 @@ impl Daemons {
                 Ok(out) => return out,
                 Err(e) if e.contains("duplicate") || e.contains("exists") => return e,
                 Err(e) => {
-                    if self.procs[i]
+                    let exited = self.procs[i]
                         .0
                         .as_mut()
-                        .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))))
-                    {
-                        eprintln!("node {} exited at start; restarting it", i + 1);
+                        .and_then(|c| c.try_wait().ok().flatten());
+                    if let Some(st) = exited {
+                        eprintln!("node {} exited at start ({st}); restarting it", i + 1);
                         self.procs[i] = self.spawn(i);
                     }
                     assert!(
