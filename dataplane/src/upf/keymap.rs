@@ -36,6 +36,19 @@ pub struct FastPath {
 
 impl FastPath {
     pub const NO_QFI: u8 = 0xFF;
+    /// No meters, URRs, outer header or QFI: an empty slot's record, and where a shard
+    /// starts building a key's record.
+    pub const EMPTY: FastPath = FastPath {
+        meters: [MeterRef::NONE; MAX_QERS_PER_PDR],
+        meter_qers: [NONE; MAX_QERS_PER_PDR],
+        urrs: [NONE; MAX_URRS_PER_PDR],
+        outer_teid: 0,
+        outer_peer: 0,
+        outer_local: 0,
+        pdr_qfi: FastPath::NO_QFI,
+        mark_qfi: 0,
+        flags: 0,
+    };
     /// Encapsulate with the outer header fields.
     pub const OUTER_V4: u8 = 1;
 
@@ -82,17 +95,7 @@ impl KeySlot {
     const EMPTY: KeySlot = KeySlot {
         key: 0,
         range: (0, 0),
-        fast: FastPath {
-            meters: [MeterRef::NONE; MAX_QERS_PER_PDR],
-            meter_qers: [NONE; MAX_QERS_PER_PDR],
-            urrs: [NONE; MAX_URRS_PER_PDR],
-            outer_teid: 0,
-            outer_peer: 0,
-            outer_local: 0,
-            pdr_qfi: FastPath::NO_QFI,
-            mark_qfi: 0,
-            flags: 0,
-        },
+        fast: FastPath::EMPTY,
     };
 
     /// The candidate range into [`Shard::pdr_order`].

@@ -273,15 +273,9 @@ impl Shard {
             return None;
         }
         let mut f = FastPath {
-            meters: [MeterRef::NONE; MAX_QERS_PER_PDR],
-            meter_qers: [NONE; MAX_QERS_PER_PDR],
-            urrs: [NONE; MAX_URRS_PER_PDR],
-            outer_teid: 0,
-            outer_peer: 0,
-            outer_local: 0,
             pdr_qfi: pdr.qfi.unwrap_or(FastPath::NO_QFI),
             mark_qfi: pdr.qfi.unwrap_or(0),
-            flags: 0,
+            ..FastPath::EMPTY
         };
         if let Some(o) = far.outer {
             match (o.peer, o.local) {
