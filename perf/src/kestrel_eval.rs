@@ -39,7 +39,30 @@ pub struct EvalCfg {
     pub drift: Option<peregrine_control::kestrel::binning::DriftRule>,
 }
 
+/// The main evaluation's Delta-SMP deltas: a postcard when the sojourn moved by more
+/// than 20 us or the inter-arrival time by more than 200 us.
+pub const DELTAS: Deltas = Deltas {
+    sojourn_ns: 20_000,
+    iat_ns: 200_000,
+};
+
 impl EvalCfg {
+    /// The main evaluation's settings for runs of `duration_s` s at `scale`: the seed's
+    /// layout, [`DELTAS`], the default intensities, 10 us ticks, no per-key unit, static
+    /// edges.
+    pub fn paper(duration_s: u64, scale: f64) -> EvalCfg {
+        EvalCfg {
+            duration_s,
+            scale,
+            layout: Layout::paper(),
+            deltas: DELTAS,
+            intensity: Intensity::default(),
+            tick_ns: 10_000,
+            key_neg_every: 0,
+            drift: None,
+        }
+    }
+
     pub fn run_cfg(&self, edges: EdgeSet) -> RunCfg {
         RunCfg {
             window_ns: S,

@@ -167,22 +167,12 @@ fn quick_evaluation_end_to_end_on_held_out_runs() {
 #[test]
 fn a_run_repeats_bit_for_bit_and_labels_its_episodes() {
     use peregrine_control::kestrel::binning::Strategy;
-    use peregrine_dataplane::telemetry::kestrel::{Deltas, Layout};
     use peregrine_perf::kestrel_eval::features::{key_names, MODES};
-    use peregrine_perf::kestrel_eval::scenario::{Intensity, Kind, Scenario};
+    use peregrine_perf::kestrel_eval::scenario::{Kind, Scenario};
     use peregrine_perf::kestrel_eval::{calibrate, collect, EvalCfg};
     let c = EvalCfg {
-        duration_s: 30,
-        scale: 0.05,
-        layout: Layout::paper(),
-        deltas: Deltas {
-            sojourn_ns: 20_000,
-            iat_ns: 200_000,
-        },
-        intensity: Intensity::default(),
-        tick_ns: 10_000,
         key_neg_every: 4,
-        drift: None,
+        ..EvalCfg::paper(30, 0.05)
     };
     let edges = calibrate(&c, Strategy::Target, 0.01, 7, 5);
     assert_eq!(edges, calibrate(&c, Strategy::Target, 0.01, 7, 5));

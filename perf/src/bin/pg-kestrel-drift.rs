@@ -13,8 +13,7 @@
 
 use clap::Parser;
 use peregrine_control::kestrel::binning::{DriftCounts, DriftRule, Strategy};
-use peregrine_dataplane::telemetry::kestrel::{Deltas, Layout};
-use peregrine_perf::kestrel_eval::scenario::{Intensity, Plan, Scenario};
+use peregrine_perf::kestrel_eval::scenario::{Plan, Scenario};
 use peregrine_perf::kestrel_eval::sim::{self, RunStats};
 use peregrine_perf::kestrel_eval::{calibrate, EvalCfg};
 use std::fmt::Write as _;
@@ -78,17 +77,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     rule.check().map_err(|(k, e)| format!("{k}: {e}"))?;
     let c = EvalCfg {
-        duration_s: a.secs,
-        scale: a.scale,
-        layout: Layout::paper(),
-        deltas: Deltas {
-            sojourn_ns: 20_000,
-            iat_ns: 200_000,
-        },
-        intensity: Intensity::default(),
-        tick_ns: 10_000,
-        key_neg_every: 0,
         drift: Some(rule),
+        ..EvalCfg::paper(a.secs, a.scale)
     };
     let edges = calibrate(&c, Strategy::Target, rule.rho, 7, 30);
     let rc = c.run_cfg(edges);

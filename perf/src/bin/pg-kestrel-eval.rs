@@ -7,7 +7,7 @@
 
 use clap::Parser;
 use peregrine_control::kestrel::binning::{DriftRule, Strategy};
-use peregrine_dataplane::telemetry::kestrel::{Deltas, Layout};
+use peregrine_dataplane::telemetry::kestrel::Layout;
 use peregrine_perf::fridge_eval::plot::{lines, Series};
 use peregrine_perf::kestrel_eval::eval::{
     all_modes, evaluate, export_detectors, KeySummary, Summary, Ttfd,
@@ -15,7 +15,7 @@ use peregrine_perf::kestrel_eval::eval::{
 use peregrine_perf::kestrel_eval::features::{Mode, MODES};
 use peregrine_perf::kestrel_eval::scenario::{Intensity, KINDS};
 use peregrine_perf::kestrel_eval::sweeps::{self, Sweeps, Which};
-use peregrine_perf::kestrel_eval::{calibrate, EvalCfg};
+use peregrine_perf::kestrel_eval::{calibrate, EvalCfg, DELTAS};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -79,13 +79,6 @@ struct Args {
     drift: bool,
 }
 
-/// Delta-SMP's deltas of the main evaluation (postcard when a key's sojourn or gap moved by
-/// more than this since its last postcard).
-const DELTAS: Deltas = Deltas {
-    sojourn_ns: 20_000,
-    iat_ns: 200_000,
-};
-
 struct Plan {
     scale: f64,
     secs: u64,
@@ -96,13 +89,9 @@ struct Plan {
 fn cfg(p: &Plan, layout: Layout, intensity: Intensity, key_neg_every: u32) -> EvalCfg {
     EvalCfg {
         key_neg_every,
-        drift: None,
-        duration_s: p.secs,
-        scale: p.scale,
         layout,
-        deltas: DELTAS,
         intensity,
-        tick_ns: 10_000,
+        ..EvalCfg::paper(p.secs, p.scale)
     }
 }
 
