@@ -135,7 +135,7 @@ impl TranslatorStage {
         let port = out.port;
         let mut sent = 0u64;
         // Checked above.
-        let _ = out.qp.handle_checked(&prim, |f| {
+        let done = out.qp.handle_checked(&prim, |f| {
             // Reserved above: a spare and room for every frame.
             if let Some(mut b) = batch.take_spare() {
                 if put(&mut b, f) && batch.push(b, Disposition::tx(port)).is_ok() {
@@ -144,6 +144,13 @@ impl TranslatorStage {
             }
         });
         out.stats.sent += sent;
+        if let Err(why) = done {
+            // Not expected after `check`; refused and counted, never taken silently.
+            let payload = &batch.pkts[i].data()[udp_at + udp::HEADER_LEN..udp_at + len];
+            let r = self.t.refuse(why, payload);
+            let reason = self.refused[why.index()];
+            return self.refused_as(&mut batch.pkts[i], udp_at, r.nack, reason, rx_port);
+        }
         let c = &mut self.t.counters;
         match prim {
             Primitive::KeyWrite { .. } => c.key_write += 1,
