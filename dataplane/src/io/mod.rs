@@ -84,17 +84,11 @@ pub trait WorkerIo: Send {
 
     /// Up to `n` empty buffers, each handed to `put`, fewer if the pool runs dry; returns
     /// how many. Backends with a bulk allocator take them in one call.
-    fn alloc_many(&mut self, n: usize, mut put: impl FnMut(Self::Buf)) -> usize
+    fn alloc_many(&mut self, n: usize, put: impl FnMut(Self::Buf)) -> usize
     where
         Self: Sized,
     {
-        let mut k = 0;
-        while k < n {
-            let Some(b) = self.alloc() else { break };
-            put(b);
-            k += 1;
-        }
-        k
+        alloc_one_by_one(self, n, put)
     }
 
     /// True once every rx source of this worker is finished for good (a pcap file at its end,
@@ -121,6 +115,22 @@ pub trait WorkerIo: Send {
     fn lossless(&self) -> bool {
         false
     }
+}
+
+/// [`WorkerIo::alloc_many`] with [`WorkerIo::alloc`], one buffer at a time (the default,
+/// and a bulk allocator's fallback when it cannot give all `n` at once).
+pub(crate) fn alloc_one_by_one<I: WorkerIo>(
+    io: &mut I,
+    n: usize,
+    mut put: impl FnMut(I::Buf),
+) -> usize {
+    let mut k = 0;
+    while k < n {
+        let Some(b) = io.alloc() else { break };
+        put(b);
+        k += 1;
+    }
+    k
 }
 
 /// A configured set of ports.

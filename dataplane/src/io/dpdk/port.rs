@@ -702,12 +702,6 @@ impl WorkerIo for DpdkWorkerIo {
             }
             return n;
         }
-        let mut k = 0;
-        while k < n {
-            let Some(b) = self.alloc() else { break };
-            put(b);
-            k += 1;
-        }
-        k
+        crate::io::alloc_one_by_one(self, n, put)
     }
 }
