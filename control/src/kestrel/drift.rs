@@ -6,6 +6,8 @@ use super::binning::{edges, Strategy};
 use crate::metrics::{Exposition, Kind};
 use peregrine_dataplane::telemetry::kestrel::{QidEdges, FINE_BINS};
 use serde::Serialize;
+use statrs::distribution::{Binomial, DiscreteCDF};
+use statrs::function::erf::erfc;
 
 /// The drift rule's parameters (`[kestrel]` `rho`, `drift_windows`, `drift_z`,
 /// `drift_min_packets`, `calibration_windows`; docs/kestrel.md "Drift").
@@ -113,72 +115,16 @@ impl DriftRule {
     }
 }
 
-/// erfc(x), fractional error below 1.2e-7 everywhere (Chebyshev fit, Numerical Recipes in
-/// C, 2nd ed., section 6.2, `erfcc`).
-fn erfc(x: f64) -> f64 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
-    let r = t * (-z * z + poly).exp();
-    if x >= 0.0 {
-        r
-    } else {
-        2.0 - r
-    }
-}
-
-/// ln(n!): exact sum below 32, Stirling's series above (error below 1e-13).
-fn ln_factorial(n: u64) -> f64 {
-    if n < 32 {
-        return (2..=n).map(|i| (i as f64).ln()).sum();
-    }
-    let x = n as f64;
-    x * x.ln() - x + 0.5 * (2.0 * std::f64::consts::PI * x).ln() + 1.0 / (12.0 * x)
-        - 1.0 / (360.0 * x * x * x)
-        + 1.0 / (1260.0 * x.powi(5))
-}
-
 /// Whether `k` of `n` is significantly above `rho`: P(X >= k) <= `alpha` for X ~
-/// Binomial(n, rho), summed exactly from k upward until the sum passes `alpha` (no) or the
-/// rest is bounded below it (yes). Terms fall with a ratio that only shrinks, so the rest
-/// after term t with ratio r is at most t / (1 - r). A few steps near the mean, one far
-/// above it.
+/// Binomial(n, rho) (statrs: the regularized incomplete beta function).
 pub fn significant(k: u64, n: u64, rho: f64, alpha: f64) -> bool {
     let k = k.min(n);
     if n == 0 || k as f64 <= n as f64 * rho {
         // At or below the mean: P(X >= k) >= 1/2 (the median is at least floor(n rho)).
         return false;
     }
-    let q = 1.0 - rho;
-    let ln_term = ln_factorial(n) - ln_factorial(k) - ln_factorial(n - k)
-        + k as f64 * rho.ln()
-        + (n - k) as f64 * q.ln();
-    let mut term = ln_term.exp();
-    let mut sum = 0.0;
-    let mut j = k;
-    loop {
-        sum += term;
-        if sum > alpha {
-            return false;
-        }
-        if j == n {
-            return true;
-        }
-        // k > n rho makes r < 1 here, and it falls as j grows.
-        let r = (n - j) as f64 / (j + 1) as f64 * rho / q;
-        term *= r;
-        j += 1;
-        if sum + term / (1.0 - r) <= alpha {
-            return true;
-        }
-    }
+    // k >= 1 here: P(X >= k) is the survival function at k - 1.
+    Binomial::new(rho, n).is_ok_and(|b| b.sf(k - 1) <= alpha)
 }
 
 /// Where one QID is in the drift cycle.
