@@ -341,7 +341,8 @@ where
         classify: &classify,
     };
     composer.check_main_stage()?;
-    let running = runtime::start(
+    // Held at the end, so the last windows' telemetry still leaves through the workers.
+    let running = runtime::start_held(
         &mut backend,
         &|w: usize, r: &mut Reasons| composer.pipeline(w, r),
         &rcfg,
@@ -387,8 +388,14 @@ where
         control_pkts: 0,
         bus: Vec::new(),
     };
+    let mut drained = false;
     while !running.finished() {
         lp.iteration(&running, &mut features, &mut page, &backend);
+        if !drained && running.all_ended() {
+            lp.drain(&running, &mut features);
+            running.release_end();
+            drained = true;
+        }
     }
     let (ports, stages) = (running.ports().to_vec(), running.stage_names().to_vec());
     let reasons = running.reasons().clone();
@@ -456,6 +463,29 @@ struct Loop<'a> {
 }
 
 impl Loop<'_> {
+    /// Every worker is at its end (`runtime::end`): the features close what is open, the
+    /// bus carries its telemetry, and a last tick sends what the consumers made of it
+    /// through the workers, which are released after this.
+    fn drain<B: PacketBuf>(&mut self, running: &Running, features: &mut [Box<dyn Feature<B>>]) {
+        let now = Instant::now();
+        for f in features.iter_mut() {
+            f.drain(now, running);
+        }
+        for f in features.iter_mut() {
+            f.telemetry_out(&mut self.bus);
+        }
+        if !self.bus.is_empty() {
+            for f in features.iter_mut() {
+                f.telemetry_in(&self.bus);
+            }
+            self.bus.clear();
+        }
+        for f in features.iter_mut() {
+            f.tick(now, running);
+        }
+        tracing::debug!("end of run: features drained");
+    }
+
     /// Exception packets, features' ticks, the metrics page, stop conditions, the stats
     /// line, route reloads.
     fn iteration<Bk: Backend, B: PacketBuf>(

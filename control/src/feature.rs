@@ -159,6 +159,14 @@ pub trait Feature<B: PacketBuf>: Send {
     /// exporters, windows. `now` is the loop's clock; a feature never sleeps here.
     fn tick(&mut self, _now: Instant, _running: &Running) {}
 
+    /// Every worker has reached the end of its run and handed over what its taps held; the
+    /// workers still send what is injected (`peregrine_dataplane::runtime::end`). Close what
+    /// is open (the last windows) so its telemetry reaches the bus while consumers can still
+    /// send it. Called once, before a last tick; by default that tick.
+    fn drain(&mut self, now: Instant, running: &Running) {
+        self.tick(now, running);
+    }
+
     /// Add this feature's families to the metrics page (after the daemon's own).
     fn metrics(&self, _page: &mut Exposition) {}
 

@@ -612,6 +612,12 @@ impl<B: PacketBuf + 'static> Feature<B> for KestrelFeature {
         self.serve_api();
     }
 
+    /// The workers' taps handed over their last banks: close every window now.
+    fn drain(&mut self, now: Instant, _running: &Running) {
+        let ns = self.now_ns(now);
+        self.pump(ns, true);
+    }
+
     fn metrics(&self, e: &mut Exposition) {
         let s = &self.stats;
         e.one(

@@ -4,6 +4,7 @@
 pub mod batch;
 pub mod counters;
 pub mod egress;
+pub mod end;
 pub mod handoff;
 pub mod inject;
 pub mod reason;
@@ -16,6 +17,7 @@ pub mod worker;
 pub use batch::{Action, Batch, Disposition, Dispositions};
 pub use counters::{Counters, EgressCounters, QidCounters, SOJOURN_BINS, SOJOURN_BIN_EDGES_US};
 pub use egress::{EgressConfig, EgressConfigError};
+pub use end::END_HOLD_LIMIT;
 pub use handoff::HANDOFF_RING;
 pub use inject::{InjectError, InjectFrame, Injector, INJECT_MAX};
 pub use reason::{DropReason, Reasons};
@@ -23,4 +25,6 @@ pub use scope::{OnEgress, OnIngress};
 pub use snapshot::{Publisher, Reader};
 pub use stage::{Context, Pipeline, PipelineFactory, Stage};
 pub use tap::Tap;
-pub use worker::{start, ControlPacket, Running, RuntimeConfig, WorkerSpec, WORKER_THREAD_PREFIX};
+pub use worker::{
+    start, start_held, ControlPacket, Running, RuntimeConfig, WorkerSpec, WORKER_THREAD_PREFIX,
+};

@@ -153,6 +153,17 @@ impl<B: PacketBuf> Pipeline<B> {
         }
     }
 
+    /// The worker reached its end: every tap hands over what it holds (`Tap::end`); false
+    /// while one still holds something.
+    #[cold]
+    pub fn end(&mut self) -> bool {
+        let mut done = true;
+        for t in self.taps.iter_mut().flatten() {
+            done &= t.end();
+        }
+        done
+    }
+
     /// Hand a burst about to be sent on `port` to that port's taps, in order.
     #[inline]
     pub fn run_taps(&mut self, port: PortId, pkts: &mut [B], cx: &Context) {

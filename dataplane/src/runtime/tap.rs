@@ -22,4 +22,11 @@ pub trait Tap<B: PacketBuf>: Send {
     fn on_burst(&mut self, port: PortId, pkts: &mut [B], cx: &Context);
     /// Called now and then while the worker has no traffic (see `Stage::idle`).
     fn idle(&mut self) {}
+    /// The worker reached the end of its run (`super::end`, runtimes that hold their
+    /// workers): hand over whatever is held for the control side (a partly filled window).
+    /// False while something is still held (no room to hand it over yet): the worker calls
+    /// again until true.
+    fn end(&mut self) -> bool {
+        true
+    }
 }

@@ -29,6 +29,7 @@
 use super::batch::{Action, Batch};
 use super::counters::{Counters, EgressCounters, SharedCounters};
 use super::egress::{EgressConfig, EgressConfigError, EgressPort, NO_EGRESS};
+use super::end::{EndGate, END_HOLD_LIMIT};
 use super::handoff::{self, Inbox, Item, Lockstep, Outbox, Quiesce, HANDOFF_RING};
 use super::inject::{InjectFrame, Injector, INJECT_QUEUE};
 use super::reason::Reasons;
@@ -137,6 +138,8 @@ struct Worker<I: WorkerIo> {
     quiesce: Quiesce,
     /// Keeps workers on recorded clocks within a slack of each other.
     lockstep: Lockstep,
+    /// The end of the run (`super::end`).
+    end: Arc<EndGate>,
 }
 
 impl<I: WorkerIo> Worker<I> {
@@ -241,6 +244,9 @@ impl<I: WorkerIo> Worker<I> {
         // translator's partial Append batches and cached postcards) write it now.
         self.pipeline.idle();
         self.flush_egress(&cx);
+        if self.end.held() {
+            self.linger(&cx);
+        }
         for b in batch.drain_spares() {
             self.io.release(b);
         }
@@ -383,6 +389,43 @@ impl<I: WorkerIo> Worker<I> {
             }
             std::hint::spin_loop();
         }
+    }
+
+    /// Held at the end (`super::end`): hand over what the taps hold, arrive, and send what
+    /// the control side injects until it releases the workers.
+    #[cold]
+    fn linger(&mut self, cx: &Context) {
+        let deadline = Instant::now() + END_HOLD_LIMIT;
+        // A tap with no room to hand over yet (a window bank whose spare the control side
+        // has not returned) is asked again.
+        while !self.pipeline.end() && Instant::now() <= deadline {
+            if !self.inject_rx.is_empty() {
+                self.inject(cx);
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        self.publish();
+        self.end.arrive();
+        loop {
+            // Read before draining: every frame injected before the release is seen below.
+            let released = self.end.released();
+            if !self.inject_rx.is_empty() {
+                self.inject(cx);
+            }
+            if released && self.inject_rx.is_empty() {
+                break;
+            }
+            if Instant::now() > deadline {
+                tracing::warn!(
+                    worker = self.spec.id,
+                    "no release from the control side at the end; stopping"
+                );
+                break;
+            }
+            // Off the packet path (the run is over): give the core back between checks.
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        self.flush_tx(cx);
     }
 
     /// Copy the schedulers' counters and depths into `counters`, then publish them.
@@ -701,6 +744,7 @@ pub struct Running {
     reasons: Reasons,
     ports: Vec<PortInfo>,
     stage_names: Vec<&'static str>,
+    end: Arc<EndGate>,
 }
 
 /// Name prefix of the worker threads (`pg-worker-<id>`): the control side tells them from
@@ -714,6 +758,36 @@ where
     Bk::Io: 'static,
     F: PipelineFactory<<Bk::Io as WorkerIo>::Buf>,
 {
+    start_with(backend, factory, cfg, EndGate::new(false))
+}
+
+/// As [`start`], but every worker waits at its end for [`Running::release_end`] (up to
+/// [`END_HOLD_LIMIT`]), sending what the control side injects meanwhile (`super::end`).
+pub fn start_held<Bk, F>(
+    backend: &mut Bk,
+    factory: &F,
+    cfg: &RuntimeConfig,
+) -> std::io::Result<Running>
+where
+    Bk: Backend,
+    Bk::Io: 'static,
+    F: PipelineFactory<<Bk::Io as WorkerIo>::Buf>,
+{
+    start_with(backend, factory, cfg, EndGate::new(true))
+}
+
+fn start_with<Bk, F>(
+    backend: &mut Bk,
+    factory: &F,
+    cfg: &RuntimeConfig,
+    end: EndGate,
+) -> std::io::Result<Running>
+where
+    Bk: Backend,
+    Bk::Io: 'static,
+    F: PipelineFactory<<Bk::Io as WorkerIo>::Buf>,
+{
+    let end = Arc::new(end);
     let burst = cfg.burst.clamp(1, MAX_BURST);
     let ports = backend.ports().to_vec();
     let invalid = |e: EgressConfigError| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
@@ -819,6 +893,7 @@ where
             inbox,
             quiesce: quiesce.clone(),
             lockstep: lockstep.clone(),
+            end: end.clone(),
         };
         let name = format!("{WORKER_THREAD_PREFIX}-{}", w.spec.id);
         handles.push(
@@ -840,6 +915,7 @@ where
         reasons,
         ports,
         stage_names,
+        end,
     })
 }
 
@@ -900,6 +976,22 @@ impl Running {
 
     pub fn request_stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Every worker has reached its end and is held there (a runtime from [`start_held`]),
+    /// or has returned.
+    pub fn all_ended(&self) -> bool {
+        self.end.arrived() >= self.handles.len() || self.finished()
+    }
+
+    /// Whether the workers wait for [`release_end`](Self::release_end) at their end.
+    pub fn holds_end(&self) -> bool {
+        self.end.held()
+    }
+
+    /// Let the held workers send what was injected and return.
+    pub fn release_end(&self) {
+        self.end.release();
     }
 
     /// True once every worker has returned.

@@ -295,6 +295,21 @@ impl<B: PacketBuf> Tap<B> for KestrelTap {
             self.stats.idle_flushes.fetch_add(1, Ordering::Relaxed);
         }
     }
+
+    /// The run is over: hand the partly filled bank over now, so the control side can close
+    /// the last windows while the workers can still send what it makes of them.
+    /// Without a spare back yet, false: the worker asks again while the control side
+    /// returns one.
+    fn end(&mut self) -> bool {
+        if !self.active.dirty {
+            return true;
+        }
+        let handed = self.hand_over();
+        if handed {
+            self.stats.banks.fetch_add(1, Ordering::Relaxed);
+        }
+        handed
+    }
 }
 
 impl Drop for KestrelTap {
