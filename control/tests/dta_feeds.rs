@@ -76,6 +76,9 @@ fn kestrel_counts_and_fridge_samples_reach_the_collector() {
     // UE (dropped) at the first SYN's time keeps the two files aligned.
     let stray = tcp(server, "10.255.0.1".parse().unwrap(), (443, 9), 0, 0, 0x12);
     n6.write(at(0), &upf_support::dl_frame(&stray)).unwrap();
+    // The 100 ms Kestrel windows holding a SYN-ACK (the downlink key's windows).
+    let mut dl_windows: Vec<u64> = dl.iter().map(|(t, _)| t / 100_000_000).collect();
+    dl_windows.dedup();
     for (t, f) in dl {
         n6.write(t, &f).unwrap();
     }
@@ -149,6 +152,9 @@ encoding = "us"
     let rs: DtaReporterStats = summary.feature("dta").expect("reporter summary");
     eprintln!("{rs:?}");
     assert_eq!((rs.rate_limited, rs.ring_full, rs.inject_failed), (0, 0, 0));
+    // One record per window of the key: the recorded clock waits for Kestrel's spare banks
+    // (`Tap::ready`) instead of merging windows.
+    assert_eq!(rs.kestrel_records as usize, dl_windows.len());
 
     // Kestrel's own export: the downlink key of the session, window by window.
     let qid = usize::from(QfiMap::default().qid(9));

@@ -152,6 +152,17 @@ fn exact(workers: usize) {
         }
     }
     assert!(windows.len() >= 3, "{} windows", windows.len());
+    // On the recorded clock the workers wait for spare banks (`Tap::ready`): no window edge
+    // found none, so no two windows were merged, and each second's window is its own.
+    assert_eq!(summary["kestrel"]["bank_stalls"], 0, "{summary}");
+    let mut seqs: Vec<u64> = windows
+        .iter()
+        .filter(|w| !w.h.late)
+        .map(|w| w.h.seq)
+        .collect();
+    seqs.dedup();
+    let span = seqs.last().unwrap() - seqs.first().unwrap() + 1;
+    assert_eq!(seqs.len() as u64, span, "one window per second: {seqs:?}");
     let layout: Layout = windows[0].layout.layout().unwrap();
     assert_eq!((layout.rows, layout.width, layout.qids), (3, 64, 8));
 

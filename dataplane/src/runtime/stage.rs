@@ -153,6 +153,12 @@ impl<B: PacketBuf> Pipeline<B> {
         }
     }
 
+    /// Every tap can take the next burst (`Tap::ready`; asked on recorded clocks only).
+    #[inline]
+    pub fn taps_ready(&self) -> bool {
+        self.taps.iter().flatten().all(|t| t.ready())
+    }
+
     /// The worker reached its end: every tap hands over what it holds (`Tap::end`); false
     /// while one still holds something.
     #[cold]

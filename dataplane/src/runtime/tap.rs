@@ -22,6 +22,13 @@ pub trait Tap<B: PacketBuf>: Send {
     fn on_burst(&mut self, port: PortId, pkts: &mut [B], cx: &Context);
     /// Called now and then while the worker has no traffic (see `Stage::idle`).
     fn idle(&mut self) {}
+    /// On a recorded clock (a replay, which can wait): whether the next burst can be taken
+    /// without degrading what the tap records (Kestrel: a spare bank is back, so the next
+    /// window edge switches banks instead of merging windows). While a tap says no, the
+    /// worker holds its rx, up to `runtime::worker::TAP_WAIT_LIMIT`; a live port never waits.
+    fn ready(&self) -> bool {
+        true
+    }
     /// The worker reached the end of its run (`super::end`, runtimes that hold their
     /// workers): hand over whatever is held for the control side (a partly filled window).
     /// False while something is still held (no room to hand it over yet): the worker calls

@@ -93,6 +93,10 @@ const PUBLISH_EVERY: u64 = 1024;
 /// packet); then the stop flush sends the rest unshaped.
 const EGRESS_STALL_NS: u64 = 1_000_000_000;
 
+/// On a recorded clock, a worker holds its rx at most this long for a tap that is not ready
+/// (`Tap::ready`: the control side has not returned a Kestrel bank), then goes on.
+pub const TAP_WAIT_LIMIT: Duration = Duration::from_secs(2);
+
 /// At stop, a worker waits at most this long for the other workers to stop handing it
 /// packets (a worker that panicked never does).
 const HANDOFF_DRAIN_LIMIT: Duration = Duration::from_secs(5);
@@ -167,6 +171,8 @@ impl<I: WorkerIo> Worker<I> {
         // further on, pulled by packets handed to it; pacing on that would let two workers
         // ratchet each other forward and leave their rx behind).
         let mut rx_ns = 0u64;
+        // Since when a tap has not been ready (recorded clocks only).
+        let mut taps_waiting: Option<Instant> = None;
         if lockstep && rxq.is_empty() {
             self.lockstep.set(me, u64::MAX);
         }
@@ -177,7 +183,8 @@ impl<I: WorkerIo> Worker<I> {
             // up (`handoff::Lockstep`); its incoming rings are still served below, so two
             // workers waiting on each other both make progress.
             let rx_ok = (!lossless || self.outbox.min_room() >= self.burst)
-                && (!lockstep || !self.lockstep.ahead(me, rx_ns));
+                && (!lockstep || !self.lockstep.ahead(me, rx_ns))
+                && (!recorded_clock || self.taps_ready(&mut taps_waiting));
             for &(port, queue) in rxq.iter().filter(|_| rx_ok) {
                 let n = self.io.rx_burst(port, queue, &mut batch.pkts, self.burst);
                 if n == 0 {
@@ -389,6 +396,18 @@ impl<I: WorkerIo> Worker<I> {
             }
             std::hint::spin_loop();
         }
+    }
+
+    /// On a recorded clock: every tap is ready, or one has not been for [`TAP_WAIT_LIMIT`]
+    /// (then the worker goes on and the tap degrades as a live one would).
+    #[inline]
+    fn taps_ready(&mut self, since: &mut Option<Instant>) -> bool {
+        if self.pipeline.taps_ready() {
+            *since = None;
+            return true;
+        }
+        let t0 = *since.get_or_insert_with(Instant::now);
+        t0.elapsed() > TAP_WAIT_LIMIT
     }
 
     /// Held at the end (`super::end`): hand over what the taps hold, arrive, and send what

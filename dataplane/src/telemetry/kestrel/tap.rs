@@ -298,6 +298,12 @@ impl<B: PacketBuf> Tap<B> for KestrelTap {
 
     /// The run is over: hand the partly filled bank over now, so the control side can close
     /// the last windows while the workers can still send what it makes of them.
+    /// A spare bank is back: the next window edge can switch banks. A replay on its
+    /// recorded clock waits for one (a live port cannot, and stalls instead).
+    fn ready(&self) -> bool {
+        !self.spare.is_empty()
+    }
+
     /// Without a spare back yet, false: the worker asks again while the control side
     /// returns one.
     fn end(&mut self) -> bool {
