@@ -13,7 +13,7 @@
 //! with [`start`](super::worker::start) a worker returns at once, as before. A held worker
 //! waits at most [`END_HOLD_LIMIT`] for the release (a control side that never comes).
 //!
-//! [`Running::all_ended`]: super::worker::Running::all_ended
+//! [`Running::all_ended`]: super::running::Running::all_ended
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;

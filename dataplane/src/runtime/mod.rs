@@ -8,6 +8,7 @@ pub mod end;
 pub mod handoff;
 pub mod inject;
 pub mod reason;
+pub mod running;
 pub mod scope;
 pub mod snapshot;
 pub mod stage;
@@ -21,10 +22,11 @@ pub use end::END_HOLD_LIMIT;
 pub use handoff::HANDOFF_RING;
 pub use inject::{InjectError, InjectFrame, Injector, INJECT_MAX};
 pub use reason::{DropReason, Reasons};
+pub use running::{Handled, Running};
 pub use scope::{OnEgress, OnIngress};
 pub use snapshot::{Publisher, Reader};
 pub use stage::{Context, Pipeline, PipelineFactory, Stage};
 pub use tap::Tap;
 pub use worker::{
-    start, start_held, ControlPacket, Running, RuntimeConfig, WorkerSpec, WORKER_THREAD_PREFIX,
+    start, start_held, ControlPacket, RuntimeConfig, WorkerSpec, WORKER_THREAD_PREFIX,
 };
