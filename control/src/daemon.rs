@@ -471,6 +471,15 @@ impl Loop<'_> {
         for f in features.iter_mut() {
             f.drain(now, running);
         }
+        self.carry_bus(features);
+        for f in features.iter_mut() {
+            f.tick(now, running);
+        }
+        tracing::debug!("end of run: features drained");
+    }
+
+    /// What the producers put on the telemetry bus since the last call, to its consumers.
+    fn carry_bus<B: PacketBuf>(&mut self, features: &mut [Box<dyn Feature<B>>]) {
         for f in features.iter_mut() {
             f.telemetry_out(&mut self.bus);
         }
@@ -480,10 +489,6 @@ impl Loop<'_> {
             }
             self.bus.clear();
         }
-        for f in features.iter_mut() {
-            f.tick(now, running);
-        }
-        tracing::debug!("end of run: features drained");
     }
 
     /// Exception packets, features' ticks, the metrics page, stop conditions, the stats
@@ -519,15 +524,7 @@ impl Loop<'_> {
         for f in features.iter_mut() {
             f.tick(now, running);
         }
-        for f in features.iter_mut() {
-            f.telemetry_out(&mut self.bus);
-        }
-        if !self.bus.is_empty() {
-            for f in features.iter_mut() {
-                f.telemetry_in(&self.bus);
-            }
-            self.bus.clear();
-        }
+        self.carry_bus(features);
         page.refresh(
             now,
             self.t0,

@@ -5,9 +5,10 @@
 use peregrine_dataplane::io::memory::{MemBackend, MemPort};
 use peregrine_dataplane::io::PortId;
 use peregrine_dataplane::runtime::{
-    self, Batch, Context, Disposition, Pipeline, Reasons, RuntimeConfig, Stage, Tap, WorkerSpec,
+    self, Batch, Context, Disposition, Pipeline, Reasons, Stage, Tap,
 };
 use peregrine_dataplane::{OwnedBuf, PacketBuf};
+use peregrine_testkit::runtime::mem_config;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,20 +59,7 @@ fn held_workers_hand_over_then_send_what_is_injected_until_released() {
     let mut be = MemBackend::new(ports, 2);
     let log = be.tx_log(1);
     let calls: Vec<Arc<AtomicUsize>> = (0..2).map(|_| Arc::default()).collect();
-    let cfg = RuntimeConfig {
-        workers: (0..2)
-            .map(|id| WorkerSpec {
-                id,
-                core: None,
-                rx_queues: vec![(0, id as u16)],
-                tx_queue: id as u16,
-            })
-            .collect(),
-        burst: 32,
-        stop_after_idle: None,
-        control_queue: 64,
-        egress: Vec::new(),
-    };
+    let cfg = mem_config(2, &be);
     let c = calls.clone();
     let run = runtime::start_held(
         &mut be,
@@ -115,18 +103,7 @@ fn unheld_workers_return_at_once() {
         }],
         1,
     );
-    let cfg = RuntimeConfig {
-        workers: vec![WorkerSpec {
-            id: 0,
-            core: None,
-            rx_queues: vec![(0, 0)],
-            tx_queue: 0,
-        }],
-        burst: 32,
-        stop_after_idle: None,
-        control_queue: 64,
-        egress: Vec::new(),
-    };
+    let cfg = mem_config(1, &be);
     let calls = Arc::new(AtomicUsize::new(0));
     let c = calls.clone();
     let run = runtime::start(

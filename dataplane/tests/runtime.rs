@@ -3,7 +3,6 @@
 use peregrine_dataplane::io::memory::{MemBackend, MemPort};
 use peregrine_dataplane::runtime::{
     self, Batch, Context, Disposition, DropReason, Pipeline, Reasons, RuntimeConfig, Stage,
-    WorkerSpec,
 };
 use peregrine_dataplane::stages::xconnect::XConnect;
 use peregrine_dataplane::{OwnedBuf, PacketBuf};
@@ -20,20 +19,7 @@ fn frames(n: usize, tag: u8) -> Vec<Vec<u8>> {
 }
 
 fn cfg(workers: usize, backend: &MemBackend) -> RuntimeConfig {
-    RuntimeConfig {
-        workers: (0..workers)
-            .map(|id| WorkerSpec {
-                id,
-                core: None,
-                rx_queues: backend.rx_queues_of(id),
-                tx_queue: id as u16,
-            })
-            .collect(),
-        burst: 32,
-        stop_after_idle: None,
-        control_queue: 64,
-        egress: Vec::new(),
-    }
+    peregrine_testkit::runtime::mem_config(workers, backend)
 }
 
 #[test]

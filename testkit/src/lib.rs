@@ -38,6 +38,8 @@ pub mod netns;
 pub mod pcap;
 pub mod pfcp;
 pub mod rng;
+#[cfg(feature = "dataplane")]
+pub mod runtime;
 #[cfg(feature = "gnb")]
 pub mod tcp_rig;
 pub mod tools;
