@@ -70,7 +70,7 @@ struct Args {
     export_only: bool,
     /// Per-(window, TEID, QFI) unit: keep one in this many negative key rows of the
     /// training runs (weighted by it); 0 skips the per-key unit (main evaluation and the
-    /// binning, (w, d) and Delta-SMP sweeps; the intensity sweep is per QFI only).
+    /// sweeps too).
     #[arg(long, default_value_t = 8)]
     key_neg_every: u32,
     /// Drift re-binning during every run of the main evaluation (the daemon's rule with its

@@ -3,7 +3,7 @@
 //! the Pareto plot) and the anomaly intensity. Each point is one [`evaluate`]: binning, (w, d)
 //! and Delta-SMP's deltas are scored per (window, QFI) and, when the configuration's
 //! `key_neg_every` is not 0, per (window, TEID, QFI) with the headline per-key features,
-//! detectors and training; the intensity sweep per (window, QFI) only.
+//! detectors and training; the intensity sweep too (Kestrel and 3GPP-PM).
 
 use super::eval::evaluate;
 use super::features::Mode;
@@ -28,12 +28,17 @@ pub struct WdPoint(pub usize, pub usize, pub f64, pub f64, pub Option<f64>);
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct DeltaPoint(pub f64, pub f64, pub f64, pub Option<f64>);
 
-/// The sweeps' results; the intensity sweep is (factor, Kestrel AUPRC, 3GPP-PM AUPRC).
+/// Every anomaly's intensity times a factor: (factor, Kestrel and 3GPP-PM mixed AUPRC per
+/// QFI, the same per key).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IntensityPoint(pub f64, pub f64, pub f64, pub Option<f64>, pub Option<f64>);
+
+/// The sweeps' results.
 #[derive(Debug, Clone, Default)]
 pub struct Sweeps {
     pub binning: Vec<BinPoint>,
     pub wd: Vec<WdPoint>,
-    pub intensity: Vec<(f64, f64, f64)>,
+    pub intensity: Vec<IntensityPoint>,
     pub deltas: Vec<DeltaPoint>,
 }
 
@@ -69,6 +74,9 @@ pub const LAYOUTS: [(usize, usize); 6] =
 
 /// Delta-SMP's delta factors.
 pub const DELTA_FACTORS: [f64; 5] = [0.0, 1.0, 4.0, 16.0, 64.0];
+
+/// The intensity factors: down to where the anomalies fade into the traffic.
+pub const INTENSITY_FACTORS: [f64; 5] = [0.1, 0.25, 0.5, 1.0, 2.0];
 
 /// The mixed AUPRC of `mode` per key, if the per-key unit was scored.
 fn key_auprc(s: &super::eval::Summary, mode: &str) -> Option<f64> {
@@ -147,19 +155,20 @@ pub fn run(
         done(&sw)?;
     }
     if which.intensity {
-        for f in [0.5, 1.0, 2.0] {
+        for f in INTENSITY_FACTORS {
             let ci = EvalCfg {
                 intensity: cs.intensity.times(f),
-                key_neg_every: 0,
                 ..cs.clone()
             };
             let w = work.join(format!("int-{f}"));
             let modes = [Mode::Kestrel, Mode::Pm];
             let r = evaluate(&ci, edges, &modes, 1, 1, threads, &w)?;
-            sw.intensity.push((
+            sw.intensity.push(IntensityPoint(
                 f,
                 r.scores["kestrel"]["mixed"].auprc,
                 r.scores["pm"]["mixed"].auprc,
+                key_auprc(&r, "kestrel"),
+                key_auprc(&r, "pm"),
             ));
             eprintln!("intensity x{f}: {:?}", sw.intensity.last());
         }
@@ -248,10 +257,19 @@ pub fn markdown(w: &mut String, sw: &Sweeps, name: &str, deltas: Deltas) -> std:
             w,
             "\n## Intensity sweep (mixed AUPRC; every anomaly's intensity times the factor; sweep size)\n"
         )?;
-        writeln!(w, "| factor | Kestrel | 3GPP-PM |")?;
-        writeln!(w, "| --- | --- | --- |")?;
-        for (f, k, pm) in &sw.intensity {
-            writeln!(w, "| {f} | {k:.3} | {pm:.3} |")?;
+        writeln!(w, "Per QFI and, as in the binning sweep, per key; one training and one test run per scenario at each factor, edges from one calibration at the default intensity.\n")?;
+        writeln!(
+            w,
+            "| factor | Kestrel | 3GPP-PM | Kestrel per key | 3GPP-PM per key |"
+        )?;
+        writeln!(w, "| --- | --- | --- | --- | --- |")?;
+        for IntensityPoint(f, k, pm, kk, pk) in &sw.intensity {
+            writeln!(
+                w,
+                "| {f} | {k:.3} | {pm:.3} | {} | {} |",
+                cell(*kk),
+                cell(*pk)
+            )?;
         }
         writeln!(w, "\n![intensity]({name}-intensity.svg)")?;
     }
@@ -303,18 +321,24 @@ pub fn plots(out: &Path, sw: &Sweeps, name: &str) -> Result<(), Box<dyn std::err
         )?;
     }
     if !sw.intensity.is_empty() {
-        let s = vec![
-            Series {
-                name: "Kestrel".into(),
-                points: sw.intensity.iter().map(|x| (x.0, x.1)).collect(),
-                spread: None,
-            },
-            Series {
-                name: "3GPP-PM".into(),
-                points: sw.intensity.iter().map(|x| (x.0, x.2)).collect(),
-                spread: None,
-            },
-        ];
+        let series = |name: &str, y: fn(&IntensityPoint) -> Option<f64>| Series {
+            name: name.into(),
+            points: sw
+                .intensity
+                .iter()
+                .filter_map(|x| Some((x.0, y(x)?)))
+                .collect(),
+            spread: None,
+        };
+        let s: Vec<Series> = [
+            series("Kestrel, per QFI", |x| Some(x.1)),
+            series("3GPP-PM, per QFI", |x| Some(x.2)),
+            series("Kestrel, per key", |x| x.3),
+            series("3GPP-PM, per key", |x| x.4),
+        ]
+        .into_iter()
+        .filter(|s| !s.points.is_empty())
+        .collect();
         lines(
             &out.join(format!("{name}-intensity.svg")),
             "Mixed AUPRC against anomaly intensity (x the default)",
