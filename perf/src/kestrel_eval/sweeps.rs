@@ -28,10 +28,21 @@ pub struct WdPoint(pub usize, pub usize, pub f64, pub f64, pub Option<f64>);
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct DeltaPoint(pub f64, pub f64, pub f64, pub Option<f64>);
 
-/// Every anomaly's intensity times a factor: (factor, Kestrel and 3GPP-PM mixed AUPRC per
-/// QFI, the same per key).
+/// Every anomaly's intensity times `factor`: the mixed AUPRC of each mode in
+/// [`INTENSITY_MODES`] order, per QFI and per key.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct IntensityPoint(pub f64, pub f64, pub f64, pub Option<f64>, pub Option<f64>);
+pub struct IntensityPoint {
+    pub factor: f64,
+    pub per_qfi: [f64; 3],
+    pub per_key: [Option<f64>; 3],
+}
+
+/// The intensity sweep's modes: (results key, label).
+pub const INTENSITY_MODES: [(Mode, &str, &str); 3] = [
+    (Mode::Kestrel, "kestrel", "Kestrel"),
+    (Mode::DeltaSmp, "delta_smp", "Delta-SMP"),
+    (Mode::Pm, "pm", "3GPP-PM"),
+];
 
 /// The sweeps' results.
 #[derive(Debug, Clone, Default)]
@@ -161,15 +172,13 @@ pub fn run(
                 ..cs.clone()
             };
             let w = work.join(format!("int-{f}"));
-            let modes = [Mode::Kestrel, Mode::Pm];
+            let modes = INTENSITY_MODES.map(|m| m.0);
             let r = evaluate(&ci, edges, &modes, 1, 1, threads, &w)?;
-            sw.intensity.push(IntensityPoint(
-                f,
-                r.scores["kestrel"]["mixed"].auprc,
-                r.scores["pm"]["mixed"].auprc,
-                key_auprc(&r, "kestrel"),
-                key_auprc(&r, "pm"),
-            ));
+            sw.intensity.push(IntensityPoint {
+                factor: f,
+                per_qfi: INTENSITY_MODES.map(|m| r.scores[m.1]["mixed"].auprc),
+                per_key: INTENSITY_MODES.map(|m| key_auprc(&r, m.1)),
+            });
             eprintln!("intensity x{f}: {:?}", sw.intensity.last());
         }
         done(&sw)?;
@@ -258,17 +267,23 @@ pub fn markdown(w: &mut String, sw: &Sweeps, name: &str, deltas: Deltas) -> std:
             "\n## Intensity sweep (mixed AUPRC; every anomaly's intensity times the factor; sweep size)\n"
         )?;
         writeln!(w, "Per QFI and, as in the binning sweep, per key; one training and one test run per scenario at each factor, edges from one calibration at the default intensity.\n")?;
+        let labels = INTENSITY_MODES.map(|m| m.2);
         writeln!(
             w,
-            "| factor | Kestrel | 3GPP-PM | Kestrel per key | 3GPP-PM per key |"
+            "| factor | {} | {} per key |",
+            labels.join(" | "),
+            labels.join(" per key | ")
         )?;
-        writeln!(w, "| --- | --- | --- | --- | --- |")?;
-        for IntensityPoint(f, k, pm, kk, pk) in &sw.intensity {
+        writeln!(w, "|{}", " --- |".repeat(7))?;
+        for p in &sw.intensity {
+            let q = p.per_qfi.map(|x| format!("{x:.3}"));
+            let k = p.per_key.map(cell);
             writeln!(
                 w,
-                "| {f} | {k:.3} | {pm:.3} | {} | {} |",
-                cell(*kk),
-                cell(*pk)
+                "| {} | {} | {} |",
+                p.factor,
+                q.join(" | "),
+                k.join(" | ")
             )?;
         }
         writeln!(w, "\n![intensity]({name}-intensity.svg)")?;
@@ -321,24 +336,26 @@ pub fn plots(out: &Path, sw: &Sweeps, name: &str) -> Result<(), Box<dyn std::err
         )?;
     }
     if !sw.intensity.is_empty() {
-        let series = |name: &str, y: fn(&IntensityPoint) -> Option<f64>| Series {
-            name: name.into(),
-            points: sw
-                .intensity
-                .iter()
-                .filter_map(|x| Some((x.0, y(x)?)))
-                .collect(),
-            spread: None,
-        };
-        let s: Vec<Series> = [
-            series("Kestrel, per QFI", |x| Some(x.1)),
-            series("3GPP-PM, per QFI", |x| Some(x.2)),
-            series("Kestrel, per key", |x| x.3),
-            series("3GPP-PM, per key", |x| x.4),
-        ]
-        .into_iter()
-        .filter(|s| !s.points.is_empty())
-        .collect();
+        let mut s = Vec::new();
+        for (m, (_, _, label)) in INTENSITY_MODES.iter().enumerate() {
+            for (unit, key) in [("per QFI", false), ("per key", true)] {
+                let points: Vec<(f64, f64)> = sw
+                    .intensity
+                    .iter()
+                    .filter_map(|p| {
+                        let y = if key { p.per_key[m]? } else { p.per_qfi[m] };
+                        Some((p.factor, y))
+                    })
+                    .collect();
+                if !points.is_empty() {
+                    s.push(Series {
+                        name: format!("{label}, {unit}"),
+                        points,
+                        spread: None,
+                    });
+                }
+            }
+        }
         lines(
             &out.join(format!("{name}-intensity.svg")),
             "Mixed AUPRC against anomaly intensity (x the default)",
