@@ -401,5 +401,8 @@ fn recycled_shard_arrays_keep_snapshots_and_find_every_key() {
     assert_eq!(recycled + copied, builds as u64 + 1);
     // A copy at the first build, after each doubling and when every kept array is held;
     // recycled otherwise.
-    assert!(copied > doublings && recycled > copied, "{recycled} {copied}");
+    assert!(
+        copied > doublings && recycled > copied,
+        "{recycled} {copied}"
+    );
 }

@@ -26,7 +26,12 @@ fn replace_copies_the_array_and_keeps_old_tables() {
     assert_eq!(a.iter().count(), n);
     let mut b = a.clone();
     assert!(b.same_array(&a));
-    b.replace([(5, shard(1)), (7, shard(2)), (n - 1, shard(3)), (n, shard(9))]);
+    b.replace([
+        (5, shard(1)),
+        (7, shard(2)),
+        (n - 1, shard(3)),
+        (n, shard(9)),
+    ]);
     // Three shards replaced, the others shared; an index past the end is ignored.
     assert!(!b.same_array(&a));
     assert_eq!(b.shared_shards(&a), n - 3);
