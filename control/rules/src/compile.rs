@@ -34,7 +34,7 @@ use crate::sdf::{self, SdfError};
 use arrayvec::ArrayVec;
 use peregrine_dataplane::qos::trtcm::{ColourMode, TrTcmConfig};
 use peregrine_dataplane::qos::QosPolicies;
-use peregrine_dataplane::upf::shards::ShardTable;
+use peregrine_dataplane::upf::shards::{ShardDirs, ShardTable};
 use peregrine_dataplane::upf::tables::{
     iface, shard_of_in, Direction, FarAction, FarRule, FlowFilter, MeterRef, OuterHeader, PdrRule,
     QerRule, SessionInfo, Shard, UpfTables, UrrRef, MAX_QERS_PER_PDR, MAX_SHARD_BITS,
@@ -487,6 +487,8 @@ pub struct Compiler {
     pending: Vec<(u32, u64)>,
     /// The patched shards of a build, reused.
     updates: Vec<(usize, Arc<Shard>)>,
+    /// Earlier versions' shard arrays, recycled by the builds (`ShardTable::update`).
+    dirs: ShardDirs,
     scratch: Scratch,
     meters: Slots,
     urr_slots: Slots,
@@ -515,6 +517,7 @@ impl Compiler {
             staged: FxHashMap::default(),
             pending: Vec::new(),
             updates: Vec::new(),
+            dirs: ShardDirs::default(),
             scratch: Scratch::default(),
             grow_above: None,
             unsplit: Vec::new(),
@@ -620,9 +623,10 @@ impl Compiler {
             updates.push((idx, Arc::new(new)));
             i = j;
         }
-        // One directory copy for the whole build; only the touched chunks are copied.
+        // No copy of the shard array: an earlier version's that no snapshot holds any more
+        // gets the entries changed since (a copy only if every kept one is still held).
         if !updates.is_empty() {
-            self.tables.shards.replace(updates.drain(..));
+            self.tables.shards.update(updates.drain(..), &mut self.dirs);
         }
         self.updates = updates;
         pending.clear();
@@ -642,6 +646,12 @@ impl Compiler {
         self.tables.meter_slots = self.meters.next;
         self.tables.urr_slots = self.urr_slots.next;
         self.tables.clone()
+    }
+
+    /// Builds that recycled an earlier version's shard array, and builds that copied one
+    /// (the first after a doubling, or every kept array still held by a snapshot).
+    pub fn shard_array_counts(&self) -> (u64, u64) {
+        self.dirs.counts()
     }
 
     /// The usage-counter slot of URR `urr_id` of session `up_seid`.

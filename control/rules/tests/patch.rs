@@ -3,6 +3,9 @@
 //! then the same final sessions compiled by a fresh compiler; and a snapshot taken midway
 //! stays as it was.
 
+mod common;
+
+use peregrine_dataplane::upf::shards::MAX_LAG;
 use peregrine_dataplane::upf::tables::{
     shard_of_in, Direction, FarRule, FlowFilter, KeyMap, QerRule, Shard, UpfTables, NONE,
 };
@@ -311,4 +314,95 @@ fn grown_shards_equal_shards_built_from_scratch() {
     for (t, before) in &snapshots {
         assert_eq!(&view_owned(None, t), before);
     }
+}
+
+/// Builds under churn with doublings recycle earlier versions' shard arrays (no copy of the
+/// array per build) while snapshots are held for random numbers of builds: a snapshot never
+/// changes while held, every live session's keys are found in every build, and the last
+/// build resolves every key as a fixed-count compiler's built from scratch.
+#[test]
+fn recycled_shard_arrays_keep_snapshots_and_find_every_key() {
+    let pool = synthetic(
+        2500,
+        &SyntheticParams {
+            mbr_kbps: Some(50_000),
+            ..SyntheticParams::default()
+        },
+    );
+    let mut rng = Rng(0xd1b5_4a32_d192_ed03);
+    let mut live: BTreeMap<u64, StaticSession> = BTreeMap::new();
+    let mut c = compiler().grow_shards_above(2);
+    // (release after this build, snapshot, its view when taken)
+    let mut held: Vec<(usize, UpfTables, View)> = Vec::new();
+    let (mut builds, mut doublings, mut bits) = (0usize, 0, 0);
+    for _ in 0..7_000 {
+        let i = rng.below(pool.len() as u64) as usize;
+        let seid = pool[i].seid;
+        match (live.get(&seid).cloned(), rng.below(6)) {
+            (None, _) => {
+                c.upsert(&session(&pool[i])).unwrap();
+                live.insert(seid, pool[i].clone());
+            }
+            (Some(_), 0) => {
+                c.remove(seid);
+                live.remove(&seid);
+            }
+            (Some(mut s), _) => {
+                s.mbr_dl_kbps = Some(10_000 + rng.below(90_000));
+                c.upsert(&session(&s)).unwrap();
+                live.insert(seid, s);
+            }
+        }
+        if rng.below(12) != 0 {
+            continue;
+        }
+        let t = c.build();
+        builds += 1;
+        if bits != 0 && t.shard_bits != bits {
+            doublings += 1;
+        }
+        bits = t.shard_bits;
+        let statics: Vec<StaticSession> = live.values().cloned().collect();
+        common::assert_every_key_found(&t, &statics);
+        // A snapshot released now was held through every build since it was taken.
+        held.retain(|(until, s, before)| {
+            if *until > builds {
+                return true;
+            }
+            assert_eq!(&view_owned(None, s), before, "a held snapshot changed");
+            false
+        });
+        let hold = match rng.below(4) {
+            0 | 1 => continue,
+            2 => 1 + rng.below(3),
+            _ => 1 + rng.below(3 * MAX_LAG),
+        };
+        let v = view_owned(None, &t);
+        held.push((builds + hold as usize, t, v));
+    }
+    for (_, s, before) in &held {
+        assert_eq!(&view_owned(None, s), before);
+    }
+    drop(held);
+    let last = c.build();
+    let got = view_owned(Some(&c), &last);
+    let mut scratch = compiler();
+    for s in live.values() {
+        scratch.upsert(&session(s)).unwrap();
+    }
+    let built = scratch.build();
+    let (want, _) = view(Some(&scratch), &built);
+    assert_eq!(got.len(), want.len());
+    for (k, v) in &want {
+        assert_eq!(got.get(k), Some(v), "key {k:?}");
+    }
+    let (recycled, copied) = c.shard_array_counts();
+    assert!(doublings >= 2, "{doublings}");
+    assert_eq!(recycled + copied, builds as u64 + 1);
+    // A copy at the first build, after each doubling and when every kept array is held;
+    // recycled otherwise.
+    assert!(
+        copied > doublings && recycled > copied,
+        "{recycled} {copied}"
+    );
 }

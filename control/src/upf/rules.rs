@@ -110,6 +110,9 @@ impl SessionRules for DaemonRules {
     }
 
     fn publish(&mut self) -> u64 {
+        // Free the versions the workers have left first: the build recycles their shard
+        // arrays instead of copying one (`ShardTable::update`).
+        self.publisher.reclaim();
         let g = self.publisher.publish(self.compiler.build());
         let at = self.publisher.now_ns();
         self.publisher.reclaim();

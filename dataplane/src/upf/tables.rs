@@ -315,8 +315,9 @@ impl Shard {
 }
 
 /// Everything a UPF worker reads, published as one snapshot. Republishing after a PFCP
-/// message rebuilds only the shards it touched and shares the rest (`Arc`, chunk by chunk:
-/// [`ShardTable`]), so publish cost does not grow with the number of sessions.
+/// message rebuilds only the shards it touched and shares the rest (`Arc`), and the shard
+/// array is an earlier version's brought up to date rather than a copy ([`ShardTable`]), so
+/// publish cost does not grow with the number of sessions.
 #[derive(Debug, Clone)]
 pub struct UpfTables {
     /// Local GTP-U endpoint addresses (N3/N9): UDP 2152 to any other address is not ours.

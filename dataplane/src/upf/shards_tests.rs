@@ -1,0 +1,137 @@
+//! Tests of [`ShardTable`] and the recycling of its arrays ([`ShardDirs`]).
+
+use super::*;
+
+fn shard(seid: u64) -> Arc<Shard> {
+    let mut s = Shard::default();
+    s.sessions
+        .push(super::super::tables::SessionInfo { up_seid: seid });
+    Arc::new(s)
+}
+
+fn seid(s: &Shard) -> Option<u64> {
+    s.sessions.first().map(|i| i.up_seid)
+}
+
+fn seids(t: &ShardTable) -> Vec<Option<u64>> {
+    t.iter().map(|s| seid(s)).collect()
+}
+
+#[test]
+fn replace_copies_the_array_and_keeps_old_tables() {
+    let empty = Arc::new(Shard::default());
+    let n = 20 * 16 + 3;
+    let a = ShardTable::new(n, empty.clone());
+    assert_eq!(a.len(), n);
+    assert_eq!(a.iter().count(), n);
+    let mut b = a.clone();
+    assert!(b.same_array(&a));
+    b.replace([
+        (5, shard(1)),
+        (7, shard(2)),
+        (n - 1, shard(3)),
+        (n, shard(9)),
+    ]);
+    // Three shards replaced, the others shared; an index past the end is ignored.
+    assert!(!b.same_array(&a));
+    assert_eq!(b.shared_shards(&a), n - 3);
+    assert_eq!(seid(&b[5]), Some(1));
+    assert_eq!(seid(&b[7]), Some(2));
+    assert_eq!(seid(&b[n - 1]), Some(3));
+    assert!(b.get(n).is_none());
+    // Untouched shards are the same allocation; the old table is unchanged.
+    assert!(Arc::ptr_eq(&a[6], &b[6]) && Arc::ptr_eq(&a[16], &b[16]));
+    assert!(a.iter().all(|s| Arc::ptr_eq(s, &empty)));
+    let ids: Vec<u64> = b.iter().filter_map(|s| seid(s)).collect();
+    assert_eq!(ids, [1, 2, 3]);
+    // From an iterator: same shards in the same order.
+    let c: ShardTable = (0..n as u64).map(shard).collect();
+    assert_eq!(c.len(), n);
+    assert!((0..n).all(|i| seid(&c[i]) == Some(i as u64)));
+    assert!((0..n).all(|i| seid(c.at(i)) == Some(i as u64)));
+    assert_eq!((&c).into_iter().count(), n);
+}
+
+/// xorshift64: deterministic, no dependency.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Random rebuilds while snapshots are held for random numbers of rebuilds (none, a few,
+/// longer than the arrays kept): every snapshot keeps exactly the shards it had, the
+/// current table has every change, and a rebuild copies the array only when every kept
+/// array is held.
+#[test]
+fn update_recycles_free_arrays_and_keeps_held_snapshots() {
+    let n = 1000;
+    let mut t = ShardTable::new(n, Arc::new(Shard::default()));
+    let mut dirs = ShardDirs::default();
+    let mut model: Vec<Option<u64>> = vec![None; n];
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // (release after this rebuild, snapshot, its shards when taken)
+    let mut held: Vec<(u64, ShardTable, Vec<Option<u64>>)> = Vec::new();
+    let mut next = 0u64;
+    for round in 0..3000u64 {
+        // Release the snapshots due, checking them first.
+        held.retain(|(until, s, want)| {
+            assert_eq!(&seids(s), want, "a held snapshot changed");
+            *until > round
+        });
+        let still_held = held.len();
+        let (recycled, copied) = dirs.counts();
+        let free_before = dirs.arrays().saturating_sub(1 + still_held);
+        let k = 1 + rng.below(if round % 50 == 0 { 400 } else { 8 });
+        let mut ups = Vec::new();
+        for _ in 0..k {
+            let i = rng.below(n as u64 + 2) as usize;
+            next += 1;
+            ups.push((i, shard(next)));
+            if i < n {
+                model[i] = Some(next);
+            }
+        }
+        t.update(ups, &mut dirs);
+        assert_eq!(seids(&t), model, "round {round}");
+        let (r2, c2) = dirs.counts();
+        assert_eq!(r2 + c2, recycled + copied + 1);
+        // Arrays no snapshot holds are recycled, not copied (the first rebuild has none).
+        if free_before > 0 {
+            assert_eq!(r2, recycled + 1, "round {round}: a free array was there");
+        }
+        assert!(dirs.arrays() <= SPARE_DIRS + 1);
+        match rng.below(4) {
+            0 => {}
+            1 => held.push((round + 1, t.clone(), model.clone())),
+            2 => held.push((round + 1 + rng.below(4), t.clone(), model.clone())),
+            _ => held.push((round + 1 + rng.below(3 * MAX_LAG), t.clone(), model.clone())),
+        }
+    }
+    for (_, s, want) in &held {
+        assert_eq!(&seids(s), want);
+    }
+    let (recycled, copied) = dirs.counts();
+    // Both paths taken many times (2,364 and 636 with this seed).
+    assert!(recycled > 1500 && copied > 100, "{recycled} {copied}");
+    // Nothing held: the next two rebuilds recycle.
+    drop(held);
+    t.update([(3, shard(0))], &mut dirs);
+    t.update([(4, shard(0))], &mut dirs);
+    assert_eq!(dirs.counts().0, recycled + 2);
+    model[3] = Some(0);
+    model[4] = Some(0);
+    assert_eq!(seids(&t), model);
+    // A table the dirs did not make last (a doubled one) starts them over, with a copy.
+    let mut doubled: ShardTable = (0..2 * n).map(|j| t[j / 2].clone()).collect();
+    doubled.update([(1, shard(7))], &mut dirs);
+    assert_eq!(dirs.counts().1, copied + 1);
+    assert_eq!(dirs.arrays(), 2);
+    assert_eq!(seid(&doubled[1]), Some(7));
+    assert!((2..2 * n).all(|j| Arc::ptr_eq(&doubled[j], &t[j / 2])));
+    assert_eq!(seids(&t), model);
+}
