@@ -33,6 +33,8 @@ pub struct Store {
     /// `mod S` of the Key-Write and Key-Increment sections, by multiplication.
     kw_mod: hash::FastMod,
     ki_mod: hash::FastMod,
+    /// `mod C` of the Postcarding chunks.
+    pc_mod: hash::FastMod,
 }
 
 impl Store {
@@ -42,6 +44,7 @@ impl Store {
             region,
             kw_mod: hash::FastMod::new(l.sizes.kw_slots),
             ki_mod: hash::FastMod::new(l.sizes.ki_slots),
+            pc_mod: hash::FastMod::new(l.sizes.pc_chunks),
             l,
         }
     }
@@ -139,7 +142,7 @@ impl Store {
         let enc = encode_chunk(&self.l, key, vals);
         let kc = hash::KeyCrc::new(key);
         for j in 0..s.pc_redundancy as u8 {
-            let base = kc.slot(j, s.pc_chunks) as usize * b;
+            let base = self.pc_mod.of(kc.crc_n(j)) as usize * b;
             for (i, w) in enc.iter().take(b).enumerate() {
                 words[base + i].store(*w, Ordering::Relaxed);
             }
@@ -321,6 +324,8 @@ pub struct PostcardOutcome {
 #[derive(Debug)]
 pub struct Postcarder {
     entries: Vec<Entry>,
+    /// `mod entries.len()`, by multiplication.
+    index_mod: hash::FastMod,
     hops: u32,
     full: u8,
     value_limit: u64,
@@ -341,6 +346,7 @@ impl Postcarder {
                 };
                 cache_slots.max(1)
             ],
+            index_mod: hash::FastMod::new(cache_slots.max(1) as u64),
             hops,
             full: ((1u16 << hops) - 1) as u8,
             value_limit: 1u64 << l.sizes.pc_value_bits,
@@ -373,7 +379,7 @@ impl Postcarder {
             return Err(Refusal::ValueOutOfRange);
         }
         let mut out = PostcardOutcome::default();
-        let idx = (hash::g(key) as u64 % self.entries.len() as u64) as usize;
+        let idx = self.index_mod.of(hash::g(key)) as usize;
         let e = &mut self.entries[idx];
         if e.present != 0 && e.key != key {
             Self::flush(store, e);

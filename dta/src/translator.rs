@@ -4,7 +4,7 @@
 //! applies the per-source rate limit, and sends the NACKs this returns.
 
 use crate::layout::Layout;
-use crate::store::{Appender, Postcarder, Store};
+use crate::store::{Appender, PostcardOutcome, Postcarder, Store};
 use crate::Refusal;
 use peregrine_wire::dta::{self, Primitive, Repr, Variant};
 
@@ -132,11 +132,11 @@ impl Translator {
         }
     }
 
-    /// One-word Key-Write and Key-Increment, the per-packet common case, straight from the
-    /// payload's bytes: no `Repr` (whose 7-word Key-Write data array is built and copied per
-    /// report). `None` for anything else, which [`handle`](Self::handle) parses in full; a
-    /// payload taken here has exactly the length `Packet::check_len` accepts for it, and is
-    /// stored or refused as the full path would.
+    /// One-word Key-Write, Key-Increment, Append and Postcarding, the per-packet common
+    /// cases, straight from the payload's bytes: no `Repr` (whose 7-word Key-Write data
+    /// array is built and copied per report). `None` for anything else, which
+    /// [`handle`](Self::handle) parses in full; a payload taken here has exactly the length
+    /// `Packet::check_len` accepts for it, and is stored or refused as the full path would.
     #[inline]
     fn fast(&mut self, payload: &[u8]) -> Option<Result<(), Refused>> {
         use dta::{opcode, sub_len};
@@ -155,6 +155,14 @@ impl Translator {
                     .key_increment(s[0], be32(&s[1..5]), c)
                     .inspect(|_| self.counters.key_increment += 1)
             }
+            (opcode::APPEND, sub_len::APPEND) => self
+                .appender
+                .append(&mut self.store, be32(&s[0..4]), be32(&s[4..8]))
+                .inspect(|_| self.counters.append += 1),
+            (opcode::POSTCARDING, sub_len::POSTCARDING) => self
+                .postcarder
+                .postcard(&mut self.store, be32(&s[0..4]), s[4], be32(&s[5..9]))
+                .map(|o| self.count_postcard(o)),
             _ => return None,
         };
         Some(match r {
@@ -202,15 +210,22 @@ impl Translator {
             }
             Primitive::Postcard { key, hop, data } => {
                 let o = self.postcarder.postcard(&mut self.store, key, hop, data)?;
-                let chunks = (o.complete + o.early) as u64;
-                c.region_writes += chunks * self.store.layout().sizes.pc_redundancy as u64;
-                c.postcard_paths_complete += o.complete as u64;
-                c.postcard_early_flush += o.early as u64;
-                c.postcard_duplicate_hop += o.duplicate_hop as u64;
-                c.postcard += 1;
+                let w = self.count_postcard(o);
+                self.counters.region_writes += u64::from(w);
             }
         }
         Ok(())
+    }
+
+    /// Count a stored postcard; returns its region writes (chunk copies written).
+    #[inline]
+    fn count_postcard(&mut self, o: PostcardOutcome) -> u32 {
+        let c = &mut self.counters;
+        c.postcard_paths_complete += o.complete as u64;
+        c.postcard_early_flush += o.early as u64;
+        c.postcard_duplicate_hop += o.duplicate_hop as u64;
+        c.postcard += 1;
+        (o.complete + o.early) * self.store.layout().sizes.pc_redundancy
     }
 
     /// Write what is staged (partial Append batches, cached postcards).
