@@ -139,12 +139,12 @@ impl Store {
         let s = &self.l.sizes;
         let b = s.pc_hops as usize;
         let words = self.region.u32s(self.l.pc_offset, s.pc_chunks * b as u64);
-        let enc = encode_chunk(&self.l, key, vals);
         let kc = hash::KeyCrc::new(key);
+        let enc = encode_chunk_kc(&self.l, kc, vals);
         for j in 0..s.pc_redundancy as u8 {
             let base = self.pc_mod.of(kc.crc_n(j)) as usize * b;
-            for (i, w) in enc.iter().take(b).enumerate() {
-                words[base + i].store(*w, Ordering::Relaxed);
+            for (d, w) in words[base..base + b].iter().zip(&enc) {
+                d.store(*w, Ordering::Relaxed);
             }
         }
         std::sync::atomic::fence(Ordering::Release);
@@ -161,14 +161,15 @@ impl Store {
             .region
             .u32s(self.l.ap_data_offset + 4 * len * list as u64, len);
         let head = heads[list as usize].load(Ordering::Relaxed);
-        // One division per batch: the batch is at most two runs (before and after the wrap).
-        let mut at = (head % len) as usize;
-        for v in vals {
-            data[at].store(*v, Ordering::Relaxed);
-            at += 1;
-            if at == len as usize {
-                at = 0;
-            }
+        // One division per batch: the batch is at most two runs, up to the ring's end and
+        // from its start (a batch is no longer than the ring, `Layout::validate`).
+        let at = (head % len) as usize;
+        let (run, wrapped) = vals.split_at(vals.len().min(data.len() - at));
+        for (d, v) in data[at..].iter().zip(run) {
+            d.store(*v, Ordering::Relaxed);
+        }
+        for (d, v) in data.iter().zip(wrapped) {
+            d.store(*v, Ordering::Relaxed);
         }
         heads[list as usize].store(head + vals.len() as u64, Ordering::Release);
     }
@@ -187,19 +188,23 @@ fn check_redundancy(n: u8, max: u32) -> Result<(), Refusal> {
 /// The words a postcard chunk of `key` stores for hop values `vals[..B]` ([`BLANK`] where
 /// no postcard): hashed mode `CRC32(key LE || 0x80|i) xor g(v)`, raw mode the values.
 pub fn encode_chunk(l: &Layout, key: u32, vals: &[u32]) -> [u32; 8] {
+    encode_chunk_kc(l, hash::KeyCrc::new(key), vals)
+}
+
+/// [`encode_chunk`] with the key's CRC register already computed (the chunk's slots need it
+/// too). The mode is matched once per chunk, not per hop.
+#[inline]
+fn encode_chunk_kc(l: &Layout, kc: hash::KeyCrc, vals: &[u32]) -> [u32; 8] {
     let s = &l.sizes;
-    let kc = hash::KeyCrc::new(key);
+    let hops = (s.pc_hops as usize).min(vals.len()).min(8);
     let mut enc = [0u32; 8];
-    for (i, (e, v)) in enc
-        .iter_mut()
-        .zip(vals)
-        .take(s.pc_hops as usize)
-        .enumerate()
-    {
-        *e = match s.pc_mode {
-            PostcardMode::Hashed => kc.crc_n(0x80 | i as u8) ^ hash::g(*v),
-            PostcardMode::Raw => *v,
-        };
+    match s.pc_mode {
+        PostcardMode::Hashed => {
+            for (i, (e, v)) in enc[..hops].iter_mut().zip(&vals[..hops]).enumerate() {
+                *e = kc.crc_n(0x80 | i as u8) ^ hash::g(*v);
+            }
+        }
+        PostcardMode::Raw => enc[..hops].copy_from_slice(&vals[..hops]),
     }
     enc
 }
@@ -246,24 +251,27 @@ impl Appender {
 
     /// Stage `data` for `list`; write the batch when it is full. Returns region writes (0 or
     /// 1 batch write).
+    #[inline]
     pub fn append(&mut self, store: &mut impl Sink, list: u32, data: u32) -> Result<u32, Refusal> {
-        if self.lists == 0 {
-            return Err(Refusal::PrimitiveDisabled);
-        }
-        if list >= self.lists {
-            return Err(Refusal::UnknownList);
-        }
         let l = list as usize;
-        let f = self.fill[l] as usize;
-        self.staged[l * self.batch + f] = data;
-        if f + 1 == self.batch {
-            store.append_entries(list, &self.staged[l * self.batch..(l + 1) * self.batch]);
-            self.fill[l] = 0;
-            Ok(1)
-        } else {
-            self.fill[l] += 1;
-            Ok(0)
+        // One fill count per list: none at all when Append is disabled.
+        let Some(fill) = self.fill.get_mut(l) else {
+            return Err(if self.lists == 0 {
+                Refusal::PrimitiveDisabled
+            } else {
+                Refusal::UnknownList
+            });
+        };
+        let f = *fill as usize;
+        let start = l * self.batch;
+        self.staged[start + f] = data;
+        if f + 1 < self.batch {
+            *fill += 1;
+            return Ok(0);
         }
+        *fill = 0;
+        store.append_entries(list, &self.staged[start..start + self.batch]);
+        Ok(1)
     }
 
     /// Lists (the range of [`flush_list`](Self::flush_list)).
@@ -362,6 +370,7 @@ impl Postcarder {
         w
     }
 
+    #[inline]
     pub fn postcard(
         &mut self,
         store: &mut impl Sink,

@@ -105,10 +105,18 @@ impl Translator {
     }
 
     /// Handle one report payload.
+    #[inline]
     pub fn handle(&mut self, payload: &[u8]) -> Result<(), Refused> {
-        if let Some(r) = self.fast(payload) {
-            return r;
+        match self.fast(payload) {
+            Some(r) => r,
+            None => self.handle_parsed(payload),
         }
+    }
+
+    /// [`handle`](Self::handle) for what the fast path does not take: the full parse (and
+    /// every refusal of a malformed report).
+    #[inline(never)]
+    fn handle_parsed(&mut self, payload: &[u8]) -> Result<(), Refused> {
         let r = dta::Packet::new_checked(payload, self.cfg.variant)
             .and_then(|p| Repr::parse(&p))
             .map_err(|e| match e {
@@ -137,7 +145,8 @@ impl Translator {
     /// array is built and copied per report). `None` for anything else, which
     /// [`handle`](Self::handle) parses in full; a payload taken here has exactly the length
     /// `Packet::check_len` accepts for it, and is stored or refused as the full path would.
-    #[inline]
+    /// Inlined into the caller's per-packet loop with [`handle`](Self::handle).
+    #[inline(always)]
     fn fast(&mut self, payload: &[u8]) -> Option<Result<(), Refused>> {
         use dta::{opcode, sub_len};
         let base = self.cfg.variant.base_len();
