@@ -223,18 +223,18 @@ impl Loopback {
     }
 
     /// Advance the report at the start of `payload` (the UDP payload) for its next pass.
+    #[inline(always)]
     pub fn advance(&self, payload: &mut [u8]) {
-        let b = self.base;
-        let at = match payload.first() {
-            Some(&opcode::KEY_WRITE) | Some(&opcode::KEY_INCREMENT) => b + 1,
-            Some(&opcode::POSTCARDING) => b,
-            // Append: the data word.
-            Some(&opcode::APPEND) => b + 4,
-            _ => return,
-        };
-        if let Some(w) = payload.get_mut(at..at + 4) {
-            let v = u32::from_be_bytes([w[0], w[1], w[2], w[3]]).wrapping_add(KEY_STEP);
-            w.copy_from_slice(&v.to_be_bytes());
+        let at = self.base
+            + match payload.first() {
+                Some(&opcode::KEY_WRITE) | Some(&opcode::KEY_INCREMENT) => 1,
+                Some(&opcode::POSTCARDING) => 0,
+                // Append: the data word.
+                Some(&opcode::APPEND) => 4,
+                _ => return,
+            };
+        if let Some(w) = payload.get_mut(at..).and_then(|r| r.first_chunk_mut::<4>()) {
+            *w = u32::from_be_bytes(*w).wrapping_add(KEY_STEP).to_be_bytes();
         }
     }
 }
@@ -414,7 +414,7 @@ fn report_offsets(f: &[u8]) -> Option<(usize, u32, usize, u16)> {
         || total > f.len() - IP
         || ulen < udp::HEADER_LEN
         || ulen > total - ipv4::HEADER_LEN
-        || !header_checksum_ok(&h[IP..UDP])
+        || !h[IP..UDP].first_chunk().is_some_and(header_checksum_ok)
     {
         return None;
     }
@@ -423,19 +423,18 @@ fn report_offsets(f: &[u8]) -> Option<(usize, u32, usize, u16)> {
 }
 
 /// RFC 1071 over a 20-byte IPv4 header, checksum included: the one's-complement sum is all
-/// ones. Summed as five native-order 32-bit words (the sum of 16-bit words in either byte
-/// order folds to the same all-ones word, RFC 1071 section 2 (B)).
+/// ones. Folding a sum's carries back in (end-around carry) keeps it modulo 0xffff, so the
+/// folded sum is all ones exactly when the plain sum is a non-zero multiple of 0xffff (a
+/// remainder by a constant: a multiply, no fold loop). The header is summed as five
+/// native-order 32-bit words: a 32-bit word is the sum of its two 16-bit halves modulo
+/// 0xffff (2^16 = 1 there), and a byte-swapped 16-bit word is 256 times the word modulo
+/// 0xffff (RFC 1071 section 2 (B)), 256 being invertible, so "a multiple of 0xffff" is the
+/// same in either byte order.
 #[inline(always)]
-fn header_checksum_ok(h: &[u8]) -> bool {
-    let mut s = 0u64;
-    for w in h.chunks_exact(4) {
-        s += u64::from(u32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
-    }
-    s = (s & 0xffff_ffff) + (s >> 32);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    s == 0xffff
+fn header_checksum_ok(h: &[u8; 20]) -> bool {
+    let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+    let s = w(0) + w(4) + w(8) + w(12) + w(16);
+    s != 0 && s % 0xffff == 0
 }
 
 /// [`report_offsets`] by the wire crate's general parse (any header length).
@@ -599,7 +598,7 @@ mod tests {
                 match r >> 60 {
                     0 => g.truncate(at),
                     1 => g.extend_from_slice(&[v; 9]),
-                    2 => g[14] = 0x40 | (v & 0x0f),
+                    2 if g.len() > 14 => g[14] = 0x40 | (v & 0x0f),
                     _ if at < g.len() => g[at] = v,
                     _ => {}
                 }
