@@ -29,7 +29,7 @@ fn thread_totals(stem: &Path) -> Vec<f64> {
                 .lines()
                 .filter_map(|l| l.strip_prefix("totals:").or(l.strip_prefix("summary:")))
                 .filter_map(|r| r.split_whitespace().next()?.parse::<f64>().ok())
-                .last();
+                .next_back();
             totals.extend(t);
         }
         let _ = std::fs::remove_file(e.path());
