@@ -70,6 +70,9 @@ impl Store {
     /// Key-Write `data` (exactly K words) under `key` into `redundancy` slots. Returns the
     /// number of slot writes.
     pub fn key_write(&self, redundancy: u8, key: u32, data: &[u32]) -> Result<u32, Refusal> {
+        if let [d] = data {
+            return self.key_write_one(redundancy, key, *d);
+        }
         let s = &self.l.sizes;
         if s.kw_slots == 0 {
             return Err(Refusal::PrimitiveDisabled);
@@ -78,16 +81,9 @@ impl Store {
         if data.len() != s.kw_words as usize {
             return Err(Refusal::DataWords);
         }
+        // One data word (K = 1) was taken by `key_write_one` above: here K is 3 or 7.
         let kc = hash::KeyCrc::new(key);
         let csum = kc.crc() & hash::mask(s.kw_checksum_bits);
-        if s.kw_words == 1 {
-            let slots = self.kw64();
-            let word = csum as u64 | (data[0] as u64) << 32;
-            for n in 0..redundancy {
-                slots[self.kw_mod.of(kc.crc_n(n)) as usize].store(word, Ordering::Release);
-            }
-            return Ok(redundancy as u32);
-        }
         let w = self.kw32();
         let stride = 2 + s.kw_words as usize;
         for n in 0..redundancy {
@@ -118,7 +114,30 @@ impl Store {
         Ok(redundancy as u32)
     }
 
+    /// [`key_write`](Self::key_write) of one data word (the per-packet common case, inlined
+    /// into the translator's loop): the same checks in the same order, then one 64-bit
+    /// store per slot.
+    #[inline]
+    pub fn key_write_one(&self, redundancy: u8, key: u32, data: u32) -> Result<u32, Refusal> {
+        let s = &self.l.sizes;
+        if s.kw_slots == 0 {
+            return Err(Refusal::PrimitiveDisabled);
+        }
+        check_redundancy(redundancy, s.kw_max_redundancy)?;
+        if s.kw_words != 1 {
+            return Err(Refusal::DataWords);
+        }
+        let kc = hash::KeyCrc::new(key);
+        let word = (kc.crc() & hash::mask(s.kw_checksum_bits)) as u64 | (data as u64) << 32;
+        let slots = self.kw64();
+        for n in 0..redundancy {
+            slots[self.kw_mod.of(kc.crc_n(n)) as usize].store(word, Ordering::Release);
+        }
+        Ok(redundancy as u32)
+    }
+
     /// Add `counter` to `key`'s `redundancy` counters. Returns the number of fetch-adds.
+    #[inline]
     pub fn key_increment(&self, redundancy: u8, key: u32, counter: u64) -> Result<u32, Refusal> {
         let s = &self.l.sizes;
         if s.ki_slots == 0 {

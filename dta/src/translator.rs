@@ -156,7 +156,7 @@ impl Translator {
         let r = match (op, s.len()) {
             (opcode::KEY_WRITE, sub_len::KEY_WRITE_1) => self
                 .store
-                .key_write(s[0], be32(&s[1..5]), &[be32(&s[5..9])])
+                .key_write_one(s[0], be32(&s[1..5]), be32(&s[5..9]))
                 .inspect(|_| self.counters.key_write += 1),
             (opcode::KEY_INCREMENT, sub_len::KEY_INCREMENT) => {
                 let c = u64::from(be32(&s[5..9])) << 32 | u64::from(be32(&s[9..13]));
