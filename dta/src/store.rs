@@ -33,6 +33,8 @@ pub struct Store {
     /// `mod S` of the Key-Write and Key-Increment sections, by multiplication.
     kw_mod: hash::FastMod,
     ki_mod: hash::FastMod,
+    /// `mod C` of the Postcarding chunks.
+    pc_mod: hash::FastMod,
 }
 
 impl Store {
@@ -42,6 +44,7 @@ impl Store {
             region,
             kw_mod: hash::FastMod::new(l.sizes.kw_slots),
             ki_mod: hash::FastMod::new(l.sizes.ki_slots),
+            pc_mod: hash::FastMod::new(l.sizes.pc_chunks),
             l,
         }
     }
@@ -67,6 +70,9 @@ impl Store {
     /// Key-Write `data` (exactly K words) under `key` into `redundancy` slots. Returns the
     /// number of slot writes.
     pub fn key_write(&self, redundancy: u8, key: u32, data: &[u32]) -> Result<u32, Refusal> {
+        if let [d] = data {
+            return self.key_write_one(redundancy, key, *d);
+        }
         let s = &self.l.sizes;
         if s.kw_slots == 0 {
             return Err(Refusal::PrimitiveDisabled);
@@ -75,16 +81,9 @@ impl Store {
         if data.len() != s.kw_words as usize {
             return Err(Refusal::DataWords);
         }
+        // One data word (K = 1) was taken by `key_write_one` above: here K is 3 or 7.
         let kc = hash::KeyCrc::new(key);
         let csum = kc.crc() & hash::mask(s.kw_checksum_bits);
-        if s.kw_words == 1 {
-            let slots = self.kw64();
-            let word = csum as u64 | (data[0] as u64) << 32;
-            for n in 0..redundancy {
-                slots[self.kw_mod.of(kc.crc_n(n)) as usize].store(word, Ordering::Release);
-            }
-            return Ok(redundancy as u32);
-        }
         let w = self.kw32();
         let stride = 2 + s.kw_words as usize;
         for n in 0..redundancy {
@@ -115,7 +114,30 @@ impl Store {
         Ok(redundancy as u32)
     }
 
+    /// [`key_write`](Self::key_write) of one data word (the per-packet common case, inlined
+    /// into the translator's loop): the same checks in the same order, then one 64-bit
+    /// store per slot.
+    #[inline]
+    pub fn key_write_one(&self, redundancy: u8, key: u32, data: u32) -> Result<u32, Refusal> {
+        let s = &self.l.sizes;
+        if s.kw_slots == 0 {
+            return Err(Refusal::PrimitiveDisabled);
+        }
+        check_redundancy(redundancy, s.kw_max_redundancy)?;
+        if s.kw_words != 1 {
+            return Err(Refusal::DataWords);
+        }
+        let kc = hash::KeyCrc::new(key);
+        let word = (kc.crc() & hash::mask(s.kw_checksum_bits)) as u64 | (data as u64) << 32;
+        let slots = self.kw64();
+        for n in 0..redundancy {
+            slots[self.kw_mod.of(kc.crc_n(n)) as usize].store(word, Ordering::Release);
+        }
+        Ok(redundancy as u32)
+    }
+
     /// Add `counter` to `key`'s `redundancy` counters. Returns the number of fetch-adds.
+    #[inline]
     pub fn key_increment(&self, redundancy: u8, key: u32, counter: u64) -> Result<u32, Refusal> {
         let s = &self.l.sizes;
         if s.ki_slots == 0 {
@@ -136,12 +158,12 @@ impl Store {
         let s = &self.l.sizes;
         let b = s.pc_hops as usize;
         let words = self.region.u32s(self.l.pc_offset, s.pc_chunks * b as u64);
-        let enc = encode_chunk(&self.l, key, vals);
         let kc = hash::KeyCrc::new(key);
+        let enc = encode_chunk_kc(&self.l, kc, vals);
         for j in 0..s.pc_redundancy as u8 {
-            let base = kc.slot(j, s.pc_chunks) as usize * b;
-            for (i, w) in enc.iter().take(b).enumerate() {
-                words[base + i].store(*w, Ordering::Relaxed);
+            let base = self.pc_mod.of(kc.crc_n(j)) as usize * b;
+            for (d, w) in words[base..base + b].iter().zip(&enc) {
+                d.store(*w, Ordering::Relaxed);
             }
         }
         std::sync::atomic::fence(Ordering::Release);
@@ -158,14 +180,15 @@ impl Store {
             .region
             .u32s(self.l.ap_data_offset + 4 * len * list as u64, len);
         let head = heads[list as usize].load(Ordering::Relaxed);
-        // One division per batch: the batch is at most two runs (before and after the wrap).
-        let mut at = (head % len) as usize;
-        for v in vals {
-            data[at].store(*v, Ordering::Relaxed);
-            at += 1;
-            if at == len as usize {
-                at = 0;
-            }
+        // One division per batch: the batch is at most two runs, up to the ring's end and
+        // from its start (a batch is no longer than the ring, `Layout::validate`).
+        let at = (head % len) as usize;
+        let (run, wrapped) = vals.split_at(vals.len().min(data.len() - at));
+        for (d, v) in data[at..].iter().zip(run) {
+            d.store(*v, Ordering::Relaxed);
+        }
+        for (d, v) in data.iter().zip(wrapped) {
+            d.store(*v, Ordering::Relaxed);
         }
         heads[list as usize].store(head + vals.len() as u64, Ordering::Release);
     }
@@ -184,19 +207,23 @@ fn check_redundancy(n: u8, max: u32) -> Result<(), Refusal> {
 /// The words a postcard chunk of `key` stores for hop values `vals[..B]` ([`BLANK`] where
 /// no postcard): hashed mode `CRC32(key LE || 0x80|i) xor g(v)`, raw mode the values.
 pub fn encode_chunk(l: &Layout, key: u32, vals: &[u32]) -> [u32; 8] {
+    encode_chunk_kc(l, hash::KeyCrc::new(key), vals)
+}
+
+/// [`encode_chunk`] with the key's CRC register already computed (the chunk's slots need it
+/// too). The mode is matched once per chunk, not per hop.
+#[inline]
+fn encode_chunk_kc(l: &Layout, kc: hash::KeyCrc, vals: &[u32]) -> [u32; 8] {
     let s = &l.sizes;
-    let kc = hash::KeyCrc::new(key);
+    let hops = (s.pc_hops as usize).min(vals.len()).min(8);
     let mut enc = [0u32; 8];
-    for (i, (e, v)) in enc
-        .iter_mut()
-        .zip(vals)
-        .take(s.pc_hops as usize)
-        .enumerate()
-    {
-        *e = match s.pc_mode {
-            PostcardMode::Hashed => kc.crc_n(0x80 | i as u8) ^ hash::g(*v),
-            PostcardMode::Raw => *v,
-        };
+    match s.pc_mode {
+        PostcardMode::Hashed => {
+            for (i, (e, v)) in enc[..hops].iter_mut().zip(&vals[..hops]).enumerate() {
+                *e = kc.crc_n(0x80 | i as u8) ^ hash::g(*v);
+            }
+        }
+        PostcardMode::Raw => enc[..hops].copy_from_slice(&vals[..hops]),
     }
     enc
 }
@@ -243,24 +270,27 @@ impl Appender {
 
     /// Stage `data` for `list`; write the batch when it is full. Returns region writes (0 or
     /// 1 batch write).
+    #[inline]
     pub fn append(&mut self, store: &mut impl Sink, list: u32, data: u32) -> Result<u32, Refusal> {
-        if self.lists == 0 {
-            return Err(Refusal::PrimitiveDisabled);
-        }
-        if list >= self.lists {
-            return Err(Refusal::UnknownList);
-        }
         let l = list as usize;
-        let f = self.fill[l] as usize;
-        self.staged[l * self.batch + f] = data;
-        if f + 1 == self.batch {
-            store.append_entries(list, &self.staged[l * self.batch..(l + 1) * self.batch]);
-            self.fill[l] = 0;
-            Ok(1)
-        } else {
-            self.fill[l] += 1;
-            Ok(0)
+        // One fill count per list: none at all when Append is disabled.
+        let Some(fill) = self.fill.get_mut(l) else {
+            return Err(if self.lists == 0 {
+                Refusal::PrimitiveDisabled
+            } else {
+                Refusal::UnknownList
+            });
+        };
+        let f = *fill as usize;
+        let start = l * self.batch;
+        self.staged[start + f] = data;
+        if f + 1 < self.batch {
+            *fill += 1;
+            return Ok(0);
         }
+        *fill = 0;
+        store.append_entries(list, &self.staged[start..start + self.batch]);
+        Ok(1)
     }
 
     /// Lists (the range of [`flush_list`](Self::flush_list)).
@@ -321,6 +351,8 @@ pub struct PostcardOutcome {
 #[derive(Debug)]
 pub struct Postcarder {
     entries: Vec<Entry>,
+    /// `mod entries.len()`, by multiplication.
+    index_mod: hash::FastMod,
     hops: u32,
     full: u8,
     value_limit: u64,
@@ -341,6 +373,7 @@ impl Postcarder {
                 };
                 cache_slots.max(1)
             ],
+            index_mod: hash::FastMod::new(cache_slots.max(1) as u64),
             hops,
             full: ((1u16 << hops) - 1) as u8,
             value_limit: 1u64 << l.sizes.pc_value_bits,
@@ -356,6 +389,7 @@ impl Postcarder {
         w
     }
 
+    #[inline]
     pub fn postcard(
         &mut self,
         store: &mut impl Sink,
@@ -373,7 +407,7 @@ impl Postcarder {
             return Err(Refusal::ValueOutOfRange);
         }
         let mut out = PostcardOutcome::default();
-        let idx = (hash::g(key) as u64 % self.entries.len() as u64) as usize;
+        let idx = self.index_mod.of(hash::g(key)) as usize;
         let e = &mut self.entries[idx];
         if e.present != 0 && e.key != key {
             Self::flush(store, e);

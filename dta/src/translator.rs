@@ -4,7 +4,7 @@
 //! applies the per-source rate limit, and sends the NACKs this returns.
 
 use crate::layout::Layout;
-use crate::store::{Appender, Postcarder, Store};
+use crate::store::{Appender, PostcardOutcome, Postcarder, Store};
 use crate::Refusal;
 use peregrine_wire::dta::{self, Primitive, Repr, Variant};
 
@@ -105,10 +105,18 @@ impl Translator {
     }
 
     /// Handle one report payload.
+    #[inline]
     pub fn handle(&mut self, payload: &[u8]) -> Result<(), Refused> {
-        if let Some(r) = self.fast(payload) {
-            return r;
+        match self.fast(payload) {
+            Some(r) => r,
+            None => self.handle_parsed(payload),
         }
+    }
+
+    /// [`handle`](Self::handle) for what the fast path does not take: the full parse (and
+    /// every refusal of a malformed report).
+    #[inline(never)]
+    fn handle_parsed(&mut self, payload: &[u8]) -> Result<(), Refused> {
         let r = dta::Packet::new_checked(payload, self.cfg.variant)
             .and_then(|p| Repr::parse(&p))
             .map_err(|e| match e {
@@ -132,12 +140,13 @@ impl Translator {
         }
     }
 
-    /// One-word Key-Write and Key-Increment, the per-packet common case, straight from the
-    /// payload's bytes: no `Repr` (whose 7-word Key-Write data array is built and copied per
-    /// report). `None` for anything else, which [`handle`](Self::handle) parses in full; a
-    /// payload taken here has exactly the length `Packet::check_len` accepts for it, and is
-    /// stored or refused as the full path would.
-    #[inline]
+    /// One-word Key-Write, Key-Increment, Append and Postcarding, the per-packet common
+    /// cases, straight from the payload's bytes: no `Repr` (whose 7-word Key-Write data
+    /// array is built and copied per report). `None` for anything else, which
+    /// [`handle`](Self::handle) parses in full; a payload taken here has exactly the length
+    /// `Packet::check_len` accepts for it, and is stored or refused as the full path would.
+    /// Inlined into the caller's per-packet loop with [`handle`](Self::handle).
+    #[inline(always)]
     fn fast(&mut self, payload: &[u8]) -> Option<Result<(), Refused>> {
         use dta::{opcode, sub_len};
         let base = self.cfg.variant.base_len();
@@ -147,7 +156,7 @@ impl Translator {
         let r = match (op, s.len()) {
             (opcode::KEY_WRITE, sub_len::KEY_WRITE_1) => self
                 .store
-                .key_write(s[0], be32(&s[1..5]), &[be32(&s[5..9])])
+                .key_write_one(s[0], be32(&s[1..5]), be32(&s[5..9]))
                 .inspect(|_| self.counters.key_write += 1),
             (opcode::KEY_INCREMENT, sub_len::KEY_INCREMENT) => {
                 let c = u64::from(be32(&s[5..9])) << 32 | u64::from(be32(&s[9..13]));
@@ -155,6 +164,14 @@ impl Translator {
                     .key_increment(s[0], be32(&s[1..5]), c)
                     .inspect(|_| self.counters.key_increment += 1)
             }
+            (opcode::APPEND, sub_len::APPEND) => self
+                .appender
+                .append(&mut self.store, be32(&s[0..4]), be32(&s[4..8]))
+                .inspect(|_| self.counters.append += 1),
+            (opcode::POSTCARDING, sub_len::POSTCARDING) => self
+                .postcarder
+                .postcard(&mut self.store, be32(&s[0..4]), s[4], be32(&s[5..9]))
+                .map(|o| self.count_postcard(o)),
             _ => return None,
         };
         Some(match r {
@@ -202,15 +219,22 @@ impl Translator {
             }
             Primitive::Postcard { key, hop, data } => {
                 let o = self.postcarder.postcard(&mut self.store, key, hop, data)?;
-                let chunks = (o.complete + o.early) as u64;
-                c.region_writes += chunks * self.store.layout().sizes.pc_redundancy as u64;
-                c.postcard_paths_complete += o.complete as u64;
-                c.postcard_early_flush += o.early as u64;
-                c.postcard_duplicate_hop += o.duplicate_hop as u64;
-                c.postcard += 1;
+                let w = self.count_postcard(o);
+                self.counters.region_writes += u64::from(w);
             }
         }
         Ok(())
+    }
+
+    /// Count a stored postcard; returns its region writes (chunk copies written).
+    #[inline]
+    fn count_postcard(&mut self, o: PostcardOutcome) -> u32 {
+        let c = &mut self.counters;
+        c.postcard_paths_complete += o.complete as u64;
+        c.postcard_early_flush += o.early as u64;
+        c.postcard_duplicate_hop += o.duplicate_hop as u64;
+        c.postcard += 1;
+        (o.complete + o.early) * self.store.layout().sizes.pc_redundancy
     }
 
     /// Write what is staged (partial Append batches, cached postcards).

@@ -8,6 +8,7 @@
 //! one pinned forwarding core; rate = sum over both ports of the `rte_eth_stats` rx-packet
 //! delta over the measurement window.
 
+pub mod callgrind;
 pub mod net_ring;
 pub mod report;
 pub mod stats;

@@ -223,18 +223,18 @@ impl Loopback {
     }
 
     /// Advance the report at the start of `payload` (the UDP payload) for its next pass.
+    #[inline(always)]
     pub fn advance(&self, payload: &mut [u8]) {
-        let b = self.base;
-        let at = match payload.first() {
-            Some(&opcode::KEY_WRITE) | Some(&opcode::KEY_INCREMENT) => b + 1,
-            Some(&opcode::POSTCARDING) => b,
-            // Append: the data word.
-            Some(&opcode::APPEND) => b + 4,
-            _ => return,
-        };
-        if let Some(w) = payload.get_mut(at..at + 4) {
-            let v = u32::from_be_bytes([w[0], w[1], w[2], w[3]]).wrapping_add(KEY_STEP);
-            w.copy_from_slice(&v.to_be_bytes());
+        let at = self.base
+            + match payload.first() {
+                Some(&opcode::KEY_WRITE) | Some(&opcode::KEY_INCREMENT) => 1,
+                Some(&opcode::POSTCARDING) => 0,
+                // Append: the data word.
+                Some(&opcode::APPEND) => 4,
+                _ => return,
+            };
+        if let Some(w) = payload.get_mut(at..).and_then(|r| r.first_chunk_mut::<4>()) {
+            *w = u32::from_be_bytes(*w).wrapping_add(KEY_STEP).to_be_bytes();
         }
     }
 }
@@ -325,6 +325,7 @@ impl TranslatorStage {
         self.dirty = false;
     }
 
+    #[inline]
     fn one<B: PacketBuf>(&mut self, pkt: &mut B, rx_port: u16, now_ns: u64) -> Disposition {
         let Some((udp_at, src, len, dport)) = report_offsets(pkt.data()) else {
             return Disposition::drop_as(self.not_report);
@@ -332,7 +333,10 @@ impl TranslatorStage {
         if dport != dta::UDP_PORT {
             return Disposition::drop_as(self.not_report);
         }
-        let payload = &pkt.data()[udp_at + udp::HEADER_LEN..udp_at + len];
+        let frame = pkt.data_mut();
+        let Some(payload) = frame.get_mut(udp_at + udp::HEADER_LEN..udp_at + len) else {
+            return Disposition::drop_as(self.not_report);
+        };
         if self.workers > 1 {
             if let Some(w) = self.owner(payload) {
                 if w as usize != self.worker {
@@ -343,7 +347,7 @@ impl TranslatorStage {
             }
         }
         let allowed = match &mut self.limiter {
-            Some(l) => l.allow(u32::from(src), now_ns),
+            Some(l) => l.allow(src, now_ns),
             None => true,
         };
         let verdict = if allowed {
@@ -355,7 +359,7 @@ impl TranslatorStage {
         match verdict {
             Ok(()) => match self.loopback {
                 Some(l) => {
-                    l.advance(&mut pkt.data_mut()[udp_at + udp::HEADER_LEN..udp_at + len]);
+                    l.advance(payload);
                     Disposition::tx(rx_port ^ 1)
                 }
                 None => Disposition::drop_as(self.stored),
@@ -385,8 +389,57 @@ impl TranslatorStage {
 }
 
 /// (UDP header offset, IPv4 source, UDP length, UDP destination port) of an IPv4 / UDP
-/// frame, or `None`.
-fn report_offsets(f: &[u8]) -> Option<(usize, std::net::Ipv4Addr, usize, u16)> {
+/// frame, or `None`: every check of the general parse ([`report_offsets_general`]: the
+/// Ethernet, IPv4 and UDP lengths, version, protocol, the IPv4 header checksum), for the
+/// common IPv4 header without options (IHL 5) at fixed offsets; any other frame takes the
+/// general parse.
+#[inline(always)]
+fn report_offsets(f: &[u8]) -> Option<(usize, u32, usize, u16)> {
+    const IP: usize = ethernet::HEADER_LEN;
+    const UDP: usize = IP + ipv4::HEADER_LEN;
+    let Some(h) = f.get(..UDP + udp::HEADER_LEN) else {
+        return report_offsets_general(f);
+    };
+    if h[IP] != 0x45 {
+        return report_offsets_general(f);
+    }
+    let be16 = |i: usize| u16::from_be_bytes([h[i], h[i + 1]]) as usize;
+    // Total Length covers header + UDP header at least and fits in the frame; the UDP
+    // length is at least its header and fits in the IP payload (as `udp::check_len` on it).
+    let total = be16(IP + 2);
+    let ulen = be16(UDP + 4);
+    if be16(12) != usize::from(ethernet::ethertype::IPV4)
+        || h[IP + 9] != ipv4::ip_protocol::UDP
+        || total < ipv4::HEADER_LEN + udp::HEADER_LEN
+        || total > f.len() - IP
+        || ulen < udp::HEADER_LEN
+        || ulen > total - ipv4::HEADER_LEN
+        || !h[IP..UDP].first_chunk().is_some_and(header_checksum_ok)
+    {
+        return None;
+    }
+    let src = u32::from_be_bytes([h[IP + 12], h[IP + 13], h[IP + 14], h[IP + 15]]);
+    Some((UDP, src, ulen, be16(UDP + 2) as u16))
+}
+
+/// RFC 1071 over a 20-byte IPv4 header, checksum included: the one's-complement sum is all
+/// ones. Folding a sum's carries back in (end-around carry) keeps it modulo 0xffff, so the
+/// folded sum is all ones exactly when the plain sum is a non-zero multiple of 0xffff (a
+/// remainder by a constant: a multiply, no fold loop). The header is summed as five
+/// native-order 32-bit words: a 32-bit word is the sum of its two 16-bit halves modulo
+/// 0xffff (2^16 = 1 there), and a byte-swapped 16-bit word is 256 times the word modulo
+/// 0xffff (RFC 1071 section 2 (B)), 256 being invertible, so "a multiple of 0xffff" is the
+/// same in either byte order.
+#[inline(always)]
+fn header_checksum_ok(h: &[u8; 20]) -> bool {
+    let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+    let s = w(0) + w(4) + w(8) + w(12) + w(16);
+    s != 0 && s % 0xffff == 0
+}
+
+/// [`report_offsets`] by the wire crate's general parse (any header length).
+#[cold]
+fn report_offsets_general(f: &[u8]) -> Option<(usize, u32, usize, u16)> {
     let eth = ethernet::Frame::new_checked(f).ok()?;
     if eth.ethertype() != ethernet::ethertype::IPV4 {
         return None;
@@ -397,7 +450,12 @@ fn report_offsets(f: &[u8]) -> Option<(usize, std::net::Ipv4Addr, usize, u16)> {
     }
     let udp_at = ethernet::HEADER_LEN + ip.header_len();
     let u = udp::Packet::new_checked(ip.payload()).ok()?;
-    Some((udp_at, ip.src_addr(), u.length() as usize, u.dst_port()))
+    Some((
+        udp_at,
+        u32::from(ip.src_addr()),
+        u.length() as usize,
+        u.dst_port(),
+    ))
 }
 
 /// Rewrite a report frame into a NACK back to its sender: addresses swapped, UDP 40040 ->
@@ -455,7 +513,10 @@ impl<B: PacketBuf> Stage<B> for TranslatorStage {
         if self.rdma.is_some() {
             self.process_rdma(batch, now);
         } else {
-            batch.for_each_active(|p| self.one(p, rx, now));
+            // Decided per report; a batch whose reports all end alike (all stored, or all
+            // looped back) stays one decision, which the worker carries out for the whole
+            // batch at once (one tx burst, or one bulk free).
+            batch.decide_each(|p| self.one(p, rx, now));
         }
         if self.dirty {
             self.publish();
@@ -479,5 +540,82 @@ impl<B: PacketBuf> Stage<B> for TranslatorStage {
         } else {
             0
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use peregrine_wire::dta::{FrameAddrs, Primitive, Repr};
+    use peregrine_wire::ethernet::Address;
+
+    fn valid() -> Vec<u8> {
+        let r = Repr {
+            variant: Variant::Tracked,
+            seqnum: 3,
+            immediate: false,
+            retransmittable: true,
+            primitive: Primitive::Append { list: 1, data: 7 },
+        };
+        let a = FrameAddrs {
+            eth_src: Address([2, 0, 0, 0, 0, 2]),
+            eth_dst: Address([2, 0, 0, 0, 0, 1]),
+            ip_src: std::net::Ipv4Addr::new(10, 0, 0, 200),
+            ip_dst: std::net::Ipv4Addr::new(10, 0, 0, 51),
+            src_port: 40041,
+            dst_port: dta::UDP_PORT,
+        };
+        let mut b = vec![0u8; 96];
+        let len = r.emit(&mut b[dta::FRAME_OVERHEAD..]).unwrap();
+        let n = dta::emit_frame(&mut b, &a, len).unwrap();
+        b.truncate(n.max(60));
+        b
+    }
+
+    /// The fixed-offset parse agrees with the wire crate's general one on valid frames and
+    /// on frames with bytes of their headers changed, cut short, or padded.
+    #[test]
+    fn fast_outer_parse_is_the_general_parse() {
+        let f = valid();
+        let got = report_offsets(&f);
+        assert_eq!(got, report_offsets_general(&f));
+        assert_eq!(got.map(|g| (g.0, g.1, g.3)), Some((34, 0x0a00_00c8, 40040)));
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut ok, mut refused) = (0, 0);
+        for _ in 0..200_000 {
+            let mut g = valid();
+            for _ in 0..=(next() % 3) {
+                let r = next();
+                // Mostly the Ethernet / IPv4 / UDP headers, some of the payload.
+                let at = (r % 48) as usize;
+                let v = (r >> 8) as u8;
+                match r >> 60 {
+                    0 => g.truncate(at),
+                    1 => g.extend_from_slice(&[v; 9]),
+                    2 if g.len() > 14 => g[14] = 0x40 | (v & 0x0f),
+                    _ if at < g.len() => g[at] = v,
+                    _ => {}
+                }
+            }
+            // Some with the IPv4 checksum made right again, so later checks are reached.
+            if next() % 2 == 0 && g.len() >= 34 && g[14] == 0x45 {
+                let mut ip = ipv4::Packet::new_unchecked(&mut g[14..34]);
+                ip.fill_checksum();
+            }
+            let (a, b) = (report_offsets(&g), report_offsets_general(&g));
+            assert_eq!(a, b, "frame {g:02x?}");
+            if a.is_some() {
+                ok += 1;
+            } else {
+                refused += 1;
+            }
+        }
+        assert!(ok > 10_000 && refused > 10_000, "{ok} {refused}");
     }
 }

@@ -79,6 +79,14 @@ pub trait WorkerIo: Send {
     /// Free a packet that will not be sent.
     fn release(&mut self, buf: Self::Buf);
 
+    /// Free every packet of `pkts` (dropped together), leaving it empty. Backends with a
+    /// bulk free (DPDK's `rte_pktmbuf_free_bulk`) free them in one call.
+    fn release_all(&mut self, pkts: &mut Burst<Self::Buf>) {
+        for b in pkts.drain(..) {
+            self.release(b);
+        }
+    }
+
     /// An empty buffer to build a packet in (replies, reports); `None` if the pool is dry.
     fn alloc(&mut self) -> Option<Self::Buf>;
 

@@ -314,6 +314,30 @@ impl<B: PacketBuf> Batch<B> {
         }
     }
 
+    /// [`for_each_active`](Self::for_each_active) for a stage that decides every packet
+    /// one by one but mostly alike (a collector storing every report): when the batch is
+    /// still wholly `Continue` and `f` returns the same disposition for every packet, the
+    /// batch stays uniform, so the worker's dispatch sends (or frees) it whole instead of
+    /// packet by packet. Otherwise the same as `for_each_active`.
+    #[inline]
+    pub fn decide_each(&mut self, mut f: impl FnMut(&mut B) -> Disposition) {
+        if !self.uniform.is_continue() {
+            return self.for_each_active(f);
+        }
+        let Some(first) = self.pkts.first_mut() else {
+            return;
+        };
+        let d0 = f(first);
+        // Dispositions differing from the first, or-ed together (0: all alike).
+        let mut differ = 0u32;
+        for (pkt, d) in self.pkts.iter_mut().zip(self.disp.iter_mut()).skip(1) {
+            *d = f(pkt);
+            differ |= d.0 ^ d0.0;
+        }
+        self.disp[0] = d0;
+        self.uniform = if differ == 0 { d0 } else { MIXED };
+    }
+
     /// Set every still-`Continue` packet to `d`. O(1) when the whole batch is still
     /// `Continue`.
     #[inline]
@@ -381,6 +405,36 @@ mod tests {
             Disposition::CONTINUE
         });
         assert_eq!(seen, 0);
+    }
+
+    #[test]
+    fn decide_each_keeps_a_batch_decided_alike_uniform() {
+        let tx = Disposition::tx(1);
+        let mut b = batch(4);
+        b.decide_each(|_| tx);
+        assert_eq!(b.uniform(), Some(tx));
+        assert!(b.dispositions().all(|d| d == tx));
+        // One packet decided otherwise: per packet, each as decided.
+        let r = Disposition::drop_as(DropReason(7));
+        let mut b = batch(4);
+        b.decide_each(|p| if p.data()[0] == 2 { r } else { tx });
+        assert_eq!(b.uniform(), None);
+        let got: Vec<_> = b.dispositions().collect();
+        assert_eq!(got, vec![tx, tx, r, tx]);
+        // A batch already decided in part: only the still-active packets are asked.
+        let mut b = batch(3);
+        b.set_disposition(0, r);
+        let mut seen = 0;
+        b.decide_each(|_| {
+            seen += 1;
+            tx
+        });
+        assert_eq!(seen, 2);
+        assert_eq!(b.dispositions().collect::<Vec<_>>(), vec![r, tx, tx]);
+        // Empty: nothing asked, still Continue.
+        let mut b = batch(0);
+        b.decide_each(|_| tx);
+        assert_eq!(b.uniform(), Some(Disposition::CONTINUE));
     }
 
     #[test]

@@ -587,6 +587,15 @@ impl<I: WorkerIo> Worker<I> {
                     return;
                 }
             }
+            // Whole batch dropped under one reason (a collector that stored every report):
+            // counted at once, freed in one bulk call.
+            if let Action::Drop(r) = d.action() {
+                if let Some(c) = self.counters.drops.get_mut(r.0 as usize) {
+                    *c += batch.pkts.len() as u64;
+                }
+                self.io.release_all(&mut batch.pkts);
+                return;
+            }
         }
         self.tx_pending = true;
         let rx_port = batch.rx_port;

@@ -93,7 +93,7 @@ impl TranslatorStage {
         }
         self.dirty = true;
         if let Some(l) = &mut self.limiter {
-            if !l.allow(u32::from(src), now_ns) {
+            if !l.allow(src, now_ns) {
                 let r = self.t.refuse(Refusal::RateLimited, payload);
                 let reason = self.refused[r.why.index()];
                 return self.refused_as(&mut batch.pkts[i], udp_at, r.nack, reason, rx_port);

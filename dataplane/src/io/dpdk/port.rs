@@ -680,6 +680,23 @@ impl WorkerIo for DpdkWorkerIo {
         drop(buf);
     }
 
+    /// One `rte_pktmbuf_free_bulk` for the whole burst.
+    #[inline]
+    fn release_all(&mut self, pkts: &mut Burst<Mbuf>) {
+        let n = pkts.len();
+        if n == 0 {
+            return;
+        }
+        // SAFETY: as in `tx_burst`: the burst's n initialised elements are owned mbuf
+        // pointers (repr(transparent)); setting the length to 0 first moves their ownership
+        // out of `pkts`, and they are freed here exactly once.
+        unsafe {
+            let base = pkts.as_mut_ptr().cast::<*mut sys::rte_mbuf>();
+            pkts.set_len(0);
+            sys::pg_pktmbuf_free_bulk(base, n as u32);
+        }
+    }
+
     #[inline]
     fn alloc(&mut self) -> Option<Mbuf> {
         self.ready(self.queue);
