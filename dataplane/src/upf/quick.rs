@@ -23,7 +23,7 @@
 
 use crate::classify::{flags, flow_hash, PacketMeta, HAS_QFI};
 use crate::upf::parse::{Flow, Pre, KIND_DL4, KIND_UL};
-use crate::upf::prefetch::{prefetch, prefetch_addr};
+use crate::upf::prefetch::prefetch_addr;
 use crate::upf::work::Work;
 use peregrine_wire::ipv4::ip_protocol;
 
@@ -279,14 +279,12 @@ impl Work<'_> {
             if !self.is_local_dst(false, u128::from(outer_dst)) {
                 return false;
             }
-            prefetch(&self.t.teid_shard(m.teid).by_teid);
         } else {
             if self.is_local(&pre.inner) || self.is_n6_own(&pre.inner) {
                 return false;
             }
             prefetch_addr(data.as_ptr().wrapping_sub(1));
             prefetch_addr(data.as_ptr().wrapping_sub(80));
-            prefetch(&self.t.ue_v4_shard(outer_dst).by_ue_v4);
         }
         true
     }

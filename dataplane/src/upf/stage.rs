@@ -76,7 +76,7 @@ use crate::upf::parse::Pre;
 use crate::upf::reasm::Reassembler;
 use crate::upf::stats::UpfStats;
 use crate::upf::tables::{KeySlot, Shard, UpfTables};
-use crate::upf::work::{Drops, MeterSlot, Work};
+use crate::upf::work::{Drops, MeterSlot, RouteCache, Work};
 use peregrine_wire::ethernet::Address as MacAddr;
 use std::sync::Arc;
 
@@ -94,6 +94,7 @@ pub struct Upf {
     reasm: Reassembler,
     trust_meta: bool,
     general: bool,
+    route_cache: RouteCache,
     /// Pass 1's results for one chunk: scratch kept across batches so no batch pays for
     /// initialising it (pass 1 writes every entry it covers).
     pre: Box<[Pre; CHUNK]>,
@@ -124,6 +125,7 @@ impl Upf {
             cfg,
             trust_meta: false,
             general: false,
+            route_cache: RouteCache::new(),
             pre: Box::new([Pre::SLOW; CHUNK]),
         }
     }
@@ -191,11 +193,14 @@ impl<B: PacketBuf> Stage<B> for Upf {
             reasm,
             trust_meta,
             general,
+            route_cache,
             pre,
         } = self;
+        routes.get();
+        route_cache.sync(routes.generation());
         let mut w = Work {
             t: tables.get(),
-            r: routes.get(),
+            r: routes.cached(),
             macs: port_macs,
             cfg,
             stats,
@@ -205,9 +210,9 @@ impl<B: PacketBuf> Stage<B> for Upf {
             reasm,
             now,
             rx,
-            memo_fam: 2,
-            memo_dst: 0,
-            memo_nh: None,
+            fix_l4: rx < 64 && cfg.fix_l4_checksums & (1 << rx) != 0,
+            mtu: usize::from(cfg.mtu),
+            routes: route_cache,
             frag: None,
         };
         let n = batch.len();
@@ -233,40 +238,59 @@ impl<B: PacketBuf> Stage<B> for Upf {
         let mut base = 0;
         while base < n {
             let end = (base + CHUNK).min(n);
-            for (i, pr) in (base..end).zip(pre.iter_mut()) {
+            // Each packet's shard (pass 1), home slot (1b) and slot (2), by chunk index.
+            let mut shard: [Option<&Shard>; CHUNK] = [None; CHUNK];
+            let mut home = [0usize; CHUNK];
+            let mut hit: [Option<&KeySlot>; CHUNK] = [None; CHUNK];
+            for ((i, pr), sh) in (base..end).zip(pre.iter_mut()).zip(shard.iter_mut()) {
                 if !batch.disposition(i).is_continue() {
                     *pr = Pre::SLOW;
                     continue;
                 }
                 let p = &mut batch.pkts[i];
+                let mut quick = false;
                 if !(trust && p.pkt_meta().is_classified()) {
                     // The UPF's own classifier for its common shapes, else the shared one.
                     let mut m = PacketMeta::EMPTY;
-                    if w.pre_quick(p.data(), &mut m, pr) {
+                    quick = w.pre_quick(p.data(), &mut m, pr);
+                    if quick {
                         *p.pkt_meta_mut() = m;
-                        continue;
+                    } else {
+                        ensure_classified(p, false);
                     }
-                    ensure_classified(p, false);
                 }
-                // One call site, so it stays inlined.
-                *pr = w.pre(p.data(), p.pkt_meta());
+                if !quick {
+                    // One call site, so it stays inlined.
+                    *pr = w.pre(p.data(), p.pkt_meta());
+                }
+                *sh = w.key_shard(pr);
             }
-            // The shard headers were prefetched in pass 1; now their slots.
-            for pr in pre.iter().take(end - base) {
-                w.prefetch_slot(pr);
+            // The map headers were prefetched in pass 1; now the home slots.
+            for ((pr, sh), h) in pre.iter().zip(&shard).zip(home.iter_mut()).take(end - base) {
+                if let Some(s) = sh {
+                    *h = w.prefetch_slot(pr, s);
+                }
             }
-            let mut hit: [Option<(&Shard, &KeySlot)>; CHUNK] = [None; CHUNK];
-            for (pr, h) in pre.iter().zip(hit.iter_mut()).take(end - base) {
-                *h = w.lookup(pr);
+            for (((pr, sh), &h), k) in pre
+                .iter()
+                .zip(&shard)
+                .zip(&home)
+                .zip(hit.iter_mut())
+                .take(end - base)
+            {
+                if let Some(s) = sh {
+                    *k = w.lookup(pr, s, h);
+                }
             }
             for i in base..end {
                 if !batch.disposition(i).is_continue() {
                     continue;
                 }
                 let p = &mut batch.pkts[i];
-                let mut d = match hit[i - base] {
-                    Some((s, slot)) => w.resolved(p, &pre[i - base], s, slot),
-                    None => w.packet(p),
+                let j = i - base;
+                let mut d = match (shard[j], hit[j]) {
+                    (Some(s), Some(slot)) => w.resolved(p, &pre[j], s, slot),
+                    _ => w.packet(p),
                 };
                 if let Some(job) = w.frag.take() {
                     d = w.fragment(batch, i, &job);
