@@ -56,7 +56,7 @@ impl<'a> Work<'a> {
     /// prefetched in pass 1b), and a prefetch of the meter and usage-counter lines its
     /// fast-path record names. `None` for a key without rules (pass 3 then runs the full
     /// path, which reports it).
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&self, pre: &Pre, s: &'a Shard, home: usize) -> Option<&'a KeySlot> {
         let slot = match pre.kind {
             KIND_UL => s.by_teid.slot_from(home, pre.key as u32)?,

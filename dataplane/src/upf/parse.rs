@@ -29,6 +29,12 @@ pub(super) struct Pre {
 }
 
 impl Pre {
+    /// A packet pass 1 found already decided (its disposition is not `Continue`).
+    pub const SKIP: Pre = Pre {
+        kind: KIND_SKIP,
+        ..Pre::SLOW
+    };
+
     /// Not for the common path (or not active): pass 3 runs [`Work::packet`].
     pub const SLOW: Pre = Pre {
         kind: KIND_SLOW,
@@ -50,6 +56,8 @@ impl Pre {
 }
 
 pub(super) const KIND_SLOW: u8 = 0;
+/// Not active (another stage already decided the packet): pass 3 leaves it alone.
+pub(super) const KIND_SKIP: u8 = 4;
 /// G-PDU by TEID.
 pub(super) const KIND_UL: u8 = 1;
 /// N6 packet by UE IPv4 address.

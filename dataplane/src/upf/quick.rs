@@ -269,7 +269,16 @@ impl Work<'_> {
     pub fn pre_quick(&self, data: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> bool {
         // Every shape is IPv4 and longer than this (the MAC check wants an Ethernet header);
         // other frames leave at once for the shared classifier.
-        if data.len() < L4 + 20 || data[12..14] != [0x08, 0x00] || !self.for_us_unicast(data) {
+        let Some(h) = data.first_chunk::<{ L4 + 20 }>() else {
+            return false;
+        };
+        // `for_us_unicast` on the destination MAC as a number: the group bit clear, and
+        // ours (or promiscuous).
+        let dst = be64(h, 0) >> 16;
+        if be16(h, 12) != 0x0800
+            || (dst >> 40) & 1 != 0
+            || !(dst == self.rx_mac || self.cfg.promiscuous)
+        {
             return false;
         }
         let Some(outer_dst) = quick(data, m, pre) else {

@@ -69,10 +69,10 @@
 use crate::buffer::PacketBuf;
 use crate::classify::{self, PacketMeta};
 use crate::qos::TokenBucket;
-use crate::runtime::{Batch, Context, Reader, Reasons, Stage};
+use crate::runtime::{Batch, Context, Disposition, Reader, Reasons, Stage};
 use crate::stages::l3fwd::RouteTable;
 pub use crate::upf::config::UpfConfig;
-use crate::upf::parse::Pre;
+use crate::upf::parse::{Pre, KIND_SKIP};
 use crate::upf::reasm::Reassembler;
 use crate::upf::stats::UpfStats;
 use crate::upf::tables::{KeySlot, Shard, UpfTables};
@@ -211,6 +211,9 @@ impl<B: PacketBuf> Stage<B> for Upf {
             now,
             rx,
             fix_l4: rx < 64 && cfg.fix_l4_checksums & (1 << rx) != 0,
+            rx_mac: port_macs.get(rx as usize).map_or(u64::MAX, |m| {
+                u64::from_be_bytes([0, 0, m.0[0], m.0[1], m.0[2], m.0[3], m.0[4], m.0[5]])
+            }),
             mtu: usize::from(cfg.mtu),
             routes: route_cache,
             frag: None,
@@ -238,69 +241,75 @@ impl<B: PacketBuf> Stage<B> for Upf {
         let mut base = 0;
         while base < n {
             let end = (base + CHUNK).min(n);
-            // Each packet's shard (pass 1), home slot (1b) and slot (2), by chunk index.
+            let len = end - base;
+            // Every packet of the chunk still `Continue` (what the worker's rx leaves): no
+            // per-packet check in pass 1.
+            let live = batch.uniform() == Some(Disposition::CONTINUE);
+            // Each packet's shard (pass 1), home slot and slot (pass 2), by chunk index.
             let mut shard: [Option<&Shard>; CHUNK] = [None; CHUNK];
             let mut home = [0usize; CHUNK];
             let mut hit: [Option<&KeySlot>; CHUNK] = [None; CHUNK];
-            for ((i, pr), sh) in (base..end).zip(pre.iter_mut()).zip(shard.iter_mut()) {
-                if !batch.disposition(i).is_continue() {
-                    *pr = Pre::SLOW;
-                    continue;
+            for j in 0..len {
+                let i = base + j;
+                let pr = &mut pre[j];
+                if !live && !batch.disposition(i).is_continue() {
+                    *pr = Pre::SKIP;
+                } else {
+                    let p = &mut batch.pkts[i];
+                    let mut quick = false;
+                    if !(trust && p.pkt_meta().is_classified()) {
+                        // The UPF's own classifier for its common shapes, writing the record
+                        // in place, else the shared one (which rewrites all of it).
+                        let (data, m) = p.data_and_meta_mut();
+                        quick = w.pre_quick(data, m, pr);
+                        if !quick {
+                            ensure_classified(p, false);
+                        }
+                    }
+                    if !quick {
+                        // One call site, so it stays inlined.
+                        *pr = w.pre(p.data(), p.pkt_meta());
+                    }
+                    shard[j] = w.key_shard(pr);
                 }
-                let p = &mut batch.pkts[i];
-                let mut quick = false;
-                if !(trust && p.pkt_meta().is_classified()) {
-                    // The UPF's own classifier for its common shapes, else the shared one.
-                    let mut m = PacketMeta::EMPTY;
-                    quick = w.pre_quick(p.data(), &mut m, pr);
-                    if quick {
-                        *p.pkt_meta_mut() = m;
-                    } else {
-                        ensure_classified(p, false);
+                // The map header of the packet LAG places back has had time to arrive: start
+                // loading its home slot, so pass 2 finds every slot well ahead of its read.
+                if let Some(k) = j.checked_sub(LAG) {
+                    if let Some(s) = shard[k] {
+                        home[k] = w.prefetch_slot(&pre[k], s);
                     }
                 }
-                if !quick {
-                    // One call site, so it stays inlined.
-                    *pr = w.pre(p.data(), p.pkt_meta());
-                }
-                *sh = w.key_shard(pr);
             }
-            // The map headers were prefetched in pass 1; now the home slots.
-            for ((pr, sh), h) in pre.iter().zip(&shard).zip(home.iter_mut()).take(end - base) {
-                if let Some(s) = sh {
-                    *h = w.prefetch_slot(pr, s);
+            for k in len.saturating_sub(LAG)..len {
+                if let Some(s) = shard[k] {
+                    home[k] = w.prefetch_slot(&pre[k], s);
                 }
             }
-            for (((pr, sh), &h), k) in pre
-                .iter()
-                .zip(&shard)
-                .zip(&home)
-                .zip(hit.iter_mut())
-                .take(end - base)
-            {
-                if let Some(s) = sh {
-                    *k = w.lookup(pr, s, h);
+            for k in 0..len {
+                if let Some(s) = shard[k] {
+                    hit[k] = w.lookup(&pre[k], s, home[k]);
                 }
             }
-            for i in base..end {
-                if !batch.disposition(i).is_continue() {
-                    continue;
-                }
-                let p = &mut batch.pkts[i];
-                let j = i - base;
-                let mut d = match (shard[j], hit[j]) {
-                    (Some(s), Some(slot)) => w.resolved(p, &pre[j], s, slot),
-                    _ => w.packet(p),
+            for j in 0..len {
+                let i = base + j;
+                let d = match (shard[j], hit[j]) {
+                    (Some(s), Some(slot)) => w.resolved(&mut batch.pkts[i], &pre[j], s, slot),
+                    _ if pre[j].kind == KIND_SKIP => continue,
+                    _ => w.packet(&mut batch.pkts[i]),
                 };
-                if let Some(job) = w.frag.take() {
-                    d = w.fragment(batch, i, &job);
-                }
+                let d = match w.frag.take() {
+                    Some(job) => w.fragment(batch, i, &job),
+                    None => d,
+                };
                 batch.set_disposition(i, d);
             }
             base = end;
         }
     }
 }
+
+/// Pass 1 starts loading a packet's home slot this many packets after its map header.
+const LAG: usize = 4;
 
 /// Packets per pass of [`Upf::process`]: enough in flight to overlap the misses, few enough
 /// that the lines fetched in pass 1 are still cached in pass 3.

@@ -153,6 +153,9 @@ pub(super) struct Work<'a> {
     pub fix_l4: bool,
     /// `cfg.mtu`, widened once per batch.
     pub mtu: usize,
+    /// The receiving port's MAC as a big-endian 48-bit number, `u64::MAX` (no frame's) if
+    /// it has none: [`Self::for_us_unicast`] with one compare.
+    pub rx_mac: u64,
     /// Recent routes of this worker, valid for the route table `r`.
     pub routes: &'a mut RouteCache,
     /// Set by the emit phase instead of a disposition when the packet must be fragmented;
@@ -190,32 +193,32 @@ impl Work<'_> {
     pub fn route(&mut self, v6: bool, dst: u128) -> Result<NextHop, DropReason> {
         let i = RouteCache::index(dst);
         let e = &self.routes.e[i];
-        let nh = if e.fam == u8::from(v6) && e.dst == dst {
-            e.nh
+        if e.fam == u8::from(v6) && e.dst == dst {
+            e.res
         } else {
             self.route_miss(v6, dst, i)
-        };
-        match nh {
-            Some(nh) if nh.is_resolved() => Ok(nh),
-            Some(_) => Err(self.d.next_hop_unresolved),
-            None => Err(self.d.no_route),
         }
     }
 
     /// [`Self::route`] past the cache: the table's answer, kept in entry `i`.
     #[inline(never)]
-    fn route_miss(&mut self, v6: bool, dst: u128, i: usize) -> Option<NextHop> {
+    fn route_miss(&mut self, v6: bool, dst: u128, i: usize) -> Result<NextHop, DropReason> {
         let nh = if v6 {
             self.r.v6.lookup(dst)
         } else {
             self.r.v4.lookup(dst as u32)
         };
+        let res = match nh {
+            Some(nh) if nh.is_resolved() => Ok(nh),
+            Some(_) => Err(self.d.next_hop_unresolved),
+            None => Err(self.d.no_route),
+        };
         self.routes.e[i] = RouteEntry {
             fam: u8::from(v6),
             dst,
-            nh,
+            res,
         };
-        nh
+        res
     }
 }
 
@@ -239,14 +242,16 @@ struct RouteEntry {
     fam: u8,
     /// IPv4 in the low 32 bits.
     dst: u128,
-    nh: Option<NextHop>,
+    /// What [`Work::route`] answers for it (the drop reasons are the worker's, fixed).
+    res: Result<NextHop, DropReason>,
 }
 
 impl RouteCache {
     const EMPTY: RouteEntry = RouteEntry {
         fam: 2,
         dst: 0,
-        nh: None,
+        // Never read: an empty entry matches no family.
+        res: Err(DropReason(0)),
     };
 
     pub fn new() -> RouteCache {
