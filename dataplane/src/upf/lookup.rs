@@ -43,7 +43,7 @@ impl<'a> Work<'a> {
 
     /// Pass 1b: start loading the key's home slot in its shard `s` (whose map header was
     /// prefetched in pass 1); the home slot's index, for [`Self::lookup`].
-    #[inline]
+    #[inline(always)]
     pub fn prefetch_slot(&self, pre: &Pre, s: &Shard) -> usize {
         match pre.kind {
             KIND_UL => s.by_teid.prefetch_home(pre.key as u32),
