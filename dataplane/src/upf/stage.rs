@@ -241,7 +241,8 @@ impl<B: PacketBuf> Stage<B> for Upf {
         let mut base = 0;
         while base < n {
             let end = (base + CHUNK).min(n);
-            let len = end - base;
+            // At most CHUNK (said so the chunk arrays' indexing needs no bounds checks).
+            let len = (end - base).min(CHUNK);
             // Every packet of the chunk still `Continue` (what the worker's rx leaves): no
             // per-packet check in pass 1.
             let live = batch.uniform() == Some(Disposition::CONTINUE);
