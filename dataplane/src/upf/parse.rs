@@ -7,7 +7,7 @@ use crate::buffer::PacketBuf;
 use crate::classify::{self, flags, ClassifyError, PacketMeta, FIRST_FRAGMENT, HAS_QFI};
 use crate::runtime::Disposition;
 use crate::upf::encap;
-use crate::upf::prefetch::{prefetch, prefetch_addr};
+use crate::upf::prefetch::prefetch_addr;
 use crate::upf::reasm::Outcome;
 use crate::upf::stats::Total;
 use crate::upf::tables::Direction;
@@ -29,6 +29,12 @@ pub(super) struct Pre {
 }
 
 impl Pre {
+    /// A packet pass 1 found already decided (its disposition is not `Continue`).
+    pub const SKIP: Pre = Pre {
+        kind: KIND_SKIP,
+        ..Pre::SLOW
+    };
+
     /// Not for the common path (or not active): pass 3 runs [`Work::packet`].
     pub const SLOW: Pre = Pre {
         kind: KIND_SLOW,
@@ -50,6 +56,8 @@ impl Pre {
 }
 
 pub(super) const KIND_SLOW: u8 = 0;
+/// Not active (another stage already decided the packet): pass 3 leaves it alone.
+pub(super) const KIND_SKIP: u8 = 4;
 /// G-PDU by TEID.
 pub(super) const KIND_UL: u8 = 1;
 /// N6 packet by UE IPv4 address.
@@ -248,7 +256,7 @@ impl Work<'_> {
     }
 
     /// Pass 1 (read-only): for the common cases (a G-PDU to one of our addresses; an N6
-    /// packet to a UE) the lookup key, with a prefetch of the key's shard. Anything else
+    /// packet to a UE) the lookup key (`Work::key_shard` then prefetches its map). Anything else
     /// (errors, path management, control traffic) is [`Pre::SLOW`].
     #[inline]
     pub fn pre(&self, data: &[u8], m: &PacketMeta) -> Pre {
@@ -260,7 +268,6 @@ impl Work<'_> {
             if !self.is_local_dst(m.has(flags::OUTER_V6), Flow::outer_dst(data, m)) {
                 return Pre::SLOW;
             }
-            prefetch(&self.t.teid_shard(m.teid).by_teid);
             return Pre {
                 kind: KIND_UL,
                 qfi: m.has(HAS_QFI).then_some(m.qfi),
@@ -278,13 +285,9 @@ impl Work<'_> {
         prefetch_addr(data.as_ptr().wrapping_sub(1));
         prefetch_addr(data.as_ptr().wrapping_sub(80));
         let (kind, key) = if f.v6 {
-            let key = (f.dst >> 64) as u64;
-            prefetch(&self.t.ue_v6_shard(key).by_ue_v6);
-            (KIND_DL6, key)
+            (KIND_DL6, (f.dst >> 64) as u64)
         } else {
-            let key = f.dst as u32;
-            prefetch(&self.t.ue_v4_shard(key).by_ue_v4);
-            (KIND_DL4, u64::from(key))
+            (KIND_DL4, u64::from(f.dst as u32))
         };
         Pre {
             kind,

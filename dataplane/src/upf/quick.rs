@@ -23,7 +23,7 @@
 
 use crate::classify::{flags, flow_hash, PacketMeta, HAS_QFI};
 use crate::upf::parse::{Flow, Pre, KIND_DL4, KIND_UL};
-use crate::upf::prefetch::{prefetch, prefetch_addr};
+use crate::upf::prefetch::prefetch_addr;
 use crate::upf::work::Work;
 use peregrine_wire::ipv4::ip_protocol;
 
@@ -269,7 +269,16 @@ impl Work<'_> {
     pub fn pre_quick(&self, data: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> bool {
         // Every shape is IPv4 and longer than this (the MAC check wants an Ethernet header);
         // other frames leave at once for the shared classifier.
-        if data.len() < L4 + 20 || data[12..14] != [0x08, 0x00] || !self.for_us_unicast(data) {
+        let Some(h) = data.first_chunk::<{ L4 + 20 }>() else {
+            return false;
+        };
+        // `for_us_unicast` on the destination MAC as a number: the group bit clear, and
+        // ours (or promiscuous).
+        let dst = be64(h, 0) >> 16;
+        if be16(h, 12) != 0x0800
+            || (dst >> 40) & 1 != 0
+            || !(dst == self.rx_mac || self.cfg.promiscuous)
+        {
             return false;
         }
         let Some(outer_dst) = quick(data, m, pre) else {
@@ -279,14 +288,12 @@ impl Work<'_> {
             if !self.is_local_dst(false, u128::from(outer_dst)) {
                 return false;
             }
-            prefetch(&self.t.teid_shard(m.teid).by_teid);
         } else {
             if self.is_local(&pre.inner) || self.is_n6_own(&pre.inner) {
                 return false;
             }
             prefetch_addr(data.as_ptr().wrapping_sub(1));
             prefetch_addr(data.as_ptr().wrapping_sub(80));
-            prefetch(&self.t.ue_v4_shard(outer_dst).by_ue_v4);
         }
         true
     }

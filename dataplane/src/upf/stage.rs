@@ -69,14 +69,14 @@
 use crate::buffer::PacketBuf;
 use crate::classify::{self, PacketMeta};
 use crate::qos::TokenBucket;
-use crate::runtime::{Batch, Context, Reader, Reasons, Stage};
+use crate::runtime::{Batch, Context, Disposition, Reader, Reasons, Stage};
 use crate::stages::l3fwd::RouteTable;
 pub use crate::upf::config::UpfConfig;
-use crate::upf::parse::Pre;
+use crate::upf::parse::{Pre, KIND_SKIP};
 use crate::upf::reasm::Reassembler;
 use crate::upf::stats::UpfStats;
 use crate::upf::tables::{KeySlot, Shard, UpfTables};
-use crate::upf::work::{Drops, MeterSlot, Work};
+use crate::upf::work::{Drops, MeterSlot, RouteCache, Work};
 use peregrine_wire::ethernet::Address as MacAddr;
 use std::sync::Arc;
 
@@ -94,6 +94,7 @@ pub struct Upf {
     reasm: Reassembler,
     trust_meta: bool,
     general: bool,
+    route_cache: RouteCache,
     /// Pass 1's results for one chunk: scratch kept across batches so no batch pays for
     /// initialising it (pass 1 writes every entry it covers).
     pre: Box<[Pre; CHUNK]>,
@@ -124,6 +125,7 @@ impl Upf {
             cfg,
             trust_meta: false,
             general: false,
+            route_cache: RouteCache::new(),
             pre: Box::new([Pre::SLOW; CHUNK]),
         }
     }
@@ -191,11 +193,14 @@ impl<B: PacketBuf> Stage<B> for Upf {
             reasm,
             trust_meta,
             general,
+            route_cache,
             pre,
         } = self;
+        routes.get();
+        route_cache.sync(routes.generation());
         let mut w = Work {
             t: tables.get(),
-            r: routes.get(),
+            r: routes.cached(),
             macs: port_macs,
             cfg,
             stats,
@@ -205,9 +210,12 @@ impl<B: PacketBuf> Stage<B> for Upf {
             reasm,
             now,
             rx,
-            memo_fam: 2,
-            memo_dst: 0,
-            memo_nh: None,
+            fix_l4: rx < 64 && cfg.fix_l4_checksums & (1 << rx) != 0,
+            rx_mac: port_macs.get(rx as usize).map_or(u64::MAX, |m| {
+                u64::from_be_bytes([0, 0, m.0[0], m.0[1], m.0[2], m.0[3], m.0[4], m.0[5]])
+            }),
+            mtu: usize::from(cfg.mtu),
+            routes: route_cache,
             frag: None,
         };
         let n = batch.len();
@@ -233,50 +241,76 @@ impl<B: PacketBuf> Stage<B> for Upf {
         let mut base = 0;
         while base < n {
             let end = (base + CHUNK).min(n);
-            for (i, pr) in (base..end).zip(pre.iter_mut()) {
-                if !batch.disposition(i).is_continue() {
-                    *pr = Pre::SLOW;
-                    continue;
-                }
-                let p = &mut batch.pkts[i];
-                if !(trust && p.pkt_meta().is_classified()) {
-                    // The UPF's own classifier for its common shapes, else the shared one.
-                    let mut m = PacketMeta::EMPTY;
-                    if w.pre_quick(p.data(), &mut m, pr) {
-                        *p.pkt_meta_mut() = m;
-                        continue;
+            // At most CHUNK (said so the chunk arrays' indexing needs no bounds checks).
+            let len = (end - base).min(CHUNK);
+            // Every packet of the chunk still `Continue` (what the worker's rx leaves): no
+            // per-packet check in pass 1.
+            let live = batch.uniform() == Some(Disposition::CONTINUE);
+            // Each packet's shard (pass 1), home slot and slot (pass 2), by chunk index.
+            let mut shard: [Option<&Shard>; CHUNK] = [None; CHUNK];
+            let mut home = [0usize; CHUNK];
+            let mut hit: [Option<&KeySlot>; CHUNK] = [None; CHUNK];
+            for j in 0..len {
+                let i = base + j;
+                let pr = &mut pre[j];
+                if !live && !batch.disposition(i).is_continue() {
+                    *pr = Pre::SKIP;
+                } else {
+                    let p = &mut batch.pkts[i];
+                    let mut quick = false;
+                    if !(trust && p.pkt_meta().is_classified()) {
+                        // The UPF's own classifier for its common shapes, writing the record
+                        // in place, else the shared one (which rewrites all of it).
+                        let (data, m) = p.data_and_meta_mut();
+                        quick = w.pre_quick(data, m, pr);
+                        if !quick {
+                            ensure_classified(p, false);
+                        }
                     }
-                    ensure_classified(p, false);
+                    if !quick {
+                        // One call site, so it stays inlined.
+                        *pr = w.pre(p.data(), p.pkt_meta());
+                    }
+                    shard[j] = w.key_shard(pr);
                 }
-                // One call site, so it stays inlined.
-                *pr = w.pre(p.data(), p.pkt_meta());
-            }
-            // The shard headers were prefetched in pass 1; now their slots.
-            for pr in pre.iter().take(end - base) {
-                w.prefetch_slot(pr);
-            }
-            let mut hit: [Option<(&Shard, &KeySlot)>; CHUNK] = [None; CHUNK];
-            for (pr, h) in pre.iter().zip(hit.iter_mut()).take(end - base) {
-                *h = w.lookup(pr);
-            }
-            for i in base..end {
-                if !batch.disposition(i).is_continue() {
-                    continue;
+                // The map header of the packet LAG places back has had time to arrive: start
+                // loading its home slot, so pass 2 finds every slot well ahead of its read.
+                if let Some(k) = j.checked_sub(LAG) {
+                    if let Some(s) = shard[k] {
+                        home[k] = w.prefetch_slot(&pre[k], s);
+                    }
                 }
-                let p = &mut batch.pkts[i];
-                let mut d = match hit[i - base] {
-                    Some((s, slot)) => w.resolved(p, &pre[i - base], s, slot),
-                    None => w.packet(p),
+            }
+            for k in len.saturating_sub(LAG)..len {
+                if let Some(s) = shard[k] {
+                    home[k] = w.prefetch_slot(&pre[k], s);
+                }
+            }
+            for k in 0..len {
+                if let Some(s) = shard[k] {
+                    hit[k] = w.lookup(&pre[k], s, home[k]);
+                }
+            }
+            for j in 0..len {
+                let i = base + j;
+                let d = match (shard[j], hit[j]) {
+                    (Some(s), Some(slot)) => w.resolved(&mut batch.pkts[i], &pre[j], s, slot),
+                    _ if pre[j].kind == KIND_SKIP => continue,
+                    _ => w.packet(&mut batch.pkts[i]),
                 };
-                if let Some(job) = w.frag.take() {
-                    d = w.fragment(batch, i, &job);
-                }
+                let d = match w.frag.take() {
+                    Some(job) => w.fragment(batch, i, &job),
+                    None => d,
+                };
                 batch.set_disposition(i, d);
             }
             base = end;
         }
     }
 }
+
+/// Pass 1 starts loading a packet's home slot this many packets after its map header.
+const LAG: usize = 4;
 
 /// Packets per pass of [`Upf::process`]: enough in flight to overlap the misses, few enough
 /// that the lines fetched in pass 1 are still cached in pass 3.

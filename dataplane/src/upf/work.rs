@@ -148,11 +148,16 @@ pub(super) struct Work<'a> {
     pub reasm: &'a mut Reassembler,
     pub now: u64,
     pub rx: PortId,
-    /// The last route looked up in this batch (the route table cannot change within one):
-    /// family (0 IPv4, 1 IPv6, 2 none yet), destination, result.
-    pub memo_fam: u8,
-    pub memo_dst: u128,
-    pub memo_nh: Option<NextHop>,
+    /// The receiving port repairs L4 checksums (`cfg.fix_l4_checksums` has bit `rx`): read
+    /// once per batch.
+    pub fix_l4: bool,
+    /// `cfg.mtu`, widened once per batch.
+    pub mtu: usize,
+    /// The receiving port's MAC as a big-endian 48-bit number, `u64::MAX` (no frame's) if
+    /// it has none: [`Self::for_us_unicast`] with one compare.
+    pub rx_mac: u64,
+    /// Recent routes of this worker, valid for the route table `r`.
+    pub routes: &'a mut RouteCache,
     /// Set by the emit phase instead of a disposition when the packet must be fragmented;
     /// the stage finishes it with the batch in hand (`Work::fragment`).
     pub frag: Option<FragJob>,
@@ -182,27 +187,95 @@ impl Work<'_> {
     }
 
     /// The next hop towards `dst`, or the drop reason: `no_route`, or `next_hop_unresolved`
-    /// while the route's gateway has no MAC (see `NextHop::UNRESOLVED`).
-    #[inline]
+    /// while the route's gateway has no MAC (see `NextHop::UNRESOLVED`). A hit in the route
+    /// cache is inlined into the caller; the table lookup of a miss is not.
+    #[inline(always)]
     pub fn route(&mut self, v6: bool, dst: u128) -> Result<NextHop, DropReason> {
-        // One-entry memo: most packets of a burst go to one N6 server or one gNB.
-        let nh = if self.memo_fam == u8::from(v6) && self.memo_dst == dst {
-            self.memo_nh
+        let i = RouteCache::index(dst);
+        let e = &self.routes.e[i];
+        if e.fam == u8::from(v6) && e.dst == dst {
+            e.res
         } else {
-            let nh = if v6 {
-                self.r.v6.lookup(dst)
-            } else {
-                self.r.v4.lookup(dst as u32)
-            };
-            self.memo_fam = u8::from(v6);
-            self.memo_dst = dst;
-            self.memo_nh = nh;
-            nh
+            self.route_miss(v6, dst, i)
+        }
+    }
+
+    /// [`Self::route`] past the cache: the table's answer, kept in entry `i`.
+    #[inline(never)]
+    fn route_miss(&mut self, v6: bool, dst: u128, i: usize) -> Result<NextHop, DropReason> {
+        let nh = if v6 {
+            self.r.v6.lookup(dst)
+        } else {
+            self.r.v4.lookup(dst as u32)
         };
-        match nh {
+        let res = match nh {
             Some(nh) if nh.is_resolved() => Ok(nh),
             Some(_) => Err(self.d.next_hop_unresolved),
             None => Err(self.d.no_route),
+        };
+        self.routes.e[i] = RouteEntry {
+            fam: u8::from(v6),
+            dst,
+            res,
+        };
+        res
+    }
+}
+
+/// One worker's next hops of recent destinations for one version of the route table: a
+/// direct-mapped cache (most packets of a burst go to a few N6 servers or gNBs; a
+/// one-entry memo missed on three packets in four towards four gNBs). The routes are an
+/// immutable snapshot, so the cache is exact for the version it was filled from and is
+/// emptied when the worker picks up another ([`Self::sync`]).
+#[derive(Debug, Clone)]
+pub(super) struct RouteCache {
+    generation: u64,
+    e: [RouteEntry; ROUTE_CACHE],
+}
+
+/// Entries of a [`RouteCache`] (a power of two).
+const ROUTE_CACHE: usize = 16;
+
+#[derive(Debug, Clone, Copy)]
+struct RouteEntry {
+    /// 0 IPv4, 1 IPv6, 2 empty.
+    fam: u8,
+    /// IPv4 in the low 32 bits.
+    dst: u128,
+    /// What [`Work::route`] answers for it (the drop reasons are the worker's, fixed).
+    res: Result<NextHop, DropReason>,
+}
+
+impl RouteCache {
+    const EMPTY: RouteEntry = RouteEntry {
+        fam: 2,
+        dst: 0,
+        // Never read: an empty entry matches no family.
+        res: Err(DropReason(0)),
+    };
+
+    pub fn new() -> RouteCache {
+        RouteCache {
+            generation: 0,
+            e: [Self::EMPTY; ROUTE_CACHE],
         }
+    }
+
+    /// Keep the entries if they were filled from route table version `generation`, else
+    /// empty them.
+    #[inline]
+    pub fn sync(&mut self, generation: u64) {
+        if generation != self.generation {
+            self.e = [Self::EMPTY; ROUTE_CACHE];
+            self.generation = generation;
+        }
+    }
+
+    /// The entry of `dst`: a multiplicative hash of both halves (consecutive addresses,
+    /// as gNBs and servers often have, take different entries).
+    #[inline(always)]
+    fn index(dst: u128) -> usize {
+        let x = (dst as u64) ^ ((dst >> 64) as u64);
+        (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - ROUTE_CACHE.trailing_zeros())) as usize
     }
 }

@@ -406,4 +406,19 @@ impl PacketBuf for Mbuf {
         // SAFETY: as in `pkt_meta`; `&mut self` makes the access exclusive.
         unsafe { &mut *self.priv_ptr() }
     }
+
+    #[inline]
+    fn data_and_meta_mut(&mut self) -> (&[u8], &mut PacketMeta) {
+        let len = self.raw().data_len as usize;
+        // SAFETY: as in `data` and `pkt_meta_mut`. The private area lies between the mbuf
+        // header and its data buffer (DPDK's mbuf layout: header, private area, buffer), so
+        // it never overlaps the packet bytes: the shared and the exclusive borrow are of
+        // disjoint memory, and `&mut self` keeps both exclusive to the caller.
+        unsafe {
+            (
+                std::slice::from_raw_parts(self.data_ptr(), len),
+                &mut *self.priv_ptr(),
+            )
+        }
+    }
 }
