@@ -198,7 +198,8 @@ const K: [u64; 5] = [
 
 /// The ID of a pair: kind, requester, responder, ports, pairing field (at most 32 bits in
 /// every kind). Not yet a hash: the table finalises it once under its seed (`Keyed::head`,
-/// a full-avalanche mix), so the ID only has to keep distinct pairs distinct. The addresses
+/// a multiply and an xorshift, both bijections; the slot index gets a full `fmix64`), so the
+/// ID only has to keep distinct pairs distinct and spread them. The addresses
 /// take one word (side by side for IPv4, each IPv6 address folded by a multiply), the rest
 /// another, spread by an odd multiplier (a bijection); their XOR is the ID. One multiply for
 /// IPv4 (a chain of seven cost a fifth of the UPF's per-packet budget).
@@ -336,6 +337,19 @@ pub fn single_role(
         dns(d, l3, l4, v6, f)?;
         return Ok(true);
     }
+    not_udp(d, m, kinds, f)
+}
+
+/// The rest of [`single_role`]: TCP (whose roles [`tcp`] finds) and ICMP, out of line so
+/// the UDP path's protocol test is one compare (the compiler otherwise merges the tests into
+/// a range split: two compares more per DNS packet).
+#[inline(never)]
+fn not_udp(d: &[u8], m: &PacketMeta, kinds: u8, f: &mut impl RoleSink) -> Result<bool, Skip> {
+    let (l3, l4, v6) = (
+        usize::from(m.inner_l3_off),
+        usize::from(m.inner_l4_off),
+        m.has(flags::INNER_V6),
+    );
     match m.proto {
         6 if kinds & (Kind::TcpHandshake.bit() | Kind::TcpData.bit()) != 0 => Ok(false),
         1 | 58 if kinds & Kind::IcmpEcho.bit() != 0 => {

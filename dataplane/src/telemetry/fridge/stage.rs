@@ -199,8 +199,10 @@ pub struct FridgeStage {
     window: u64,
     /// `[start, end)` of `window` in ns: the per-batch test without a division.
     window_span: (u64, u64),
-    /// Something was tallied since the last publish.
-    dirty: bool,
+    /// Requests and responses tallied (over every slice's set) as of the last publish or
+    /// window start: something was tallied since if [`tallied`](Self::tallied) differs. Kept
+    /// as a mark rather than a flag set per packet (a store per packet).
+    mark: u64,
     /// The window in progress was published as running (so it must also end as done).
     idle_published: bool,
     uplink: Vec<bool>,
@@ -276,7 +278,7 @@ impl FridgeStage {
             window_ns: spec.window_ns.max(1),
             window: 0,
             window_span: (0, spec.window_ns.max(1)),
-            dirty: false,
+            mark: 0,
             idle_published: false,
             uplink,
             skips: [0; Skip::COUNT],
@@ -313,6 +315,23 @@ impl FridgeStage {
             .store(self.raw_dropped, Ordering::Relaxed);
     }
 
+    /// Requests and responses tallied so far, over every slice (each tally counts one in its
+    /// set's stats; cold: at window ends and when idle).
+    fn tallied(&self) -> u64 {
+        self.slices
+            .iter()
+            .map(|s| {
+                let st = s.set.stats();
+                st.requests.wrapping_add(st.responses)
+            })
+            .fold(0, u64::wrapping_add)
+    }
+
+    /// Something was tallied since the last publish or window start.
+    fn dirty(&self) -> bool {
+        self.tallied() != self.mark
+    }
+
     /// Move to the window of `now_ns`: publish the one that ended, start empty.
     #[inline(always)]
     fn roll(&mut self, now_ns: u64) {
@@ -328,7 +347,8 @@ impl FridgeStage {
         let lo = w * self.window_ns;
         self.window_span = (lo, lo.saturating_add(self.window_ns));
         if w != self.window {
-            if self.dirty || self.idle_published {
+            let tallied = self.tallied();
+            if tallied != self.mark || self.idle_published {
                 self.publish(true);
             }
             self.idle_published = false;
@@ -339,7 +359,7 @@ impl FridgeStage {
                 s.sampled = false;
             }
             self.window = w;
-            self.dirty = false;
+            self.mark = tallied;
         }
     }
 
@@ -446,7 +466,6 @@ impl FridgeStage {
     /// A role to slice `slice`'s fridges.
     #[inline(always)]
     fn tally(&mut self, slice: usize, role: Role, now_ns: u64) {
-        self.dirty = true;
         let s = &mut self.slices[slice];
         if role.request {
             s.set.request_sparse(role.id, now_ns);
@@ -530,9 +549,9 @@ impl<B: PacketBuf> Stage<B> for FridgeStage {
 
     /// No traffic: let the control thread see the totals so far.
     fn idle(&mut self) {
-        if self.dirty {
+        if self.dirty() {
             self.publish(false);
-            self.dirty = false;
+            self.mark = self.tallied();
             self.idle_published = true;
         }
     }
