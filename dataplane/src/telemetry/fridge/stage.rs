@@ -14,7 +14,7 @@
 
 use super::hist::LogHist;
 use super::kernel::{FridgeSet, FridgeSpec, SpecError};
-use super::matcher::{addr_key, outer_addrs, single_role, tcp, Kind, Role, RoleSink, Skip};
+use super::matcher::{addr_key, other_roles, outer_addrs, single_role, Kind, Role, RoleSink, Skip};
 use super::weight::XMode;
 use super::window::SlicePub;
 use crate::buffer::PacketBuf;
@@ -366,7 +366,13 @@ impl FridgeStage {
     /// One packet (its bytes, metadata and rx port) at `now_ns`.
     #[inline(always)]
     pub fn observe(&mut self, data: &[u8], m: &crate::meta::PacketMeta, rx: PortId, now_ns: u64) {
-        let kinds = self.kinds;
+        self.observe_kinds(self.kinds, data, m, rx, now_ns);
+    }
+
+    /// [`observe`](Self::observe) with the stage's kinds read once per batch by the caller
+    /// (read per packet, they are reloaded after every store through `self`).
+    #[inline(always)]
+    fn observe_kinds(&mut self, kinds: u8, data: &[u8], m: &PacketMeta, rx: PortId, now_ns: u64) {
         let mut sink = Sink {
             st: self,
             rx,
@@ -376,14 +382,15 @@ impl FridgeStage {
         };
         match single_role(data, m, kinds, &mut sink) {
             Ok(true) => {}
-            Ok(false) => self.observe_tcp(data, m, rx, now_ns),
+            Ok(false) => self.observe_other(data, m, rx, now_ns),
             Err(s) => self.skips[s as usize] += 1,
         }
     }
 
-    /// A TCP segment's roles (up to two), handed over as they are found.
+    /// A packet that is not UDP: a TCP segment's roles (up to two) or an ICMP echo's,
+    /// handed over as they are found.
     #[inline(never)]
-    fn observe_tcp(&mut self, data: &[u8], m: &PacketMeta, rx: PortId, now_ns: u64) {
+    fn observe_other(&mut self, data: &[u8], m: &PacketMeta, rx: PortId, now_ns: u64) {
         let kinds = self.kinds;
         let mut sink = Sink {
             st: self,
@@ -392,7 +399,7 @@ impl FridgeStage {
             m,
             now_ns,
         };
-        match tcp(data, m, kinds, &mut sink) {
+        match other_roles(data, m, kinds, &mut sink) {
             Ok(0) => self.skips[Skip::Other as usize] += 1,
             Ok(_) => {}
             Err(s) => self.skips[s as usize] += 1,
@@ -528,11 +535,12 @@ impl<B: PacketBuf> Stage<B> for FridgeStage {
         let now = cx.now_ns();
         self.roll(now);
         let rx = batch.rx_port;
+        let kinds = self.kinds;
         match batch.disposition_view() {
             Dispositions::Uniform(u) => {
                 if u.is_continue_or_tx() {
                     for p in batch.pkts.iter() {
-                        self.observe(p.data(), p.pkt_meta(), rx, now);
+                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx, now);
                     }
                 }
             }
@@ -540,7 +548,7 @@ impl<B: PacketBuf> Stage<B> for FridgeStage {
             Dispositions::PerPacket(ds) => {
                 for (p, d) in batch.pkts.iter().zip(ds) {
                     if d.is_continue_or_tx() {
-                        self.observe(p.data(), p.pkt_meta(), rx, now);
+                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx, now);
                     }
                 }
             }
