@@ -522,20 +522,12 @@ impl FridgeStage {
     }
 }
 
-impl<B: PacketBuf> Stage<B> for FridgeStage {
-    fn name(&self) -> &'static str {
-        "fridge"
-    }
-
-    /// Observes every packet about to be sent (`Tx`, any port) and every packet still
-    /// `Continue` (what a scope such as `OnEgress` hands it), and changes no disposition:
-    /// placed after the main stage it sees what `OnEgress` over every port would give it,
-    /// without rewriting dispositions to hide and restore the others.
-    fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
-        let now = cx.now_ns();
-        self.roll(now);
+impl FridgeStage {
+    /// Every packet of `batch` the stage observes (see [`Stage::process`]), with `kinds`
+    /// as the caller built it.
+    #[inline(always)]
+    fn observe_batch<B: PacketBuf>(&mut self, batch: &Batch<B>, kinds: u8, now: u64) {
         let rx = batch.rx_port;
-        let kinds = self.kinds;
         match batch.disposition_view() {
             Dispositions::Uniform(u) => {
                 if u.is_continue_or_tx() {
@@ -552,6 +544,35 @@ impl<B: PacketBuf> Stage<B> for FridgeStage {
                     }
                 }
             }
+        }
+    }
+}
+
+impl<B: PacketBuf> Stage<B> for FridgeStage {
+    fn name(&self) -> &'static str {
+        "fridge"
+    }
+
+    /// Observes every packet about to be sent (`Tx`, any port) and every packet still
+    /// `Continue` (what a scope such as `OnEgress` hands it), and changes no disposition:
+    /// placed after the main stage it sees what `OnEgress` over every port would give it,
+    /// without rewriting dispositions to hide and restore the others.
+    fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
+        let now = cx.now_ns();
+        self.roll(now);
+        // DNS without GTP-U echo (the usual UDP configuration): the loop is built for that
+        // mask, so the per-packet tests of the two UDP kinds fold away (four instructions
+        // per DNS packet); any other mask takes the general loop. The mask is rebuilt from
+        // constants with bit 7 (no kind: nothing tests it) set, so it differs from `kinds`
+        // and the compiler keeps two loops (the same value, it merges them back into one).
+        const UDP: u8 = Kind::GtpEcho.bit() | Kind::Dns.bit();
+        const NO_KIND: u8 = 0x80;
+        const _: () = assert!(Kind::ALL.len() < 7);
+        let kinds = self.kinds;
+        if kinds & UDP == Kind::Dns.bit() {
+            self.observe_batch(batch, kinds & !UDP | Kind::Dns.bit() | NO_KIND, now);
+        } else {
+            self.observe_batch(batch, kinds, now);
         }
     }
 
