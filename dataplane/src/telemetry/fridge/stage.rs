@@ -172,7 +172,9 @@ struct Sink<'a> {
 impl RoleSink for Sink<'_> {
     #[inline(always)]
     fn role(&mut self, r: Role) {
-        let uplink = self.st.uplink(self.m, self.rx);
+        // The table is for this packet's rx port (`set_rx`, per batch).
+        debug_assert_eq!(self.st.dir_rx, Some(self.rx));
+        let uplink = self.st.dir_up[usize::from(self.m.dir)];
         self.st.role(r, uplink, self.data, self.m, self.now_ns);
     }
 }
@@ -206,6 +208,11 @@ pub struct FridgeStage {
     /// The window in progress was published as running (so it must also end as done).
     idle_published: bool,
     uplink: Vec<bool>,
+    /// Per [`PacketMeta::dir`] byte, whether the packet went uplink ([`uplink`](Self::uplink)),
+    /// for packets received on `dir_rx`: one load per packet with a role, no branch on the
+    /// direction (the `Unknown` bytes take the rx port's direction, set per batch).
+    dir_up: [bool; 256],
+    dir_rx: Option<PortId>,
     skips: [u64; Skip::COUNT],
     unsliced: u64,
     publ: Arc<WorkerPub>,
@@ -281,6 +288,8 @@ impl FridgeStage {
             mark: 0,
             idle_published: false,
             uplink,
+            dir_up: [false; 256],
+            dir_rx: None,
             skips: [0; Skip::COUNT],
             unsliced: 0,
             publ,
@@ -366,6 +375,7 @@ impl FridgeStage {
     /// One packet (its bytes, metadata and rx port) at `now_ns`.
     #[inline(always)]
     pub fn observe(&mut self, data: &[u8], m: &crate::meta::PacketMeta, rx: PortId, now_ns: u64) {
+        self.set_rx(rx);
         self.observe_kinds(self.kinds, data, m, rx, now_ns);
     }
 
@@ -404,6 +414,29 @@ impl FridgeStage {
             Ok(_) => {}
             Err(s) => self.skips[s as usize] += 1,
         }
+    }
+
+    /// Make [`dir_up`](Self::dir_up) answer for packets received on `rx` (a compare per
+    /// batch; the table is rebuilt only when the rx port changes).
+    #[inline(always)]
+    fn set_rx(&mut self, rx: PortId) {
+        if self.dir_rx != Some(rx) {
+            self.fill_dir_up(rx);
+        }
+    }
+
+    #[cold]
+    fn fill_dir_up(&mut self, rx: PortId) {
+        let mut up = [false; 256];
+        for (b, u) in up.iter_mut().enumerate() {
+            let m = PacketMeta {
+                dir: b as u8,
+                ..PacketMeta::EMPTY
+            };
+            *u = self.uplink(&m, rx);
+        }
+        self.dir_up = up;
+        self.dir_rx = Some(rx);
     }
 
     /// Whether the packet went uplink: the UPF's direction, else its rx port's.
@@ -528,6 +561,7 @@ impl FridgeStage {
     #[inline(always)]
     fn observe_batch<B: PacketBuf>(&mut self, batch: &Batch<B>, kinds: u8, now: u64) {
         let rx = batch.rx_port;
+        self.set_rx(rx);
         match batch.disposition_view() {
             Dispositions::Uniform(u) => {
                 if u.is_continue_or_tx() {
