@@ -198,7 +198,8 @@ const K: [u64; 5] = [
 
 /// The ID of a pair: kind, requester, responder, ports, pairing field (at most 32 bits in
 /// every kind). Not yet a hash: the table finalises it once under its seed (`Keyed::head`,
-/// a full-avalanche mix), so the ID only has to keep distinct pairs distinct. The addresses
+/// a multiply and an xorshift, both bijections; the slot index gets a full `fmix64`), so the
+/// ID only has to keep distinct pairs distinct and spread them. The addresses
 /// take one word (side by side for IPv4, each IPv6 address folded by a multiply), the rest
 /// another, spread by an odd multiplier (a bijection); their XOR is the ID. One multiply for
 /// IPv4 (a chain of seven cost a fifth of the UPF's per-packet budget).
@@ -294,14 +295,15 @@ pub fn each_role(d: &[u8], m: &PacketMeta, kinds: u8, f: &mut impl RoleSink) -> 
     if single_role(d, m, kinds, f)? {
         Ok(1)
     } else {
-        tcp(d, m, kinds, f)
+        other_roles(d, m, kinds, f)
     }
 }
 
-/// The first half of [`each_role`]: hands `f` the one role of a UDP (DNS, GTP-U echo) or
-/// ICMP packet and returns `Ok(true)`, or returns `Ok(false)` for a TCP segment among
-/// `kinds`, whose roles (up to two) [`tcp`] finds. The stage calls this on every packet and
-/// [`tcp`] only for TCP, so the common single-role path keeps its state in registers.
+/// The first half of [`each_role`]: hands `f` the one role of a UDP datagram (DNS, GTP-U
+/// echo) and returns `Ok(true)`, or returns `Ok(false)` for a classified packet of another
+/// protocol, whose roles [`other_roles`] finds. The stage calls this on every packet and
+/// [`other_roles`] out of line for the rest (TCP, ICMP), so the common UDP path keeps its
+/// state (the stage's sink too) in registers and tests the protocol with one compare.
 #[inline(always)]
 pub fn single_role(
     d: &[u8],
@@ -314,35 +316,53 @@ pub fn single_role(
     if m.flags & MASK != flags::CLASSIFIED | flags::L4 {
         return Err(odd(d, m, kinds));
     }
-    let (l3, l4, v6) = (
+    if m.proto != 17 {
+        return Ok(false);
+    }
+    // GTP-U echo rides on the outer UDP header (never a G-PDU).
+    if kinds & Kind::GtpEcho.bit() != 0 && !m.has(flags::GPDU) {
+        if let Some(r) = gtp_echo(d, m)? {
+            f.role(r);
+            return Ok(true);
+        }
+    }
+    if kinds & Kind::Dns.bit() == 0 {
+        return Err(Skip::Other);
+    }
+    // The role is handed over where it is found: merged, the roles' fields would meet in
+    // one variable and the kind would no longer be a constant where the stage routes it.
+    dns(
+        d,
         usize::from(m.inner_l3_off),
         usize::from(m.inner_l4_off),
         m.has(flags::INNER_V6),
-    );
-    // Each arm hands its role over itself: merged, the roles' fields would meet in one
-    // variable and the kind would no longer be a constant where the stage routes it. UDP
-    // (DNS, GTP-U echo) first: one compare.
-    if m.proto == 17 {
-        // GTP-U echo rides on the outer UDP header (never a G-PDU).
-        if kinds & Kind::GtpEcho.bit() != 0 && !m.has(flags::GPDU) {
-            if let Some(r) = gtp_echo(d, m)? {
-                f.role(r);
-                return Ok(true);
-            }
-        }
-        if kinds & Kind::Dns.bit() == 0 {
-            return Err(Skip::Other);
-        }
-        dns(d, l3, l4, v6, f)?;
-        return Ok(true);
-    }
+        f,
+    )?;
+    Ok(true)
+}
+
+/// The second half of [`each_role`], for a classified packet that is not UDP (after
+/// [`single_role`] returned `Ok(false)`): the roles (up to two) of a TCP segment ([`tcp`]) or
+/// the one of an ICMP echo, handed to `f`, and their count (0: a TCP segment of no role);
+/// [`Skip::Other`] for any other protocol or one of no configured kind.
+pub fn other_roles(
+    d: &[u8],
+    m: &PacketMeta,
+    kinds: u8,
+    f: &mut impl RoleSink,
+) -> Result<u32, Skip> {
     match m.proto {
-        6 if kinds & (Kind::TcpHandshake.bit() | Kind::TcpData.bit()) != 0 => Ok(false),
+        6 if kinds & (Kind::TcpHandshake.bit() | Kind::TcpData.bit()) != 0 => tcp(d, m, kinds, f),
         1 | 58 if kinds & Kind::IcmpEcho.bit() != 0 => {
+            let (l3, l4, v6) = (
+                usize::from(m.inner_l3_off),
+                usize::from(m.inner_l4_off),
+                m.has(flags::INNER_V6),
+            );
             f.role(icmp(d, l3, l4, v6, m.proto)?);
-            Ok(true)
+            Ok(1)
         }
-        _ => Err(rare(Skip::Other)),
+        _ => Err(Skip::Other),
     }
 }
 

@@ -14,7 +14,7 @@
 
 use super::hist::LogHist;
 use super::kernel::{FridgeSet, FridgeSpec, SpecError};
-use super::matcher::{addr_key, outer_addrs, single_role, tcp, Kind, Role, RoleSink, Skip};
+use super::matcher::{addr_key, other_roles, outer_addrs, single_role, Kind, Role, RoleSink, Skip};
 use super::weight::XMode;
 use super::window::SlicePub;
 use crate::buffer::PacketBuf;
@@ -172,7 +172,9 @@ struct Sink<'a> {
 impl RoleSink for Sink<'_> {
     #[inline(always)]
     fn role(&mut self, r: Role) {
-        let uplink = self.st.uplink(self.m, self.rx);
+        // The table is for this packet's rx port (`set_rx`, per batch).
+        debug_assert_eq!(self.st.dir_rx, Some(self.rx));
+        let uplink = self.st.dir_up[usize::from(self.m.dir)];
         self.st.role(r, uplink, self.data, self.m, self.now_ns);
     }
 }
@@ -199,11 +201,18 @@ pub struct FridgeStage {
     window: u64,
     /// `[start, end)` of `window` in ns: the per-batch test without a division.
     window_span: (u64, u64),
-    /// Something was tallied since the last publish.
-    dirty: bool,
+    /// Requests and responses tallied (over every slice's set) as of the last publish or
+    /// window start: something was tallied since if [`tallied`](Self::tallied) differs. Kept
+    /// as a mark rather than a flag set per packet (a store per packet).
+    mark: u64,
     /// The window in progress was published as running (so it must also end as done).
     idle_published: bool,
     uplink: Vec<bool>,
+    /// Per [`PacketMeta::dir`] byte, whether the packet went uplink ([`uplink`](Self::uplink)),
+    /// for packets received on `dir_rx`: one load per packet with a role, no branch on the
+    /// direction (the `Unknown` bytes take the rx port's direction, set per batch).
+    dir_up: [bool; 256],
+    dir_rx: Option<PortId>,
     skips: [u64; Skip::COUNT],
     unsliced: u64,
     publ: Arc<WorkerPub>,
@@ -276,9 +285,11 @@ impl FridgeStage {
             window_ns: spec.window_ns.max(1),
             window: 0,
             window_span: (0, spec.window_ns.max(1)),
-            dirty: false,
+            mark: 0,
             idle_published: false,
             uplink,
+            dir_up: [false; 256],
+            dir_rx: None,
             skips: [0; Skip::COUNT],
             unsliced: 0,
             publ,
@@ -313,6 +324,23 @@ impl FridgeStage {
             .store(self.raw_dropped, Ordering::Relaxed);
     }
 
+    /// Requests and responses tallied so far, over every slice (each tally counts one in its
+    /// set's stats; cold: at window ends and when idle).
+    fn tallied(&self) -> u64 {
+        self.slices
+            .iter()
+            .map(|s| {
+                let st = s.set.stats();
+                st.requests.wrapping_add(st.responses)
+            })
+            .fold(0, u64::wrapping_add)
+    }
+
+    /// Something was tallied since the last publish or window start.
+    fn dirty(&self) -> bool {
+        self.tallied() != self.mark
+    }
+
     /// Move to the window of `now_ns`: publish the one that ended, start empty.
     #[inline(always)]
     fn roll(&mut self, now_ns: u64) {
@@ -328,7 +356,8 @@ impl FridgeStage {
         let lo = w * self.window_ns;
         self.window_span = (lo, lo.saturating_add(self.window_ns));
         if w != self.window {
-            if self.dirty || self.idle_published {
+            let tallied = self.tallied();
+            if tallied != self.mark || self.idle_published {
                 self.publish(true);
             }
             self.idle_published = false;
@@ -339,14 +368,21 @@ impl FridgeStage {
                 s.sampled = false;
             }
             self.window = w;
-            self.dirty = false;
+            self.mark = tallied;
         }
     }
 
     /// One packet (its bytes, metadata and rx port) at `now_ns`.
     #[inline(always)]
     pub fn observe(&mut self, data: &[u8], m: &crate::meta::PacketMeta, rx: PortId, now_ns: u64) {
-        let kinds = self.kinds;
+        self.set_rx(rx);
+        self.observe_kinds(self.kinds, data, m, rx, now_ns);
+    }
+
+    /// [`observe`](Self::observe) with the stage's kinds read once per batch by the caller
+    /// (read per packet, they are reloaded after every store through `self`).
+    #[inline(always)]
+    fn observe_kinds(&mut self, kinds: u8, data: &[u8], m: &PacketMeta, rx: PortId, now_ns: u64) {
         let mut sink = Sink {
             st: self,
             rx,
@@ -356,14 +392,15 @@ impl FridgeStage {
         };
         match single_role(data, m, kinds, &mut sink) {
             Ok(true) => {}
-            Ok(false) => self.observe_tcp(data, m, rx, now_ns),
+            Ok(false) => self.observe_other(data, m, rx, now_ns),
             Err(s) => self.skips[s as usize] += 1,
         }
     }
 
-    /// A TCP segment's roles (up to two), handed over as they are found.
+    /// A packet that is not UDP: a TCP segment's roles (up to two) or an ICMP echo's,
+    /// handed over as they are found.
     #[inline(never)]
-    fn observe_tcp(&mut self, data: &[u8], m: &PacketMeta, rx: PortId, now_ns: u64) {
+    fn observe_other(&mut self, data: &[u8], m: &PacketMeta, rx: PortId, now_ns: u64) {
         let kinds = self.kinds;
         let mut sink = Sink {
             st: self,
@@ -372,11 +409,34 @@ impl FridgeStage {
             m,
             now_ns,
         };
-        match tcp(data, m, kinds, &mut sink) {
+        match other_roles(data, m, kinds, &mut sink) {
             Ok(0) => self.skips[Skip::Other as usize] += 1,
             Ok(_) => {}
             Err(s) => self.skips[s as usize] += 1,
         }
+    }
+
+    /// Make [`dir_up`](Self::dir_up) answer for packets received on `rx` (a compare per
+    /// batch; the table is rebuilt only when the rx port changes).
+    #[inline(always)]
+    fn set_rx(&mut self, rx: PortId) {
+        if self.dir_rx != Some(rx) {
+            self.fill_dir_up(rx);
+        }
+    }
+
+    #[cold]
+    fn fill_dir_up(&mut self, rx: PortId) {
+        let mut up = [false; 256];
+        for (b, u) in up.iter_mut().enumerate() {
+            let m = PacketMeta {
+                dir: b as u8,
+                ..PacketMeta::EMPTY
+            };
+            *u = self.uplink(&m, rx);
+        }
+        self.dir_up = up;
+        self.dir_rx = Some(rx);
     }
 
     /// Whether the packet went uplink: the UPF's direction, else its rx port's.
@@ -446,7 +506,6 @@ impl FridgeStage {
     /// A role to slice `slice`'s fridges.
     #[inline(always)]
     fn tally(&mut self, slice: usize, role: Role, now_ns: u64) {
-        self.dirty = true;
         let s = &mut self.slices[slice];
         if role.request {
             s.set.request_sparse(role.id, now_ns);
@@ -496,6 +555,33 @@ impl FridgeStage {
     }
 }
 
+impl FridgeStage {
+    /// Every packet of `batch` the stage observes (see [`Stage::process`]), with `kinds`
+    /// as the caller built it.
+    #[inline(always)]
+    fn observe_batch<B: PacketBuf>(&mut self, batch: &Batch<B>, kinds: u8, now: u64) {
+        let rx = batch.rx_port;
+        self.set_rx(rx);
+        match batch.disposition_view() {
+            Dispositions::Uniform(u) => {
+                if u.is_continue_or_tx() {
+                    for p in batch.pkts.iter() {
+                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx, now);
+                    }
+                }
+            }
+            // Zipped, not indexed: no bounds check per packet.
+            Dispositions::PerPacket(ds) => {
+                for (p, d) in batch.pkts.iter().zip(ds) {
+                    if d.is_continue_or_tx() {
+                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx, now);
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl<B: PacketBuf> Stage<B> for FridgeStage {
     fn name(&self) -> &'static str {
         "fridge"
@@ -508,31 +594,27 @@ impl<B: PacketBuf> Stage<B> for FridgeStage {
     fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
         let now = cx.now_ns();
         self.roll(now);
-        let rx = batch.rx_port;
-        match batch.disposition_view() {
-            Dispositions::Uniform(u) => {
-                if u.is_continue_or_tx() {
-                    for p in batch.pkts.iter() {
-                        self.observe(p.data(), p.pkt_meta(), rx, now);
-                    }
-                }
-            }
-            // Zipped, not indexed: no bounds check per packet.
-            Dispositions::PerPacket(ds) => {
-                for (p, d) in batch.pkts.iter().zip(ds) {
-                    if d.is_continue_or_tx() {
-                        self.observe(p.data(), p.pkt_meta(), rx, now);
-                    }
-                }
-            }
+        // DNS without GTP-U echo (the usual UDP configuration): the loop is built for that
+        // mask, so the per-packet tests of the two UDP kinds fold away (four instructions
+        // per DNS packet); any other mask takes the general loop. The mask is rebuilt from
+        // constants with bit 7 (no kind: nothing tests it) set, so it differs from `kinds`
+        // and the compiler keeps two loops (the same value, it merges them back into one).
+        const UDP: u8 = Kind::GtpEcho.bit() | Kind::Dns.bit();
+        const NO_KIND: u8 = 0x80;
+        const _: () = assert!(Kind::ALL.len() < 7);
+        let kinds = self.kinds;
+        if kinds & UDP == Kind::Dns.bit() {
+            self.observe_batch(batch, kinds & !UDP | Kind::Dns.bit() | NO_KIND, now);
+        } else {
+            self.observe_batch(batch, kinds, now);
         }
     }
 
     /// No traffic: let the control thread see the totals so far.
     fn idle(&mut self) {
-        if self.dirty {
+        if self.dirty() {
             self.publish(false);
-            self.dirty = false;
+            self.mark = self.tallied();
             self.idle_published = true;
         }
     }
