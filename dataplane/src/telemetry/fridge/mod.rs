@@ -70,19 +70,14 @@ impl Keyed {
         Keyed::from_head(Keyed::head(id, seed))
     }
 
-    /// The first half of [`new`](Self::new): one multiply by an odd constant and a
-    /// 32-bit xorshift (the last round of a multiply-xorshift finaliser such as [`fmix64`]:
-    /// a bijection, so distinct IDs stay distinct), whose low 32 bits are the coin
-    /// ([`coin_of`](Self::coin_of)) and depend on every bit of the ID through the product's
-    /// high half. A table decides entry on it before paying for the slot's independent value
-    /// (most requests do not enter when `p` is small); the slot's value is a full [`fmix64`]
-    /// of it ([`from_head`](Self::from_head)). One round, not `fmix64`'s two and a half: the
-    /// head runs on every request and response of the stage's per-packet path, and the
-    /// IDs it takes are already spread by [`matcher::pair_id`](matcher::pair_id).
+    /// The first half of [`new`](Self::new): one finaliser, whose low 32 bits are the coin
+    /// ([`coin_of`](Self::coin_of)). A table decides entry on it before paying for the slot's
+    /// independent value (most requests do not enter when `p` is small). Kept a full
+    /// [`fmix64`]: a cheaper mix would change which requests are sampled, and with them every
+    /// figure of the fridge evaluation (perf/results/fridge-eval.md), which repeats bit for bit.
     #[inline]
     pub const fn head(id: u64, seed: u64) -> u64 {
-        let h = (id ^ seed).wrapping_mul(0xd6e8_feb8_6659_fd93);
-        h ^ h >> 32
+        fmix64(id ^ seed)
     }
 
     /// The coin of a [`head`](Self::head).
