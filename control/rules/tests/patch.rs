@@ -164,15 +164,67 @@ impl Rng {
     }
 }
 
-#[test]
-fn patched_shards_equal_shards_built_from_scratch() {
-    let pool = synthetic(
-        4000,
+/// `n` synthetic sessions, each with a 50 Mbit/s MBR (a QER to change under churn).
+fn mbr_pool(n: usize) -> Vec<StaticSession> {
+    synthetic(
+        n,
         &SyntheticParams {
             mbr_kbps: Some(50_000),
             ..SyntheticParams::default()
         },
-    );
+    )
+}
+
+/// `t` (built by `c`) looks every key up to the same rules as a fixed-count compiler's
+/// tables built from scratch with the `live` sessions.
+fn assert_resolves_as_from_scratch(
+    c: &Compiler,
+    t: &UpfTables,
+    live: &BTreeMap<u64, StaticSession>,
+) {
+    let got = view_owned(Some(c), t);
+    let mut scratch = compiler();
+    for s in live.values() {
+        scratch.upsert(&session(s)).unwrap();
+    }
+    let built = scratch.build();
+    let (want, _) = view(Some(&scratch), &built);
+    assert_eq!(got.len(), want.len());
+    for (k, v) in &want {
+        assert_eq!(got.get(k), Some(v), "key {k:?}");
+    }
+}
+
+/// One random operation of the growth tests' churn: a session of `pool` not yet live is
+/// established; a live one is deleted (1 in 6) or its downlink MBR changed.
+fn churn(
+    c: &mut Compiler,
+    pool: &[StaticSession],
+    live: &mut BTreeMap<u64, StaticSession>,
+    rng: &mut Rng,
+) {
+    let i = rng.below(pool.len() as u64) as usize;
+    let seid = pool[i].seid;
+    match (live.get(&seid).cloned(), rng.below(6)) {
+        (None, _) => {
+            c.upsert(&session(&pool[i])).unwrap();
+            live.insert(seid, pool[i].clone());
+        }
+        (Some(_), 0) => {
+            c.remove(seid);
+            live.remove(&seid);
+        }
+        (Some(mut s), _) => {
+            s.mbr_dl_kbps = Some(10_000 + rng.below(90_000));
+            c.upsert(&session(&s)).unwrap();
+            live.insert(seid, s);
+        }
+    }
+}
+
+#[test]
+fn patched_shards_equal_shards_built_from_scratch() {
+    let pool = mbr_pool(4000);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut live: BTreeMap<u64, StaticSession> = BTreeMap::new();
     let mut c = compiler();
@@ -254,35 +306,13 @@ fn patched_shards_equal_shards_built_from_scratch() {
 /// compiler's built from scratch; snapshots taken before a doubling stay as they were.
 #[test]
 fn grown_shards_equal_shards_built_from_scratch() {
-    let pool = synthetic(
-        3000,
-        &SyntheticParams {
-            mbr_kbps: Some(50_000),
-            ..SyntheticParams::default()
-        },
-    );
+    let pool = mbr_pool(3000);
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let mut live: BTreeMap<u64, StaticSession> = BTreeMap::new();
     let mut c = compiler().grow_shards_above(2);
     let mut snapshots = Vec::new();
     for op in 0..9_000 {
-        let i = rng.below(pool.len() as u64) as usize;
-        let seid = pool[i].seid;
-        match (live.get(&seid).cloned(), rng.below(6)) {
-            (None, _) => {
-                c.upsert(&session(&pool[i])).unwrap();
-                live.insert(seid, pool[i].clone());
-            }
-            (Some(_), 0) => {
-                c.remove(seid);
-                live.remove(&seid);
-            }
-            (Some(mut s), _) => {
-                s.mbr_dl_kbps = Some(10_000 + rng.below(90_000));
-                c.upsert(&session(&s)).unwrap();
-                live.insert(seid, s);
-            }
-        }
+        churn(&mut c, &pool, &mut live, &mut rng);
         if rng.below(50) == 0 {
             let t = c.build();
             if op % 4 == 0 {
@@ -295,17 +325,7 @@ fn grown_shards_equal_shards_built_from_scratch() {
     // 3 keys per session (TEID, UE IPv4, UE /64), at most 2 per shard on average.
     assert!(grown.shard_bits > 10, "{}", grown.shard_bits);
     assert!(3 * live.len() <= 2 << grown.shard_bits);
-    let got = view_owned(Some(&c), &grown);
-    let mut scratch = compiler();
-    for s in live.values() {
-        scratch.upsert(&session(s)).unwrap();
-    }
-    let built = scratch.build();
-    let (want, _) = view(Some(&scratch), &built);
-    assert_eq!(got.len(), want.len());
-    for (k, v) in &want {
-        assert_eq!(got.get(k), Some(v), "key {k:?}");
-    }
+    assert_resolves_as_from_scratch(&c, &grown, &live);
     let grown_sizes: BTreeSet<u32> = snapshots.iter().map(|(t, _)| t.shard_bits).collect();
     assert!(
         grown_sizes.len() > 1,
@@ -322,13 +342,7 @@ fn grown_shards_equal_shards_built_from_scratch() {
 /// build resolves every key as a fixed-count compiler's built from scratch.
 #[test]
 fn recycled_shard_arrays_keep_snapshots_and_find_every_key() {
-    let pool = synthetic(
-        2500,
-        &SyntheticParams {
-            mbr_kbps: Some(50_000),
-            ..SyntheticParams::default()
-        },
-    );
+    let pool = mbr_pool(2500);
     let mut rng = Rng(0xd1b5_4a32_d192_ed03);
     let mut live: BTreeMap<u64, StaticSession> = BTreeMap::new();
     let mut c = compiler().grow_shards_above(2);
@@ -336,23 +350,7 @@ fn recycled_shard_arrays_keep_snapshots_and_find_every_key() {
     let mut held: Vec<(usize, UpfTables, View)> = Vec::new();
     let (mut builds, mut doublings, mut bits) = (0usize, 0, 0);
     for _ in 0..7_000 {
-        let i = rng.below(pool.len() as u64) as usize;
-        let seid = pool[i].seid;
-        match (live.get(&seid).cloned(), rng.below(6)) {
-            (None, _) => {
-                c.upsert(&session(&pool[i])).unwrap();
-                live.insert(seid, pool[i].clone());
-            }
-            (Some(_), 0) => {
-                c.remove(seid);
-                live.remove(&seid);
-            }
-            (Some(mut s), _) => {
-                s.mbr_dl_kbps = Some(10_000 + rng.below(90_000));
-                c.upsert(&session(&s)).unwrap();
-                live.insert(seid, s);
-            }
-        }
+        churn(&mut c, &pool, &mut live, &mut rng);
         if rng.below(12) != 0 {
             continue;
         }
@@ -385,17 +383,7 @@ fn recycled_shard_arrays_keep_snapshots_and_find_every_key() {
     }
     drop(held);
     let last = c.build();
-    let got = view_owned(Some(&c), &last);
-    let mut scratch = compiler();
-    for s in live.values() {
-        scratch.upsert(&session(s)).unwrap();
-    }
-    let built = scratch.build();
-    let (want, _) = view(Some(&scratch), &built);
-    assert_eq!(got.len(), want.len());
-    for (k, v) in &want {
-        assert_eq!(got.get(k), Some(v), "key {k:?}");
-    }
+    assert_resolves_as_from_scratch(&c, &last, &live);
     let (recycled, copied) = c.shard_array_counts();
     assert!(doublings >= 2, "{doublings}");
     assert_eq!(recycled + copied, builds as u64 + 1);
