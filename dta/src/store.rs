@@ -74,10 +74,7 @@ impl Store {
             return self.key_write_one(redundancy, key, *d);
         }
         let s = &self.l.sizes;
-        if s.kw_slots == 0 {
-            return Err(Refusal::PrimitiveDisabled);
-        }
-        check_redundancy(redundancy, s.kw_max_redundancy)?;
+        check_primitive(s.kw_slots, redundancy, s.kw_max_redundancy)?;
         if data.len() != s.kw_words as usize {
             return Err(Refusal::DataWords);
         }
@@ -120,10 +117,7 @@ impl Store {
     #[inline]
     pub fn key_write_one(&self, redundancy: u8, key: u32, data: u32) -> Result<u32, Refusal> {
         let s = &self.l.sizes;
-        if s.kw_slots == 0 {
-            return Err(Refusal::PrimitiveDisabled);
-        }
-        check_redundancy(redundancy, s.kw_max_redundancy)?;
+        check_primitive(s.kw_slots, redundancy, s.kw_max_redundancy)?;
         if s.kw_words != 1 {
             return Err(Refusal::DataWords);
         }
@@ -140,10 +134,7 @@ impl Store {
     #[inline]
     pub fn key_increment(&self, redundancy: u8, key: u32, counter: u64) -> Result<u32, Refusal> {
         let s = &self.l.sizes;
-        if s.ki_slots == 0 {
-            return Err(Refusal::PrimitiveDisabled);
-        }
-        check_redundancy(redundancy, s.ki_max_redundancy)?;
+        check_primitive(s.ki_slots, redundancy, s.ki_max_redundancy)?;
         let c = self.region.u64s(self.l.ki_offset, s.ki_slots);
         let kc = hash::KeyCrc::new(key);
         for n in 0..redundancy {
@@ -194,8 +185,13 @@ impl Store {
     }
 }
 
-fn check_redundancy(n: u8, max: u32) -> Result<(), Refusal> {
-    if n == 0 {
+/// The checks every Key-Write and Key-Increment makes first, in this order: the primitive
+/// has slots in the region, and the redundancy is between 1 and its maximum.
+#[inline]
+fn check_primitive(slots: u64, n: u8, max: u32) -> Result<(), Refusal> {
+    if slots == 0 {
+        Err(Refusal::PrimitiveDisabled)
+    } else if n == 0 {
         Err(Refusal::RedundancyZero)
     } else if n as u32 > max {
         Err(Refusal::RedundancyTooHigh)
