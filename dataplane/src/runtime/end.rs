@@ -9,8 +9,8 @@
 //!    features and [`release`](EndGate::release)s the workers, which send what is left in
 //!    their injection queues and return.
 //!
-//! Only a runtime started with [`start_held`](super::worker::start_held) holds its workers;
-//! with [`start`](super::worker::start) a worker returns at once, as before. A held worker
+//! Only a runtime started with [`start_held`](super::launch::start_held) holds its workers;
+//! with [`start`](super::launch::start) a worker returns at once, as before. A held worker
 //! waits at most [`END_HOLD_LIMIT`] for the release (a control side that never comes).
 //!
 //! [`Running::all_ended`]: super::running::Running::all_ended

@@ -7,6 +7,7 @@ pub mod egress;
 pub mod end;
 pub mod handoff;
 pub mod inject;
+pub mod launch;
 pub mod reason;
 pub mod running;
 pub mod scope;
@@ -21,12 +22,11 @@ pub use egress::{EgressConfig, EgressConfigError};
 pub use end::END_HOLD_LIMIT;
 pub use handoff::HANDOFF_RING;
 pub use inject::{InjectError, InjectFrame, Injector, INJECT_MAX};
+pub use launch::{start, start_held, WORKER_THREAD_PREFIX};
 pub use reason::{DropReason, Reasons};
 pub use running::{Handled, Running};
 pub use scope::{OnEgress, OnIngress};
 pub use snapshot::{Publisher, Reader};
 pub use stage::{Context, Pipeline, PipelineFactory, Stage};
 pub use tap::Tap;
-pub use worker::{
-    start, start_held, ControlPacket, RuntimeConfig, WorkerSpec, WORKER_THREAD_PREFIX,
-};
+pub use worker::{ControlPacket, RuntimeConfig, WorkerSpec};

@@ -1,5 +1,5 @@
 //! The control thread's handle on running workers ([`Running`]): counters, exception
-//! packets, injection, stop and the end of a run. Started by `super::worker::start`.
+//! packets, injection, stop and the end of a run. Started by `super::launch::start`.
 
 use super::counters::{Counters, EgressCounters, SharedCounters};
 use super::end::EndGate;

@@ -1,4 +1,5 @@
-//! The poll-mode worker loop and the runtime that starts, watches and stops workers.
+//! The poll-mode worker loop (`super::launch` starts the workers, `super::running` watches
+//! and stops them).
 //!
 //! A worker owns its rx queues, its tx queue on every port, its pipeline and its counters.
 //! Per burst: rx -> stages -> dispatch (tx per port / drop by reason / to control) -> tx.
@@ -21,24 +22,22 @@
 //! the sender named (`runtime::handoff`).
 //!
 //! The control side sends frames of its own (ARP/ND replies, GTP-U End Markers) through an
-//! [`Injector`]: one bounded channel per worker of fixed-size frames, allocated when the
+//! [`Injector`](super::inject::Injector): one bounded channel per worker of fixed-size frames, allocated when the
 //! channel is made. A worker looks at its channel once per poll (`is_empty`, two relaxed
 //! loads when nothing is pending), and only then copies the frames into buffers of its own
 //! pool and sends them on its own tx queue, so injection needs no lock on any port.
 
 use super::batch::{Action, Batch};
-use super::counters::{Counters, EgressCounters, SharedCounters};
-use super::egress::{EgressConfig, EgressConfigError, EgressPort, NO_EGRESS};
+use super::counters::{Counters, SharedCounters};
+use super::egress::{EgressConfig, EgressPort, NO_EGRESS};
 use super::end::{EndGate, END_HOLD_LIMIT};
-use super::handoff::{self, Inbox, Item, Lockstep, Outbox, Quiesce, HANDOFF_RING};
-use super::inject::{InjectFrame, Injector, INJECT_QUEUE};
+use super::handoff::{Inbox, Item, Lockstep, Outbox, Quiesce};
+use super::inject::{InjectFrame, INJECT_QUEUE};
 use super::reason::Reasons;
-use super::running::Running;
-use super::stage::{Context, Pipeline, PipelineFactory};
+use super::stage::{Context, Pipeline};
 use crate::buffer::PacketBuf;
 use crate::io::pcap::RECORDED_BATCH_SPAN_NS;
-use crate::io::{Backend, Burst, PortId, WorkerIo, MAX_BURST};
-use crate::qos::Scheduler;
+use crate::io::{Burst, PortId, WorkerIo};
 use arrayvec::ArrayVec;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -108,46 +107,46 @@ struct IdleClock {
     saw_rx: bool,
 }
 
-struct Worker<I: WorkerIo> {
-    spec: WorkerSpec,
-    io: I,
-    pipeline: Pipeline<I::Buf>,
-    counters: Counters,
-    shared: Arc<SharedCounters>,
-    txq: Vec<Burst<I::Buf>>,
+pub(super) struct Worker<I: WorkerIo> {
+    pub(super) spec: WorkerSpec,
+    pub(super) io: I,
+    pub(super) pipeline: Pipeline<I::Buf>,
+    pub(super) counters: Counters,
+    pub(super) shared: Arc<SharedCounters>,
+    pub(super) txq: Vec<Burst<I::Buf>>,
     /// Some `txq` holds packets (set by the slow dispatch path).
-    tx_pending: bool,
-    control: Sender<ControlPacket>,
+    pub(super) tx_pending: bool,
+    pub(super) control: Sender<ControlPacket>,
     /// Exception packets sent to the control thread and not yet handled there (see
-    /// [`Running::recv_control`]).
-    control_pending: Arc<AtomicU64>,
-    /// Frames from the [`Injector`].
-    inject_rx: Receiver<InjectFrame>,
+    /// [`Running::recv_control`](super::running::Running::recv_control)).
+    pub(super) control_pending: Arc<AtomicU64>,
+    /// Frames from the [`Injector`](super::inject::Injector).
+    pub(super) inject_rx: Receiver<InjectFrame>,
     /// One injected frame on its way to `tx_burst` (kept here: no per-call stack array).
-    inject_burst: Burst<I::Buf>,
-    stop: Arc<AtomicBool>,
-    epoch: Instant,
-    burst: usize,
-    stop_after_idle: Option<Duration>,
+    pub(super) inject_burst: Burst<I::Buf>,
+    pub(super) stop: Arc<AtomicBool>,
+    pub(super) epoch: Instant,
+    pub(super) burst: usize,
+    pub(super) stop_after_idle: Option<Duration>,
     /// Per port: index into `egress`, or [`NO_EGRESS`].
-    egress_slot: Vec<u16>,
-    egress: Vec<EgressPort<I::Buf>>,
+    pub(super) egress_slot: Vec<u16>,
+    pub(super) egress: Vec<EgressPort<I::Buf>>,
     /// Worker-clock time of the last dequeue from any scheduler.
-    egress_progress_ns: u64,
+    pub(super) egress_progress_ns: u64,
     /// On a recorded clock: the latest capture time this worker has run a batch at.
-    recorded_ns: u64,
+    pub(super) recorded_ns: u64,
     /// Hand-off rings to and from the other workers (empty with one worker).
-    outbox: Outbox<I::Buf>,
-    inbox: Inbox<I::Buf>,
-    quiesce: Quiesce,
+    pub(super) outbox: Outbox<I::Buf>,
+    pub(super) inbox: Inbox<I::Buf>,
+    pub(super) quiesce: Quiesce,
     /// Keeps workers on recorded clocks within a slack of each other.
-    lockstep: Lockstep,
+    pub(super) lockstep: Lockstep,
     /// The end of the run (`super::end`).
-    end: Arc<EndGate>,
+    pub(super) end: Arc<EndGate>,
 }
 
 impl<I: WorkerIo> Worker<I> {
-    fn run(mut self) -> Counters {
+    pub(super) fn run(mut self) -> Counters {
         if let Some(core) = self.spec.core {
             if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
                 tracing::warn!(worker = self.spec.id, core, "could not pin worker to core");
@@ -738,176 +737,4 @@ impl<I: WorkerIo> Worker<I> {
             }
         }
     }
-}
-
-/// Name prefix of the worker threads (`pg-worker-<id>`): the control side tells them from
-/// its own threads by it (pinning, per-thread accounting).
-pub const WORKER_THREAD_PREFIX: &str = "pg-worker";
-
-/// Start one thread per [`WorkerSpec`], each with its own I/O handle and pipeline.
-pub fn start<Bk, F>(backend: &mut Bk, factory: &F, cfg: &RuntimeConfig) -> std::io::Result<Running>
-where
-    Bk: Backend,
-    Bk::Io: 'static,
-    F: PipelineFactory<<Bk::Io as WorkerIo>::Buf>,
-{
-    start_with(backend, factory, cfg, EndGate::new(false))
-}
-
-/// As [`start`], but every worker waits at its end for [`Running::release_end`] (up to
-/// [`END_HOLD_LIMIT`]), sending what the control side injects meanwhile (`super::end`).
-pub fn start_held<Bk, F>(
-    backend: &mut Bk,
-    factory: &F,
-    cfg: &RuntimeConfig,
-) -> std::io::Result<Running>
-where
-    Bk: Backend,
-    Bk::Io: 'static,
-    F: PipelineFactory<<Bk::Io as WorkerIo>::Buf>,
-{
-    start_with(backend, factory, cfg, EndGate::new(true))
-}
-
-fn start_with<Bk, F>(
-    backend: &mut Bk,
-    factory: &F,
-    cfg: &RuntimeConfig,
-    end: EndGate,
-) -> std::io::Result<Running>
-where
-    Bk: Backend,
-    Bk::Io: 'static,
-    F: PipelineFactory<<Bk::Io as WorkerIo>::Buf>,
-{
-    let end = Arc::new(end);
-    let burst = cfg.burst.clamp(1, MAX_BURST);
-    let ports = backend.ports().to_vec();
-    let invalid = |e: EgressConfigError| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
-    // (port, config) of every scheduled port, checked before any thread starts.
-    let mut egress_cfg = Vec::new();
-    for (port, c) in cfg.egress.iter().enumerate() {
-        if let Some(c) = c {
-            if port >= ports.len() {
-                return Err(invalid(EgressConfigError::NoSuchPort(port)));
-            }
-            c.validate().map_err(invalid)?;
-            egress_cfg.push((port as PortId, *c));
-        }
-    }
-    let egress_ports: Vec<PortId> = egress_cfg.iter().map(|(p, _)| *p).collect();
-    let mut egress_slot = vec![NO_EGRESS; ports.len()];
-    for (slot, &p) in egress_ports.iter().enumerate() {
-        egress_slot[p as usize] = slot as u16;
-    }
-    // A hand-off names its destination by index in `cfg.workers`; steering stages compute it
-    // from `Context::worker`, so with several workers the two must agree.
-    if cfg.workers.len() > 1 {
-        if let Some((i, w)) = cfg.workers.iter().enumerate().find(|(i, w)| w.id != *i) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!(
-                    "worker {i} has id {}: ids must be 0..{}",
-                    w.id,
-                    cfg.workers.len()
-                ),
-            ));
-        }
-    }
-    let mut reasons = Reasons::new();
-    let pipelines: Vec<_> = cfg
-        .workers
-        .iter()
-        .map(|w| factory.build(w.id, &mut reasons))
-        .collect();
-    let stage_names = pipelines
-        .first()
-        .map(|p| p.stage_names())
-        .unwrap_or_default();
-    let stop = Arc::new(AtomicBool::new(false));
-    let control_pending = Arc::new(AtomicU64::new(0));
-    let (ctl_tx, control_rx) = crossbeam_channel::bounded(cfg.control_queue.max(1));
-    let epoch = Instant::now();
-    let mut handles = Vec::new();
-    let mut shared = Vec::new();
-    let mut inject_tx = Vec::new();
-    let quiesce = Quiesce::new(cfg.workers.len());
-    let lockstep = Lockstep::new(cfg.workers.len());
-    let rings = handoff::mesh(cfg.workers.len(), HANDOFF_RING);
-    for ((spec, pipeline), (outbox, inbox)) in cfg.workers.iter().cloned().zip(pipelines).zip(rings)
-    {
-        // crossbeam's bounded channel allocates its slots here, once.
-        let (itx, inject_rx) = crossbeam_channel::bounded(INJECT_QUEUE);
-        inject_tx.push(itx);
-        let sc = Arc::new(SharedCounters::with_egress(
-            ports.len(),
-            reasons.len(),
-            &egress_ports,
-        ));
-        shared.push(sc.clone());
-        let mut counters = Counters::new(ports.len(), reasons.len());
-        counters.egress = egress_ports
-            .iter()
-            .map(|&p| EgressCounters::new(p))
-            .collect();
-        // Per-worker schedulers, all rings allocated here, before the worker runs.
-        let egress = egress_cfg
-            .iter()
-            .map(|(port, c)| {
-                Ok(EgressPort {
-                    port: *port,
-                    sched: Scheduler::new(&c.scheduler, 0)
-                        .map_err(|e| invalid(EgressConfigError::Scheduler(e)))?,
-                    default_qid: c.default_qid,
-                })
-            })
-            .collect::<std::io::Result<Vec<_>>>()?;
-        let w = Worker {
-            io: backend.worker_io(spec.id),
-            pipeline,
-            counters,
-            shared: sc,
-            txq: (0..ports.len()).map(|_| Burst::new()).collect(),
-            tx_pending: false,
-            control: ctl_tx.clone(),
-            control_pending: control_pending.clone(),
-            inject_rx,
-            inject_burst: Burst::new(),
-            stop: stop.clone(),
-            epoch,
-            burst,
-            stop_after_idle: cfg.stop_after_idle,
-            spec,
-            egress_slot: egress_slot.clone(),
-            egress,
-            egress_progress_ns: 0,
-            recorded_ns: 0,
-            outbox,
-            inbox,
-            quiesce: quiesce.clone(),
-            lockstep: lockstep.clone(),
-            end: end.clone(),
-        };
-        let name = format!("{WORKER_THREAD_PREFIX}-{}", w.spec.id);
-        handles.push(
-            std::thread::Builder::new()
-                .name(name)
-                .spawn(move || w.run())?,
-        );
-    }
-    Ok(Running {
-        handles,
-        shared,
-        stop,
-        control_rx,
-        control_pending,
-        injector: Injector {
-            workers: inject_tx.into(),
-            ports: ports.len(),
-        },
-        reasons,
-        ports,
-        stage_names,
-        end,
-    })
 }
