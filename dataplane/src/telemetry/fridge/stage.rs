@@ -160,10 +160,32 @@ struct SliceRt {
     total: Vec<LogHist>,
 }
 
+/// Per [`PacketMeta::dir`] byte, whether the packet went uplink: `[0]` for packets received
+/// on a port that is not an uplink port (the `Unknown` bytes read as downlink), `[1]` for
+/// those received on one (`Unknown` reads as uplink); the UPF's `Uplink` and `Downlink`
+/// bytes read as themselves in both. What [`FridgeStage::uplink`] answers, as one load per
+/// packet with a role and no branch on the direction; built at compile time, so a batch only
+/// picks one of the two (a table rebuilt per rx port cost ~900 instructions per batch where
+/// the rx port alternates, as with two ports: perf/results/fridge-bench.md, round 8).
+static DIR_UP: [[bool; 256]; 2] = dir_up_tables();
+
+const fn dir_up_tables() -> [[bool; 256]; 2] {
+    let mut t = [[false; 256]; 2];
+    let mut b = 0;
+    while b < 256 {
+        let d = Direction::from_u8(b as u8);
+        t[0][b] = matches!(d, Direction::Uplink);
+        t[1][b] = !matches!(d, Direction::Downlink);
+        b += 1;
+    }
+    t
+}
+
 /// The stage as the matcher's [`RoleSink`] for one packet.
 struct Sink<'a> {
     st: &'a mut FridgeStage,
-    rx: PortId,
+    /// [`DIR_UP`]'s table for the packet's rx port ([`FridgeStage::dir_up`]).
+    dir_up: &'static [bool; 256],
     data: &'a [u8],
     m: &'a PacketMeta,
     now_ns: u64,
@@ -172,9 +194,7 @@ struct Sink<'a> {
 impl RoleSink for Sink<'_> {
     #[inline(always)]
     fn role(&mut self, r: Role) {
-        // The table is for this packet's rx port (`set_rx`, per batch).
-        debug_assert_eq!(self.st.dir_rx, Some(self.rx));
-        let uplink = self.st.dir_up[usize::from(self.m.dir)];
+        let uplink = self.dir_up[usize::from(self.m.dir)];
         self.st.role(r, uplink, self.data, self.m, self.now_ns);
     }
 }
@@ -208,11 +228,6 @@ pub struct FridgeStage {
     /// The window in progress was published as running (so it must also end as done).
     idle_published: bool,
     uplink: Vec<bool>,
-    /// Per [`PacketMeta::dir`] byte, whether the packet went uplink ([`uplink`](Self::uplink)),
-    /// for packets received on `dir_rx`: one load per packet with a role, no branch on the
-    /// direction (the `Unknown` bytes take the rx port's direction, set per batch).
-    dir_up: [bool; 256],
-    dir_rx: Option<PortId>,
     skips: [u64; Skip::COUNT],
     unsliced: u64,
     publ: Arc<WorkerPub>,
@@ -288,8 +303,6 @@ impl FridgeStage {
             mark: 0,
             idle_published: false,
             uplink,
-            dir_up: [false; 256],
-            dir_rx: None,
             skips: [0; Skip::COUNT],
             unsliced: 0,
             publ,
@@ -375,24 +388,31 @@ impl FridgeStage {
     /// One packet (its bytes, metadata and rx port) at `now_ns`.
     #[inline(always)]
     pub fn observe(&mut self, data: &[u8], m: &crate::meta::PacketMeta, rx: PortId, now_ns: u64) {
-        self.set_rx(rx);
-        self.observe_kinds(self.kinds, data, m, rx, now_ns);
+        let dir_up = self.dir_up(rx);
+        self.observe_kinds(self.kinds, data, m, dir_up, now_ns);
     }
 
     /// [`observe`](Self::observe) with the stage's kinds read once per batch by the caller
     /// (read per packet, they are reloaded after every store through `self`).
     #[inline(always)]
-    fn observe_kinds(&mut self, kinds: u8, data: &[u8], m: &PacketMeta, rx: PortId, now_ns: u64) {
+    fn observe_kinds(
+        &mut self,
+        kinds: u8,
+        data: &[u8],
+        m: &PacketMeta,
+        dir_up: &'static [bool; 256],
+        now_ns: u64,
+    ) {
         let mut sink = Sink {
             st: self,
-            rx,
+            dir_up,
             data,
             m,
             now_ns,
         };
         match single_role(data, m, kinds, &mut sink) {
             Ok(true) => {}
-            Ok(false) => self.observe_other(data, m, rx, now_ns),
+            Ok(false) => self.observe_other(data, m, dir_up, now_ns),
             Err(s) => self.skips[s as usize] += 1,
         }
     }
@@ -400,11 +420,17 @@ impl FridgeStage {
     /// A packet that is not UDP: a TCP segment's roles (up to two) or an ICMP echo's,
     /// handed over as they are found.
     #[inline(never)]
-    fn observe_other(&mut self, data: &[u8], m: &PacketMeta, rx: PortId, now_ns: u64) {
+    fn observe_other(
+        &mut self,
+        data: &[u8],
+        m: &PacketMeta,
+        dir_up: &'static [bool; 256],
+        now_ns: u64,
+    ) {
         let kinds = self.kinds;
         let mut sink = Sink {
             st: self,
-            rx,
+            dir_up,
             data,
             m,
             now_ns,
@@ -416,31 +442,17 @@ impl FridgeStage {
         }
     }
 
-    /// Make [`dir_up`](Self::dir_up) answer for packets received on `rx` (a compare per
-    /// batch; the table is rebuilt only when the rx port changes).
+    /// The [`DIR_UP`] table for packets received on `rx` (once per batch: a lookup, no
+    /// state, so batches from alternating rx ports cost nothing more).
     #[inline(always)]
-    fn set_rx(&mut self, rx: PortId) {
-        if self.dir_rx != Some(rx) {
-            self.fill_dir_up(rx);
-        }
+    fn dir_up(&self, rx: PortId) -> &'static [bool; 256] {
+        let up = self.uplink.get(usize::from(rx)).copied().unwrap_or(false);
+        &DIR_UP[usize::from(up)]
     }
 
-    #[cold]
-    fn fill_dir_up(&mut self, rx: PortId) {
-        let mut up = [false; 256];
-        for (b, u) in up.iter_mut().enumerate() {
-            let m = PacketMeta {
-                dir: b as u8,
-                ..PacketMeta::EMPTY
-            };
-            *u = self.uplink(&m, rx);
-        }
-        self.dir_up = up;
-        self.dir_rx = Some(rx);
-    }
-
-    /// Whether the packet went uplink: the UPF's direction, else its rx port's.
-    #[inline(always)]
+    /// Whether the packet went uplink: the UPF's direction, else its rx port's (what
+    /// [`dir_up`](Self::dir_up)'s table answers per direction byte; tests hold them equal).
+    #[cfg(test)]
     fn uplink(&self, m: &PacketMeta, rx: PortId) -> bool {
         match m.direction() {
             Direction::Uplink => true,
@@ -560,13 +572,12 @@ impl FridgeStage {
     /// as the caller built it.
     #[inline(always)]
     fn observe_batch<B: PacketBuf>(&mut self, batch: &Batch<B>, kinds: u8, now: u64) {
-        let rx = batch.rx_port;
-        self.set_rx(rx);
+        let dir_up = self.dir_up(batch.rx_port);
         match batch.disposition_view() {
             Dispositions::Uniform(u) => {
                 if u.is_continue_or_tx() {
                     for p in batch.pkts.iter() {
-                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx, now);
+                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), dir_up, now);
                     }
                 }
             }
@@ -574,7 +585,7 @@ impl FridgeStage {
             Dispositions::PerPacket(ds) => {
                 for (p, d) in batch.pkts.iter().zip(ds) {
                     if d.is_continue_or_tx() {
-                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx, now);
+                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), dir_up, now);
                     }
                 }
             }

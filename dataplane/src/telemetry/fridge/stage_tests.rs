@@ -230,3 +230,22 @@ fn gtp_echo_slices_keyed_by_gnb_take_only_their_peer() {
         assert_eq!(w.hists[0].n[bin(delay)], 4, "slice {k}");
     }
 }
+
+/// The static per-direction-byte tables answer what `uplink` does, for every direction byte
+/// and for rx ports that are uplink ports, that are not, and past the configured ones.
+#[test]
+fn dir_up_tables_are_the_direction_rule() {
+    let mut s = spec(64, 1.0);
+    s.uplink_ports = vec![0, 2];
+    let (st, _) = stage(&s);
+    for rx in 0..5u16 {
+        let t = st.dir_up(rx);
+        for b in 0..=255u8 {
+            let m = PacketMeta {
+                dir: b,
+                ..PacketMeta::EMPTY
+            };
+            assert_eq!(t[usize::from(b)], st.uplink(&m, rx), "rx {rx} dir {b}");
+        }
+    }
+}
