@@ -160,10 +160,33 @@ struct SliceRt {
     total: Vec<LogHist>,
 }
 
+/// Per [`PacketMeta::dir`] byte, whether the packet went uplink: `[0]` for packets received
+/// on a port that is not an uplink port (the `Unknown` bytes read as downlink), `[1]` for
+/// those received on one (`Unknown` reads as uplink); the UPF's `Uplink` and `Downlink`
+/// bytes read as themselves in both. What [`FridgeStage::uplink`] answers, as one load per
+/// packet with a role and no branch on the direction; built at compile time, so a batch only
+/// picks one of the two (a table rebuilt per rx port cost ~900 instructions per batch where
+/// the rx port alternates, as with two ports: perf/results/fridge-bench.md, round 8). The
+/// stage folds them into its [`Routes`].
+static DIR_UP: [[bool; 256]; 2] = dir_up_tables();
+
+const fn dir_up_tables() -> [[bool; 256]; 2] {
+    let mut t = [[false; 256]; 2];
+    let mut b = 0;
+    while b < 256 {
+        let d = Direction::from_u8(b as u8);
+        t[0][b] = matches!(d, Direction::Uplink);
+        t[1][b] = !matches!(d, Direction::Downlink);
+        b += 1;
+    }
+    t
+}
+
 /// The stage as the matcher's [`RoleSink`] for one packet.
 struct Sink<'a> {
     st: &'a mut FridgeStage,
-    rx: PortId,
+    /// The packet's rx port is an uplink port ([`FridgeStage::rx_up`]).
+    rx_up: bool,
     data: &'a [u8],
     m: &'a PacketMeta,
     now_ns: u64,
@@ -172,28 +195,65 @@ struct Sink<'a> {
 impl RoleSink for Sink<'_> {
     #[inline(always)]
     fn role(&mut self, r: Role) {
-        // The table is for this packet's rx port (`set_rx`, per batch).
-        debug_assert_eq!(self.st.dir_rx, Some(self.rx));
-        let uplink = self.st.dir_up[usize::from(self.m.dir)];
-        self.st.role(r, uplink, self.data, self.m, self.now_ns);
+        // The kind and the request flag are constants where the matcher hands a role over:
+        // the route is one load at the direction byte.
+        let route = self.st.routes[usize::from(self.rx_up)][r.kind as usize]
+            [usize::from(r.request)][usize::from(self.m.dir)];
+        self.st.role(r, route, self.data, self.m, self.now_ns);
     }
 }
 
-/// Where a role of one kind and vantage goes: a slice index, or one of these.
+/// Where a role goes: a slice index, or one of these.
 mod route {
     /// No slice takes it.
     pub const NONE: u32 = u32::MAX;
-    /// Scan the slices in file order (the first candidate has a filter).
+    /// Scan the slices in file order (the first candidate has a filter): per kind and
+    /// vantage, and in [`Routes`](super::Routes) for each vantage.
     pub const SCAN: u32 = u32::MAX - 1;
+    pub const SCAN_N6: u32 = SCAN;
+    pub const SCAN_N3: u32 = u32::MAX - 2;
+}
+
+/// Per rx port class (`[0]` not an uplink port, `[1]` an uplink port), kind, request flag
+/// (`[0]` response, `[1]` request) and [`PacketMeta::dir`] byte: the slice a role goes to,
+/// or [`route::NONE`], [`route::SCAN_N6`], [`route::SCAN_N3`]. The direction ([`DIR_UP`])
+/// and the vantage folded into the route at construction: one load per role (20 KB, of
+/// which a packet stream touches the lines of its few direction bytes).
+type Routes = [[[[u32; 256]; 2]; Kind::ALL.len()]; 2];
+
+/// [`Routes`] from the routes per kind and vantage (`[Kind as usize][Vantage::N6 = 0, N3 =
+/// 1]`): the first slice of that kind and vantage, when it has no filter (QFI, ports, peers),
+/// so it takes every such role (the slice's index: no scan), else [`route::SCAN`] or
+/// [`route::NONE`].
+fn routes(route: &[[u32; 2]; Kind::ALL.len()]) -> Routes {
+    let mut t = [[[[route::NONE; 256]; 2]; Kind::ALL.len()]; 2];
+    for (up, by_kind) in t.iter_mut().enumerate() {
+        for (kind, by_req) in by_kind.iter_mut().enumerate() {
+            for (req, by_dir) in by_req.iter_mut().enumerate() {
+                for (dir, r) in by_dir.iter_mut().enumerate() {
+                    // N6: requests go up, responses come down; N3 the other way.
+                    let vantage = if (req == 1) == DIR_UP[up][dir] {
+                        Vantage::N6
+                    } else {
+                        Vantage::N3
+                    };
+                    *r = match route[kind][vantage as usize] {
+                        route::SCAN if vantage == Vantage::N3 => route::SCAN_N3,
+                        x => x,
+                    };
+                }
+            }
+        }
+    }
+    t
 }
 
 /// A worker's fridge stage.
 pub struct FridgeStage {
     slices: Vec<SliceRt>,
-    /// Per kind and vantage (`[Kind as usize][Vantage::N6 = 0, N3 = 1]`): the first slice
-    /// of that kind and vantage, when it has no filter (QFI, ports, peers), so it takes every
-    /// such role (the slice's index: no scan), else [`route::SCAN`] or [`route::NONE`].
-    route: [[u32; 2]; 5],
+    /// Per rx port class, kind, request flag and direction byte, where a role goes (built
+    /// from the routes per kind and vantage, [`routes`]).
+    routes: Routes,
     kinds: u8,
     /// Some slice is keyed by GTP-U peer.
     peer_slices: bool,
@@ -208,11 +268,6 @@ pub struct FridgeStage {
     /// The window in progress was published as running (so it must also end as done).
     idle_published: bool,
     uplink: Vec<bool>,
-    /// Per [`PacketMeta::dir`] byte, whether the packet went uplink ([`uplink`](Self::uplink)),
-    /// for packets received on `dir_rx`: one load per packet with a role, no branch on the
-    /// direction (the `Unknown` bytes take the rx port's direction, set per batch).
-    dir_up: [bool; 256],
-    dir_rx: Option<PortId>,
     skips: [u64; Skip::COUNT],
     unsliced: u64,
     publ: Arc<WorkerPub>,
@@ -279,7 +334,7 @@ impl FridgeStage {
         }
         Ok(FridgeStage {
             peer_slices: spec.slices.iter().any(|s| !s.peers.is_empty()),
-            route,
+            routes: routes(&route),
             slices,
             kinds,
             window_ns: spec.window_ns.max(1),
@@ -288,8 +343,6 @@ impl FridgeStage {
             mark: 0,
             idle_published: false,
             uplink,
-            dir_up: [false; 256],
-            dir_rx: None,
             skips: [0; Skip::COUNT],
             unsliced: 0,
             publ,
@@ -375,24 +428,24 @@ impl FridgeStage {
     /// One packet (its bytes, metadata and rx port) at `now_ns`.
     #[inline(always)]
     pub fn observe(&mut self, data: &[u8], m: &crate::meta::PacketMeta, rx: PortId, now_ns: u64) {
-        self.set_rx(rx);
-        self.observe_kinds(self.kinds, data, m, rx, now_ns);
+        let rx_up = self.rx_up(rx);
+        self.observe_kinds(self.kinds, data, m, rx_up, now_ns);
     }
 
     /// [`observe`](Self::observe) with the stage's kinds read once per batch by the caller
     /// (read per packet, they are reloaded after every store through `self`).
     #[inline(always)]
-    fn observe_kinds(&mut self, kinds: u8, data: &[u8], m: &PacketMeta, rx: PortId, now_ns: u64) {
+    fn observe_kinds(&mut self, kinds: u8, data: &[u8], m: &PacketMeta, rx_up: bool, now_ns: u64) {
         let mut sink = Sink {
             st: self,
-            rx,
+            rx_up,
             data,
             m,
             now_ns,
         };
         match single_role(data, m, kinds, &mut sink) {
             Ok(true) => {}
-            Ok(false) => self.observe_other(data, m, rx, now_ns),
+            Ok(false) => self.observe_other(data, m, rx_up, now_ns),
             Err(s) => self.skips[s as usize] += 1,
         }
     }
@@ -400,11 +453,11 @@ impl FridgeStage {
     /// A packet that is not UDP: a TCP segment's roles (up to two) or an ICMP echo's,
     /// handed over as they are found.
     #[inline(never)]
-    fn observe_other(&mut self, data: &[u8], m: &PacketMeta, rx: PortId, now_ns: u64) {
+    fn observe_other(&mut self, data: &[u8], m: &PacketMeta, rx_up: bool, now_ns: u64) {
         let kinds = self.kinds;
         let mut sink = Sink {
             st: self,
-            rx,
+            rx_up,
             data,
             m,
             now_ns,
@@ -416,31 +469,17 @@ impl FridgeStage {
         }
     }
 
-    /// Make [`dir_up`](Self::dir_up) answer for packets received on `rx` (a compare per
-    /// batch; the table is rebuilt only when the rx port changes).
+    /// Whether `rx` is an uplink port: which of the [`Routes`] (and [`DIR_UP`]) tables its
+    /// packets take (once per batch: a lookup, no state, so batches from alternating rx
+    /// ports cost nothing more).
     #[inline(always)]
-    fn set_rx(&mut self, rx: PortId) {
-        if self.dir_rx != Some(rx) {
-            self.fill_dir_up(rx);
-        }
+    fn rx_up(&self, rx: PortId) -> bool {
+        self.uplink.get(usize::from(rx)).copied().unwrap_or(false)
     }
 
-    #[cold]
-    fn fill_dir_up(&mut self, rx: PortId) {
-        let mut up = [false; 256];
-        for (b, u) in up.iter_mut().enumerate() {
-            let m = PacketMeta {
-                dir: b as u8,
-                ..PacketMeta::EMPTY
-            };
-            *u = self.uplink(&m, rx);
-        }
-        self.dir_up = up;
-        self.dir_rx = Some(rx);
-    }
-
-    /// Whether the packet went uplink: the UPF's direction, else its rx port's.
-    #[inline(always)]
+    /// Whether the packet went uplink: the UPF's direction, else its rx port's (what
+    /// [`DIR_UP`] answers per direction byte; tests hold them equal).
+    #[cfg(test)]
     fn uplink(&self, m: &PacketMeta, rx: PortId) -> bool {
         match m.direction() {
             Direction::Uplink => true,
@@ -449,16 +488,10 @@ impl FridgeStage {
         }
     }
 
-    /// One role of a packet: to its slice's fridges.
+    /// One role of a packet, whose [`Routes`] entry is `route`: to its slice's fridges.
     #[inline(always)]
-    fn role(&mut self, role: Role, uplink: bool, data: &[u8], m: &PacketMeta, now_ns: u64) {
-        // N6: requests go up, responses come down; N3 the other way.
-        let vantage = if role.request == uplink {
-            Vantage::N6
-        } else {
-            Vantage::N3
-        };
-        let r = self.route[role.kind as usize][vantage as usize] as usize;
+    fn role(&mut self, role: Role, route: u32, data: &[u8], m: &PacketMeta, now_ns: u64) {
+        let r = route as usize;
         // One compare for the common case: a direct route is a slice index, and `NONE` and
         // `SCAN` are past every index (no stage has 2^32 - 2 slices).
         if r < self.slices.len() {
@@ -472,7 +505,7 @@ impl FridgeStage {
                 id,
                 ports,
             } = role;
-            self.unrouted(r, kind, request, id, ports, vantage, (data, m), now_ns);
+            self.unrouted(route, kind, request, id, ports, (data, m), now_ns);
         }
     }
 
@@ -482,12 +515,11 @@ impl FridgeStage {
     #[allow(clippy::too_many_arguments)]
     fn unrouted(
         &mut self,
-        r: usize,
+        r: u32,
         kind: Kind,
         request: bool,
         id: u64,
         ports: [u16; 2],
-        vantage: Vantage,
         (data, m): (&[u8], &PacketMeta),
         now_ns: u64,
     ) {
@@ -497,7 +529,12 @@ impl FridgeStage {
             id,
             ports,
         };
-        match (r == route::SCAN as usize).then(|| self.scan(role, vantage, data, m)) {
+        let vantage = match r {
+            route::SCAN_N6 => Some(Vantage::N6),
+            route::SCAN_N3 => Some(Vantage::N3),
+            _ => None,
+        };
+        match vantage.map(|v| self.scan(role, v, data, m)) {
             Some(Some(i)) => self.tally(i, role, now_ns),
             _ => self.unsliced += 1,
         }
@@ -560,13 +597,12 @@ impl FridgeStage {
     /// as the caller built it.
     #[inline(always)]
     fn observe_batch<B: PacketBuf>(&mut self, batch: &Batch<B>, kinds: u8, now: u64) {
-        let rx = batch.rx_port;
-        self.set_rx(rx);
+        let rx_up = self.rx_up(batch.rx_port);
         match batch.disposition_view() {
             Dispositions::Uniform(u) => {
                 if u.is_continue_or_tx() {
                     for p in batch.pkts.iter() {
-                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx, now);
+                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx_up, now);
                     }
                 }
             }
@@ -574,7 +610,7 @@ impl FridgeStage {
             Dispositions::PerPacket(ds) => {
                 for (p, d) in batch.pkts.iter().zip(ds) {
                     if d.is_continue_or_tx() {
-                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx, now);
+                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx_up, now);
                     }
                 }
             }

@@ -230,3 +230,53 @@ fn gtp_echo_slices_keyed_by_gnb_take_only_their_peer() {
         assert_eq!(w.hists[0].n[bin(delay)], 4, "slice {k}");
     }
 }
+
+/// The static per-direction-byte tables answer what `uplink` does, for every direction byte
+/// and for rx ports that are uplink ports, that are not, and past the configured ones; the
+/// folded routes give each kind and request flag its vantage's route (a scan at N6, a scan
+/// at N3, a direct route, none).
+#[test]
+fn dir_up_tables_and_routes_follow_the_direction_rule() {
+    for n3 in [false, true] {
+        let mut s = spec(64, 1.0);
+        s.uplink_ports = vec![0, 2];
+        if n3 {
+            // The filtered slice at N3: N3 scans, N6 goes straight to "other".
+            s.slices[0].vantage = Vantage::N3;
+        }
+        let (st, _) = stage(&s);
+        for rx in 0..5u16 {
+            let up = st.rx_up(rx);
+            for b in 0..=255u8 {
+                let m = PacketMeta {
+                    dir: b,
+                    ..PacketMeta::EMPTY
+                };
+                let uplink = st.uplink(&m, rx);
+                assert_eq!(
+                    DIR_UP[usize::from(up)][usize::from(b)],
+                    uplink,
+                    "rx {rx} dir {b}"
+                );
+                for kind in Kind::ALL {
+                    for request in [false, true] {
+                        let vantage = if request == uplink {
+                            Vantage::N6
+                        } else {
+                            Vantage::N3
+                        };
+                        let want = match (kind, vantage, n3) {
+                            (Kind::TcpHandshake, Vantage::N6, false) => route::SCAN_N6,
+                            (Kind::TcpHandshake, Vantage::N3, true) => route::SCAN_N3,
+                            (Kind::TcpHandshake, Vantage::N6, true) => 1,
+                            _ => route::NONE,
+                        };
+                        let got = st.routes[usize::from(up)][kind as usize][usize::from(request)]
+                            [usize::from(b)];
+                        assert_eq!(got, want, "rx {rx} dir {b} {kind:?} request {request}");
+                    }
+                }
+            }
+        }
+    }
+}

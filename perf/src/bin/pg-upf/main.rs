@@ -182,6 +182,10 @@ struct Args {
     /// Batches of 32 packets in stage mode.
     #[arg(long, default_value_t = 20_000)]
     batches: usize,
+    /// Stage mode: alternate the batches' rx port between the two ports, as the forwarding
+    /// modes receive them (each port's looped packets in turn), instead of one fixed port.
+    #[arg(long)]
+    alternate_rx: bool,
 }
 
 /// Port MACs the stage answers to (frames are rewritten to the rx port's).
@@ -595,7 +599,7 @@ fn child_backend(workers: usize) -> DpdkBackend {
 fn main() {
     let a = Args::parse();
     if let Some(case) = &a.stage {
-        stage::stage_mode(case, a.batches);
+        stage::stage_mode(case, a.batches, a.alternate_rx);
         return;
     }
     if a.n4_replot {

@@ -28,9 +28,14 @@
 //! ```
 //!
 //! or, without `--toggle-collect`, read `tap_burst`'s inclusive count.
+//!
+//! `--alternate-rx` gives the batches the rx ports 0 and 1 in turn, as the forwarding modes
+//! receive them (two looped ports polled in turn), instead of the direction's port for every
+//! batch: a stage that keeps per-rx-port state pays for the switches there (the fridge's
+//! direction table did, before round 8: perf/results/fridge-bench.md).
 
 use super::{compiled, frames, fridge_spec, parse_case, upf_config, Dir, PORT_MACS};
-use peregrine_dataplane::buffer::OwnedBuf;
+use peregrine_dataplane::buffer::{OwnedBuf, PacketBuf};
 use peregrine_dataplane::io::PortId;
 use peregrine_dataplane::runtime::{
     Action, Batch, Context, Disposition, Pipeline, Publisher, Reasons, Stage, Tap,
@@ -47,7 +52,7 @@ use std::time::{Duration, Instant};
 
 const BATCH: usize = 32;
 
-pub fn stage_mode(case: &str, batches: usize) {
+pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
     let (dir, size, n) = parse_case(case);
     let Some(dir) = dir else {
         fail("--stage wants ul,SIZE,SESSIONS or dl,SIZE,SESSIONS")
@@ -94,7 +99,7 @@ pub fn stage_mode(case: &str, batches: usize) {
     let mut tap_spent = Duration::ZERO;
     let mut pipe: Pipeline<OwnedBuf> = Pipeline::new(stages);
     let mut batch: Batch<OwnedBuf> = Batch::new();
-    batch.rx_port = if dir == Dir::Ul { 0 } else { 1 };
+    let rx_port: PortId = if dir == Dir::Ul { 0 } else { 1 };
     let mut bufs: Vec<OwnedBuf> = (0..BATCH)
         .map(|_| OwnedBuf::with_capacity(128, 2048))
         .collect();
@@ -103,10 +108,16 @@ pub fn stage_mode(case: &str, batches: usize) {
     for i in 0..batches {
         // 1 ms of virtual time per batch (the meters' MBR is far above the offered rate).
         let cx = Context::fixed((i as u64 + 1) * 1_000_000, 0);
+        batch.rx_port = rx_port ^ PortId::from(alternate_rx && i % 2 == 1);
         for mut b in bufs.drain(..) {
             let f = &fr[next];
             next = if next + 1 == fr.len() { 0 } else { next + 1 };
             b.set_data(f).expect("frame fits");
+            if alternate_rx {
+                // As the forwarding modes' feed: addressed to the rx port.
+                let mac = PORT_MACS[usize::from(batch.rx_port) & 1];
+                b.data_mut()[..6].copy_from_slice(&mac.0);
+            }
             let _ = batch.push(b, Disposition::CONTINUE);
         }
         let t0 = Instant::now();
