@@ -50,7 +50,7 @@ fn step(c: u32, b: u8) -> u32 {
 pub struct KeyCrc(u32);
 
 impl KeyCrc {
-    #[inline]
+    #[inline(always)]
     pub fn new(key: u32) -> KeyCrc {
         let mut c = !0u32;
         for b in key.to_le_bytes() {
@@ -60,13 +60,13 @@ impl KeyCrc {
     }
 
     /// `CRC32(key LE)`.
-    #[inline]
+    #[inline(always)]
     pub fn crc(self) -> u32 {
         !self.0
     }
 
     /// `CRC32(key LE || n)`.
-    #[inline]
+    #[inline(always)]
     pub fn crc_n(self, n: u8) -> u32 {
         !step(self.0, n)
     }

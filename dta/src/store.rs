@@ -35,6 +35,13 @@ pub struct Store {
     ki_mod: hash::FastMod,
     /// `mod C` of the Postcarding chunks.
     pc_mod: hash::FastMod,
+    /// The Key-Write checksum's mask (`kw_checksum_bits` low bits).
+    kw_mask: u32,
+    /// The redundancies one-word Key-Write and Key-Increment store without further checks
+    /// are `1..=` these: the maximum when the section has slots (and, for Key-Write, one
+    /// data word), else 0 (every report then takes the checks one by one, for its refusal).
+    kw_one_max: u32,
+    ki_max: u32,
 }
 
 impl Store {
@@ -45,6 +52,17 @@ impl Store {
             kw_mod: hash::FastMod::new(l.sizes.kw_slots),
             ki_mod: hash::FastMod::new(l.sizes.ki_slots),
             pc_mod: hash::FastMod::new(l.sizes.pc_chunks),
+            kw_mask: hash::mask(l.sizes.kw_checksum_bits),
+            kw_one_max: if l.sizes.kw_slots > 0 && l.sizes.kw_words == 1 {
+                l.sizes.kw_max_redundancy
+            } else {
+                0
+            },
+            ki_max: if l.sizes.ki_slots > 0 {
+                l.sizes.ki_max_redundancy
+            } else {
+                0
+            },
             l,
         }
     }
@@ -113,16 +131,19 @@ impl Store {
 
     /// [`key_write`](Self::key_write) of one data word (the per-packet common case, inlined
     /// into the translator's loop): the same checks in the same order, then one 64-bit
-    /// store per slot.
-    #[inline]
+    /// store per slot. A redundancy in `1..=kw_one_max` passes them all at once (one
+    /// compare); any other goes through them one by one for its refusal.
+    #[inline(always)]
     pub fn key_write_one(&self, redundancy: u8, key: u32, data: u32) -> Result<u32, Refusal> {
-        let s = &self.l.sizes;
-        check_primitive(s.kw_slots, redundancy, s.kw_max_redundancy)?;
-        if s.kw_words != 1 {
-            return Err(Refusal::DataWords);
+        if u32::from(redundancy).wrapping_sub(1) >= self.kw_one_max {
+            let s = &self.l.sizes;
+            check_primitive(s.kw_slots, redundancy, s.kw_max_redundancy)?;
+            if s.kw_words != 1 {
+                return Err(Refusal::DataWords);
+            }
         }
         let kc = hash::KeyCrc::new(key);
-        let word = (kc.crc() & hash::mask(s.kw_checksum_bits)) as u64 | (data as u64) << 32;
+        let word = (kc.crc() & self.kw_mask) as u64 | (data as u64) << 32;
         let slots = self.kw64();
         for n in 0..redundancy {
             slots[self.kw_mod.of(kc.crc_n(n)) as usize].store(word, Ordering::Release);
@@ -131,10 +152,14 @@ impl Store {
     }
 
     /// Add `counter` to `key`'s `redundancy` counters. Returns the number of fetch-adds.
-    #[inline]
+    /// A redundancy in `1..=ki_max` passes the checks at once, as for
+    /// [`key_write_one`](Self::key_write_one).
+    #[inline(always)]
     pub fn key_increment(&self, redundancy: u8, key: u32, counter: u64) -> Result<u32, Refusal> {
         let s = &self.l.sizes;
-        check_primitive(s.ki_slots, redundancy, s.ki_max_redundancy)?;
+        if u32::from(redundancy).wrapping_sub(1) >= self.ki_max {
+            check_primitive(s.ki_slots, redundancy, s.ki_max_redundancy)?;
+        }
         let c = self.region.u64s(self.l.ki_offset, s.ki_slots);
         let kc = hash::KeyCrc::new(key);
         for n in 0..redundancy {
@@ -385,7 +410,7 @@ impl Postcarder {
         w
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn postcard(
         &mut self,
         store: &mut impl Sink,
