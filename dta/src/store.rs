@@ -75,6 +75,7 @@ impl Store {
         &self.region
     }
 
+    #[inline(always)]
     fn kw64(&self) -> &[AtomicU64] {
         self.region.u64s(self.l.kw_offset, self.l.sizes.kw_slots)
     }
@@ -145,8 +146,10 @@ impl Store {
         let kc = hash::KeyCrc::new(key);
         let word = (kc.crc() & self.kw_mask) as u64 | (data as u64) << 32;
         let slots = self.kw64();
+        // Slot n's CRC is slot 0's xor the table's entry n (`KeyCrc::crc_n_xor`).
+        let (c0, m) = (kc.crc_n(0), self.kw_mod);
         for n in 0..redundancy {
-            slots[self.kw_mod.of(kc.crc_n(n)) as usize].store(word, Ordering::Release);
+            slots[m.of(hash::KeyCrc::crc_n_xor(c0, n)) as usize].store(word, Ordering::Release);
         }
         Ok(redundancy as u32)
     }
@@ -161,9 +164,9 @@ impl Store {
             check_primitive(s.ki_slots, redundancy, s.ki_max_redundancy)?;
         }
         let c = self.region.u64s(self.l.ki_offset, s.ki_slots);
-        let kc = hash::KeyCrc::new(key);
+        let (c0, m) = (hash::KeyCrc::new(key).crc_n(0), self.ki_mod);
         for n in 0..redundancy {
-            c[self.ki_mod.of(kc.crc_n(n)) as usize].fetch_add(counter, Ordering::Relaxed);
+            c[m.of(hash::KeyCrc::crc_n_xor(c0, n)) as usize].fetch_add(counter, Ordering::Relaxed);
         }
         Ok(redundancy as u32)
     }
@@ -240,8 +243,11 @@ fn encode_chunk_kc(l: &Layout, kc: hash::KeyCrc, vals: &[u32]) -> [u32; 8] {
     let mut enc = [0u32; 8];
     match s.pc_mode {
         PostcardMode::Hashed => {
+            // `CRC32(key LE || 0x80|i)` is `CRC32(key LE || 0x80)` xor the table's entry i
+            // (`KeyCrc::crc_n_xor`): one CRC step per chunk, a constant per hop.
+            let c80 = kc.crc_n(0x80);
             for (i, (e, v)) in enc[..hops].iter_mut().zip(&vals[..hops]).enumerate() {
-                *e = kc.crc_n(0x80 | i as u8) ^ hash::g(*v);
+                *e = hash::KeyCrc::crc_n_xor(c80, i as u8) ^ hash::g(*v);
             }
         }
         PostcardMode::Raw => enc[..hops].copy_from_slice(&vals[..hops]),
