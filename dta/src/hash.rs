@@ -50,7 +50,7 @@ fn step(c: u32, b: u8) -> u32 {
 pub struct KeyCrc(u32);
 
 impl KeyCrc {
-    #[inline]
+    #[inline(always)]
     pub fn new(key: u32) -> KeyCrc {
         let mut c = !0u32;
         for b in key.to_le_bytes() {
@@ -60,15 +60,23 @@ impl KeyCrc {
     }
 
     /// `CRC32(key LE)`.
-    #[inline]
+    #[inline(always)]
     pub fn crc(self) -> u32 {
         !self.0
     }
 
     /// `CRC32(key LE || n)`.
-    #[inline]
+    #[inline(always)]
     pub fn crc_n(self, n: u8) -> u32 {
         !step(self.0, n)
+    }
+
+    /// `CRC32(key LE || (m xor n))` from `c = CRC32(key LE || m)`: the byte step is linear
+    /// (the table is, `TABLE[a ^ b] = TABLE[a] ^ TABLE[b]`), so changing the last byte by `n`
+    /// changes the CRC by `TABLE[n]`.
+    #[inline(always)]
+    pub fn crc_n_xor(c: u32, n: u8) -> u32 {
+        c ^ TABLE[n as usize]
     }
 
     /// Slot `n` among `slots` (> 0).
@@ -194,6 +202,20 @@ mod tests {
                 assert_eq!(k.crc_n(n), crc32fast::hash(&[b[0], b[1], b[2], b[3], n]));
             }
             x = x.wrapping_mul(0x9e37_79b9).wrapping_add(11);
+        }
+    }
+
+    #[test]
+    fn last_byte_changes_the_crc_by_the_table() {
+        let mut x = 5u32;
+        for _ in 0..1_000 {
+            let k = KeyCrc::new(x);
+            for m in [0u8, 0x80, 0xff] {
+                for n in 0..=255u8 {
+                    assert_eq!(KeyCrc::crc_n_xor(k.crc_n(m), n), k.crc_n(m ^ n));
+                }
+            }
+            x = x.wrapping_mul(0x9e37_79b9).wrapping_add(3);
         }
     }
 

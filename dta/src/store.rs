@@ -35,6 +35,13 @@ pub struct Store {
     ki_mod: hash::FastMod,
     /// `mod C` of the Postcarding chunks.
     pc_mod: hash::FastMod,
+    /// The Key-Write checksum's mask (`kw_checksum_bits` low bits).
+    kw_mask: u32,
+    /// The redundancies one-word Key-Write and Key-Increment store without further checks
+    /// are `1..=` these: the maximum when the section has slots (and, for Key-Write, one
+    /// data word), else 0 (every report then takes the checks one by one, for its refusal).
+    kw_one_max: u32,
+    ki_max: u32,
 }
 
 impl Store {
@@ -45,6 +52,17 @@ impl Store {
             kw_mod: hash::FastMod::new(l.sizes.kw_slots),
             ki_mod: hash::FastMod::new(l.sizes.ki_slots),
             pc_mod: hash::FastMod::new(l.sizes.pc_chunks),
+            kw_mask: hash::mask(l.sizes.kw_checksum_bits),
+            kw_one_max: if l.sizes.kw_slots > 0 && l.sizes.kw_words == 1 {
+                l.sizes.kw_max_redundancy
+            } else {
+                0
+            },
+            ki_max: if l.sizes.ki_slots > 0 {
+                l.sizes.ki_max_redundancy
+            } else {
+                0
+            },
             l,
         }
     }
@@ -57,6 +75,7 @@ impl Store {
         &self.region
     }
 
+    #[inline(always)]
     fn kw64(&self) -> &[AtomicU64] {
         self.region.u64s(self.l.kw_offset, self.l.sizes.kw_slots)
     }
@@ -113,32 +132,41 @@ impl Store {
 
     /// [`key_write`](Self::key_write) of one data word (the per-packet common case, inlined
     /// into the translator's loop): the same checks in the same order, then one 64-bit
-    /// store per slot.
-    #[inline]
+    /// store per slot. A redundancy in `1..=kw_one_max` passes them all at once (one
+    /// compare); any other goes through them one by one for its refusal.
+    #[inline(always)]
     pub fn key_write_one(&self, redundancy: u8, key: u32, data: u32) -> Result<u32, Refusal> {
-        let s = &self.l.sizes;
-        check_primitive(s.kw_slots, redundancy, s.kw_max_redundancy)?;
-        if s.kw_words != 1 {
-            return Err(Refusal::DataWords);
+        if u32::from(redundancy).wrapping_sub(1) >= self.kw_one_max {
+            let s = &self.l.sizes;
+            check_primitive(s.kw_slots, redundancy, s.kw_max_redundancy)?;
+            if s.kw_words != 1 {
+                return Err(Refusal::DataWords);
+            }
         }
         let kc = hash::KeyCrc::new(key);
-        let word = (kc.crc() & hash::mask(s.kw_checksum_bits)) as u64 | (data as u64) << 32;
+        let word = (kc.crc() & self.kw_mask) as u64 | (data as u64) << 32;
         let slots = self.kw64();
+        // Slot n's CRC is slot 0's xor the table's entry n (`KeyCrc::crc_n_xor`).
+        let (c0, m) = (kc.crc_n(0), self.kw_mod);
         for n in 0..redundancy {
-            slots[self.kw_mod.of(kc.crc_n(n)) as usize].store(word, Ordering::Release);
+            slots[m.of(hash::KeyCrc::crc_n_xor(c0, n)) as usize].store(word, Ordering::Release);
         }
         Ok(redundancy as u32)
     }
 
     /// Add `counter` to `key`'s `redundancy` counters. Returns the number of fetch-adds.
-    #[inline]
+    /// A redundancy in `1..=ki_max` passes the checks at once, as for
+    /// [`key_write_one`](Self::key_write_one).
+    #[inline(always)]
     pub fn key_increment(&self, redundancy: u8, key: u32, counter: u64) -> Result<u32, Refusal> {
         let s = &self.l.sizes;
-        check_primitive(s.ki_slots, redundancy, s.ki_max_redundancy)?;
+        if u32::from(redundancy).wrapping_sub(1) >= self.ki_max {
+            check_primitive(s.ki_slots, redundancy, s.ki_max_redundancy)?;
+        }
         let c = self.region.u64s(self.l.ki_offset, s.ki_slots);
-        let kc = hash::KeyCrc::new(key);
+        let (c0, m) = (hash::KeyCrc::new(key).crc_n(0), self.ki_mod);
         for n in 0..redundancy {
-            c[self.ki_mod.of(kc.crc_n(n)) as usize].fetch_add(counter, Ordering::Relaxed);
+            c[m.of(hash::KeyCrc::crc_n_xor(c0, n)) as usize].fetch_add(counter, Ordering::Relaxed);
         }
         Ok(redundancy as u32)
     }
@@ -215,8 +243,11 @@ fn encode_chunk_kc(l: &Layout, kc: hash::KeyCrc, vals: &[u32]) -> [u32; 8] {
     let mut enc = [0u32; 8];
     match s.pc_mode {
         PostcardMode::Hashed => {
+            // `CRC32(key LE || 0x80|i)` is `CRC32(key LE || 0x80)` xor the table's entry i
+            // (`KeyCrc::crc_n_xor`): one CRC step per chunk, a constant per hop.
+            let c80 = kc.crc_n(0x80);
             for (i, (e, v)) in enc[..hops].iter_mut().zip(&vals[..hops]).enumerate() {
-                *e = kc.crc_n(0x80 | i as u8) ^ hash::g(*v);
+                *e = hash::KeyCrc::crc_n_xor(c80, i as u8) ^ hash::g(*v);
             }
         }
         PostcardMode::Raw => enc[..hops].copy_from_slice(&vals[..hops]),
@@ -385,7 +416,7 @@ impl Postcarder {
         w
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn postcard(
         &mut self,
         store: &mut impl Sink,

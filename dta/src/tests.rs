@@ -432,3 +432,66 @@ fn rate_limiter_refills() {
     assert!(rl.allow(1, 1_000_000), "1 ms at 1000/s refills one");
     assert!(!rl.allow(1, 1_000_000));
 }
+
+/// One-word Key-Write and Key-Increment pass their checks with one compare when the
+/// redundancy is in range; every other case is refused by the checks in their order: no
+/// slots first, then redundancy 0, then too high, then (Key-Write) the region's word count.
+#[test]
+fn one_word_refusals_keep_their_order() {
+    let kw = |n: u8| payload(Primitive::key_write(n, 7, &[1]).unwrap(), 0, false);
+    let ki = |n: u8| {
+        payload(
+            Primitive::KeyIncrement {
+                redundancy: n,
+                key: 7,
+                counter: 1,
+            },
+            0,
+            false,
+        )
+    };
+    let why = |t: &mut Translator, p: Vec<u8>| t.handle(&p).err().map(|r| r.why);
+    // No Key-Write or Key-Increment slots: disabled, whatever the redundancy.
+    let (_d, r) = region(Sizes {
+        kw_slots: 0,
+        ki_slots: 0,
+        ..Sizes::default()
+    });
+    let mut t = Translator::new(Store::new(r), Config::default());
+    for n in [0, 1, 4, 5, 255] {
+        assert_eq!(
+            why(&mut t, kw(n)),
+            Some(Refusal::PrimitiveDisabled),
+            "kw {n}"
+        );
+        assert_eq!(
+            why(&mut t, ki(n)),
+            Some(Refusal::PrimitiveDisabled),
+            "ki {n}"
+        );
+    }
+    // Three-word Key-Write slots: a one-word report is refused for its redundancy first.
+    let (_d, r) = region(Sizes {
+        kw_words: 3,
+        ..Sizes::default()
+    });
+    let mut t = Translator::new(Store::new(r), Config::default());
+    assert_eq!(why(&mut t, kw(0)), Some(Refusal::RedundancyZero));
+    assert_eq!(why(&mut t, kw(5)), Some(Refusal::RedundancyTooHigh));
+    for n in 1..=4 {
+        assert_eq!(why(&mut t, kw(n)), Some(Refusal::DataWords), "kw {n}");
+        assert_eq!(why(&mut t, ki(n)), None, "ki {n}");
+    }
+    assert_eq!(why(&mut t, ki(0)), Some(Refusal::RedundancyZero));
+    assert_eq!(why(&mut t, ki(5)), Some(Refusal::RedundancyTooHigh));
+    // The default region: 1..=4 stored, at the formula's slots.
+    let (_d, r) = region(Sizes::default());
+    let mut t = Translator::new(Store::new(r), Config::default());
+    for n in 1..=4 {
+        assert_eq!(why(&mut t, kw(n)), None, "kw {n}");
+    }
+    assert_eq!(why(&mut t, kw(0)), Some(Refusal::RedundancyZero));
+    assert_eq!(why(&mut t, kw(5)), Some(Refusal::RedundancyTooHigh));
+    assert_eq!(t.counters.key_write, 4);
+    assert_eq!(t.counters.region_writes, 1 + 2 + 3 + 4);
+}

@@ -325,11 +325,46 @@ impl TranslatorStage {
         self.dirty = false;
     }
 
+    /// One packet. The common frame (IPv4 without options) is parsed at fixed offsets and
+    /// handled with its UDP header at the constant [`FIXED_UDP`]; any other frame takes the
+    /// general parse, out of line.
     #[inline]
     fn one<B: PacketBuf>(&mut self, pkt: &mut B, rx_port: u16, now_ns: u64) -> Disposition {
-        let Some((udp_at, src, len, dport)) = report_offsets(pkt.data()) else {
-            return Disposition::drop_as(self.not_report);
-        };
+        match report_offsets_fixed(pkt.data()) {
+            Fixed::Udp(src, len, dport) => {
+                self.report(pkt, FIXED_UDP, src, len, dport, rx_port, now_ns)
+            }
+            Fixed::NotUdp => Disposition::drop_as(self.not_report),
+            Fixed::Other => self.one_general(pkt, rx_port, now_ns),
+        }
+    }
+
+    /// [`one`](Self::one) for a frame the fixed-offset parse does not take.
+    #[cold]
+    #[inline(never)]
+    fn one_general<B: PacketBuf>(&mut self, pkt: &mut B, rx_port: u16, now_ns: u64) -> Disposition {
+        match report_offsets_general(pkt.data()) {
+            Some((udp_at, src, len, dport)) => {
+                self.report(pkt, udp_at, src, len, dport, rx_port, now_ns)
+            }
+            None => Disposition::drop_as(self.not_report),
+        }
+    }
+
+    /// A UDP datagram at `udp_at` (from IPv4 source `src`, UDP length `len`, destination port
+    /// `dport`).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn report<B: PacketBuf>(
+        &mut self,
+        pkt: &mut B,
+        udp_at: usize,
+        src: u32,
+        len: usize,
+        dport: u16,
+        rx_port: u16,
+        now_ns: u64,
+    ) -> Disposition {
         if dport != dta::UDP_PORT {
             return Disposition::drop_as(self.not_report);
         }
@@ -391,17 +426,44 @@ impl TranslatorStage {
 /// (UDP header offset, IPv4 source, UDP length, UDP destination port) of an IPv4 / UDP
 /// frame, or `None`: every check of the general parse ([`report_offsets_general`]: the
 /// Ethernet, IPv4 and UDP lengths, version, protocol, the IPv4 header checksum), for the
-/// common IPv4 header without options (IHL 5) at fixed offsets; any other frame takes the
-/// general parse.
+/// common IPv4 header without options (IHL 5) at fixed offsets ([`report_offsets_fixed`]);
+/// any other frame takes the general parse.
 #[inline(always)]
 fn report_offsets(f: &[u8]) -> Option<(usize, u32, usize, u16)> {
+    match report_offsets_fixed(f) {
+        Fixed::Udp(src, len, dport) => Some((FIXED_UDP, src, len, dport)),
+        Fixed::NotUdp => None,
+        Fixed::Other => report_offsets_general(f),
+    }
+}
+
+/// The UDP header's offset in a frame whose IPv4 header has no options.
+const FIXED_UDP: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
+
+/// What [`report_offsets_fixed`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fixed {
+    /// An IPv4 / UDP frame with its UDP header at [`FIXED_UDP`]: IPv4 source, UDP length, UDP
+    /// destination port.
+    Udp(u32, usize, u16),
+    /// A frame with an IPv4 header without options that the general parse refuses too.
+    NotUdp,
+    /// Not at fixed offsets (shorter than the three headers, or IHL other than 5): for the
+    /// general parse.
+    Other,
+}
+
+/// [`report_offsets`] at fixed offsets: every check of the general parse for a frame whose
+/// IPv4 header has no options (IHL 5).
+#[inline(always)]
+fn report_offsets_fixed(f: &[u8]) -> Fixed {
     const IP: usize = ethernet::HEADER_LEN;
-    const UDP: usize = IP + ipv4::HEADER_LEN;
+    const UDP: usize = FIXED_UDP;
     let Some(h) = f.get(..UDP + udp::HEADER_LEN) else {
-        return report_offsets_general(f);
+        return Fixed::Other;
     };
     if h[IP] != 0x45 {
-        return report_offsets_general(f);
+        return Fixed::Other;
     }
     let be16 = |i: usize| u16::from_be_bytes([h[i], h[i + 1]]) as usize;
     // Total Length covers header + UDP header at least and fits in the frame; the UDP
@@ -416,10 +478,10 @@ fn report_offsets(f: &[u8]) -> Option<(usize, u32, usize, u16)> {
         || ulen > total - ipv4::HEADER_LEN
         || !h[IP..UDP].first_chunk().is_some_and(header_checksum_ok)
     {
-        return None;
+        return Fixed::NotUdp;
     }
     let src = u32::from_be_bytes([h[IP + 12], h[IP + 13], h[IP + 14], h[IP + 15]]);
-    Some((UDP, src, ulen, be16(UDP + 2) as u16))
+    Fixed::Udp(src, ulen, be16(UDP + 2) as u16)
 }
 
 /// RFC 1071 over a 20-byte IPv4 header, checksum included: the one's-complement sum is all

@@ -319,23 +319,30 @@ impl<B: PacketBuf> Batch<B> {
     /// still wholly `Continue` and `f` returns the same disposition for every packet, the
     /// batch stays uniform, so the worker's dispatch sends (or frees) it whole instead of
     /// packet by packet. Otherwise the same as `for_each_active`.
+    ///
+    /// `f` is called from one place only, so a stage's per-packet code can be inlined into
+    /// this loop (no call, prologue and epilogue per packet).
     #[inline]
     pub fn decide_each(&mut self, mut f: impl FnMut(&mut B) -> Disposition) {
-        if !self.uniform.is_continue() {
-            return self.for_each_active(f);
-        }
-        let Some(first) = self.pkts.first_mut() else {
+        // Wholly `Continue`: every packet is decided, and the batch may stay uniform. Else,
+        // as `for_each_active`: nothing when the batch is decided alike, the `Continue`
+        // packets of a mixed one (whose per-packet array is then current).
+        let whole = self.uniform.is_continue();
+        if !whole && self.uniform != MIXED {
             return;
-        };
-        let d0 = f(first);
-        // Dispositions differing from the first, or-ed together (0: all alike).
-        let mut differ = 0u32;
-        for (pkt, d) in self.pkts.iter_mut().zip(self.disp.iter_mut()).skip(1) {
-            *d = f(pkt);
-            differ |= d.0 ^ d0.0;
         }
-        self.disp[0] = d0;
-        self.uniform = if differ == 0 { d0 } else { MIXED };
+        for (pkt, d) in self.pkts.iter_mut().zip(self.disp.iter_mut()) {
+            if whole || d.is_continue() {
+                *d = f(pkt);
+            }
+        }
+        let n = self.pkts.len();
+        if whole && n > 0 {
+            let d0 = self.disp[0];
+            // Dispositions differing from the first, or-ed together (0: all alike).
+            let differ = self.disp[1..n].iter().fold(0u32, |a, d| a | (d.0 ^ d0.0));
+            self.uniform = if differ == 0 { d0 } else { MIXED };
+        }
     }
 
     /// Set every still-`Continue` packet to `d`. O(1) when the whole batch is still
