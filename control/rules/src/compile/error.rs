@@ -2,9 +2,9 @@
 //! (section 8.2.22) of the PFCP response, and the exact reason for the log.
 
 use crate::sdf::SdfError;
+use peregrine_dataplane::upf::tables::{MAX_QERS_PER_PDR, MAX_URRS_PER_PDR};
 use peregrine_n4::Reject;
 use peregrine_pfcp::cause;
-use peregrine_dataplane::upf::tables::{MAX_QERS_PER_PDR, MAX_URRS_PER_PDR};
 use thiserror::Error;
 
 /// What exactly was wrong, for logs.
