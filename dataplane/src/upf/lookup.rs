@@ -101,6 +101,8 @@ impl<'a> Work<'a> {
                 if let Some(d) = self.fast_apply(p, pre, f, dir, qfi) {
                     return d;
                 }
+                // Unchanged by `fast_apply`: the flow pass 1 read.
+                let inner = Flow::inner(p.data(), p.pkt_meta());
                 let plan = Plan {
                     qfi,
                     gate_closed: false,
@@ -111,11 +113,14 @@ impl<'a> Work<'a> {
                     remove_gtpu: dir == Direction::Uplink,
                     outer: f.outer(),
                 };
-                return self.execute(p, s, &plan, dir, pre.inner_off, &pre.inner);
+                return self.execute(p, s, &plan, dir, usize::from(pre.inner_off), &inner);
             }
         }
-        match select_pdr(s, slot.range(), dir, pre.qfi, &pre.inner) {
-            Some(pdr) => self.apply(p, s, pdr, dir, pre.qfi, pre.inner_off, &pre.inner),
+        // The flow pass 1 read (pass 2 changed nothing).
+        let inner = Flow::inner(p.data(), p.pkt_meta());
+        let inner_off = usize::from(pre.inner_off);
+        match select_pdr(s, slot.range(), dir, pre.qfi, &inner) {
+            Some(pdr) => self.apply(p, s, pdr, dir, pre.qfi, inner_off, &inner),
             None if dir == Direction::Uplink => {
                 self.drop_q(dir, pre.qfi.unwrap_or(0), self.d.uplink_no_pdr)
             }

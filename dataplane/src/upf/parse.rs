@@ -6,6 +6,7 @@
 use crate::buffer::PacketBuf;
 use crate::classify::{self, flags, ClassifyError, PacketMeta, FIRST_FRAGMENT, HAS_QFI};
 use crate::runtime::Disposition;
+use crate::upf::emit::flow_port;
 use crate::upf::encap;
 use crate::upf::prefetch::prefetch_addr;
 use crate::upf::reasm::Outcome;
@@ -18,14 +19,28 @@ use peregrine_wire::{gtpu, icmpv4, udp, Error as WireError};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// What pass 1 learned about a packet that the common path can finish: the lookup key
-/// (which map by `kind`), the received QFI and the inner (user) IP packet's offset and facts.
+/// (which map by `kind`), the received QFI and the few facts of the inner (user) IP packet
+/// the fast path reads (48 bytes; it was 96 with the whole inner [`Flow`], two `u128`
+/// addresses of which only the destination is read). Anything past the fast path reads
+/// the whole [`Flow`] again from the packet and its record (`Flow::inner`, which is what
+/// pass 1 read: the packet is not changed between the passes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Pre {
+    /// The lookup key.
+    pub key: u64,
+    /// The inner packet's destination address (IPv4 in the low 32 bits).
+    pub dst: u128,
+    /// The inner IP packet's length (from its header).
+    pub len: u32,
+    /// The inner IP packet's offset in the frame.
+    pub inner_off: u16,
+    /// [`flow_port`](super::emit::flow_port) of the inner packet when pass 1 computed it
+    /// (downlink), else 0 (never a flow port: those are at least 0xC000).
+    pub port: u16,
     pub kind: u8,
     pub qfi: Option<u8>,
-    pub inner_off: usize,
-    pub key: u64,
-    pub inner: Flow,
+    /// The inner packet is IPv6.
+    pub v6: bool,
 }
 
 impl Pre {
@@ -37,22 +52,33 @@ impl Pre {
 
     /// Not for the common path (or not active): pass 3 runs [`Work::packet`].
     pub const SLOW: Pre = Pre {
+        key: 0,
+        dst: 0,
+        len: 0,
+        inner_off: 0,
+        port: 0,
         kind: KIND_SLOW,
         qfi: None,
-        inner_off: 0,
-        key: 0,
-        inner: Flow {
-            v6: false,
-            src: 0,
-            dst: 0,
-            proto: 0,
-            ports: None,
-            icmp_type: None,
-            len: 0,
-            df: false,
-            frag: false,
-        },
+        v6: false,
     };
+
+    /// The pass-1 record of a packet by `kind` and `key` whose inner packet `f` is at
+    /// `inner_off`, with its flow port `port` (0: not computed).
+    #[inline(always)]
+    pub fn new(kind: u8, qfi: Option<u8>, inner_off: usize, key: u64, f: &Flow, port: u16) -> Pre {
+        Pre {
+            key,
+            dst: f.dst,
+            // At most 40 + 65535.
+            len: f.len as u32,
+            // Within a frame of at most 65535 bytes.
+            inner_off: inner_off as u16,
+            port,
+            kind,
+            qfi,
+            v6: f.v6,
+        }
+    }
 }
 
 pub(super) const KIND_SLOW: u8 = 0;
@@ -268,13 +294,14 @@ impl Work<'_> {
             if !self.is_local_dst(m.has(flags::OUTER_V6), Flow::outer_dst(data, m)) {
                 return Pre::SLOW;
             }
-            return Pre {
-                kind: KIND_UL,
-                qfi: m.has(HAS_QFI).then_some(m.qfi),
-                inner_off: usize::from(m.inner_l3_off),
-                key: u64::from(m.teid),
-                inner: Flow::inner(data, m),
-            };
+            return Pre::new(
+                KIND_UL,
+                m.has(HAS_QFI).then_some(m.qfi),
+                usize::from(m.inner_l3_off),
+                u64::from(m.teid),
+                &Flow::inner(data, m),
+                0,
+            );
         }
         let f = Flow::inner(data, m);
         if self.is_local(&f) || self.is_n6_own(&f) {
@@ -289,13 +316,7 @@ impl Work<'_> {
         } else {
             (KIND_DL4, u64::from(f.dst as u32))
         };
-        Pre {
-            kind,
-            qfi: None,
-            inner_off: usize::from(m.l3_off),
-            key,
-            inner: f,
-        }
+        Pre::new(kind, None, usize::from(m.l3_off), key, &f, flow_port(&f))
     }
 
     fn classify_err(&self, e: ClassifyError) -> Disposition {

@@ -22,6 +22,7 @@
 //! checks both on every prefix and single-bit flip of the shapes and on random mutations).
 
 use crate::classify::{flags, flow_hash, PacketMeta, HAS_QFI};
+use crate::upf::emit::flow_port;
 use crate::upf::parse::{Flow, Pre, KIND_DL4, KIND_UL};
 use crate::upf::prefetch::prefetch_addr;
 use crate::upf::work::Work;
@@ -154,9 +155,10 @@ fn hash(f: &Flow) -> u32 {
 
 /// If `d` has one of the module's shapes (see the module docs): its record into `m`, its
 /// pass-1 record into `pre` (lookup key set; the MAC / local address decisions are the
-/// caller's) and the outer destination address; `None` writes neither.
+/// caller's), the outer destination address and the inner packet's [`Flow`]; `None`
+/// writes neither.
 #[inline(always)]
-pub(super) fn quick(d: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> Option<u32> {
+pub(super) fn quick(d: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> Option<(u32, Flow)> {
     // The shortest view either shape takes: Ethernet, IPv4, a TCP header.
     let h: &[u8; L4 + 20] = d.first_chunk()?;
     if be16(h, 12) != 0x0800 || d.len() > usize::from(u16::MAX) {
@@ -183,20 +185,20 @@ pub(super) fn quick(d: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> Option<u32> 
         flow_hash: hash(&f),
         ..PacketMeta::EMPTY
     };
-    *pre = Pre {
-        kind: KIND_DL4,
-        qfi: None,
-        inner_off: ETH,
-        key: u64::from(ip.c),
-        inner: f,
-    };
-    Some(ip.c)
+    *pre = Pre::new(KIND_DL4, None, ETH, u64::from(ip.c), &f, flow_port(&f));
+    Some((ip.c, f))
 }
 
 /// The G-PDU shape of [`quick`]: the outer IPv4 header (ending at `pend`, destination
 /// `dst`) is checked, the UDP header is at [`L4`].
 #[inline(always)]
-fn uplink(d: &[u8], pend: usize, dst: u32, m: &mut PacketMeta, pre: &mut Pre) -> Option<u32> {
+fn uplink(
+    d: &[u8],
+    pend: usize,
+    dst: u32,
+    m: &mut PacketMeta,
+    pre: &mut Pre,
+) -> Option<(u32, Flow)> {
     // Up to a PDU Session Container, an inner IPv4 header and a TCP header.
     let h: &[u8; GTP + 16 + 40] = d.first_chunk()?;
     let ulen = usize::from(be16(h, L4 + 4));
@@ -249,14 +251,8 @@ fn uplink(d: &[u8], pend: usize, dst: u32, m: &mut PacketMeta, pre: &mut Pre) ->
         flow_hash: hash(&f),
         ..PacketMeta::EMPTY
     };
-    *pre = Pre {
-        kind: KIND_UL,
-        qfi,
-        inner_off: il3,
-        key: u64::from(teid),
-        inner: f,
-    };
-    Some(dst)
+    *pre = Pre::new(KIND_UL, qfi, il3, u64::from(teid), &f, 0);
+    Some((dst, f))
 }
 
 impl Work<'_> {
@@ -281,7 +277,7 @@ impl Work<'_> {
         {
             return false;
         }
-        let Some(outer_dst) = quick(data, m, pre) else {
+        let Some((outer_dst, f)) = quick(data, m, pre) else {
             return false;
         };
         if pre.kind == KIND_UL {
@@ -289,7 +285,7 @@ impl Work<'_> {
                 return false;
             }
         } else {
-            if self.is_local(&pre.inner) || self.is_n6_own(&pre.inner) {
+            if self.is_local(&f) || self.is_n6_own(&f) {
                 return false;
             }
             prefetch_addr(data.as_ptr().wrapping_sub(1));
@@ -309,7 +305,7 @@ mod tests {
     /// `pre_quick` makes with the same functions).
     fn check(d: &[u8]) -> bool {
         let (mut m, mut pre) = (PacketMeta::EMPTY, Pre::SLOW);
-        let Some(outer_dst) = quick(d, &mut m, &mut pre) else {
+        let Some((outer_dst, flow)) = quick(d, &mut m, &mut pre) else {
             assert_eq!((m, pre), (PacketMeta::EMPTY, Pre::SLOW), "{d:02x?}");
             return false;
         };
@@ -318,17 +314,24 @@ mod tests {
         assert_eq!(m, c, "frame {d:02x?}");
         assert_eq!(u128::from(outer_dst), Flow::outer_dst(d, &c), "{d:02x?}");
         let inner = Flow::inner(d, &c);
-        assert_eq!(pre.inner, inner, "frame {d:02x?}");
+        assert_eq!(flow, inner, "frame {d:02x?}");
+        assert_eq!(
+            (pre.dst, pre.len as usize, pre.v6),
+            (inner.dst, inner.len, inner.v6),
+            "frame {d:02x?}"
+        );
         if c.has(flags::GPDU) {
             assert_eq!(pre.kind, KIND_UL);
             assert_eq!(pre.qfi, c.has(HAS_QFI).then_some(c.qfi));
-            assert_eq!(pre.inner_off, usize::from(c.inner_l3_off));
+            assert_eq!(usize::from(pre.inner_off), usize::from(c.inner_l3_off));
             assert_eq!(pre.key, u64::from(c.teid));
+            assert_eq!(pre.port, 0);
         } else {
             assert_eq!(pre.kind, KIND_DL4);
             assert_eq!(pre.qfi, None);
-            assert_eq!(pre.inner_off, usize::from(c.l3_off));
+            assert_eq!(usize::from(pre.inner_off), usize::from(c.l3_off));
             assert_eq!(pre.key, u64::from(inner.dst as u32));
+            assert_eq!(pre.port, flow_port(&inner));
         }
         true
     }
