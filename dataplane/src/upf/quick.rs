@@ -69,11 +69,16 @@ impl V4 {
     }
 
     /// Version 4, IHL 5, not a fragment (neither MF nor an offset), total length at least
-    /// the header's and the packet within `room` bytes: the total length.
+    /// the header's and the packet within `room` bytes: the total length. Two compares:
+    /// the version / IHL byte and the fragment bits under one mask, the length range as
+    /// one unsigned compare (`room` is at least 20 at both callers: the header is there).
     #[inline(always)]
     fn plain_len(&self, room: usize) -> Option<usize> {
         let tot = usize::from((self.a >> 32) as u16);
-        if self.a >> 56 != 0x45 || self.a & 0x3fff != 0 || tot < 20 || tot > room {
+        if room < 20
+            || self.a & 0xff00_0000_0000_3fff != 0x4500_0000_0000_0000
+            || tot.wrapping_sub(20) > room - 20
+        {
             return None;
         }
         Some(tot)
@@ -201,30 +206,37 @@ fn uplink(
 ) -> Option<(u32, Flow)> {
     // Up to a PDU Session Container, an inner IPv4 header and a TCP header.
     let h: &[u8; GTP + 16 + 40] = d.first_chunk()?;
+    // The UDP length covers at least the GTP-U header (16 from the UDP header on, which
+    // with the outer length check also says the outer packet holds it) and stays within
+    // the outer packet (`pend` is past the UDP header: the outer length is at least 20).
     let ulen = usize::from(be16(h, L4 + 4));
-    if pend < GTP || ulen < 8 || ulen > pend - L4 {
+    if pend - L4 < 16 || ulen.wrapping_sub(16) > pend - L4 - 16 {
         return None;
     }
     let uend = L4 + ulen;
-    if uend < GTP + 8 || h[GTP + 1] != 255 {
-        return None;
-    }
-    let gend = GTP + 8 + usize::from(be16(h, GTP + 2));
+    // Flags / version and message type together (a G-PDU).
+    let g = be64(h, GTP);
+    let gend = GTP + 8 + usize::from((g >> 32) as u16);
     if gend > uend {
         return None;
     }
-    let teid = be32(h, GTP + 4);
-    let (hlen, qfi) = match h[GTP] {
-        0x30 => (8, None),
-        0x34 if gend >= GTP + 12 => match h[GTP + 11] {
-            0 => (12, None),
-            // One 4-byte container: length 1, two content octets, next type 0.
-            0x85 if gend >= GTP + 16 && h[GTP + 12] == 1 && h[GTP + 15] == 0 => (
-                16,
-                Some(crate::classify::psc_qfi(h[GTP + 13], h[GTP + 14])?),
-            ),
-            _ => return None,
-        },
+    let teid = g as u32;
+    let (hlen, qfi) = match g >> 48 {
+        0x30ff => (8, None),
+        0x34ff if gend >= GTP + 12 => {
+            // Sequence number, N-PDU number, next extension type; then the container.
+            let x = be64(h, GTP + 8);
+            if x & 0xff_0000_0000 == 0 {
+                (12, None)
+            } else if gend >= GTP + 16 && x & 0xff_ff00_00ff == 0x85_0100_0000 {
+                // One 4-byte container (type 0x85): length 1, two content octets, next
+                // type 0.
+                let qfi = crate::classify::psc_qfi((x >> 16) as u8, (x >> 8) as u8)?;
+                (16, Some(qfi))
+            } else {
+                return None;
+            }
+        }
         _ => return None,
     };
     let il3 = GTP + hlen;
