@@ -371,11 +371,21 @@ impl Stamp {
 /// peer (as RFC 9300 section 5.3 does for LISP), kept in the dynamic range 49152..=65535.
 #[inline]
 pub(super) fn flow_port(fl: &Flow) -> u16 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
     let (sp, dp) = fl.ports.unwrap_or((0, 0));
-    let mut h = (fl.src as u64 ^ (fl.src >> 64) as u64).wrapping_mul(K);
-    h = (h ^ fl.dst as u64 ^ (fl.dst >> 64) as u64).wrapping_mul(K);
-    h = (h ^ (u64::from(fl.proto) << 32 | u64::from(sp) << 16 | u64::from(dp))).wrapping_mul(K);
+    flow_port_word(
+        fl.src,
+        fl.dst,
+        crate::classify::ports_word(sp, dp, fl.proto),
+    )
+}
+
+/// [`flow_port`] with the ports and protocol as their `classify::ports_word`.
+#[inline(always)]
+pub(super) fn flow_port_word(src: u128, dst: u128, w: u64) -> u16 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = (src as u64 ^ (src >> 64) as u64).wrapping_mul(K);
+    h = (h ^ dst as u64 ^ (dst >> 64) as u64).wrapping_mul(K);
+    h = (h ^ w).wrapping_mul(K);
     0xC000 | ((h >> 50) as u16 & 0x3FFF)
 }
 

@@ -21,8 +21,8 @@
 //! the `Pre` exactly [`Work::pre`]'s for that record (`tests::agrees_with_classifier_and_pre`
 //! checks both on every prefix and single-bit flip of the shapes and on random mutations).
 
-use crate::classify::{flags, flow_hash, PacketMeta, HAS_QFI};
-use crate::upf::emit::flow_port;
+use crate::classify::{flags, flow_hash_word, PacketMeta, HAS_QFI};
+use crate::upf::emit::flow_port_word;
 use crate::upf::parse::{Flow, Pre, KIND_DL4, KIND_UL};
 use crate::upf::prefetch::prefetch_addr;
 use crate::upf::work::Work;
@@ -121,41 +121,37 @@ impl V4 {
 
 /// The L4 header at `l4` of a packet ending at `end` (both within `d`), checked as the
 /// shared classifier checks it: ports for TCP / UDP, the type for ICMP; `None` for any
-/// other protocol or a header that does not fit.
+/// other protocol or a header that does not fit. Answers the flow's `classify::ports_word`
+/// (the ports as the header's first four bytes, read once).
 #[inline(always)]
-fn l4<const N: usize>(d: &[u8; N], l4: usize, end: usize, f: &mut Flow) -> Option<()> {
+fn l4<const N: usize>(d: &[u8; N], l4: usize, end: usize, f: &mut Flow) -> Option<u64> {
     let room = end - l4;
+    let ports = be32(d, l4);
     match f.proto {
         ip_protocol::UDP => {
             let ulen = usize::from(be16(d, l4 + 4));
             if room < 8 || ulen < 8 || ulen > room {
                 return None;
             }
-            f.ports = Some((be16(d, l4), be16(d, l4 + 2)));
+            f.ports = Some(((ports >> 16) as u16, ports as u16));
         }
         ip_protocol::TCP => {
             let hl = usize::from(d[l4 + 12] >> 4) * 4;
             if room < 20 || hl < 20 || hl > room {
                 return None;
             }
-            f.ports = Some((be16(d, l4), be16(d, l4 + 2)));
+            f.ports = Some(((ports >> 16) as u16, ports as u16));
         }
         ip_protocol::ICMP => {
             if room < 4 {
                 return None;
             }
             f.icmp_type = Some(d[l4]);
+            return Some(u64::from(f.proto) << 32);
         }
         _ => return None,
     }
-    Some(())
-}
-
-/// The shared classifier's `flow_hash` of `f` (ports 0 without them).
-#[inline(always)]
-fn hash(f: &Flow) -> u32 {
-    let (sp, dp) = f.ports.unwrap_or((0, 0));
-    flow_hash(f.src, f.dst, sp, dp, f.proto)
+    Some(u64::from(f.proto) << 32 | u64::from(ports))
 }
 
 /// If `d` has one of the module's shapes (see the module docs): its record into `m`, its
@@ -179,7 +175,7 @@ pub(super) fn quick(d: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> Option<(u32,
     if f.proto == ip_protocol::UDP && be16(h, L4 + 2) == 2152 {
         return uplink(d, pend, ip.c, m, pre);
     }
-    l4(h, L4, pend, &mut f)?;
+    let w = l4(h, L4, pend, &mut f)?;
     *m = PacketMeta {
         l3_off: ETH as u16,
         l4_off: L4 as u16,
@@ -187,10 +183,11 @@ pub(super) fn quick(d: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> Option<(u32,
         inner_l4_off: L4 as u16,
         flags: flags::CLASSIFIED | flags::L4,
         proto: f.proto,
-        flow_hash: hash(&f),
+        flow_hash: flow_hash_word(f.src, f.dst, w),
         ..PacketMeta::EMPTY
     };
-    *pre = Pre::new(KIND_DL4, None, ETH, u64::from(ip.c), &f, flow_port(&f));
+    let port = flow_port_word(f.src, f.dst, w);
+    *pre = Pre::new(KIND_DL4, None, ETH, u64::from(ip.c), &f, port);
     Some((ip.c, f))
 }
 
@@ -247,7 +244,7 @@ fn uplink(
     let ip = V4::at(h, il3);
     let tot = ip.plain_len(gend - il3)?;
     let mut f = ip.flow(tot);
-    l4(h, il4, il3 + tot, &mut f)?;
+    let w = l4(h, il4, il3 + tot, &mut f)?;
     *m = PacketMeta {
         l3_off: ETH as u16,
         l4_off: L4 as u16,
@@ -260,7 +257,7 @@ fn uplink(
         proto: f.proto,
         teid,
         qfi: qfi.unwrap_or(0),
-        flow_hash: hash(&f),
+        flow_hash: flow_hash_word(f.src, f.dst, w),
         ..PacketMeta::EMPTY
     };
     *pre = Pre::new(KIND_UL, qfi, il3, u64::from(teid), &f, 0);
@@ -311,6 +308,7 @@ impl Work<'_> {
 mod tests {
     use super::*;
     use crate::classify::{classify, tests::each_fast_shape_mutation};
+    use crate::upf::emit::flow_port;
 
     /// When `quick` answers, the record is the shared classifier's and the `Pre` is what
     /// `Work::pre` builds from that record (minus its MAC / address decisions, which
