@@ -92,12 +92,17 @@ impl<'a> Work<'a> {
             Direction::Downlink
         };
         if let Some(f) = slot.fast() {
-            let pdr_qfi = (f.pdr_qfi != FastPath::NO_QFI).then_some(f.pdr_qfi);
-            let qfi = match dir {
-                Direction::Uplink => pre.qfi.or(pdr_qfi).unwrap_or(0),
-                Direction::Downlink => f.mark_qfi,
+            // Uplink: a PDR with a QFI takes only packets carrying it, and then the packet's
+            // QFI is the one (else 0: neither has one); downlink: the QFI to mark.
+            let (takes, qfi) = match dir {
+                Direction::Uplink => (
+                    f.pdr_qfi == FastPath::NO_QFI
+                        || f.pdr_qfi == pre.qfi.unwrap_or(FastPath::NO_QFI),
+                    pre.qfi.unwrap_or(0),
+                ),
+                Direction::Downlink => (true, f.mark_qfi),
             };
-            if dir == Direction::Downlink || pdr_qfi.is_none() || pdr_qfi == pre.qfi {
+            if takes {
                 if let Some(d) = self.fast_apply(p, pre, f, dir, qfi) {
                     return d;
                 }
