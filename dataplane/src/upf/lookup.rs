@@ -79,10 +79,12 @@ impl<'a> Work<'a> {
     /// Pass 3 of a packet pass 1 classified and pass 2 found rules for: the fast-path
     /// record if the key has one (and, uplink, the PDR's QFI matches), else the PDR
     /// selection of the general path.
+    /// `flow` is the inner flow pass 1 kept if `pre.flow` says so.
     pub fn resolved<B: PacketBuf>(
         &mut self,
         p: &mut B,
         pre: &Pre,
+        flow: &Flow,
         s: &Shard,
         slot: &KeySlot,
     ) -> Disposition {
@@ -107,7 +109,7 @@ impl<'a> Work<'a> {
                     return d;
                 }
                 // Unchanged by `fast_apply`: the flow pass 1 read.
-                let inner = Flow::inner(p.data(), p.pkt_meta());
+                let inner = pre_flow(p, pre, flow);
                 let plan = Plan {
                     qfi,
                     gate_closed: false,
@@ -122,7 +124,7 @@ impl<'a> Work<'a> {
             }
         }
         // The flow pass 1 read (pass 2 changed nothing).
-        let inner = Flow::inner(p.data(), p.pkt_meta());
+        let inner = pre_flow(p, pre, flow);
         let inner_off = usize::from(pre.inner_off);
         match select_pdr(s, slot.range(), dir, pre.qfi, &inner) {
             Some(pdr) => self.apply(p, s, pdr, dir, pre.qfi, inner_off, &inner),
@@ -177,6 +179,17 @@ impl<'a> Work<'a> {
         };
         let inner_off = usize::from(p.pkt_meta().inner_l3_off);
         self.apply(p, shard, pdr, Direction::Uplink, qfi, inner_off, inner)
+    }
+}
+
+/// The inner flow of the packet `pre` describes: the one pass 1 kept (`flow`, if `pre.flow`),
+/// else read again from the packet and its record, unchanged since pass 1.
+#[inline]
+fn pre_flow<B: PacketBuf>(p: &B, pre: &Pre, flow: &Flow) -> Flow {
+    if pre.flow {
+        *flow
+    } else {
+        Flow::inner(p.data(), p.pkt_meta())
     }
 }
 

@@ -23,7 +23,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 /// the fast path reads (48 bytes; it was 96 with the whole inner [`Flow`], two `u128`
 /// addresses of which only the destination is read). Anything past the fast path reads
 /// the whole [`Flow`] again from the packet and its record (`Flow::inner`, which is what
-/// pass 1 read: the packet is not changed between the passes).
+/// pass 1 read: the packet is not changed between the passes), unless pass 1 kept it
+/// (`flow`: the packets [`Work::pre`] reads, IPv6 among them, which the UPF's own
+/// classifier does not take and which often take the general path).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Pre {
     /// The lookup key.
@@ -41,6 +43,8 @@ pub(super) struct Pre {
     pub qfi: Option<u8>,
     /// The inner packet is IPv6.
     pub v6: bool,
+    /// Pass 1 kept the whole inner [`Flow`] beside this record.
+    pub flow: bool,
 }
 
 impl Pre {
@@ -60,6 +64,7 @@ impl Pre {
         kind: KIND_SLOW,
         qfi: None,
         v6: false,
+        flow: false,
     };
 
     /// The pass-1 record of a packet by `kind` and `key` whose inner packet `f` is at
@@ -77,6 +82,7 @@ impl Pre {
             kind,
             qfi,
             v6: f.v6,
+            flow: false,
         }
     }
 }
@@ -134,6 +140,19 @@ pub(super) fn test_flow(
 }
 
 impl Flow {
+    /// No flow (scratch before pass 1 writes one).
+    pub const NONE: Flow = Flow {
+        v6: false,
+        src: 0,
+        dst: 0,
+        proto: 0,
+        ports: None,
+        icmp_type: None,
+        len: 0,
+        df: false,
+        frag: false,
+    };
+
     /// The facts of the IP header at `l3` whose L4 header is at `l4` (0: none). The
     /// classifier checked both, so the reads are in bounds; fixed-size views keep them to
     /// one bounds check each.
@@ -285,7 +304,9 @@ impl Work<'_> {
     /// packet to a UE) the lookup key (`Work::key_shard` then prefetches its map). Anything else
     /// (errors, path management, control traffic) is [`Pre::SLOW`].
     #[inline]
-    pub fn pre(&self, data: &[u8], m: &PacketMeta) -> Pre {
+    /// The inner [`Flow`] of a packet it does not answer [`Pre::SLOW`] for goes to `flow`
+    /// (and the record says so).
+    pub fn pre(&self, data: &[u8], m: &PacketMeta, flow: &mut Flow) -> Pre {
         if !m.is_classified() || !self.for_us_unicast(data) {
             return Pre::SLOW;
         }
@@ -294,14 +315,18 @@ impl Work<'_> {
             if !self.is_local_dst(m.has(flags::OUTER_V6), Flow::outer_dst(data, m)) {
                 return Pre::SLOW;
             }
-            return Pre::new(
-                KIND_UL,
-                m.has(HAS_QFI).then_some(m.qfi),
-                usize::from(m.inner_l3_off),
-                u64::from(m.teid),
-                &Flow::inner(data, m),
-                0,
-            );
+            *flow = Flow::inner(data, m);
+            return Pre {
+                flow: true,
+                ..Pre::new(
+                    KIND_UL,
+                    m.has(HAS_QFI).then_some(m.qfi),
+                    usize::from(m.inner_l3_off),
+                    u64::from(m.teid),
+                    flow,
+                    0,
+                )
+            };
         }
         let f = Flow::inner(data, m);
         if self.is_local(&f) || self.is_n6_own(&f) {
@@ -316,7 +341,11 @@ impl Work<'_> {
         } else {
             (KIND_DL4, u64::from(f.dst as u32))
         };
-        Pre::new(kind, None, usize::from(m.l3_off), key, &f, flow_port(&f))
+        *flow = f;
+        Pre {
+            flow: true,
+            ..Pre::new(kind, None, usize::from(m.l3_off), key, &f, flow_port(&f))
+        }
     }
 
     fn classify_err(&self, e: ClassifyError) -> Disposition {
