@@ -64,7 +64,7 @@ fn ipv4_checksum_ok(h: &[u8; 20]) -> bool {
 /// is a non-zero multiple of 0xffff: one multiply-compare instead of four folds.
 #[inline(always)]
 pub(crate) fn sum_is_ones(s: u64) -> bool {
-    s != 0 && s % 0xffff == 0
+    s != 0 && s.is_multiple_of(0xffff)
 }
 
 /// The IP packet at `l3` of `d[..end]`, if it has the fast shape; `outer` verifies an IPv4
