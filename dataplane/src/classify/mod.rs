@@ -163,12 +163,25 @@ fn off16(o: usize) -> Result<u16, ClassifyError> {
 /// Never 0 (0 means "not computed").
 #[inline(always)]
 pub fn flow_hash(src: u128, dst: u128, sport: u16, dport: u16, proto: u8) -> u32 {
+    flow_hash_word(src, dst, ports_word(sport, dport, proto))
+}
+
+/// The word [`flow_hash`] hashes the ports and protocol as: `proto << 32 | sport << 16 |
+/// dport` (for TCP / UDP the low 32 bits are the L4 header's first four bytes, big-endian).
+#[inline(always)]
+pub fn ports_word(sport: u16, dport: u16, proto: u8) -> u64 {
+    u64::from(sport) << 16 | u64::from(dport) | u64::from(proto) << 32
+}
+
+/// [`flow_hash`] with the ports and protocol as their [`ports_word`].
+#[inline(always)]
+pub fn flow_hash_word(src: u128, dst: u128, w: u64) -> u32 {
     const K1: u64 = 0x9e37_79b9_7f4a_7c15;
     const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
     const K3: u64 = 0x1656_67b1_9e37_79f9;
     let a = (src as u64 ^ (src >> 64) as u64).wrapping_mul(K1);
     let b = (dst as u64 ^ (dst >> 64) as u64).wrapping_mul(K2);
-    let c = (u64::from(sport) << 16 | u64::from(dport) | u64::from(proto) << 32).wrapping_mul(K3);
+    let c = w.wrapping_mul(K3);
     let mut h = a ^ b.rotate_left(21) ^ c.rotate_left(42);
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);

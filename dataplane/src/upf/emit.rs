@@ -279,16 +279,24 @@ pub(super) fn decrement_ttl(data: &mut [u8], v6: bool) -> bool {
         let Some(h) = data.first_chunk_mut::<{ ipv4::HEADER_LEN }>() else {
             return false;
         };
-        if h[8] <= 1 {
+        let ttl = h[8];
+        if ttl <= 1 {
             return false;
         }
-        // TTL is the high octet of the word at 8: it drops by 0x0100 (RFC 1624 eqn. 3).
-        let old = u16::from_be_bytes([h[8], h[9]]);
-        h[8] -= 1;
-        let c = checksum::update16(u16::from_be_bytes([h[10], h[11]]), old, old - 0x0100);
+        h[8] = ttl - 1;
+        let c = ttl_checksum(u16::from_be_bytes([h[10], h[11]]));
         h[10..12].copy_from_slice(&c.to_be_bytes());
     }
     true
+}
+
+/// The IPv4 header checksum `hc` after the TTL dropped by one (RFC 1624 eqn. 3): the TTL
+/// is the high octet of the word at 8, which drops by 0x0100 (the TTL was at least 2), so
+/// `~m + m'` of `checksum::update16(hc, m, m - 0x0100)` is always 0xffff - 0x0100: one add
+/// and a fold, whatever the word.
+#[inline(always)]
+fn ttl_checksum(hc: u16) -> u16 {
+    !checksum::fold(u32::from(!hc) + 0xfeff)
 }
 
 /// What the UPF decided about a forwarded packet, written into its record together with
@@ -371,11 +379,21 @@ impl Stamp {
 /// peer (as RFC 9300 section 5.3 does for LISP), kept in the dynamic range 49152..=65535.
 #[inline]
 pub(super) fn flow_port(fl: &Flow) -> u16 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
     let (sp, dp) = fl.ports.unwrap_or((0, 0));
-    let mut h = (fl.src as u64 ^ (fl.src >> 64) as u64).wrapping_mul(K);
-    h = (h ^ fl.dst as u64 ^ (fl.dst >> 64) as u64).wrapping_mul(K);
-    h = (h ^ (u64::from(fl.proto) << 32 | u64::from(sp) << 16 | u64::from(dp))).wrapping_mul(K);
+    flow_port_word(
+        fl.src,
+        fl.dst,
+        crate::classify::ports_word(sp, dp, fl.proto),
+    )
+}
+
+/// [`flow_port`] with the ports and protocol as their `classify::ports_word`.
+#[inline(always)]
+pub(super) fn flow_port_word(src: u128, dst: u128, w: u64) -> u16 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = (src as u64 ^ (src >> 64) as u64).wrapping_mul(K);
+    h = (h ^ dst as u64 ^ (dst >> 64) as u64).wrapping_mul(K);
+    h = (h ^ w).wrapping_mul(K);
     0xC000 | ((h >> 50) as u16 & 0x3FFF)
 }
 
@@ -383,6 +401,20 @@ pub(super) fn flow_port(fl: &Flow) -> u16 {
 mod tests {
     use super::*;
     use crate::upf::parse::test_flow as flow;
+
+    /// The TTL's checksum update is RFC 1624's for every checksum and TTL / protocol word.
+    #[test]
+    fn ttl_checksum_is_the_incremental_update() {
+        for hc in 0..=u16::MAX {
+            for old in [0x0200u16, 0x0211, 0x4006, 0x8001, 0xff11, 0xffff] {
+                assert_eq!(
+                    ttl_checksum(hc),
+                    checksum::update16(hc, old, old - 0x0100),
+                    "{hc:#x} {old:#x}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn flow_port_is_dynamic_and_spreads() {

@@ -12,7 +12,7 @@ use crate::qos::Colour;
 use crate::runtime::Disposition;
 use crate::upf::emit::{decrement_ttl, flow_port, Stamp};
 use crate::upf::encap::{self, Psc};
-use crate::upf::parse::Pre;
+use crate::upf::parse::{Flow, Pre};
 use crate::upf::tables::{Direction, FastPath, NONE};
 use crate::upf::work::Work;
 use peregrine_wire::ethernet::{self, ethertype};
@@ -30,11 +30,12 @@ impl Work<'_> {
         dir: Direction,
         qfi: u8,
     ) -> Option<Disposition> {
-        let inner = &pre.inner;
+        let inner_len = pre.len as usize;
+        let inner_off = usize::from(pre.inner_off);
         let outer = f.flags & FastPath::OUTER_V4 != 0;
         // Preconditions, read only.
         let overhead = if outer { encap::overhead(false) } else { 0 };
-        if inner.len + overhead > self.mtu || self.fix_l4 {
+        if inner_len + overhead > self.mtu || self.fix_l4 {
             return None;
         }
         for mr in f.meters.iter().take_while(|m| m.slot != NONE) {
@@ -43,7 +44,7 @@ impl Work<'_> {
                 _ => return None,
             }
         }
-        let len = inner.len as u64;
+        let len = pre.len as u64;
         // QERs (RFC 2698 TrTCM, colour-blind as the QER meters are), then URRs.
         let mut colour = None;
         for mr in f.meters.iter().take_while(|m| m.slot != NONE) {
@@ -63,8 +64,15 @@ impl Work<'_> {
         for &u in f.urrs.iter().filter(|&&u| u != NONE) {
             self.stats.urr_add(u, dir, len, self.now);
         }
+        // The outer UDP source port, unless pass 1 computed it (uplink: only a relay needs
+        // it), from the packet before its headers go.
+        let port = if outer && pre.port == 0 {
+            flow_port(&Flow::inner(p.data(), p.pkt_meta()))
+        } else {
+            pre.port
+        };
         // FAR: forward. Keep exactly the user packet, then encapsulate or route it.
-        if p.adj(pre.inner_off).is_err() || encap::set_len(p, inner.len).is_err() {
+        if p.adj(inner_off).is_err() || encap::set_len(p, inner_len).is_err() {
             return Some(self.drop_q(dir, qfi, self.d.inner_malformed));
         }
         let qid = self.cfg.qfi_map.qid(qfi);
@@ -74,7 +82,7 @@ impl Work<'_> {
             qid,
             colour: colour.unwrap_or(Colour::Green),
             session: f.urrs[0],
-            inner_off: pre.inner_off,
+            inner_off,
         };
         if outer {
             let nh = match self.route(false, u128::from(f.outer_peer)) {
@@ -82,7 +90,7 @@ impl Work<'_> {
                 Err(r) => return Some(self.drop_q(dir, qfi, r)),
             };
             let psc = if dir == Direction::Downlink {
-                if !decrement_ttl(p.data_mut(), inner.v6) {
+                if !decrement_ttl(p.data_mut(), pre.v6) {
                     return Some(self.drop_q(dir, qfi, self.d.ttl_exceeded));
                 }
                 Psc::Dl
@@ -97,7 +105,7 @@ impl Work<'_> {
                 Ipv4Addr::from(f.outer_peer),
                 qfi,
                 psc,
-                flow_port(inner),
+                port,
                 nh.mac,
                 src_mac,
             )
@@ -109,15 +117,15 @@ impl Work<'_> {
             self.stats.qfi_sent(dir, qfi, len);
             return Some(Disposition::tx_queue(nh.port, qid));
         }
-        let nh = match self.route(inner.v6, inner.dst) {
+        let nh = match self.route(pre.v6, pre.dst) {
             Ok(nh) => nh,
             Err(r) => return Some(self.drop_q(dir, qfi, r)),
         };
-        if !decrement_ttl(p.data_mut(), inner.v6) {
+        if !decrement_ttl(p.data_mut(), pre.v6) {
             return Some(self.drop_q(dir, qfi, self.d.ttl_exceeded));
         }
         let src_mac = self.our_mac(nh.port);
-        let et = if inner.v6 {
+        let et = if pre.v6 {
             ethertype::IPV6
         } else {
             ethertype::IPV4

@@ -79,10 +79,12 @@ impl<'a> Work<'a> {
     /// Pass 3 of a packet pass 1 classified and pass 2 found rules for: the fast-path
     /// record if the key has one (and, uplink, the PDR's QFI matches), else the PDR
     /// selection of the general path.
+    /// `flow` is the inner flow pass 1 kept if `pre.flow` says so.
     pub fn resolved<B: PacketBuf>(
         &mut self,
         p: &mut B,
         pre: &Pre,
+        flow: &Flow,
         s: &Shard,
         slot: &KeySlot,
     ) -> Disposition {
@@ -92,15 +94,22 @@ impl<'a> Work<'a> {
             Direction::Downlink
         };
         if let Some(f) = slot.fast() {
-            let pdr_qfi = (f.pdr_qfi != FastPath::NO_QFI).then_some(f.pdr_qfi);
-            let qfi = match dir {
-                Direction::Uplink => pre.qfi.or(pdr_qfi).unwrap_or(0),
-                Direction::Downlink => f.mark_qfi,
+            // Uplink: a PDR with a QFI takes only packets carrying it, and then the packet's
+            // QFI is the one (else 0: neither has one); downlink: the QFI to mark.
+            let (takes, qfi) = match dir {
+                Direction::Uplink => (
+                    f.pdr_qfi == FastPath::NO_QFI
+                        || f.pdr_qfi == pre.qfi.unwrap_or(FastPath::NO_QFI),
+                    pre.qfi.unwrap_or(0),
+                ),
+                Direction::Downlink => (true, f.mark_qfi),
             };
-            if dir == Direction::Downlink || pdr_qfi.is_none() || pdr_qfi == pre.qfi {
+            if takes {
                 if let Some(d) = self.fast_apply(p, pre, f, dir, qfi) {
                     return d;
                 }
+                // Unchanged by `fast_apply`: the flow pass 1 read.
+                let inner = pre_flow(p, pre, flow);
                 let plan = Plan {
                     qfi,
                     gate_closed: false,
@@ -111,11 +120,14 @@ impl<'a> Work<'a> {
                     remove_gtpu: dir == Direction::Uplink,
                     outer: f.outer(),
                 };
-                return self.execute(p, s, &plan, dir, pre.inner_off, &pre.inner);
+                return self.execute(p, s, &plan, dir, usize::from(pre.inner_off), &inner);
             }
         }
-        match select_pdr(s, slot.range(), dir, pre.qfi, &pre.inner) {
-            Some(pdr) => self.apply(p, s, pdr, dir, pre.qfi, pre.inner_off, &pre.inner),
+        // The flow pass 1 read (pass 2 changed nothing).
+        let inner = pre_flow(p, pre, flow);
+        let inner_off = usize::from(pre.inner_off);
+        match select_pdr(s, slot.range(), dir, pre.qfi, &inner) {
+            Some(pdr) => self.apply(p, s, pdr, dir, pre.qfi, inner_off, &inner),
             None if dir == Direction::Uplink => {
                 self.drop_q(dir, pre.qfi.unwrap_or(0), self.d.uplink_no_pdr)
             }
@@ -167,6 +179,17 @@ impl<'a> Work<'a> {
         };
         let inner_off = usize::from(p.pkt_meta().inner_l3_off);
         self.apply(p, shard, pdr, Direction::Uplink, qfi, inner_off, inner)
+    }
+}
+
+/// The inner flow of the packet `pre` describes: the one pass 1 kept (`flow`, if `pre.flow`),
+/// else read again from the packet and its record, unchanged since pass 1.
+#[inline]
+fn pre_flow<B: PacketBuf>(p: &B, pre: &Pre, flow: &Flow) -> Flow {
+    if pre.flow {
+        *flow
+    } else {
+        Flow::inner(p.data(), p.pkt_meta())
     }
 }
 

@@ -6,6 +6,7 @@
 use crate::buffer::PacketBuf;
 use crate::classify::{self, flags, ClassifyError, PacketMeta, FIRST_FRAGMENT, HAS_QFI};
 use crate::runtime::Disposition;
+use crate::upf::emit::flow_port;
 use crate::upf::encap;
 use crate::upf::prefetch::prefetch_addr;
 use crate::upf::reasm::Outcome;
@@ -18,14 +19,32 @@ use peregrine_wire::{gtpu, icmpv4, udp, Error as WireError};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// What pass 1 learned about a packet that the common path can finish: the lookup key
-/// (which map by `kind`), the received QFI and the inner (user) IP packet's offset and facts.
+/// (which map by `kind`), the received QFI and the few facts of the inner (user) IP packet
+/// the fast path reads (48 bytes; it was 96 with the whole inner [`Flow`], two `u128`
+/// addresses of which only the destination is read). Anything past the fast path reads
+/// the whole [`Flow`] again from the packet and its record (`Flow::inner`, which is what
+/// pass 1 read: the packet is not changed between the passes), unless pass 1 kept it
+/// (`flow`: the packets [`Work::pre`] reads, IPv6 among them, which the UPF's own
+/// classifier does not take and which often take the general path).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Pre {
+    /// The lookup key.
+    pub key: u64,
+    /// The inner packet's destination address (IPv4 in the low 32 bits).
+    pub dst: u128,
+    /// The inner IP packet's length (from its header).
+    pub len: u32,
+    /// The inner IP packet's offset in the frame.
+    pub inner_off: u16,
+    /// [`flow_port`](super::emit::flow_port) of the inner packet when pass 1 computed it
+    /// (downlink), else 0 (never a flow port: those are at least 0xC000).
+    pub port: u16,
     pub kind: u8,
     pub qfi: Option<u8>,
-    pub inner_off: usize,
-    pub key: u64,
-    pub inner: Flow,
+    /// The inner packet is IPv6.
+    pub v6: bool,
+    /// Pass 1 kept the whole inner [`Flow`] beside this record.
+    pub flow: bool,
 }
 
 impl Pre {
@@ -37,22 +56,35 @@ impl Pre {
 
     /// Not for the common path (or not active): pass 3 runs [`Work::packet`].
     pub const SLOW: Pre = Pre {
+        key: 0,
+        dst: 0,
+        len: 0,
+        inner_off: 0,
+        port: 0,
         kind: KIND_SLOW,
         qfi: None,
-        inner_off: 0,
-        key: 0,
-        inner: Flow {
-            v6: false,
-            src: 0,
-            dst: 0,
-            proto: 0,
-            ports: None,
-            icmp_type: None,
-            len: 0,
-            df: false,
-            frag: false,
-        },
+        v6: false,
+        flow: false,
     };
+
+    /// The pass-1 record of a packet by `kind` and `key` whose inner packet `f` is at
+    /// `inner_off`, with its flow port `port` (0: not computed).
+    #[inline(always)]
+    pub fn new(kind: u8, qfi: Option<u8>, inner_off: usize, key: u64, f: &Flow, port: u16) -> Pre {
+        Pre {
+            key,
+            dst: f.dst,
+            // At most 40 + 65535.
+            len: f.len as u32,
+            // Within a frame of at most 65535 bytes.
+            inner_off: inner_off as u16,
+            port,
+            kind,
+            qfi,
+            v6: f.v6,
+            flow: false,
+        }
+    }
 }
 
 pub(super) const KIND_SLOW: u8 = 0;
@@ -108,6 +140,19 @@ pub(super) fn test_flow(
 }
 
 impl Flow {
+    /// No flow (scratch before pass 1 writes one).
+    pub const NONE: Flow = Flow {
+        v6: false,
+        src: 0,
+        dst: 0,
+        proto: 0,
+        ports: None,
+        icmp_type: None,
+        len: 0,
+        df: false,
+        frag: false,
+    };
+
     /// The facts of the IP header at `l3` whose L4 header is at `l4` (0: none). The
     /// classifier checked both, so the reads are in bounds; fixed-size views keep them to
     /// one bounds check each.
@@ -259,7 +304,9 @@ impl Work<'_> {
     /// packet to a UE) the lookup key (`Work::key_shard` then prefetches its map). Anything else
     /// (errors, path management, control traffic) is [`Pre::SLOW`].
     #[inline]
-    pub fn pre(&self, data: &[u8], m: &PacketMeta) -> Pre {
+    /// The inner [`Flow`] of a packet it does not answer [`Pre::SLOW`] for goes to `flow`
+    /// (and the record says so).
+    pub fn pre(&self, data: &[u8], m: &PacketMeta, flow: &mut Flow) -> Pre {
         if !m.is_classified() || !self.for_us_unicast(data) {
             return Pre::SLOW;
         }
@@ -268,12 +315,17 @@ impl Work<'_> {
             if !self.is_local_dst(m.has(flags::OUTER_V6), Flow::outer_dst(data, m)) {
                 return Pre::SLOW;
             }
+            *flow = Flow::inner(data, m);
             return Pre {
-                kind: KIND_UL,
-                qfi: m.has(HAS_QFI).then_some(m.qfi),
-                inner_off: usize::from(m.inner_l3_off),
-                key: u64::from(m.teid),
-                inner: Flow::inner(data, m),
+                flow: true,
+                ..Pre::new(
+                    KIND_UL,
+                    m.has(HAS_QFI).then_some(m.qfi),
+                    usize::from(m.inner_l3_off),
+                    u64::from(m.teid),
+                    flow,
+                    0,
+                )
             };
         }
         let f = Flow::inner(data, m);
@@ -289,12 +341,10 @@ impl Work<'_> {
         } else {
             (KIND_DL4, u64::from(f.dst as u32))
         };
+        *flow = f;
         Pre {
-            kind,
-            qfi: None,
-            inner_off: usize::from(m.l3_off),
-            key,
-            inner: f,
+            flow: true,
+            ..Pre::new(kind, None, usize::from(m.l3_off), key, &f, flow_port(&f))
         }
     }
 

@@ -21,7 +21,8 @@
 //! the `Pre` exactly [`Work::pre`]'s for that record (`tests::agrees_with_classifier_and_pre`
 //! checks both on every prefix and single-bit flip of the shapes and on random mutations).
 
-use crate::classify::{flags, flow_hash, PacketMeta, HAS_QFI};
+use crate::classify::{flags, flow_hash_word, PacketMeta, HAS_QFI};
+use crate::upf::emit::flow_port_word;
 use crate::upf::parse::{Flow, Pre, KIND_DL4, KIND_UL};
 use crate::upf::prefetch::prefetch_addr;
 use crate::upf::work::Work;
@@ -68,11 +69,16 @@ impl V4 {
     }
 
     /// Version 4, IHL 5, not a fragment (neither MF nor an offset), total length at least
-    /// the header's and the packet within `room` bytes: the total length.
+    /// the header's and the packet within `room` bytes: the total length. Two compares:
+    /// the version / IHL byte and the fragment bits under one mask, the length range as
+    /// one unsigned compare (`room` is at least 20 at both callers: the header is there).
     #[inline(always)]
     fn plain_len(&self, room: usize) -> Option<usize> {
         let tot = usize::from((self.a >> 32) as u16);
-        if self.a >> 56 != 0x45 || self.a & 0x3fff != 0 || tot < 20 || tot > room {
+        if room < 20
+            || self.a & 0xff00_0000_0000_3fff != 0x4500_0000_0000_0000
+            || tot.wrapping_sub(20) > room - 20
+        {
             return None;
         }
         Some(tot)
@@ -115,48 +121,45 @@ impl V4 {
 
 /// The L4 header at `l4` of a packet ending at `end` (both within `d`), checked as the
 /// shared classifier checks it: ports for TCP / UDP, the type for ICMP; `None` for any
-/// other protocol or a header that does not fit.
+/// other protocol or a header that does not fit. Answers the flow's `classify::ports_word`
+/// (the ports as the header's first four bytes, read once).
 #[inline(always)]
-fn l4<const N: usize>(d: &[u8; N], l4: usize, end: usize, f: &mut Flow) -> Option<()> {
+fn l4<const N: usize>(d: &[u8; N], l4: usize, end: usize, f: &mut Flow) -> Option<u64> {
     let room = end - l4;
+    let ports = be32(d, l4);
     match f.proto {
         ip_protocol::UDP => {
             let ulen = usize::from(be16(d, l4 + 4));
             if room < 8 || ulen < 8 || ulen > room {
                 return None;
             }
-            f.ports = Some((be16(d, l4), be16(d, l4 + 2)));
+            f.ports = Some(((ports >> 16) as u16, ports as u16));
         }
         ip_protocol::TCP => {
             let hl = usize::from(d[l4 + 12] >> 4) * 4;
             if room < 20 || hl < 20 || hl > room {
                 return None;
             }
-            f.ports = Some((be16(d, l4), be16(d, l4 + 2)));
+            f.ports = Some(((ports >> 16) as u16, ports as u16));
         }
         ip_protocol::ICMP => {
             if room < 4 {
                 return None;
             }
             f.icmp_type = Some(d[l4]);
+            return Some(u64::from(f.proto) << 32);
         }
         _ => return None,
     }
-    Some(())
-}
-
-/// The shared classifier's `flow_hash` of `f` (ports 0 without them).
-#[inline(always)]
-fn hash(f: &Flow) -> u32 {
-    let (sp, dp) = f.ports.unwrap_or((0, 0));
-    flow_hash(f.src, f.dst, sp, dp, f.proto)
+    Some(u64::from(f.proto) << 32 | u64::from(ports))
 }
 
 /// If `d` has one of the module's shapes (see the module docs): its record into `m`, its
 /// pass-1 record into `pre` (lookup key set; the MAC / local address decisions are the
-/// caller's) and the outer destination address; `None` writes neither.
+/// caller's), the outer destination address and the inner packet's [`Flow`]; `None`
+/// writes neither.
 #[inline(always)]
-pub(super) fn quick(d: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> Option<u32> {
+pub(super) fn quick(d: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> Option<(u32, Flow)> {
     // The shortest view either shape takes: Ethernet, IPv4, a TCP header.
     let h: &[u8; L4 + 20] = d.first_chunk()?;
     if be16(h, 12) != 0x0800 || d.len() > usize::from(u16::MAX) {
@@ -172,7 +175,7 @@ pub(super) fn quick(d: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> Option<u32> 
     if f.proto == ip_protocol::UDP && be16(h, L4 + 2) == 2152 {
         return uplink(d, pend, ip.c, m, pre);
     }
-    l4(h, L4, pend, &mut f)?;
+    let w = l4(h, L4, pend, &mut f)?;
     *m = PacketMeta {
         l3_off: ETH as u16,
         l4_off: L4 as u16,
@@ -180,49 +183,57 @@ pub(super) fn quick(d: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> Option<u32> 
         inner_l4_off: L4 as u16,
         flags: flags::CLASSIFIED | flags::L4,
         proto: f.proto,
-        flow_hash: hash(&f),
+        flow_hash: flow_hash_word(f.src, f.dst, w),
         ..PacketMeta::EMPTY
     };
-    *pre = Pre {
-        kind: KIND_DL4,
-        qfi: None,
-        inner_off: ETH,
-        key: u64::from(ip.c),
-        inner: f,
-    };
-    Some(ip.c)
+    let port = flow_port_word(f.src, f.dst, w);
+    *pre = Pre::new(KIND_DL4, None, ETH, u64::from(ip.c), &f, port);
+    Some((ip.c, f))
 }
 
 /// The G-PDU shape of [`quick`]: the outer IPv4 header (ending at `pend`, destination
 /// `dst`) is checked, the UDP header is at [`L4`].
 #[inline(always)]
-fn uplink(d: &[u8], pend: usize, dst: u32, m: &mut PacketMeta, pre: &mut Pre) -> Option<u32> {
+fn uplink(
+    d: &[u8],
+    pend: usize,
+    dst: u32,
+    m: &mut PacketMeta,
+    pre: &mut Pre,
+) -> Option<(u32, Flow)> {
     // Up to a PDU Session Container, an inner IPv4 header and a TCP header.
     let h: &[u8; GTP + 16 + 40] = d.first_chunk()?;
+    // The UDP length covers at least the GTP-U header (16 from the UDP header on, which
+    // with the outer length check also says the outer packet holds it) and stays within
+    // the outer packet (`pend` is past the UDP header: the outer length is at least 20).
     let ulen = usize::from(be16(h, L4 + 4));
-    if pend < GTP || ulen < 8 || ulen > pend - L4 {
+    if pend - L4 < 16 || ulen.wrapping_sub(16) > pend - L4 - 16 {
         return None;
     }
     let uend = L4 + ulen;
-    if uend < GTP + 8 || h[GTP + 1] != 255 {
-        return None;
-    }
-    let gend = GTP + 8 + usize::from(be16(h, GTP + 2));
+    // Flags / version and message type together (a G-PDU).
+    let g = be64(h, GTP);
+    let gend = GTP + 8 + usize::from((g >> 32) as u16);
     if gend > uend {
         return None;
     }
-    let teid = be32(h, GTP + 4);
-    let (hlen, qfi) = match h[GTP] {
-        0x30 => (8, None),
-        0x34 if gend >= GTP + 12 => match h[GTP + 11] {
-            0 => (12, None),
-            // One 4-byte container: length 1, two content octets, next type 0.
-            0x85 if gend >= GTP + 16 && h[GTP + 12] == 1 && h[GTP + 15] == 0 => (
-                16,
-                Some(crate::classify::psc_qfi(h[GTP + 13], h[GTP + 14])?),
-            ),
-            _ => return None,
-        },
+    let teid = g as u32;
+    let (hlen, qfi) = match g >> 48 {
+        0x30ff => (8, None),
+        0x34ff if gend >= GTP + 12 => {
+            // Sequence number, N-PDU number, next extension type; then the container.
+            let x = be64(h, GTP + 8);
+            if x & 0xff_0000_0000 == 0 {
+                (12, None)
+            } else if gend >= GTP + 16 && x & 0xff_ff00_00ff == 0x85_0100_0000 {
+                // One 4-byte container (type 0x85): length 1, two content octets, next
+                // type 0.
+                let qfi = crate::classify::psc_qfi((x >> 16) as u8, (x >> 8) as u8)?;
+                (16, Some(qfi))
+            } else {
+                return None;
+            }
+        }
         _ => return None,
     };
     let il3 = GTP + hlen;
@@ -233,7 +244,7 @@ fn uplink(d: &[u8], pend: usize, dst: u32, m: &mut PacketMeta, pre: &mut Pre) ->
     let ip = V4::at(h, il3);
     let tot = ip.plain_len(gend - il3)?;
     let mut f = ip.flow(tot);
-    l4(h, il4, il3 + tot, &mut f)?;
+    let w = l4(h, il4, il3 + tot, &mut f)?;
     *m = PacketMeta {
         l3_off: ETH as u16,
         l4_off: L4 as u16,
@@ -246,17 +257,11 @@ fn uplink(d: &[u8], pend: usize, dst: u32, m: &mut PacketMeta, pre: &mut Pre) ->
         proto: f.proto,
         teid,
         qfi: qfi.unwrap_or(0),
-        flow_hash: hash(&f),
+        flow_hash: flow_hash_word(f.src, f.dst, w),
         ..PacketMeta::EMPTY
     };
-    *pre = Pre {
-        kind: KIND_UL,
-        qfi,
-        inner_off: il3,
-        key: u64::from(teid),
-        inner: f,
-    };
-    Some(dst)
+    *pre = Pre::new(KIND_UL, qfi, il3, u64::from(teid), &f, 0);
+    Some((dst, f))
 }
 
 impl Work<'_> {
@@ -281,7 +286,7 @@ impl Work<'_> {
         {
             return false;
         }
-        let Some(outer_dst) = quick(data, m, pre) else {
+        let Some((outer_dst, f)) = quick(data, m, pre) else {
             return false;
         };
         if pre.kind == KIND_UL {
@@ -289,7 +294,7 @@ impl Work<'_> {
                 return false;
             }
         } else {
-            if self.is_local(&pre.inner) || self.is_n6_own(&pre.inner) {
+            if self.is_local(&f) || self.is_n6_own(&f) {
                 return false;
             }
             prefetch_addr(data.as_ptr().wrapping_sub(1));
@@ -303,13 +308,14 @@ impl Work<'_> {
 mod tests {
     use super::*;
     use crate::classify::{classify, tests::each_fast_shape_mutation};
+    use crate::upf::emit::flow_port;
 
     /// When `quick` answers, the record is the shared classifier's and the `Pre` is what
     /// `Work::pre` builds from that record (minus its MAC / address decisions, which
     /// `pre_quick` makes with the same functions).
     fn check(d: &[u8]) -> bool {
         let (mut m, mut pre) = (PacketMeta::EMPTY, Pre::SLOW);
-        let Some(outer_dst) = quick(d, &mut m, &mut pre) else {
+        let Some((outer_dst, flow)) = quick(d, &mut m, &mut pre) else {
             assert_eq!((m, pre), (PacketMeta::EMPTY, Pre::SLOW), "{d:02x?}");
             return false;
         };
@@ -318,17 +324,24 @@ mod tests {
         assert_eq!(m, c, "frame {d:02x?}");
         assert_eq!(u128::from(outer_dst), Flow::outer_dst(d, &c), "{d:02x?}");
         let inner = Flow::inner(d, &c);
-        assert_eq!(pre.inner, inner, "frame {d:02x?}");
+        assert_eq!(flow, inner, "frame {d:02x?}");
+        assert_eq!(
+            (pre.dst, pre.len as usize, pre.v6),
+            (inner.dst, inner.len, inner.v6),
+            "frame {d:02x?}"
+        );
         if c.has(flags::GPDU) {
             assert_eq!(pre.kind, KIND_UL);
             assert_eq!(pre.qfi, c.has(HAS_QFI).then_some(c.qfi));
-            assert_eq!(pre.inner_off, usize::from(c.inner_l3_off));
+            assert_eq!(usize::from(pre.inner_off), usize::from(c.inner_l3_off));
             assert_eq!(pre.key, u64::from(c.teid));
+            assert_eq!(pre.port, 0);
         } else {
             assert_eq!(pre.kind, KIND_DL4);
             assert_eq!(pre.qfi, None);
-            assert_eq!(pre.inner_off, usize::from(c.l3_off));
+            assert_eq!(usize::from(pre.inner_off), usize::from(c.l3_off));
             assert_eq!(pre.key, u64::from(inner.dst as u32));
+            assert_eq!(pre.port, flow_port(&inner));
         }
         true
     }

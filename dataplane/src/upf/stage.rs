@@ -72,7 +72,7 @@ use crate::qos::TokenBucket;
 use crate::runtime::{Batch, Context, Disposition, Reader, Reasons, Stage};
 use crate::stages::l3fwd::RouteTable;
 pub use crate::upf::config::UpfConfig;
-use crate::upf::parse::{Pre, KIND_SKIP};
+use crate::upf::parse::{Flow, Pre, KIND_SKIP};
 use crate::upf::reasm::Reassembler;
 use crate::upf::stats::UpfStats;
 use crate::upf::tables::{KeySlot, Shard, UpfTables};
@@ -98,6 +98,8 @@ pub struct Upf {
     /// Pass 1's results for one chunk: scratch kept across batches so no batch pays for
     /// initialising it (pass 1 writes every entry it covers).
     pre: Box<[Pre; CHUNK]>,
+    /// The inner flows pass 1 keeps beside a chunk's records (`Pre::flow`): scratch as `pre`.
+    flows: Box<[Flow; CHUNK]>,
 }
 
 impl Upf {
@@ -127,6 +129,7 @@ impl Upf {
             general: false,
             route_cache: RouteCache::new(),
             pre: Box::new([Pre::SLOW; CHUNK]),
+            flows: Box::new([Flow::NONE; CHUNK]),
         }
     }
 
@@ -195,6 +198,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
             general,
             route_cache,
             pre,
+            flows,
         } = self;
         routes.get();
         route_cache.sync(routes.generation());
@@ -269,7 +273,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
                     }
                     if !quick {
                         // One call site, so it stays inlined.
-                        *pr = w.pre(p.data(), p.pkt_meta());
+                        *pr = w.pre(p.data(), p.pkt_meta(), &mut flows[j]);
                     }
                     shard[j] = w.key_shard(pr);
                 }
@@ -294,7 +298,9 @@ impl<B: PacketBuf> Stage<B> for Upf {
             for j in 0..len {
                 let i = base + j;
                 let d = match (shard[j], hit[j]) {
-                    (Some(s), Some(slot)) => w.resolved(&mut batch.pkts[i], &pre[j], s, slot),
+                    (Some(s), Some(slot)) => {
+                        w.resolved(&mut batch.pkts[i], &pre[j], &flows[j], s, slot)
+                    }
                     _ if pre[j].kind == KIND_SKIP => continue,
                     _ => w.packet(&mut batch.pkts[i]),
                 };
