@@ -215,10 +215,10 @@ impl RdmaOut {
 #[derive(Debug, Clone, Copy)]
 pub struct Loopback {
     base: usize,
-    /// K, the key population (0: unbounded, modulo 2^32).
-    keys: u32,
+    /// K, the key population; 2^32 when unbounded (then `+ step mod K` is the wrapping add).
+    keys: u64,
     /// The step modulo K (coprime to K, below K); [`KEY_STEP`] when unbounded.
-    step: u32,
+    step: u64,
 }
 
 /// Added to a looped-back report's key each pass (odd: every key of the 2^32 is visited).
@@ -235,8 +235,8 @@ impl Loopback {
     pub fn new(variant: Variant) -> Loopback {
         Loopback {
             base: variant.base_len(),
-            keys: 0,
-            step: KEY_STEP,
+            keys: 1 << 32,
+            step: KEY_STEP as u64,
         }
     }
 
@@ -245,58 +245,55 @@ impl Loopback {
     /// start with keys below `keys` ([`key`](Self::key)); one that does not is brought into
     /// range on its first pass.
     pub fn with_keys(mut self, keys: u32) -> Loopback {
-        self.keys = keys;
-        self.step = KEY_STEP;
-        if keys != 0 {
-            let k = u64::from(keys);
-            let mut s = u64::from(KEY_STEP) % k;
-            while gcd(s, k) != 1 {
-                s = (s + 1) % k;
-            }
-            self.step = s as u32;
+        let k = match keys {
+            0 => 1 << 32,
+            k => u64::from(k),
+        };
+        let mut s = u64::from(KEY_STEP) % k;
+        while gcd(s, k) != 1 {
+            s = (s + 1) % k;
         }
+        (self.keys, self.step) = (k, s);
         self
     }
 
     /// The key population K (0: unbounded).
     pub fn keys(&self) -> u32 {
-        self.keys
+        self.keys as u32
     }
 
-    /// `key` mapped into the population: itself when unbounded, else `key mod K`.
+    /// `key` mapped into the population: `key mod K` (itself when unbounded).
     pub fn key(&self, key: u32) -> u32 {
-        match self.keys {
-            0 => key,
-            k => key % k,
-        }
+        (u64::from(key) % self.keys) as u32
     }
 
     /// Advance the report at the start of `payload` (the UDP payload) for its next pass.
     #[inline(always)]
     pub fn advance(&self, payload: &mut [u8]) {
-        let (at, keyed) = match payload.first() {
-            Some(&opcode::KEY_WRITE) | Some(&opcode::KEY_INCREMENT) => (self.base + 1, true),
-            Some(&opcode::POSTCARDING) => (self.base, true),
-            // Append: the data word.
-            Some(&opcode::APPEND) => (self.base + 4, false),
+        let at = match payload.first() {
+            Some(&opcode::KEY_WRITE) | Some(&opcode::KEY_INCREMENT) => self.base + 1,
+            Some(&opcode::POSTCARDING) => self.base,
+            // Append: the data word, modulo 2^32.
+            Some(&opcode::APPEND) => {
+                if let Some(w) = payload
+                    .get_mut(self.base + 4..)
+                    .and_then(|r| r.first_chunk_mut::<4>())
+                {
+                    *w = u32::from_be_bytes(*w).wrapping_add(KEY_STEP).to_be_bytes();
+                }
+                return;
+            }
             _ => return,
         };
         if let Some(w) = payload.get_mut(at..).and_then(|r| r.first_chunk_mut::<4>()) {
-            let v = u32::from_be_bytes(*w);
-            let next = if !keyed || self.keys == 0 {
-                v.wrapping_add(KEY_STEP)
-            } else {
-                // (v + step) mod K with v < K, step < K: one compare, no division.
-                let k = u64::from(self.keys);
-                let v = if u64::from(v) < k {
-                    u64::from(v)
-                } else {
-                    u64::from(v) % k
-                };
-                let n = v + u64::from(self.step);
-                (if n >= k { n - k } else { n }) as u32
-            };
-            *w = next.to_be_bytes();
+            // (v + step) mod K with v < K, step < K: one compare, no division (K = 2^32:
+            // the wrapping add). A key not below K is brought into range first.
+            let (k, mut v) = (self.keys, u64::from(u32::from_be_bytes(*w)));
+            if v >= k {
+                v %= k;
+            }
+            let n = v + self.step;
+            *w = ((if n >= k { n - k } else { n }) as u32).to_be_bytes();
         }
     }
 }
