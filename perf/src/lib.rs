@@ -8,6 +8,7 @@
 //!   `pg-fridge-eval` binary runs it.
 //! * [`dta_eval`]: the DTA seed's appendix A / Figures 12-14 through our translator and
 //!   collector; the `pg-dta-eval` binary runs it.
+//! * [`dta_ingest`]: what `pg-dta-ingest` measures (DTA ingest rate vs a hash-map collector).
 //! * [`codesign_eval`]: the sketch-INT co-design evaluation (planner and per-flow accuracy);
 //!   the `pg-codesign-eval` binary runs it.
 //! * [`kestrel_eval`]: the Kestrel evaluation (section VI: anomaly detection per telemetry
@@ -19,6 +20,7 @@
 
 pub mod codesign_eval;
 pub mod dta_eval;
+pub mod dta_ingest;
 pub mod fridge_eval;
 pub mod harness;
 pub mod int_accuracy;

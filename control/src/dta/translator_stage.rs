@@ -207,34 +207,93 @@ impl RdmaOut {
 /// its next pass (key or data advanced, so a recirculating stream keeps writing new slots)
 /// and sent back out of the other port of a `net_ring` pair, as `dpdk-testpmd`'s 5tswap
 /// returns every packet.
+///
+/// Keys (Key-Write, Key-Increment, Postcarding) either range over all of 2^32
+/// ([`new`](Self::new): every pass a new key, an unbounded key population) or stay in
+/// `[0, K)` ([`with_keys`](Self::with_keys): advanced modulo K by a step coprime to K, so
+/// each report still visits all K keys). Append's data word is always advanced modulo 2^32.
 #[derive(Debug, Clone, Copy)]
 pub struct Loopback {
     base: usize,
+    /// K, the key population; 2^32 when unbounded (then `+ step mod K` is the wrapping add).
+    keys: u64,
+    /// The step modulo K (coprime to K, below K); [`KEY_STEP`] when unbounded.
+    step: u64,
 }
 
 /// Added to a looped-back report's key each pass (odd: every key of the 2^32 is visited).
 const KEY_STEP: u32 = 0x3c6e_f373;
 
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 impl Loopback {
     pub fn new(variant: Variant) -> Loopback {
         Loopback {
             base: variant.base_len(),
+            keys: 1 << 32,
+            step: KEY_STEP as u64,
         }
+    }
+
+    /// Keep keys in `[0, keys)` (0: unbounded, as [`new`](Self::new)); the step is
+    /// [`KEY_STEP`] mod `keys`, moved up to the next value coprime to `keys`. Reports should
+    /// start with keys below `keys` ([`key`](Self::key)); one that does not is brought into
+    /// range on its first pass.
+    pub fn with_keys(mut self, keys: u32) -> Loopback {
+        let k = match keys {
+            0 => 1 << 32,
+            k => u64::from(k),
+        };
+        let mut s = u64::from(KEY_STEP) % k;
+        while gcd(s, k) != 1 {
+            s = (s + 1) % k;
+        }
+        (self.keys, self.step) = (k, s);
+        self
+    }
+
+    /// The key population K (0: unbounded).
+    pub fn keys(&self) -> u32 {
+        self.keys as u32
+    }
+
+    /// `key` mapped into the population: `key mod K` (itself when unbounded).
+    pub fn key(&self, key: u32) -> u32 {
+        (u64::from(key) % self.keys) as u32
     }
 
     /// Advance the report at the start of `payload` (the UDP payload) for its next pass.
     #[inline(always)]
     pub fn advance(&self, payload: &mut [u8]) {
-        let at = self.base
-            + match payload.first() {
-                Some(&opcode::KEY_WRITE) | Some(&opcode::KEY_INCREMENT) => 1,
-                Some(&opcode::POSTCARDING) => 0,
-                // Append: the data word.
-                Some(&opcode::APPEND) => 4,
-                _ => return,
-            };
+        let at = match payload.first() {
+            Some(&opcode::KEY_WRITE) | Some(&opcode::KEY_INCREMENT) => self.base + 1,
+            Some(&opcode::POSTCARDING) => self.base,
+            // Append: the data word, modulo 2^32.
+            Some(&opcode::APPEND) => {
+                if let Some(w) = payload
+                    .get_mut(self.base + 4..)
+                    .and_then(|r| r.first_chunk_mut::<4>())
+                {
+                    *w = u32::from_be_bytes(*w).wrapping_add(KEY_STEP).to_be_bytes();
+                }
+                return;
+            }
+            _ => return,
+        };
         if let Some(w) = payload.get_mut(at..).and_then(|r| r.first_chunk_mut::<4>()) {
-            *w = u32::from_be_bytes(*w).wrapping_add(KEY_STEP).to_be_bytes();
+            // (v + step) mod K with v < K, step < K: one compare, no division (K = 2^32:
+            // the wrapping add). A key not below K is brought into range first.
+            let (k, mut v) = (self.keys, u64::from(u32::from_be_bytes(*w)));
+            if v >= k {
+                v %= k;
+            }
+            let n = v + self.step;
+            *w = ((if n >= k { n - k } else { n }) as u32).to_be_bytes();
         }
     }
 }
@@ -679,5 +738,63 @@ mod tests {
             }
         }
         assert!(ok > 10_000 && refused > 10_000, "{ok} {refused}");
+    }
+
+    /// The bounded loop-back keeps Key-Write / Key-Increment / Postcarding keys in [0, K)
+    /// and visits all K of them; Postcarding's hop is left alone; unbounded is the old +step.
+    #[test]
+    fn loopback_bounded_keys() {
+        let emit = |p: Primitive| {
+            let r = Repr {
+                variant: Variant::Tracked,
+                seqnum: 0,
+                immediate: false,
+                retransmittable: false,
+                primitive: p,
+            };
+            let mut b = vec![0u8; 32];
+            let n = r.emit(&mut b).unwrap();
+            b.truncate(n);
+            b
+        };
+        let parse = |b: &[u8]| {
+            Repr::parse(&dta::Packet::new_checked(b, Variant::Tracked).unwrap())
+                .unwrap()
+                .primitive
+        };
+        for k in [1u32, 7, 12, 1_048_573] {
+            let lb = Loopback::new(Variant::Tracked).with_keys(k);
+            let mut kw = emit(Primitive::key_write(2, lb.key(0x9e37_79b9), &[5]).unwrap());
+            let mut pc = emit(Primitive::Postcard {
+                key: lb.key(77),
+                hop: 3,
+                data: 9,
+            });
+            let mut seen = std::collections::HashSet::new();
+            for _ in 0..k.min(5000) {
+                lb.advance(&mut kw);
+                lb.advance(&mut pc);
+                match parse(&kw) {
+                    Primitive::KeyWrite { key, .. } => {
+                        assert!(key < k);
+                        seen.insert(key);
+                    }
+                    p => panic!("{p:?}"),
+                }
+                match parse(&pc) {
+                    Primitive::Postcard { key, hop, .. } => assert!(key < k && hop == 3),
+                    p => panic!("{p:?}"),
+                }
+            }
+            assert_eq!(seen.len() as u32, k.min(5000), "K = {k}");
+        }
+        let lb = Loopback::new(Variant::Tracked);
+        let mut ki = emit(Primitive::KeyIncrement {
+            redundancy: 2,
+            key: u32::MAX,
+            counter: 1,
+        });
+        lb.advance(&mut ki);
+        assert!(matches!(parse(&ki), Primitive::KeyIncrement { key, .. } if key == KEY_STEP - 1));
     }
 }
