@@ -223,9 +223,9 @@ impl Sketcher {
                 ]
                 .map(|i| i as u32);
                 let pm = &mut pms[(s.dir * QFIS + usize::from(s.qfi & 63)) & (DIRS * QFIS - 1)];
-                pm.packets += 1;
-                pm.bytes += u64::from(s.len);
                 pm.sojourn_sum_ns += u64::from(s.sojourn_ns);
+                pm.bytes += u64::from(s.len);
+                pm.packets += 1;
                 n += 1;
                 let r = &mut room[sk & (DIRS * MAX_QIDS - 1)];
                 *r -= 1;
@@ -266,27 +266,32 @@ fn update3<const CAL: bool, const ONE: bool>(
     }
     for ((s, a), ahead) in chunk.iter().zip(at).zip(&at[AHEAD..]) {
         prefetch_rows(ahead);
-        if a[0] == u32::MAX {
-            continue;
-        }
         let [a0, a1, a2] = a.map(|i| i as usize);
+        // A packet not recorded has row 0 at u32::MAX, past any bank (a layout has at most
+        // 2 x 8 x 2^16 x 8 buckets): one test for both that and row 0's bounds.
+        let Some(l0) = hot.get(a0).map(|b| b.last_seen) else {
+            continue;
+        };
         let tb = &tables[s.qid & (MAX_QIDS - 1)];
-        let last = [hot[a0].last_seen, hot[a1].last_seen, hot[a2].last_seen];
-        // A bucket's first packet (last-seen 0) adds no gap: its increment is 0.
+        let last = [l0, hot[a1].last_seen, hot[a2].last_seen];
         let bin = |t: &BinTable, v: u64| if ONE { t.bin1(v) } else { t.bin(v) };
-        let iat = last.map(|l| bin(&tb.iat, s.t_ns.saturating_sub(l)));
+        // Each row's inter-arrival bin as soon as its last-seen is loaded (all three loads
+        // first), so no last-seen value or bin stays live across the other counters. A
+        // bucket's first packet (last-seen 0) adds no gap: its increment is 0.
+        for (&l, i) in last.iter().zip([a0, a1, a2]) {
+            hot[i].iat[bin(&tb.iat, s.t_ns.saturating_sub(l))] += u16::from(l != 0);
+        }
         let lat = bin(&tb.lat, u64::from(s.sojourn_ns));
-        let colour = usize::from(s.colour.min(2));
+        let colour = usize::from(s.colour).min(2);
         let t = s.t_ns.max(1);
         let len = u64::from(s.len);
-        for (r, i) in [a0, a1, a2].into_iter().enumerate() {
+        for i in [a0, a1, a2] {
             let b = &mut hot[i];
             b.last_seen = t;
             b.packets += 1;
             b.bytes += len;
             b.colour[colour] += 1;
             b.lat[lat] += 1;
-            b.iat[iat[r]] += u16::from(last[r] != 0);
         }
         if CAL && calibrating[s.qid & (MAX_QIDS - 1)] {
             let gap = (last[0] != 0)
