@@ -224,6 +224,17 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     .expect("N4 endpoint");
     let threads = thread_cores();
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    // The SMF's side of a pipelined window needs room for its answers as the N4 socket does
+    // for the requests (`peregrine_control::n4::N4_RCVBUF`).
+    {
+        use nix::sys::socket::{setsockopt, sockopt};
+        let n = peregrine_control::n4::N4_RCVBUF;
+        if setsockopt(&sock, sockopt::RcvBufForce, &n).is_err() {
+            let _ = setsockopt(&sock, sockopt::RcvBuf, &n);
+        }
+    }
+    let client_rcvbuf =
+        nix::sys::socket::getsockopt(&sock, nix::sys::socket::sockopt::RcvBuf).unwrap_or(0);
     sock.connect(ep.local_addrs()[0]).expect("connect");
     sock.set_read_timeout(Some(Duration::from_secs(2)))
         .expect("timeout");
@@ -361,6 +372,7 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
         "rejected": rejected,
         "window": a.window,
         "retransmissions": retransmits,
+        "client_rcvbuf_bytes": client_rcvbuf,
         "seconds": elapsed.as_secs_f64(),
         "establishments_per_second": ok as f64 / elapsed.as_secs_f64(),
         "establishments_per_second_per_tenth": per_tenth,
