@@ -123,6 +123,32 @@ fn legacy_upf_metrics(
         .map_err(|_| invalid("upf.metrics", format!("`{s}` is not ADDRESS:PORT")))
 }
 
+/// A valid two-port pcap `l3fwd` configuration, for the feature sections' unit tests to add
+/// their section to (or change the pipeline kind of).
+#[cfg(test)]
+pub(crate) const TWO_PORT_L3FWD: &str = r#"
+[backend]
+kind = "pcap"
+
+[[port]]
+name = "n3"
+mac = "02:00:00:00:00:03"
+tx = "out3.pcap"
+
+[[port]]
+name = "n6"
+mac = "02:00:00:00:00:06"
+tx = "out.pcap"
+
+[pipeline]
+kind = "l3fwd"
+
+[[route]]
+prefix = "10.45.0.0/16"
+port = "n6"
+next_hop_mac = "02:00:00:00:01:06"
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::*;

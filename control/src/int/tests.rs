@@ -1,27 +1,6 @@
 use crate::config::Config;
 
-const GOOD: &str = r#"
-[backend]
-kind = "pcap"
-
-[[port]]
-name = "n3"
-mac = "02:00:00:00:00:03"
-tx = "out3.pcap"
-
-[[port]]
-name = "n6"
-mac = "02:00:00:00:00:06"
-tx = "out.pcap"
-
-[pipeline]
-kind = "l3fwd"
-
-[[route]]
-prefix = "10.45.0.0/16"
-port = "n6"
-next_hop_mac = "02:00:00:00:01:06"
-"#;
+const GOOD: &str = crate::config::TWO_PORT_L3FWD;
 
 fn err(text: &str) -> String {
     Config::parse(text).unwrap_err().to_string()
