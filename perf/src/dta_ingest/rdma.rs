@@ -15,6 +15,19 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Where the RDMA requests go: the NIC's addresses behind the `net_null` port, RoCEv2's UDP
+/// port (the same in the measured loop and in the callgrind child).
+fn rdma_addrs() -> FrameAddrs {
+    FrameAddrs {
+        eth_src: Address([2, 0, 0, 0, 0, 1]),
+        eth_dst: Address([2, 0, 0, 0, 0, 0x99]),
+        ip_src: Ipv4Addr::new(10, 0, 0, 1),
+        ip_dst: Ipv4Addr::new(10, 0, 0, 99),
+        src_port: 49152,
+        dst_port: peregrine_wire::roce::UDP_PORT,
+    }
+}
+
 /// One RoCEv2-mode measurement: (RDMA frames/s, allocations, reports/s).
 pub fn rdma(mode: &str, a: &Args, alloc: &CountingAlloc) -> (f64, u64, f64) {
     use peregrine_control::dta::translator_stage::RdmaOut;
@@ -30,14 +43,7 @@ pub fn rdma(mode: &str, a: &Args, alloc: &CountingAlloc) -> (f64, u64, f64) {
         a.inject,
     );
     let shared = Arc::new(Shared::new(1));
-    let addrs = FrameAddrs {
-        eth_src: Address([2, 0, 0, 0, 0, 1]),
-        eth_dst: Address([2, 0, 0, 0, 0, 0x99]),
-        ip_src: Ipv4Addr::new(10, 0, 0, 1),
-        ip_dst: Ipv4Addr::new(10, 0, 0, 99),
-        src_port: 49152,
-        dst_port: peregrine_wire::roce::UDP_PORT,
-    };
+    let addrs = rdma_addrs();
     let run = runtime::start(
         &mut pre,
         &|w: usize, r: &mut Reasons| {
@@ -84,14 +90,7 @@ pub fn count_child(prim: &str, count: u64, lb: &Loopback) {
     use peregrine_dta::rdma::{check, Qp, Target};
     let mut payloads = payloads(prim, 64, lb);
     let layout = peregrine_dta::Layout::new(sizes(prim)).unwrap();
-    let addrs = FrameAddrs {
-        eth_src: Address([2, 0, 0, 0, 0, 1]),
-        eth_dst: Address([2, 0, 0, 0, 0, 0x99]),
-        ip_src: Ipv4Addr::new(10, 0, 0, 1),
-        ip_dst: Ipv4Addr::new(10, 0, 0, 99),
-        src_port: 49152,
-        dst_port: peregrine_wire::roce::UDP_PORT,
-    };
+    let addrs = rdma_addrs();
     let t = Target {
         qp: 0x42,
         local_qp: 0x100,
