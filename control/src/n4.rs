@@ -59,7 +59,8 @@ pub const N4_RCVBUF: usize = 4 << 20;
 
 /// Ask for [`N4_RCVBUF`] on `s` (past `net.core.rmem_max` with `SO_RCVBUFFORCE` when we may,
 /// else up to it); the size the kernel granted (it doubles the request for its bookkeeping).
-fn grow_rcvbuf(s: &UdpSocket) -> usize {
+/// Also for a peer's socket facing the endpoint (the benchmark's SMF).
+pub fn grow_rcvbuf(s: &UdpSocket) -> usize {
     use nix::sys::socket::{getsockopt, setsockopt, sockopt};
     if setsockopt(s, sockopt::RcvBufForce, &N4_RCVBUF).is_err() {
         // Not permitted (no CAP_NET_ADMIN): as much as rmem_max allows.

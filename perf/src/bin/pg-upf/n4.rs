@@ -225,16 +225,8 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     let threads = thread_cores();
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
     // The SMF's side of a pipelined window needs room for its answers as the N4 socket does
-    // for the requests (`peregrine_control::n4::N4_RCVBUF`).
-    {
-        use nix::sys::socket::{setsockopt, sockopt};
-        let n = peregrine_control::n4::N4_RCVBUF;
-        if setsockopt(&sock, sockopt::RcvBufForce, &n).is_err() {
-            let _ = setsockopt(&sock, sockopt::RcvBuf, &n);
-        }
-    }
-    let client_rcvbuf =
-        nix::sys::socket::getsockopt(&sock, nix::sys::socket::sockopt::RcvBuf).unwrap_or(0);
+    // for the requests.
+    let client_rcvbuf = peregrine_control::n4::grow_rcvbuf(&sock);
     sock.connect(ep.local_addrs()[0]).expect("connect");
     sock.set_read_timeout(Some(Duration::from_secs(2)))
         .expect("timeout");
