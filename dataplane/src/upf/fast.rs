@@ -38,21 +38,31 @@ impl Work<'_> {
         if inner_len + overhead > self.mtu || self.fix_l4 {
             return None;
         }
-        for mr in f.meters.iter().take_while(|m| m.slot != NONE) {
-            match self.meters.get(mr.slot as usize) {
-                Some(m) if m.is(mr.generation) && !m.shapes() => {}
-                _ => return None,
-            }
-        }
         let len = pre.len as u64;
-        // QERs (RFC 2698 TrTCM, colour-blind as the QER meters are), then URRs.
+        // QERs (RFC 2698 TrTCM, colour-blind as the QER meters are), then URRs. Every meter
+        // is checked before any is marked (one the record does not settle: the general path).
+        let [a, b] = f.meters;
         let mut colour = None;
-        for mr in f.meters.iter().take_while(|m| m.slot != NONE) {
-            let m = &mut self.meters[mr.slot as usize];
-            let c = m.mark(self.now, len);
-            colour = colour.max(Some(c));
-            if c == Colour::Red {
-                break;
+        if a.slot != NONE && b.slot == NONE {
+            // One meter (the common case): checked and marked in one step.
+            let m = match self.meters.get_mut(a.slot as usize) {
+                Some(m) if m.is(a.generation) && !m.shapes() => m,
+                _ => return None,
+            };
+            colour = Some(m.mark(self.now, len));
+        } else if a.slot != NONE {
+            for mr in [a, b] {
+                match self.meters.get(mr.slot as usize) {
+                    Some(m) if m.is(mr.generation) && !m.shapes() => {}
+                    _ => return None,
+                }
+            }
+            for mr in [a, b] {
+                let c = self.meters[mr.slot as usize].mark(self.now, len);
+                colour = colour.max(Some(c));
+                if c == Colour::Red {
+                    break;
+                }
             }
         }
         if let Some(c) = colour {

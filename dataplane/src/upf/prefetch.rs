@@ -21,14 +21,3 @@ pub(crate) fn prefetch_addr(p: *const u8) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
 }
-
-/// [`prefetch`] every cache line of `*r`.
-#[inline(always)]
-pub(crate) fn prefetch_all<T>(r: &T) {
-    let p = (r as *const T).cast::<u8>();
-    let mut off = 0;
-    while off < std::mem::size_of::<T>() {
-        prefetch_addr(p.wrapping_add(off));
-        off += 64;
-    }
-}

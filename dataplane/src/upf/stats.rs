@@ -73,14 +73,13 @@ pub struct UpfTotals {
     pub reassembly_timeouts: u64,
 }
 
-/// One cache line per slot, so a packet's usage update touches one line.
+/// One cache line per slot, so a packet's usage update touches one line. Bytes and packets
+/// by [`Direction`] (`as usize`), so the update picks its pair by index, not by a branch.
 #[derive(Debug, Default)]
 #[repr(align(64))]
 struct UrrCell {
-    ul_bytes: AtomicU64,
-    ul_pkts: AtomicU64,
-    dl_bytes: AtomicU64,
-    dl_pkts: AtomicU64,
+    bytes: [AtomicU64; 2],
+    pkts: [AtomicU64; 2],
     first: AtomicU64,
     last: AtomicU64,
 }
@@ -162,10 +161,10 @@ impl UpfStats {
             return UrrUsage::default();
         };
         UrrUsage {
-            ul_bytes: c.ul_bytes.load(Relaxed),
-            ul_pkts: c.ul_pkts.load(Relaxed),
-            dl_bytes: c.dl_bytes.load(Relaxed),
-            dl_pkts: c.dl_pkts.load(Relaxed),
+            ul_bytes: c.bytes[Direction::Uplink as usize].load(Relaxed),
+            ul_pkts: c.pkts[Direction::Uplink as usize].load(Relaxed),
+            dl_bytes: c.bytes[Direction::Downlink as usize].load(Relaxed),
+            dl_pkts: c.pkts[Direction::Downlink as usize].load(Relaxed),
             first_pkt_ns: c.first.load(Relaxed),
             last_pkt_ns: c.last.load(Relaxed),
         }
@@ -240,9 +239,10 @@ impl UpfStats {
     /// Start loading slot `slot`'s counter line (a hint, before [`Self::urr_add`]).
     #[inline]
     pub(crate) fn urr_prefetch(&self, slot: u32) {
-        if let Some(c) = self.urr.get(slot as usize) {
-            crate::upf::prefetch::prefetch(c);
-        }
+        // No bounds check: a hint never faults, and a slot past the capacity is rare (it is
+        // counted in `urr_slots_exceeded` by the update).
+        let c = self.urr.as_ptr().wrapping_add(slot as usize);
+        crate::upf::prefetch::prefetch_addr(c.cast());
     }
 
     /// Add one packet of `bytes` to URR slot `slot` at `now_ns`.
@@ -252,20 +252,14 @@ impl UpfStats {
             add(&self.totals.urr_slots_exceeded, 1);
             return;
         };
-        if c.ul_pkts.load(Relaxed) == 0 && c.dl_pkts.load(Relaxed) == 0 {
+        let d = dir as usize;
+        let n = c.pkts[d].load(Relaxed);
+        if n == 0 && c.pkts[d ^ 1].load(Relaxed) == 0 {
             c.first.store(now_ns, Relaxed);
         }
         c.last.store(now_ns, Relaxed);
-        match dir {
-            Direction::Uplink => {
-                add(&c.ul_pkts, 1);
-                add(&c.ul_bytes, bytes);
-            }
-            Direction::Downlink => {
-                add(&c.dl_pkts, 1);
-                add(&c.dl_bytes, bytes);
-            }
-        }
+        c.pkts[d].store(n.wrapping_add(1), Relaxed);
+        add(&c.bytes[d], bytes);
     }
 
     #[inline]
