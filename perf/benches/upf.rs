@@ -5,13 +5,19 @@
 //!
 //! Each iteration refills a 32-packet batch from the pristine frames (not timed) and runs
 //! the stage; only the stage's run is timed (two clock reads per batch of 32, ~1 ns per
-//! packet, are in the figure). The 32 packets hit 32 sessions spread over the table. Run with
-//! `cargo bench -p peregrine-perf --bench upf`; results in `perf/results/upf-bench.md`.
+//! packet, are in the figure). In the `<n>k_sessions` cases the 32 packets hit the same 32
+//! sessions spread over the table in every iteration, so their lines stay cached whatever the
+//! table's size. The `<n>k_sessions_cycled` cases (64 B) visit every session in a fixed
+//! shuffled order, 32 new sessions per batch, as a worker's traffic does: each batch's key
+//! slots, meters and usage cells are cold unless the cache holds all `n` sessions' state.
+//! Run with `cargo bench -p peregrine-perf --bench upf`; results in `perf/results/upf-bench.md`
+//! and, per optimisation round, `perf/results/upf.md`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use peregrine_dataplane::qos::{ColourMode, TrTcmConfig};
 use peregrine_dataplane::runtime::{Action, Context, Disposition};
 use peregrine_dataplane::OwnedBuf;
+use peregrine_testkit::rng;
 use peregrine_testkit::upf::*;
 use std::hint::black_box;
 use std::net::IpAddr;
@@ -42,6 +48,36 @@ fn tables(n: u32) -> peregrine_dataplane::upf::UpfTables {
     tb.build()
 }
 
+/// The stage's cases: name and rx port (0 = N3, 1 = N6).
+const CASES: [(&str, u16); 3] = [
+    ("ul_decap_route", 0),
+    ("dl_encap_v4", 1),
+    ("dl_encap_v6_udp_csum", 1),
+];
+
+/// Case `name`'s frame of `size` bytes (inner IP packet) for session `i`.
+fn frame(name: &str, size: usize, i: u32) -> Vec<u8> {
+    match name {
+        "ul_decap_route" => {
+            let inner = udp4(ue_v4(i), server_v4(), 53, size - 28);
+            ul_frame(false, 0x1000_0000 + i, Some(9), &inner)
+        }
+        "dl_encap_v4" => dl_frame(&udp4(server_v4(), ue_v4(i), 80, size - 28)),
+        _ => dl_frame(&udp6(server_v6(), ue_v6(i), 80, size - 48)),
+    }
+}
+
+/// Sessions `0..n` in a fixed pseudo-random order (Fisher-Yates over a seeded stream).
+fn shuffled(n: u32) -> Vec<u32> {
+    let mut r = rng::seeded(0x5e55_1095);
+    let mut v: Vec<u32> = (0..n).collect();
+    for i in (1..v.len()).rev() {
+        let j = rng::below(&mut r, i as u64 + 1) as usize;
+        v.swap(i, j);
+    }
+    v
+}
+
 fn bench_upf(c: &mut Criterion) {
     let mut g = c.benchmark_group("upf");
     g.throughput(Throughput::Elements(u64::from(BATCH)));
@@ -52,46 +88,44 @@ fn bench_upf(c: &mut Criterion) {
         };
         let mut rig = Rig::new(tables(n), cfg);
         for size in [64usize, 512] {
-            let sess = |k: u32| k * (n / BATCH);
-            let cases: [(&str, u16, Vec<Vec<u8>>); 3] = [
-                (
-                    "ul_decap_route",
-                    0,
-                    (0..BATCH)
-                        .map(|k| {
-                            let inner = udp4(ue_v4(sess(k)), server_v4(), 53, size - 28);
-                            ul_frame(false, 0x1000_0000 + sess(k), Some(9), &inner)
-                        })
-                        .collect(),
-                ),
-                (
-                    "dl_encap_v4",
-                    1,
-                    (0..BATCH)
-                        .map(|k| dl_frame(&udp4(server_v4(), ue_v4(sess(k)), 80, size - 28)))
-                        .collect(),
-                ),
-                (
-                    "dl_encap_v6_udp_csum",
-                    1,
-                    (0..BATCH)
-                        .map(|k| dl_frame(&udp6(server_v6(), ue_v6(sess(k)), 80, size - 48)))
-                        .collect(),
-                ),
-            ];
-            for (name, port, frames) in cases {
-                let mut bufs: Vec<OwnedBuf> =
-                    frames.iter().map(|f| OwnedBuf::from_slice(f)).collect();
+            let spread: Vec<u32> = (0..BATCH).map(|k| k * (n / BATCH)).collect();
+            let mut cases: Vec<(String, u16, Vec<Vec<u8>>)> = CASES
+                .iter()
+                .map(|&(name, port)| {
+                    let frames = spread.iter().map(|&i| frame(name, size, i)).collect();
+                    (
+                        format!("{name}/{size}B/{}k_sessions", n / 1000),
+                        port,
+                        frames,
+                    )
+                })
+                .collect();
+            if size == 64 {
+                let order = shuffled(n);
+                for &(name, port) in &CASES {
+                    let frames = order.iter().map(|&i| frame(name, size, i)).collect();
+                    let id = format!("{name}/{size}B/{}k_sessions_cycled", n / 1000);
+                    cases.push((id, port, frames));
+                }
+            }
+            for (id, port, frames) in cases {
+                let mut bufs: Vec<OwnedBuf> = frames[..BATCH as usize]
+                    .iter()
+                    .map(|f| OwnedBuf::from_slice(f))
+                    .collect();
                 // The clock advances 1 ms per batch so the meters refill (PIR 2^40 B/s).
                 let mut now = 0u64;
+                // The next batch's first frame: the batches walk `frames` in turn, wrapping.
+                let mut next = 0usize;
                 // Refill the batch from the pristine frames (not timed), run the stage
                 // (timed: only `pipe.run`), return the buffers; the time of the run.
                 let mut step = |bufs: &mut Vec<OwnedBuf>, rig: &mut Rig| {
                     now += 1_000_000;
                     let cx = Context::fixed(now, 0);
                     rig.batch.rx_port = port;
-                    for (mut b, f) in bufs.drain(..).zip(&frames) {
-                        b.set_data(f).unwrap();
+                    for mut b in bufs.drain(..) {
+                        b.set_data(&frames[next]).unwrap();
+                        next = (next + 1) % frames.len();
                         let _ = rig.batch.push(b, Disposition::CONTINUE);
                     }
                     let t0 = Instant::now();
@@ -104,21 +138,22 @@ fn bench_upf(c: &mut Criterion) {
                     }
                     (sent, dt)
                 };
-                assert_eq!(step(&mut bufs, &mut rig).0, BATCH, "{name}: all forwarded");
-                g.bench_function(
-                    BenchmarkId::new(format!("{name}/{size}B"), format!("{}k_sessions", n / 1000)),
-                    |b| {
-                        b.iter_custom(|iters| {
-                            let mut total = Duration::ZERO;
-                            for _ in 0..iters {
-                                let (sent, dt) = step(&mut bufs, &mut rig);
-                                black_box(sent);
-                                total += dt;
-                            }
-                            total
-                        })
-                    },
-                );
+                // Every session once (its meter created on the general path) before timing.
+                for _ in 0..frames.len().div_ceil(BATCH as usize) {
+                    assert_eq!(step(&mut bufs, &mut rig).0, BATCH, "{id}: all forwarded");
+                }
+                let (group, param) = id.rsplit_once('/').expect("name/size/sessions");
+                g.bench_function(BenchmarkId::new(group, param), |b| {
+                    b.iter_custom(|iters| {
+                        let mut total = Duration::ZERO;
+                        for _ in 0..iters {
+                            let (sent, dt) = step(&mut bufs, &mut rig);
+                            black_box(sent);
+                            total += dt;
+                        }
+                        total
+                    })
+                });
             }
         }
     }
