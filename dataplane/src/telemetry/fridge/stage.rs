@@ -14,7 +14,10 @@
 
 use super::hist::LogHist;
 use super::kernel::{FridgeSet, FridgeSpec, SpecError};
-use super::matcher::{addr_key, other_roles, outer_addrs, single_role, Kind, Role, RoleSink, Skip};
+use super::matcher::{
+    addr_key, other_roles, outer_addrs, plain_dns, record_word, single_role, Kind, Role, RoleSink,
+    Skip, GTPU_DOWNLINK_UDP, PLAIN_UPLINK_UDP,
+};
 use super::weight::XMode;
 use super::window::SlicePub;
 use crate::buffer::PacketBuf;
@@ -187,6 +190,8 @@ struct Sink<'a> {
     st: &'a mut FridgeStage,
     /// The packet's rx port is an uplink port ([`FridgeStage::rx_up`]).
     rx_up: bool,
+    /// Its [`PacketMeta::dir`] byte (a constant where the caller knows it).
+    dir: u8,
     data: &'a [u8],
     m: &'a PacketMeta,
     now_ns: u64,
@@ -198,7 +203,7 @@ impl RoleSink for Sink<'_> {
         // The kind and the request flag are constants where the matcher hands a role over:
         // the route is one load at the direction byte.
         let route = self.st.routes[usize::from(self.rx_up)][r.kind as usize]
-            [usize::from(r.request)][usize::from(self.m.dir)];
+            [usize::from(r.request)][usize::from(self.dir)];
         self.st.role(r, route, self.data, self.m, self.now_ns);
     }
 }
@@ -436,9 +441,26 @@ impl FridgeStage {
     /// (read per packet, they are reloaded after every store through `self`).
     #[inline(always)]
     fn observe_kinds(&mut self, kinds: u8, data: &[u8], m: &PacketMeta, rx_up: bool, now_ns: u64) {
+        // The usual uplink datagram with DNS and without GTP-U echo among the kinds (the
+        // loop built for that mask folds the kinds' test away): one compare of the record
+        // for the flags, protocol, offsets and direction, then the DNS header at fixed
+        // offsets and the route at a known direction (what `single_role` and the route by
+        // the direction byte give such a packet; tests hold them equal).
+        const UDP: u8 = Kind::GtpEcho.bit() | Kind::Dns.bit();
+        if kinds & UDP == Kind::Dns.bit() {
+            let w = record_word(m);
+            // (In this order, the compiler tests the uplink word first.)
+            if w == GTPU_DOWNLINK_UDP {
+                return self.observe_plain_dns(true, data, m, rx_up, now_ns);
+            }
+            if w == PLAIN_UPLINK_UDP {
+                return self.observe_plain_dns(false, data, m, rx_up, now_ns);
+            }
+        }
         let mut sink = Sink {
             st: self,
             rx_up,
+            dir: m.dir,
             data,
             m,
             now_ns,
@@ -450,6 +472,35 @@ impl FridgeStage {
         }
     }
 
+    /// A packet whose record is [`GTPU_DOWNLINK_UDP`] (`down`) or [`PLAIN_UPLINK_UDP`], with
+    /// DNS and without GTP-U echo among the kinds: its direction is known.
+    #[inline(always)]
+    fn observe_plain_dns(
+        &mut self,
+        down: bool,
+        data: &[u8],
+        m: &PacketMeta,
+        rx_up: bool,
+        now_ns: u64,
+    ) {
+        let dir = if down {
+            Direction::Downlink
+        } else {
+            Direction::Uplink
+        };
+        let mut sink = Sink {
+            st: self,
+            rx_up,
+            dir: dir as u8,
+            data,
+            m,
+            now_ns,
+        };
+        if let Err(s) = plain_dns(data, down, &mut sink) {
+            self.skips[s as usize] += 1;
+        }
+    }
+
     /// A packet that is not UDP: a TCP segment's roles (up to two) or an ICMP echo's,
     /// handed over as they are found.
     #[inline(never)]
@@ -458,6 +509,7 @@ impl FridgeStage {
         let mut sink = Sink {
             st: self,
             rx_up,
+            dir: m.dir,
             data,
             m,
             now_ns,
