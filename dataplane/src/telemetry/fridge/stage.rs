@@ -206,7 +206,10 @@ impl RoleSink for Sink<'_> {
         // The kind and the request flag are constants where the matcher hands a role over:
         // the route is one load at the direction byte (none when the batch has read it).
         let route = match self.fixed {
-            Some(f) => f[usize::from(r.request)],
+            Some(f) => {
+                debug_assert_eq!(r.kind, Kind::Dns, "fixed routes are DNS routes");
+                f[usize::from(r.request)]
+            }
             None => {
                 self.st.routes[usize::from(self.rx_up)][r.kind as usize][usize::from(r.request)]
                     [usize::from(self.dir)]
