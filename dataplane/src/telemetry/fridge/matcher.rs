@@ -341,6 +341,65 @@ pub fn single_role(
     Ok(true)
 }
 
+/// The flow's IP header of the usual uplink shape: after untagged Ethernet (RFC 894) ...
+const PLAIN_L3: usize = 14;
+/// ... IPv4 without options (RFC 791: IHL 5), so the L4 header 20 bytes on.
+const PLAIN_L4: usize = PLAIN_L3 + 20;
+/// The downlink's: behind that Ethernet and IPv4, UDP (8 bytes) and GTP-U with its optional
+/// block and a one-unit PDU Session Container (16: TS 29.281 section 5.1, TS 38.415 section
+/// 5.5.2), as the UPF encapsulates (`upf::encap::GTPU_PSC_LEN`).
+const GTPU_L3: usize = PLAIN_L4 + 8 + 16;
+const GTPU_L4: usize = GTPU_L3 + 20;
+
+/// The record's flow offsets, flags, protocol and direction as one word (`inner_l3_off` in
+/// the low 16 bits, then `inner_l4_off`, `flags`, `proto`, `dir`): adjacent fields, which the
+/// compiler reads with one load (`meta::tests` holds the layout).
+#[inline(always)]
+pub fn record_word(m: &PacketMeta) -> u64 {
+    u64::from(m.inner_l3_off)
+        | u64::from(m.inner_l4_off) << 16
+        | u64::from(m.flags) << 32
+        | u64::from(m.proto) << 48
+        | u64::from(m.dir) << 56
+}
+
+const fn shape(l3: usize, l4: usize, fl: u16, dir: crate::meta::Direction) -> u64 {
+    l3 as u64 | (l4 as u64) << 16 | (fl as u64) << 32 | 17 << 48 | (dir as u64) << 56
+}
+
+/// [`record_word`] of the usual uplink datagram as the UPF leaves it routed (decapsulated):
+/// a classified UDP datagram with its whole header, not a fragment, no other flag, IPv4
+/// without options at [`PLAIN_L3`] (untagged Ethernet), uplink.
+pub const PLAIN_UPLINK_UDP: u64 = shape(
+    PLAIN_L3,
+    PLAIN_L4,
+    flags::CLASSIFIED | flags::L4,
+    crate::meta::Direction::Uplink,
+);
+
+/// [`record_word`] of the usual downlink datagram as the UPF leaves it encapsulated: the
+/// same user datagram at [`GTPU_L3`] behind IPv4, UDP and GTP-U with a PDU Session
+/// Container, flagged a G-PDU with a QFI, downlink.
+pub const GTPU_DOWNLINK_UDP: u64 = shape(
+    GTPU_L3,
+    GTPU_L4,
+    flags::CLASSIFIED | flags::L4 | flags::GPDU | crate::classify::HAS_QFI,
+    crate::meta::Direction::Downlink,
+);
+
+/// [`single_role`] for a record whose [`record_word`] is [`PLAIN_UPLINK_UDP`] (`down`
+/// false) or [`GTPU_DOWNLINK_UDP`] (`down`, true), with DNS and without GTP-U echo among the
+/// kinds: the same [`dns`] at constant offsets (one bounds check covers both headers, every
+/// field is at a fixed offset), `Ok(())` where [`single_role`] answers `Ok(true)`.
+#[inline(always)]
+pub fn plain_dns(d: &[u8], down: bool, f: &mut impl RoleSink) -> Result<(), Skip> {
+    if down {
+        dns(d, GTPU_L3, GTPU_L4, false, f)
+    } else {
+        dns(d, PLAIN_L3, PLAIN_L4, false, f)
+    }
+}
+
 /// The second half of [`each_role`], for a classified packet that is not UDP (after
 /// [`single_role`] returned `Ok(false)`): the roles (up to two) of a TCP segment ([`tcp`]) or
 /// the one of an ICMP echo, handed to `f`, and their count (0: a TCP segment of no role);
@@ -441,19 +500,21 @@ fn dns(d: &[u8], l3: usize, l4: usize, v6: bool, f: &mut impl RoleSink) -> Resul
     // Source and destination port as one word, source high.
     let raw = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
     let key = u64::from(u16::from_be_bytes([h[8], h[9]]));
-    // A query to 53 or a response from 53; anything else is no pair (cold).
-    if h[10] & 0x80 == 0 {
-        if raw as u16 != 53 {
-            return Err(unpaired_dns(d, l3, l4, v6, raw));
+    // A query to 53 or a response from 53; a datagram of neither port is no DNS (the usual
+    // UDP datagram: it leaves on the ports alone); anything else is no pair (cold).
+    if raw as u16 == 53 {
+        if h[10] & 0x80 == 0 {
+            f.role(dns_role::<true>(d, l3, l4, v6, raw, key)?);
+            return Ok(());
         }
-        f.role(dns_role::<true>(d, l3, l4, v6, raw, key)?);
-    } else {
-        if (raw >> 16) as u16 != 53 {
-            return Err(unpaired_dns(d, l3, l4, v6, raw));
-        }
-        f.role(dns_role::<false>(d, l3, l4, v6, raw, key)?);
+    } else if (raw >> 16) as u16 != 53 {
+        return Err(Skip::Other);
     }
-    Ok(())
+    if h[10] & 0x80 != 0 && (raw >> 16) as u16 == 53 {
+        f.role(dns_role::<false>(d, l3, l4, v6, raw, key)?);
+        return Ok(());
+    }
+    Err(unpaired_dns(d, l3, l4, v6, raw))
 }
 
 /// The role of a DNS query (`REQUEST`) or response whose UDP ports are `raw` (source high)

@@ -222,3 +222,90 @@ fn pair_ids_separate_every_field() {
         }
     }
 }
+
+/// `plain_dns` is `single_role` (DNS among the kinds, no GTP-U echo) on every record of the
+/// two shapes it is called for: queries, responses, other ports, DNS headers cut short, IP
+/// lengths short of the DNS header behind a padded frame, and every prefix of those frames.
+#[test]
+fn plain_dns_is_single_role_on_its_shapes() {
+    let gnb = IpAddr::V4(Ipv4Addr::new(172, 16, 0, 2));
+    let upf = IpAddr::V4(Ipv4Addr::new(172, 16, 0, 1));
+    let mut frames = Vec::new();
+    for (ports, qr) in [
+        ((40000, 53), false),
+        ((53, 40000), true),
+        ((40000, 53), true),
+        ((53, 40000), false),
+        ((53, 53), true),
+        ((53, 53), false),
+        ((40000, 5353), false),
+        ((1, 2), true),
+    ] {
+        for len in [0, 3, 11, 12, 30] {
+            let up = dns(UE, SRV, ports, 0xbeef, qr, len);
+            // The IP length short of the DNS header, the frame padded past it.
+            let mut short = up.clone();
+            let tot = u16::from_be_bytes([short[16], short[17]]);
+            short[16..18].copy_from_slice(&(tot.saturating_sub(4)).to_be_bytes());
+            // Downlink: the same datagram in a G-PDU with a PDU Session Container.
+            let inner = up[14..].to_vec();
+            let down = eth(
+                DST_MAC,
+                SRC_MAC,
+                &ip_udp(upf, gnb, 2152, 2152, &gpdu(7, Some(9), &inner)),
+            );
+            let mut down_short = down.clone();
+            let at = GTPU_L3 + 2;
+            let tot = u16::from_be_bytes([down_short[at], down_short[at + 1]]);
+            down_short[at..at + 2].copy_from_slice(&(tot.saturating_sub(4)).to_be_bytes());
+            frames.extend([up, short, down, down_short]);
+        }
+    }
+    let (mut hits, mut roles_seen) = ([0usize; 2], 0usize);
+    for f in &frames {
+        for n in 0..=f.len() {
+            let d = &f[..n];
+            let mut m = PacketMeta::EMPTY;
+            let _ = classify(d, &mut m);
+            for (down, dir, word) in [
+                (false, crate::meta::Direction::Uplink, PLAIN_UPLINK_UDP),
+                (true, crate::meta::Direction::Downlink, GTPU_DOWNLINK_UDP),
+            ] {
+                m.dir = dir as u8;
+                if record_word(&m) != word {
+                    continue;
+                }
+                hits[usize::from(down)] += 1;
+                let (mut a, mut b) = (Roles::default(), Roles::default());
+                let general = single_role(d, &m, Kind::Dns.bit(), &mut a);
+                let plain = plain_dns(d, down, &mut b);
+                assert_eq!(
+                    general.map(|_| ()),
+                    plain,
+                    "frame of {n} bytes, down {down}"
+                );
+                assert_eq!(a, b, "frame of {n} bytes, down {down}");
+                roles_seen += a.len();
+            }
+        }
+    }
+    // Both shapes were met: every whole uplink frame, short IP length too; every whole
+    // downlink frame (the classifier refuses a G-PDU whose inner IP length is short of the
+    // GTP-U payload, so those never have the shape); and some of them played a role.
+    assert_eq!(hits, [80, 40]);
+    assert!(roles_seen > 0);
+}
+
+/// The record words are the fields side by side, as `record_word` reads them.
+#[test]
+fn record_word_layout() {
+    let m = PacketMeta {
+        inner_l3_off: 0x0102,
+        inner_l4_off: 0x0304,
+        flags: 0x0506,
+        proto: 0x07,
+        dir: 0x08,
+        ..PacketMeta::EMPTY
+    };
+    assert_eq!(record_word(&m), 0x0807_0506_0304_0102);
+}

@@ -14,7 +14,10 @@
 
 use super::hist::LogHist;
 use super::kernel::{FridgeSet, FridgeSpec, SpecError};
-use super::matcher::{addr_key, other_roles, outer_addrs, single_role, Kind, Role, RoleSink, Skip};
+use super::matcher::{
+    addr_key, other_roles, outer_addrs, plain_dns, record_word, single_role, Kind, Role, RoleSink,
+    Skip, GTPU_DOWNLINK_UDP, PLAIN_UPLINK_UDP,
+};
 use super::weight::XMode;
 use super::window::SlicePub;
 use crate::buffer::PacketBuf;
@@ -187,6 +190,11 @@ struct Sink<'a> {
     st: &'a mut FridgeStage,
     /// The packet's rx port is an uplink port ([`FridgeStage::rx_up`]).
     rx_up: bool,
+    /// Its [`PacketMeta::dir`] byte.
+    dir: u8,
+    /// Where a packet of known kind and direction ([`FridgeStage::observe_plain_dns`])
+    /// sends its roles: the routes of a response and a request, read once per batch.
+    fixed: Option<[u32; 2]>,
     data: &'a [u8],
     m: &'a PacketMeta,
     now_ns: u64,
@@ -196,11 +204,28 @@ impl RoleSink for Sink<'_> {
     #[inline(always)]
     fn role(&mut self, r: Role) {
         // The kind and the request flag are constants where the matcher hands a role over:
-        // the route is one load at the direction byte.
-        let route = self.st.routes[usize::from(self.rx_up)][r.kind as usize]
-            [usize::from(r.request)][usize::from(self.m.dir)];
+        // the route is one load at the direction byte (none when the batch has read it).
+        let route = match self.fixed {
+            Some(f) => {
+                debug_assert_eq!(r.kind, Kind::Dns, "fixed routes are DNS routes");
+                f[usize::from(r.request)]
+            }
+            None => {
+                self.st.routes[usize::from(self.rx_up)][r.kind as usize][usize::from(r.request)]
+                    [usize::from(self.dir)]
+            }
+        };
         self.st.role(r, route, self.data, self.m, self.now_ns);
     }
+}
+
+/// What the stage reads once per batch about its rx port.
+#[derive(Clone, Copy)]
+struct Rx {
+    /// The port is an uplink port ([`FridgeStage::rx_up`]).
+    up: bool,
+    /// The [`Routes`] of DNS roles at that port, `[uplink, downlink][response, request]`.
+    dns: [[u32; 2]; 2],
 }
 
 /// Where a role goes: a slice index, or one of these.
@@ -428,17 +453,48 @@ impl FridgeStage {
     /// One packet (its bytes, metadata and rx port) at `now_ns`.
     #[inline(always)]
     pub fn observe(&mut self, data: &[u8], m: &crate::meta::PacketMeta, rx: PortId, now_ns: u64) {
-        let rx_up = self.rx_up(rx);
-        self.observe_kinds(self.kinds, data, m, rx_up, now_ns);
+        let rx = self.rx(rx);
+        self.observe_kinds(self.kinds, data, m, rx, now_ns);
+    }
+
+    /// What a batch from `rx` reads once: the port's class and its plain DNS routes.
+    #[inline(always)]
+    fn rx(&self, rx: PortId) -> Rx {
+        let up = self.rx_up(rx);
+        let dns = &self.routes[usize::from(up)][Kind::Dns as usize];
+        let at = |dir: Direction| [dns[0][dir as usize], dns[1][dir as usize]];
+        Rx {
+            up,
+            dns: [at(Direction::Uplink), at(Direction::Downlink)],
+        }
     }
 
     /// [`observe`](Self::observe) with the stage's kinds read once per batch by the caller
     /// (read per packet, they are reloaded after every store through `self`).
     #[inline(always)]
-    fn observe_kinds(&mut self, kinds: u8, data: &[u8], m: &PacketMeta, rx_up: bool, now_ns: u64) {
+    fn observe_kinds(&mut self, kinds: u8, data: &[u8], m: &PacketMeta, rx: Rx, now_ns: u64) {
+        let rx_up = rx.up;
+        // The usual uplink datagram with DNS and without GTP-U echo among the kinds (the
+        // loop built for that mask folds the kinds' test away): one compare of the record
+        // for the flags, protocol, offsets and direction, then the DNS header at fixed
+        // offsets and the route at a known direction (what `single_role` and the route by
+        // the direction byte give such a packet; tests hold them equal).
+        const UDP: u8 = Kind::GtpEcho.bit() | Kind::Dns.bit();
+        if kinds & UDP == Kind::Dns.bit() {
+            let w = record_word(m);
+            // (In this order, the compiler tests the uplink word first.)
+            if w == GTPU_DOWNLINK_UDP {
+                return self.observe_plain_dns(true, data, m, rx, now_ns);
+            }
+            if w == PLAIN_UPLINK_UDP {
+                return self.observe_plain_dns(false, data, m, rx, now_ns);
+            }
+        }
         let mut sink = Sink {
             st: self,
             rx_up,
+            dir: m.dir,
+            fixed: None,
             data,
             m,
             now_ns,
@@ -450,6 +506,29 @@ impl FridgeStage {
         }
     }
 
+    /// A packet whose record is [`GTPU_DOWNLINK_UDP`] (`down`) or [`PLAIN_UPLINK_UDP`], with
+    /// DNS and without GTP-U echo among the kinds: its direction is known.
+    #[inline(always)]
+    fn observe_plain_dns(&mut self, down: bool, data: &[u8], m: &PacketMeta, rx: Rx, now_ns: u64) {
+        let dir = if down {
+            Direction::Downlink
+        } else {
+            Direction::Uplink
+        };
+        let mut sink = Sink {
+            st: self,
+            rx_up: rx.up,
+            dir: dir as u8,
+            fixed: Some(rx.dns[usize::from(down)]),
+            data,
+            m,
+            now_ns,
+        };
+        if let Err(s) = plain_dns(data, down, &mut sink) {
+            self.skips[s as usize] += 1;
+        }
+    }
+
     /// A packet that is not UDP: a TCP segment's roles (up to two) or an ICMP echo's,
     /// handed over as they are found.
     #[inline(never)]
@@ -458,6 +537,8 @@ impl FridgeStage {
         let mut sink = Sink {
             st: self,
             rx_up,
+            dir: m.dir,
+            fixed: None,
             data,
             m,
             now_ns,
@@ -597,12 +678,12 @@ impl FridgeStage {
     /// as the caller built it.
     #[inline(always)]
     fn observe_batch<B: PacketBuf>(&mut self, batch: &Batch<B>, kinds: u8, now: u64) {
-        let rx_up = self.rx_up(batch.rx_port);
+        let rx = self.rx(batch.rx_port);
         match batch.disposition_view() {
             Dispositions::Uniform(u) => {
                 if u.is_continue_or_tx() {
                     for p in batch.pkts.iter() {
-                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx_up, now);
+                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx, now);
                     }
                 }
             }
@@ -610,7 +691,7 @@ impl FridgeStage {
             Dispositions::PerPacket(ds) => {
                 for (p, d) in batch.pkts.iter().zip(ds) {
                     if d.is_continue_or_tx() {
-                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx_up, now);
+                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx, now);
                     }
                 }
             }

@@ -280,3 +280,118 @@ fn dir_up_tables_and_routes_follow_the_direction_rule() {
         }
     }
 }
+
+/// A DNS datagram (`qr`: a response) of `len` DNS bytes with ID `id`.
+fn dns_ip(src: IpAddr, dst: IpAddr, ports: (u16, u16), id: u16, qr: bool, len: usize) -> Vec<u8> {
+    let mut body = vec![0u8; len];
+    if len >= 3 {
+        body[..2].copy_from_slice(&id.to_be_bytes());
+        body[2] = if qr { 0x81 } else { 0x01 };
+    }
+    peregrine_testkit::frames::ip_udp(src, dst, ports.0, ports.1, &body)
+}
+
+/// Records as the UPF leaves them: routed uplink (the user packet behind Ethernet) and
+/// encapsulated downlink (behind IPv4, UDP and GTP-U with a PDU Session Container), with the
+/// UPF's direction set (`fast`) or not (the direction then from the rx port).
+fn upf_record(ip: &[u8], up: bool, fast: bool) -> (Vec<u8>, PacketMeta) {
+    use peregrine_testkit::frames::{gpdu, ip_udp};
+    let f = if up {
+        eth(DST_MAC, SRC_MAC, ip)
+    } else {
+        let gnb = IpAddr::V4(Ipv4Addr::new(172, 16, 0, 2));
+        let upf = IpAddr::V4(Ipv4Addr::new(172, 16, 0, 1));
+        eth(
+            DST_MAC,
+            SRC_MAC,
+            &ip_udp(upf, gnb, 2152, 2152, &gpdu(7, Some(9), ip)),
+        )
+    };
+    let mut m = PacketMeta::EMPTY;
+    let _ = classify(&f, &mut m);
+    if fast {
+        m.dir = if up {
+            Direction::Uplink
+        } else {
+            Direction::Downlink
+        } as u8;
+    }
+    (f, m)
+}
+
+/// The usual uplink and downlink records (one compare of the record, the DNS header at fixed
+/// offsets, the route of a known direction) give what the general path gives the same
+/// packets: the same samples in the same slices (N6 and N3), the same counts and skips.
+#[test]
+fn usual_records_sample_as_the_general_path() {
+    let fridges = vec![FridgeSpec { m: 64, p: 0.5 }];
+    let slice = |name: &str, vantage| SliceSpec {
+        name: name.into(),
+        kind: Kind::Dns,
+        vantage,
+        qfi: vec![],
+        ports: vec![],
+        peers: vec![],
+        fridges: fridges.clone(),
+    };
+    let s = StageSpec {
+        slices: vec![slice("n6", Vantage::N6), slice("n3", Vantage::N3)],
+        mode: XMode::Insertions,
+        window_ns: 1_000_000_000,
+        seed: 3,
+        uplink_ports: vec![0],
+    };
+    let run = |fast: bool| {
+        let (mut st, p) = stage(&s);
+        let mut hits = 0;
+        for i in 0..400u32 {
+            let t = u64::from(i) * 1_000_000;
+            let port = 40000 + (i % 50) as u16;
+            let id = (i * 7) as u16;
+            // N6: query up, response down; N3: query down, response up; every tenth DNS
+            // header cut short, every seventh datagram to another port.
+            let len = if i % 10 == 3 { 5 } else { 30 };
+            let dport = if i % 7 == 2 { 5353 } else { 53 };
+            let steps = [
+                (dns_ip(UE, SRV, (port, dport), id, false, len), true, 0),
+                (dns_ip(SRV, UE, (dport, port), id, true, len), false, 3_000),
+                (dns_ip(SRV, UE, (port, dport), id, false, len), false, 5_000),
+                (dns_ip(UE, SRV, (dport, port), id, true, len), true, 9_000),
+            ];
+            for (ip, up, dt) in steps {
+                let (f, m) = upf_record(&ip, up, fast);
+                hits += usize::from(
+                    record_word(&m) == PLAIN_UPLINK_UDP || record_word(&m) == GTPU_DOWNLINK_UDP,
+                );
+                st.observe(&f, &m, if up { 0 } else { 1 }, t + dt);
+            }
+        }
+        Stage::<crate::OwnedBuf>::idle(&mut st);
+        let out: Vec<_> = (0..2)
+            .map(|k| {
+                (
+                    st.slices[k].set.stats(),
+                    p.slices[k].total.read().unwrap().hists,
+                )
+            })
+            .collect();
+        let skips: Vec<u64> = p
+            .skips
+            .counts
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        (out, skips, p.skips.unsliced.load(Ordering::Relaxed), hits)
+    };
+    let (fast, general) = (run(true), run(false));
+    assert_eq!(fast.3, 1600, "every record has one of the usual states");
+    assert_eq!(general.3, 0, "no record has one of the usual states");
+    assert_eq!(fast.0, general.0);
+    assert_eq!((&fast.1, fast.2), (&general.1, general.2));
+    // Both vantages sampled, and both skip reasons met.
+    for (stats, hists) in &fast.0 {
+        assert!(stats.matched > 50, "{stats:?}");
+        assert_eq!(hists[0].samples(), stats.matched);
+    }
+    assert!(fast.1[Skip::TruncatedDns as usize] > 0 && fast.1[Skip::Other as usize] > 0);
+}
