@@ -15,8 +15,8 @@ pub const CHUNK: usize = 32;
 
 /// How many packets ahead of its update a packet's row buckets are prefetched: with d = 3
 /// about 12 lines in flight (prefetching a whole 32-packet chunk, 96 lines, stalled on them;
-/// no prefetch at all cost ~10 %; 4 ahead measured ~2.5 % faster than 8 in the bench's
-/// direct-kernel runs of round 10, where the rows hit L2: perf/results/kestrel.md).
+/// no prefetch at all cost 5-12 %; 4 ahead ran 1.3 % faster than 8 in round 10's quiet
+/// benchmark alternation, where the rows come from L2: perf/results/kestrel.md).
 pub const AHEAD: usize = 4;
 
 /// QFIs are 6 bits (TS 38.415 section 5.5.3.3).
