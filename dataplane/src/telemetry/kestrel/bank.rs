@@ -14,9 +14,10 @@ use crate::upf::prefetch::prefetch;
 pub const CHUNK: usize = 32;
 
 /// How many packets ahead of its update a packet's row buckets are prefetched: with d = 3
-/// about 24 lines in flight, the order of the misses a core tracks (prefetching a whole
-/// 32-packet chunk, 96 lines, stalled on them: perf/results/kestrel.md).
-pub const AHEAD: usize = 8;
+/// about 12 lines in flight (prefetching a whole 32-packet chunk, 96 lines, stalled on them;
+/// no prefetch at all cost 5-12 %; 4 ahead ran 1.3 % faster than 8 in round 10's quiet
+/// benchmark alternation, where the rows come from L2: perf/results/kestrel.md).
+pub const AHEAD: usize = 4;
 
 /// QFIs are 6 bits (TS 38.415 section 5.5.3.3).
 pub const QFIS: usize = 64;
