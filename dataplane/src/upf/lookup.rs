@@ -54,10 +54,18 @@ impl<'a> Work<'a> {
 
     /// Pass 2: the key's slot in shard `s` from its home slot `home` (the line was
     /// prefetched in pass 1b), and a prefetch of the meter and usage-counter lines its
-    /// fast-path record names. `None` for a key without rules (pass 3 then runs the full
+    /// fast-path record names; a slot without one sets bit `k` of `slow` (for
+    /// [`Self::prefetch_rules`]). `None` for a key without rules (pass 3 then runs the full
     /// path, which reports it).
     #[inline(always)]
-    pub fn lookup(&self, pre: &Pre, s: &'a Shard, home: usize) -> Option<&'a KeySlot> {
+    pub fn lookup(
+        &self,
+        pre: &Pre,
+        s: &'a Shard,
+        home: usize,
+        slow: &mut u32,
+        k: usize,
+    ) -> Option<&'a KeySlot> {
         let slot = match pre.kind {
             KIND_UL => s.by_teid.slot_from(home, pre.key as u32)?,
             KIND_DL4 => s.by_ue_v4.slot_from(home, pre.key as u32)?,
@@ -80,6 +88,7 @@ impl<'a> Work<'a> {
             prefetch(&s.fars);
             prefetch(&s.qers);
             prefetch(&s.filters);
+            *slow |= 1 << k;
         }
         Some(slot)
     }

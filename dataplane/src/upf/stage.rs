@@ -295,10 +295,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
             let mut slow = 0u32;
             for k in 0..len {
                 if let Some(s) = shard[k] {
-                    hit[k] = w.lookup(&pre[k], s, home[k]);
-                    if hit[k].is_some_and(|h| h.fast().is_none()) {
-                        slow |= 1 << k;
-                    }
+                    hit[k] = w.lookup(&pre[k], s, home[k], &mut slow, k);
                 }
             }
             if slow != 0 {
