@@ -7,7 +7,7 @@ use crate::buffer::PacketBuf;
 use crate::runtime::Disposition;
 use crate::upf::enforce::Plan;
 use crate::upf::parse::{Flow, Pre, KIND_DL4, KIND_DL6, KIND_UL};
-use crate::upf::prefetch::{prefetch, prefetch_addr};
+use crate::upf::prefetch::{prefetch, prefetch_addr, prefetch_obj};
 use crate::upf::tables::{
     Direction, FarAction, FastPath, FlowFilter, IpPrefix, KeySlot, PdrRule, Shard, NONE,
 };
@@ -54,10 +54,18 @@ impl<'a> Work<'a> {
 
     /// Pass 2: the key's slot in shard `s` from its home slot `home` (the line was
     /// prefetched in pass 1b), and a prefetch of the meter and usage-counter lines its
-    /// fast-path record names. `None` for a key without rules (pass 3 then runs the full
+    /// fast-path record names; a slot without one sets bit `k` of `slow` (for
+    /// [`Self::prefetch_rules`]). `None` for a key without rules (pass 3 then runs the full
     /// path, which reports it).
     #[inline(always)]
-    pub fn lookup(&self, pre: &Pre, s: &'a Shard, home: usize) -> Option<&'a KeySlot> {
+    pub fn lookup(
+        &self,
+        pre: &Pre,
+        s: &'a Shard,
+        home: usize,
+        slow: &mut u32,
+        k: usize,
+    ) -> Option<&'a KeySlot> {
         let slot = match pre.kind {
             KIND_UL => s.by_teid.slot_from(home, pre.key as u32)?,
             KIND_DL4 => s.by_ue_v4.slot_from(home, pre.key as u32)?,
@@ -72,8 +80,73 @@ impl<'a> Work<'a> {
             for &u in f.urrs.iter().filter(|&&u| u != NONE) {
                 self.stats.urr_prefetch(u);
             }
+        } else {
+            // The general path's first reads: the shard's rule tables (for
+            // [`Self::prefetch_rules`]).
+            prefetch(&s.pdr_order);
+            prefetch(&s.pdrs);
+            prefetch(&s.fars);
+            prefetch(&s.qers);
+            prefetch(&s.filters);
+            *slow |= 1 << k;
         }
         Some(slot)
+    }
+
+    /// Pass 2b, for the chunk's keys without a fast-path record (bit `k` of `slow`: chunk
+    /// index `k`, with its shard and slot): start loading the lines the general path will
+    /// read, one dependent level per sweep over the chunk so each level's misses overlap
+    /// across packets (the first candidate's PDR order entry, then the PDR, then its FAR,
+    /// QERs, SDF filters and usage counters, then its meters). Hints only: every read is
+    /// bounds-checked and nothing is written.
+    #[inline(never)]
+    pub fn prefetch_rules(
+        &self,
+        slow: u32,
+        shard: &[Option<&'a Shard>],
+        hit: &[Option<&'a KeySlot>],
+    ) {
+        let each = |f: &dyn Fn(&'a Shard, &'a KeySlot)| each_slow(slow, shard, hit, f);
+        let first = |s: &'a Shard, slot: &KeySlot| {
+            let (lo, hi) = slot.range();
+            (lo < hi).then(|| s.pdr_order.get(lo as usize)).flatten()
+        };
+        let pdr = |s: &'a Shard, slot: &KeySlot| s.pdrs.get(*first(s, slot)? as usize);
+        each(&|s, slot| {
+            let (lo, hi) = slot.range();
+            if lo < hi {
+                prefetch_addr(s.pdr_order.as_ptr().wrapping_add(lo as usize).cast());
+            }
+        });
+        each(&|s, slot| {
+            if let Some(&i) = first(s, slot) {
+                prefetch_obj(s.pdrs.as_ptr().wrapping_add(i as usize));
+            }
+        });
+        each(&|s, slot| {
+            let Some(p) = pdr(s, slot) else { return };
+            prefetch_obj(s.fars.as_ptr().wrapping_add(p.far as usize));
+            for &q in p.qers.iter().filter(|&&q| q != NONE) {
+                prefetch_obj(s.qers.as_ptr().wrapping_add(q as usize));
+            }
+            if p.filters.0 < p.filters.1 {
+                prefetch_obj(s.filters.as_ptr().wrapping_add(p.filters.0 as usize));
+            }
+            for u in p.urrs.iter().filter(|u| u.slot != NONE) {
+                self.stats.urr_prefetch(u.slot);
+            }
+        });
+        each(&|s, slot| {
+            let Some(p) = pdr(s, slot) else { return };
+            for &qi in p.qers.iter().filter(|&&q| q != NONE) {
+                if let Some(q) = s.qers.get(qi as usize) {
+                    if q.meter_cfg.is_some() && q.meter.slot != NONE {
+                        let m = self.meters.as_ptr().wrapping_add(q.meter.slot as usize);
+                        prefetch_addr(m.cast());
+                    }
+                }
+            }
+        });
     }
 
     /// Pass 3 of a packet pass 1 classified and pass 2 found rules for: the fast-path
@@ -179,6 +252,24 @@ impl<'a> Work<'a> {
         };
         let inner_off = usize::from(p.pkt_meta().inner_l3_off);
         self.apply(p, shard, pdr, Direction::Uplink, qfi, inner_off, inner)
+    }
+}
+
+/// `f` of the shard and slot of each chunk index set in `slow`.
+#[inline(always)]
+fn each_slow<'a>(
+    slow: u32,
+    shard: &[Option<&'a Shard>],
+    hit: &[Option<&'a KeySlot>],
+    f: &dyn Fn(&'a Shard, &'a KeySlot),
+) {
+    let mut m = slow;
+    while m != 0 {
+        let k = m.trailing_zeros() as usize;
+        m &= m - 1;
+        if let (Some(Some(s)), Some(Some(slot))) = (shard.get(k), hit.get(k)) {
+            f(s, slot);
+        }
     }
 }
 

@@ -21,3 +21,11 @@ pub(crate) fn prefetch_addr(p: *const u8) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
 }
+
+/// [`prefetch`] of both ends of `*p` (a record may straddle two cache lines); any address.
+#[inline(always)]
+pub(crate) fn prefetch_obj<T>(p: *const T) {
+    let b = p.cast::<u8>();
+    prefetch_addr(b);
+    prefetch_addr(b.wrapping_add(core::mem::size_of::<T>().saturating_sub(1)));
+}

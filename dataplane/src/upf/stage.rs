@@ -239,8 +239,9 @@ impl<B: PacketBuf> Stage<B> for Upf {
         }
         // Three passes per chunk of the batch so the chunk's cache misses overlap instead of
         // queueing behind one packet at a time: parse every packet and prefetch its key's
-        // table slot; look the slots up and prefetch the meter and usage lines they name;
-        // then apply. Anything unusual takes the full per-packet path in pass 3.
+        // table slot; look the slots up and prefetch the meter and usage lines they name
+        // (for a key without a fast-path record, pass 2b prefetches the general path's rule
+        // lines instead); then apply. Anything unusual takes the full per-packet path in pass 3.
         let trust = *trust_meta;
         let mut base = 0;
         while base < n {
@@ -290,10 +291,15 @@ impl<B: PacketBuf> Stage<B> for Upf {
                     home[k] = w.prefetch_slot(&pre[k], s);
                 }
             }
+            // Chunk indices whose key has rules but no fast-path record (CHUNK <= 32).
+            let mut slow = 0u32;
             for k in 0..len {
                 if let Some(s) = shard[k] {
-                    hit[k] = w.lookup(&pre[k], s, home[k]);
+                    hit[k] = w.lookup(&pre[k], s, home[k], &mut slow, k);
                 }
+            }
+            if slow != 0 {
+                w.prefetch_rules(slow, &shard, &hit);
             }
             for j in 0..len {
                 let i = base + j;
@@ -321,3 +327,7 @@ const LAG: usize = 4;
 /// Packets per pass of [`Upf::process`]: enough in flight to overlap the misses, few enough
 /// that the lines fetched in pass 1 are still cached in pass 3.
 const CHUNK: usize = 32;
+const _: () = assert!(
+    CHUNK <= 32,
+    "pass 2's `slow` mask has one bit per chunk index"
+);
