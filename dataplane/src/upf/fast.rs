@@ -5,7 +5,7 @@
 //! a shaped QER, a packet over the MTU, L4 checksum repair on the port) returns `None`
 //! before any side effect, and the caller runs the general `execute` with the same record;
 //! the results are the general path's (`fast_path_matches_general_path` in
-//! `dataplane/tests/upf.rs`).
+//! `dataplane/tests/upf/paths.rs`).
 
 use crate::buffer::PacketBuf;
 use crate::qos::Colour;
