@@ -33,16 +33,9 @@ impl SessionRules for Count {
     }
 }
 
+/// A node-level request (no SEID), encoded.
 fn req(seq: u32, body: Body) -> Vec<u8> {
-    Message {
-        seq,
-        seid: None,
-        priority: None,
-        fo: false,
-        body,
-    }
-    .to_vec()
-    .unwrap()
+    peregrine_testkit::pfcp::requests::msg(seq, None, body)
 }
 
 fn exchange(c: &UdpSocket, to: SocketAddr, bytes: &[u8]) -> Option<Message> {
