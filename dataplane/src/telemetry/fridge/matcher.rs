@@ -351,6 +351,12 @@ const PLAIN_L4: usize = PLAIN_L3 + 20;
 const GTPU_L3: usize = PLAIN_L4 + 8 + 16;
 const GTPU_L4: usize = GTPU_L3 + 20;
 
+/// The bytes [`plain_dns`] reads of a [`PLAIN_UPLINK_UDP`] record's frame: through the UDP
+/// header and the 12-byte DNS header. A frame that long gives the same result cut to them.
+pub const PLAIN_DNS_HEAD: usize = PLAIN_L4 + 20;
+/// The same of a [`GTPU_DOWNLINK_UDP`] record's frame.
+pub const GTPU_DNS_HEAD: usize = GTPU_L4 + 20;
+
 /// The record's flow offsets, flags, protocol and direction as one word (`inner_l3_off` in
 /// the low 16 bits, then `inner_l4_off`, `flags`, `proto`, `dir`): adjacent fields, which the
 /// compiler reads with one load (`meta::tests` holds the layout).
@@ -390,7 +396,9 @@ pub const GTPU_DOWNLINK_UDP: u64 = shape(
 /// [`single_role`] for a record whose [`record_word`] is [`PLAIN_UPLINK_UDP`] (`down`
 /// false) or [`GTPU_DOWNLINK_UDP`] (`down`, true), with DNS and without GTP-U echo among the
 /// kinds: the same [`dns`] at constant offsets (one bounds check covers both headers, every
-/// field is at a fixed offset), `Ok(())` where [`single_role`] answers `Ok(true)`.
+/// field is at a fixed offset), `Ok(())` where [`single_role`] answers `Ok(true)`. Reads no
+/// byte past [`PLAIN_DNS_HEAD`] (or [`GTPU_DNS_HEAD`]): a frame at least that long may be
+/// passed cut to it.
 #[inline(always)]
 pub fn plain_dns(d: &[u8], down: bool, f: &mut impl RoleSink) -> Result<(), Skip> {
     if down {

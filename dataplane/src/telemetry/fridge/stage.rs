@@ -16,7 +16,7 @@ use super::hist::LogHist;
 use super::kernel::{FridgeSet, FridgeSpec, SpecError};
 use super::matcher::{
     addr_key, other_roles, outer_addrs, plain_dns, record_word, single_role, Kind, Role, RoleSink,
-    Skip, GTPU_DOWNLINK_UDP, PLAIN_UPLINK_UDP,
+    Skip, GTPU_DNS_HEAD, GTPU_DOWNLINK_UDP, PLAIN_DNS_HEAD, PLAIN_UPLINK_UDP,
 };
 use super::weight::XMode;
 use super::window::SlicePub;
@@ -216,6 +216,35 @@ impl RoleSink for Sink<'_> {
             }
         };
         self.st.role(r, route, self.data, self.m, self.now_ns);
+    }
+}
+
+/// A packet's bytes as the stage reads them: a fixed-offset prefix with one length check
+/// (the usual records' headers: [`PacketBuf::head`] for a buffer), else the whole frame.
+trait Frame {
+    fn head(&self, n: usize) -> Option<&[u8]>;
+    fn bytes(&self) -> &[u8];
+}
+
+impl Frame for [u8] {
+    #[inline(always)]
+    fn head(&self, n: usize) -> Option<&[u8]> {
+        self.get(..n)
+    }
+    #[inline(always)]
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+impl<B: PacketBuf> Frame for B {
+    #[inline(always)]
+    fn head(&self, n: usize) -> Option<&[u8]> {
+        PacketBuf::head(self, n)
+    }
+    #[inline(always)]
+    fn bytes(&self) -> &[u8] {
+        self.data()
     }
 }
 
@@ -470,26 +499,52 @@ impl FridgeStage {
     }
 
     /// [`observe`](Self::observe) with the stage's kinds read once per batch by the caller
-    /// (read per packet, they are reloaded after every store through `self`).
+    /// (read per packet, they are reloaded after every store through `self`), of a packet's
+    /// bytes `p` (a slice, or a buffer: [`Frame`]).
     #[inline(always)]
-    fn observe_kinds(&mut self, kinds: u8, data: &[u8], m: &PacketMeta, rx: Rx, now_ns: u64) {
-        let rx_up = rx.up;
+    fn observe_kinds<F: Frame + ?Sized>(
+        &mut self,
+        kinds: u8,
+        p: &F,
+        m: &PacketMeta,
+        rx: Rx,
+        now_ns: u64,
+    ) {
         // The usual uplink datagram with DNS and without GTP-U echo among the kinds (the
         // loop built for that mask folds the kinds' test away): one compare of the record
         // for the flags, protocol, offsets and direction, then the DNS header at fixed
-        // offsets and the route at a known direction (what `single_role` and the route by
-        // the direction byte give such a packet; tests hold them equal).
+        // offsets in the frame's prefix (one length check) and the route at a known
+        // direction (what `single_role` and the route by the direction byte give such a
+        // packet; tests hold them equal). A frame shorter than the prefix takes the general
+        // path, which says why.
         const UDP: u8 = Kind::GtpEcho.bit() | Kind::Dns.bit();
         if kinds & UDP == Kind::Dns.bit() {
             let w = record_word(m);
             // (In this order, the compiler tests the uplink word first.)
             if w == GTPU_DOWNLINK_UDP {
-                return self.observe_plain_dns(true, data, m, rx, now_ns);
-            }
-            if w == PLAIN_UPLINK_UDP {
-                return self.observe_plain_dns(false, data, m, rx, now_ns);
+                if let Some(h) = p.head(GTPU_DNS_HEAD) {
+                    return self.observe_plain_dns(true, h, m, rx, now_ns);
+                }
+            } else if w == PLAIN_UPLINK_UDP {
+                if let Some(h) = p.head(PLAIN_DNS_HEAD) {
+                    return self.observe_plain_dns(false, h, m, rx, now_ns);
+                }
             }
         }
+        self.observe_general(kinds, p.bytes(), m, rx.up, now_ns);
+    }
+
+    /// A packet the usual records' path does not take: its roles from the classifier's
+    /// offsets ([`single_role`], then [`observe_other`](Self::observe_other)).
+    #[inline(always)]
+    fn observe_general(
+        &mut self,
+        kinds: u8,
+        data: &[u8],
+        m: &PacketMeta,
+        rx_up: bool,
+        now_ns: u64,
+    ) {
         let mut sink = Sink {
             st: self,
             rx_up,
@@ -683,7 +738,7 @@ impl FridgeStage {
             Dispositions::Uniform(u) => {
                 if u.is_continue_or_tx() {
                     for p in batch.pkts.iter() {
-                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx, now);
+                        self.observe_kinds(kinds, p, p.pkt_meta(), rx, now);
                     }
                 }
             }
@@ -691,7 +746,7 @@ impl FridgeStage {
             Dispositions::PerPacket(ds) => {
                 for (p, d) in batch.pkts.iter().zip(ds) {
                     if d.is_continue_or_tx() {
-                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx, now);
+                        self.observe_kinds(kinds, p, p.pkt_meta(), rx, now);
                     }
                 }
             }
