@@ -267,15 +267,18 @@ impl PacketBuf for OwnedBuf {
     #[inline]
     fn head(&self, n: usize) -> Option<&[u8]> {
         debug_assert!(self.start <= self.end && self.end <= self.room.len());
-        if n > self.end - self.start {
+        // `start <= room.len() <= isize::MAX` (an allocation), so for `n <= isize::MAX` (a
+        // test that folds away for a constant `n`) `start + n` does not wrap.
+        let end = self.start.wrapping_add(n);
+        if n > isize::MAX as usize || end > self.end {
             return None;
         }
         // SAFETY: every constructor and method keeps `start <= end <= room.len()`
         // (`with_capacity` and `reset` set `start = end <= room.len()`; `set_data`, `append`
         // check the room behind `end`, `prepend` the room before `start`, `adj` and `trim`
-        // the packet's length), and `room` is never resized; so `start + n <= end` is in
-        // bounds and `start + n` does not overflow.
-        Some(unsafe { self.room.get_unchecked(self.start..self.start + n) })
+        // the packet's length), and `room` is never resized; so `start..start + n`, which
+        // does not wrap (above) and ends at most at `self.end`, is in bounds.
+        Some(unsafe { self.room.get_unchecked(self.start..end) })
     }
 }
 
@@ -421,6 +424,14 @@ mod tests {
         let c = OwnedBuf::from_slice(&[1, 2, 3]).clone();
         assert_eq!(c.head(2), Some(&[1u8, 2][..]));
         assert_eq!(c.head(4), None);
+        for n in [
+            isize::MAX as usize,
+            isize::MAX as usize + 1,
+            usize::MAX - 2,
+            usize::MAX,
+        ] {
+            assert_eq!(c.head(n), None, "{n}");
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@ use super::window::SlicePub;
 use crate::buffer::PacketBuf;
 use crate::io::PortId;
 use crate::meta::{Direction, PacketMeta};
-use crate::runtime::{Batch, Context, Dispositions, Stage};
+use crate::runtime::{Batch, Context, Disposition, Dispositions, Stage};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -412,12 +412,17 @@ impl FridgeStage {
     }
 
     /// Publish every slice's totals, the window too if it `ended`, and the skip counters.
+    /// Histograms known empty (a window without samples, a slice without a match since
+    /// start: every sample is added to both) are published as such, without a copy.
     fn publish(&self, ended: bool) {
         for (s, p) in self.slices.iter().zip(&self.publ.slices) {
+            let stats = s.set.stats();
             if ended {
-                p.done.publish(self.window, &s.hists, &s.set.stats());
+                p.done
+                    .publish_hists(self.window, s.sampled.then_some(&s.hists[..]), &stats);
             }
-            p.total.publish(self.window, &s.total, &s.set.stats());
+            let total = (stats.matched != 0).then_some(&s.total[..]);
+            p.total.publish_hists(self.window, total, &stats);
         }
         for (a, &v) in self.publ.skips.counts.iter().zip(&self.skips) {
             a.store(v, Ordering::Relaxed);
@@ -734,21 +739,27 @@ impl FridgeStage {
     #[inline(always)]
     fn observe_batch<B: PacketBuf>(&mut self, batch: &Batch<B>, kinds: u8, now: u64) {
         let rx = self.rx(batch.rx_port);
-        match batch.disposition_view() {
-            Dispositions::Uniform(u) => {
-                if u.is_continue_or_tx() {
-                    for p in batch.pkts.iter() {
-                        self.observe_kinds(kinds, p, p.pkt_meta(), rx, now);
-                    }
-                }
-            }
-            // Zipped, not indexed: no bounds check per packet.
+        let every = match batch.disposition_view() {
+            Dispositions::Uniform(u) => u.is_continue_or_tx(),
+            // A burst whose packets are all sent (the usual one: the UPF writes each its
+            // port) takes the loop without a test per packet, after one pass over the
+            // dispositions (no branch in it: the compiler vectorises it).
             Dispositions::PerPacket(ds) => {
-                for (p, d) in batch.pkts.iter().zip(ds) {
-                    if d.is_continue_or_tx() {
-                        self.observe_kinds(kinds, p, p.pkt_meta(), rx, now);
+                if !Disposition::all_continue_or_tx(ds) {
+                    // Zipped, not indexed: no bounds check per packet.
+                    for (p, d) in batch.pkts.iter().zip(ds) {
+                        if d.is_continue_or_tx() {
+                            self.observe_kinds(kinds, p, p.pkt_meta(), rx, now);
+                        }
                     }
+                    return;
                 }
+                true
+            }
+        };
+        if every {
+            for p in batch.pkts.iter() {
+                self.observe_kinds(kinds, p, p.pkt_meta(), rx, now);
             }
         }
     }
