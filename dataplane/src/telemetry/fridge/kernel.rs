@@ -61,8 +61,9 @@ pub struct SetStats {
 #[derive(Debug)]
 struct Table {
     sig: Box<[u32]>,
-    ts: Box<[u64]>,
-    ctr: Box<[u64]>,
+    /// Per slot, the request's timestamp and counter stamp side by side (one bounds check and
+    /// one line for both).
+    stamps: Box<[[u64; 2]]>,
     inserts: u64,
     m: u32,
     weigher: Weigher,
@@ -118,8 +119,7 @@ impl FridgeSet {
             let m = s.m as usize;
             tables.push(Table {
                 sig: vec![0; m].into_boxed_slice(),
-                ts: vec![0; m].into_boxed_slice(),
-                ctr: vec![0; m].into_boxed_slice(),
+                stamps: vec![[0; 2]; m].into_boxed_slice(),
                 inserts: 0,
                 m: s.m,
                 weigher: Weigher::new(s.m, p, mode),
@@ -205,12 +205,14 @@ impl FridgeSet {
     #[inline(always)]
     fn pick_entering(&self, c: u64) -> usize {
         // The bounds never decrease (those past the last fridge repeat its bound), so the
-        // fridge is the number of bounds at or below the coin: four compares, no branch.
+        // fridge is the number of bounds at or below the coin: the first compare alone for
+        // a coin of the first fridge (every entering coin of a one-fridge set), else three
+        // more, no branch.
         let b = &self.bounds;
-        usize::from(c >= b[0])
-            + usize::from(c >= b[1])
-            + usize::from(c >= b[2])
-            + usize::from(c >= b[3])
+        if c < b[0] {
+            return 0;
+        }
+        1 + usize::from(c >= b[1]) + usize::from(c >= b[2]) + usize::from(c >= b[3])
     }
 
     /// A request: count it, and if its coin picks a fridge, overwrite its slot there.
@@ -251,7 +253,7 @@ impl FridgeSet {
     #[inline(always)]
     fn enter_at(&mut self, h: u64, c: u64, now_ns: u64) {
         let f = self.pick_entering(c);
-        let k = Keyed::from_head(h);
+        let k = Keyed::from_head_by(h, self.mul);
         let requests = self.requests;
         let t = &mut self.tables[f];
         t.inserts += 1;
@@ -259,11 +261,13 @@ impl FridgeSet {
         self.stats.inserted += 1;
         self.stats.overwrote += u64::from(t.sig[i] != 0);
         t.sig[i] = k.sig;
-        t.ts[i] = now_ns;
-        t.ctr[i] = match self.mode {
-            XMode::Insertions => t.inserts,
-            XMode::Requests => requests,
-        };
+        t.stamps[i] = [
+            now_ns,
+            match self.mode {
+                XMode::Insertions => t.inserts,
+                XMode::Requests => requests,
+            },
+        ];
     }
 
     /// A response: if its request is still in its slot, clear the slot and return the sample.
@@ -275,7 +279,7 @@ impl FridgeSet {
             self.stats.not_sampled += 1;
             return None;
         };
-        let k = Keyed::from_head(h);
+        let k = Keyed::from_head_by(h, self.mul);
         let requests = self.requests;
         let t = &mut self.tables[f];
         let i = k.index(t.m);
@@ -288,10 +292,11 @@ impl FridgeSet {
             XMode::Insertions => t.inserts,
             XMode::Requests => requests,
         };
-        let x = now_ctr.wrapping_sub(t.ctr[i]);
+        let [ts, ctr] = t.stamps[i];
+        let x = now_ctr.wrapping_sub(ctr);
         self.stats.matched += 1;
         Some(Sample {
-            delay_ns: now_ns.saturating_sub(t.ts[i]),
+            delay_ns: now_ns.saturating_sub(ts),
             x,
             fridge: f as u8,
             weight: t.weigher.weight(x),
@@ -354,6 +359,36 @@ mod tests {
             }
             assert_eq!(f.head(0), Keyed::head(0, seed));
             assert_eq!(f.head(u64::MAX), Keyed::head(u64::MAX, seed));
+        }
+    }
+
+    /// `pick` is the number of bounds at or below the coin (below `last`), for sets of one to
+    /// four fridges, at and around every bound.
+    #[test]
+    fn pick_counts_the_bounds_below_the_coin() {
+        let ps: [&[f64]; 5] = [
+            &[1.0],
+            &[1.0 / 16.0],
+            &[0.25, 0.5],
+            &[0.1, 0.2, 0.3],
+            &[0.25, 0.25, 0.25, 0.25],
+        ];
+        for p in ps {
+            let specs: Vec<_> = p.iter().map(|&p| FridgeSpec { m: 8, p }).collect();
+            let f = FridgeSet::new(&specs, XMode::Insertions, 1).unwrap();
+            let mut coins = vec![0u32, 1, u32::MAX - 1, u32::MAX];
+            for &b in &f.bounds {
+                for d in [-2i64, -1, 0, 1] {
+                    if let Ok(c) = u32::try_from(b as i64 + d) {
+                        coins.push(c);
+                    }
+                }
+            }
+            for c in coins {
+                let want =
+                    (c <= f.last).then(|| f.bounds.iter().filter(|&&b| u64::from(c) >= b).count());
+                assert_eq!(f.pick(c), want, "coin {c:#x}, p {p:?}");
+            }
         }
     }
 

@@ -99,7 +99,14 @@ impl Keyed {
     /// The rest of [`new`](Self::new) from its [`head`](Self::head).
     #[inline]
     pub const fn from_head(h: u64) -> Keyed {
-        let g = fmix64(h ^ 0x9e37_79b9_7f4a_7c15);
+        Keyed::from_head_by(h, FMIX64_MUL)
+    }
+
+    /// [`from_head`](Self::from_head) with [`fmix64`]'s multipliers given (as
+    /// [`fmix64_by`]): the same for [`FMIX64_MUL`].
+    #[inline(always)]
+    pub const fn from_head_by(h: u64, mul: [u64; 2]) -> Keyed {
+        let g = fmix64_by(h ^ 0x9e37_79b9_7f4a_7c15, mul);
         let s = (h >> 32) as u32;
         Keyed {
             sig: if s == 0 { 1 } else { s },
