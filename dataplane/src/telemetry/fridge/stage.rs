@@ -186,7 +186,7 @@ const fn dir_up_tables() -> [[bool; 256]; 2] {
 }
 
 /// The stage as the matcher's [`RoleSink`] for one packet.
-struct Sink<'a> {
+struct Sink<'a, F: Frame + ?Sized> {
     st: &'a mut FridgeStage,
     /// The packet's rx port is an uplink port ([`FridgeStage::rx_up`]).
     rx_up: bool,
@@ -195,12 +195,14 @@ struct Sink<'a> {
     /// Where a packet of known kind and direction ([`FridgeStage::observe_plain_dns`])
     /// sends its roles: the routes of a response and a request, read once per batch.
     fixed: Option<[u32; 2]>,
+    /// The bytes the matcher reads (the frame, or the prefix the usual records need).
     data: &'a [u8],
-    m: &'a PacketMeta,
+    /// The packet, whose record a role reads only off the common path ([`FridgeStage::scan`]).
+    frame: &'a F,
     now_ns: u64,
 }
 
-impl RoleSink for Sink<'_> {
+impl<F: Frame + ?Sized> RoleSink for Sink<'_, F> {
     #[inline(always)]
     fn role(&mut self, r: Role) {
         // The kind and the request flag are constants where the matcher hands a role over:
@@ -215,25 +217,36 @@ impl RoleSink for Sink<'_> {
                     [usize::from(self.dir)]
             }
         };
-        self.st.role(r, route, self.data, self.m, self.now_ns);
+        self.st.role(r, route, self.data, self.frame, self.now_ns);
     }
 }
 
-/// A packet's bytes as the stage reads them: a fixed-offset prefix with one length check
-/// (the usual records' headers: [`PacketBuf::head`] for a buffer), else the whole frame.
+/// A packet as the stage reads it: a fixed-offset prefix with one length check (the usual
+/// records' headers: [`PacketBuf::head`] for a buffer), else the whole frame, and its record.
 trait Frame {
     fn head(&self, n: usize) -> Option<&[u8]>;
     fn bytes(&self) -> &[u8];
+    fn meta(&self) -> &PacketMeta;
 }
 
-impl Frame for [u8] {
+/// A packet given as its bytes and record ([`FridgeStage::observe`]).
+struct Bytes<'a> {
+    data: &'a [u8],
+    m: &'a PacketMeta,
+}
+
+impl Frame for Bytes<'_> {
     #[inline(always)]
     fn head(&self, n: usize) -> Option<&[u8]> {
-        self.get(..n)
+        self.data.get(..n)
     }
     #[inline(always)]
     fn bytes(&self) -> &[u8] {
-        self
+        self.data
+    }
+    #[inline(always)]
+    fn meta(&self) -> &PacketMeta {
+        self.m
     }
 }
 
@@ -245,6 +258,10 @@ impl<B: PacketBuf> Frame for B {
     #[inline(always)]
     fn bytes(&self) -> &[u8] {
         self.data()
+    }
+    #[inline(always)]
+    fn meta(&self) -> &PacketMeta {
+        self.pkt_meta()
     }
 }
 
@@ -488,7 +505,7 @@ impl FridgeStage {
     #[inline(always)]
     pub fn observe(&mut self, data: &[u8], m: &crate::meta::PacketMeta, rx: PortId, now_ns: u64) {
         let rx = self.rx(rx);
-        self.observe_kinds(self.kinds, data, m, rx, now_ns);
+        self.observe_kinds(self.kinds, &Bytes { data, m }, rx, now_ns);
     }
 
     /// What a batch from `rx` reads once: the port's class and its plain DNS routes.
@@ -507,36 +524,41 @@ impl FridgeStage {
     /// (read per packet, they are reloaded after every store through `self`), of a packet's
     /// bytes `p` (a slice, or a buffer: [`Frame`]).
     #[inline(always)]
-    fn observe_kinds<F: Frame + ?Sized>(
-        &mut self,
-        kinds: u8,
-        p: &F,
-        m: &PacketMeta,
-        rx: Rx,
-        now_ns: u64,
-    ) {
+    fn observe_kinds<F: Frame + ?Sized>(&mut self, kinds: u8, p: &F, rx: Rx, now_ns: u64) {
+        let m = p.meta();
         // The usual uplink datagram with DNS and without GTP-U echo among the kinds (the
         // loop built for that mask folds the kinds' test away): one compare of the record
         // for the flags, protocol, offsets and direction, then the DNS header at fixed
         // offsets in the frame's prefix (one length check) and the route at a known
         // direction (what `single_role` and the route by the direction byte give such a
         // packet; tests hold them equal). A frame shorter than the prefix takes the general
-        // path, which says why.
+        // path out of line, which says why.
         const UDP: u8 = Kind::GtpEcho.bit() | Kind::Dns.bit();
         if kinds & UDP == Kind::Dns.bit() {
             let w = record_word(m);
             // (In this order, the compiler tests the uplink word first.)
             if w == GTPU_DOWNLINK_UDP {
-                if let Some(h) = p.head(GTPU_DNS_HEAD) {
-                    return self.observe_plain_dns(true, h, m, rx, now_ns);
-                }
-            } else if w == PLAIN_UPLINK_UDP {
-                if let Some(h) = p.head(PLAIN_DNS_HEAD) {
-                    return self.observe_plain_dns(false, h, m, rx, now_ns);
-                }
+                return match p.head(GTPU_DNS_HEAD) {
+                    Some(h) => self.observe_plain_dns(true, h, p, rx, now_ns),
+                    None => self.observe_short(kinds, p, rx.up, now_ns),
+                };
+            }
+            if w == PLAIN_UPLINK_UDP {
+                return match p.head(PLAIN_DNS_HEAD) {
+                    Some(h) => self.observe_plain_dns(false, h, p, rx, now_ns),
+                    None => self.observe_short(kinds, p, rx.up, now_ns),
+                };
             }
         }
         self.observe_general(kinds, p.bytes(), m, rx.up, now_ns);
+    }
+
+    /// A usual record whose frame is shorter than the headers it names: the general path,
+    /// out of line (no register of the common path is kept for it).
+    #[cold]
+    #[inline(never)]
+    fn observe_short<F: Frame + ?Sized>(&mut self, kinds: u8, p: &F, rx_up: bool, now_ns: u64) {
+        self.observe_general(kinds, p.bytes(), p.meta(), rx_up, now_ns);
     }
 
     /// A packet the usual records' path does not take: its roles from the classifier's
@@ -550,13 +572,14 @@ impl FridgeStage {
         rx_up: bool,
         now_ns: u64,
     ) {
+        let frame = Bytes { data, m };
         let mut sink = Sink {
             st: self,
             rx_up,
             dir: m.dir,
             fixed: None,
             data,
-            m,
+            frame: &frame,
             now_ns,
         };
         match single_role(data, m, kinds, &mut sink) {
@@ -567,9 +590,17 @@ impl FridgeStage {
     }
 
     /// A packet whose record is [`GTPU_DOWNLINK_UDP`] (`down`) or [`PLAIN_UPLINK_UDP`], with
-    /// DNS and without GTP-U echo among the kinds: its direction is known.
+    /// DNS and without GTP-U echo among the kinds: its direction is known. `data` is the
+    /// frame's prefix the record names, `p` the packet.
     #[inline(always)]
-    fn observe_plain_dns(&mut self, down: bool, data: &[u8], m: &PacketMeta, rx: Rx, now_ns: u64) {
+    fn observe_plain_dns<F: Frame + ?Sized>(
+        &mut self,
+        down: bool,
+        data: &[u8],
+        p: &F,
+        rx: Rx,
+        now_ns: u64,
+    ) {
         let dir = if down {
             Direction::Downlink
         } else {
@@ -581,7 +612,7 @@ impl FridgeStage {
             dir: dir as u8,
             fixed: Some(rx.dns[usize::from(down)]),
             data,
-            m,
+            frame: p,
             now_ns,
         };
         if let Err(s) = plain_dns(data, down, &mut sink) {
@@ -594,13 +625,14 @@ impl FridgeStage {
     #[inline(never)]
     fn observe_other(&mut self, data: &[u8], m: &PacketMeta, rx_up: bool, now_ns: u64) {
         let kinds = self.kinds;
+        let frame = Bytes { data, m };
         let mut sink = Sink {
             st: self,
             rx_up,
             dir: m.dir,
             fixed: None,
             data,
-            m,
+            frame: &frame,
             now_ns,
         };
         match other_roles(data, m, kinds, &mut sink) {
@@ -631,7 +663,14 @@ impl FridgeStage {
 
     /// One role of a packet, whose [`Routes`] entry is `route`: to its slice's fridges.
     #[inline(always)]
-    fn role(&mut self, role: Role, route: u32, data: &[u8], m: &PacketMeta, now_ns: u64) {
+    fn role<F: Frame + ?Sized>(
+        &mut self,
+        role: Role,
+        route: u32,
+        data: &[u8],
+        frame: &F,
+        now_ns: u64,
+    ) {
         let r = route as usize;
         // One compare for the common case: a direct route is a slice index, and `NONE` and
         // `SCAN` are past every index (no stage has 2^32 - 2 slices).
@@ -646,6 +685,7 @@ impl FridgeStage {
                 id,
                 ports,
             } = role;
+            let m = frame.meta();
             self.unrouted(route, kind, request, id, ports, (data, m), now_ns);
         }
     }
@@ -749,7 +789,7 @@ impl FridgeStage {
                     // Zipped, not indexed: no bounds check per packet.
                     for (p, d) in batch.pkts.iter().zip(ds) {
                         if d.is_continue_or_tx() {
-                            self.observe_kinds(kinds, p, p.pkt_meta(), rx, now);
+                            self.observe_kinds(kinds, p, rx, now);
                         }
                     }
                     return;
@@ -759,7 +799,7 @@ impl FridgeStage {
         };
         if every {
             for p in batch.pkts.iter() {
-                self.observe_kinds(kinds, p, p.pkt_meta(), rx, now);
+                self.observe_kinds(kinds, p, rx, now);
             }
         }
     }
