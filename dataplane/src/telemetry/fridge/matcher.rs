@@ -507,19 +507,21 @@ fn dns(d: &[u8], l3: usize, l4: usize, v6: bool, f: &mut impl RoleSink) -> Resul
     };
     // Source and destination port as one word, source high.
     let raw = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
-    let key = u64::from(u16::from_be_bytes([h[8], h[9]]));
+    // The DNS ID, read where a role is made (read before the ports' test, it cost a datagram
+    // of neither port three instructions).
+    let key = |h: &[u8; 20]| u64::from(u16::from_be_bytes([h[8], h[9]]));
     // A query to 53 or a response from 53; a datagram of neither port is no DNS (the usual
     // UDP datagram: it leaves on the ports alone); anything else is no pair (cold).
     if raw as u16 == 53 {
         if h[10] & 0x80 == 0 {
-            f.role(dns_role::<true>(d, l3, l4, v6, raw, key)?);
+            f.role(dns_role::<true>(d, l3, l4, v6, raw, key(h))?);
             return Ok(());
         }
     } else if (raw >> 16) as u16 != 53 {
         return Err(Skip::Other);
     }
     if h[10] & 0x80 != 0 && (raw >> 16) as u16 == 53 {
-        f.role(dns_role::<false>(d, l3, l4, v6, raw, key)?);
+        f.role(dns_role::<false>(d, l3, l4, v6, raw, key(h))?);
         return Ok(());
     }
     Err(unpaired_dns(d, l3, l4, v6, raw))
