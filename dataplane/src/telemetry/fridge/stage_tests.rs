@@ -437,7 +437,7 @@ fn bursts_of_buffers_sample_as_observe() {
         for (k, (ip, up)) in steps.into_iter().enumerate() {
             let (mut f, m) = upf_record(&ip, up, i % 5 != 1);
             // Some frames cut short of the headers their record names (the record kept).
-            if (i as usize + k) % 9 == 0 {
+            if (i as usize + k).is_multiple_of(9) {
                 let cut = if up { [20, 40, 53] } else { [60, 90, 97] }[k % 3];
                 f.truncate(cut);
             }
