@@ -198,7 +198,7 @@ const K: [u64; 5] = [
 
 /// The ID of a pair: kind, requester, responder, ports, pairing field (at most 32 bits in
 /// every kind). Not yet a hash: the table finalises it once under its seed (`Keyed::head`,
-/// a multiply and an xorshift, both bijections; the slot index gets a full `fmix64`), so the
+/// `fmix64` of the ID XOR the seed, a bijection; the slot index gets a second `fmix64`), so the
 /// ID only has to keep distinct pairs distinct and spread them. The addresses
 /// take one word (side by side for IPv4, each IPv6 address folded by a multiply), the rest
 /// another, spread by an odd multiplier (a bijection); their XOR is the ID. One multiply for
