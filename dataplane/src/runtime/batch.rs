@@ -132,6 +132,14 @@ impl Disposition {
     pub const fn is_continue_or_tx(self) -> bool {
         self.0 & (0xD << 16) == 0
     }
+
+    /// Whether every one of `ds` [`is_continue_or_tx`](Self::is_continue_or_tx): the words
+    /// ORed together, then that one test (no branch per element: the compiler vectorises the
+    /// OR), for a stage that then walks a burst of sent packets without a test per packet.
+    #[inline]
+    pub fn all_continue_or_tx(ds: &[Disposition]) -> bool {
+        Disposition(ds.iter().fold(0, |a, d| a | d.0)).is_continue_or_tx()
+    }
 }
 
 impl std::fmt::Debug for Disposition {
@@ -499,6 +507,44 @@ mod tests {
             Disposition::tx(1),
         ];
         assert_eq!(b.disposition_view(), Dispositions::PerPacket(&want));
+    }
+
+    /// `all_continue_or_tx` is every element's `is_continue_or_tx`, over every pair and
+    /// triple of these words and runs of them up to a burst's length.
+    #[test]
+    fn all_continue_or_tx_is_each() {
+        let all = [
+            Disposition::CONTINUE,
+            Disposition::tx(0),
+            Disposition::tx(4095),
+            Disposition::tx_queue(4095, 7),
+            Disposition::TO_CONTROL,
+            Disposition::drop_as(DropReason(0xffff)),
+            Disposition::drop_as(DropReason(0)),
+            Disposition::handoff(u16::MAX, u8::MAX),
+            Disposition::handoff(0, 0),
+            MIXED,
+        ];
+        let each = |ds: &[Disposition]| ds.iter().all(|d| d.is_continue_or_tx());
+        assert!(Disposition::all_continue_or_tx(&[]));
+        for a in all {
+            for b in all {
+                assert_eq!(Disposition::all_continue_or_tx(&[a, b]), each(&[a, b]));
+                for c in all {
+                    let v = [a, b, c];
+                    assert_eq!(Disposition::all_continue_or_tx(&v), each(&v), "{v:?}");
+                }
+            }
+        }
+        for n in 0..=MAX_BURST {
+            for odd in 0..all.len() {
+                let mut v = vec![Disposition::tx(1); n];
+                if n > 0 {
+                    v[(odd * 7) % n] = all[odd];
+                }
+                assert_eq!(Disposition::all_continue_or_tx(&v), each(&v), "{n} {odd}");
+            }
+        }
     }
 
     #[test]

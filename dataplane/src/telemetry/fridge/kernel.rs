@@ -1,7 +1,7 @@
 //! `fridge(M, p)` (section 3.2) and sets of fridges sharing one request stream (section 4.2).
 
 use super::weight::{Weigher, XMode};
-use super::{Estimator, Keyed};
+use super::{fmix64_by, Estimator, Keyed, FMIX64_MUL};
 
 /// Most fridges in one set (the seed evaluates one and two; four leave room to try more).
 pub const MAX_FRIDGES: usize = 4;
@@ -61,8 +61,9 @@ pub struct SetStats {
 #[derive(Debug)]
 struct Table {
     sig: Box<[u32]>,
-    ts: Box<[u64]>,
-    ctr: Box<[u64]>,
+    /// Per slot, the request's timestamp and counter stamp side by side (one bounds check and
+    /// one line for both).
+    stamps: Box<[[u64; 2]]>,
     inserts: u64,
     m: u32,
     weigher: Weigher,
@@ -85,6 +86,8 @@ pub struct FridgeSet {
     requests: u64,
     mode: XMode,
     seed: u64,
+    /// [`FMIX64_MUL`], read from here by [`head`](Self::head).
+    mul: [u64; 2],
     stats: SetStats,
 }
 
@@ -116,8 +119,7 @@ impl FridgeSet {
             let m = s.m as usize;
             tables.push(Table {
                 sig: vec![0; m].into_boxed_slice(),
-                ts: vec![0; m].into_boxed_slice(),
-                ctr: vec![0; m].into_boxed_slice(),
+                stamps: vec![[0; 2]; m].into_boxed_slice(),
                 inserts: 0,
                 m: s.m,
                 weigher: Weigher::new(s.m, p, mode),
@@ -134,8 +136,19 @@ impl FridgeSet {
             requests: 0,
             mode,
             seed,
+            mul: FMIX64_MUL,
             stats: SetStats::default(),
         })
+    }
+
+    /// [`Keyed::head`]`(id, seed)`, the same function (tested equal): fmix64 with its
+    /// multipliers read from the set, not written into the code. A 64-bit constant is an
+    /// instruction of its own before each multiply; read from memory, it is the multiply's
+    /// operand (two instructions fewer per request, from the set's line the seed and the
+    /// coin's bound share).
+    #[inline(always)]
+    fn head(&self, id: u64) -> u64 {
+        fmix64_by(id ^ self.seed, self.mul)
     }
 
     /// Number of fridges.
@@ -192,12 +205,14 @@ impl FridgeSet {
     #[inline(always)]
     fn pick_entering(&self, c: u64) -> usize {
         // The bounds never decrease (those past the last fridge repeat its bound), so the
-        // fridge is the number of bounds at or below the coin: four compares, no branch.
+        // fridge is the number of bounds at or below the coin: the first compare alone for
+        // a coin of the first fridge (every entering coin of a one-fridge set), else three
+        // more, no branch.
         let b = &self.bounds;
-        usize::from(c >= b[0])
-            + usize::from(c >= b[1])
-            + usize::from(c >= b[2])
-            + usize::from(c >= b[3])
+        if c < b[0] {
+            return 0;
+        }
+        1 + usize::from(c >= b[1]) + usize::from(c >= b[2]) + usize::from(c >= b[3])
     }
 
     /// A request: count it, and if its coin picks a fridge, overwrite its slot there.
@@ -205,7 +220,7 @@ impl FridgeSet {
     pub fn request(&mut self, id: u64, now_ns: u64) {
         self.requests += 1;
         // The coin first: a request that enters no fridge costs one finaliser and a compare.
-        let h = Keyed::head(id, self.seed);
+        let h = self.head(id);
         let c = Keyed::coin_of(h);
         if c > self.last {
             return;
@@ -220,7 +235,7 @@ impl FridgeSet {
     #[inline(always)]
     pub fn request_sparse(&mut self, id: u64, now_ns: u64) {
         self.requests += 1;
-        let h = Keyed::head(id, self.seed);
+        let h = self.head(id);
         let c = Keyed::coin_of(h);
         if c > self.last {
             return;
@@ -238,7 +253,7 @@ impl FridgeSet {
     #[inline(always)]
     fn enter_at(&mut self, h: u64, c: u64, now_ns: u64) {
         let f = self.pick_entering(c);
-        let k = Keyed::from_head(h);
+        let k = Keyed::from_head_by(h, self.mul);
         let requests = self.requests;
         let t = &mut self.tables[f];
         t.inserts += 1;
@@ -246,23 +261,25 @@ impl FridgeSet {
         self.stats.inserted += 1;
         self.stats.overwrote += u64::from(t.sig[i] != 0);
         t.sig[i] = k.sig;
-        t.ts[i] = now_ns;
-        t.ctr[i] = match self.mode {
-            XMode::Insertions => t.inserts,
-            XMode::Requests => requests,
-        };
+        t.stamps[i] = [
+            now_ns,
+            match self.mode {
+                XMode::Insertions => t.inserts,
+                XMode::Requests => requests,
+            },
+        ];
     }
 
     /// A response: if its request is still in its slot, clear the slot and return the sample.
     #[inline]
     pub fn response(&mut self, id: u64, now_ns: u64) -> Option<Sample> {
         self.stats.responses += 1;
-        let h = Keyed::head(id, self.seed);
+        let h = self.head(id);
         let Some(f) = self.pick(Keyed::coin_of(h)) else {
             self.stats.not_sampled += 1;
             return None;
         };
-        let k = Keyed::from_head(h);
+        let k = Keyed::from_head_by(h, self.mul);
         let requests = self.requests;
         let t = &mut self.tables[f];
         let i = k.index(t.m);
@@ -275,10 +292,11 @@ impl FridgeSet {
             XMode::Insertions => t.inserts,
             XMode::Requests => requests,
         };
-        let x = now_ctr.wrapping_sub(t.ctr[i]);
+        let [ts, ctr] = t.stamps[i];
+        let x = now_ctr.wrapping_sub(ctr);
         self.stats.matched += 1;
         Some(Sample {
-            delay_ns: now_ns.saturating_sub(t.ts[i]),
+            delay_ns: now_ns.saturating_sub(ts),
             x,
             fridge: f as u8,
             weight: t.weigher.weight(x),
@@ -326,6 +344,52 @@ mod tests {
         assert_eq!(f.stats().matched, 2);
         assert_eq!(f.stats().unmatched, 1);
         assert_eq!(f.occupied(), 1);
+    }
+
+    /// The set's head is `Keyed::head` under its seed (and so is its coin).
+    #[test]
+    fn set_head_is_keyed_head() {
+        for seed in [0, 1, 7, u64::MAX, 0x9e37_79b9_7f4a_7c15] {
+            let f =
+                FridgeSet::new(&[FridgeSpec { m: 8, p: 0.5 }], XMode::Insertions, seed).unwrap();
+            let mut id = 0x0123_4567_89ab_cdefu64;
+            for _ in 0..1_000 {
+                assert_eq!(f.head(id), Keyed::head(id, seed), "id {id:#x}, seed {seed}");
+                id = id.rotate_left(7).wrapping_mul(0x2545_f491_4f6c_dd1d) ^ 0x5a;
+            }
+            assert_eq!(f.head(0), Keyed::head(0, seed));
+            assert_eq!(f.head(u64::MAX), Keyed::head(u64::MAX, seed));
+        }
+    }
+
+    /// `pick` is the number of bounds at or below the coin (below `last`), for sets of one to
+    /// four fridges, at and around every bound.
+    #[test]
+    fn pick_counts_the_bounds_below_the_coin() {
+        let ps: [&[f64]; 5] = [
+            &[1.0],
+            &[1.0 / 16.0],
+            &[0.25, 0.5],
+            &[0.1, 0.2, 0.3],
+            &[0.25, 0.25, 0.25, 0.25],
+        ];
+        for p in ps {
+            let specs: Vec<_> = p.iter().map(|&p| FridgeSpec { m: 8, p }).collect();
+            let f = FridgeSet::new(&specs, XMode::Insertions, 1).unwrap();
+            let mut coins = vec![0u32, 1, u32::MAX - 1, u32::MAX];
+            for &b in &f.bounds {
+                for d in [-2i64, -1, 0, 1] {
+                    if let Ok(c) = u32::try_from(b as i64 + d) {
+                        coins.push(c);
+                    }
+                }
+            }
+            for c in coins {
+                let want =
+                    (c <= f.last).then(|| f.bounds.iter().filter(|&&b| u64::from(c) >= b).count());
+                assert_eq!(f.pick(c), want, "coin {c:#x}, p {p:?}");
+            }
+        }
     }
 
     #[test]

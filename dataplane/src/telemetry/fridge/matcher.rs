@@ -198,7 +198,7 @@ const K: [u64; 5] = [
 
 /// The ID of a pair: kind, requester, responder, ports, pairing field (at most 32 bits in
 /// every kind). Not yet a hash: the table finalises it once under its seed (`Keyed::head`,
-/// a multiply and an xorshift, both bijections; the slot index gets a full `fmix64`), so the
+/// `fmix64` of the ID XOR the seed, a bijection; the slot index gets a second `fmix64`), so the
 /// ID only has to keep distinct pairs distinct and spread them. The addresses
 /// take one word (side by side for IPv4, each IPv6 address folded by a multiply), the rest
 /// another, spread by an odd multiplier (a bijection); their XOR is the ID. One multiply for
@@ -351,6 +351,12 @@ const PLAIN_L4: usize = PLAIN_L3 + 20;
 const GTPU_L3: usize = PLAIN_L4 + 8 + 16;
 const GTPU_L4: usize = GTPU_L3 + 20;
 
+/// The bytes [`plain_dns`] reads of a [`PLAIN_UPLINK_UDP`] record's frame: through the UDP
+/// header and the 12-byte DNS header. A frame that long gives the same result cut to them.
+pub const PLAIN_DNS_HEAD: usize = PLAIN_L4 + 20;
+/// The same of a [`GTPU_DOWNLINK_UDP`] record's frame.
+pub const GTPU_DNS_HEAD: usize = GTPU_L4 + 20;
+
 /// The record's flow offsets, flags, protocol and direction as one word (`inner_l3_off` in
 /// the low 16 bits, then `inner_l4_off`, `flags`, `proto`, `dir`): adjacent fields, which the
 /// compiler reads with one load (`meta::tests` holds the layout).
@@ -390,7 +396,9 @@ pub const GTPU_DOWNLINK_UDP: u64 = shape(
 /// [`single_role`] for a record whose [`record_word`] is [`PLAIN_UPLINK_UDP`] (`down`
 /// false) or [`GTPU_DOWNLINK_UDP`] (`down`, true), with DNS and without GTP-U echo among the
 /// kinds: the same [`dns`] at constant offsets (one bounds check covers both headers, every
-/// field is at a fixed offset), `Ok(())` where [`single_role`] answers `Ok(true)`.
+/// field is at a fixed offset), `Ok(())` where [`single_role`] answers `Ok(true)`. Reads no
+/// byte past [`PLAIN_DNS_HEAD`] (or [`GTPU_DNS_HEAD`]): a frame at least that long may be
+/// passed cut to it.
 #[inline(always)]
 pub fn plain_dns(d: &[u8], down: bool, f: &mut impl RoleSink) -> Result<(), Skip> {
     if down {
@@ -499,19 +507,21 @@ fn dns(d: &[u8], l3: usize, l4: usize, v6: bool, f: &mut impl RoleSink) -> Resul
     };
     // Source and destination port as one word, source high.
     let raw = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
-    let key = u64::from(u16::from_be_bytes([h[8], h[9]]));
+    // The DNS ID, read where a role is made (read before the ports' test, it cost a datagram
+    // of neither port three instructions).
+    let key = |h: &[u8; 20]| u64::from(u16::from_be_bytes([h[8], h[9]]));
     // A query to 53 or a response from 53; a datagram of neither port is no DNS (the usual
     // UDP datagram: it leaves on the ports alone); anything else is no pair (cold).
     if raw as u16 == 53 {
         if h[10] & 0x80 == 0 {
-            f.role(dns_role::<true>(d, l3, l4, v6, raw, key)?);
+            f.role(dns_role::<true>(d, l3, l4, v6, raw, key(h))?);
             return Ok(());
         }
     } else if (raw >> 16) as u16 != 53 {
         return Err(Skip::Other);
     }
     if h[10] & 0x80 != 0 && (raw >> 16) as u16 == 53 {
-        f.role(dns_role::<false>(d, l3, l4, v6, raw, key)?);
+        f.role(dns_role::<false>(d, l3, l4, v6, raw, key(h))?);
         return Ok(());
     }
     Err(unpaired_dns(d, l3, l4, v6, raw))

@@ -45,11 +45,21 @@ pub trait Estimator {
 
 /// Murmur3's 64-bit finaliser: a bijective mix, so distinct IDs stay distinct.
 #[inline]
-pub const fn fmix64(mut k: u64) -> u64 {
+pub const fn fmix64(k: u64) -> u64 {
+    fmix64_by(k, FMIX64_MUL)
+}
+
+/// [`fmix64`]'s two multipliers.
+pub const FMIX64_MUL: [u64; 2] = [0xff51_afd7_ed55_8ccd, 0xc4ce_b9fe_1a85_ec53];
+
+/// [`fmix64`] with its multipliers given: [`fmix64`] when `mul` is [`FMIX64_MUL`] (a caller
+/// that keeps them in memory has each multiply take its operand from there).
+#[inline(always)]
+pub const fn fmix64_by(mut k: u64, mul: [u64; 2]) -> u64 {
     k ^= k >> 33;
-    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k = k.wrapping_mul(mul[0]);
     k ^= k >> 33;
-    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k = k.wrapping_mul(mul[1]);
     k ^= k >> 33;
     k
 }
@@ -89,7 +99,14 @@ impl Keyed {
     /// The rest of [`new`](Self::new) from its [`head`](Self::head).
     #[inline]
     pub const fn from_head(h: u64) -> Keyed {
-        let g = fmix64(h ^ 0x9e37_79b9_7f4a_7c15);
+        Keyed::from_head_by(h, FMIX64_MUL)
+    }
+
+    /// [`from_head`](Self::from_head) with [`fmix64`]'s multipliers given (as
+    /// [`fmix64_by`]): the same for [`FMIX64_MUL`].
+    #[inline(always)]
+    pub const fn from_head_by(h: u64, mul: [u64; 2]) -> Keyed {
+        let g = fmix64_by(h ^ 0x9e37_79b9_7f4a_7c15, mul);
         let s = (h >> 32) as u32;
         Keyed {
             sig: if s == 0 { 1 } else { s },

@@ -16,16 +16,20 @@ use super::hist::LogHist;
 use super::kernel::{FridgeSet, FridgeSpec, SpecError};
 use super::matcher::{
     addr_key, other_roles, outer_addrs, plain_dns, record_word, single_role, Kind, Role, RoleSink,
-    Skip, GTPU_DOWNLINK_UDP, PLAIN_UPLINK_UDP,
+    Skip, GTPU_DNS_HEAD, GTPU_DOWNLINK_UDP, PLAIN_DNS_HEAD, PLAIN_UPLINK_UDP,
 };
 use super::weight::XMode;
 use super::window::SlicePub;
 use crate::buffer::PacketBuf;
 use crate::io::PortId;
 use crate::meta::{Direction, PacketMeta};
-use crate::runtime::{Batch, Context, Dispositions, Stage};
+use crate::runtime::{Batch, Context, Disposition, Dispositions, Stage};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+#[path = "stage_sink.rs"]
+mod sink;
+use sink::{Bytes, Frame, Sink};
 
 /// One matched response as it was tallied, for offline analysis (`[fridge] raw_file`):
 /// the seed's `(delay, x)` with the fridge it came from and its correction factor.
@@ -183,40 +187,6 @@ const fn dir_up_tables() -> [[bool; 256]; 2] {
         b += 1;
     }
     t
-}
-
-/// The stage as the matcher's [`RoleSink`] for one packet.
-struct Sink<'a> {
-    st: &'a mut FridgeStage,
-    /// The packet's rx port is an uplink port ([`FridgeStage::rx_up`]).
-    rx_up: bool,
-    /// Its [`PacketMeta::dir`] byte.
-    dir: u8,
-    /// Where a packet of known kind and direction ([`FridgeStage::observe_plain_dns`])
-    /// sends its roles: the routes of a response and a request, read once per batch.
-    fixed: Option<[u32; 2]>,
-    data: &'a [u8],
-    m: &'a PacketMeta,
-    now_ns: u64,
-}
-
-impl RoleSink for Sink<'_> {
-    #[inline(always)]
-    fn role(&mut self, r: Role) {
-        // The kind and the request flag are constants where the matcher hands a role over:
-        // the route is one load at the direction byte (none when the batch has read it).
-        let route = match self.fixed {
-            Some(f) => {
-                debug_assert_eq!(r.kind, Kind::Dns, "fixed routes are DNS routes");
-                f[usize::from(r.request)]
-            }
-            None => {
-                self.st.routes[usize::from(self.rx_up)][r.kind as usize][usize::from(r.request)]
-                    [usize::from(self.dir)]
-            }
-        };
-        self.st.role(r, route, self.data, self.m, self.now_ns);
-    }
 }
 
 /// What the stage reads once per batch about its rx port.
@@ -383,12 +353,17 @@ impl FridgeStage {
     }
 
     /// Publish every slice's totals, the window too if it `ended`, and the skip counters.
+    /// Histograms known empty (a window without samples, a slice without a match since
+    /// start: every sample is added to both) are published as such, without a copy.
     fn publish(&self, ended: bool) {
         for (s, p) in self.slices.iter().zip(&self.publ.slices) {
+            let stats = s.set.stats();
             if ended {
-                p.done.publish(self.window, &s.hists, &s.set.stats());
+                p.done
+                    .publish_hists(self.window, s.sampled.then_some(&s.hists[..]), &stats);
             }
-            p.total.publish(self.window, &s.total, &s.set.stats());
+            let total = (stats.matched != 0).then_some(&s.total[..]);
+            p.total.publish_hists(self.window, total, &stats);
         }
         for (a, &v) in self.publ.skips.counts.iter().zip(&self.skips) {
             a.store(v, Ordering::Relaxed);
@@ -454,7 +429,7 @@ impl FridgeStage {
     #[inline(always)]
     pub fn observe(&mut self, data: &[u8], m: &crate::meta::PacketMeta, rx: PortId, now_ns: u64) {
         let rx = self.rx(rx);
-        self.observe_kinds(self.kinds, data, m, rx, now_ns);
+        self.observe_kinds(self.kinds, &Bytes { data, m }, rx, now_ns);
     }
 
     /// What a batch from `rx` reads once: the port's class and its plain DNS routes.
@@ -470,33 +445,65 @@ impl FridgeStage {
     }
 
     /// [`observe`](Self::observe) with the stage's kinds read once per batch by the caller
-    /// (read per packet, they are reloaded after every store through `self`).
+    /// (read per packet, they are reloaded after every store through `self`), of a packet's
+    /// bytes `p` (a slice, or a buffer: [`Frame`]).
     #[inline(always)]
-    fn observe_kinds(&mut self, kinds: u8, data: &[u8], m: &PacketMeta, rx: Rx, now_ns: u64) {
-        let rx_up = rx.up;
+    fn observe_kinds<F: Frame + ?Sized>(&mut self, kinds: u8, p: &F, rx: Rx, now_ns: u64) {
+        let m = p.meta();
         // The usual uplink datagram with DNS and without GTP-U echo among the kinds (the
         // loop built for that mask folds the kinds' test away): one compare of the record
         // for the flags, protocol, offsets and direction, then the DNS header at fixed
-        // offsets and the route at a known direction (what `single_role` and the route by
-        // the direction byte give such a packet; tests hold them equal).
+        // offsets in the frame's prefix (one length check) and the route at a known
+        // direction (what `single_role` and the route by the direction byte give such a
+        // packet; tests hold them equal). A frame shorter than the prefix takes the general
+        // path out of line, which says why.
         const UDP: u8 = Kind::GtpEcho.bit() | Kind::Dns.bit();
         if kinds & UDP == Kind::Dns.bit() {
             let w = record_word(m);
             // (In this order, the compiler tests the uplink word first.)
             if w == GTPU_DOWNLINK_UDP {
-                return self.observe_plain_dns(true, data, m, rx, now_ns);
+                return match p.head(GTPU_DNS_HEAD) {
+                    Some(h) => self.observe_plain_dns(true, h, p, rx, now_ns),
+                    None => self.observe_short(kinds, p, rx.up, now_ns),
+                };
             }
             if w == PLAIN_UPLINK_UDP {
-                return self.observe_plain_dns(false, data, m, rx, now_ns);
+                return match p.head(PLAIN_DNS_HEAD) {
+                    Some(h) => self.observe_plain_dns(false, h, p, rx, now_ns),
+                    None => self.observe_short(kinds, p, rx.up, now_ns),
+                };
             }
         }
+        self.observe_general(kinds, p.bytes(), m, rx.up, now_ns);
+    }
+
+    /// A usual record whose frame is shorter than the headers it names: the general path,
+    /// out of line (no register of the common path is kept for it).
+    #[cold]
+    #[inline(never)]
+    fn observe_short<F: Frame + ?Sized>(&mut self, kinds: u8, p: &F, rx_up: bool, now_ns: u64) {
+        self.observe_general(kinds, p.bytes(), p.meta(), rx_up, now_ns);
+    }
+
+    /// A packet the usual records' path does not take: its roles from the classifier's
+    /// offsets ([`single_role`], then [`observe_other`](Self::observe_other)).
+    #[inline(always)]
+    fn observe_general(
+        &mut self,
+        kinds: u8,
+        data: &[u8],
+        m: &PacketMeta,
+        rx_up: bool,
+        now_ns: u64,
+    ) {
+        let frame = Bytes { data, m };
         let mut sink = Sink {
             st: self,
             rx_up,
             dir: m.dir,
             fixed: None,
             data,
-            m,
+            frame: &frame,
             now_ns,
         };
         match single_role(data, m, kinds, &mut sink) {
@@ -507,9 +514,17 @@ impl FridgeStage {
     }
 
     /// A packet whose record is [`GTPU_DOWNLINK_UDP`] (`down`) or [`PLAIN_UPLINK_UDP`], with
-    /// DNS and without GTP-U echo among the kinds: its direction is known.
+    /// DNS and without GTP-U echo among the kinds: its direction is known. `data` is the
+    /// frame's prefix the record names, `p` the packet.
     #[inline(always)]
-    fn observe_plain_dns(&mut self, down: bool, data: &[u8], m: &PacketMeta, rx: Rx, now_ns: u64) {
+    fn observe_plain_dns<F: Frame + ?Sized>(
+        &mut self,
+        down: bool,
+        data: &[u8],
+        p: &F,
+        rx: Rx,
+        now_ns: u64,
+    ) {
         let dir = if down {
             Direction::Downlink
         } else {
@@ -521,7 +536,7 @@ impl FridgeStage {
             dir: dir as u8,
             fixed: Some(rx.dns[usize::from(down)]),
             data,
-            m,
+            frame: p,
             now_ns,
         };
         if let Err(s) = plain_dns(data, down, &mut sink) {
@@ -534,13 +549,14 @@ impl FridgeStage {
     #[inline(never)]
     fn observe_other(&mut self, data: &[u8], m: &PacketMeta, rx_up: bool, now_ns: u64) {
         let kinds = self.kinds;
+        let frame = Bytes { data, m };
         let mut sink = Sink {
             st: self,
             rx_up,
             dir: m.dir,
             fixed: None,
             data,
-            m,
+            frame: &frame,
             now_ns,
         };
         match other_roles(data, m, kinds, &mut sink) {
@@ -571,7 +587,14 @@ impl FridgeStage {
 
     /// One role of a packet, whose [`Routes`] entry is `route`: to its slice's fridges.
     #[inline(always)]
-    fn role(&mut self, role: Role, route: u32, data: &[u8], m: &PacketMeta, now_ns: u64) {
+    fn role<F: Frame + ?Sized>(
+        &mut self,
+        role: Role,
+        route: u32,
+        data: &[u8],
+        frame: &F,
+        now_ns: u64,
+    ) {
         let r = route as usize;
         // One compare for the common case: a direct route is a slice index, and `NONE` and
         // `SCAN` are past every index (no stage has 2^32 - 2 slices).
@@ -586,6 +609,7 @@ impl FridgeStage {
                 id,
                 ports,
             } = role;
+            let m = frame.meta();
             self.unrouted(route, kind, request, id, ports, (data, m), now_ns);
         }
     }
@@ -679,21 +703,27 @@ impl FridgeStage {
     #[inline(always)]
     fn observe_batch<B: PacketBuf>(&mut self, batch: &Batch<B>, kinds: u8, now: u64) {
         let rx = self.rx(batch.rx_port);
-        match batch.disposition_view() {
-            Dispositions::Uniform(u) => {
-                if u.is_continue_or_tx() {
-                    for p in batch.pkts.iter() {
-                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx, now);
-                    }
-                }
-            }
-            // Zipped, not indexed: no bounds check per packet.
+        let every = match batch.disposition_view() {
+            Dispositions::Uniform(u) => u.is_continue_or_tx(),
+            // A burst whose packets are all sent (the usual one: the UPF writes each its
+            // port) takes the loop without a test per packet, after one pass over the
+            // dispositions (no branch in it: the compiler vectorises it).
             Dispositions::PerPacket(ds) => {
-                for (p, d) in batch.pkts.iter().zip(ds) {
-                    if d.is_continue_or_tx() {
-                        self.observe_kinds(kinds, p.data(), p.pkt_meta(), rx, now);
+                if !Disposition::all_continue_or_tx(ds) {
+                    // Zipped, not indexed: no bounds check per packet.
+                    for (p, d) in batch.pkts.iter().zip(ds) {
+                        if d.is_continue_or_tx() {
+                            self.observe_kinds(kinds, p, rx, now);
+                        }
                     }
+                    return;
                 }
+                true
+            }
+        };
+        if every {
+            for p in batch.pkts.iter() {
+                self.observe_kinds(kinds, p, rx, now);
             }
         }
     }

@@ -395,3 +395,147 @@ fn usual_records_sample_as_the_general_path() {
     }
     assert!(fast.1[Skip::TruncatedDns as usize] > 0 && fast.1[Skip::Other as usize] > 0);
 }
+
+/// Bursts of buffers through `process` (the usual records' prefix read by `PacketBuf::head`,
+/// the bursts of sent packets walked without a test per packet) give what `observe` gives
+/// the same packets one by one on the general path (the direction left to the rx port),
+/// skipping those neither sent nor still `Continue`: uniform
+/// and per-packet dispositions, drops among them, frames cut short of their record's
+/// headers, usual and other records, with DNS alone and with GTP-U echo among the kinds.
+#[test]
+fn bursts_of_buffers_sample_as_observe() {
+    use crate::runtime::{Context, DropReason};
+    use crate::OwnedBuf;
+    let fridges = vec![FridgeSpec { m: 64, p: 0.5 }];
+    let slice = |name: &str, kind, vantage| SliceSpec {
+        name: name.into(),
+        kind,
+        vantage,
+        qfi: vec![],
+        ports: vec![],
+        peers: vec![],
+        fridges: fridges.clone(),
+    };
+    let dns_only = vec![
+        slice("n6", Kind::Dns, Vantage::N6),
+        slice("n3", Kind::Dns, Vantage::N3),
+    ];
+    let mut with_echo = dns_only.clone();
+    with_echo.push(slice("echo", Kind::GtpEcho, Vantage::N6));
+    // Packets in order: (frame, record, rx port).
+    let mut pkts = Vec::new();
+    for i in 0..300u32 {
+        let port = 40000 + (i % 40) as u16;
+        let id = (i * 13) as u16;
+        let len = if i % 11 == 4 { 5 } else { 30 };
+        let steps = [
+            (dns_ip(UE, SRV, (port, 53), id, false, len), true),
+            (dns_ip(SRV, UE, (53, port), id, true, len), false),
+            (dns_ip(SRV, UE, (port, 53), id, false, len), false),
+            (dns_ip(UE, SRV, (53, port), id, true, len), true),
+        ];
+        for (k, (ip, up)) in steps.into_iter().enumerate() {
+            let (mut f, m) = upf_record(&ip, up, i % 5 != 1);
+            // Some frames cut short of the headers their record names (the record kept).
+            if (i as usize + k).is_multiple_of(9) {
+                let cut = if up { [20, 40, 53] } else { [60, 90, 97] }[k % 3];
+                f.truncate(cut);
+            }
+            pkts.push((f, m, if up { 0 } else { 1 }));
+        }
+    }
+    for slices in [dns_only, with_echo] {
+        let s = StageSpec {
+            slices,
+            mode: XMode::Insertions,
+            window_ns: 50_000_000,
+            seed: 5,
+            uplink_ports: vec![0],
+        };
+        let (mut by_burst, pb) = stage(&s);
+        let (mut by_packet, pp) = stage(&s);
+        let mut batch: Batch<OwnedBuf> = Batch::new();
+        let (mut at, mut b, mut seen) = (0, 0usize, 0usize);
+        while at < pkts.len() {
+            // Bursts of 1..=32 packets from one rx port.
+            let rx = pkts[at].2;
+            let mut n = 0;
+            while at + n < pkts.len() && n < 1 + (b * 7) % 32 && pkts[at + n].2 == rx {
+                n += 1;
+            }
+            batch.rx_port = rx;
+            for (f, m, _) in &pkts[at..at + n] {
+                let mut buf = OwnedBuf::from_slice(f);
+                *buf.pkt_meta_mut() = *m;
+                let _ = batch.push(buf, Disposition::CONTINUE);
+            }
+            let drop = Disposition::drop_as(DropReason(3));
+            match b % 5 {
+                0 => batch.reset_dispositions(),
+                1 => {
+                    batch.reset_dispositions();
+                    batch.set_active(Disposition::tx(1));
+                }
+                2 => (0..n).for_each(|i| batch.set_disposition(i, Disposition::tx(i as u16 % 2))),
+                3 => (0..n).for_each(|i| {
+                    let d = if i % 3 == 1 { drop } else { Disposition::tx(1) };
+                    batch.set_disposition(i, d)
+                }),
+                _ => {
+                    batch.reset_dispositions();
+                    batch.set_active(drop);
+                }
+            }
+            let now = 1_000 + b as u64 * 3_000_000;
+            let sent: Vec<bool> = (0..n)
+                .map(|i| batch.disposition(i).is_continue_or_tx())
+                .collect();
+            Stage::<OwnedBuf>::process(&mut by_burst, &mut batch, &Context::fixed(now, 0));
+            // As `process` does first (windows end on traffic).
+            by_packet.roll(now);
+            for ((f, m, rx), sent) in pkts[at..at + n].iter().zip(sent) {
+                if sent {
+                    // The general path: no usual record without the UPF's direction (the
+                    // rx port gives the same one).
+                    let general = PacketMeta {
+                        dir: Direction::Unknown as u8,
+                        ..*m
+                    };
+                    by_packet.observe(f, &general, *rx, now);
+                    seen += 1;
+                }
+            }
+            assert!(batch.drain().count() == n);
+            at += n;
+            b += 1;
+        }
+        assert!(seen > pkts.len() / 2 && seen < pkts.len(), "{seen}");
+        for st in [&mut by_burst, &mut by_packet] {
+            Stage::<OwnedBuf>::idle(st);
+        }
+        let matched: u64 = by_packet.slices.iter().map(|s| s.set.stats().matched).sum();
+        assert!(matched > 100, "{matched}");
+        for k in 0..s.slices.len() {
+            assert_eq!(
+                by_burst.slices[k].set.stats(),
+                by_packet.slices[k].set.stats()
+            );
+            let (a, c) = (pb.slices[k].total.read(), pp.slices[k].total.read());
+            assert_eq!(a.map(|w| w.hists), c.map(|w| w.hists), "slice {k}");
+            let (a, c) = (pb.slices[k].done.read(), pp.slices[k].done.read());
+            assert_eq!(a.map(|w| (w.index, w.hists)), c.map(|w| (w.index, w.hists)));
+        }
+        let skips = |p: &WorkerPub| -> Vec<u64> {
+            let mut v: Vec<u64> = p
+                .skips
+                .counts
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .collect();
+            v.push(p.skips.unsliced.load(Ordering::Relaxed));
+            v
+        };
+        assert_eq!(skips(&pb), skips(&pp));
+        assert!(skips(&pp)[Skip::TruncatedDns as usize] > 0);
+    }
+}

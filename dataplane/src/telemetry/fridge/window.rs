@@ -7,7 +7,7 @@
 
 use super::hist::{LogHist, NBINS};
 use super::kernel::SetStats;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Cumulative set counters carried with each publish, in this order.
 pub const STAT_NAMES: [&str; 7] = [
@@ -40,6 +40,9 @@ struct Buf {
     w: Box<[AtomicU64]>,
     w2: Box<[AtomicU64]>,
     stats: [AtomicU64; 7],
+    /// Every bin of `n`, `w` and `w2` is 0 (the worker's own note, read and written only by
+    /// it: a publish of empty histograms into such a buffer copies no bin).
+    zero: AtomicBool,
 }
 
 impl Buf {
@@ -52,6 +55,7 @@ impl Buf {
             w: z(),
             w2: z(),
             stats: Default::default(),
+            zero: AtomicBool::new(true),
         }
     }
 }
@@ -85,21 +89,42 @@ impl SlicePub {
 
     /// Worker side: publish the state of window `index`. No allocation, no lock.
     pub fn publish(&self, index: u64, hists: &[LogHist], stats: &SetStats) {
+        self.publish_hists(index, Some(hists), stats);
+    }
+
+    /// [`publish`](Self::publish), where `None` stands for histograms the caller knows to be
+    /// empty (every bin 0, e.g. a window without samples): the buffer's bins are then
+    /// zeroed, or left as they are when they already are (no copy: a slice that has tallied
+    /// no sample publishes its counters alone).
+    pub fn publish_hists(&self, index: u64, hists: Option<&[LogHist]>, stats: &SetStats) {
         let g = self.gen.load(Ordering::Relaxed) + 1;
         let b = &self.bufs[(g & 1) as usize];
         let s = b.seq.load(Ordering::Relaxed);
         b.seq.store(s + 1, Ordering::Relaxed);
         std::sync::atomic::fence(Ordering::Release);
         b.index.store(index, Ordering::Relaxed);
-        for (k, h) in hists.iter().enumerate().take(self.fridges) {
-            let r = k * NBINS..(k + 1) * NBINS;
-            // Zipped, not indexed: no bounds check per bin (a third of the instructions).
-            let dst = b.n[r.clone()].iter().zip(&b.w[r.clone()]).zip(&b.w2[r]);
-            let src = h.n.iter().zip(h.w.iter()).zip(h.w2.iter());
-            for (((dn, dw), dw2), ((n, w), w2)) in dst.zip(src) {
-                dn.store(*n, Ordering::Relaxed);
-                dw.store(w.to_bits(), Ordering::Relaxed);
-                dw2.store(w2.to_bits(), Ordering::Relaxed);
+        match hists {
+            Some(hists) => {
+                b.zero.store(false, Ordering::Relaxed);
+                for (k, h) in hists.iter().enumerate().take(self.fridges) {
+                    let r = k * NBINS..(k + 1) * NBINS;
+                    // Zipped, not indexed: no bounds check per bin (a third of the
+                    // instructions).
+                    let dst = b.n[r.clone()].iter().zip(&b.w[r.clone()]).zip(&b.w2[r]);
+                    let src = h.n.iter().zip(h.w.iter()).zip(h.w2.iter());
+                    for (((dn, dw), dw2), ((n, w), w2)) in dst.zip(src) {
+                        dn.store(*n, Ordering::Relaxed);
+                        dw.store(w.to_bits(), Ordering::Relaxed);
+                        dw2.store(w2.to_bits(), Ordering::Relaxed);
+                    }
+                }
+            }
+            None if b.zero.load(Ordering::Relaxed) => {}
+            None => {
+                for a in b.n.iter().chain(b.w.iter()).chain(b.w2.iter()) {
+                    a.store(0, Ordering::Relaxed);
+                }
+                b.zero.store(true, Ordering::Relaxed);
             }
         }
         for (a, v) in b.stats.iter().zip(stats_array(stats)) {
@@ -186,5 +211,29 @@ mod tests {
         let s = p.read().unwrap();
         assert_eq!((s.gen, s.index), (2, 43));
         assert_eq!(s.hists[0].w[super::super::hist::bin_of(1_000)], 3.5);
+    }
+
+    /// Empty histograms published as `None` read back as empty, into either buffer, after
+    /// a publish of samples into it too; the window index and counters as given.
+    #[test]
+    fn empty_publish_reads_back_empty() {
+        let p = SlicePub::new(2);
+        let mut h = [LogHist::new(), LogHist::new()];
+        h[1].add(7_000, 1.5);
+        let empty = [LogHist::new(), LogHist::new()];
+        let st = |requests| SetStats {
+            requests,
+            ..SetStats::default()
+        };
+        // Buffers in turn: 1 empty, 0 samples, 1 empty, 0 empty (over samples), 1 samples,
+        // 0 empty, 1 empty (over samples), 0 empty (already zero).
+        let plan = [false, true, false, false, true, false, false, false];
+        for (i, &sampled) in plan.iter().enumerate() {
+            let i = i as u64;
+            p.publish_hists(10 + i, sampled.then_some(&h[..]), &st(i));
+            let s = p.read().unwrap();
+            assert_eq!((s.gen, s.index, s.stats[0]), (i + 1, 10 + i, i));
+            assert_eq!(s.hists, if sampled { &h } else { &empty }, "publish {i}");
+        }
     }
 }
