@@ -148,10 +148,14 @@ impl Store {
         let word = (hash::KeyCrc::new(key).crc() & self.kw_mask) as u64 | (data as u64) << 32;
         let slots = self.kw64();
         let (c0, m) = (hash::crc_key0(key), self.kw_mod);
-        // Redundancy is at least 1 here: slot 0 (`crc_n_xor(c0, 0)` is `c0`), then the others.
+        // Redundancy is at least 1 here: slot 0 (`crc_n_xor(c0, 0)` is `c0`), slot 1 with its
+        // table entry a constant, then the others.
         slots[m.of(c0) as usize].store(word, Ordering::Release);
-        for n in 1..redundancy {
-            slots[m.of(hash::KeyCrc::crc_n_xor(c0, n)) as usize].store(word, Ordering::Release);
+        if redundancy > 1 {
+            slots[m.of(hash::KeyCrc::crc_n_xor(c0, 1)) as usize].store(word, Ordering::Release);
+            for n in 2..redundancy {
+                slots[m.of(hash::KeyCrc::crc_n_xor(c0, n)) as usize].store(word, Ordering::Release);
+            }
         }
         Ok(redundancy as u32)
     }
@@ -168,8 +172,12 @@ impl Store {
         let c = self.region.ki64();
         let (c0, m) = (hash::crc_key0(key), self.ki_mod);
         c[m.of(c0) as usize].fetch_add(counter, Ordering::Relaxed);
-        for n in 1..redundancy {
-            c[m.of(hash::KeyCrc::crc_n_xor(c0, n)) as usize].fetch_add(counter, Ordering::Relaxed);
+        if redundancy > 1 {
+            c[m.of(hash::KeyCrc::crc_n_xor(c0, 1)) as usize].fetch_add(counter, Ordering::Relaxed);
+            for n in 2..redundancy {
+                c[m.of(hash::KeyCrc::crc_n_xor(c0, n)) as usize]
+                    .fetch_add(counter, Ordering::Relaxed);
+            }
         }
         Ok(redundancy as u32)
     }

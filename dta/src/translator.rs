@@ -74,6 +74,8 @@ pub struct Refused {
 pub struct Translator {
     store: Store,
     cfg: Config,
+    /// `cfg.variant.base_len()`.
+    base: usize,
     appender: Appender,
     postcarder: Postcarder,
     pub counters: Counters,
@@ -86,6 +88,7 @@ impl Translator {
             appender: Appender::new(&l),
             postcarder: Postcarder::new(&l, cfg.pc_cache_slots),
             store,
+            base: cfg.variant.base_len(),
             cfg,
             counters: Counters::default(),
         }
@@ -149,9 +152,8 @@ impl Translator {
     #[inline(always)]
     fn fast(&mut self, payload: &[u8]) -> Option<Result<(), Refused>> {
         use dta::{opcode, sub_len};
-        let base = self.cfg.variant.base_len();
         let op = *payload.first()?;
-        let s = payload.get(base..)?;
+        let s = payload.get(self.base..)?;
         let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
         let r = match (op, s.len()) {
             (opcode::KEY_WRITE, sub_len::KEY_WRITE_1) => self
@@ -179,15 +181,21 @@ impl Translator {
                 self.counters.region_writes += u64::from(w);
                 Ok(())
             }
-            Err(why) => {
-                self.counters.refused[why.index()] += 1;
-                let p = dta::Packet::new_unchecked(payload, self.cfg.variant);
-                Err(Refused {
-                    why,
-                    nack: p.retransmittable().then(|| p.seqnum()),
-                })
-            }
+            Err(why) => Err(self.refused_fast(why, payload)),
         })
+    }
+
+    /// A report the fast path refused: counted, NACKed when retransmittable. Out of line, so
+    /// the stored reports' loop keeps its registers.
+    #[cold]
+    #[inline(never)]
+    fn refused_fast(&mut self, why: Refusal, payload: &[u8]) -> Refused {
+        self.counters.refused[why.index()] += 1;
+        let p = dta::Packet::new_unchecked(payload, self.cfg.variant);
+        Refused {
+            why,
+            nack: p.retransmittable().then(|| p.seqnum()),
+        }
     }
 
     fn apply(&mut self, r: &Repr) -> Result<(), Refusal> {
@@ -230,10 +238,14 @@ impl Translator {
     #[inline]
     fn count_postcard(&mut self, o: PostcardOutcome) -> u32 {
         let c = &mut self.counters;
+        c.postcard += 1;
+        // Most postcards (B - 1 of every B on a clean stream) only fill their cache entry.
+        if o == PostcardOutcome::default() {
+            return 0;
+        }
         c.postcard_paths_complete += o.complete as u64;
         c.postcard_early_flush += o.early as u64;
         c.postcard_duplicate_hop += o.duplicate_hop as u64;
-        c.postcard += 1;
         (o.complete + o.early) * self.store.layout().sizes.pc_redundancy
     }
 

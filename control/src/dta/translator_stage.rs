@@ -270,22 +270,29 @@ impl Loopback {
     /// Advance the report at the start of `payload` (the UDP payload) for its next pass.
     #[inline(always)]
     pub fn advance(&self, payload: &mut [u8]) {
-        let at = match payload.first() {
-            Some(&opcode::KEY_WRITE) | Some(&opcode::KEY_INCREMENT) => self.base + 1,
-            Some(&opcode::POSTCARDING) => self.base,
+        let Some(&op) = payload.first() else {
+            return;
+        };
+        // Key-Write (1) and Key-Increment (3) are the opcodes with `op | 2 == 3`: one compare
+        // for the common reports instead of a jump table.
+        let at = if op | 2 == 3 {
+            self.base + 1
+        } else if op == opcode::POSTCARDING {
+            self.base
+        } else {
             // Append: the data word, modulo 2^32.
-            Some(&opcode::APPEND) => {
+            if op == opcode::APPEND {
                 if let Some(w) = payload
                     .get_mut(self.base + 4..)
                     .and_then(|r| r.first_chunk_mut::<4>())
                 {
                     *w = u32::from_be_bytes(*w).wrapping_add(KEY_STEP).to_be_bytes();
                 }
-                return;
             }
-            _ => return,
+            return;
         };
-        if let Some(w) = payload.get_mut(at..).and_then(|r| r.first_chunk_mut::<4>()) {
+        if let Some(w) = payload.get_mut(at..at + 4) {
+            let w: &mut [u8; 4] = w.try_into().expect("four bytes");
             // (v + step) mod K with v < K, step < K: one compare, no division (K = 2^32:
             // the wrapping add). A key not below K is brought into range first.
             let (k, mut v) = (self.keys, u64::from(u32::from_be_bytes(*w)));
@@ -546,15 +553,23 @@ fn report_offsets_fixed(f: &[u8]) -> Fixed {
 /// RFC 1071 over a 20-byte IPv4 header, checksum included: the one's-complement sum is all
 /// ones. Folding a sum's carries back in (end-around carry) keeps it modulo 0xffff, so the
 /// folded sum is all ones exactly when the plain sum is a non-zero multiple of 0xffff (a
-/// remainder by a constant: a multiply, no fold loop). The header is summed as five
-/// native-order 32-bit words: a 32-bit word is the sum of its two 16-bit halves modulo
-/// 0xffff (2^16 = 1 there), and a byte-swapped 16-bit word is 256 times the word modulo
+/// remainder by a constant: a multiply, no fold loop). The header is summed as native-order
+/// words, two of 64 bits and one of 32: a word is the sum of its 16-bit parts modulo 0xffff
+/// (2^16 = 1 there), and a byte-swapped 16-bit word is 256 times the word modulo
 /// 0xffff (RFC 1071 section 2 (B)), 256 being invertible, so "a multiple of 0xffff" is the
 /// same in either byte order.
 #[inline(always)]
 fn header_checksum_ok(h: &[u8; 20]) -> bool {
-    let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
-    let s = w(0) + w(4) + w(8) + w(12) + w(16);
+    // Two 64-bit words and a 32-bit one, added with end-around carries (2^64 is 1 modulo
+    // 0xffff, as 2^16 is): the result is the plain sum modulo 0xffff, and 0 only when every
+    // word is 0 (then the plain sum is 0 too).
+    let a = u64::from_ne_bytes(*h[..8].first_chunk().expect("8 of 20"));
+    let b = u64::from_ne_bytes(*h[8..].first_chunk().expect("8 of 12"));
+    let c = u64::from(u32::from_ne_bytes(*h[16..].first_chunk().expect("4 of 4")));
+    let (s, o1) = a.overflowing_add(b);
+    let (s, o2) = s.overflowing_add(c + u64::from(o1));
+    // No overflow: with o2 set, s is below c + 1 <= 2^32.
+    let s = s + u64::from(o2);
     s != 0 && s % 0xffff == 0
 }
 
