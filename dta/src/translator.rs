@@ -155,26 +155,31 @@ impl Translator {
         let op = *payload.first()?;
         let s = payload.get(self.base..)?;
         let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-        let r = match (op, s.len()) {
-            (opcode::KEY_WRITE, sub_len::KEY_WRITE_1) => self
-                .store
+        // Tested one opcode after another (Key-Write first), not by a jump table: two
+        // compares for a Key-Write, and no more than the table's for the others.
+        let r = if op == opcode::KEY_WRITE {
+            let s: &[u8; sub_len::KEY_WRITE_1] = s.try_into().ok()?;
+            self.store
                 .key_write_one(s[0], be32(&s[1..5]), be32(&s[5..9]))
-                .inspect(|_| self.counters.key_write += 1),
-            (opcode::KEY_INCREMENT, sub_len::KEY_INCREMENT) => {
-                let c = u64::from(be32(&s[5..9])) << 32 | u64::from(be32(&s[9..13]));
-                self.store
-                    .key_increment(s[0], be32(&s[1..5]), c)
-                    .inspect(|_| self.counters.key_increment += 1)
-            }
-            (opcode::APPEND, sub_len::APPEND) => self
-                .appender
+                .inspect(|_| self.counters.key_write += 1)
+        } else if op == opcode::KEY_INCREMENT {
+            let s: &[u8; sub_len::KEY_INCREMENT] = s.try_into().ok()?;
+            let c = u64::from(be32(&s[5..9])) << 32 | u64::from(be32(&s[9..13]));
+            self.store
+                .key_increment(s[0], be32(&s[1..5]), c)
+                .inspect(|_| self.counters.key_increment += 1)
+        } else if op == opcode::APPEND {
+            let s: &[u8; sub_len::APPEND] = s.try_into().ok()?;
+            self.appender
                 .append(&mut self.store, be32(&s[0..4]), be32(&s[4..8]))
-                .inspect(|_| self.counters.append += 1),
-            (opcode::POSTCARDING, sub_len::POSTCARDING) => self
-                .postcarder
+                .inspect(|_| self.counters.append += 1)
+        } else if op == opcode::POSTCARDING {
+            let s: &[u8; sub_len::POSTCARDING] = s.try_into().ok()?;
+            self.postcarder
                 .postcard(&mut self.store, be32(&s[0..4]), s[4], be32(&s[5..9]))
-                .map(|o| self.count_postcard(o)),
-            _ => return None,
+                .map(|o| self.count_postcard(o))
+        } else {
+            return None;
         };
         Some(match r {
             Ok(w) => {
