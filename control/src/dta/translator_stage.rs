@@ -408,11 +408,13 @@ impl TranslatorStage {
                 self.report::<B, SIMPLE>(pkt, FIXED_UDP, src, len, dport, rx_port, now_ns, lb)
             }
             Fixed::NotUdp => Disposition::drop_as(self.not_report),
-            Fixed::Other => self.one_general::<B, SIMPLE>(pkt, rx_port, now_ns, lb),
+            Fixed::Other => self.one_general::<B, SIMPLE>(pkt, rx_port, now_ns),
         }
     }
 
-    /// [`one`](Self::one) for a frame the fixed-offset parse does not take.
+    /// [`one`](Self::one) for a frame the fixed-offset parse does not take. The loop-back is
+    /// read here, not passed in: a by-value argument of this out-of-line call would be copied
+    /// to the stack for every packet of the batch loop.
     #[cold]
     #[inline(never)]
     fn one_general<B: PacketBuf, const SIMPLE: bool>(
@@ -420,8 +422,8 @@ impl TranslatorStage {
         pkt: &mut B,
         rx_port: u16,
         now_ns: u64,
-        lb: Option<Loopback>,
     ) -> Disposition {
+        let lb = self.loopback;
         match report_offsets_general(pkt.data()) {
             Some((udp_at, src, len, dport)) => {
                 self.report::<B, SIMPLE>(pkt, udp_at, src, len, dport, rx_port, now_ns, lb)
