@@ -137,10 +137,9 @@ impl FastMod {
     /// The divisor `d` (0 only for a disabled section: then every result is 0).
     pub const fn new(d: u64) -> FastMod {
         let d = if d > 1 << 32 { 1 << 32 } else { d };
-        let m = if d == 0 {
-            0
-        } else {
-            (u64::MAX / d).wrapping_add(1)
+        let m = match u64::MAX.checked_div(d) {
+            Some(q) => q.wrapping_add(1),
+            None => 0,
         };
         FastMod { d, m }
     }
