@@ -132,3 +132,43 @@ fn loopback_bounded_keys() {
     lb.advance(&mut ki);
     assert!(matches!(parse(&ki), Primitive::KeyIncrement { key, .. } if key == KEY_STEP - 1));
 }
+
+/// The multiply-and-compare divisibility test is `s != 0 && s % 0xffff == 0`.
+#[test]
+fn nonzero_multiple_of_ffff_is_the_remainder_test() {
+    assert_eq!(INV_FFFF.wrapping_mul(0xffff), 1);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let edge = [
+        0,
+        1,
+        0xfffe,
+        0xffff,
+        0x1_0000,
+        0x1_fffe,
+        u64::MAX,
+        u64::MAX / 0xffff * 0xffff,
+    ];
+    for s in edge {
+        assert_eq!(
+            nonzero_multiple_of_ffff(s),
+            s != 0 && s % 0xffff == 0,
+            "{s:#x}"
+        );
+    }
+    for _ in 0..200_000 {
+        let r = next();
+        for s in [r, (r >> 20) * 0xffff, (r >> 20) * 0xffff + 1, r >> 29] {
+            assert_eq!(
+                nonzero_multiple_of_ffff(s),
+                s != 0 && s % 0xffff == 0,
+                "{s:#x}"
+            );
+        }
+    }
+}
