@@ -9,11 +9,13 @@
 //!   of the seed's lookup table; `v` is valid when below `2^value_bits`, and the blank
 //!   marker is [`BLANK`] (outside every V).
 //!
-//! CRC-32 is the IEEE polynomial (zlib's). The inputs are 4 or 5 bytes, so it is a
-//! byte-wise table here rather than `crc32fast`'s general path: the CRC register after the
-//! 4 key bytes ([`KeyCrc`]) gives the checksum and, one table step further, every slot, so a
-//! report with N copies costs 4 + N steps (the per-report instruction counts in
-//! perf/results/dta-ingest.md). Tests pin it to `crc32fast`.
+//! CRC-32 is the IEEE polynomial (zlib's). The inputs are 4 or 5 bytes, so it is
+//! table-driven here rather than `crc32fast`'s general path: the CRC register after the 4
+//! key bytes ([`KeyCrc`]) is four independent lookups in the slice-by-4 tables (Kounavis and
+//! Berry, "A Systematic Approach to Building High Performance Software-Based CRC
+//! Generators", ISCC 2005), and `CRC32(key LE || 0)` ([`crc_key0`]) is four more in the
+//! slice-by-5 tables, so neither is a chain of dependent byte steps; slot `n` is then slot
+//! 0's CRC xor a table entry ([`KeyCrc::crc_n_xor`]). Tests pin it to `crc32fast`.
 
 /// The blank value ⊔: "no postcard for this hop".
 pub const BLANK: u32 = u32::MAX;
@@ -40,9 +42,47 @@ const fn table() -> [u32; 256] {
 
 static TABLE: [u32; 256] = table();
 
+/// `SLICE[k][i]`: the CRC register's change from byte `i` followed by `k` zero bytes
+/// (`SLICE[0]` is [`TABLE`]; `SLICE[k][i] = step(SLICE[k-1][i], 0)`).
+const fn slices() -> [[u32; 256]; 5] {
+    let mut t = [[0u32; 256]; 5];
+    t[0] = table();
+    let mut k = 1;
+    while k < 5 {
+        let mut i = 0;
+        while i < 256 {
+            let c = t[k - 1][i];
+            t[k][i] = t[0][(c & 0xff) as usize] ^ (c >> 8);
+            i += 1;
+        }
+        k += 1;
+    }
+    t
+}
+
+static SLICE: [[u32; 256]; 5] = slices();
+
 #[inline(always)]
 fn step(c: u32, b: u8) -> u32 {
     TABLE[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8)
+}
+
+/// The register after the 4 bytes of `x` (the initial register xor the key, LE) followed by
+/// `z` zero bytes (0 or 1): four independent lookups instead of four dependent steps.
+#[inline(always)]
+fn slice4(x: u32, z: usize) -> u32 {
+    let b = x.to_le_bytes();
+    SLICE[z + 3][b[0] as usize]
+        ^ SLICE[z + 2][b[1] as usize]
+        ^ SLICE[z + 1][b[2] as usize]
+        ^ SLICE[z][b[3] as usize]
+}
+
+/// `CRC32(key LE || 0)`, slot 0's CRC, by the slice-by-5 tables (the fifth byte is zero, so
+/// its lookup is `TABLE[0] = 0`): equal to `KeyCrc::new(key).crc_n(0)`.
+#[inline(always)]
+pub fn crc_key0(key: u32) -> u32 {
+    !slice4(!key, 1)
 }
 
 /// The CRC-32 register after a key's 4 little-endian bytes.
@@ -52,11 +92,7 @@ pub struct KeyCrc(u32);
 impl KeyCrc {
     #[inline(always)]
     pub fn new(key: u32) -> KeyCrc {
-        let mut c = !0u32;
-        for b in key.to_le_bytes() {
-            c = step(c, b);
-        }
-        KeyCrc(c)
+        KeyCrc(slice4(!key, 0))
     }
 
     /// `CRC32(key LE)`.
@@ -88,7 +124,9 @@ impl KeyCrc {
 
 /// `x mod d` for 32-bit `x` by a multiply instead of a division (Lemire, Kaser, Kurz,
 /// "Faster Remainder by Direct Computation", 2019: `fastmod_u32`), exact for every 32-bit
-/// `x` and every divisor; a divisor of 2^32 or more leaves `x` as it is.
+/// `x` and every divisor; a divisor of 2^32 or more leaves `x` as it is. No branch: such a
+/// divisor is kept as 2^32, whose multiplier 2^32 makes the formula give `x` itself
+/// (`((x << 32) * 2^32) >> 64 = x`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FastMod {
     d: u64,
@@ -98,19 +136,16 @@ pub struct FastMod {
 impl FastMod {
     /// The divisor `d` (0 only for a disabled section: then every result is 0).
     pub const fn new(d: u64) -> FastMod {
-        let m = if d == 0 || d > u32::MAX as u64 {
-            0
-        } else {
-            (u64::MAX / d).wrapping_add(1)
+        let d = if d > 1 << 32 { 1 << 32 } else { d };
+        let m = match u64::MAX.checked_div(d) {
+            Some(q) => q.wrapping_add(1),
+            None => 0,
         };
         FastMod { d, m }
     }
 
     #[inline(always)]
     pub fn of(self, x: u32) -> u64 {
-        if self.d > u32::MAX as u64 {
-            return x as u64;
-        }
         let low = self.m.wrapping_mul(x as u64);
         ((low as u128 * self.d as u128) >> 64) as u64
     }
@@ -205,6 +240,32 @@ mod tests {
         }
     }
 
+    /// The slice-by-4 register and the slice-by-5 slot-0 CRC are the byte-wise steps'.
+    #[test]
+    fn sliced_crc_is_the_byte_steps() {
+        let bytewise = |key: u32| {
+            let mut c = !0u32;
+            for b in key.to_le_bytes() {
+                c = step(c, b);
+            }
+            c
+        };
+        let mut x = 9u32;
+        for _ in 0..200_000 {
+            assert_eq!(KeyCrc::new(x).0, bytewise(x));
+            assert_eq!(crc_key0(x), !step(bytewise(x), 0));
+            assert_eq!(crc_key0(x), KeyCrc::new(x).crc_n(0));
+            x = x.wrapping_mul(0x9e37_79b9).wrapping_add(17);
+        }
+        for x in [0, 1, u32::MAX, 0x8000_0000, 0xff, 0xff00] {
+            assert_eq!(KeyCrc::new(x).0, bytewise(x));
+            assert_eq!(
+                crc_key0(x),
+                crc32fast::hash(&[x.to_le_bytes().as_slice(), &[0]].concat())
+            );
+        }
+    }
+
     #[test]
     fn last_byte_changes_the_crc_by_the_table() {
         let mut x = 5u32;
@@ -250,6 +311,24 @@ mod tests {
             }
         }
         assert_eq!(FastMod::new(1 << 33).of(u32::MAX), u32::MAX as u64);
+    }
+
+    /// Divisors of 2^32 and above (kept as 2^32, no branch) leave every x as it is; 0 gives 0.
+    #[test]
+    fn fast_mod_large_divisors() {
+        let mut x = 3u32;
+        for _ in 0..20_000 {
+            for d in [1u64 << 32, (1 << 32) + 1, 1 << 33, u64::MAX] {
+                assert_eq!(FastMod::new(d).of(x), x as u64, "{x} mod {d}");
+            }
+            assert_eq!(FastMod::new(0).of(x), 0);
+            x = x.wrapping_mul(0x9e37_79b9).wrapping_add(29);
+        }
+        for d in [1u64 << 32, 1 << 40] {
+            for x in [0, 1, u32::MAX] {
+                assert_eq!(FastMod::new(d).of(x), x as u64);
+            }
+        }
     }
 
     #[test]

@@ -20,6 +20,41 @@ pub struct Region {
     map: MmapMut,
     layout: Layout,
     path: PathBuf,
+    /// The Key-Write and Key-Increment sections as u64 words (byte offset, words), checked
+    /// against the mapping once, here, instead of on every report ([`Region::kw64`]).
+    kw64: (usize, usize),
+    ki64: (usize, usize),
+}
+
+/// `(off, n)` for `n` u64 words at byte offset `off`, if they are 8-aligned and inside a
+/// mapping of `len` bytes.
+fn section64(off: u64, n: u64, len: usize) -> Option<(usize, usize)> {
+    let (off, n) = (usize::try_from(off).ok()?, usize::try_from(n).ok()?);
+    let end = n.checked_mul(8)?.checked_add(off)?;
+    (off.is_multiple_of(8) && end <= len).then_some((off, n))
+}
+
+impl Region {
+    fn new(map: MmapMut, layout: Layout, path: PathBuf) -> Result<Region, Error> {
+        let len = map.len();
+        let sect = |off, n, what: &str| {
+            section64(off, n, len).ok_or_else(|| {
+                Error::Corrupt(format!(
+                    "{}: the {what} section is outside the map",
+                    path.display()
+                ))
+            })
+        };
+        let kw64 = sect(layout.kw_offset, layout.sizes.kw_slots, "Key-Write")?;
+        let ki64 = sect(layout.ki_offset, layout.sizes.ki_slots, "Key-Increment")?;
+        Ok(Region {
+            map,
+            layout,
+            path,
+            kw64,
+            ki64,
+        })
+    }
 }
 
 impl Region {
@@ -39,7 +74,7 @@ impl Region {
         file.set_len(layout.total_len).map_err(io)?;
         let mut map = map(&file, layout.total_len).map_err(io)?;
         map[..HEADER_LEN as usize].copy_from_slice(&layout.encode());
-        Ok(Region { map, layout, path })
+        Region::new(map, layout, path)
     }
 
     /// Attach to an existing region and validate its header against the file's length.
@@ -60,7 +95,7 @@ impl Region {
         }
         let map = map(&file, len).map_err(io)?;
         let layout = Layout::decode(&map[..HEADER_LEN as usize], len)?;
-        Ok(Region { map, layout, path })
+        Region::new(map, layout, path)
     }
 
     pub fn layout(&self) -> &Layout {
@@ -91,6 +126,27 @@ impl Region {
         // size and alignment of `u64` with no invalid bit patterns. The slice borrows
         // `self`, so the mapping outlives it; all access to shared memory goes through
         // atomics, which is sound for memory other processes also touch.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(off).cast::<AtomicU64>(), n) }
+    }
+
+    /// The Key-Write section as its `kw_slots` u64 words (the one-word slots), checked once
+    /// when the region was made or opened.
+    #[inline(always)]
+    pub(crate) fn kw64(&self) -> &[AtomicU64] {
+        self.words64(self.kw64)
+    }
+
+    /// The Key-Increment section's `ki_slots` counters, checked once as [`kw64`](Self::kw64).
+    #[inline(always)]
+    pub(crate) fn ki64(&self) -> &[AtomicU64] {
+        self.words64(self.ki64)
+    }
+
+    #[inline(always)]
+    fn words64(&self, (off, n): (usize, usize)) -> &[AtomicU64] {
+        // SAFETY: `(off, n)` came from `section64` against this mapping's length in
+        // `Region::new` (the mapping never changes size): the range is inside the live
+        // mapping and 8-byte aligned; the rest is as for `u64s`.
         unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(off).cast::<AtomicU64>(), n) }
     }
 

@@ -77,7 +77,7 @@ impl Store {
 
     #[inline(always)]
     fn kw64(&self) -> &[AtomicU64] {
-        self.region.u64s(self.l.kw_offset, self.l.sizes.kw_slots)
+        self.region.kw64()
     }
 
     fn kw32(&self) -> &[AtomicU32] {
@@ -143,13 +143,19 @@ impl Store {
                 return Err(Refusal::DataWords);
             }
         }
-        let kc = hash::KeyCrc::new(key);
-        let word = (kc.crc() & self.kw_mask) as u64 | (data as u64) << 32;
+        // The checksum and slot 0's CRC are independent lookups (`hash::crc_key0`), not one
+        // chain; slot n's CRC is slot 0's xor the table's entry n (`KeyCrc::crc_n_xor`).
+        let word = (hash::KeyCrc::new(key).crc() & self.kw_mask) as u64 | (data as u64) << 32;
         let slots = self.kw64();
-        // Slot n's CRC is slot 0's xor the table's entry n (`KeyCrc::crc_n_xor`).
-        let (c0, m) = (kc.crc_n(0), self.kw_mod);
-        for n in 0..redundancy {
-            slots[m.of(hash::KeyCrc::crc_n_xor(c0, n)) as usize].store(word, Ordering::Release);
+        let (c0, m) = (hash::crc_key0(key), self.kw_mod);
+        // Redundancy is at least 1 here: slot 0 (`crc_n_xor(c0, 0)` is `c0`), slot 1 with its
+        // table entry a constant, then the others.
+        slots[m.of(c0) as usize].store(word, Ordering::Release);
+        if redundancy > 1 {
+            slots[m.of(hash::KeyCrc::crc_n_xor(c0, 1)) as usize].store(word, Ordering::Release);
+            for n in 2..redundancy {
+                slots[m.of(hash::KeyCrc::crc_n_xor(c0, n)) as usize].store(word, Ordering::Release);
+            }
         }
         Ok(redundancy as u32)
     }
@@ -163,10 +169,15 @@ impl Store {
         if u32::from(redundancy).wrapping_sub(1) >= self.ki_max {
             check_primitive(s.ki_slots, redundancy, s.ki_max_redundancy)?;
         }
-        let c = self.region.u64s(self.l.ki_offset, s.ki_slots);
-        let (c0, m) = (hash::KeyCrc::new(key).crc_n(0), self.ki_mod);
-        for n in 0..redundancy {
-            c[m.of(hash::KeyCrc::crc_n_xor(c0, n)) as usize].fetch_add(counter, Ordering::Relaxed);
+        let c = self.region.ki64();
+        let (c0, m) = (hash::crc_key0(key), self.ki_mod);
+        c[m.of(c0) as usize].fetch_add(counter, Ordering::Relaxed);
+        if redundancy > 1 {
+            c[m.of(hash::KeyCrc::crc_n_xor(c0, 1)) as usize].fetch_add(counter, Ordering::Relaxed);
+            for n in 2..redundancy {
+                c[m.of(hash::KeyCrc::crc_n_xor(c0, n)) as usize]
+                    .fetch_add(counter, Ordering::Relaxed);
+            }
         }
         Ok(redundancy as u32)
     }

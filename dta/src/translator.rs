@@ -74,6 +74,8 @@ pub struct Refused {
 pub struct Translator {
     store: Store,
     cfg: Config,
+    /// `cfg.variant.base_len()`.
+    base: usize,
     appender: Appender,
     postcarder: Postcarder,
     pub counters: Counters,
@@ -86,6 +88,7 @@ impl Translator {
             appender: Appender::new(&l),
             postcarder: Postcarder::new(&l, cfg.pc_cache_slots),
             store,
+            base: cfg.variant.base_len(),
             cfg,
             counters: Counters::default(),
         }
@@ -149,45 +152,55 @@ impl Translator {
     #[inline(always)]
     fn fast(&mut self, payload: &[u8]) -> Option<Result<(), Refused>> {
         use dta::{opcode, sub_len};
-        let base = self.cfg.variant.base_len();
         let op = *payload.first()?;
-        let s = payload.get(base..)?;
+        let s = payload.get(self.base..)?;
         let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-        let r = match (op, s.len()) {
-            (opcode::KEY_WRITE, sub_len::KEY_WRITE_1) => self
-                .store
+        // Tested one opcode after another (Key-Write first), not by a jump table: two
+        // compares for a Key-Write, and no more than the table's for the others.
+        let r = if op == opcode::KEY_WRITE {
+            let s: &[u8; sub_len::KEY_WRITE_1] = s.try_into().ok()?;
+            self.store
                 .key_write_one(s[0], be32(&s[1..5]), be32(&s[5..9]))
-                .inspect(|_| self.counters.key_write += 1),
-            (opcode::KEY_INCREMENT, sub_len::KEY_INCREMENT) => {
-                let c = u64::from(be32(&s[5..9])) << 32 | u64::from(be32(&s[9..13]));
-                self.store
-                    .key_increment(s[0], be32(&s[1..5]), c)
-                    .inspect(|_| self.counters.key_increment += 1)
-            }
-            (opcode::APPEND, sub_len::APPEND) => self
-                .appender
+                .inspect(|_| self.counters.key_write += 1)
+        } else if op == opcode::KEY_INCREMENT {
+            let s: &[u8; sub_len::KEY_INCREMENT] = s.try_into().ok()?;
+            let c = u64::from(be32(&s[5..9])) << 32 | u64::from(be32(&s[9..13]));
+            self.store
+                .key_increment(s[0], be32(&s[1..5]), c)
+                .inspect(|_| self.counters.key_increment += 1)
+        } else if op == opcode::APPEND {
+            let s: &[u8; sub_len::APPEND] = s.try_into().ok()?;
+            self.appender
                 .append(&mut self.store, be32(&s[0..4]), be32(&s[4..8]))
-                .inspect(|_| self.counters.append += 1),
-            (opcode::POSTCARDING, sub_len::POSTCARDING) => self
-                .postcarder
+                .inspect(|_| self.counters.append += 1)
+        } else if op == opcode::POSTCARDING {
+            let s: &[u8; sub_len::POSTCARDING] = s.try_into().ok()?;
+            self.postcarder
                 .postcard(&mut self.store, be32(&s[0..4]), s[4], be32(&s[5..9]))
-                .map(|o| self.count_postcard(o)),
-            _ => return None,
+                .map(|o| self.count_postcard(o))
+        } else {
+            return None;
         };
         Some(match r {
             Ok(w) => {
                 self.counters.region_writes += u64::from(w);
                 Ok(())
             }
-            Err(why) => {
-                self.counters.refused[why.index()] += 1;
-                let p = dta::Packet::new_unchecked(payload, self.cfg.variant);
-                Err(Refused {
-                    why,
-                    nack: p.retransmittable().then(|| p.seqnum()),
-                })
-            }
+            Err(why) => Err(self.refused_fast(why, payload)),
         })
+    }
+
+    /// A report the fast path refused: counted, NACKed when retransmittable. Out of line, so
+    /// the stored reports' loop keeps its registers.
+    #[cold]
+    #[inline(never)]
+    fn refused_fast(&mut self, why: Refusal, payload: &[u8]) -> Refused {
+        self.counters.refused[why.index()] += 1;
+        let p = dta::Packet::new_unchecked(payload, self.cfg.variant);
+        Refused {
+            why,
+            nack: p.retransmittable().then(|| p.seqnum()),
+        }
     }
 
     fn apply(&mut self, r: &Repr) -> Result<(), Refusal> {
@@ -230,10 +243,14 @@ impl Translator {
     #[inline]
     fn count_postcard(&mut self, o: PostcardOutcome) -> u32 {
         let c = &mut self.counters;
+        c.postcard += 1;
+        // Most postcards (B - 1 of every B on a clean stream) only fill their cache entry.
+        if o == PostcardOutcome::default() {
+            return 0;
+        }
         c.postcard_paths_complete += o.complete as u64;
         c.postcard_early_flush += o.early as u64;
         c.postcard_duplicate_hop += o.duplicate_hop as u64;
-        c.postcard += 1;
         (o.complete + o.early) * self.store.layout().sizes.pc_redundancy
     }
 
