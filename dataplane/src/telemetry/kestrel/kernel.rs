@@ -150,14 +150,12 @@ impl Sketcher {
             skipped,
             dirty,
             hot_room: room,
+            at,
             ..
         } = bank;
         let Ok(pms) = <&mut [Pm; DIRS * QFIS]>::try_from(&mut pm[..]) else {
             return false;
         };
-        // Pass 1's indices, with AHEAD entries past the chunk so that pass 2 prefetches with
-        // no test: those stay 0 (bucket 0; a prefetch is a hint, never a dereference).
-        let mut at = [[0u32; 3]; CHUNK + AHEAD];
         for chunk in samples.chunks(CHUNK) {
             let mut rest = chunk;
             while !rest.is_empty() {
@@ -166,22 +164,20 @@ impl Sketcher {
                 // chunk, so the default one is inlined in the loop.
                 let (n, end, full) = match hash {
                     IndexHash::Splitmix64 => {
-                        self.index3::<BITS, _>(rest, &mut at, pms, room, |seed, s| {
+                        self.index3::<BITS, _>(rest, at, pms, room, |seed, s| {
                             layout::hash(seed, s.teid, s.qfi)
                         })
                     }
-                    IndexHash::Crc32 => {
-                        self.index3::<BITS, _>(rest, &mut at, pms, room, |seed, s| {
-                            u64::from(layout::crc32_key(seed as u32, s.teid, s.qfi))
-                        })
-                    }
+                    IndexHash::Crc32 => self.index3::<BITS, _>(rest, at, pms, room, |seed, s| {
+                        u64::from(layout::crc32_key(seed as u32, s.teid, s.qfi))
+                    }),
                 };
                 let (now, later) = rest.split_at(end);
                 rest = later;
                 *skipped += (end - n) as u64;
                 *packets += n as u64;
                 *dirty |= n > 0;
-                update3::<CAL, ONE>(self, hot, fine, now, &at, tables, calibrating);
+                update3::<CAL, ONE>(self, hot, fine, now, at, tables, calibrating);
                 if let Some(sk) = full {
                     spill_sketch(buckets, hot, sk * sketch_len, sketch_len);
                 }
@@ -208,12 +204,15 @@ impl Sketcher {
         let width = 1usize << bits;
         let mask = width - 1;
         let qids = self.qids;
+        // A copy, so that the loop reads the seeds at a fixed offset from the stack pointer
+        // and keeps no register for `self`.
+        let seeds = self.seeds;
         let mut n = 0;
         let len = chunk.len().min(CHUNK);
         for k in 0..len {
             let (s, a) = (&chunk[k], &mut at[k]);
             if s.dir < DIRS && s.qid < qids {
-                let h = hash(self.seeds[s.qid & (MAX_QIDS - 1)], s) as usize;
+                let h = hash(seeds[s.qid & (MAX_QIDS - 1)], s) as usize;
                 let sk = s.dir * qids + s.qid;
                 let base = sk * 3 * width;
                 *a = [
@@ -243,7 +242,7 @@ impl Sketcher {
 
 /// Pass 2 of [`Sketcher::burst3`]: the bucket updates of `chunk` in packet order, each
 /// preceded by a prefetch of the rows of the packet [`AHEAD`] places on (`at` has their
-/// indices, or 0 past the chunk).
+/// indices; past the chunk, 0 or an earlier chunk's).
 #[inline(always)]
 fn update3<const CAL: bool, const ONE: bool>(
     sk: &Sketcher,
