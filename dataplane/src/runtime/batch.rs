@@ -478,19 +478,24 @@ mod tests {
         assert!(b.is_empty());
     }
 
+    /// One disposition of each kind, with the extremes of their fields, and [`MIXED`].
+    const KINDS: [Disposition; 10] = [
+        Disposition::CONTINUE,
+        Disposition::tx(0),
+        Disposition::tx(4095),
+        Disposition::tx_queue(4095, 7),
+        Disposition::TO_CONTROL,
+        Disposition::drop_as(DropReason(0xffff)),
+        Disposition::drop_as(DropReason(0)),
+        Disposition::handoff(u16::MAX, u8::MAX),
+        Disposition::handoff(0, 0),
+        MIXED,
+    ];
+
     #[test]
     fn continue_or_tx_and_the_view() {
-        let all = [
-            Disposition::CONTINUE,
-            Disposition::tx(0),
-            Disposition::tx_queue(4095, 7),
-            Disposition::TO_CONTROL,
-            Disposition::drop_as(DropReason(0xffff)),
-            Disposition::drop_as(DropReason(0)),
-            Disposition::handoff(u16::MAX, u8::MAX),
-            Disposition::handoff(0, 0),
-        ];
-        for d in all {
+        for d in &KINDS[..KINDS.len() - 1] {
+            let d = *d;
             let want = matches!(d.action(), Action::Continue | Action::Tx(_));
             assert_eq!(d.is_continue_or_tx(), want, "{d:?}");
         }
@@ -513,18 +518,7 @@ mod tests {
     /// triple of these words and runs of them up to a burst's length.
     #[test]
     fn all_continue_or_tx_is_each() {
-        let all = [
-            Disposition::CONTINUE,
-            Disposition::tx(0),
-            Disposition::tx(4095),
-            Disposition::tx_queue(4095, 7),
-            Disposition::TO_CONTROL,
-            Disposition::drop_as(DropReason(0xffff)),
-            Disposition::drop_as(DropReason(0)),
-            Disposition::handoff(u16::MAX, u8::MAX),
-            Disposition::handoff(0, 0),
-            MIXED,
-        ];
+        let all = KINDS;
         let each = |ds: &[Disposition]| ds.iter().all(|d| d.is_continue_or_tx());
         assert!(Disposition::all_continue_or_tx(&[]));
         for a in all {
