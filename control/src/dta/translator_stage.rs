@@ -586,29 +586,7 @@ fn header_checksum_ok(h: &[u8; 20]) -> bool {
     let (s, o2) = s.overflowing_add(c + u64::from(o1));
     // No overflow: with o2 set, s is below c + 1 <= 2^32.
     let s = s + u64::from(o2);
-    nonzero_multiple_of_ffff(s)
-}
-
-/// The inverse of 0xffff modulo 2^64 (0xffff is odd), by Newton's iteration
-/// `x <- x (2 - d x)`, each step doubling the bits that are right.
-const INV_FFFF: u64 = {
-    let mut x: u64 = 0xffff;
-    let mut i = 0;
-    while i < 6 {
-        x = x.wrapping_mul(2u64.wrapping_sub(0xffff_u64.wrapping_mul(x)));
-        i += 1;
-    }
-    x
-};
-
-/// `s != 0 && s % 0xffff == 0` with one multiply and one compare (Granlund and Montgomery,
-/// "Division by Invariant Integers using Multiplication", PLDI 1994, section 9; Lemire,
-/// Kaser and Kurz 2019): for odd d, `s` is a multiple of d exactly when `s * d^-1 mod 2^64`
-/// (then the quotient) is at most `(2^64 - 1) / d`; taking 1 off makes `s = 0` (quotient 0)
-/// wrap above the bound, so one unsigned compare also refuses it.
-#[inline(always)]
-fn nonzero_multiple_of_ffff(s: u64) -> bool {
-    s.wrapping_mul(INV_FFFF).wrapping_sub(1) < u64::MAX / 0xffff
+    peregrine_dataplane::classify::sum_is_ones(s)
 }
 
 /// [`report_offsets`] by the wire crate's general parse (any header length).

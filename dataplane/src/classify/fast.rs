@@ -61,11 +61,29 @@ fn ipv4_checksum_ok(h: &[u8; 20]) -> bool {
 /// bits) folds to 0xffff: a correct RFC 1071 checksum over the words summed. Folding
 /// (RFC 1071 section 2 (B)) keeps the sum's value modulo 0xffff (2^16 = 1 modulo 0xffff)
 /// and takes a non-zero sum to 1..=0xffff, so the folded sum is 0xffff exactly when the sum
-/// is a non-zero multiple of 0xffff: one multiply-compare instead of four folds.
+/// is a non-zero multiple of 0xffff: `s != 0 && s % 0xffff == 0`, here with one multiply
+/// and one compare (Granlund and Montgomery, "Division by Invariant Integers using
+/// Multiplication", PLDI 1994, section 9; Lemire, Kaser and Kurz 2019): for odd d, `s` is a
+/// multiple of d exactly when `s * d^-1 mod 2^64` (then the quotient) is at most
+/// `(2^64 - 1) / d`; taking 1 off makes `s = 0` (quotient 0) wrap above the bound, so the
+/// one unsigned compare also refuses it. Shared by the classifier, the UPF's pass 1 and the
+/// DTA translator.
 #[inline(always)]
-pub(crate) fn sum_is_ones(s: u64) -> bool {
-    s != 0 && s.is_multiple_of(0xffff)
+pub fn sum_is_ones(s: u64) -> bool {
+    s.wrapping_mul(INV_FFFF).wrapping_sub(1) < u64::MAX / 0xffff
 }
+
+/// The inverse of 0xffff modulo 2^64 (0xffff is odd), by Newton's iteration
+/// `x <- x (2 - d x)`, each step doubling the bits that are right.
+const INV_FFFF: u64 = {
+    let mut x: u64 = 0xffff;
+    let mut i = 0;
+    while i < 6 {
+        x = x.wrapping_mul(2u64.wrapping_sub(0xffff_u64.wrapping_mul(x)));
+        i += 1;
+    }
+    x
+};
 
 /// The IP packet at `l3` of `d[..end]`, if it has the fast shape; `outer` verifies an IPv4
 /// checksum. Returns the packet's facts and its end. Headers are read through fixed-size
@@ -268,7 +286,7 @@ pub(crate) fn psc_qfi(o1: u8, o2: u8) -> Option<u8> {
 
 #[cfg(test)]
 mod sum_tests {
-    use super::sum_is_ones;
+    use super::{sum_is_ones, INV_FFFF};
 
     /// The four folds it replaced.
     fn folded(mut s: u64) -> bool {
@@ -299,6 +317,38 @@ mod sum_tests {
                 u64::MAX - k,
             ] {
                 assert_eq!(sum_is_ones(s), folded(s), "{s:#x}");
+            }
+        }
+    }
+
+    /// The multiply-and-compare divisibility test is `s != 0 && s % 0xffff == 0`.
+    #[test]
+    fn sum_is_ones_is_the_remainder_test() {
+        assert_eq!(INV_FFFF.wrapping_mul(0xffff), 1);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let edge = [
+            0,
+            1,
+            0xfffe,
+            0xffff,
+            0x1_0000,
+            0x1_fffe,
+            u64::MAX,
+            u64::MAX / 0xffff * 0xffff,
+        ];
+        for s in edge {
+            assert_eq!(sum_is_ones(s), s != 0 && s % 0xffff == 0, "{s:#x}");
+        }
+        for _ in 0..200_000 {
+            let r = next();
+            for s in [r, (r >> 20) * 0xffff, (r >> 20) * 0xffff + 1, r >> 29] {
+                assert_eq!(sum_is_ones(s), s != 0 && s % 0xffff == 0, "{s:#x}");
             }
         }
     }

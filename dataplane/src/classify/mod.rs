@@ -414,6 +414,7 @@ impl<B: PacketBuf> Stage<B> for Classify {
 }
 
 mod fast;
-pub(crate) use fast::{psc_qfi, sum_is_ones};
+pub(crate) use fast::psc_qfi;
+pub use fast::sum_is_ones;
 #[cfg(test)]
 pub(crate) mod tests;
