@@ -60,7 +60,7 @@ pub struct KestrelStats {
     pub file_errors: u64,
     /// First and last window seq exported.
     pub seq_range: Option<(u64, u64)>,
-    /// Packets per [dir][qid] over the run.
+    /// Packets over the run, `per_qid[qid][dir]` (direction 0 uplink, 1 downlink).
     pub per_qid: Vec<[u64; 2]>,
     /// Mbit/s of each export kind over the windows exported.
     pub sketch_mbps: f64,

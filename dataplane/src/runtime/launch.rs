@@ -1,7 +1,7 @@
 //! Starting the workers: checks the runtime configuration, builds one pipeline, I/O handle,
 //! counter set, egress schedulers and hand-off rings per worker, allocates every ring and
 //! channel before any thread runs, and spawns one `pg-worker-<id>` thread per
-//! [`WorkerSpec`] (`super::worker` is the loop each one runs).
+//! [`WorkerSpec`](super::worker::WorkerSpec) (`super::worker` is the loop each one runs).
 
 use super::counters::{Counters, EgressCounters, SharedCounters};
 use super::egress::{EgressConfigError, EgressPort, NO_EGRESS};
@@ -22,7 +22,8 @@ use std::time::Instant;
 /// its own threads by it (pinning, per-thread accounting).
 pub const WORKER_THREAD_PREFIX: &str = "pg-worker";
 
-/// Start one thread per [`WorkerSpec`], each with its own I/O handle and pipeline.
+/// Start one thread per [`WorkerSpec`](super::worker::WorkerSpec), each with its own I/O
+/// handle and pipeline.
 pub fn start<Bk, F>(backend: &mut Bk, factory: &F, cfg: &RuntimeConfig) -> std::io::Result<Running>
 where
     Bk: Backend,
@@ -33,7 +34,8 @@ where
 }
 
 /// As [`start`], but every worker waits at its end for [`Running::release_end`] (up to
-/// [`END_HOLD_LIMIT`]), sending what the control side injects meanwhile (`super::end`).
+/// [`END_HOLD_LIMIT`](super::end::END_HOLD_LIMIT)), sending what the control side injects
+/// meanwhile (`super::end`).
 pub fn start_held<Bk, F>(
     backend: &mut Bk,
     factory: &F,

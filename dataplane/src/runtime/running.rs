@@ -107,8 +107,8 @@ impl Running {
         self.stop.store(true, Ordering::Relaxed);
     }
 
-    /// Every worker has reached its end and is held there (a runtime from [`start_held`]),
-    /// or has returned.
+    /// Every worker has reached its end and is held there (a runtime from
+    /// [`start_held`](super::launch::start_held)), or has returned.
     pub fn all_ended(&self) -> bool {
         self.end.arrived() >= self.handles.len() || self.finished()
     }

@@ -74,8 +74,9 @@ impl Context {
 
 /// One processing step applied to a whole batch (BESS/VPP style).
 ///
-/// A stage looks only at packets whose disposition is still [`Disposition::CONTINUE`] and
-/// either leaves them so, or decides their fate. It must not allocate, lock or make
+/// A stage looks only at packets whose disposition is still
+/// [`Disposition::CONTINUE`](super::batch::Disposition::CONTINUE) and either leaves them so,
+/// or decides their fate. It must not allocate, lock or make
 /// syscalls.
 pub trait Stage<B: PacketBuf>: Send {
     /// Short snake_case name, shown in `peregrine` output and logs.

@@ -98,7 +98,7 @@ impl KeySlot {
         fast: FastPath::EMPTY,
     };
 
-    /// The candidate range into [`Shard::pdr_order`].
+    /// The candidate range into [`Shard::pdr_order`](super::tables::Shard::pdr_order).
     #[inline]
     pub fn range(&self) -> (u32, u32) {
         self.range
@@ -109,7 +109,8 @@ impl KeySlot {
         self.fast.flags & Self::USED != 0
     }
 
-    /// The fast-path record, if [`Shard::index_fast`] gave this key one.
+    /// The fast-path record, if
+    /// [`Shard::index_fast`](super::tables::Shard::index_fast) gave this key one.
     #[inline]
     pub fn fast(&self) -> Option<&FastPath> {
         (self.fast.flags & Self::HAS_FAST != 0).then_some(&self.fast)

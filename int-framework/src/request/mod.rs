@@ -84,7 +84,8 @@ pub const OPTION_TYPE_INT_REQUEST: u8 = 0x32;
 /// Largest in-band request payload: the option's data length is one byte, and we keep the whole
 /// option (type, length, data) within 255 bytes.
 pub const MAX_OPTION_PAYLOAD: usize = 253;
-/// Largest request message accepted by [`decode_json`] / [`decode_cbor`].
+/// Largest request message the decoders accept (`peregrine_int_manager::codec`'s
+/// `decode_json` / `decode_cbor`).
 pub const MAX_PAYLOAD: usize = 64 * 1024;
 /// Deepest nesting of arrays/maps accepted (the schema itself needs 3).
 pub const MAX_DEPTH: usize = 8;

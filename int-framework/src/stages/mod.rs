@@ -13,10 +13,10 @@
 //! front of them into the headroom ([`PacketBuf::prepend`]) and removed the same way
 //! ([`PacketBuf::adj`]), so the payload never moves.
 //!
-//! Per packet: no allocation, no locks. Rules come from a [`TableSnapshot`] read once per
-//! batch; reports and in-band requests leave through a bounded channel of fixed-size
-//! [`IntEvent`]s (array-backed, no allocation per message); piggy-back reports arrive the
-//! same way. Time is `cx.now_ns()`.
+//! Per packet: no allocation, no locks. Rules come from a
+//! [`TableSnapshot`](crate::namespace::TableSnapshot) read once per batch; reports and in-band
+//! requests leave through a bounded channel of fixed-size [`IntEvent`]s (array-backed, no
+//! allocation per message); piggy-back reports arrive the same way. Time is `cx.now_ns()`.
 
 use crate::namespace::DEFAULT_RESEND_INTERVAL_NS;
 use crate::report::{Encoding, IntReport};

@@ -309,7 +309,8 @@ impl fmt::Display for IngestError {
 
 impl std::error::Error for IngestError {}
 
-/// A compact retained sample (one per raw report; the last [`MAX_SAMPLES`] are kept).
+/// A compact retained sample (one per raw report; the last
+/// [`MAX_SAMPLES`](super::MAX_SAMPLES) are kept).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sample {
     /// Sequence number.
