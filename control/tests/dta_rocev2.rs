@@ -30,13 +30,7 @@ fn rocev2_target() -> String {
 }
 
 fn report(p: Primitive) -> Vec<u8> {
-    let r = Repr {
-        variant: Variant::Tracked,
-        seqnum: 0,
-        immediate: false,
-        retransmittable: false,
-        primitive: p,
-    };
+    let r = Repr::new(Variant::Tracked, p);
     let mut b = vec![0u8; 96];
     let n = r.emit(&mut b[dta::FRAME_OVERHEAD..]).unwrap();
     let a = FrameAddrs {

@@ -22,11 +22,9 @@ const REPORTER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 200);
 
 fn frame(p: Primitive, seq: u8, retransmittable: bool) -> Vec<u8> {
     let r = Repr {
-        variant: Variant::Tracked,
         seqnum: seq,
-        immediate: false,
         retransmittable,
-        primitive: p,
+        ..Repr::new(Variant::Tracked, p)
     };
     let mut b = vec![0u8; 128];
     let n = r.emit(&mut b[dta::FRAME_OVERHEAD..]).unwrap();

@@ -13,11 +13,9 @@ fn region(sizes: Sizes) -> (tempfile::TempDir, Arc<Region>) {
 
 fn payload(p: Primitive, seq: u8, retransmittable: bool) -> Vec<u8> {
     let r = Repr {
-        variant: Variant::Tracked,
         seqnum: seq,
-        immediate: false,
         retransmittable,
-        primitive: p,
+        ..Repr::new(Variant::Tracked, p)
     };
     let mut b = vec![0u8; r.buffer_len()];
     r.emit(&mut b).unwrap();

@@ -30,13 +30,7 @@ pub fn key_of(i: u64) -> u32 {
 }
 
 fn report(p: Primitive) -> ([u8; 48], usize) {
-    let r = Repr {
-        variant: Variant::Tracked,
-        seqnum: 0,
-        immediate: false,
-        retransmittable: false,
-        primitive: p,
-    };
+    let r = Repr::new(Variant::Tracked, p);
     let mut b = [0u8; 48];
     let n = r.emit(&mut b).expect("report fits");
     (b, n)

@@ -19,13 +19,7 @@ fn ctl(args: &[&str]) -> (i32, String, String) {
 }
 
 fn report(p: Primitive) -> Vec<u8> {
-    let r = Repr {
-        variant: Variant::Tracked,
-        seqnum: 0,
-        immediate: false,
-        retransmittable: false,
-        primitive: p,
-    };
+    let r = Repr::new(Variant::Tracked, p);
     let mut b = vec![0u8; r.buffer_len()];
     r.emit(&mut b).unwrap();
     b

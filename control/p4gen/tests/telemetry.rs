@@ -288,11 +288,8 @@ fn dta_reports_from_the_p4_headers_are_the_wire_crates_bytes() {
     ] {
         // The software's report.
         let r = Repr {
-            variant: Variant::Tracked,
             seqnum: seq,
-            immediate: false,
-            retransmittable: false,
-            primitive: prim,
+            ..Repr::new(Variant::Tracked, prim)
         };
         let mut want = [0u8; 96];
         let n = r.emit(&mut want[dta::FRAME_OVERHEAD..]).unwrap();

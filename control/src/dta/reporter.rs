@@ -289,11 +289,8 @@ impl DtaReporterFeature {
         }
         let variant: Variant = self.s.variant.into();
         let r = Repr {
-            variant,
             seqnum: self.seq,
-            immediate: false,
-            retransmittable: false,
-            primitive: p,
+            ..Repr::new(variant, p)
         };
         let mut buf = [0u8; 96];
         let Ok(n) = r.emit(&mut buf[dta::FRAME_OVERHEAD..]) else {

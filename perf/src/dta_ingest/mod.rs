@@ -166,13 +166,7 @@ pub fn frames(mode: &str, n: usize, lb: &Loopback) -> Vec<Vec<u8>> {
     };
     (0..n as u32)
         .map(|i| {
-            let r = Repr {
-                variant: Variant::Tracked,
-                seqnum: 0,
-                immediate: false,
-                retransmittable: false,
-                primitive: primitive(mode, i, lb),
-            };
+            let r = Repr::new(Variant::Tracked, primitive(mode, i, lb));
             let mut b = vec![0u8; 96];
             let len = r.emit(&mut b[dta::FRAME_OVERHEAD..]).unwrap();
             let n = dta::emit_frame(&mut b, &a, len).unwrap();

@@ -7,11 +7,9 @@ use peregrine_wire::ethernet::Address;
 
 fn valid() -> Vec<u8> {
     let r = Repr {
-        variant: Variant::Tracked,
         seqnum: 3,
-        immediate: false,
         retransmittable: true,
-        primitive: Primitive::Append { list: 1, data: 7 },
+        ..Repr::new(Variant::Tracked, Primitive::Append { list: 1, data: 7 })
     };
     let a = FrameAddrs {
         eth_src: Address([2, 0, 0, 0, 0, 2]),
@@ -80,13 +78,7 @@ fn fast_outer_parse_is_the_general_parse() {
 #[test]
 fn loopback_bounded_keys() {
     let emit = |p: Primitive| {
-        let r = Repr {
-            variant: Variant::Tracked,
-            seqnum: 0,
-            immediate: false,
-            retransmittable: false,
-            primitive: p,
-        };
+        let r = Repr::new(Variant::Tracked, p);
         let mut b = vec![0u8; 32];
         let n = r.emit(&mut b).unwrap();
         b.truncate(n);

@@ -289,6 +289,18 @@ pub struct Repr {
 }
 
 impl Repr {
+    /// A report of `variant` with sequence number 0 and no flag set (a reporter's usual
+    /// report; set `seqnum` / `retransmittable` with struct update syntax).
+    pub const fn new(variant: Variant, primitive: Primitive) -> Repr {
+        Repr {
+            variant,
+            seqnum: 0,
+            immediate: false,
+            retransmittable: false,
+            primitive,
+        }
+    }
+
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr> {
         p.check_len()?;
         let s = p.sub();

@@ -42,13 +42,7 @@ fn key_write_vector() {
 fn key_write_three_and_seven_words() {
     for k in [3usize, 7] {
         let data: std::vec::Vec<u32> = (1..=k as u32).collect();
-        let r = Repr {
-            variant: Variant::Tracked,
-            seqnum: 0,
-            immediate: false,
-            retransmittable: false,
-            primitive: Primitive::key_write(1, 9, &data).unwrap(),
-        };
+        let r = Repr::new(Variant::Tracked, Primitive::key_write(1, 9, &data).unwrap());
         let mut out = [0u8; 64];
         let n = r.emit(&mut out).unwrap();
         assert_eq!(n, 3 + 5 + 4 * k);
@@ -139,11 +133,8 @@ fn bad_lengths_and_opcodes() {
 #[test]
 fn plain_cannot_carry_retransmittable() {
     let r = Repr {
-        variant: Variant::Plain,
-        seqnum: 0,
-        immediate: false,
         retransmittable: true,
-        primitive: Primitive::Append { list: 0, data: 0 },
+        ..Repr::new(Variant::Plain, Primitive::Append { list: 0, data: 0 })
     };
     assert_eq!(r.emit(&mut [0u8; 16]), Err(Error::Malformed));
 }
