@@ -16,7 +16,7 @@ use peregrine_control::int::IntDaemonStats;
 use peregrine_dataplane::io::pcapfile::{PcapWriter, Resolution};
 use peregrine_dta::PathAnswer;
 use peregrine_int::report::IntReport;
-use peregrine_testkit::frames::ipv6_udp;
+use peregrine_testkit::intpcap::{self, frame};
 use peregrine_testkit::pcap::read_pcap;
 use peregrine_testkit::tools::free_tcp_port;
 use peregrine_wire::dta::Primitive;
@@ -29,43 +29,8 @@ const OTHER: Ipv6Addr = Ipv6Addr::new(0xfd00, 9, 0, 0, 0, 0, 0, 1);
 const COLLECTOR: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 51);
 const FLOW: usize = 20;
 
-fn frame(src: Ipv6Addr, dst: Ipv6Addr, dport: u16, seq: u16) -> Vec<u8> {
-    let payload: Vec<u8> = (0..40u16).map(|i| (i ^ seq) as u8).collect();
-    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 9, 9, 0x86, 0xdd];
-    f.extend(ipv6_udp(src, dst, 4000, dport, &payload));
-    f
-}
-
 fn node(dir: &Path, rx: &str, tx: &str, int: &str, dta: &str) -> peregrine_control::config::Config {
-    parse(
-        &format!(
-            r#"
-[backend]
-kind = "pcap"
-replay = "timed"
-
-[[port]]
-name = "p"
-mac = "02:00:00:00:00:01"
-rx = "{rx}"
-tx = "{tx}"
-
-[pipeline]
-kind = "int"
-promiscuous = true
-
-[[route]]
-prefix = "fd00::/16"
-port = "p"
-next_hop_mac = "02:00:00:00:00:02"
-
-[int]
-{int}
-{dta}
-"#
-        ),
-        dir,
-    )
+    parse(&intpcap::config(rx, tx, int, dta), dir)
 }
 
 const RULE: &str = r#"{"int_request": {"ns_id": 7, "app_id": 1, "src_ip": "fd00:1::1",

@@ -9,7 +9,7 @@
 use peregrine_control::config::Config;
 use peregrine_control::daemon::{self, RunOptions};
 use peregrine_dataplane::io::pcapfile::{PcapWriter, Resolution};
-use peregrine_testkit::frames::ipv6_udp;
+use peregrine_testkit::intpcap::{self, frame};
 use peregrine_testkit::pcap::read_pcap;
 use peregrine_testkit::tools::free_tcp_port;
 use std::net::Ipv6Addr;
@@ -19,45 +19,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 const SRC: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
 const DST: Ipv6Addr = Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 1);
 const OTHER: Ipv6Addr = Ipv6Addr::new(0xfd00, 9, 0, 0, 0, 0, 0, 1);
-const PORT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const FLOW: usize = 20;
 
-/// Ethernet / IPv6 (hop limit 64) / UDP with a valid checksum (RFC 8200 8.1).
-fn frame(src: Ipv6Addr, dst: Ipv6Addr, dport: u16, seq: u16) -> Vec<u8> {
-    let payload: Vec<u8> = (0..40u16).map(|i| (i ^ seq) as u8).collect();
-    let mut f = PORT_MAC.to_vec();
-    f.extend_from_slice(&[2, 0, 0, 0, 9, 9, 0x86, 0xdd]);
-    f.extend(ipv6_udp(src, dst, 4000, dport, &payload));
-    f
-}
-
 fn config(dir: &Path, rx: &str, tx: &str, int: &str) -> Config {
-    let text = format!(
-        r#"
-[backend]
-kind = "pcap"
-replay = "timed"
-
-[[port]]
-name = "p"
-mac = "02:00:00:00:00:01"
-rx = "{rx}"
-tx = "{tx}"
-
-[pipeline]
-kind = "int"
-promiscuous = true
-
-[[route]]
-prefix = "fd00::/16"
-port = "p"
-next_hop_mac = "02:00:00:00:00:02"
-
-[int]
-{int}
-"#
-    );
-    let mut c = Config::parse(&text).unwrap();
+    let mut c = Config::parse(&intpcap::config(rx, tx, int, "")).unwrap();
     c.base_dir = dir.to_path_buf();
     c
 }

@@ -21,7 +21,8 @@
 //!   daemon's `impair` pipeline kind takes them from;
 //! * [`intnet`]: `peregrine run` processes as INT nodes in network namespaces (veths, end
 //!   hosts, configs, daemons, senders, report watchers), and [`codesign_emu`], the sketch-INT
-//!   co-design emulation on them.
+//!   co-design emulation on them;
+//! * [`intpcap`]: a one-port INT node on the pcap backend (its config and frames).
 
 pub mod alloc;
 pub mod codesign_emu;
@@ -33,6 +34,7 @@ pub mod gnb;
 #[cfg(feature = "dataplane")]
 pub mod impair;
 pub mod intnet;
+pub mod intpcap;
 pub mod mbr;
 pub mod netns;
 pub mod pcap;
