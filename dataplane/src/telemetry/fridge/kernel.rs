@@ -6,10 +6,6 @@ use super::{fmix64_by, Estimator, Keyed, FMIX64_MUL};
 /// Most fridges in one set (the seed evaluates one and two; four leave room to try more).
 pub const MAX_FRIDGES: usize = 4;
 
-/// Entering requests a set holds between [`FridgeSet::request_deferred`] and
-/// [`FridgeSet::enter_deferred`] (a full list enters at once).
-const DEFERRED: usize = 64;
-
 /// One fridge's size and entry probability.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FridgeSpec {
@@ -93,11 +89,6 @@ pub struct FridgeSet {
     /// [`FMIX64_MUL`], read from here by [`head`](Self::head).
     mul: [u64; 2],
     stats: SetStats,
-    /// Requests whose coin entered, not yet in their slots: the head and the request count
-    /// as of the request, in arrival order ([`request_deferred`](Self::request_deferred)).
-    /// Entries at and past `deferred_n` are scratch.
-    deferred: [[u64; 2]; DEFERRED],
-    deferred_n: usize,
 }
 
 impl FridgeSet {
@@ -147,8 +138,6 @@ impl FridgeSet {
             seed,
             mul: FMIX64_MUL,
             stats: SetStats::default(),
-            deferred: [[0; 2]; DEFERRED],
-            deferred_n: 0,
         })
     }
 
@@ -237,7 +226,7 @@ impl FridgeSet {
             return;
         }
         let c = u64::from(c);
-        self.enter_at(h, c, self.requests, now_ns);
+        self.enter_at(h, c, now_ns);
     }
 
     /// [`request`](Self::request) with the entering half out of line, for a caller whose
@@ -257,60 +246,15 @@ impl FridgeSet {
 
     #[inline(never)]
     fn enter(&mut self, h: u64, c: u64, now_ns: u64) {
-        self.enter_at(h, c, self.requests, now_ns);
+        self.enter_at(h, c, now_ns);
     }
 
-    /// [`request`](Self::request) without a branch on the coin: the request is counted, and
-    /// if its coin enters a fridge its head and count are appended to the set's deferred list
-    /// (written for every request, kept by moving the list's end by the coin's compare), to
-    /// enter its slot at [`enter_deferred`](Self::enter_deferred), in arrival order. The coin
-    /// is uniform and decides one request in `1/p` at random: as a branch, it is mispredicted
-    /// about once per entering request, and it resolves only at the end of the ID's
-    /// finaliser. Every request deferred since the last [`enter_deferred`] must have been
-    /// seen at `now_ns` (the pipeline stage: one batch); a full list enters at once. Before a
-    /// response, [`enter_deferred`] (the response must find the requests before it). Same
-    /// state, same results as [`request`](Self::request) once entered (tested).
-    ///
-    /// [`enter_deferred`]: Self::enter_deferred
+    /// A request whose coin `c` (of head `h`) enters a fridge: overwrite its slot.
     #[inline(always)]
-    pub fn request_deferred(&mut self, id: u64, now_ns: u64) {
-        self.requests += 1;
-        let h = self.head(id);
-        let n = self.deferred_n;
-        // `n < DEFERRED` (a list that fills enters below): the remainder is `n`, and no
-        // bounds check.
-        self.deferred[n % DEFERRED] = [h, self.requests];
-        let n = n + usize::from(Keyed::coin_of(h) <= self.last);
-        self.deferred_n = n;
-        if n == DEFERRED {
-            self.enter_deferred_now(now_ns);
-        }
-    }
-
-    /// Enter every request deferred by [`request_deferred`](Self::request_deferred), seen
-    /// at `now_ns`, into its slot in arrival order (nothing when none is pending).
-    #[inline(always)]
-    pub fn enter_deferred(&mut self, now_ns: u64) {
-        if self.deferred_n != 0 {
-            self.enter_deferred_now(now_ns);
-        }
-    }
-
-    #[inline(never)]
-    fn enter_deferred_now(&mut self, now_ns: u64) {
-        let n = std::mem::take(&mut self.deferred_n);
-        for i in 0..n {
-            let [h, requests] = self.deferred[i];
-            self.enter_at(h, u64::from(Keyed::coin_of(h)), requests, now_ns);
-        }
-    }
-
-    /// A request whose coin `c` (of head `h`) enters a fridge, the set having counted
-    /// `requests` requests up to it: overwrite its slot.
-    #[inline(always)]
-    fn enter_at(&mut self, h: u64, c: u64, requests: u64, now_ns: u64) {
+    fn enter_at(&mut self, h: u64, c: u64, now_ns: u64) {
         let f = self.pick_entering(c);
         let k = Keyed::from_head_by(h, self.mul);
+        let requests = self.requests;
         let t = &mut self.tables[f];
         t.inserts += 1;
         let i = k.index(t.m);
@@ -329,10 +273,6 @@ impl FridgeSet {
     /// A response: if its request is still in its slot, clear the slot and return the sample.
     #[inline]
     pub fn response(&mut self, id: u64, now_ns: u64) -> Option<Sample> {
-        debug_assert_eq!(
-            self.deferred_n, 0,
-            "deferred requests enter before a response"
-        );
         self.stats.responses += 1;
         let h = self.head(id);
         let Some(f) = self.pick(Keyed::coin_of(h)) else {
@@ -466,49 +406,6 @@ mod tests {
             assert_eq!(a.response(id, 5_000), b.response(id, 5_000));
         }
         assert_eq!(a.stats(), b.stats());
-    }
-
-    /// Deferred requests, entered at each response, every few requests or when the list
-    /// fills, leave the set as `request` does: same stats, same samples, same `x` (both
-    /// modes, one and two fridges, up to all requests entering).
-    #[test]
-    fn request_deferred_is_request() {
-        let sets: [&[FridgeSpec]; 3] = [
-            &[FridgeSpec { m: 64, p: 0.25 }, FridgeSpec { m: 32, p: 0.5 }],
-            &[FridgeSpec {
-                m: 16,
-                p: 1.0 / 16.0,
-            }],
-            &[FridgeSpec { m: 8, p: 1.0 }],
-        ];
-        for specs in sets {
-            for mode in [XMode::Insertions, XMode::Requests] {
-                for every in [1u64, 7, 100, 1_000] {
-                    let mut a = FridgeSet::new(specs, mode, 5).unwrap();
-                    let mut b = FridgeSet::new(specs, mode, 5).unwrap();
-                    for id in 0..3_000u64 {
-                        let now = id / every;
-                        a.request(id, now);
-                        b.request_deferred(id, now);
-                        if id % every == every - 1 {
-                            b.enter_deferred(now);
-                        }
-                        if id % 5 == 4 {
-                            b.enter_deferred(now);
-                            let r = id - 3;
-                            assert_eq!(a.response(r, now + 9), b.response(r, now + 9));
-                        }
-                    }
-                    b.enter_deferred(3_000 / every);
-                    assert_eq!(a.stats(), b.stats(), "{specs:?} {mode:?} {every}");
-                    assert_eq!(a.occupied(), b.occupied());
-                    for id in (0..3_000u64).step_by(2) {
-                        assert_eq!(a.response(id, 9_000), b.response(id, 9_000));
-                    }
-                    assert_eq!(a.stats(), b.stats());
-                }
-            }
-        }
     }
 
     #[test]

@@ -430,16 +430,6 @@ impl FridgeStage {
     pub fn observe(&mut self, data: &[u8], m: &crate::meta::PacketMeta, rx: PortId, now_ns: u64) {
         let rx = self.rx(rx);
         self.observe_kinds(self.kinds, &Bytes { data, m }, rx, now_ns);
-        self.enter_deferred(now_ns);
-    }
-
-    /// Every slice's deferred requests ([`FridgeSet::request_deferred`]), all seen at
-    /// `now_ns`, into their slots: after each packet or batch.
-    #[inline(always)]
-    fn enter_deferred(&mut self, now_ns: u64) {
-        for s in &mut self.slices {
-            s.set.enter_deferred(now_ns);
-        }
     }
 
     /// What a batch from `rx` reads once: the port's class and its plain DNS routes.
@@ -660,13 +650,8 @@ impl FridgeStage {
     fn tally(&mut self, slice: usize, role: Role, now_ns: u64) {
         let s = &mut self.slices[slice];
         if role.request {
-            // No branch on the coin: the entering requests are entered after the packet or
-            // the batch (`enter_deferred`), or before a response to the slice.
-            s.set.request_deferred(role.id, now_ns);
-            return;
-        }
-        s.set.enter_deferred(now_ns);
-        if let Some(x) = s.set.response(role.id, now_ns) {
+            s.set.request_sparse(role.id, now_ns);
+        } else if let Some(x) = s.set.response(role.id, now_ns) {
             let k = usize::from(x.fridge);
             s.sampled = true;
             s.hists[k].add(x.delay_ns, x.weight);
@@ -714,15 +699,9 @@ impl FridgeStage {
 
 impl FridgeStage {
     /// Every packet of `batch` the stage observes (see [`Stage::process`]), with `kinds`
-    /// as the caller built it; then the requests that entered, into their slots.
+    /// as the caller built it.
     #[inline(always)]
     fn observe_batch<B: PacketBuf>(&mut self, batch: &Batch<B>, kinds: u8, now: u64) {
-        self.observe_each(batch, kinds, now);
-        self.enter_deferred(now);
-    }
-
-    #[inline(always)]
-    fn observe_each<B: PacketBuf>(&mut self, batch: &Batch<B>, kinds: u8, now: u64) {
         let rx = self.rx(batch.rx_port);
         let every = match batch.disposition_view() {
             Dispositions::Uniform(u) => u.is_continue_or_tx(),
