@@ -29,10 +29,10 @@
 //!
 //! or, without `--toggle-collect`, read `tap_burst`'s inclusive count.
 //!
-//! `PG_UPF_STAGE_SPLIT=1` times each stage on its own (a clock read between stages, about
-//! 0.7 ns a packet more in the later stages' figures) and prints `stages: A + B ns/packet`
-//! after the total: the fridge's time beside the UPF's in the same run
-//! (perf/results/fridge-bench.md, round 11).
+//! `PG_UPF_STAGE_SPLIT=1` times each stage on its own (a clock read after each stage: each
+//! figure includes one read per batch, about 0.6 ns a packet here, and the total grows by as
+//! many) and prints `stages: A + B ns/packet` after the total: the fridge's time beside the
+//! UPF's in the same run (perf/results/fridge-bench.md, round 11).
 //!
 //! `--alternate-rx` gives the batches the rx ports 0 and 1 in turn, as the forwarding modes
 //! receive them (two looped ports polled in turn), instead of the direction's port for every
