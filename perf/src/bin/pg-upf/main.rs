@@ -380,6 +380,9 @@ fn parse_case(s: &str) -> (Option<Dir>, usize, usize) {
 /// The fridge slices of the `+fridge` cases: the uplink frames are UDP to port 53 with a
 /// zeroed payload, i.e. DNS queries (QR = 0), so the `dns` slice inserts with p = 1/16 and
 /// looks up nothing; a `tcp_handshake` slice sees no TCP. Every packet is matched.
+/// `PG_UPF_FRIDGE_P` replaces the 1/16 (read once here, in every mode and child): what the
+/// entering requests cost, by comparison with a `p` near 0 (perf/results/fridge-bench.md,
+/// round 11). Not for figures of record.
 fn fridge_spec() -> StageSpec {
     let slice = |name: &str, kind| SliceSpec {
         name: name.into(),
@@ -390,7 +393,10 @@ fn fridge_spec() -> StageSpec {
         peers: vec![],
         fridges: vec![FridgeSpec {
             m: 4096,
-            p: 1.0 / 16.0,
+            p: std::env::var("PG_UPF_FRIDGE_P")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1.0 / 16.0),
         }],
     };
     StageSpec {

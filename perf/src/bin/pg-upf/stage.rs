@@ -29,6 +29,11 @@
 //!
 //! or, without `--toggle-collect`, read `tap_burst`'s inclusive count.
 //!
+//! `PG_UPF_STAGE_SPLIT=1` times each stage on its own (a clock read after each stage: each
+//! figure includes one read per batch, about 0.6 ns a packet here, and the total grows by as
+//! many) and prints `stages: A + B ns/packet` after the total: the fridge's time beside the
+//! UPF's in the same run (perf/results/fridge-bench.md, round 11).
+//!
 //! `--alternate-rx` gives the batches the rx ports 0 and 1 in turn, as the forwarding modes
 //! receive them (two looped ports polled in turn), instead of the direction's port for every
 //! batch: a stage that keeps per-rx-port state pays for the switches there (the fridge's
@@ -97,7 +102,12 @@ pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
         .is_some_and(|d| d.ends_with("+kestrel"));
     let tx_port = if dir == Dir::Ul { 1 } else { 0 };
     let mut tap_spent = Duration::ZERO;
-    let mut pipe: Pipeline<OwnedBuf> = Pipeline::new(stages);
+    // `PG_UPF_STAGE_SPLIT=1`: each stage timed on its own (a clock read between stages),
+    // printed after the total; the stages run as `Pipeline::run` runs them, in order.
+    let split = std::env::var_os("PG_UPF_STAGE_SPLIT").is_some_and(|v| v == "1");
+    let mut each = vec![Duration::ZERO; stages.len()];
+    let mut pipe: Pipeline<OwnedBuf> =
+        Pipeline::new(if split { vec![] } else { stages.split_off(0) });
     let mut batch: Batch<OwnedBuf> = Batch::new();
     let rx_port: PortId = if dir == Dir::Ul { 0 } else { 1 };
     let mut bufs: Vec<OwnedBuf> = (0..BATCH)
@@ -121,7 +131,17 @@ pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
             let _ = batch.push(b, Disposition::CONTINUE);
         }
         let t0 = Instant::now();
-        pipe.run(&mut batch, &cx);
+        if split {
+            let mut t = t0;
+            for (s, e) in stages.iter_mut().zip(&mut each) {
+                s.process(&mut batch, &cx);
+                let t1 = Instant::now();
+                *e += t1 - t;
+                t = t1;
+            }
+        } else {
+            pipe.run(&mut batch, &cx);
+        }
         spent += t0.elapsed();
         for (b, d) in batch.drain() {
             sent += u64::from(matches!(d.action(), Action::Tx(_)));
@@ -141,6 +161,13 @@ pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
         "{case}: {:.1} ns/packet over {batches} batches of {BATCH} ({pkts} packets, all forwarded)",
         spent.as_nanos() as f64 / pkts as f64
     );
+    if split {
+        let ns: Vec<String> = each
+            .iter()
+            .map(|e| format!("{:.1}", e.as_nanos() as f64 / pkts as f64))
+            .collect();
+        println!("stages: {} ns/packet", ns.join(" + "));
+    }
     if kestrel {
         println!(
             "kestrel tap: {:.1} ns/packet",
