@@ -150,23 +150,35 @@ pub fn key_names(mode: Mode) -> Vec<String> {
 /// before gets the cap) and how many active windows it has had (capped).
 #[derive(Debug, Default)]
 pub struct KeyHistory {
-    keys: HashMap<(u32, u8), (u64, u64, std::collections::VecDeque<Vec<f32>>)>,
+    keys: HashMap<(u32, u8), KeyPast>,
+}
+
+/// One key's past in [`KeyHistory`].
+#[derive(Debug)]
+struct KeyPast {
+    /// Its last active window (`u64::MAX` before the first).
+    last_seq: u64,
+    /// Active windows so far.
+    seen: u64,
+    /// Base vectors of its last [`HISTORY`] active windows, oldest first.
+    past: std::collections::VecDeque<Vec<f32>>,
 }
 
 impl KeyHistory {
     /// `base`'s history features (one `m_`, then one `z_` per base feature, then
     /// [`HISTORY_NAMES`]) for `key` in window `seq`; then `base` joins the key's history.
     pub fn extend(&mut self, key: (u32, u8), seq: u64, base: &[f32]) -> Vec<f32> {
-        let e = self
-            .keys
-            .entry(key)
-            .or_insert_with(|| (u64::MAX, 0, Default::default()));
+        let e = self.keys.entry(key).or_insert_with(|| KeyPast {
+            last_seq: u64::MAX,
+            seen: 0,
+            past: Default::default(),
+        });
         let mut out = Vec::with_capacity(2 * base.len() + HISTORY_NAMES.len());
         let mut z = Vec::with_capacity(base.len());
         let mut col: Vec<f32> = Vec::with_capacity(HISTORY);
         for (i, &x) in base.iter().enumerate() {
             col.clear();
-            col.extend(e.2.iter().map(|h| h[i]));
+            col.extend(e.past.iter().map(|h| h[i]));
             let (med, mad) = if col.is_empty() {
                 (x, 0.0)
             } else {
@@ -180,19 +192,19 @@ impl KeyHistory {
             z.push((x - med) / (mad + 0.05 * med.abs() + 1e-3));
         }
         out.extend(z);
-        let idle = if e.0 == u64::MAX {
+        let idle = if e.last_seq == u64::MAX {
             HISTORY_CAP
         } else {
-            seq.saturating_sub(e.0).min(HISTORY_CAP)
+            seq.saturating_sub(e.last_seq).min(HISTORY_CAP)
         };
         out.push(idle as f32);
-        out.push(e.1.min(HISTORY_CAP) as f32);
-        e.0 = seq;
-        e.1 += 1;
-        if e.2.len() == HISTORY {
-            e.2.pop_front();
+        out.push(e.seen.min(HISTORY_CAP) as f32);
+        e.last_seq = seq;
+        e.seen += 1;
+        if e.past.len() == HISTORY {
+            e.past.pop_front();
         }
-        e.2.push_back(base.to_vec());
+        e.past.push_back(base.to_vec());
         out
     }
 }
