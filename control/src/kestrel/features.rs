@@ -18,21 +18,40 @@ use std::collections::HashMap;
 pub trait SketchView {
     /// QIDs of the layout.
     fn qids(&self) -> usize;
+    /// Rows (d) of the layout.
+    fn rows(&self) -> usize;
     /// The Count-Min estimate of (teid, qfi) in (dir, qid): per field the minimum over rows.
     fn query(&self, dir: usize, qid: usize, teid: u32, qfi: u8) -> SumBucket;
     /// The sum of row `row` of (dir, qid): the queue's exact totals.
     fn row_sum(&self, dir: usize, qid: usize, row: usize) -> SumBucket;
+    /// The packet counts of the d buckets of (teid, qfi) in (dir, qid), one per row (0 past
+    /// the layout's rows): what [`SketchView::query`] takes the minimum of.
+    fn row_packets(&self, dir: usize, qid: usize, teid: u32, qfi: u8) -> [u64; layout::MAX_ROWS];
 }
 
 impl SketchView for Window {
     fn qids(&self) -> usize {
         self.layout.qids
     }
+    fn rows(&self) -> usize {
+        self.layout.rows
+    }
     fn query(&self, dir: usize, qid: usize, teid: u32, qfi: u8) -> SumBucket {
         Window::query(self, dir, qid, teid, qfi)
     }
     fn row_sum(&self, dir: usize, qid: usize, row: usize) -> SumBucket {
         Window::row_sum(self, dir, qid, row)
+    }
+    fn row_packets(&self, dir: usize, qid: usize, teid: u32, qfi: u8) -> [u64; layout::MAX_ROWS] {
+        let mut cols = [0; layout::MAX_ROWS];
+        self.layout.columns(qid, teid, qfi, &mut cols);
+        let s = self.sketch(dir, qid);
+        let w = self.layout.width;
+        let mut out = [0; layout::MAX_ROWS];
+        for r in 0..self.layout.rows {
+            out[r] = s[r * w + cols[r]].packets;
+        }
+        out
     }
 }
 
@@ -63,6 +82,9 @@ impl SketchView for MsgView<'_> {
     fn qids(&self) -> usize {
         self.layout.qids
     }
+    fn rows(&self) -> usize {
+        self.layout.rows
+    }
     fn query(&self, dir: usize, qid: usize, teid: u32, qfi: u8) -> SumBucket {
         if qid >= self.layout.qids || self.msg.sketch(dir, qid).is_none() {
             return SumBucket::default();
@@ -73,6 +95,19 @@ impl SketchView for MsgView<'_> {
         (1..self.layout.rows).fold(self.bucket(dir, qid, cols[0]), |acc, r| {
             acc.min(&self.bucket(dir, qid, r * w + cols[r]))
         })
+    }
+    fn row_packets(&self, dir: usize, qid: usize, teid: u32, qfi: u8) -> [u64; layout::MAX_ROWS] {
+        let mut out = [0; layout::MAX_ROWS];
+        if qid >= self.layout.qids || self.msg.sketch(dir, qid).is_none() {
+            return out;
+        }
+        let mut cols = [0; layout::MAX_ROWS];
+        self.layout.columns(qid, teid, qfi, &mut cols);
+        let w = self.layout.width;
+        for r in 0..self.layout.rows {
+            out[r] = self.bucket(dir, qid, r * w + cols[r]).packets;
+        }
+        out
     }
     fn row_sum(&self, dir: usize, qid: usize, row: usize) -> SumBucket {
         let mut t = SumBucket::default();
@@ -129,22 +164,48 @@ struct KeyF {
     nongreen: f32,
     /// Mean latency bin index (0..7).
     lat_mean: f32,
+    /// The 90th percentile of the latency histogram in bin units (interpolated in its bin).
+    lat_p90: f32,
+    /// Mean inter-arrival bin index (0..7).
+    iat_mean: f32,
+}
+
+/// Mean bin index of histogram `h` (0 for none).
+fn mean_bin(h: &[u64; BINS]) -> f32 {
+    let n = total(*h);
+    if n == 0 {
+        return 0.0;
+    }
+    h.iter()
+        .enumerate()
+        .map(|(i, &c)| i as f32 * c as f32)
+        .sum::<f32>()
+        / n as f32
+}
+
+/// Quantile `q` of histogram `h` in bin units: the bin where the cumulative count reaches
+/// `q` of the total, plus the fraction of that bin's count below it (0 for none).
+fn bin_quantile(h: &[u64; BINS], q: f32) -> f32 {
+    let n = total(*h);
+    if n == 0 {
+        return 0.0;
+    }
+    let want = q * n as f32;
+    let mut below = 0f32;
+    for (i, &c) in h.iter().enumerate() {
+        let c = c as f32;
+        if c > 0.0 && below + c >= want {
+            return i as f32 + (want - below) / c;
+        }
+        below += c;
+    }
+    BINS as f32
 }
 
 fn key_f(b: &SumBucket) -> KeyF {
     let n = b.packets;
     let lat_n = total(b.lat);
     let iat_n = total(b.iat);
-    let lat_mean = if lat_n == 0 {
-        0.0
-    } else {
-        b.lat
-            .iter()
-            .enumerate()
-            .map(|(i, &c)| i as f32 * c as f32)
-            .sum::<f32>()
-            / lat_n as f32
-    };
     KeyF {
         packets: n,
         bytes: b.bytes,
@@ -152,7 +213,9 @@ fn key_f(b: &SumBucket) -> KeyF {
         tail2: frac(b.lat[BINS - 1].saturating_add(b.lat[BINS - 2]), lat_n),
         head: frac(b.iat[0], iat_n),
         nongreen: frac(b.colour[1].saturating_add(b.colour[2]), total(b.colour)),
-        lat_mean,
+        lat_mean: mean_bin(&b.lat),
+        lat_p90: bin_quantile(&b.lat, 0.9),
+        iat_mean: mean_bin(&b.iat),
     }
 }
 
@@ -278,7 +341,7 @@ pub fn qfi_base(
 }
 
 /// Names of the per-key base features ([`key_base`]).
-pub const KEY_NAMES: [&str; 8] = [
+pub const KEY_NAMES: [&str; 14] = [
     "k_pkts",
     "k_bytes",
     "k_tail",
@@ -287,26 +350,46 @@ pub const KEY_NAMES: [&str; 8] = [
     "k_nongreen",
     "k_latbin",
     "k_share",
+    "k_rel_pkts",
+    "k_tail_excess",
+    "k_latbin_excess",
+    "k_row_spread",
+    "k_lat_p90",
+    "k_iatbin",
 ];
 
+/// Indices in the per-QFI base vector ([`BASE_NAMES`]) that [`key_base`] reads.
+const Q_TEIDS: usize = 0;
+const Q_PKTS: usize = 1;
+const Q_BYTES: usize = 2;
+const Q_TAIL_MEAN: usize = 3;
+const Q_LATBIN_MEAN: usize = 11;
+
 /// The base features of one (TEID, QFI) key in (dir, qid): its own Count-Min estimate
-/// (minimum over the rows per field, as the collector's per-key query answers) and its
-/// share of `qfi_bytes`, the bytes of its QFI's keys. The per-key unit of the evaluation.
+/// (minimum over the rows per field, as the collector's per-key query answers), its share of
+/// its QFI's bytes, its packets against the mean key of its QFI, its latency tail fraction
+/// and mean latency bin above its QFI's key means, and the spread of its d buckets' packet
+/// counts ((max - min) / max(min, 1) over the rows: 0 when every row agrees, large when a row
+/// is shared with a heavier key; a collision indicator from the exported rows, Kestrel
+/// section IV). `qfi` is the QFI's base vector ([`qfi_base`], [`BASE_NAMES`] order). The
+/// per-key unit of the evaluation.
 pub fn key_base(
     v: &impl SketchView,
     dir: usize,
     qid: usize,
     teid: u32,
     qfi: u8,
-    qfi_bytes: f32,
+    qfi_row: &[f32],
 ) -> Vec<f32> {
     let b = v.query(dir, qid, teid, qfi);
     let k = key_f(&b);
-    let share = if qfi_bytes > 0.0 {
-        k.bytes as f32 / qfi_bytes
-    } else {
-        0.0
-    };
+    let ratio = |a: f32, b: f32| if b > 0.0 { a / b } else { 0.0 };
+    let share = ratio(k.bytes as f32, qfi_row[Q_BYTES]);
+    let mean_key = ratio(qfi_row[Q_PKTS], qfi_row[Q_TEIDS]);
+    let rows = v.row_packets(dir, qid, teid, qfi);
+    let used = &rows[..v.rows().min(layout::MAX_ROWS)];
+    let lo = used.iter().copied().min().unwrap_or(0);
+    let hi = used.iter().copied().max().unwrap_or(0);
     vec![
         k.packets as f32,
         k.bytes as f32,
@@ -316,6 +399,12 @@ pub fn key_base(
         k.nongreen,
         k.lat_mean,
         share,
+        ratio(k.packets as f32, mean_key),
+        k.tail - qfi_row[Q_TAIL_MEAN],
+        k.lat_mean - qfi_row[Q_LATBIN_MEAN],
+        (hi - lo) as f32 / lo.max(1) as f32,
+        k.lat_p90,
+        k.iat_mean,
     ]
 }
 

@@ -95,7 +95,7 @@ pub fn names(mode: Mode) -> Vec<String> {
 }
 
 /// Names of Delta-SMP's per-key base features (from the key's own postcards).
-pub const SMP_KEY_NAMES: [&str; 8] = [
+pub const SMP_KEY_NAMES: [&str; 13] = [
     "k_cards",
     "k_card_bytes",
     "k_soj_mean",
@@ -104,7 +104,20 @@ pub const SMP_KEY_NAMES: [&str; 8] = [
     "k_iat_short",
     "k_nongreen",
     "k_share",
+    "k_rel_cards",
+    "k_soj_excess",
+    "k_sojmax_excess",
+    "k_soj_p90",
+    "k_iat_mean",
 ];
+
+/// Names of the per-key history features every mode with per-key data gets ([`KeyHistory`]).
+pub const HISTORY_NAMES: [&str; 2] = ["k_idle", "k_age"];
+
+/// How many of a key's previous active windows [`KeyHistory`] keeps.
+const HISTORY: usize = 8;
+/// Cap of `k_idle` (also a new key's value) and `k_age`, in windows.
+const HISTORY_CAP: u64 = 64;
 
 /// Every feature name of the per-(window, TEID, QFI) unit: the key's own features with
 /// their temporal ones, then its QFI's whole vector ([`names`]). 3GPP-PM has nothing per
@@ -115,13 +128,85 @@ pub fn key_names(mode: Mode) -> Vec<String> {
         Mode::DeltaSmp => &SMP_KEY_NAMES,
         Mode::Pm => &[],
     };
-    let mut v = if own.is_empty() {
-        Vec::new()
-    } else {
-        kf::with_temporal(own)
-    };
+    let mut v = Vec::new();
+    if !own.is_empty() {
+        v = kf::with_temporal(own);
+        v.extend(own.iter().map(|n| format!("m_{n}")));
+        v.extend(own.iter().map(|n| format!("z_{n}")));
+        v.extend(HISTORY_NAMES.iter().map(|n| n.to_string()));
+    }
     v.extend(names(mode));
     v
+}
+
+/// The per-key history of the per-(window, TEID, QFI) unit, the same recipe for every mode
+/// with per-key data (Kestrel's per-key Count-Min estimates, Delta-SMP's per-key postcards;
+/// the collector keeps the previous windows either way): per base feature, the ratio to the
+/// median of the key's last [`HISTORY`] active windows (a baseline one burst window does not
+/// move, unlike the moving average), then its distance from that median in units of the
+/// key's own spread (median absolute deviation, floored at 5 % of the median: a robust
+/// z-score, so a key that always varies, like on/off video, needs a larger change than a
+/// steady one), then the windows since the key was last active (capped; a key never seen
+/// before gets the cap) and how many active windows it has had (capped).
+#[derive(Debug, Default)]
+pub struct KeyHistory {
+    keys: HashMap<(u32, u8), KeyPast>,
+}
+
+/// One key's past in [`KeyHistory`].
+#[derive(Debug)]
+struct KeyPast {
+    /// Its last active window (`u64::MAX` before the first).
+    last_seq: u64,
+    /// Active windows so far.
+    seen: u64,
+    /// Base vectors of its last [`HISTORY`] active windows, oldest first.
+    past: std::collections::VecDeque<Vec<f32>>,
+}
+
+impl KeyHistory {
+    /// `base`'s history features (one `m_`, then one `z_` per base feature, then
+    /// [`HISTORY_NAMES`]) for `key` in window `seq`; then `base` joins the key's history.
+    pub fn extend(&mut self, key: (u32, u8), seq: u64, base: &[f32]) -> Vec<f32> {
+        let e = self.keys.entry(key).or_insert_with(|| KeyPast {
+            last_seq: u64::MAX,
+            seen: 0,
+            past: Default::default(),
+        });
+        let mut out = Vec::with_capacity(2 * base.len() + HISTORY_NAMES.len());
+        let mut z = Vec::with_capacity(base.len());
+        let mut col: Vec<f32> = Vec::with_capacity(HISTORY);
+        for (i, &x) in base.iter().enumerate() {
+            col.clear();
+            col.extend(e.past.iter().map(|h| h[i]));
+            let (med, mad) = if col.is_empty() {
+                (x, 0.0)
+            } else {
+                let med = quantile(&mut col, 0.5);
+                for c in col.iter_mut() {
+                    *c = (*c - med).abs();
+                }
+                (med, quantile(&mut col, 0.5))
+            };
+            out.push(x / (med.abs() + 1e-3));
+            z.push((x - med) / (mad + 0.05 * med.abs() + 1e-3));
+        }
+        out.extend(z);
+        let idle = if e.last_seq == u64::MAX {
+            HISTORY_CAP
+        } else {
+            seq.saturating_sub(e.last_seq).min(HISTORY_CAP)
+        };
+        out.push(idle as f32);
+        out.push(e.seen.min(HISTORY_CAP) as f32);
+        e.last_seq = seq;
+        e.seen += 1;
+        if e.past.len() == HISTORY {
+            e.past.pop_front();
+        }
+        e.past.push_back(base.to_vec());
+        out
+    }
 }
 
 /// The per-window extractor of one mode (keeps the temporal state).
@@ -133,6 +218,7 @@ pub struct Extractor {
     temporal: Temporal,
     /// The per-key unit's temporal state, per (TEID, QFI).
     key_temporal: Temporal<(u32, u8)>,
+    key_history: KeyHistory,
     /// Short inter-arrival threshold of Delta-SMP (ns): the gap Kestrel's head bin would use.
     iat_short_ns: u32,
 }
@@ -149,6 +235,7 @@ impl Extractor {
             map: QfiMap::default(),
             temporal: Temporal::default(),
             key_temporal: Temporal::default(),
+            key_history: KeyHistory::default(),
             iat_short_ns,
         }
     }
@@ -186,18 +273,22 @@ impl Extractor {
             let own = match self.mode {
                 Mode::Kestrel => {
                     let qid = usize::from(self.map.qid(q));
-                    // Index 2 of the QFI's base vector: bytes of its keys.
-                    Some(kf::key_base(w, UL, qid, t, q, qx[2]))
+                    Some(kf::key_base(w, UL, qid, t, q, qx))
                 }
                 Mode::DeltaSmp => {
                     let empty = KeyCards::default();
                     let c = per_key.get(&(t, q)).unwrap_or(&empty);
-                    Some(c.features(qx[2]))
+                    Some(c.features(qx))
                 }
                 Mode::Pm => None,
             };
             let mut v = match own {
-                Some(b) => self.key_temporal.extend((t, q), b),
+                Some(b) => {
+                    let h = self.key_history.extend((t, q), w.seq, &b);
+                    let mut v = self.key_temporal.extend((t, q), b);
+                    v.extend(h);
+                    v
+                }
                 None => Vec::new(),
             };
             v.extend_from_slice(qx);
@@ -325,11 +416,19 @@ struct KeyCards {
     iat_min: u32,
     short: u64,
     nongreen: u64,
+    /// Sojourns of its postcards (for the percentile).
+    soj: Vec<f32>,
+    /// Sum and count of its non-zero gaps.
+    iat_sum: f64,
+    iat_n: u64,
 }
 
 impl KeyCards {
-    /// [`SMP_KEY_NAMES`]; `qfi_bytes` the QFI's postcard bytes.
-    fn features(&self, qfi_bytes: f32) -> Vec<f32> {
+    /// [`SMP_KEY_NAMES`]; `qfi` the QFI's base vector (teids, cards, card bytes, sojourn
+    /// mean, ... in [`base_names`] order): the key's share of its postcard bytes, its
+    /// postcards against the mean key's, its sojourn mean and max above the QFI's.
+    fn features(&self, qfi: &[f32]) -> Vec<f32> {
+        let qfi_bytes = qfi[2];
         let mean = if self.n == 0 {
             0.0
         } else {
@@ -345,6 +444,12 @@ impl KeyCards {
         } else {
             0.0
         };
+        let mean_key = if qfi[0] > 0.0 { qfi[1] / qfi[0] } else { 0.0 };
+        let rel = if mean_key > 0.0 {
+            self.n as f32 / mean_key
+        } else {
+            0.0
+        };
         vec![
             self.n as f32,
             self.bytes as f32,
@@ -354,6 +459,15 @@ impl KeyCards {
             frac(self.short, self.n),
             frac(self.nongreen, self.n),
             share,
+            rel,
+            mean - qfi[3],
+            self.soj_max - qfi[6],
+            quantile(&mut self.soj.clone(), 0.9),
+            if self.iat_n == 0 {
+                0.0
+            } else {
+                (self.iat_sum / self.iat_n as f64) as f32
+            },
         ]
     }
 }
@@ -370,7 +484,10 @@ fn smp_keys(pcs: &[Postcard], iat_short_ns: u32) -> BTreeMap<(u32, u8), KeyCards
         c.bytes += u64::from(p.len);
         c.soj_sum += p.sojourn_ns as f64;
         c.soj_max = c.soj_max.max(p.sojourn_ns as f32);
+        c.soj.push(p.sojourn_ns as f32);
         if p.iat_ns > 0 {
+            c.iat_sum += f64::from(p.iat_ns);
+            c.iat_n += 1;
             c.iat_min = c.iat_min.min(p.iat_ns);
             if p.iat_ns < iat_short_ns {
                 c.short += 1;

@@ -56,6 +56,37 @@ fn sketch_messages_round_trip_and_answer_queries_like_the_window() {
 }
 
 #[test]
+fn per_key_features_of_the_message_equal_the_window_s() {
+    // The per-key unit's features (Count-Min estimate, per-row packet counts, bin
+    // percentiles) read the same numbers from a decoded export as from the window.
+    use super::super::features::{self as f, SketchView};
+    let w = window();
+    let m = SketchMsg::of(&w, header("kestrel"), vec![]);
+    let Msg::Sketch(back) = decode(&encode(&m)).unwrap() else {
+        panic!("kind")
+    };
+    let v = f::MsgView::new(&back).unwrap();
+    assert_eq!((v.rows(), SketchView::rows(&w)), (3, 3));
+    let port = f::port_context(&w, 1);
+    let q = f::qfi_base(&w, 1, 1, 9, &[0, 1, 2, 3, 4, 5, 6], &port);
+    assert_eq!(q, f::qfi_base(&v, 1, 1, 9, &[0, 1, 2, 3, 4, 5, 6], &port));
+    for teid in 0..9 {
+        assert_eq!(v.row_packets(1, 1, teid, 9), w.row_packets(1, 1, teid, 9));
+        let rows = w.row_packets(1, 1, teid, 9);
+        assert_eq!(
+            rows[..3].iter().min(),
+            Some(&w.query(1, 1, teid, 9).packets)
+        );
+        let k = f::key_base(&w, 1, 1, teid, 9, &q);
+        assert_eq!(k.len(), f::KEY_NAMES.len());
+        assert_eq!(k, f::key_base(&v, 1, 1, teid, 9, &q), "teid {teid}");
+    }
+    // Keys 0..7 sent 7 or 8 packets each, with latencies up the bins.
+    let k = f::key_base(&w, 1, 1, 0, 9, &q);
+    assert!(k[0] >= 7.0 && k[12] > 0.0 && k[12] <= 8.0, "{k:?}");
+}
+
+#[test]
 fn counts_near_2_pow_64_give_features_not_an_overflow() {
     // Found by the kestrel_export fuzz target: a decoded message's counters summed with
     // `+` in the detectors' features overflowed (a panic in a debug build).
@@ -76,6 +107,8 @@ fn counts_near_2_pow_64_give_features_not_an_overflow() {
     assert_eq!(port[0], u64::MAX as f32);
     let f = super::super::features::qfi_base(&v, 1, 1, 9, &[0, 1, 2], &port);
     assert!(f.iter().all(|x| x.is_finite()), "{f:?}");
+    let k = super::super::features::key_base(&v, 1, 1, 0, 9, &f);
+    assert!(k.iter().all(|x| x.is_finite()), "{k:?}");
 }
 
 #[test]
