@@ -30,9 +30,9 @@ use crate::upf::prefetch::prefetch_addr;
 /// 64-bit value with memory, and `top` is a byte so that each term is one `sbb` (LLVM
 /// emits `xor`/`setb`/`sub` for the same subtraction in u64; perf/results/kestrel.md,
 /// rounds 5 and 6). The one-compare bin ([`BinTable::bin1`]) reads `pair[o][v >= a[o]]`
-/// instead: the octave's two possible bins as [`Bin8`]s, whose type tells LLVM the entry
-/// indexes an 8-bin histogram with no mask (round 12: `lea`/`sbb`/`movzx` for
-/// `sbb`/`and`/`movzx`).
+/// instead: the octave's two possible bins as `Bin8`s, whose type tells LLVM the entry
+/// indexes an 8-bin histogram with no mask (round 12: four instructions a bin instead of
+/// five).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub struct BinTable {
@@ -167,7 +167,9 @@ impl Sketcher {
     /// `BITS` is log2(width) when the caller knows it at compile time (0: `self.bits`); `CAL`
     /// whether any QID is calibrating; `ONE` whether every table finds a bin with one compare
     /// ([`BinTable::bin1`]). Returns false (nothing recorded) when `bank` has no PM slots (an
-    /// empty placeholder bank), so the caller takes the general path.
+    /// empty placeholder bank), so the caller takes the general path. Out of line (round
+    /// 12): inlined into the benchmark's loop, LLVM reloaded two of the caller's values from
+    /// the stack in every iteration of both passes.
     #[inline(never)]
     pub(super) fn burst3<const BITS: u32, const CAL: bool, const ONE: bool>(
         &self,
@@ -245,7 +247,7 @@ impl Sketcher {
         // and keeps no register for `self`.
         let seeds = self.seeds;
         // Packets recorded and skipped so far: a packet's place is their sum, so the loop
-        // keeps no index of its own (round 12: 3 loop instructions a packet instead of 7).
+        // keeps no index of its own (round 12: 4 loop instructions a packet instead of 7).
         let (mut n, mut skipped) = (0, 0);
         let len = chunk.len().min(CHUNK);
         for (s, a) in chunk[..len].iter().zip(at.iter_mut()) {
