@@ -15,7 +15,7 @@
 
 use super::bank::{spill_sketch, Bank, Pm, Sample, Sketcher, AHEAD, CHUNK, QFIS};
 use super::edges::QidEdges;
-use super::layout::{self, HotBucket, IndexHash, DIRS, EDGES, MAX_QIDS, SPILL_AT};
+use super::layout::{self, HotBucket, IndexHash, BINS, DIRS, EDGES, MAX_QIDS, SPILL_AT};
 use crate::upf::prefetch::prefetch_addr;
 
 /// The bin of a value by octave (see the module doc): per octave `o` (`[2^o, 2^(o+1))`, the
@@ -29,13 +29,45 @@ use crate::upf::prefetch::prefetch_addr;
 /// no multiply by the entry size. The edges are u64 so that `v < a` is one compare of the
 /// 64-bit value with memory, and `top` is a byte so that each term is one `sbb` (LLVM
 /// emits `xor`/`setb`/`sub` for the same subtraction in u64; perf/results/kestrel.md,
-/// rounds 5 and 6).
+/// rounds 5 and 6). The one-compare bin ([`BinTable::bin1`]) reads `pair[o][v >= a[o]]`
+/// instead: the octave's two possible bins as `Bin8`s, whose type tells LLVM the entry
+/// indexes an 8-bin histogram with no mask (round 12: four instructions a bin instead of
+/// five).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub struct BinTable {
     a: [u64; 64],
     b: [u64; 64],
     top: [u8; 64],
+    pair: [[Bin8; 2]; 64],
+}
+
+/// A histogram bin, `0..BINS`: a `u8` in memory, as an enum so that a value loaded from a
+/// table is known to be below 8 and indexes a `[u16; BINS]` with no mask or bounds test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Bin8 {
+    B0,
+    B1,
+    B2,
+    B3,
+    B4,
+    B5,
+    B6,
+    B7,
+}
+
+impl Bin8 {
+    const ALL: [Bin8; BINS] = [
+        Bin8::B0,
+        Bin8::B1,
+        Bin8::B2,
+        Bin8::B3,
+        Bin8::B4,
+        Bin8::B5,
+        Bin8::B6,
+        Bin8::B7,
+    ];
 }
 
 impl BinTable {
@@ -45,6 +77,7 @@ impl BinTable {
             a: [0; 64],
             b: [0; 64],
             top: [0; 64],
+            pair: [[Bin8::B0; 2]; 64],
         };
         for o in 0..64 {
             let lo = if o == 0 { 0u64 } else { 1 << o };
@@ -62,6 +95,10 @@ impl BinTable {
             t.a[o] = a.unwrap_or(0);
             t.b[o] = b.unwrap_or(0);
             t.top[o] = top;
+            // [below a, at or above a]; with no edge inside every value is at or above 0.
+            // (Only `bin1` reads it: exact where `b` is free.) `top` <= EDGES < BINS.
+            let below = if a.is_some() { top - 1 } else { top };
+            t.pair[o] = [Bin8::ALL[usize::from(below)], Bin8::ALL[usize::from(top)]];
         }
         Some(t)
     }
@@ -92,7 +129,7 @@ impl BinTable {
     #[inline(always)]
     pub fn bin1(&self, v: u64) -> usize {
         let o = Self::octave(v);
-        usize::from(self.top[o].wrapping_sub(u8::from(v < self.a[o])) & 7)
+        self.pair[o][usize::from(v >= self.a[o])] as usize
     }
 }
 
@@ -130,8 +167,10 @@ impl Sketcher {
     /// `BITS` is log2(width) when the caller knows it at compile time (0: `self.bits`); `CAL`
     /// whether any QID is calibrating; `ONE` whether every table finds a bin with one compare
     /// ([`BinTable::bin1`]). Returns false (nothing recorded) when `bank` has no PM slots (an
-    /// empty placeholder bank), so the caller takes the general path.
-    #[inline(always)]
+    /// empty placeholder bank), so the caller takes the general path. Out of line (round
+    /// 12): inlined into the benchmark's loop, LLVM reloaded two of the caller's values from
+    /// the stack in every iteration of both passes.
+    #[inline(never)]
     pub(super) fn burst3<const BITS: u32, const CAL: bool, const ONE: bool>(
         &self,
         bank: &mut Bank,
@@ -207,10 +246,11 @@ impl Sketcher {
         // A copy, so that the loop reads the seeds at a fixed offset from the stack pointer
         // and keeps no register for `self`.
         let seeds = self.seeds;
-        let mut n = 0;
+        // Packets recorded and skipped so far: a packet's place is their sum, so the loop
+        // keeps no index of its own (round 12: 4 loop instructions a packet instead of 7).
+        let (mut n, mut skipped) = (0, 0);
         let len = chunk.len().min(CHUNK);
-        for k in 0..len {
-            let (s, a) = (&chunk[k], &mut at[k]);
+        for (s, a) in chunk[..len].iter().zip(at.iter_mut()) {
             if s.dir < DIRS && s.qid < qids {
                 let h = hash(seeds[s.qid & (MAX_QIDS - 1)], s) as usize;
                 let sk = s.dir * qids + s.qid;
@@ -230,14 +270,52 @@ impl Sketcher {
                 *r -= 1;
                 if *r == 0 {
                     *r = u32::from(SPILL_AT);
-                    return (n, k + 1, Some(sk));
+                    return (n, n + skipped, Some(sk));
                 }
             } else {
                 *a = [u32::MAX; 3];
+                skipped += 1;
             }
         }
         (n, len, None)
     }
+}
+
+/// Per colour byte, the increment of a hot bucket's `packets` and `colour` read as one
+/// little-endian u64 (lane 0 `packets`, lanes 1-3 green, yellow, red; see
+/// [`add_packet_colour`]): `1 | 1 << 16 (1 + min(colour, 2))`, the colour clamped to red as
+/// [`Sketcher::record`] does. 256 entries so that the byte indexes it with no clamp or
+/// bounds test (round 12: 2 instructions a packet for the colour instead of 6).
+static PC_INC: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut c = 0;
+    while c < 256 {
+        let lane = 1 + if c < 2 { c } else { 2 };
+        t[c] = 1 | 1 << (16 * lane);
+        c += 1;
+    }
+    t
+};
+
+// Why the lanes of [`add_packet_colour`] never carry into each other: every lane counts at
+// most its bucket's `packets`, which is at most `SPILL_AT` (the sketch spills when its room,
+// `SPILL_AT` packets, is used up; the compare-search path spills a bucket at `SPILL_AT`),
+// and a lane holds 0..=0xffff.
+const _: () = assert!(SPILL_AT as u64 <= 0xffff);
+
+/// Add `inc` (an entry of [`PC_INC`]) to hot bucket `b`'s `packets` and `colour` as one u64:
+/// the four adjacent u16 counters (`HotBucket` offsets 16..24) are read, added and written
+/// as the lanes of one u64, which LLVM makes one 64-bit add to memory, where the counters one
+/// at a time took two 16-bit ones (round 12). Exact: no lane passes 0xffff (the const assert
+/// above), so no add carries into the next lane.
+#[inline(always)]
+fn add_packet_colour(b: &mut HotBucket, inc: u64) {
+    debug_assert!(b.packets < u16::MAX, "a hot bucket spills before it wraps");
+    let [g, y, r] = b.colour;
+    let v =
+        (u64::from(b.packets) | u64::from(g) << 16 | u64::from(y) << 32 | u64::from(r) << 48) + inc;
+    b.packets = v as u16;
+    b.colour = [(v >> 16) as u16, (v >> 32) as u16, (v >> 48) as u16];
 }
 
 /// Pass 2 of [`Sketcher::burst3`]: the bucket updates of `chunk` in packet order, each
@@ -281,15 +359,14 @@ fn update3<const CAL: bool, const ONE: bool>(
             hot[i].iat[bin(&tb.iat, s.t_ns.saturating_sub(l))] += u16::from(l != 0);
         }
         let lat = bin(&tb.lat, u64::from(s.sojourn_ns));
-        let colour = usize::from(s.colour).min(2);
+        let pc = PC_INC[usize::from(s.colour)];
         let t = s.t_ns.max(1);
         let len = u64::from(s.len);
         for i in [a0, a1, a2] {
             let b = &mut hot[i];
             b.last_seen = t;
-            b.packets += 1;
             b.bytes += len;
-            b.colour[colour] += 1;
+            add_packet_colour(b, pc);
             b.lat[lat] += 1;
         }
         if CAL && calibrating[s.qid & (MAX_QIDS - 1)] {
@@ -407,6 +484,29 @@ mod tests {
         assert!(BinTable::new(&QidEdges::DEFAULT.iat)
             .unwrap()
             .one_per_octave());
+    }
+
+    /// Each colour byte's increment adds one packet and one to its colour (red for 2 and
+    /// above, as `Sketcher::record` clamps), and a bucket with every lane one below the
+    /// spill bound takes it with no carry into a neighbouring lane.
+    #[test]
+    fn packet_colour_increment_has_no_carry() {
+        for c in 0..=u8::MAX {
+            let mut b = HotBucket::ZERO;
+            b.packets = SPILL_AT - 1;
+            b.colour = [SPILL_AT - 1; 3];
+            add_packet_colour(&mut b, PC_INC[usize::from(c)]);
+            assert_eq!(b.packets, SPILL_AT);
+            let hit = usize::from(c.min(2));
+            for (k, &n) in b.colour.iter().enumerate() {
+                let want = if k == hit { SPILL_AT } else { SPILL_AT - 1 };
+                assert_eq!(n, want, "colour byte {c}, lane {k}");
+            }
+            let mut z = HotBucket::ZERO;
+            add_packet_colour(&mut z, PC_INC[usize::from(c)]);
+            assert_eq!((z.packets, z.colour.iter().sum::<u16>()), (1, 1));
+            assert_eq!(z.colour[hit], 1);
+        }
     }
 
     #[test]
