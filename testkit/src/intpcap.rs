@@ -2,6 +2,7 @@
 //! pcap files through `peregrine run`'s `int` pipeline (control/tests int_pcap.rs,
 //! dta_int_feed.rs) share: the node's config and the IPv6/UDP frames they replay.
 
+use crate::daemon::PCAP_ONE_PORT;
 use crate::frames::ipv6_udp;
 use std::net::Ipv6Addr;
 
@@ -10,22 +11,15 @@ pub const PORT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 /// The frames' source MAC.
 pub const PEER_MAC: [u8; 6] = [2, 0, 0, 0, 9, 9];
 
-/// The node's config: port `p` replaying `rx` (timed) into `tx`, pipeline `int`
-/// (promiscuous), `fd00::/16` routed back out of `p`; `int` is the `[int]` section's lines
-/// and `extra` anything after them (e.g. a `[dta]` section).
+/// The node's config: [`PCAP_ONE_PORT`] with port `p` replaying `rx` (timed) into `tx`,
+/// pipeline `int` (promiscuous), `fd00::/16` routed back out of `p`; `int` is the `[int]`
+/// section's lines and `extra` anything after them (e.g. a `[dta]` section).
 pub fn config(rx: &str, tx: &str, int: &str, extra: &str) -> String {
+    let ports = PCAP_ONE_PORT
+        .replace("\"in.pcap\"", &format!("\"{rx}\""))
+        .replace("\"out.pcap\"", &format!("\"{tx}\""));
     format!(
-        r#"
-[backend]
-kind = "pcap"
-replay = "timed"
-
-[[port]]
-name = "p"
-mac = "02:00:00:00:00:01"
-rx = "{rx}"
-tx = "{tx}"
-
+        r#"{ports}
 [pipeline]
 kind = "int"
 promiscuous = true
