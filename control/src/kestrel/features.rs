@@ -358,12 +358,33 @@ pub const KEY_NAMES: [&str; 14] = [
     "k_iatbin",
 ];
 
+/// The index of `name` in `names`, evaluated at compile time where a const needs it (a
+/// name not in the list fails the build): how per-key features read their QFI's base vector
+/// by name, so a change of the vector's order cannot silently shift what they read.
+pub const fn name_index(names: &[&str], name: &str) -> usize {
+    let mut i = 0;
+    while i < names.len() {
+        let (a, b) = (names[i].as_bytes(), name.as_bytes());
+        if a.len() == b.len() {
+            let mut j = 0;
+            while j < a.len() && a[j] == b[j] {
+                j += 1;
+            }
+            if j == a.len() {
+                return i;
+            }
+        }
+        i += 1;
+    }
+    panic!("feature name not in the list")
+}
+
 /// Indices in the per-QFI base vector ([`BASE_NAMES`]) that [`key_base`] reads.
-const Q_TEIDS: usize = 0;
-const Q_PKTS: usize = 1;
-const Q_BYTES: usize = 2;
-const Q_TAIL_MEAN: usize = 3;
-const Q_LATBIN_MEAN: usize = 11;
+const Q_TEIDS: usize = name_index(&BASE_NAMES, "teids");
+const Q_PKTS: usize = name_index(&BASE_NAMES, "pkts");
+const Q_BYTES: usize = name_index(&BASE_NAMES, "bytes");
+const Q_TAIL_MEAN: usize = name_index(&BASE_NAMES, "tail_mean");
+const Q_LATBIN_MEAN: usize = name_index(&BASE_NAMES, "latbin_mean");
 
 /// The base features of one (TEID, QFI) key in (dir, qid): its own Count-Min estimate
 /// (minimum over the rows per field, as the collector's per-key query answers), its share of
@@ -446,5 +467,33 @@ impl<K: std::hash::Hash + Eq + Copy> Temporal<K> {
             *e = 0.9 * *e + 0.1 * x;
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_index_finds_the_whole_name_only() {
+        assert_eq!(name_index(&["tail", "tail_mean", "t"], "t"), 2);
+        assert_eq!(name_index(&["tail", "tail_mean", "t"], "tail_mean"), 1);
+        // The indices `key_base` reads are the names they say.
+        let at = |i: usize| BASE_NAMES[i];
+        assert_eq!(
+            [
+                at(Q_TEIDS),
+                at(Q_PKTS),
+                at(Q_BYTES),
+                at(Q_TAIL_MEAN),
+                at(Q_LATBIN_MEAN)
+            ],
+            ["teids", "pkts", "bytes", "tail_mean", "latbin_mean"]
+        );
+        // Where the hand-written indices were (0, 1, 2, 3, 11): the vector is unchanged.
+        assert_eq!(
+            [Q_TEIDS, Q_PKTS, Q_BYTES, Q_TAIL_MEAN, Q_LATBIN_MEAN],
+            [0, 1, 2, 3, 11]
+        );
     }
 }

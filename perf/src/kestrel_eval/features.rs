@@ -53,28 +53,38 @@ fn quantile(v: &mut [f32], q: f64) -> f32 {
     v[i]
 }
 
+/// Names of Delta-SMP's per-QFI base features (from the QFI's postcards).
+const SMP_BASE_NAMES: [&str; 16] = [
+    "teids",
+    "cards",
+    "card_bytes",
+    "soj_mean",
+    "soj_p90",
+    "soj_max",
+    "keymax_mean",
+    "keymax_max",
+    "iat_min_mean",
+    "iat_min_min",
+    "iat_short",
+    "nongreen",
+    "cards_per_key_max",
+    "port_cards",
+    "port_soj_p90",
+    "port_soj_mean",
+];
+
+/// Indices in Delta-SMP's per-QFI base vector that [`KeyCards::features`] reads.
+const S_TEIDS: usize = kf::name_index(&SMP_BASE_NAMES, "teids");
+const S_CARDS: usize = kf::name_index(&SMP_BASE_NAMES, "cards");
+const S_CARD_BYTES: usize = kf::name_index(&SMP_BASE_NAMES, "card_bytes");
+const S_SOJ_MEAN: usize = kf::name_index(&SMP_BASE_NAMES, "soj_mean");
+const S_KEYMAX_MEAN: usize = kf::name_index(&SMP_BASE_NAMES, "keymax_mean");
+
 /// Names of the per-QFI base features of each mode (before the temporal ones).
 pub fn base_names(mode: Mode) -> Vec<String> {
     let v: Vec<&str> = match mode {
         Mode::Kestrel => kf::BASE_NAMES.to_vec(),
-        Mode::DeltaSmp => vec![
-            "teids",
-            "cards",
-            "card_bytes",
-            "soj_mean",
-            "soj_p90",
-            "soj_max",
-            "keymax_mean",
-            "keymax_max",
-            "iat_min_mean",
-            "iat_min_min",
-            "iat_short",
-            "nongreen",
-            "cards_per_key_max",
-            "port_cards",
-            "port_soj_p90",
-            "port_soj_mean",
-        ],
+        Mode::DeltaSmp => SMP_BASE_NAMES.to_vec(),
         Mode::Pm => vec![
             "pkts",
             "bytes",
@@ -426,9 +436,10 @@ struct KeyCards {
 impl KeyCards {
     /// [`SMP_KEY_NAMES`]; `qfi` the QFI's base vector (teids, cards, card bytes, sojourn
     /// mean, ... in [`base_names`] order): the key's share of its postcard bytes, its
-    /// postcards against the mean key's, its sojourn mean and max above the QFI's.
+    /// postcards against the mean key's, its sojourn mean above the QFI's and its sojourn
+    /// max above the QFI's mean per-key max.
     fn features(&self, qfi: &[f32]) -> Vec<f32> {
-        let qfi_bytes = qfi[2];
+        let qfi_bytes = qfi[S_CARD_BYTES];
         let mean = if self.n == 0 {
             0.0
         } else {
@@ -444,7 +455,11 @@ impl KeyCards {
         } else {
             0.0
         };
-        let mean_key = if qfi[0] > 0.0 { qfi[1] / qfi[0] } else { 0.0 };
+        let mean_key = if qfi[S_TEIDS] > 0.0 {
+            qfi[S_CARDS] / qfi[S_TEIDS]
+        } else {
+            0.0
+        };
         let rel = if mean_key > 0.0 {
             self.n as f32 / mean_key
         } else {
@@ -460,8 +475,8 @@ impl KeyCards {
             frac(self.nongreen, self.n),
             share,
             rel,
-            mean - qfi[3],
-            self.soj_max - qfi[6],
+            mean - qfi[S_SOJ_MEAN],
+            self.soj_max - qfi[S_KEYMAX_MEAN],
             quantile(&mut self.soj.clone(), 0.9),
             if self.iat_n == 0 {
                 0.0
