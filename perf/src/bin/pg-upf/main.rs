@@ -377,6 +377,25 @@ fn parse_case(s: &str) -> (Option<Dir>, usize, usize) {
     )
 }
 
+/// The bench fridge's sampling probability: 1/16, or `PG_UPF_FRIDGE_P` when set; a value
+/// that is not a probability in (0, 1] is refused (exit 2), not replaced by the default.
+fn fridge_p() -> f64 {
+    match std::env::var("PG_UPF_FRIDGE_P") {
+        Err(std::env::VarError::NotPresent) => 1.0 / 16.0,
+        Ok(v) => match v.parse::<f64>() {
+            Ok(p) if p > 0.0 && p <= 1.0 => p,
+            _ => {
+                eprintln!("pg-upf: PG_UPF_FRIDGE_P={v:?} is not a probability in (0, 1]");
+                std::process::exit(2)
+            }
+        },
+        Err(e) => {
+            eprintln!("pg-upf: PG_UPF_FRIDGE_P: {e}");
+            std::process::exit(2)
+        }
+    }
+}
+
 /// The fridge slices of the `+fridge` cases: the uplink frames are UDP to port 53 with a
 /// zeroed payload, i.e. DNS queries (QR = 0), so the `dns` slice inserts with p = 1/16 and
 /// looks up nothing; a `tcp_handshake` slice sees no TCP. Every packet is matched.
@@ -393,10 +412,7 @@ fn fridge_spec() -> StageSpec {
         peers: vec![],
         fridges: vec![FridgeSpec {
             m: 4096,
-            p: std::env::var("PG_UPF_FRIDGE_P")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(1.0 / 16.0),
+            p: fridge_p(),
         }],
     };
     StageSpec {

@@ -104,7 +104,14 @@ pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
     let mut tap_spent = Duration::ZERO;
     // `PG_UPF_STAGE_SPLIT=1`: each stage timed on its own (a clock read between stages),
     // printed after the total; the stages run as `Pipeline::run` runs them, in order.
-    let split = std::env::var_os("PG_UPF_STAGE_SPLIT").is_some_and(|v| v == "1");
+    let split = match std::env::var_os("PG_UPF_STAGE_SPLIT") {
+        None => false,
+        Some(v) if v == "0" || v == "1" => v == "1",
+        Some(v) => {
+            eprintln!("pg-upf: PG_UPF_STAGE_SPLIT={v:?}: 0 or 1");
+            std::process::exit(2)
+        }
+    };
     let mut each = vec![Duration::ZERO; stages.len()];
     let mut pipe: Pipeline<OwnedBuf> =
         Pipeline::new(if split { vec![] } else { stages.split_off(0) });
