@@ -37,13 +37,19 @@ fn window() -> Window {
     a.flush(0).remove(0)
 }
 
+/// `m` encoded and decoded, which must give a sketch message back.
+fn sketch_round_trip(m: &SketchMsg) -> SketchMsg {
+    let Msg::Sketch(back) = decode(&encode(m)).unwrap() else {
+        panic!("a sketch message decodes as another kind")
+    };
+    back
+}
+
 #[test]
 fn sketch_messages_round_trip_and_answer_queries_like_the_window() {
     let w = window();
     let m = SketchMsg::of(&w, header("kestrel"), vec![]);
-    let Msg::Sketch(back) = decode(&encode(&m)).unwrap() else {
-        panic!("kind")
-    };
+    let back = sketch_round_trip(&m);
     assert_eq!(back, m);
     assert_eq!(back.sketches.len(), 1, "empty sketches are left out");
     for teid in 0..7 {
@@ -62,9 +68,7 @@ fn per_key_features_of_the_message_equal_the_window_s() {
     use super::super::features::{self as f, SketchView};
     let w = window();
     let m = SketchMsg::of(&w, header("kestrel"), vec![]);
-    let Msg::Sketch(back) = decode(&encode(&m)).unwrap() else {
-        panic!("kind")
-    };
+    let back = sketch_round_trip(&m);
     let v = f::MsgView::new(&back).unwrap();
     assert_eq!((v.rows(), SketchView::rows(&w)), (3, 3));
     let port = f::port_context(&w, 1);
@@ -142,9 +146,7 @@ fn crc32_layouts_travel_with_their_hash_name() {
     drop(tap);
     let w = a.flush(0).remove(0);
     let m = SketchMsg::of(&w, header("kestrel"), vec![]);
-    let Msg::Sketch(back) = decode(&encode(&m)).unwrap() else {
-        panic!("kind")
-    };
+    let back = sketch_round_trip(&m);
     for teid in 0..5 {
         assert_eq!(back.query(0, 1, teid, 9), Some(w.query(0, 1, teid, 9)));
         assert_eq!(w.query(0, 1, teid, 9).packets, 4);
