@@ -94,11 +94,11 @@ pub struct Bank {
     /// sketch spills ([`spill_sketch`]) and this is [`SPILL_AT`] again, so no hot bucket
     /// (whose counters are each at most its sketch's packets) can wrap.
     pub(super) hot_room: [u32; DIRS * MAX_QIDS],
-    /// The d = 3 kernel's scratch: pass 1's bucket indices of a chunk, [`AHEAD`] entries
-    /// past it that stay 0 (pass 2 prefetches them with no test). Kept here, not on the
-    /// kernel's stack, so that a burst does not zero it (a 432-byte `memset` a chunk;
-    /// perf/results/kestrel.md, round 11). Entries past a short chunk are stale indices
-    /// of an earlier one: pass 2 only prefetches those, a hint, never a dereference.
+    /// The d = 3 kernel's scratch: pass 1's bucket indices of a chunk, and [`AHEAD`] more
+    /// entries that pass 2 prefetches with no test. Kept here, not on the kernel's stack, so
+    /// that a burst does not zero it (a 432-byte `memset` a chunk; perf/results/kestrel.md,
+    /// round 11): entries past the current chunk hold 0 or an earlier chunk's indices, which
+    /// pass 2 only prefetches (a hint, never a dereference).
     pub(super) at: [[u32; 3]; CHUNK + AHEAD],
 }
 
