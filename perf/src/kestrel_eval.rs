@@ -124,6 +124,9 @@ pub struct Row {
     pub x: Vec<f32>,
     /// Detector probabilities, when models were given (in `KINDS` order).
     pub score: [f64; 4],
+    /// The same detectors' margins (log-odds), for the "any anomaly" score
+    /// (`peregrine_control::kestrel::combine`).
+    pub margin: [f64; 4],
 }
 
 /// Which unit a row set, a model or a score is for.
@@ -256,6 +259,7 @@ pub fn collect(
                     label: labels.qfi.get(q).copied().unwrap_or(0),
                     x: x.clone(),
                     score: [0.0; 4],
+                    margin: [0.0; 4],
                 })
                 .collect();
             let mode = e.mode;
@@ -263,7 +267,8 @@ pub fn collect(
                 if let Some(ms) = det.and_then(|d| d.get(&unit)).and_then(|d| d.get(&mode)) {
                     for r in rows.iter_mut() {
                         for (k, m) in ms.iter().enumerate() {
-                            r.score[k] = m.predict(&r.x);
+                            r.margin[k] = m.margin(&r.x);
+                            r.score[k] = gbt::probability(r.margin[k]);
                         }
                     }
                 }
@@ -295,6 +300,7 @@ pub fn collect(
                     label,
                     x,
                     score: [0.0; 4],
+                    margin: [0.0; 4],
                 });
             }
             if det.is_some() {

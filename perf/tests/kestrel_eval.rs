@@ -77,6 +77,20 @@ fn quick_evaluation_end_to_end_on_held_out_runs() {
     assert_eq!((tr.len(), te.len()), (5, 5));
     assert!(tr.iter().all(|x| !te.contains(x)), "test runs are held out");
     assert!(s["max_pred_diff"].as_f64().unwrap() <= 1e-6);
+    // The mixed score: each mode's combination was fitted and chosen on the training runs'
+    // out-of-fold predictions (its any-anomaly check vectors are within max_pred_diff).
+    for m in ["kestrel", "delta_smp", "pm"] {
+        let c = &s["combination"][m];
+        let chosen = c["chosen"].as_str().unwrap();
+        let tried = c["oof_auprc"].as_object().unwrap();
+        assert_eq!(tried.len(), 3, "{m}: {tried:?}");
+        let best = tried
+            .values()
+            .map(|v| v.as_f64().unwrap())
+            .fold(0.0, f64::max);
+        assert_eq!(tried[chosen].as_f64().unwrap(), best, "{m}: {chosen}");
+        assert_eq!(c["calibration"].as_object().unwrap().len(), 4, "{m}");
+    }
     assert_eq!(s["test_windows"].as_u64().unwrap(), 5 * 200);
     for m in ["kestrel", "delta_smp", "pm"] {
         for sc in [

@@ -9,8 +9,9 @@
 //!
 //! I/O-free: the feature publishes the alarms (ZeroMQ PUB, the log, Prometheus).
 
+use super::combine::{AnyScore, Combine, Platt};
 use super::features::{self, MsgView, SketchView, Temporal};
-use super::gbt::Model;
+use super::gbt::{probability, Model};
 use super::keys::SessionKeys;
 use peregrine_dataplane::qos::QfiMap;
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,9 @@ pub struct DetectorConf {
     pub model: String,
     /// Alarm when the probability is at least this, in (0, 1).
     pub threshold: f64,
+    /// Platt scaling `[a, b]` of the probability in the "any anomaly" score
+    /// ([`super::combine`]; default: none). Alarms compare the model's own probability.
+    pub calibration: Option<[f64; 2]>,
 }
 
 /// `[kestrel.detect]`.
@@ -54,6 +58,10 @@ pub struct DetectConf {
     pub dir: String,
     /// The QFIs scored (default: every QFI the sessions have keys for in `dir`).
     pub qfis: Option<Vec<u8>>,
+    /// How the detectors' calibrated probabilities make the "any anomaly" score of a QFI
+    /// (`max` or `noisy_or`, [`super::combine::Combine`]; default `max`), published as the
+    /// score of detector `any`.
+    pub combine: Option<String>,
     #[serde(rename = "detector")]
     pub detectors: Vec<DetectorConf>,
 }
@@ -76,6 +84,9 @@ impl DetectConf {
         if self.detectors.is_empty() {
             return Err("detector: at least one [[kestrel.detect.detector]]".into());
         }
+        if let Some(c) = &self.combine {
+            Combine::parse(c)?;
+        }
         if let Some(q) = self.qfis.as_ref().and_then(|v| v.iter().find(|&&q| q > 63)) {
             return Err(format!("qfis: QFI {q} is out of range (0..=63)"));
         }
@@ -96,6 +107,9 @@ impl DetectConf {
                     "{at}.threshold: {} is not a probability in (0, 1)",
                     d.threshold
                 ));
+            }
+            if let Some(ab) = d.calibration {
+                Platt::new(ab).map_err(|e| format!("{at}.{e}"))?;
             }
         }
         Ok(dir)
@@ -133,7 +147,7 @@ pub struct DetectStats {
     /// (detector, QFI) -> alarms.
     #[serde(skip)]
     pub alarms: BTreeMap<(String, u8), u64>,
-    /// Latest probability per (detector, QFI).
+    /// Latest probability per (detector, QFI); detector [`ANY`]: the "any anomaly" score.
     #[serde(skip)]
     pub last_score: BTreeMap<(String, u8), f64>,
     /// Feature extraction plus inference, per window: total and largest, seconds.
@@ -148,12 +162,16 @@ struct Loaded {
     threshold: f64,
 }
 
+/// The detector name under which the "any anomaly" score is published.
+pub const ANY: &str = "any";
+
 /// The loaded detectors and their per-QFI temporal state.
 pub struct Detector {
     dir: u8,
     qfis: Option<Vec<u8>>,
     map: QfiMap,
     models: Vec<Loaded>,
+    any: AnyScore,
     temporal: Temporal,
     pub stats: DetectStats,
 }
@@ -174,12 +192,24 @@ impl std::fmt::Debug for Detector {
 impl Detector {
     /// Load and check the models `c` names (paths relative to `base`). Refused, with the
     /// detector and the problem named: an unknown kind or direction, a kind twice, a
-    /// threshold outside (0, 1), a model file that cannot be read, is not an XGBoost
+    /// threshold outside (0, 1), a calibration that is not finite or would reverse the
+    /// ranking, an unknown combination, a model file that cannot be read, is not an XGBoost
     /// `binary:logistic` model, or was trained on another feature vector (length or names).
     pub fn load(c: &DetectConf, base: &Path) -> Result<Detector, String> {
         let dir = c.check()?;
         let names = features::names();
         let mut models = Vec::new();
+        let any = AnyScore {
+            platt: c
+                .detectors
+                .iter()
+                .map(|d| d.calibration.map_or(Ok(Platt::IDENTITY), Platt::new))
+                .collect::<Result<_, _>>()?,
+            combine: c
+                .combine
+                .as_deref()
+                .map_or(Ok(Combine::Max), Combine::parse)?,
+        };
         for (i, d) in c.detectors.iter().enumerate() {
             let at = format!("detector[{i}] ({})", d.kind);
             let path = base.join(&d.model);
@@ -216,6 +246,7 @@ impl Detector {
             qfis: c.qfis.clone(),
             map: QfiMap::default(),
             models,
+            any,
             temporal: Temporal::default(),
             stats: DetectStats::default(),
         })
@@ -265,8 +296,10 @@ impl Detector {
             let teids = keys.teids(self.dir, q);
             let base = features::qfi_base(v, dir, usize::from(qid), q, teids, &port);
             let x = self.temporal.extend(q, base);
-            for m in &self.models {
-                let p = m.model.predict(&x);
+            let mut margins = [0f64; KINDS.len()];
+            for (m, z) in self.models.iter().zip(&mut margins) {
+                *z = m.model.margin(&x);
+                let p = probability(*z);
                 self.stats.last_score.insert((m.kind.clone(), q), p);
                 if p >= m.threshold {
                     *self.stats.alarms.entry((m.kind.clone(), q)).or_default() += 1;
@@ -286,6 +319,8 @@ impl Detector {
                     });
                 }
             }
+            let any = self.any.of_margins(&margins[..self.models.len()]);
+            self.stats.last_score.insert((ANY.into(), q), any);
         }
         let dt = t0.elapsed().as_secs_f64();
         let s = &mut self.stats;
@@ -370,6 +405,17 @@ mod tests {
         assert!(c.check().unwrap_err().contains("QFI 70"));
         let c: DetectConf = toml::from_str("detector = []").unwrap();
         assert!(c.check().unwrap_err().contains("at least one"));
+        let one = "[[detector]]\nkind = \"microburst\"\nmodel = \"m.json\"\nthreshold = 0.5\n";
+        let c: DetectConf = toml::from_str(&format!("combine = \"mean\"\n{one}")).unwrap();
+        assert!(c.check().unwrap_err().contains("`mean`"));
+        let c: DetectConf = toml::from_str(&format!("{one}calibration = [0.0, 1.0]\n")).unwrap();
+        let e = c.check().unwrap_err();
+        assert!(e.contains("detector[0]") && e.contains("a > 0"), "{e}");
+        let c: DetectConf = toml::from_str(&format!(
+            "combine = \"noisy_or\"\n{one}calibration = [0.9, -0.5]\n"
+        ))
+        .unwrap();
+        assert_eq!(c.check(), Ok(0));
         assert!(toml::from_str::<DetectConf>("detector = []\nextra = 1").is_err());
     }
 }

@@ -220,7 +220,7 @@ fn key_f(b: &SumBucket) -> KeyF {
 }
 
 /// Names of the per-QFI base features (before the temporal ones), in vector order.
-pub const BASE_NAMES: [&str; 29] = [
+pub const BASE_NAMES: [&str; 31] = [
     "teids",
     "pkts",
     "bytes",
@@ -250,6 +250,8 @@ pub const BASE_NAMES: [&str; 29] = [
     "port_bytes",
     "port_tail",
     "port_head",
+    "port_latbin",
+    "port_tail2",
 ];
 
 /// Every feature name of `base`: the base names, then `d_` (change from the previous
@@ -266,10 +268,18 @@ pub fn names() -> Vec<String> {
     with_temporal(&BASE_NAMES)
 }
 
+/// Length of the port context ([`port_context`]).
+pub const PORT_LEN: usize = 6;
+
 /// The port context of direction `dir`: every queue's row-0 totals (packets, bytes, latency
-/// tail fraction, inter-arrival head fraction).
-pub fn port_context(v: &impl SketchView, dir: usize) -> [f32; 4] {
+/// tail fraction, inter-arrival head fraction, then the latency location of the whole port:
+/// its mean latency bin and the fraction in its top two latency bins, over the sum of the
+/// queues' latency histograms; the port-wide counterpart of Delta-SMP's port sojourn mean
+/// and of 3GPP-PM's port delay: cross traffic competing for the shaped port moves every
+/// queue's latency at once).
+pub fn port_context(v: &impl SketchView, dir: usize) -> [f32; PORT_LEN] {
     let (mut pp, mut pb, mut pt, mut pl, mut ph, mut pi) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut lat = [0u64; BINS];
     for qid in 0..v.qids() {
         let s = v.row_sum(dir, qid, 0);
         pp = pp.saturating_add(s.packets);
@@ -278,8 +288,18 @@ pub fn port_context(v: &impl SketchView, dir: usize) -> [f32; 4] {
         pl = pl.saturating_add(total(s.lat));
         ph = ph.saturating_add(s.iat[0]);
         pi = pi.saturating_add(total(s.iat));
+        for (a, &b) in lat.iter_mut().zip(&s.lat) {
+            *a = a.saturating_add(b);
+        }
     }
-    [pp as f32, pb as f32, frac(pt, pl), frac(ph, pi)]
+    [
+        pp as f32,
+        pb as f32,
+        frac(pt, pl),
+        frac(ph, pi),
+        mean_bin(&lat),
+        frac(lat[BINS - 1].saturating_add(lat[BINS - 2]), pl),
+    ]
 }
 
 /// The base features of QFI `qfi` (queue `qid`) in direction `dir`, over its keys `teids`.
@@ -289,7 +309,7 @@ pub fn qfi_base(
     qid: usize,
     qfi: u8,
     teids: &[u32],
-    port: &[f32; 4],
+    port: &[f32; PORT_LEN],
 ) -> Vec<f32> {
     let mut ks: Vec<KeyF> = Vec::with_capacity(teids.len());
     for &t in teids {

@@ -169,6 +169,11 @@ impl Model {
 
     /// The probability of the positive class.
     pub fn predict(&self, x: &[f32]) -> f64 {
-        1.0 / (1.0 + (-self.margin(x)).exp())
+        probability(self.margin(x))
     }
+}
+
+/// The logistic link: the probability of a margin (what [`Model::predict`] returns).
+pub fn probability(margin: f64) -> f64 {
+    1.0 / (1.0 + (-margin).exp())
 }

@@ -11,6 +11,7 @@
 pub mod api;
 pub mod binning;
 pub mod collector;
+pub mod combine;
 mod config;
 pub mod detect;
 pub mod drift;
@@ -750,7 +751,7 @@ fn detect_metrics(e: &mut Exposition, d: &detect::DetectStats, alarm_errors: u64
     e.family(
         "peregrine_kestrel_detector_score",
         Kind::Gauge,
-        "The latest window's probability, by detector and QFI.",
+        "The latest window's probability, by detector and QFI (detector `any`: the any-anomaly score).",
     );
     for ((k, q), p) in &d.last_score {
         let qs = q.to_string();

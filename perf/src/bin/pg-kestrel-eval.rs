@@ -488,7 +488,25 @@ fn report(
         sm.kestrel_dense_mbps,
         sm.kestrel_dense_mbps / se
     )?;
-    writeln!(w, "Mixed AUPRC is for \"any anomaly\" with the largest of the four detectors' probabilities as the score; F1 for the alarm \"any detector at or over its threshold\". Per detector on the mixed runs (its own anomaly's labels):\n")?;
+    writeln!(
+        w,
+        "Mixed AUPRC is for \"any anomaly\" with the mode's any-anomaly score: each detector's \
+         probability calibrated by Platt scaling (sigmoid(a x margin + b), a and b fitted by \
+         logistic regression on its out-of-fold probabilities over the training runs), then \
+         combined by the largest or the noisy-OR (1 - prod(1 - p)); of the largest raw \
+         probability (the score before 2026-11-29), the largest and the noisy-OR of the \
+         calibrated ones, the one with the best out-of-fold any-anomaly AUPRC over all the \
+         training runs is used, the same rule for every mode and unit, fitted on the training \
+         runs only (perf/scripts/kestrel_train.py; the daemon computes the same score online, \
+         `peregrine_control::kestrel::combine`). F1 for the alarm \"any detector at or over \
+         its threshold\" (unchanged by the calibration). Chosen, with the out-of-fold AUPRC of \
+         raw max / calibrated max / calibrated noisy-OR: {}.\n",
+        combination_text(&sm.combination)
+    )?;
+    writeln!(
+        w,
+        "Per detector on the mixed runs (its own anomaly's labels):\n"
+    )?;
     writeln!(
         w,
         "| mode | microburst | congestion | contention | policy abuse |"
@@ -553,6 +571,26 @@ fn report(
     Ok(())
 }
 
+/// The any-anomaly combination chosen per mode, with the out-of-fold AUPRC of each tried.
+fn combination_text(c: &serde_json::Value) -> String {
+    MODES
+        .iter()
+        .map(|m| {
+            let x = &c[m.name()];
+            let o = |n: &str| x["oof_auprc"][n].as_f64().unwrap_or(f64::NAN);
+            format!(
+                "{} {} ({:.3} / {:.3} / {:.3})",
+                m.label(),
+                x["chosen"].as_str().unwrap_or("?").replace('_', " "),
+                o("raw_max"),
+                o("platt_max"),
+                o("platt_noisy_or")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// A time-to-first-detection table (median seconds, detected / episodes) per anomaly kind.
 fn ttfd_table(w: &mut String, t: &HashMap<String, HashMap<String, Ttfd>>) -> std::fmt::Result {
     writeln!(
@@ -599,8 +637,12 @@ fn key_section(w: &mut String, k: &KeySummary) -> std::fmt::Result {
          of a QFI gets the same score). Detectors trained separately on this unit (XGBoost, \
          hist, same rounds and depth), on the same training runs with one in {} negative key \
          rows kept and weighted by {} ({} training rows per mode); thresholds best F1 on \
-         weighted out-of-fold predictions.\n",
-        k.neg_every, k.neg_every, k.train_rows
+         weighted out-of-fold predictions. Mixed: the any-anomaly score as per QFI, fitted and \
+         chosen on this unit's (weighted) out-of-fold predictions: {}.\n",
+        k.neg_every,
+        k.neg_every,
+        k.train_rows,
+        combination_text(&k.combination)
     )?;
     writeln!(
         w,

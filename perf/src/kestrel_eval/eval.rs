@@ -8,6 +8,7 @@ use super::metrics::{auprc, f1_at, pr_curve};
 use super::scenario::{Kind, Scenario, KINDS, S};
 use super::{collect, Detectors, EvalCfg, Row, RunOut, Unit};
 use crate::fridge_eval::runs::par_map;
+use peregrine_control::kestrel::combine::{AnyScore, Combine, Platt};
 use peregrine_dataplane::telemetry::kestrel::EdgeSet;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -25,6 +26,10 @@ pub const SCENARIOS: [Scenario; 5] = [
 
 /// Thresholds per mode and anomaly kind (by name).
 pub type Thresholds = HashMap<String, HashMap<String, f64>>;
+
+/// The "any anomaly" score per mode (by name): the detectors' calibrations and their
+/// combination, fitted and chosen on the training runs (`kestrel_train.py`).
+pub type AnyScores = HashMap<String, AnyScore>;
 
 /// Seeds: training and test runs never share one.
 pub fn train_seed(s: usize, i: usize) -> u64 {
@@ -55,7 +60,8 @@ pub struct Ttfd {
 /// Everything one evaluation measured, per mode.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Summary {
-    /// `scores[mode][scenario]`; "mixed" is any-anomaly with the max of the four detectors.
+    /// `scores[mode][scenario]`; "mixed" is any-anomaly with the mode's "any anomaly" score
+    /// (`peregrine_control::kestrel::combine`).
     pub scores: HashMap<String, HashMap<String, Score>>,
     /// Per detector on the mixed runs' own labels.
     pub mixed_per_kind: HashMap<String, HashMap<String, Score>>,
@@ -66,6 +72,9 @@ pub struct Summary {
     /// Median and interquartile range of the per-window collector time, ms.
     pub collector_ms: HashMap<String, (f64, f64, f64)>,
     pub thresholds: HashMap<String, HashMap<String, f64>>,
+    /// The "any anomaly" score per mode: the calibrations, the combinations tried and their
+    /// out-of-fold AUPRC over the training runs, the one chosen (thresholds.json).
+    pub combination: serde_json::Value,
     /// Largest |Rust - Python| probability over the check vectors.
     pub max_pred_diff: f64,
     pub offered_gbps: f64,
@@ -94,6 +103,7 @@ pub struct KeySummary {
     pub scores: HashMap<String, HashMap<String, Score>>,
     pub mixed_per_kind: HashMap<String, HashMap<String, Score>>,
     pub thresholds: HashMap<String, HashMap<String, f64>>,
+    pub combination: serde_json::Value,
     /// Extra collector time per window for the per-key vectors and inference, ms (median,
     /// lower and upper quartile).
     pub collector_ms: HashMap<String, (f64, f64, f64)>,
@@ -173,13 +183,9 @@ pub fn check_model(m: &Model, csv: &str) -> Result<f64, String> {
     Ok(worst)
 }
 
-/// Train with `perf/scripts/kestrel_train.py`, load and check the models.
-pub fn train(
-    dir: &Path,
-    modes: &[Mode],
-    runs: &[RunOut],
-    unit: Unit,
-) -> Result<(Detectors, Thresholds, f64), String> {
+/// Train with `perf/scripts/kestrel_train.py`, load and check the models and the "any
+/// anomaly" scores.
+pub fn train(dir: &Path, modes: &[Mode], runs: &[RunOut], unit: Unit) -> Result<Trained, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let px = prefix(unit);
     for &m in modes {
@@ -213,6 +219,7 @@ pub fn train(
     .map_err(|e| format!("thresholds.json: {e}"))?;
     let mut det = Detectors::new();
     let mut thr = Thresholds::new();
+    let mut anys = AnyScores::new();
     let mut worst = 0f64;
     for &m in modes {
         let mut v = Vec::new();
@@ -237,9 +244,77 @@ pub fn train(
                 .or_default()
                 .insert(k.name().into(), t);
         }
+        let any = any_score_of(&th, m.name())?;
+        let base = format!("{px}{}-any", m.name());
+        let check = std::fs::read_to_string(dir.join(format!("check-{base}.csv")))
+            .map_err(|e| format!("check-{base}.csv: {e}"))?;
+        let d = check_any(&v, &any, &check)?;
+        if d > 1e-6 {
+            return Err(format!("{base}: Rust and Python differ by {d:e} > 1e-6"));
+        }
+        worst = worst.max(d);
+        anys.insert(m.name().into(), any);
         det.insert(m, v);
     }
-    Ok((det, thr, worst))
+    let combination = th.get("combination").cloned().unwrap_or_default();
+    Ok(Trained {
+        det,
+        thr,
+        any: anys,
+        combination,
+        max_diff: worst,
+    })
+}
+
+/// What [`train`] returns: the detectors, their thresholds, the "any anomaly" score per mode
+/// (and the thresholds file's `combination`: what was tried and chosen), and the largest
+/// Rust-Python difference over the check vectors.
+#[derive(Debug)]
+pub struct Trained {
+    pub det: Detectors,
+    pub thr: Thresholds,
+    pub any: AnyScores,
+    pub combination: serde_json::Value,
+    pub max_diff: f64,
+}
+
+/// The "any anomaly" score of `mode` in a thresholds file's `combination`.
+pub fn any_score_of(th: &serde_json::Value, mode: &str) -> Result<AnyScore, String> {
+    let c = th
+        .pointer(&format!("/combination/{mode}"))
+        .ok_or(format!("thresholds.json: no combination for {mode}"))?;
+    let combine = Combine::parse(c["combine"].as_str().unwrap_or(""))?;
+    let platt = KINDS
+        .iter()
+        .map(|k| {
+            let ab = c
+                .pointer(&format!("/calibration/{}", k.name()))
+                .and_then(|v| serde_json::from_value::<[f64; 2]>(v.clone()).ok())
+                .ok_or(format!(
+                    "thresholds.json: no calibration {mode}/{}",
+                    k.name()
+                ))?;
+            Platt::new(ab)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(AnyScore { platt, combine })
+}
+
+/// Check the "any anomaly" score of `models` against Python's on its stored vectors
+/// (`check-<mode>-any.csv`); the largest difference.
+pub fn check_any(models: &[Model], any: &AnyScore, csv: &str) -> Result<f64, String> {
+    let mut worst = 0f64;
+    for (n, line) in csv.lines().enumerate() {
+        let v: Vec<f64> = line
+            .split(',')
+            .map(|s| s.parse::<f64>().map_err(|e| format!("line {n}: {e}")))
+            .collect::<Result<_, _>>()?;
+        let (&want, x) = v.split_first().ok_or(format!("line {n}: empty"))?;
+        let x: Vec<f32> = x.iter().map(|&a| a as f32).collect();
+        let z: Vec<f64> = models.iter().map(|m| m.margin(&x)).collect();
+        worst = worst.max((any.of_margins(&z) - want).abs());
+    }
+    Ok(worst)
 }
 
 /// Suffix of a unit's thresholds file.
@@ -288,8 +363,8 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// Per-scenario scores (single scenarios on their own anomaly; "mixed" any anomaly with the
-/// largest probability, F1 of "any detector at or over its threshold"), the mixed runs' per
+/// Per-scenario scores (single scenarios on their own anomaly; "mixed" any anomaly with
+/// `any`, the calibrated and combined probabilities, F1 of "any detector at or over its threshold"), the mixed runs' per
 /// detector scores and the mixed PR curve, of `mode` in `unit`.
 #[allow(clippy::type_complexity)]
 fn unit_scores(
@@ -297,6 +372,7 @@ fn unit_scores(
     unit: Unit,
     test: &[(usize, RunOut)],
     th: &HashMap<String, f64>,
+    any: &AnyScore,
 ) -> (
     HashMap<String, Score>,
     HashMap<String, Score>,
@@ -320,10 +396,7 @@ fn unit_scores(
                 sc.insert(k.name().to_string(), score_of(&sco, &lab, tk(k)));
             }
             Scenario::Mixed => {
-                let sco: Vec<f64> = rows
-                    .iter()
-                    .map(|r| r.score.iter().copied().fold(0.0, f64::max))
-                    .collect();
+                let sco: Vec<f64> = rows.iter().map(|r| any.of_margins(&r.margin)).collect();
                 let lab: Vec<bool> = rows.iter().map(|r| r.label != 0).collect();
                 // The combined alarm: any detector at or over its threshold.
                 let alarm: Vec<f64> = rows
@@ -370,10 +443,11 @@ fn quartiles_ms(ns: impl Iterator<Item = u64>) -> (f64, f64, f64) {
 pub fn summarise(
     modes: &[Mode],
     test: &[(usize, RunOut)],
-    thr: &HashMap<String, HashMap<String, f64>>,
+    tr: &Trained,
     train_runs: usize,
     max_pred_diff: f64,
 ) -> Summary {
+    let thr = &tr.thr;
     let mut sm = Summary {
         scores: HashMap::new(),
         mixed_per_kind: HashMap::new(),
@@ -388,6 +462,7 @@ pub fn summarise(
             / 1e6,
         collector_ms: HashMap::new(),
         thresholds: thr.clone(),
+        combination: tr.combination.clone(),
         max_pred_diff,
         offered_gbps: 0.0,
         calibrations: test.iter().map(|t| t.1.stats.calibrations).sum(),
@@ -416,7 +491,7 @@ pub fn summarise(
     sm.offered_gbps = bytes as f64 * 8.0 / secs / 1e9;
     for &m in modes {
         let th = &thr[m.name()];
-        let (sc, per, pr) = unit_scores(m, Unit::Qfi, test, th);
+        let (sc, per, pr) = unit_scores(m, Unit::Qfi, test, th, &tr.any[m.name()]);
         sm.mixed_per_kind.insert(m.name().into(), per);
         sm.pr_mixed.insert(m.name().into(), pr);
         let tt = ttfd(m, Unit::Qfi, test, th);
@@ -490,14 +565,16 @@ fn ttfd(
 pub fn summarise_keys(
     modes: &[Mode],
     test: &[(usize, RunOut)],
-    thr: &Thresholds,
+    tr: &Trained,
     train_rows: usize,
     neg_every: u32,
 ) -> KeySummary {
+    let thr = &tr.thr;
     let mut ks = KeySummary {
         scores: HashMap::new(),
         mixed_per_kind: HashMap::new(),
         thresholds: thr.clone(),
+        combination: tr.combination.clone(),
         collector_ms: HashMap::new(),
         ttfd: HashMap::new(),
         train_rows,
@@ -505,7 +582,7 @@ pub fn summarise_keys(
         pr_mixed: HashMap::new(),
     };
     for &m in modes {
-        let (sc, per, pr) = unit_scores(m, Unit::Key, test, &thr[m.name()]);
+        let (sc, per, pr) = unit_scores(m, Unit::Key, test, &thr[m.name()], &tr.any[m.name()]);
         ks.ttfd
             .insert(m.name().into(), ttfd(m, Unit::Key, test, &thr[m.name()]));
         ks.scores.insert(m.name().into(), sc);
@@ -540,10 +617,10 @@ pub fn evaluate(
     eprintln!("training runs done in {:.0?}", t0.elapsed());
     let mut outs: Vec<RunOut> = train_runs.into_iter().map(|t| t.1).collect();
     let mut det = HashMap::new();
-    let (d, thr, diff) = train(work, modes, &outs, Unit::Qfi)?;
-    det.insert(Unit::Qfi, d);
-    let mut key_thr = None;
-    let mut worst = diff;
+    let mut per_qfi = train(work, modes, &outs, Unit::Qfi)?;
+    det.insert(Unit::Qfi, std::mem::take(&mut per_qfi.det));
+    let mut per_key = None;
+    let mut worst = per_qfi.max_diff;
     let key_train_rows = outs
         .iter()
         .map(|o| rows_of(o, modes[0], Unit::Key).len())
@@ -553,20 +630,21 @@ pub fn evaluate(
             o.rows.clear();
         }
         eprintln!("per-QFI training done in {:.0?}", t0.elapsed());
-        let (d, t, diff) = train(work, modes, &outs, Unit::Key)?;
-        det.insert(Unit::Key, d);
-        key_thr = Some(t);
-        worst = worst.max(diff);
+        let mut t = train(work, modes, &outs, Unit::Key)?;
+        det.insert(Unit::Key, std::mem::take(&mut t.det));
+        worst = worst.max(t.max_diff);
+        per_key = Some(t);
     }
     drop(outs);
     eprintln!("training done in {:.0?}", t0.elapsed());
     let test = runs(c, edges, n_test, threads, test_seed, Some(&det));
-    let mut sm = summarise(modes, &test, &thr, n_train * SCENARIOS.len(), worst);
-    if let Some(t) = key_thr {
+    write_test_scores(work, modes, &test, keys).map_err(|e| format!("test scores: {e}"))?;
+    let mut sm = summarise(modes, &test, &per_qfi, n_train * SCENARIOS.len(), worst);
+    if let Some(t) = &per_key {
         sm.key = Some(summarise_keys(
             modes,
             &test,
-            &t,
+            t,
             key_train_rows,
             c.key_neg_every,
         ));
@@ -579,6 +657,46 @@ pub fn evaluate(
     sm.train_seeds = seeds(train_seed, n_train);
     sm.test_seeds = seeds(test_seed, n_test);
     Ok(sm)
+}
+
+/// The test runs' probabilities per unit and mode, `test-scores-<prefix><mode>.csv` in
+/// `work` (for analysis only: nothing reads them back).
+fn write_test_scores(
+    work: &Path,
+    modes: &[Mode],
+    test: &[(usize, RunOut)],
+    keys: bool,
+) -> std::io::Result<()> {
+    let units: &[Unit] = if keys {
+        &[Unit::Qfi, Unit::Key]
+    } else {
+        &[Unit::Qfi]
+    };
+    for &unit in units {
+        for &m in modes {
+            let path = work.join(format!("test-scores-{}{}.csv", prefix(unit), m.name()));
+            let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+            write!(f, "scenario,run,seq,teid,qfi,label")?;
+            for k in KINDS {
+                write!(f, ",{}", k.name())?;
+            }
+            writeln!(f)?;
+            for (i, (s, r)) in test.iter().enumerate() {
+                for row in rows_of(r, m, unit) {
+                    write!(
+                        f,
+                        "{s},{i},{},{},{},{}",
+                        row.seq, row.teid, row.qfi, row.label
+                    )?;
+                    for p in row.score {
+                        write!(f, ",{p:e}")?;
+                    }
+                    writeln!(f)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// All modes, as `MODES`.
@@ -594,8 +712,8 @@ pub fn work_dir(base: &Path, name: &str) -> PathBuf {
 /// Write the Kestrel-mode detectors of a finished evaluation (`work` holds the models and
 /// thresholds.json) to `out` for the daemon's online detector: `<kind>.json` per anomaly
 /// type and `kestrel.toml`, a `[kestrel]` fragment with the static bin edges the models
-/// were trained with and `[kestrel.detect]` naming the models (paths relative to `out`) and
-/// their thresholds. `note` is its comment line (how the models were trained).
+/// were trained with and `[kestrel.detect]` naming the models (paths relative to `out`),
+/// their thresholds and calibrations and the "any anomaly" combination. `note` is its comment line (how the models were trained).
 pub fn export_detectors(
     work: &Path,
     edges: &EdgeSet,
@@ -623,12 +741,14 @@ pub fn export_detectors(
             e.lat, e.iat
         );
     }
+    let any = any_score_of(&th, "kestrel")?;
     let _ = writeln!(
         t,
-        "[kestrel.detect]\ndir = \"ul\"\nqfis = {:?}\n",
-        super::scenario::USER_QFIS
+        "[kestrel.detect]\ndir = \"ul\"\nqfis = {:?}\ncombine = \"{}\"\n",
+        super::scenario::USER_QFIS,
+        any.combine.name()
     );
-    for k in KINDS {
+    for (k, c) in KINDS.iter().zip(&any.platt) {
         let src = work.join(format!("model-kestrel-{}.json", k.name()));
         let dst = out.join(format!("{}.json", k.name()));
         std::fs::copy(&src, &dst).map_err(|e| format!("{}: {e}", src.display()))?;
@@ -638,9 +758,11 @@ pub fn export_detectors(
             .ok_or(format!("thresholds.json: no kestrel/{}", k.name()))?;
         let _ = writeln!(
             t,
-            "[[kestrel.detect.detector]]\nkind = \"{}\"\nmodel = \"{}.json\"\nthreshold = {thr:?}\n",
+            "[[kestrel.detect.detector]]\nkind = \"{}\"\nmodel = \"{}.json\"\nthreshold = {thr:?}\ncalibration = [{:?}, {:?}]\n",
             k.name(),
-            k.name()
+            k.name(),
+            c.a,
+            c.b
         );
     }
     std::fs::write(out.join("kestrel.toml"), t).map_err(|e| e.to_string())
