@@ -11,14 +11,14 @@
 //! they always saw.
 
 use crate::buffer::PacketBuf;
+use crate::classify::PacketMeta;
 use crate::qos::Colour;
 use crate::runtime::Disposition;
-use crate::upf::emit::{decrement_ttl, flow_port, Stamp};
+use crate::upf::emit::{decrement_ttl, flow_port, quick_record, Stamp};
 use crate::upf::encap::{self, Psc};
 use crate::upf::parse::{Flow, Pre};
 use crate::upf::tables::{Direction, FastPath, NONE};
 use crate::upf::work::Work;
-use crate::classify::PacketMeta;
 use peregrine_wire::ethernet::{self, ethertype};
 use std::net::Ipv4Addr;
 
@@ -134,10 +134,12 @@ impl Work<'_> {
                 pre.settle(p);
                 return Some(self.drop_q(dir, qfi, self.d.encap_failed));
             }
-            // The record written once: pass 1's (left to here, or read back) restamped.
-            let mut m = record(p, pre);
-            stamp.encapsulated(&mut m, false, f.outer_teid);
-            *p.pkt_meta_mut() = m;
+            if pre.meta {
+                // The record written once (pass 1 left it to here).
+                *p.pkt_meta_mut() = quick_record(pre, &stamp, Some(f.outer_teid));
+            } else {
+                stamp.encapsulated(p.pkt_meta_mut(), false, f.outer_teid);
+            }
             self.stats.qfi_sent(dir, qfi, len);
             return Some(Disposition::tx_queue(nh.port, qid));
         }
@@ -165,9 +167,11 @@ impl Work<'_> {
                 return Some(self.drop_q(dir, qfi, self.d.encap_failed));
             }
         }
-        let mut m = record(p, pre);
-        stamp.routed(&mut m);
-        *p.pkt_meta_mut() = m;
+        if pre.meta {
+            *p.pkt_meta_mut() = quick_record(pre, &stamp, None);
+        } else {
+            stamp.routed(p.pkt_meta_mut());
+        }
         self.stats.qfi_sent(dir, qfi, len);
         Some(Disposition::tx_queue(nh.port, qid))
     }

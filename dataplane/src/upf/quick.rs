@@ -203,12 +203,7 @@ pub(super) fn quick_pre(d: &[u8], pre: &mut Pre) -> Option<(u32, Flow)> {
 /// The G-PDU shape of [`quick`]: the outer IPv4 header (ending at `pend`, destination
 /// `dst`) is checked, the UDP header is at [`L4`].
 #[inline(always)]
-fn uplink(
-    d: &[u8],
-    pend: usize,
-    dst: u32,
-    pre: &mut Pre,
-) -> Option<(u32, Flow)> {
+fn uplink(d: &[u8], pend: usize, dst: u32, pre: &mut Pre) -> Option<(u32, Flow)> {
     // Up to a PDU Session Container, an inner IPv4 header and a TCP header.
     let h: &[u8; GTP + 16 + 40] = d.first_chunk()?;
     // The UDP length covers at least the GTP-U header (16 from the UDP header on, which
