@@ -69,8 +69,11 @@ impl Work<'_> {
                 }
             }
         }
+        // This packet's direction x QFI counters, addressed once (its colour now, its bytes
+        // when sent).
+        let cell = self.stats.qfi_cell(dir, qfi);
         if let Some(c) = colour {
-            self.stats.qfi_colour(dir, qfi, c);
+            cell.colour(c);
             if c == Colour::Red {
                 pre.settle(p);
                 return Some(self.drop_q(dir, qfi, self.d.mbr_exceeded));
@@ -140,7 +143,7 @@ impl Work<'_> {
             } else {
                 stamp.encapsulated(p.pkt_meta_mut(), false, f.outer_teid);
             }
-            self.stats.qfi_sent(dir, qfi, len);
+            cell.sent(len);
             return Some(Disposition::tx_queue(nh.port, qid));
         }
         let nh = match self.route(pre.v6, pre.dst) {
@@ -172,7 +175,7 @@ impl Work<'_> {
         } else {
             stamp.routed(p.pkt_meta_mut());
         }
-        self.stats.qfi_sent(dir, qfi, len);
+        cell.sent(len);
         Some(Disposition::tx_queue(nh.port, qid))
     }
 }
