@@ -60,6 +60,8 @@ impl Disposition {
     const PORT_MASK: u32 = 0x0FFF;
     /// Set in a `Tx` disposition that names an egress queue (bits 12..=14).
     const QID_SET: u32 = 0x8000;
+    /// The egress queue bits of a `Tx` disposition: [`Self::QID_SET`] and the queue id.
+    const QUEUE_BITS: u32 = Self::QID_SET | 7 << 12;
 
     /// Send on `port` (on the port's default egress queue when it has a scheduler).
     /// Ports are numbered below 4096.
@@ -264,6 +266,30 @@ impl<B: PacketBuf> Batch<B> {
         (self.uniform != MIXED).then_some(self.uniform)
     }
 
+    /// The port every packet is to be sent on, if every packet's disposition is `Tx` to one
+    /// port (their egress queue ids may differ: a port without an egress scheduler has one
+    /// queue, so the worker then sends the batch whole, as it does a uniform one). One pass
+    /// over the per-packet array; `None` for an empty batch.
+    #[inline]
+    pub fn one_tx_port(&self) -> Option<PortId> {
+        if self.uniform != MIXED {
+            return match self.uniform.action() {
+                Action::Tx(p) if !self.pkts.is_empty() => Some(p),
+                _ => None,
+            };
+        }
+        let d = &self.disp[..self.pkts.len()];
+        let first = d.first()?.0 & !Disposition::QUEUE_BITS;
+        if first >> 16 != Disposition::KIND_TX {
+            return None;
+        }
+        // Words differing from the first's outside the queue bits, or-ed together.
+        let differ = d
+            .iter()
+            .fold(0u32, |a, x| a | ((x.0 & !Disposition::QUEUE_BITS) ^ first));
+        (differ == 0).then_some((first & Disposition::PORT_MASK) as PortId)
+    }
+
     /// Packet `i`'s disposition.
     #[inline]
     pub fn disposition(&self, i: usize) -> Disposition {
@@ -450,6 +476,33 @@ mod tests {
         let mut b = batch(0);
         b.decide_each(|_| tx);
         assert_eq!(b.uniform(), Some(Disposition::CONTINUE));
+    }
+
+    #[test]
+    fn one_tx_port_ignores_queue_ids_only() {
+        let mut b = batch(4);
+        assert_eq!(b.one_tx_port(), None);
+        b.set_active(Disposition::tx(3));
+        assert_eq!(b.one_tx_port(), Some(3));
+        let mut b = batch(4);
+        for i in 0..4 {
+            b.set_disposition(i, Disposition::tx_queue(2, i as u8));
+        }
+        assert_eq!(b.one_tx_port(), Some(2));
+        b.set_disposition(3, Disposition::tx(2));
+        assert_eq!(b.one_tx_port(), Some(2));
+        b.set_disposition(1, Disposition::tx_queue(1, 1));
+        assert_eq!(b.one_tx_port(), None);
+        b.set_disposition(1, Disposition::drop_as(DropReason(2)));
+        assert_eq!(b.one_tx_port(), None);
+        let mut b = batch(3);
+        for i in 0..3 {
+            b.set_disposition(i, Disposition::TO_CONTROL);
+        }
+        assert_eq!(b.one_tx_port(), None);
+        let mut b = batch(0);
+        b.set_active(Disposition::tx(1));
+        assert_eq!(b.one_tx_port(), None);
     }
 
     #[test]

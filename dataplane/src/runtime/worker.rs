@@ -567,25 +567,27 @@ impl<I: WorkerIo> Worker<I> {
     /// (its packets may not be handed off again).
     #[inline]
     fn dispatch(&mut self, batch: &mut Batch<I::Buf>, cx: &Context, resumed: bool) {
-        // Whole batch decided at once (cross-connects, one-way forwarding): hand the batch's
-        // array straight to the driver, no per-packet work at all.
-        if let Some(d) = batch.uniform() {
-            if let Action::Tx(p) = d.action() {
-                // The per-port tx queues are empty here: `flush_tx` drains them after every
-                // batch, so sending this batch first cannot reorder anything. A scheduled
-                // port takes the per-packet path below (enqueue).
-                if self.egress_slot.get(p as usize) == Some(&NO_EGRESS) {
-                    debug_assert!(self.txq[p as usize].is_empty());
-                    self.pipeline.run_taps(p, &mut batch.pkts, cx);
-                    let n = batch.pkts.len();
-                    let sent = self.io.tx_burst(p, self.spec.tx_queue, &mut batch.pkts);
-                    self.counters.tx_pkts[p as usize] += sent as u64;
-                    if sent < n {
-                        self.counters.drops[Reasons::TX_FULL.0 as usize] += (n - sent) as u64;
-                    }
-                    return;
+        // Whole batch sent on one port (cross-connects, one-way forwarding, a UPF forwarding
+        // every packet of the batch one way: their egress queue ids may differ, which a port
+        // without a scheduler ignores): hand the batch's array straight to the driver, no
+        // per-packet work at all.
+        if let Some(p) = batch.one_tx_port() {
+            // The per-port tx queues are empty here: `flush_tx` drains them after every
+            // batch, so sending this batch first cannot reorder anything. A scheduled port
+            // takes the per-packet path below (enqueue by queue id).
+            if self.egress_slot.get(p as usize) == Some(&NO_EGRESS) {
+                debug_assert!(self.txq[p as usize].is_empty());
+                self.pipeline.run_taps(p, &mut batch.pkts, cx);
+                let n = batch.pkts.len();
+                let sent = self.io.tx_burst(p, self.spec.tx_queue, &mut batch.pkts);
+                self.counters.tx_pkts[p as usize] += sent as u64;
+                if sent < n {
+                    self.counters.drops[Reasons::TX_FULL.0 as usize] += (n - sent) as u64;
                 }
+                return;
             }
+        }
+        if let Some(d) = batch.uniform() {
             // Whole batch dropped under one reason (a collector that stored every report):
             // counted at once, freed in one bulk call.
             if let Action::Drop(r) = d.action() {

@@ -5,12 +5,16 @@
 //! a shaped QER, a packet over the MTU, L4 checksum repair on the port) returns `None`
 //! before any side effect, and the caller runs the general `execute` with the same record;
 //! the results are the general path's (`fast_path_matches_general_path` in
-//! `dataplane/tests/upf/paths.rs`).
+//! `dataplane/tests/upf/paths.rs`). A packet pass 1's own classifier took has no record
+//! yet (`Pre::meta`): forwarding writes the final one in one go; every other way out
+//! writes pass 1's first (`Pre::settle`), so the general path and the drops see the record
+//! they always saw.
 
 use crate::buffer::PacketBuf;
+use crate::classify::PacketMeta;
 use crate::qos::Colour;
 use crate::runtime::Disposition;
-use crate::upf::emit::{decrement_ttl, flow_port, Stamp};
+use crate::upf::emit::{decrement_ttl, flow_port, quick_record, Stamp};
 use crate::upf::encap::{self, Psc};
 use crate::upf::parse::{Flow, Pre};
 use crate::upf::tables::{Direction, FastPath, NONE};
@@ -65,9 +69,13 @@ impl Work<'_> {
                 }
             }
         }
+        // This packet's direction x QFI counters, addressed once (its colour now, its bytes
+        // when sent).
+        let cell = self.stats.qfi_cell(dir, qfi);
         if let Some(c) = colour {
-            self.stats.qfi_colour(dir, qfi, c);
+            cell.colour(c);
             if c == Colour::Red {
+                pre.settle(p);
                 return Some(self.drop_q(dir, qfi, self.d.mbr_exceeded));
             }
         }
@@ -77,12 +85,13 @@ impl Work<'_> {
         // The outer UDP source port, unless pass 1 computed it (uplink: only a relay needs
         // it), from the packet before its headers go.
         let port = if outer && pre.port == 0 {
-            flow_port(&Flow::inner(p.data(), p.pkt_meta()))
+            flow_port(&Flow::inner(p.data(), &record(p, pre)))
         } else {
             pre.port
         };
         // FAR: forward. Keep exactly the user packet, then encapsulate or route it.
         if p.adj(inner_off).is_err() || encap::set_len(p, inner_len).is_err() {
+            pre.settle(p);
             return Some(self.drop_q(dir, qfi, self.d.inner_malformed));
         }
         let qid = self.cfg.qfi_map.qid(qfi);
@@ -97,10 +106,14 @@ impl Work<'_> {
         if outer {
             let nh = match self.route(false, u128::from(f.outer_peer)) {
                 Ok(nh) => nh,
-                Err(r) => return Some(self.drop_q(dir, qfi, r)),
+                Err(r) => {
+                    pre.settle(p);
+                    return Some(self.drop_q(dir, qfi, r));
+                }
             };
             let psc = if dir == Direction::Downlink {
                 if !decrement_ttl(p.data_mut(), pre.v6) {
+                    pre.settle(p);
                     return Some(self.drop_q(dir, qfi, self.d.ttl_exceeded));
                 }
                 Psc::Dl
@@ -121,17 +134,27 @@ impl Work<'_> {
             )
             .is_err()
             {
+                pre.settle(p);
                 return Some(self.drop_q(dir, qfi, self.d.encap_failed));
             }
-            stamp.encapsulated(p.pkt_meta_mut(), false, f.outer_teid);
-            self.stats.qfi_sent(dir, qfi, len);
+            if pre.meta {
+                // The record written once (pass 1 left it to here).
+                *p.pkt_meta_mut() = quick_record(pre, &stamp, Some(f.outer_teid));
+            } else {
+                stamp.encapsulated(p.pkt_meta_mut(), false, f.outer_teid);
+            }
+            cell.sent(len);
             return Some(Disposition::tx_queue(nh.port, qid));
         }
         let nh = match self.route(pre.v6, pre.dst) {
             Ok(nh) => nh,
-            Err(r) => return Some(self.drop_q(dir, qfi, r)),
+            Err(r) => {
+                pre.settle(p);
+                return Some(self.drop_q(dir, qfi, r));
+            }
         };
         if !decrement_ttl(p.data_mut(), pre.v6) {
+            pre.settle(p);
             return Some(self.drop_q(dir, qfi, self.d.ttl_exceeded));
         }
         let src_mac = self.our_mac(nh.port);
@@ -142,10 +165,28 @@ impl Work<'_> {
         };
         match p.prepend(ethernet::HEADER_LEN) {
             Ok(h) => encap::write_eth(h, nh.mac, src_mac, et),
-            Err(_) => return Some(self.drop_q(dir, qfi, self.d.encap_failed)),
+            Err(_) => {
+                pre.settle(p);
+                return Some(self.drop_q(dir, qfi, self.d.encap_failed));
+            }
         }
-        stamp.routed(p.pkt_meta_mut());
-        self.stats.qfi_sent(dir, qfi, len);
+        if pre.meta {
+            *p.pkt_meta_mut() = quick_record(pre, &stamp, None);
+        } else {
+            stamp.routed(p.pkt_meta_mut());
+        }
+        cell.sent(len);
         Some(Disposition::tx_queue(nh.port, qid))
+    }
+}
+
+/// The packet's record as pass 1 left it: [`Pre::quick_meta`] if pass 1 left it to pass 3
+/// (`pre.meta`), else the one in the packet.
+#[inline(always)]
+fn record<B: PacketBuf>(p: &B, pre: &Pre) -> PacketMeta {
+    if pre.meta {
+        pre.quick_meta()
+    } else {
+        *p.pkt_meta()
     }
 }

@@ -151,7 +151,8 @@ impl<'a> Work<'a> {
 
     /// Pass 3 of a packet pass 1 classified and pass 2 found rules for: the fast-path
     /// record if the key has one (and, uplink, the PDR's QFI matches), else the PDR
-    /// selection of the general path.
+    /// selection of the general path (the packet's record written first if pass 1 left it,
+    /// `Pre::settle`).
     /// `flow` is the inner flow pass 1 kept if `pre.flow` says so.
     pub fn resolved<B: PacketBuf>(
         &mut self,
@@ -181,6 +182,7 @@ impl<'a> Work<'a> {
                 if let Some(d) = self.fast_apply(p, pre, f, dir, qfi) {
                     return d;
                 }
+                pre.settle(p);
                 // Unchanged by `fast_apply`: the flow pass 1 read.
                 let inner = pre_flow(p, pre, flow);
                 let plan = Plan {
@@ -196,6 +198,7 @@ impl<'a> Work<'a> {
                 return self.execute(p, s, &plan, dir, usize::from(pre.inner_off), &inner);
             }
         }
+        pre.settle(p);
         // The flow pass 1 read (pass 2 changed nothing).
         let inner = pre_flow(p, pre, flow);
         let inner_off = usize::from(pre.inner_off);

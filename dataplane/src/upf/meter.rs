@@ -123,10 +123,15 @@ impl MeterSlot {
             return Colour::Green;
         }
         if now_ns > self.last_ns {
-            let dt = u128::from(now_ns - self.last_ns);
-            let fill = |t: u64, rate: u64, cap: u64| {
-                let t = u128::from(t) + dt * u128::from(rate);
-                t.min(u128::from(cap)) as u64
+            let dt = now_ns - self.last_ns;
+            // `min(t + dt * rate, cap)` exactly: a sum past `u64::MAX` is past `cap` too, so
+            // 64-bit arithmetic with an overflow check gives the 128-bit answer.
+            let fill = |t: u64, rate: u64, cap: u64| match dt
+                .checked_mul(rate)
+                .and_then(|f| f.checked_add(t))
+            {
+                Some(t) => t.min(cap),
+                None => cap,
             };
             self.tc = fill(self.tc, self.cir, self.cbs);
             self.tp = fill(self.tp, self.pir, self.pbs);

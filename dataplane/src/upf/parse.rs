@@ -45,6 +45,14 @@ pub(super) struct Pre {
     pub v6: bool,
     /// Pass 1 kept the whole inner [`Flow`] beside this record.
     pub flow: bool,
+    /// The packet's record is not written yet: pass 1's own classifier (`upf::quick`) left
+    /// it to pass 3, which writes the final record once ([`Pre::quick_meta`] restamped) or,
+    /// on any other way out, [`Pre::quick_meta`] itself ([`Pre::settle`]).
+    pub meta: bool,
+    /// With `meta`: the record's L4 protocol and flow hash (the rest follows from `kind`,
+    /// `key`, `qfi` and `inner_off`).
+    pub proto: u8,
+    pub hash: u32,
 }
 
 impl Pre {
@@ -65,6 +73,9 @@ impl Pre {
         qfi: None,
         v6: false,
         flow: false,
+        meta: false,
+        proto: 0,
+        hash: 0,
     };
 
     /// The pass-1 record of a packet by `kind` and `key` whose inner packet `f` is at
@@ -83,6 +94,44 @@ impl Pre {
             qfi,
             v6: f.v6,
             flow: false,
+            meta: false,
+            proto: 0,
+            hash: 0,
+        }
+    }
+
+    /// The record the shared classifier writes for a frame of one of `upf::quick`'s two
+    /// shapes this pass-1 record describes (`meta` set; `quick`'s tests check it against
+    /// the classifier): Ethernet, an IPv4 header without options, then for a G-PDU (`kind`
+    /// [`KIND_UL`], TEID `key`) the inner IPv4 packet at `inner_off`; the L4 header always
+    /// complete.
+    #[inline(always)]
+    pub fn quick_meta(&self) -> PacketMeta {
+        let ul = self.kind == KIND_UL;
+        let qfi = if ul { self.qfi } else { None };
+        PacketMeta {
+            l3_off: ethernet::HEADER_LEN as u16,
+            l4_off: (ethernet::HEADER_LEN + 20) as u16,
+            inner_l3_off: self.inner_off,
+            inner_l4_off: self.inner_off + 20,
+            flags: flags::CLASSIFIED
+                | flags::L4
+                | if ul { flags::GPDU } else { 0 }
+                | if qfi.is_some() { HAS_QFI } else { 0 },
+            proto: self.proto,
+            teid: if ul { self.key as u32 } else { 0 },
+            qfi: qfi.unwrap_or(0),
+            flow_hash: self.hash,
+            ..PacketMeta::EMPTY
+        }
+    }
+
+    /// Write the packet's record if pass 1 left it to pass 3 (`meta`): before any way out
+    /// of pass 3 other than the fast path's forwarding, which writes the final one.
+    #[inline(always)]
+    pub fn settle<B: PacketBuf>(&self, p: &mut B) {
+        if self.meta {
+            *p.pkt_meta_mut() = self.quick_meta();
         }
     }
 }

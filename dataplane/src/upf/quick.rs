@@ -1,6 +1,8 @@
 //! The UPF's own pass-1 classifier: the two frame shapes the stage forwards nearly all the
-//! time, read with 64-bit loads at fixed offsets, giving in one pass both the packet's
-//! [`PacketMeta`] and pass 1's [`Pre`] record. The shared classifier, `crate::classify`,
+//! time, read with 64-bit loads at fixed offsets, giving in one pass pass 1's [`Pre`] record
+//! and what the packet's [`PacketMeta`](crate::classify::PacketMeta) needs beside it (pass 3
+//! writes the record once, [`Pre::quick_meta`] restamped, instead of pass 1 writing it and
+//! pass 3 rewriting most of it). The shared classifier, `crate::classify`,
 //! and then [`Work::pre`] reading the inner header again cost ~510 instructions per uplink
 //! packet between them; this path took ~210 instructions off the stage's uplink packet and
 //! ~180 off the downlink one (callgrind, `perf/results/upf.md`, "Item 1, round 6").
@@ -16,12 +18,14 @@
 //!
 //! Everything else (IPv6 anywhere, VLAN tags, frames shorter than the fixed views, any
 //! check the frame fails) answers `None` and takes the shared classifier and
-//! [`Work::pre`], which decide it. When it answers, the record is exactly the shared
-//! classifier's, `flow_hash` included (later stages and the telemetry taps read it), and
+//! [`Work::pre`], which decide it. When it answers, the record ([`Pre::quick_meta`]) is
+//! exactly the shared classifier's, `flow_hash` included (later stages and the telemetry taps read it), and
 //! the `Pre` exactly [`Work::pre`]'s for that record (`tests::agrees_with_classifier_and_pre`
 //! checks both on every prefix and single-bit flip of the shapes and on random mutations).
 
-use crate::classify::{flags, flow_hash_word, PacketMeta, HAS_QFI};
+use crate::classify::flow_hash_word;
+#[cfg(test)]
+use crate::classify::{flags, PacketMeta, HAS_QFI};
 use crate::upf::emit::flow_port_word;
 use crate::upf::parse::{Flow, Pre, KIND_DL4, KIND_UL};
 use crate::upf::prefetch::prefetch_addr;
@@ -154,12 +158,22 @@ fn l4<const N: usize>(d: &[u8; N], l4: usize, end: usize, f: &mut Flow) -> Optio
     Some(u64::from(f.proto) << 32 | u64::from(ports))
 }
 
-/// If `d` has one of the module's shapes (see the module docs): its record into `m`, its
-/// pass-1 record into `pre` (lookup key set; the MAC / local address decisions are the
-/// caller's), the outer destination address and the inner packet's [`Flow`]; `None`
-/// writes neither.
+/// [`quick_pre`] and the record it leaves to pass 3, written into `m` (`None` writes
+/// neither).
+#[cfg(test)]
+fn quick(d: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> Option<(u32, Flow)> {
+    let r = quick_pre(d, pre)?;
+    *m = pre.quick_meta();
+    Some(r)
+}
+
+/// If `d` has one of the module's shapes (see the module docs): its pass-1 record into
+/// `pre` (lookup key set; the MAC / local address decisions are the caller's), with what
+/// the packet's record needs beside it (`Pre::meta`: pass 3 writes the record once, see
+/// [`Pre::quick_meta`]), the outer destination address and the inner packet's [`Flow`];
+/// `None` writes nothing.
 #[inline(always)]
-pub(super) fn quick(d: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> Option<(u32, Flow)> {
+pub(super) fn quick_pre(d: &[u8], pre: &mut Pre) -> Option<(u32, Flow)> {
     // The shortest view either shape takes: Ethernet, IPv4, a TCP header.
     let h: &[u8; L4 + 20] = d.first_chunk()?;
     if be16(h, 12) != 0x0800 || d.len() > usize::from(u16::MAX) {
@@ -173,34 +187,23 @@ pub(super) fn quick(d: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> Option<(u32,
     let pend = ETH + tot;
     let mut f = ip.flow(tot);
     if f.proto == ip_protocol::UDP && be16(h, L4 + 2) == 2152 {
-        return uplink(d, pend, ip.c, m, pre);
+        return uplink(d, pend, ip.c, pre);
     }
     let w = l4(h, L4, pend, &mut f)?;
-    *m = PacketMeta {
-        l3_off: ETH as u16,
-        l4_off: L4 as u16,
-        inner_l3_off: ETH as u16,
-        inner_l4_off: L4 as u16,
-        flags: flags::CLASSIFIED | flags::L4,
-        proto: f.proto,
-        flow_hash: flow_hash_word(f.src, f.dst, w),
-        ..PacketMeta::EMPTY
-    };
     let port = flow_port_word(f.src, f.dst, w);
-    *pre = Pre::new(KIND_DL4, None, ETH, u64::from(ip.c), &f, port);
+    *pre = Pre {
+        meta: true,
+        proto: f.proto,
+        hash: flow_hash_word(f.src, f.dst, w),
+        ..Pre::new(KIND_DL4, None, ETH, u64::from(ip.c), &f, port)
+    };
     Some((ip.c, f))
 }
 
 /// The G-PDU shape of [`quick`]: the outer IPv4 header (ending at `pend`, destination
 /// `dst`) is checked, the UDP header is at [`L4`].
 #[inline(always)]
-fn uplink(
-    d: &[u8],
-    pend: usize,
-    dst: u32,
-    m: &mut PacketMeta,
-    pre: &mut Pre,
-) -> Option<(u32, Flow)> {
+fn uplink(d: &[u8], pend: usize, dst: u32, pre: &mut Pre) -> Option<(u32, Flow)> {
     // Up to a PDU Session Container, an inner IPv4 header and a TCP header.
     let h: &[u8; GTP + 16 + 40] = d.first_chunk()?;
     // The UDP length covers at least the GTP-U header (16 from the UDP header on, which
@@ -245,33 +248,24 @@ fn uplink(
     let tot = ip.plain_len(gend - il3)?;
     let mut f = ip.flow(tot);
     let w = l4(h, il4, il3 + tot, &mut f)?;
-    *m = PacketMeta {
-        l3_off: ETH as u16,
-        l4_off: L4 as u16,
-        inner_l3_off: il3 as u16,
-        inner_l4_off: il4 as u16,
-        flags: flags::CLASSIFIED
-            | flags::L4
-            | flags::GPDU
-            | if qfi.is_some() { HAS_QFI } else { 0 },
+    *pre = Pre {
+        meta: true,
         proto: f.proto,
-        teid,
-        qfi: qfi.unwrap_or(0),
-        flow_hash: flow_hash_word(f.src, f.dst, w),
-        ..PacketMeta::EMPTY
+        hash: flow_hash_word(f.src, f.dst, w),
+        ..Pre::new(KIND_UL, qfi, il3, u64::from(teid), &f, 0)
     };
-    *pre = Pre::new(KIND_UL, qfi, il3, u64::from(teid), &f, 0);
     Some((dst, f))
 }
 
 impl Work<'_> {
-    /// Pass 1 of a packet nothing classified yet: its record into `m` and its [`Pre`] into
-    /// `pre` from [`quick`] when the frame has one of its shapes and is for the common path
-    /// (our MAC; a G-PDU to one of our GTP-U addresses, or an N6 packet to neither ours nor
-    /// our N6 address), with the prefetches of [`Work::pre`]. `false`: classify and run
-    /// [`Work::pre`], which overwrite both (`m` and `pre` may have been written).
+    /// Pass 1 of a packet nothing classified yet: its [`Pre`] into `pre` from [`quick_pre`]
+    /// when the frame has one of its shapes and is for the common path (our MAC; a G-PDU to
+    /// one of our GTP-U addresses, or an N6 packet to neither ours nor our N6 address), with
+    /// the prefetches of [`Work::pre`]; the packet's record is left to pass 3 (`Pre::meta`).
+    /// `false`: classify and run [`Work::pre`], which write the record and `pre` (`pre` may
+    /// have been written).
     #[inline(always)]
-    pub fn pre_quick(&self, data: &[u8], m: &mut PacketMeta, pre: &mut Pre) -> bool {
+    pub fn pre_quick(&self, data: &[u8], pre: &mut Pre) -> bool {
         // Every shape is IPv4 and longer than this (the MAC check wants an Ethernet header);
         // other frames leave at once for the shared classifier.
         let Some(h) = data.first_chunk::<{ L4 + 20 }>() else {
@@ -286,7 +280,7 @@ impl Work<'_> {
         {
             return false;
         }
-        let Some((outer_dst, f)) = quick(data, m, pre) else {
+        let Some((outer_dst, f)) = quick_pre(data, pre) else {
             return false;
         };
         if pre.kind == KIND_UL {

@@ -264,10 +264,9 @@ impl<B: PacketBuf> Stage<B> for Upf {
                     let p = &mut batch.pkts[i];
                     let mut quick = false;
                     if !(trust && p.pkt_meta().is_classified()) {
-                        // The UPF's own classifier for its common shapes, writing the record
-                        // in place, else the shared one (which rewrites all of it).
-                        let (data, m) = p.data_and_meta_mut();
-                        quick = w.pre_quick(data, m, pr);
+                        // The UPF's own classifier for its common shapes (leaving the record
+                        // to pass 3), else the shared one (which writes all of it).
+                        quick = w.pre_quick(p.data(), pr);
                         if !quick {
                             ensure_classified(p, false);
                         }
@@ -308,7 +307,11 @@ impl<B: PacketBuf> Stage<B> for Upf {
                         w.resolved(&mut batch.pkts[i], &pre[j], &flows[j], s, slot)
                     }
                     _ if pre[j].kind == KIND_SKIP => continue,
-                    _ => w.packet(&mut batch.pkts[i]),
+                    _ => {
+                        let p = &mut batch.pkts[i];
+                        pre[j].settle(p);
+                        w.packet(p)
+                    }
                 };
                 let d = match w.frag.take() {
                     Some(job) => w.fragment(batch, i, &job),

@@ -84,12 +84,28 @@ struct UrrCell {
     last: AtomicU64,
 }
 
+/// One direction x QFI's counters ([`UpfStats::qfi_cell`]).
 #[derive(Debug, Default)]
-struct QfiCell {
+pub(crate) struct QfiCell {
     pkts: AtomicU64,
     bytes: AtomicU64,
     drops: AtomicU64,
     colours: [AtomicU64; 3],
+}
+
+impl QfiCell {
+    /// As [`UpfStats::qfi_colour`].
+    #[inline]
+    pub(crate) fn colour(&self, c: Colour) {
+        add(&self.colours[c.index()], 1);
+    }
+
+    /// As [`UpfStats::qfi_sent`].
+    #[inline]
+    pub(crate) fn sent(&self, bytes: u64) {
+        add(&self.pkts, 1);
+        add(&self.bytes, bytes);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -260,6 +276,13 @@ impl UpfStats {
         c.last.store(now_ns, Relaxed);
         c.pkts[d].store(n.wrapping_add(1), Relaxed);
         add(&c.bytes[d], bytes);
+    }
+
+    /// The counters of `dir` x `qfi`, for a packet that counts into them more than once
+    /// (the fast path: its colour, then its bytes), addressed once.
+    #[inline]
+    pub(crate) fn qfi_cell(&self, dir: Direction, qfi: u8) -> &QfiCell {
+        &self.qfi[dir as usize][usize::from(qfi & 0x3f)]
     }
 
     #[inline]
