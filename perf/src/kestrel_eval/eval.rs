@@ -170,6 +170,12 @@ fn prefix(unit: Unit) -> &'static str {
 /// Check a model against Python's probabilities on its stored vectors; the largest
 /// difference.
 pub fn check_model(m: &Model, csv: &str) -> Result<f64, String> {
+    worst_difference(csv, |x| m.predict(x))
+}
+
+/// The largest `|score(x) - want|` over a check file's lines (`want,x0,x1,...`, Python's
+/// score first, then the feature vector).
+fn worst_difference(csv: &str, score: impl Fn(&[f32]) -> f64) -> Result<f64, String> {
     let mut worst = 0f64;
     for (n, line) in csv.lines().enumerate() {
         let v: Vec<f64> = line
@@ -178,7 +184,7 @@ pub fn check_model(m: &Model, csv: &str) -> Result<f64, String> {
             .collect::<Result<_, _>>()?;
         let (&want, x) = v.split_first().ok_or(format!("line {n}: empty"))?;
         let x: Vec<f32> = x.iter().map(|&a| a as f32).collect();
-        worst = worst.max((m.predict(&x) - want).abs());
+        worst = worst.max((score(&x) - want).abs());
     }
     Ok(worst)
 }
@@ -303,18 +309,10 @@ pub fn any_score_of(th: &serde_json::Value, mode: &str) -> Result<AnyScore, Stri
 /// Check the "any anomaly" score of `models` against Python's on its stored vectors
 /// (`check-<mode>-any.csv`); the largest difference.
 pub fn check_any(models: &[Model], any: &AnyScore, csv: &str) -> Result<f64, String> {
-    let mut worst = 0f64;
-    for (n, line) in csv.lines().enumerate() {
-        let v: Vec<f64> = line
-            .split(',')
-            .map(|s| s.parse::<f64>().map_err(|e| format!("line {n}: {e}")))
-            .collect::<Result<_, _>>()?;
-        let (&want, x) = v.split_first().ok_or(format!("line {n}: empty"))?;
-        let x: Vec<f32> = x.iter().map(|&a| a as f32).collect();
-        let z: Vec<f64> = models.iter().map(|m| m.margin(&x)).collect();
-        worst = worst.max((any.of_margins(&z) - want).abs());
-    }
-    Ok(worst)
+    worst_difference(csv, |x| {
+        let z: Vec<f64> = models.iter().map(|m| m.margin(x)).collect();
+        any.of_margins(&z)
+    })
 }
 
 /// Suffix of a unit's thresholds file.
