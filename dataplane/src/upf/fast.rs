@@ -13,7 +13,7 @@
 use crate::buffer::PacketBuf;
 use crate::classify::PacketMeta;
 use crate::qos::Colour;
-use crate::runtime::Disposition;
+use crate::runtime::{Disposition, DropReason};
 use crate::upf::emit::{decrement_ttl, flow_port, quick_record, Stamp};
 use crate::upf::encap::{self, Psc};
 use crate::upf::parse::{Flow, Pre};
@@ -75,8 +75,7 @@ impl Work<'_> {
         if let Some(c) = colour {
             cell.colour(c);
             if c == Colour::Red {
-                pre.settle(p);
-                return Some(self.drop_q(dir, qfi, self.d.mbr_exceeded));
+                return self.fast_drop(p, pre, dir, qfi, self.d.mbr_exceeded);
             }
         }
         for &u in f.urrs.iter().filter(|&&u| u != NONE) {
@@ -91,8 +90,7 @@ impl Work<'_> {
         };
         // FAR: forward. Keep exactly the user packet, then encapsulate or route it.
         if p.adj(inner_off).is_err() || encap::set_len(p, inner_len).is_err() {
-            pre.settle(p);
-            return Some(self.drop_q(dir, qfi, self.d.inner_malformed));
+            return self.fast_drop(p, pre, dir, qfi, self.d.inner_malformed);
         }
         let qid = self.cfg.qfi_map.qid(qfi);
         let stamp = Stamp {
@@ -106,15 +104,11 @@ impl Work<'_> {
         if outer {
             let nh = match self.route(false, u128::from(f.outer_peer)) {
                 Ok(nh) => nh,
-                Err(r) => {
-                    pre.settle(p);
-                    return Some(self.drop_q(dir, qfi, r));
-                }
+                Err(r) => return self.fast_drop(p, pre, dir, qfi, r),
             };
             let psc = if dir == Direction::Downlink {
                 if !decrement_ttl(p.data_mut(), pre.v6) {
-                    pre.settle(p);
-                    return Some(self.drop_q(dir, qfi, self.d.ttl_exceeded));
+                    return self.fast_drop(p, pre, dir, qfi, self.d.ttl_exceeded);
                 }
                 Psc::Dl
             } else {
@@ -134,8 +128,7 @@ impl Work<'_> {
             )
             .is_err()
             {
-                pre.settle(p);
-                return Some(self.drop_q(dir, qfi, self.d.encap_failed));
+                return self.fast_drop(p, pre, dir, qfi, self.d.encap_failed);
             }
             if pre.meta {
                 // The record written once (pass 1 left it to here).
@@ -148,14 +141,10 @@ impl Work<'_> {
         }
         let nh = match self.route(pre.v6, pre.dst) {
             Ok(nh) => nh,
-            Err(r) => {
-                pre.settle(p);
-                return Some(self.drop_q(dir, qfi, r));
-            }
+            Err(r) => return self.fast_drop(p, pre, dir, qfi, r),
         };
         if !decrement_ttl(p.data_mut(), pre.v6) {
-            pre.settle(p);
-            return Some(self.drop_q(dir, qfi, self.d.ttl_exceeded));
+            return self.fast_drop(p, pre, dir, qfi, self.d.ttl_exceeded);
         }
         let src_mac = self.our_mac(nh.port);
         let et = if pre.v6 {
@@ -165,10 +154,7 @@ impl Work<'_> {
         };
         match p.prepend(ethernet::HEADER_LEN) {
             Ok(h) => encap::write_eth(h, nh.mac, src_mac, et),
-            Err(_) => {
-                pre.settle(p);
-                return Some(self.drop_q(dir, qfi, self.d.encap_failed));
-            }
+            Err(_) => return self.fast_drop(p, pre, dir, qfi, self.d.encap_failed),
         }
         if pre.meta {
             *p.pkt_meta_mut() = quick_record(pre, &stamp, None);
@@ -177,6 +163,21 @@ impl Work<'_> {
         }
         cell.sent(len);
         Some(Disposition::tx_queue(nh.port, qid))
+    }
+
+    /// A drop on the fast path: the packet's record written first if pass 1 left it
+    /// (`Pre::settle`), as on every way out but forwarding.
+    #[inline(always)]
+    fn fast_drop<B: PacketBuf>(
+        &self,
+        p: &mut B,
+        pre: &Pre,
+        dir: Direction,
+        qfi: u8,
+        r: DropReason,
+    ) -> Option<Disposition> {
+        pre.settle(p);
+        Some(self.drop_q(dir, qfi, r))
     }
 }
 
