@@ -25,7 +25,8 @@ use std::net::Ipv4Addr;
 impl Work<'_> {
     /// Apply fast-path record `f` to the packet `pre` describes (direction `dir`, QFI `qfi`
     /// as the general path derives them); `None`: take the general path (nothing changed).
-    #[inline]
+    /// Always inlined: the caller has one call per direction, each a constant here.
+    #[inline(always)]
     pub fn fast_apply<B: PacketBuf>(
         &mut self,
         p: &mut B,

@@ -179,7 +179,13 @@ impl<'a> Work<'a> {
                 Direction::Downlink => (true, f.mark_qfi),
             };
             if takes {
-                if let Some(d) = self.fast_apply(p, pre, f, dir, qfi) {
+                // One copy of the fast path per direction, each with its direction a
+                // constant (its counters, meter colour and header choices fold).
+                let d = match dir {
+                    Direction::Uplink => self.fast_apply(p, pre, f, Direction::Uplink, qfi),
+                    Direction::Downlink => self.fast_apply(p, pre, f, Direction::Downlink, qfi),
+                };
+                if let Some(d) = d {
                     return d;
                 }
                 pre.settle(p);
