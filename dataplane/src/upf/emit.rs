@@ -16,7 +16,7 @@ use crate::upf::stats::Total;
 use crate::upf::tables::{Direction, NONE};
 use crate::upf::work::Work;
 use peregrine_wire::ethernet::{self, ethertype};
-use peregrine_wire::{checksum, gtpu, gtpu_msg, ipv4, ipv6, udp};
+use peregrine_wire::{gtpu, gtpu_msg, ipv4, ipv6, udp};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 impl Work<'_> {
@@ -292,11 +292,14 @@ pub(super) fn decrement_ttl(data: &mut [u8], v6: bool) -> bool {
 
 /// The IPv4 header checksum `hc` after the TTL dropped by one (RFC 1624 eqn. 3): the TTL
 /// is the high octet of the word at 8, which drops by 0x0100 (the TTL was at least 2), so
-/// `~m + m'` of `checksum::update16(hc, m, m - 0x0100)` is always 0xffff - 0x0100: one add
-/// and a fold, whatever the word.
+/// `~m + m'` of `checksum::update16(hc, m, m - 0x0100)` is always 0xffff - 0x0100, and
+/// `~(~hc + 0xfeff)` folded is `hc + 0x0100` with its end-around carry, a sum of 0xffff
+/// taken to 0 (RFC 1141's form, as Linux's `ip_decrease_ttl`): one add and one compare
+/// (the test below checks it against `update16` for every checksum).
 #[inline(always)]
 fn ttl_checksum(hc: u16) -> u16 {
-    !checksum::fold(u32::from(!hc) + 0xfeff)
+    let s = u32::from(hc) + 0x0100;
+    (s + u32::from(s >= 0xffff)) as u16
 }
 
 /// What the UPF decided about a forwarded packet, written into its record together with
@@ -453,6 +456,7 @@ pub(super) fn flow_port_word(src: u128, dst: u128, w: u64) -> u16 {
 mod tests {
     use super::*;
     use crate::upf::parse::test_flow as flow;
+    use peregrine_wire::checksum;
 
     /// The TTL's checksum update is RFC 1624's for every checksum and TTL / protocol word.
     #[test]

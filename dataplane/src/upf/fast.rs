@@ -24,8 +24,10 @@ use std::net::Ipv4Addr;
 
 impl Work<'_> {
     /// Apply fast-path record `f` to the packet `pre` describes (direction `dir`, QFI `qfi`
-    /// as the general path derives them); `None`: take the general path (nothing changed).
-    #[inline]
+    /// as the general path derives them; `outer`: `f` has an outer header); `None`: take the
+    /// general path (nothing changed). Always inlined: the caller has one call for each
+    /// common shape, the direction and `outer` constants there (see [`Self::fast_apply_other`]).
+    #[inline(always)]
     pub fn fast_apply<B: PacketBuf>(
         &mut self,
         p: &mut B,
@@ -33,10 +35,11 @@ impl Work<'_> {
         f: &FastPath,
         dir: Direction,
         qfi: u8,
+        outer: bool,
     ) -> Option<Disposition> {
+        debug_assert_eq!(outer, f.flags & FastPath::OUTER_V4 != 0);
         let inner_len = pre.len as usize;
         let inner_off = usize::from(pre.inner_off);
-        let outer = f.flags & FastPath::OUTER_V4 != 0;
         // Preconditions, read only.
         let overhead = if outer { encap::overhead(false) } else { 0 };
         if inner_len + overhead > self.mtu || self.fix_l4 {
@@ -163,6 +166,21 @@ impl Work<'_> {
         }
         cell.sent(len);
         Some(Disposition::tx_queue(nh.port, qid))
+    }
+
+    /// [`Self::fast_apply`] for the shapes the stage's inlined copies leave out: an uplink
+    /// relayed over N9 (an outer header) and a downlink routed on N6 (none).
+    #[inline(never)]
+    pub fn fast_apply_other<B: PacketBuf>(
+        &mut self,
+        p: &mut B,
+        pre: &Pre,
+        f: &FastPath,
+        dir: Direction,
+        qfi: u8,
+        outer: bool,
+    ) -> Option<Disposition> {
+        self.fast_apply(p, pre, f, dir, qfi, outer)
     }
 
     /// A drop on the fast path: the packet's record written first if pass 1 left it

@@ -234,15 +234,14 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     /// per lookup measured at 10k sessions), so the second line is worth asking for too.
     #[inline]
     pub fn prefetch_home(&self, key: K) -> usize {
-        if self.slots.is_empty() {
-            return 0;
-        }
+        // Below the slot count (0 for a map without slots, which `slot_from` never reads),
+        // so the hints need no bounds check; and a hint never faults.
         let i = self.home(key.into());
-        let home = &self.slots[i];
-        crate::upf::prefetch::prefetch(home);
+        let home = self.slots.as_ptr().wrapping_add(i);
+        crate::upf::prefetch::prefetch_addr(home.cast());
         // The slot after it; for the last slot the line past the array instead of slot 0
-        // (a hint never faults; a probe wraps in one lookup of `capacity`).
-        crate::upf::prefetch::prefetch_addr((home as *const KeySlot).wrapping_add(1).cast());
+        // (a probe wraps in one lookup of `capacity`).
+        crate::upf::prefetch::prefetch_addr(home.wrapping_add(1).cast());
         i
     }
 
@@ -250,11 +249,20 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     /// answered it.
     #[inline]
     pub fn slot_from(&self, home: usize, key: K) -> Option<&KeySlot> {
-        if self.slots.is_empty() {
-            return None;
+        // `probe_from` written as one loop that answers the slot (no second bounds check
+        // and used test after it; a map without slots has no slot `home`: `None`).
+        let key = key.into();
+        let mut i = home;
+        loop {
+            let s = self.slots.get(i)?;
+            if !s.used() {
+                return None;
+            }
+            if s.key == key {
+                return Some(s);
+            }
+            i = self.next(i);
         }
-        let s = &self.slots[self.probe_from(home, key.into())];
-        s.used().then_some(s)
     }
 
     /// The candidate range of `key`.

@@ -179,7 +179,21 @@ impl<'a> Work<'a> {
                 Direction::Downlink => (true, f.mark_qfi),
             };
             if takes {
-                if let Some(d) = self.fast_apply(p, pre, f, dir, qfi) {
+                // One inlined copy of the fast path for each common shape, its direction and
+                // outer header constants there (its counters, meter colour and header choices
+                // fold): uplink decapsulated to N6, downlink encapsulated; the other two
+                // (an N9 relay, a downlink routed on N6) out of line.
+                let outer = f.flags & FastPath::OUTER_V4 != 0;
+                let d = match (dir, outer) {
+                    (Direction::Uplink, false) => {
+                        self.fast_apply(p, pre, f, Direction::Uplink, qfi, false)
+                    }
+                    (Direction::Downlink, true) => {
+                        self.fast_apply(p, pre, f, Direction::Downlink, qfi, true)
+                    }
+                    _ => self.fast_apply_other(p, pre, f, dir, qfi, outer),
+                };
+                if let Some(d) = d {
                     return d;
                 }
                 pre.settle(p);
