@@ -9,7 +9,11 @@
 //! `TranslatorStage`) and, in its benchmark loop-back mode, advances the report's key (so
 //! the stream keeps writing new slots, as a real stream would) and sends it back out
 //! (testpmd's 5tswap also rewrites and returns every packet). The CPU collector is the same
-//! pipeline with `std::collections::HashMap` inserts instead of region writes.
+//! pipeline doing the same work apart from the store (the stage's outer-header checks, the
+//! translator's report decode `peregrine_wire::dta::decode_fast`, per-batch dispatch,
+//! loop-back) with `std::collections::HashMap` inserts (default hasher) instead of region
+//! writes; Append lists in a `HashMap<list id, bounded ring>` (`hash-appendN`, the issue's
+//! collector) and, as a stricter second baseline, in a `Vec` by list id (`vec-appendN`).
 //!
 //! Keys: Key-Write, Key-Increment and Postcarding keys stay in `[0, K)` (`--keys K`,
 //! default the region's Key-Write slots S; advanced modulo K by a step coprime to K), the
