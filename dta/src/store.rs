@@ -190,12 +190,10 @@ impl Store {
         let s = &self.l.sizes;
         let b = s.pc_hops as usize;
         let words = self.region.u32s(self.l.pc_offset, s.pc_chunks * b as u64);
-        // `CRC32(key LE || n)` for every n from `CRC32(key LE || 0)` by one xor
-        // (`KeyCrc::crc_n_xor`): the chunk slots' n = j, the value hash's n = 0x80 | i.
-        let c0 = hash::crc_key0(key);
-        let enc = encode_chunk_c80(&self.l, hash::KeyCrc::crc_n_xor(c0, 0x80), vals);
+        let kc = hash::KeyCrc::new(key);
+        let enc = encode_chunk_kc(&self.l, kc, vals);
         for j in 0..s.pc_redundancy as u8 {
-            let base = self.pc_mod.of(hash::KeyCrc::crc_n_xor(c0, j)) as usize * b;
+            let base = self.pc_mod.of(kc.crc_n(j)) as usize * b;
             for (d, w) in words[base..base + b].iter().zip(&enc) {
                 d.store(*w, Ordering::Relaxed);
             }
@@ -246,20 +244,21 @@ fn check_primitive(slots: u64, n: u8, max: u32) -> Result<(), Refusal> {
 /// The words a postcard chunk of `key` stores for hop values `vals[..B]` ([`BLANK`] where
 /// no postcard): hashed mode `CRC32(key LE || 0x80|i) xor g(v)`, raw mode the values.
 pub fn encode_chunk(l: &Layout, key: u32, vals: &[u32]) -> [u32; 8] {
-    encode_chunk_c80(l, hash::KeyCrc::new(key).crc_n(0x80), vals)
+    encode_chunk_kc(l, hash::KeyCrc::new(key), vals)
 }
 
-/// [`encode_chunk`] with `c80 = CRC32(key LE || 0x80)` already computed (the chunk's slots
-/// need the key's CRC too). The mode is matched once per chunk, not per hop.
+/// [`encode_chunk`] with the key's CRC register already computed (the chunk's slots need it
+/// too). The mode is matched once per chunk, not per hop.
 #[inline]
-fn encode_chunk_c80(l: &Layout, c80: u32, vals: &[u32]) -> [u32; 8] {
+fn encode_chunk_kc(l: &Layout, kc: hash::KeyCrc, vals: &[u32]) -> [u32; 8] {
     let s = &l.sizes;
     let hops = (s.pc_hops as usize).min(vals.len()).min(8);
     let mut enc = [0u32; 8];
     match s.pc_mode {
         PostcardMode::Hashed => {
             // `CRC32(key LE || 0x80|i)` is `CRC32(key LE || 0x80)` xor the table's entry i
-            // (`KeyCrc::crc_n_xor`): a constant per hop.
+            // (`KeyCrc::crc_n_xor`): one CRC step per chunk, a constant per hop.
+            let c80 = kc.crc_n(0x80);
             for (i, (e, v)) in enc[..hops].iter_mut().zip(&vals[..hops]).enumerate() {
                 *e = hash::KeyCrc::crc_n_xor(c80, i as u8) ^ hash::g(*v);
             }
@@ -400,11 +399,6 @@ pub struct Postcarder {
     hashed: bool,
     /// The region has a Postcarding section.
     enabled: bool,
-    /// A hop below this and a value below [`value_ok`](Self::value_ok) pass every check at
-    /// once: `hops` when the region has a Postcarding section, else 0.
-    hop_ok: u32,
-    /// `value_limit` in hashed mode, else 2^32 (raw mode stores any value).
-    value_ok: u64,
 }
 
 impl Postcarder {
@@ -425,11 +419,6 @@ impl Postcarder {
             value_limit: 1u64 << l.sizes.pc_value_bits,
             hashed: l.sizes.pc_mode == PostcardMode::Hashed,
             enabled: l.sizes.pc_chunks > 0,
-            hop_ok: if l.sizes.pc_chunks > 0 { hops } else { 0 },
-            value_ok: match l.sizes.pc_mode {
-                PostcardMode::Hashed => 1u64 << l.sizes.pc_value_bits,
-                PostcardMode::Raw => 1 << 32,
-            },
         }
     }
 
@@ -440,12 +429,6 @@ impl Postcarder {
         w
     }
 
-    /// Hop `hop`'s value `v` of `key` into the cache; the chunk is written when the path is
-    /// complete, or early for the key it evicts. Inlined into the translator's loop: a hop
-    /// and value in range pass the checks with two compares (else the checks one by one, in
-    /// order, for the refusal), and a new hop of the entry's key (or of a free entry), the
-    /// common case, is stored without the eviction and duplicate tests, which
-    /// [`postcard_other`](Self::postcard_other) makes out of line.
     #[inline(always)]
     pub fn postcard(
         &mut self,
@@ -454,35 +437,6 @@ impl Postcarder {
         hop: u8,
         v: u32,
     ) -> Result<PostcardOutcome, Refusal> {
-        if u32::from(hop) >= self.hop_ok || u64::from(v) >= self.value_ok {
-            self.check(hop, v)?;
-        }
-        let idx = self.index_mod.of(hash::g(key)) as usize;
-        let full = self.full;
-        let e = &mut self.entries[idx];
-        // hop < pc_hops <= 8 here (`Sizes::validate`), so `& 7` keeps it and drops the
-        // bounds check.
-        let (bit, p) = (1u8 << (hop & 7), e.present);
-        if p & bit == 0 && (p == 0 || e.key == key) {
-            e.key = key;
-            e.vals[usize::from(hop & 7)] = v;
-            e.present = p | bit;
-            if p | bit != full {
-                return Ok(PostcardOutcome::default());
-            }
-            Self::flush(store, e);
-            return Ok(PostcardOutcome {
-                complete: 1,
-                ..PostcardOutcome::default()
-            });
-        }
-        self.postcard_other(store, idx, key, hop, v)
-    }
-
-    /// The checks of [`postcard`](Self::postcard), in order, one by one.
-    #[cold]
-    #[inline(never)]
-    fn check(&self, hop: u8, v: u32) -> Result<(), Refusal> {
         if !self.enabled {
             return Err(Refusal::PrimitiveDisabled);
         }
@@ -492,22 +446,8 @@ impl Postcarder {
         if self.hashed && v as u64 >= self.value_limit {
             return Err(Refusal::ValueOutOfRange);
         }
-        Ok(())
-    }
-
-    /// [`postcard`](Self::postcard) of a checked hop into entry `idx` when it holds another
-    /// key's path (evicted: its chunk written early) or already has this hop (a duplicate:
-    /// the later value wins).
-    #[inline(never)]
-    fn postcard_other(
-        &mut self,
-        store: &mut impl Sink,
-        idx: usize,
-        key: u32,
-        hop: u8,
-        v: u32,
-    ) -> Result<PostcardOutcome, Refusal> {
         let mut out = PostcardOutcome::default();
+        let idx = self.index_mod.of(hash::g(key)) as usize;
         let e = &mut self.entries[idx];
         if e.present != 0 && e.key != key {
             Self::flush(store, e);

@@ -243,9 +243,8 @@ impl Translator {
     fn count_postcard(&mut self, o: PostcardOutcome) -> u32 {
         let c = &mut self.counters;
         c.postcard += 1;
-        // Most postcards (B - 1 of every B on a clean stream) only fill their cache entry: one
-        // test of the three fields or-ed together, not three compares.
-        if o.complete | o.early | u32::from(o.duplicate_hop) == 0 {
+        // Most postcards (B - 1 of every B on a clean stream) only fill their cache entry.
+        if o == PostcardOutcome::default() {
             return 0;
         }
         c.postcard_paths_complete += o.complete as u64;
