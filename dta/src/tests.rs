@@ -493,3 +493,65 @@ fn one_word_refusals_keep_their_order() {
     assert_eq!(t.counters.key_write, 4);
     assert_eq!(t.counters.region_writes, 1 + 2 + 3 + 4);
 }
+
+/// Postcarding's cache paths: a new hop of the cached key, a duplicate hop (counted, the
+/// later value wins), an evicted partial path (written early), and
+/// the refusals' order when the region has no Postcarding section (disabled before the hop
+/// and value checks).
+#[test]
+fn postcarding_duplicate_eviction_and_refusal_order() {
+    let sizes = Sizes {
+        pc_chunks: 61,
+        pc_value_bits: 16,
+        ..Sizes::default()
+    };
+    let (_d, r) = region(sizes);
+    let cfg = Config {
+        pc_cache_slots: 1,
+        ..Config::default()
+    };
+    let mut t = Translator::new(Store::new(r.clone()), cfg);
+    let pc =
+        |key: u32, hop: u8, data: u32| payload(Primitive::Postcard { key, hop, data }, 0, false);
+    t.handle(&pc(9, 0, 1)).unwrap();
+    t.handle(&pc(9, 0, 2)).unwrap();
+    assert_eq!(t.counters.postcard_duplicate_hop, 1);
+    t.handle(&pc(9, 1, 3)).unwrap();
+    // One cache entry: key 10 evicts key 9's partial path.
+    t.handle(&pc(10, 1, 4)).unwrap();
+    assert_eq!(t.counters.postcard_early_flush, 1);
+    let c = Collector::new(r);
+    assert!(
+        matches!(c.path(9).unwrap(), PathAnswer::Found { ref hops, .. } if hops == &[2, 3]),
+        "{:?}",
+        c.path(9)
+    );
+    for hop in [0, 2, 3, 4] {
+        t.handle(&pc(10, hop, 5)).unwrap();
+    }
+    assert_eq!(t.counters.postcard_paths_complete, 1);
+    assert!(
+        matches!(c.path(10).unwrap(), PathAnswer::Found { ref hops, .. } if hops == &[5, 4, 5, 5, 5])
+    );
+    assert_eq!(t.counters.postcard, 8);
+    assert_eq!(
+        t.handle(&pc(10, 0, 1 << 16)).unwrap_err().why,
+        Refusal::ValueOutOfRange
+    );
+    assert_eq!(
+        t.handle(&pc(10, 5, 1 << 16)).unwrap_err().why,
+        Refusal::HopOutOfRange
+    );
+    let (_d, r) = region(Sizes {
+        pc_chunks: 0,
+        ..Sizes::default()
+    });
+    let mut t = Translator::new(Store::new(r), Config::default());
+    for (hop, v) in [(0, 0), (5, 0), (0, 1 << 30), (255, u32::MAX)] {
+        assert_eq!(
+            t.handle(&pc(1, hop, v)).unwrap_err().why,
+            Refusal::PrimitiveDisabled
+        );
+    }
+    assert_eq!(t.counters.refused_total(), 4);
+}

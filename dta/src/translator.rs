@@ -144,42 +144,41 @@ impl Translator {
     }
 
     /// One-word Key-Write, Key-Increment, Append and Postcarding, the per-packet common
-    /// cases, straight from the payload's bytes: no `Repr` (whose 7-word Key-Write data
-    /// array is built and copied per report). `None` for anything else, which
-    /// [`handle`](Self::handle) parses in full; a payload taken here has exactly the length
-    /// `Packet::check_len` accepts for it, and is stored or refused as the full path would.
-    /// Inlined into the caller's per-packet loop with [`handle`](Self::handle).
+    /// cases, decoded straight from the payload's bytes by the wire crate's
+    /// [`dta::decode_fast`] (no `Repr`, whose 7-word Key-Write data array is built and
+    /// copied per report; the benchmark's hash-map collector decodes with the same function).
+    /// `None` for anything else, which [`handle`](Self::handle) parses in full; a payload
+    /// taken here has exactly the length `Packet::check_len` accepts for it, and is stored or
+    /// refused as the full path would. Inlined into the caller's per-packet loop with
+    /// [`handle`](Self::handle).
     #[inline(always)]
     fn fast(&mut self, payload: &[u8]) -> Option<Result<(), Refused>> {
-        use dta::{opcode, sub_len};
-        let op = *payload.first()?;
-        let s = payload.get(self.base..)?;
-        let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-        // Tested one opcode after another (Key-Write first), not by a jump table: two
-        // compares for a Key-Write, and no more than the table's for the others.
-        let r = if op == opcode::KEY_WRITE {
-            let s: &[u8; sub_len::KEY_WRITE_1] = s.try_into().ok()?;
-            self.store
-                .key_write_one(s[0], be32(&s[1..5]), be32(&s[5..9]))
-                .inspect(|_| self.counters.key_write += 1)
-        } else if op == opcode::KEY_INCREMENT {
-            let s: &[u8; sub_len::KEY_INCREMENT] = s.try_into().ok()?;
-            let c = u64::from(be32(&s[5..9])) << 32 | u64::from(be32(&s[9..13]));
-            self.store
-                .key_increment(s[0], be32(&s[1..5]), c)
-                .inspect(|_| self.counters.key_increment += 1)
-        } else if op == opcode::APPEND {
-            let s: &[u8; sub_len::APPEND] = s.try_into().ok()?;
-            self.appender
-                .append(&mut self.store, be32(&s[0..4]), be32(&s[4..8]))
-                .inspect(|_| self.counters.append += 1)
-        } else if op == opcode::POSTCARDING {
-            let s: &[u8; sub_len::POSTCARDING] = s.try_into().ok()?;
-            self.postcarder
-                .postcard(&mut self.store, be32(&s[0..4]), s[4], be32(&s[5..9]))
-                .map(|o| self.count_postcard(o))
-        } else {
-            return None;
+        use dta::Fast;
+        let r = match dta::decode_fast(payload, self.base)? {
+            Fast::KeyWrite {
+                redundancy,
+                key,
+                data,
+            } => self
+                .store
+                .key_write_one(redundancy, key, data)
+                .inspect(|_| self.counters.key_write += 1),
+            Fast::KeyIncrement {
+                redundancy,
+                key,
+                counter,
+            } => self
+                .store
+                .key_increment(redundancy, key, counter)
+                .inspect(|_| self.counters.key_increment += 1),
+            Fast::Append { list, data } => self
+                .appender
+                .append(&mut self.store, list, data)
+                .inspect(|_| self.counters.append += 1),
+            Fast::Postcard { key, hop, data } => self
+                .postcarder
+                .postcard(&mut self.store, key, hop, data)
+                .map(|o| self.count_postcard(o)),
         };
         Some(match r {
             Ok(w) => {

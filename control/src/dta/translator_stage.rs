@@ -509,9 +509,10 @@ impl TranslatorStage {
 /// frame, or `None`: every check of the general parse ([`report_offsets_general`]: the
 /// Ethernet, IPv4 and UDP lengths, version, protocol, the IPv4 header checksum), for the
 /// common IPv4 header without options (IHL 5) at fixed offsets ([`report_offsets_fixed`]);
-/// any other frame takes the general parse.
+/// any other frame takes the general parse. Public for the benchmark's hash-map collector
+/// (`perf/`), which checks the outer headers as the translator does.
 #[inline(always)]
-fn report_offsets(f: &[u8]) -> Option<(usize, u32, usize, u16)> {
+pub fn report_offsets(f: &[u8]) -> Option<(usize, u32, usize, u16)> {
     match report_offsets_fixed(f) {
         Fixed::Udp(src, len, dport) => Some((FIXED_UDP, src, len, dport)),
         Fixed::NotUdp => None,

@@ -9,7 +9,11 @@
 //! `TranslatorStage`) and, in its benchmark loop-back mode, advances the report's key (so
 //! the stream keeps writing new slots, as a real stream would) and sends it back out
 //! (testpmd's 5tswap also rewrites and returns every packet). The CPU collector is the same
-//! pipeline with `std::collections::HashMap` inserts instead of region writes.
+//! pipeline doing the same work apart from the store (the stage's outer-header checks, the
+//! translator's report decode `peregrine_wire::dta::decode_fast`, per-batch dispatch,
+//! loop-back) with `std::collections::HashMap` inserts (default hasher) instead of region
+//! writes; Append lists in a `HashMap<list id, bounded ring>` (`hash-appendN`, the issue's
+//! collector) and, as a stricter second baseline, in a `Vec` by list id (`vec-appendN`).
 //!
 //! Keys: Key-Write, Key-Increment and Postcarding keys stay in `[0, K)` (`--keys K`,
 //! default the region's Key-Write slots S; advanced modulo K by a step coprime to K), the
@@ -42,7 +46,7 @@ use clap::Parser;
 use peregrine_control::dta::translator_stage::{Shared, TranslatorStage};
 use peregrine_dataplane::runtime::{self, Pipeline, Reasons, Stage};
 use peregrine_dta::{Collector, Config, Region, Sizes, Store, Translator};
-use peregrine_perf::dta_ingest::collector::{HashCollector, HashStage};
+use peregrine_perf::dta_ingest::collector::{HashCollector, HashStage, Lists};
 use peregrine_perf::dta_ingest::rdma::{rdma_rows, rdma_table, RdmaRow};
 use peregrine_perf::dta_ingest::{self, callgrind, frames, payloads, sizes, Args, MODES};
 use peregrine_perf::harness::net_ring::{self, Preloaded};
@@ -60,8 +64,8 @@ static GLOBAL: CountingAlloc = CountingAlloc::new();
 
 /// (reports/s in the window, allocations in it, reports the worker received in the run).
 fn ours(mode: &str, a: &Args) -> (f64, u64, u64) {
-    let hash = mode.starts_with("hash-");
-    let prim = mode.trim_start_matches("hash-").to_string();
+    let (lists, prim) = collector_mode(mode);
+    let prim = prim.to_string();
     let dir = tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap());
     let region = Arc::new(Region::create(dir.path().join("r"), sizes(&prim)).expect("region"));
     let mut pre = Preloaded::inject(
@@ -74,10 +78,11 @@ fn ours(mode: &str, a: &Args) -> (f64, u64, u64) {
         &mut pre,
         &|w: usize, r: &mut Reasons| {
             let lb = a.loopback();
-            let stage: Box<dyn Stage<_>> = if hash {
+            let stage: Box<dyn Stage<_>> = if let Some(lists) = lists {
                 Box::new(HashStage {
-                    c: HashCollector::sized(&prim, a.keys()),
+                    c: HashCollector::sized(&prim, a.keys(), lists),
                     lb,
+                    not_report: r.register("hash_not_report"),
                 })
             } else {
                 let t = Translator::new(Store::new(region.clone()), Config::default());
@@ -96,6 +101,19 @@ fn ours(mode: &str, a: &Args) -> (f64, u64, u64) {
     let c = run.join();
     assert_eq!(c.total_drops(), 0, "every report stored and looped back");
     (pps, allocs, c.rx_pkts.iter().sum())
+}
+
+/// A mode's collector, if it is one (`hash-<primitive>`: the hash-map collector, Append
+/// lists in a `HashMap`; `vec-<primitive>`: Append lists in a `Vec` by list id), and its
+/// primitive.
+fn collector_mode(mode: &str) -> (Option<Lists>, &str) {
+    if let Some(p) = mode.strip_prefix("hash-") {
+        (Some(Lists::Map), p)
+    } else if let Some(p) = mode.strip_prefix("vec-") {
+        (Some(Lists::Vec), p)
+    } else {
+        (None, mode)
+    }
 }
 
 /// The arguments of a `--child` measuring `mode` with the run's settings.
@@ -143,8 +161,9 @@ fn callgrind_main(a: &Args) {
          round on the `net_ring` vdevs under callgrind, over the reports it received (rx \
          burst, outer headers, store, loop-back, dispatch, tx burst, counters). Keys: {}.\n\n\
          | mode | translator: I/O-free instr, D1 miss, LL miss | translator: whole loop instr | \
-         hash map ({}): I/O-free instr, D1 miss, LL miss | hash map: whole loop instr |\n\
-         |---|---|---|---|---|",
+         hash map ({}): I/O-free instr, D1 miss, LL miss | hash map: whole loop instr | \
+         Append, lists in a `Vec` by list id (stricter): I/O-free; whole loop |\n\
+         |---|---|---|---|---|---|",
         keys_flag(a),
         a.keys_text(),
         a.baseline_label()
@@ -156,31 +175,40 @@ fn callgrind_main(a: &Args) {
     let f1 = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.0}"));
     let mut rows = Vec::new();
     for m in MODES {
-        let h = format!("hash-{m}");
+        let (h, v) = (format!("hash-{m}"), format!("vec-{m}"));
         let (ci, cl, hi, hl) = (
             callgrind(m, a.keys()),
             callgrind_loop(m, a),
             callgrind(&h, a.keys()),
             callgrind_loop(&h, a),
         );
+        let (vi, vl) = match m.starts_with("append") {
+            true => (callgrind(&v, a.keys()), callgrind_loop(&v, a)),
+            false => (None, None),
+        };
         eprintln!(
-            "{m:9} translator {} / loop {}; hash map {} / loop {}",
+            "{m:9} translator {} / loop {}; hash map {} / loop {}; Vec lists {} / loop {}",
             fmt(ci),
             f1(cl),
             fmt(hi),
-            f1(hl)
+            f1(hl),
+            fmt(vi),
+            f1(vl)
         );
         let _ = writeln!(
             md,
-            "| {m} | {} | {} | {} | {} |",
+            "| {m} | {} | {} | {} | {} | {}; {} |",
             fmt(ci),
             f1(cl),
             fmt(hi),
-            f1(hl)
+            f1(hl),
+            fmt(vi),
+            f1(vl)
         );
         rows.push(serde_json::json!({
             "mode": m, "io_free_ir_d1miss_llmiss": ci, "whole_loop_ir": cl,
             "hash_map_io_free_ir_d1miss_llmiss": hi, "hash_map_whole_loop_ir": hl,
+            "vec_lists_io_free_ir_d1miss_llmiss": vi, "vec_lists_whole_loop_ir": vl,
         }));
     }
     let result = serde_json::json!({ "rows": rows, "keys": a.keys(), "machine": machine() });
@@ -313,18 +341,21 @@ fn count_child(mode: &str, a: &Args) {
     if let Some(prim) = mode.strip_prefix("rdma-") {
         return dta_ingest::rdma::count_child(prim, count, &lb);
     }
-    let hash = mode.starts_with("hash-");
-    let prim = mode.trim_start_matches("hash-");
+    let (lists, prim) = collector_mode(mode);
     let mut payloads = payloads(prim, 64, &lb);
     let dir = tempfile::tempdir().unwrap();
     let region = Arc::new(Region::create(dir.path().join("r"), sizes(prim)).unwrap());
     let mut t = Translator::new(Store::new(region), Config::default());
-    let mut h = HashCollector::sized(if hash { prim } else { "" }, a.keys());
+    let mut h = HashCollector::sized(
+        if lists.is_some() { prim } else { "" },
+        a.keys(),
+        lists.unwrap_or_default(),
+    );
     let mut done = 0u64;
     while done < count {
         for burst in payloads.chunks_mut(32) {
             for p in burst.iter_mut().take((count - done) as usize) {
-                if hash {
+                if lists.is_some() {
                     std::hint::black_box(h.handle(p));
                 } else {
                     std::hint::black_box(t.handle(p).is_ok());
@@ -364,9 +395,10 @@ fn query_rate() -> f64 {
     n as f64 / t0.elapsed().as_secs_f64()
 }
 
-/// A primitive's measurements: name, translator, DPDK-fed hash map and kernel-UDP hash map
-/// rates per round, heap allocations in the measured windows.
-type Row = (String, Vec<f64>, Vec<f64>, Vec<f64>, u64);
+/// A primitive's measurements: name, translator, DPDK-fed hash map, kernel-UDP hash map and
+/// (Append only) DPDK-fed `Vec`-lists collector rates per round, heap allocations in the
+/// measured windows.
+type Row = (String, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, u64);
 
 fn main() {
     let a = Args::parse();
@@ -401,26 +433,45 @@ fn main() {
     let mut tpmd = Vec::new();
     let mut rows: Vec<Row> = MODES
         .iter()
-        .map(|m| (m.to_string(), Vec::new(), Vec::new(), Vec::new(), 0))
+        .map(|m| {
+            (
+                m.to_string(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                0,
+            )
+        })
         .collect();
     let mut rdma = rdma_rows();
     for round in 0..a.rounds {
         let p = testpmd(&a, round).unwrap_or_else(|e| fail(&e));
         eprintln!("round {round}: testpmd 5tswap {:.2} Mpps", p / 1e6);
         tpmd.push(p);
-        for (m, dta_pps, hash_pps, udp_pps, allocs) in rows.iter_mut() {
+        for (m, dta_pps, hash_pps, udp_pps, vec_pps, allocs) in rows.iter_mut() {
             let (p, al) = child(m, &a).unwrap_or_else(|e| fail(&e));
             let (h, _) = child(&format!("hash-{m}"), &a).unwrap_or_else(|e| fail(&e));
             let (u, _) = child(&format!("udp-{m}"), &a).unwrap_or_else(|e| fail(&e));
+            let v = match m.starts_with("append") {
+                true => Some(
+                    child(&format!("vec-{m}"), &a)
+                        .unwrap_or_else(|e| fail(&e))
+                        .0,
+                ),
+                false => None,
+            };
             eprintln!(
-                "round {round}: {m:9} translator {:.2} M/s, hash map {:.2} M/s, kernel UDP + hash map {:.2} M/s",
+                "round {round}: {m:9} translator {:.2} M/s, hash map {:.2} M/s, kernel UDP + hash map {:.2} M/s{}",
                 p / 1e6,
                 h / 1e6,
-                u / 1e6
+                u / 1e6,
+                v.map(|v| format!(", Vec lists {:.2} M/s", v / 1e6)).unwrap_or_default()
             );
             dta_pps.push(p);
             hash_pps.push(h);
             udp_pps.push(u);
+            vec_pps.extend(v);
             *allocs += al;
         }
         rdma_round(&a, round, &mut rdma);
@@ -443,7 +494,14 @@ fn main() {
          two `net_ring` vdevs, {} reports in flight per port, burst {}, {} rounds of {} s, \
          alternating testpmd / translator / hash map within each round. Keys: {}. Machine: \
          {} (on a shared machine rates move between rounds; the ratios of adjacent runs are \
-         steadier than the absolute numbers).\n",
+         steadier than the absolute numbers). The hash-map collector (the issue's \
+         baseline) does the translator's work apart from the store: the same outer-header \
+         checks (`report_offsets`), the same report decode (`peregrine_wire::dta::decode_fast`), \
+         the same per-batch dispatch and loop-back, then `std::collections::HashMap` with the \
+         default hasher (SipHash-1-3); Append keeps each list in a \
+         `HashMap<u32 list id, bounded ring of 64 Ki>` pre-sized for the stream's lists. The \
+         Append-only `Vec` column is a stricter second baseline (lists in a `Vec` indexed by \
+         list id, no hashing), not the issue's.\n",
         match (a.callgrind, keys_flag(&a)) {
             (false, f) if f.is_empty() => String::new(),
             (c, f) => format!(" --{}{f}", if c { " --callgrind" } else { "" }),
@@ -466,10 +524,14 @@ fn main() {
             .join(", ")
     );
     let base = a.baseline_label();
-    let _ = writeln!(md, "| primitive | translator M reports/s | / testpmd | goal | met | hash-map collector (DPDK-fed; {base}) M/s | translator / it (goal 4) | kernel-UDP (`recvmmsg`) hash-map collector ({base}) M/s | translator / it (goal 4) | instr, D1 miss, LL miss per report (translator) | the same (hash map) | whole-loop instr per report (translator; hash map) |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for (m, d, h, u, allocs) in &rows {
+    let _ = writeln!(md, "| primitive | translator M reports/s | / testpmd | goal | met | hash-map collector (DPDK-fed; {base}) M/s | translator / it (goal 4) | kernel-UDP (`recvmmsg`) hash-map collector ({base}) M/s | translator / it (goal 4) | Append only: lists in a `Vec` by list id (stricter, not the issue's) M/s | translator / it | instr, D1 miss, LL miss per report (translator) | the same (hash map) | whole-loop instr per report (translator; hash map) |");
+    let _ = writeln!(
+        md,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for (m, d, h, u, v, allocs) in &rows {
         let (dm, hm, um) = (median(d), median(h), median(u));
+        let vm = (!v.is_empty()).then(|| median(v));
         let ratio_t = median(&pair_ratios(d, &tpmd));
         let cg = a.callgrind.then(|| {
             (
@@ -492,7 +554,7 @@ fn main() {
         };
         let _ = writeln!(
             md,
-            "| {m} | {:.2} | {:.2} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {}; {} |",
+            "| {m} | {:.2} | {:.2} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {}; {} |",
             dm / 1e6,
             ratio_t,
             goal(m)
@@ -507,6 +569,8 @@ fn main() {
             dm / hm,
             um / 1e6,
             dm / um,
+            vm.map_or("-".into(), |x| format!("{:.2}", x / 1e6)),
+            vm.map_or("-".into(), |x| format!("{:.2}", dm / x)),
             fmt(ci),
             fmt(ch),
             f1(li),
@@ -518,6 +582,7 @@ fn main() {
             "vs_testpmd_median_of_pairs": ratio_t, "goal_vs_testpmd": goal(m),
             "vs_hash_map": dm / hm, "heap_allocations_in_windows": allocs,
             "kernel_udp_hash_map_pps": u, "kernel_udp_hash_map_median": um, "vs_kernel_udp_hash_map": dm / um,
+            "vec_lists_pps": v, "vec_lists_median": vm, "vs_vec_lists": vm.map(|x| dm / x),
             "callgrind_per_report_ir_d1miss_llmiss": ci, "hash_map_callgrind_per_report": ch,
             "whole_loop_ir_per_report": li, "hash_map_whole_loop_ir_per_report": lh,
         }));

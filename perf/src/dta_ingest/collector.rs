@@ -1,30 +1,89 @@
-//! The CPU collector the DTA seed compares against: the same report parse, then
-//! `std::collections::HashMap` inserts (default hasher), and the same as a pipeline stage
-//! with the translator's loop-back.
+//! The CPU collector the DTA seed compares against (issue 15: "a CPU collector that inserts
+//! the same reports into a hash map"): the translator's own decode
+//! (`peregrine_wire::dta::decode_fast`, shared, not copied), then
+//! `std::collections::HashMap` inserts with the default hasher (SipHash-1-3); and the same
+//! as a pipeline stage with the translator's outer-header checks, per-batch dispatch and
+//! loop-back, so that the comparison is store against store.
+//!
+//! Append keeps each list in a `HashMap<u32 list id, bounded ring>` ([`Lists::Map`], the
+//! issue's collector); [`Lists::Vec`] is the stricter second baseline, the lists in a `Vec`
+//! indexed by list id (no hashing at all).
 
-use peregrine_control::dta::translator_stage::Loopback;
-use peregrine_dataplane::runtime::{Batch, Context, Disposition, Stage};
+use peregrine_control::dta::translator_stage::{report_offsets, Loopback};
+use peregrine_dataplane::runtime::{Batch, Context, Disposition, DropReason, Stage};
 use peregrine_dataplane::PacketBuf;
-use peregrine_wire::dta::{self, Primitive, Repr, Variant};
+use peregrine_wire::dta::{self, Fast, Primitive, Repr, Variant};
+use peregrine_wire::udp;
 use std::collections::HashMap;
 
-/// The CPU collector: the same parse, then hash-map inserts.
+/// Entries kept per Append list (the newest; the ring's length in the benchmark's region).
+const LIST_LEN: usize = 1 << 16;
+
+/// Lists pre-sized for in the Append map (the benchmark's streams use 8).
+const LISTS: usize = 8;
+
+/// How the collector keeps Append lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Lists {
+    /// `HashMap<u32 list id, bounded ring>`, default hasher, pre-sized: the issue's
+    /// hash-map collector.
+    #[default]
+    Map,
+    /// A `Vec` of lists indexed by list id: no hashing, a stricter baseline.
+    Vec,
+}
+
+/// A bounded list: the newest [`LIST_LEN`] entries, overwritten oldest first.
+#[derive(Debug)]
+pub struct Ring {
+    buf: Box<[u32]>,
+    next: usize,
+}
+
+impl Ring {
+    fn new() -> Ring {
+        Ring {
+            buf: vec![0; LIST_LEN].into_boxed_slice(),
+            next: 0,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, v: u32) {
+        if let Some(x) = self.buf.get_mut(self.next) {
+            *x = v;
+        }
+        self.next = (self.next + 1) & (LIST_LEN - 1);
+    }
+}
+
+/// The CPU collector: the translator's decode, then hash-map inserts.
 #[derive(Debug, Default)]
 pub struct HashCollector {
     kw: HashMap<u32, u32>,
     ki: HashMap<u32, u64>,
-    lists: Vec<Vec<u32>>,
+    lists: Lists,
+    map_lists: HashMap<u32, Ring>,
+    vec_lists: Vec<Vec<u32>>,
     pc: HashMap<u32, [u32; 5]>,
 }
 
 impl HashCollector {
     /// A collector for `mode`'s stream of `keys` distinct keys: the map that primitive
     /// uses is pre-sized for them (`with_capacity`, as a collector sized for what it stores
-    /// would be; no resize while it runs). `keys` 0 (unbounded): every map starts empty.
-    pub fn sized(mode: &str, keys: u32) -> HashCollector {
-        let mut c = HashCollector::default();
+    /// would be; no resize while it runs). `keys` 0 (unbounded): every keyed map starts
+    /// empty. Append's list map is pre-sized for the stream's lists either way; `lists` says
+    /// how Append lists are kept.
+    pub fn sized(mode: &str, keys: u32, lists: Lists) -> HashCollector {
+        let mut c = HashCollector {
+            lists,
+            ..HashCollector::default()
+        };
         let k = keys as usize;
         match mode {
+            m if m.starts_with("append") && lists == Lists::Map => {
+                c.map_lists = HashMap::with_capacity(LISTS)
+            }
             _ if k == 0 => {}
             "kw1" | "kw2" => c.kw = HashMap::with_capacity(k),
             "ki" => c.ki = HashMap::with_capacity(k),
@@ -34,30 +93,43 @@ impl HashCollector {
         c
     }
 
+    /// One report (the UDP payload, NACK-tracking base header): decoded as the translator
+    /// decodes it, then inserted. `false` for a report it cannot decode.
+    #[inline(always)]
     pub fn handle(&mut self, payload: &[u8]) -> bool {
-        let Ok(p) = dta::Packet::new_checked(payload, Variant::Tracked) else {
-            return false;
+        let f = match dta::decode_fast(payload, Variant::Tracked.base_len()) {
+            Some(f) => f,
+            None => match parse_other(payload) {
+                Some(f) => f,
+                None => return false,
+            },
         };
-        let Ok(r) = Repr::parse(&p) else { return false };
-        match r.primitive {
-            Primitive::KeyWrite { key, data, .. } => {
-                self.kw.insert(key, data[0]);
+        match f {
+            Fast::KeyWrite { key, data, .. } => {
+                self.kw.insert(key, data);
             }
-            Primitive::KeyIncrement { key, counter, .. } => {
+            Fast::KeyIncrement { key, counter, .. } => {
                 *self.ki.entry(key).or_default() += counter;
             }
-            Primitive::Append { list, data } => {
-                if self.lists.len() <= list as usize {
-                    self.lists.resize_with(list as usize + 1, Vec::new);
+            Fast::Append { list, data } => match self.lists {
+                Lists::Map => self
+                    .map_lists
+                    .entry(list)
+                    .or_insert_with(Ring::new)
+                    .push(data),
+                Lists::Vec => {
+                    if self.vec_lists.len() <= list as usize {
+                        self.vec_lists.resize_with(list as usize + 1, Vec::new);
+                    }
+                    let l = &mut self.vec_lists[list as usize];
+                    // A bounded list, like the ring: keep the newest 64 Ki entries.
+                    if l.len() >= LIST_LEN {
+                        l.clear();
+                    }
+                    l.push(data);
                 }
-                let l = &mut self.lists[list as usize];
-                // A bounded list, like the ring: keep the newest 64 Ki entries.
-                if l.len() >= 1 << 16 {
-                    l.clear();
-                }
-                l.push(data);
-            }
-            Primitive::Postcard { key, hop, data } => {
+            },
+            Fast::Postcard { key, hop, data } => {
                 if let Some(v) = self
                     .pc
                     .entry(key)
@@ -71,7 +143,7 @@ impl HashCollector {
         true
     }
 
-    /// Distinct keys stored (all maps).
+    /// Distinct keys stored (all keyed maps).
     pub fn len(&self) -> usize {
         self.kw.len() + self.ki.len() + self.pc.len()
     }
@@ -79,13 +151,54 @@ impl HashCollector {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Append lists held.
+    pub fn lists(&self) -> usize {
+        self.map_lists.len() + self.vec_lists.len()
+    }
 }
 
-/// The hash-map collector as a stage, with the same loop-back as the translator's.
+/// What [`dta::decode_fast`] does not take (Key-Write with 3 or 7 words), by the general
+/// parse, as the translator does; Key-Write keeps its first word.
+#[cold]
+#[inline(never)]
+fn parse_other(payload: &[u8]) -> Option<Fast> {
+    let p = dta::Packet::new_checked(payload, Variant::Tracked).ok()?;
+    Some(match Repr::parse(&p).ok()?.primitive {
+        Primitive::KeyWrite {
+            redundancy,
+            key,
+            data,
+            ..
+        } => Fast::KeyWrite {
+            redundancy,
+            key,
+            data: data[0],
+        },
+        Primitive::KeyIncrement {
+            redundancy,
+            key,
+            counter,
+        } => Fast::KeyIncrement {
+            redundancy,
+            key,
+            counter,
+        },
+        Primitive::Append { list, data } => Fast::Append { list, data },
+        Primitive::Postcard { key, hop, data } => Fast::Postcard { key, hop, data },
+    })
+}
+
+/// The hash-map collector as a stage: the translator stage's outer-header parse and checks
+/// (`report_offsets`: Ethernet, IPv4 with its header checksum, UDP lengths; the UDP
+/// destination port), its per-batch dispatch (`Batch::decide_each`: a batch decided alike
+/// goes out in one tx burst) and its loop-back.
 #[derive(Debug)]
 pub struct HashStage {
     pub c: HashCollector,
     pub lb: Loopback,
+    /// Frames that are not reports, and reports the collector cannot decode.
+    pub not_report: DropReason,
 }
 
 impl<B: PacketBuf> Stage<B> for HashStage {
@@ -94,14 +207,19 @@ impl<B: PacketBuf> Stage<B> for HashStage {
     }
     fn process(&mut self, batch: &mut Batch<B>, _cx: &Context) {
         let rx = batch.rx_port;
-        batch.for_each_active(|p| {
-            let d = p.data_mut();
-            let at = dta::FRAME_OVERHEAD;
-            let end = d.len().min(at + 32);
-            let payload_len = u16::from_be_bytes([d[38], d[39]]) as usize - 8;
-            let ok = self.c.handle(&d[at..(at + payload_len).min(end)]);
-            debug_assert!(ok);
-            self.lb.advance(&mut d[at..]);
+        let lb = self.lb;
+        batch.decide_each(|p| {
+            let Some((udp_at, _src, len, dport)) = report_offsets(p.data()) else {
+                return Disposition::drop_as(self.not_report);
+            };
+            let frame = p.data_mut();
+            let Some(payload) = frame.get_mut(udp_at + udp::HEADER_LEN..udp_at + len) else {
+                return Disposition::drop_as(self.not_report);
+            };
+            if dport != dta::UDP_PORT || !self.c.handle(payload) {
+                return Disposition::drop_as(self.not_report);
+            }
+            lb.advance(payload);
             Disposition::tx(rx ^ 1)
         });
     }
@@ -118,7 +236,7 @@ mod tests {
         let k = 1000;
         let lb = Loopback::new(Variant::Tracked).with_keys(k);
         for m in MODES {
-            let mut c = HashCollector::sized(m, k);
+            let mut c = HashCollector::sized(m, k, Lists::Map);
             let mut ps = payloads(m, 64, &lb);
             for _ in 0..400 {
                 for p in ps.iter_mut() {

@@ -1,6 +1,6 @@
 //! The kernel-UDP collector: the seed's CPU baseline fed through the kernel's socket path.
 
-use super::collector::HashCollector;
+use super::collector::{HashCollector, Lists};
 use super::{payloads, Args};
 use crate::harness::report;
 use std::sync::Arc;
@@ -63,7 +63,7 @@ pub fn kernel_udp(mode: &str, a: &Args) -> (f64, u64) {
         })
     };
     let _ = peregrine_control::pinning::pin_current(&[a.core]);
-    let mut c = HashCollector::sized(&prim, a.keys());
+    let mut c = HashCollector::sized(&prim, a.keys(), Lists::Map);
     let mut bufs = [[0u8; 64]; 32];
     let mut hdrs = MultiHeaders::<SockaddrIn>::preallocate(32, None);
     let mut lens = [0usize; 32];

@@ -249,26 +249,104 @@ impl Primitive {
     }
 }
 
-/// One-word Key-Write and Key-Increment, the per-report common case, decoded straight from
-/// the payload's bytes as a translator's per-report path wants them (no `Packet` / `Repr`
-/// walk), with the report's NACK sequence number if it is retransmittable. `None` for
-/// anything else, which the caller parses in full ([`Repr::parse`]); a payload taken here has exactly the
-/// length `Packet::check_len` accepts for it.
-#[inline]
-pub fn parse_one_word(payload: &[u8], variant: Variant) -> Option<(Primitive, Option<u8>)> {
+/// A report of one of the per-report common shapes, decoded straight from its bytes by
+/// [`decode_fast`]: one-word Key-Write, Key-Increment, Append and Postcarding, the fields
+/// as the sub-headers carry them (section 4, Figure 4 of the seed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fast {
+    /// Key-Write with one data word.
+    KeyWrite {
+        redundancy: u8,
+        key: u32,
+        data: u32,
+    },
+    KeyIncrement {
+        redundancy: u8,
+        key: u32,
+        counter: u64,
+    },
+    Append {
+        list: u32,
+        data: u32,
+    },
+    Postcard {
+        key: u32,
+        hop: u8,
+        data: u32,
+    },
+}
+
+/// The per-report common cases (one-word Key-Write, Key-Increment, Append, Postcarding)
+/// decoded straight from the payload's bytes, `base` being the variant's
+/// [`Variant::base_len`]: no `Packet` / `Repr` walk, and no 7-word Key-Write array built
+/// and copied per report. `None` for anything else, which the caller parses in full
+/// ([`Repr::parse`]); a payload taken here has exactly the length `Packet::check_len`
+/// accepts for it, and the fields `Repr::parse` would give. The translator and the
+/// benchmark's hash-map collector both decode with this (the same decode on both sides of
+/// the comparison); inlined, so a caller's `match` on the result folds into the opcode
+/// tests. Opcodes are tested one after another, Key-Write first, not by a jump table.
+#[inline(always)]
+pub fn decode_fast(payload: &[u8], base: usize) -> Option<Fast> {
     let op = *payload.first()?;
-    let s = payload.get(variant.base_len()..)?;
-    let prim = match (op, s.len()) {
-        (opcode::KEY_WRITE, sub_len::KEY_WRITE_1) => Primitive::KeyWrite {
+    let s = payload.get(base..)?;
+    Some(if op == opcode::KEY_WRITE {
+        let s: &[u8; sub_len::KEY_WRITE_1] = s.try_into().ok()?;
+        Fast::KeyWrite {
             redundancy: s[0],
             key: be32(&s[1..5]),
-            words: 1,
-            data: [be32(&s[5..9]), 0, 0, 0, 0, 0, 0],
-        },
-        (opcode::KEY_INCREMENT, sub_len::KEY_INCREMENT) => Primitive::KeyIncrement {
+            data: be32(&s[5..9]),
+        }
+    } else if op == opcode::KEY_INCREMENT {
+        let s: &[u8; sub_len::KEY_INCREMENT] = s.try_into().ok()?;
+        Fast::KeyIncrement {
             redundancy: s[0],
             key: be32(&s[1..5]),
             counter: u64::from(be32(&s[5..9])) << 32 | u64::from(be32(&s[9..13])),
+        }
+    } else if op == opcode::APPEND {
+        let s: &[u8; sub_len::APPEND] = s.try_into().ok()?;
+        Fast::Append {
+            list: be32(&s[0..4]),
+            data: be32(&s[4..8]),
+        }
+    } else if op == opcode::POSTCARDING {
+        let s: &[u8; sub_len::POSTCARDING] = s.try_into().ok()?;
+        Fast::Postcard {
+            key: be32(&s[0..4]),
+            hop: s[4],
+            data: be32(&s[5..9]),
+        }
+    } else {
+        return None;
+    })
+}
+
+/// One-word Key-Write and Key-Increment, the per-report common case, decoded straight from
+/// the payload's bytes as a translator's per-report path wants them (no `Packet` / `Repr`
+/// walk; [`decode_fast`]), with the report's NACK sequence number if it is retransmittable.
+/// `None` for anything else, which the caller parses in full ([`Repr::parse`]); a payload
+/// taken here has exactly the length `Packet::check_len` accepts for it.
+#[inline]
+pub fn parse_one_word(payload: &[u8], variant: Variant) -> Option<(Primitive, Option<u8>)> {
+    let prim = match decode_fast(payload, variant.base_len())? {
+        Fast::KeyWrite {
+            redundancy,
+            key,
+            data,
+        } => Primitive::KeyWrite {
+            redundancy,
+            key,
+            words: 1,
+            data: [data, 0, 0, 0, 0, 0, 0],
+        },
+        Fast::KeyIncrement {
+            redundancy,
+            key,
+            counter,
+        } => Primitive::KeyIncrement {
+            redundancy,
+            key,
+            counter,
         },
         _ => return None,
     };

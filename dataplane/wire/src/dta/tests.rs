@@ -220,3 +220,59 @@ fn parse_one_word_equals_the_full_parse() {
     assert_eq!(parse_one_word(&[], Variant::Tracked), None);
     assert_eq!(parse_one_word(&KW[..2], Variant::Tracked), None);
 }
+
+/// [`decode_fast`] agrees with the full parse wherever it answers, and answers for exactly
+/// the one-word Key-Write, Key-Increment, Append and Postcarding of either base header.
+#[test]
+fn decode_fast_equals_the_full_parse() {
+    let kw3 = [
+        0x01, 0x00, 0x00, 0x02, 0, 0, 0, 9, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
+    ];
+    let cases: [(&[u8], Variant, bool); 9] = [
+        (&KW, Variant::Tracked, true),
+        (&KI, Variant::Tracked, true),
+        (&AP_PLAIN, Variant::Plain, true),
+        (&PC, Variant::Tracked, true),
+        (&kw3, Variant::Tracked, false),
+        (&KW[..11], Variant::Tracked, false),
+        (&KI[..15], Variant::Tracked, false),
+        (&PC[..11], Variant::Tracked, false),
+        (
+            &[0x05, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+            Variant::Tracked,
+            false,
+        ),
+    ];
+    for (bytes, v, fast) in cases {
+        let got = decode_fast(bytes, v.base_len());
+        assert_eq!(got.is_some(), fast, "{bytes:02x?}");
+        let Some(f) = got else { continue };
+        let r = Repr::parse(&Packet::new_checked(bytes, v).unwrap()).unwrap();
+        let want = match r.primitive {
+            Primitive::KeyWrite {
+                redundancy,
+                key,
+                words: 1,
+                data,
+            } => Fast::KeyWrite {
+                redundancy,
+                key,
+                data: data[0],
+            },
+            Primitive::KeyIncrement {
+                redundancy,
+                key,
+                counter,
+            } => Fast::KeyIncrement {
+                redundancy,
+                key,
+                counter,
+            },
+            Primitive::Append { list, data } => Fast::Append { list, data },
+            Primitive::Postcard { key, hop, data } => Fast::Postcard { key, hop, data },
+            p => panic!("{p:?}"),
+        };
+        assert_eq!(f, want, "{bytes:02x?}");
+    }
+    assert_eq!(decode_fast(&[], 3), None);
+}
