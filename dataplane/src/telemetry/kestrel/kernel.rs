@@ -15,7 +15,7 @@
 
 use super::bank::{spill_sketch, Bank, Pm, Sample, Sketcher, AHEAD, CHUNK, QFIS};
 use super::edges::QidEdges;
-use super::layout::{self, HotBucket, IndexHash, BINS, DIRS, EDGES, MAX_QIDS, SPILL_AT};
+use super::layout::{self, HotBucket, IndexHash, DIRS, EDGES, MAX_QIDS, SPILL_AT};
 use crate::upf::prefetch::prefetch_addr;
 
 /// The bin of a value by octave (see the module doc): per octave `o` (`[2^o, 2^(o+1))`, the
@@ -29,45 +29,15 @@ use crate::upf::prefetch::prefetch_addr;
 /// no multiply by the entry size. The edges are u64 so that `v < a` is one compare of the
 /// 64-bit value with memory, and `top` is a byte so that each term is one `sbb` (LLVM
 /// emits `xor`/`setb`/`sub` for the same subtraction in u64; perf/results/kestrel.md,
-/// rounds 5 and 6). The one-compare bin ([`BinTable::bin1`]) reads `pair[o][v >= a[o]]`
-/// instead: the octave's two possible bins as `Bin8`s, whose type tells LLVM the entry
-/// indexes an 8-bin histogram with no mask (round 12: four instructions a bin instead of
-/// five).
+/// rounds 5 and 6). The one-compare bin ([`BinTable::bin1`]) is `top[o] - (v < a[o])`
+/// alone (round 15; rounds 12-14 read a table of bin pairs, `pair[o][v >= a[o]]`, which
+/// LLVM compiled as a data-dependent branch in some builds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub struct BinTable {
     a: [u64; 64],
     b: [u64; 64],
     top: [u8; 64],
-    pair: [[Bin8; 2]; 64],
-}
-
-/// A histogram bin, `0..BINS`: a `u8` in memory, as an enum so that a value loaded from a
-/// table is known to be below 8 and indexes a `[u16; BINS]` with no mask or bounds test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum Bin8 {
-    B0,
-    B1,
-    B2,
-    B3,
-    B4,
-    B5,
-    B6,
-    B7,
-}
-
-impl Bin8 {
-    const ALL: [Bin8; BINS] = [
-        Bin8::B0,
-        Bin8::B1,
-        Bin8::B2,
-        Bin8::B3,
-        Bin8::B4,
-        Bin8::B5,
-        Bin8::B6,
-        Bin8::B7,
-    ];
 }
 
 impl BinTable {
@@ -77,7 +47,6 @@ impl BinTable {
             a: [0; 64],
             b: [0; 64],
             top: [0; 64],
-            pair: [[Bin8::B0; 2]; 64],
         };
         for o in 0..64 {
             let lo = if o == 0 { 0u64 } else { 1 << o };
@@ -95,10 +64,6 @@ impl BinTable {
             t.a[o] = a.unwrap_or(0);
             t.b[o] = b.unwrap_or(0);
             t.top[o] = top;
-            // [below a, at or above a]; with no edge inside every value is at or above 0.
-            // (Only `bin1` reads it: exact where `b` is free.) `top` <= EDGES < BINS.
-            let below = if a.is_some() { top - 1 } else { top };
-            t.pair[o] = [Bin8::ALL[usize::from(below)], Bin8::ALL[usize::from(top)]];
         }
         Some(t)
     }
@@ -129,7 +94,13 @@ impl BinTable {
     #[inline(always)]
     pub fn bin1(&self, v: u64) -> usize {
         let o = Self::octave(v);
-        self.pair[o][usize::from(v >= self.a[o])] as usize
+        // `top[o]` less one when `v` is below the octave's edge (with no edge inside, `a[o]`
+        // is 0 and nothing is below it). The byte is loaded beside the edge and the compare
+        // only borrows from it (`sbb`), so no load waits for the compare and there is no
+        // select for LLVM to turn into a data-dependent branch in any copy of the kernel
+        // (round 15: `pair[o][v >= a[o]]`, with or without `select_unpredictable`, became
+        // a branch in some builds; perf/results/kestrel.md, rounds 13-15).
+        usize::from(self.top[o].wrapping_sub(u8::from(v < self.a[o])) & 7)
     }
 }
 

@@ -24,6 +24,7 @@ mod burst;
 mod compare;
 mod n4;
 mod stage;
+mod tapdiag;
 
 /// The N4 modes' compiler: the daemon's shard growth unless `--n4-fixed-shards`.
 fn n4_compiler(a: &Args, c: Compiler) -> Compiler {
@@ -365,6 +366,8 @@ fn parse_case(s: &str) -> (Option<Dir>, usize, usize) {
     let dir = match v[0]
         .trim_end_matches("+fridge")
         .trim_end_matches("+kestrel")
+        .trim_end_matches("+tapnull")
+        .trim_end_matches("+cms")
     {
         "ul" => Some(Dir::Ul),
         "dl" => Some(Dir::Dl),

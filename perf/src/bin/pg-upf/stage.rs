@@ -29,6 +29,10 @@
 //!
 //! or, without `--toggle-collect`, read `tap_burst`'s inclusive count.
 //!
+//! `--stage ul+tapnull,64,10000` and `--stage ul+cms,64,10000` put a diagnostic tap in its
+//! place (`tapdiag`: the tap's sample building alone, and the same with a plain 3-row
+//! Count-Min update), collected on `pg_upf::tapdiag::diag_burst`.
+//!
 //! `PG_UPF_STAGE_SPLIT=1` times each stage on its own (a clock read after each stage: each
 //! figure includes one read per batch, about 0.6 ns a packet here, and the total grows by as
 //! many) and prints `stages: A + B ns/packet` after the total: the fridge's time beside the
@@ -39,6 +43,7 @@
 //! batch: a stage that keeps per-rx-port state pays for the switches there (the fridge's
 //! direction table did, before round 8: perf/results/fridge-bench.md).
 
+use super::tapdiag::{diag_burst, Diag, DiagTap};
 use super::{compiled, frames, fridge_spec, parse_case, upf_config, Dir, PORT_MACS};
 use peregrine_dataplane::buffer::{OwnedBuf, PacketBuf};
 use peregrine_dataplane::io::PortId;
@@ -100,6 +105,8 @@ pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
         .split(',')
         .next()
         .is_some_and(|d| d.ends_with("+kestrel"));
+    // `+tapnull` / `+cms`: the diagnostic taps of `tapdiag` in the tap's place.
+    let mut diag = Diag::from_case(case).map(DiagTap::new);
     let tx_port = if dir == Dir::Ul { 1 } else { 0 };
     let mut tap_spent = Duration::ZERO;
     // `PG_UPF_STAGE_SPLIT=1`: each stage timed on its own (a clock read between stages),
@@ -159,6 +166,10 @@ pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
             let t0 = Instant::now();
             tap_burst(&mut tap, tx_port, &mut bufs, &cx);
             tap_spent += t0.elapsed();
+        } else if let Some(d) = &mut diag {
+            let t0 = Instant::now();
+            diag_burst(d, &bufs, &cx);
+            tap_spent += t0.elapsed();
         }
     }
     if sent != pkts {
@@ -179,6 +190,14 @@ pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
         println!(
             "kestrel tap: {:.1} ns/packet",
             tap_spent.as_nanos() as f64 / pkts as f64
+        );
+    }
+    if let Some(d) = &diag {
+        println!(
+            "{:?} tap: {:.1} ns/packet ({} packets counted)",
+            Diag::from_case(case).expect("a diagnostic case"),
+            tap_spent.as_nanos() as f64 / pkts as f64,
+            d.counted()
         );
     }
 }
