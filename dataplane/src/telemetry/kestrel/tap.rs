@@ -222,6 +222,34 @@ const _DIR_BYTES: () = assert!(
         && DIRS == 2
 );
 
+impl Sample {
+    /// The sample of packet `p` as it leaves its queue, from its metadata: direction, QID,
+    /// key, inner length, colour, sojourn, and its dequeue time (enqueue + sojourn, or `now`
+    /// for a packet that carries no enqueue stamp).
+    #[inline(always)]
+    pub fn of_packet<B: PacketBuf>(p: &B, now: u64) -> Sample {
+        let m = p.pkt_meta();
+        // Uplink 0, downlink 1; unknown (0) and out-of-range bytes land outside `0..DIRS`,
+        // which the sketcher skips (see `_DIR_BYTES`).
+        let dir = usize::from(m.dir).wrapping_sub(1);
+        let t_ns = if m.enqueue_ns != 0 {
+            m.enqueue_ns + u64::from(m.sojourn_ns)
+        } else {
+            now
+        };
+        Sample {
+            dir,
+            qid: usize::from(m.qid),
+            teid: m.teid,
+            qfi: m.qfi,
+            len: inner_len(p.data(), usize::from(m.inner_l3_off)),
+            colour: m.color,
+            sojourn_ns: m.sojourn_ns,
+            t_ns,
+        }
+    }
+}
+
 /// Inner IP packet length at `off` (IPv4 total length, IPv6 payload length + 40), or what
 /// follows `off` when the header is not there.
 #[inline]
@@ -246,25 +274,7 @@ impl<B: PacketBuf> Tap<B> for KestrelTap {
         self.idle_calls = 0;
         for chunk in pkts.chunks(CHUNK) {
             for (p, s) in chunk.iter().zip(&mut self.buf) {
-                let m = p.pkt_meta();
-                // Uplink 0, downlink 1; unknown (0) and out-of-range bytes land outside
-                // `0..DIRS`, which the sketcher skips (see `_DIR_BYTES`).
-                let dir = usize::from(m.dir).wrapping_sub(1);
-                let t_ns = if m.enqueue_ns != 0 {
-                    m.enqueue_ns + u64::from(m.sojourn_ns)
-                } else {
-                    now
-                };
-                *s = Sample {
-                    dir,
-                    qid: usize::from(m.qid),
-                    teid: m.teid,
-                    qfi: m.qfi,
-                    len: inner_len(p.data(), usize::from(m.inner_l3_off)),
-                    colour: m.color,
-                    sojourn_ns: m.sojourn_ns,
-                    t_ns,
-                };
+                *s = Sample::of_packet(p, now);
             }
             let samples = &self.buf[..chunk.len()];
             self.sketcher.record_burst_own(&mut self.active, samples);

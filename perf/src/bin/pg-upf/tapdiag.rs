@@ -1,9 +1,9 @@
 //! Diagnostic taps for `--stage DIR+tapnull,...` and `--stage DIR+cms,...`: the parts of the
 //! Kestrel tap's cost in the place the tap runs (perf/results/kestrel.md, round 15).
 //!
-//! Both build each burst's samples as `KestrelTap::on_burst` does (the same per-packet
-//! metadata reads, direction byte, dequeue time and inner IP length, into a chunk buffer
-//! behind the same window-edge test), then:
+//! Both build each burst's samples as `KestrelTap::on_burst` does (`Sample::of_packet`: the
+//! same per-packet metadata reads, direction byte, dequeue time and inner IP length, into a
+//! chunk buffer behind the same window-edge test), then:
 //!
 //! - `tapnull`: nothing more (the samples go through `black_box`): the dispatch and the key
 //!   and timestamp extraction, with no sketch;
@@ -14,7 +14,7 @@
 //! Each is called through an out-of-line function of its own, so an instruction profile can
 //! collect on it (`--toggle-collect='pg_upf::tapdiag::diag_burst'`).
 
-use peregrine_dataplane::buffer::{OwnedBuf, PacketBuf};
+use peregrine_dataplane::buffer::OwnedBuf;
 use peregrine_dataplane::runtime::Context;
 use peregrine_dataplane::telemetry::kestrel::layout::{Layout, MAX_ROWS};
 use peregrine_dataplane::telemetry::kestrel::{prefetch, Sample, CHUNK};
@@ -81,23 +81,7 @@ impl DiagTap {
         self.idle_calls = 0;
         for chunk in pkts.chunks(CHUNK) {
             for (p, s) in chunk.iter().zip(&mut self.buf) {
-                let m = p.pkt_meta();
-                let dir = usize::from(m.dir).wrapping_sub(1);
-                let t_ns = if m.enqueue_ns != 0 {
-                    m.enqueue_ns + u64::from(m.sojourn_ns)
-                } else {
-                    now
-                };
-                *s = Sample {
-                    dir,
-                    qid: usize::from(m.qid),
-                    teid: m.teid,
-                    qfi: m.qfi,
-                    len: inner_len(p.data(), usize::from(m.inner_l3_off)),
-                    colour: m.color,
-                    sojourn_ns: m.sojourn_ns,
-                    t_ns,
-                };
+                *s = Sample::of_packet(p, now);
             }
             let n = chunk.len();
             match self.diag {
@@ -134,16 +118,6 @@ impl DiagTap {
                 }
             }
         }
-    }
-}
-
-/// As the Kestrel tap's: inner IP packet length at `off`.
-#[inline]
-fn inner_len(data: &[u8], off: usize) -> u32 {
-    match data.get(off..off + 6) {
-        Some(h) if h[0] >> 4 == 4 => u32::from(u16::from_be_bytes([h[2], h[3]])),
-        Some(h) if h[0] >> 4 == 6 => u32::from(u16::from_be_bytes([h[4], h[5]])) + 40,
-        _ => data.len().saturating_sub(off) as u32,
     }
 }
 
