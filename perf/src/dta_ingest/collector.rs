@@ -12,7 +12,7 @@
 use peregrine_control::dta::translator_stage::{report_offsets, Loopback};
 use peregrine_dataplane::runtime::{Batch, Context, Disposition, DropReason, Stage};
 use peregrine_dataplane::PacketBuf;
-use peregrine_wire::dta::{self, Fast, Primitive, Repr, Variant};
+use peregrine_wire::dta::{self, Fast, Repr, Variant};
 use peregrine_wire::udp;
 use std::collections::HashMap;
 
@@ -164,29 +164,7 @@ impl HashCollector {
 #[inline(never)]
 fn parse_other(payload: &[u8]) -> Option<Fast> {
     let p = dta::Packet::new_checked(payload, Variant::Tracked).ok()?;
-    Some(match Repr::parse(&p).ok()?.primitive {
-        Primitive::KeyWrite {
-            redundancy,
-            key,
-            data,
-            ..
-        } => Fast::KeyWrite {
-            redundancy,
-            key,
-            data: data[0],
-        },
-        Primitive::KeyIncrement {
-            redundancy,
-            key,
-            counter,
-        } => Fast::KeyIncrement {
-            redundancy,
-            key,
-            counter,
-        },
-        Primitive::Append { list, data } => Fast::Append { list, data },
-        Primitive::Postcard { key, hop, data } => Fast::Postcard { key, hop, data },
-    })
+    Some(Fast::first_word(&Repr::parse(&p).ok()?.primitive))
 }
 
 /// The hash-map collector as a stage: the translator stage's outer-header parse and checks

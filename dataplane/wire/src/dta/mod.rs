@@ -276,6 +276,36 @@ pub enum Fast {
     },
 }
 
+impl Fast {
+    /// `p` in [`decode_fast`]'s shape; a Key-Write keeps its first data word (its only one
+    /// when [`decode_fast`] took the report).
+    pub fn first_word(p: &Primitive) -> Fast {
+        match *p {
+            Primitive::KeyWrite {
+                redundancy,
+                key,
+                data,
+                ..
+            } => Fast::KeyWrite {
+                redundancy,
+                key,
+                data: data[0],
+            },
+            Primitive::KeyIncrement {
+                redundancy,
+                key,
+                counter,
+            } => Fast::KeyIncrement {
+                redundancy,
+                key,
+                counter,
+            },
+            Primitive::Append { list, data } => Fast::Append { list, data },
+            Primitive::Postcard { key, hop, data } => Fast::Postcard { key, hop, data },
+        }
+    }
+}
+
 /// The per-report common cases (one-word Key-Write, Key-Increment, Append, Postcarding)
 /// decoded straight from the payload's bytes, `base` being the variant's
 /// [`Variant::base_len`]: no `Packet` / `Repr` walk, and no 7-word Key-Write array built
