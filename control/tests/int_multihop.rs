@@ -35,48 +35,12 @@ const MAC_LB: &str = "02:00:00:00:42:0b";
 /// test fails).
 fn setup(t: &mut Topology) -> Result<(), String> {
     let (src, lx, dst) = (t.add_ns("src")?, t.add_ns("lx")?, t.add_ns("dst")?);
-    let root = String::new();
-    let links: Vec<Link> = vec![
-        (
-            t.dev("s0"),
-            MAC_SRC.into(),
-            src,
-            t.dev("sa"),
-            mac(1, 'a'),
-            root.clone(),
-        ),
-        (
-            t.dev("1b"),
-            mac(1, 'b'),
-            root.clone(),
-            t.dev("la"),
-            MAC_LA.into(),
-            lx.clone(),
-        ),
-        (
-            t.dev("lb"),
-            MAC_LB.into(),
-            lx.clone(),
-            t.dev("2a"),
-            mac(2, 'a'),
-            root.clone(),
-        ),
-        (
-            t.dev("2b"),
-            mac(2, 'b'),
-            root.clone(),
-            t.dev("3a"),
-            mac(3, 'a'),
-            root.clone(),
-        ),
-        (
-            t.dev("3b"),
-            mac(3, 'b'),
-            root,
-            t.dev("d0"),
-            MAC_DST.into(),
-            dst,
-        ),
+    let links = [
+        link(t, "s0", MAC_SRC, &src, "sa", &mac(1, 'a'), ""),
+        link(t, "1b", &mac(1, 'b'), "", "la", MAC_LA, &lx),
+        link(t, "lb", MAC_LB, &lx, "2a", &mac(2, 'a'), ""),
+        link(t, "2b", &mac(2, 'b'), "", "3a", &mac(3, 'a'), ""),
+        link(t, "3b", &mac(3, 'b'), "", "d0", MAC_DST, &dst),
     ];
     link_all(t, &links)?;
     hosts(t, &mac(1, 'a'), &mac(3, 'b'), &[])?;

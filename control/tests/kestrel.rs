@@ -55,24 +55,7 @@ fn run(dir: &Path, workers: usize, ul: &Path, dl: &Path) -> serde_json::Value {
         r#"
 [workers]
 count = {workers}
-
-[backend]
-kind = "pcap"
-replay = "recorded"
-loops = 1
-
-[[port]]
-name = "n3"
-mac = "02:00:00:00:00:03"
-rx = "{ul}"
-tx = "n3-tx.pcap"
-
-[[port]]
-name = "n6"
-mac = "02:00:00:00:00:06"
-rx = "{dl}"
-tx = "n6-tx.pcap"
-
+{backend}
 [pipeline]
 kind = "upf"
 
@@ -101,8 +84,7 @@ strategy = "static"
 sojourn_ns = 0
 iat_ns = 0
 "#,
-        ul = ul.display(),
-        dl = dl.display(),
+        backend = daemon::pcap_n3_n6("recorded", ul, dl),
         routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
     );
     let bin = env!("CARGO_BIN_EXE_peregrine");

@@ -22,7 +22,7 @@
 //! they are missing, under `CI` it fails.
 
 use peregrine_testkit::daemon::{sample, scrape, Live};
-use peregrine_testkit::netns::{gnb_dn, gnb_dn_backend, RigSide, Topology, DN_MAC, GNB_MAC};
+use peregrine_testkit::netns::{gnb_dn, gnb_dn_backend, gnb_dn_routes, RigSide, Topology};
 use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip};
 use std::path::Path;
 use std::process::Command;
@@ -56,6 +56,7 @@ fn setup(t: &mut Topology) -> Result<(), String> {
 fn config(topo: &Topology, metrics: u16) -> String {
     // N3 is a net_pcap port: it hands over outer fragments as they are.
     let backend = gnb_dn_backend(topo, ["net_pcap", "net_af_packet"], 512, 4095, 256);
+    let routes = gnb_dn_routes(&["192.0.2.0/24", "2001:db8:3::/48"], &["198.51.100.0/24"]);
     format!(
         r#"{backend}
 [pipeline]
@@ -79,22 +80,7 @@ ul_teid = {UL_TEID}
 gnb = "{GNB_V4}"
 dl_teid = {DL_TEID}
 qfi = {QFI}
-
-[[route]]
-prefix = "192.0.2.0/24"
-port = "n3"
-next_hop_mac = "{GNB_MAC}"
-
-[[route]]
-prefix = "2001:db8:3::/48"
-port = "n3"
-next_hop_mac = "{GNB_MAC}"
-
-[[route]]
-prefix = "198.51.100.0/24"
-port = "n6"
-next_hop_mac = "{DN_MAC}"
-"#,
+{routes}"#,
     )
 }
 

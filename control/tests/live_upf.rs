@@ -24,7 +24,7 @@
 
 use peregrine_testkit::daemon::{sample, scrape, Live};
 use peregrine_testkit::netns::{
-    gnb_dn, gnb_dn_backend, RigSide, Topology, DN_MAC, GNB_MAC, N3_MAC, N6_MAC,
+    gnb_dn, gnb_dn_backend, gnb_dn_routes, RigSide, Topology, DN_MAC, GNB_MAC, N3_MAC, N6_MAC,
 };
 use peregrine_testkit::tools::{free_tcp_port, free_udp_port, is_root, run, skip, Guard};
 use std::io::{BufRead, BufReader, Write};
@@ -86,6 +86,10 @@ fn session<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 
 fn config(topo: &Topology, pfcp: u16, metrics: u16) -> String {
     let backend = gnb_dn_backend(topo, ["net_af_packet", "net_af_packet"], 512, 4095, 256);
+    let routes = gnb_dn_routes(
+        &["192.0.2.0/24", "2001:db8:3::/48"],
+        &["198.51.100.0/24", "2001:db8:6::/48"],
+    );
     format!(
         r#"{backend}
 [pipeline]
@@ -98,27 +102,7 @@ n6 = ["{N6_V4}", "{N6_V6}"]
 pfcp = ["127.0.0.1:{pfcp}"]
 metrics = "127.0.0.1:{metrics}"
 max_sessions = 64
-
-[[route]]
-prefix = "192.0.2.0/24"
-port = "n3"
-next_hop_mac = "{GNB_MAC}"
-
-[[route]]
-prefix = "2001:db8:3::/48"
-port = "n3"
-next_hop_mac = "{GNB_MAC}"
-
-[[route]]
-prefix = "198.51.100.0/24"
-port = "n6"
-next_hop_mac = "{DN_MAC}"
-
-[[route]]
-prefix = "2001:db8:6::/48"
-port = "n6"
-next_hop_mac = "{DN_MAC}"
-"#,
+{routes}"#,
     )
 }
 

@@ -39,6 +39,33 @@ rx = "in.pcap"
 tx = "out.pcap"
 "#;
 
+/// A pcap backend (`replay` "timed" or "recorded", one pass) with the UPF's two ports: `n3`
+/// (MAC `02:00:00:00:00:03`) replaying `ul`, `n6` (`02:00:00:00:00:06`) replaying `dl`, what
+/// they send in `n3-tx.pcap` / `n6-tx.pcap` in the config's directory.
+pub fn pcap_n3_n6(replay: &str, ul: &Path, dl: &Path) -> String {
+    let (ul, dl) = (ul.display(), dl.display());
+    format!(
+        r#"
+[backend]
+kind = "pcap"
+replay = "{replay}"
+loops = 1
+
+[[port]]
+name = "n3"
+mac = "02:00:00:00:00:03"
+rx = "{ul}"
+tx = "n3-tx.pcap"
+
+[[port]]
+name = "n6"
+mac = "02:00:00:00:00:06"
+rx = "{dl}"
+tx = "n6-tx.pcap"
+"#
+    )
+}
+
 /// The UPF sections most one-session UPF daemon tests use (append to a config): node
 /// 127.0.0.1, N3 192.0.2.1, N6 198.51.100.254, one synthetic session (seed 1, QFI 9, one
 /// gNB, IPv4 outer header).

@@ -53,6 +53,13 @@ pub fn preflight(what: &str) -> bool {
 /// A veth pair: (end a, its MAC, its netns or "" for root, end b, MAC, netns).
 pub type Link = (String, String, String, String, String, String);
 
+/// The veth pair between `t`'s devices `a` (MAC `ma`, netns `na`, "" for root) and `b` (`mb`,
+/// `nb`).
+pub fn link(t: &Topology, a: &str, ma: &str, na: &str, b: &str, mb: &str, nb: &str) -> Link {
+    let (a, b) = (t.dev(a), t.dev(b));
+    (a, ma.into(), na.into(), b, mb.into(), nb.into())
+}
+
 /// Create the pairs; root-side ends lose IPv6 (they belong to DPDK: the root kernel stays
 /// quiet on them) and come up, the others move to their namespace.
 pub fn link_all(t: &mut Topology, links: &[Link]) -> Result<(), String> {
@@ -113,64 +120,14 @@ pub fn hosts(t: &Topology, src_gw: &str, dst_gw: &str, dst_extra: &[&str]) -> Re
 /// ```
 pub fn two_paths(t: &mut Topology, via_p3: Option<&str>) -> Result<(), String> {
     let (src, r, dst) = (t.add_ns("src")?, t.add_ns("r")?, t.add_ns("dst")?);
-    let root = String::new();
-    let links: Vec<Link> = vec![
-        (
-            t.dev("s0"),
-            MAC_SRC.into(),
-            src,
-            t.dev("sa"),
-            mac(1, 'a'),
-            root.clone(),
-        ),
-        (
-            t.dev("1b"),
-            mac(1, 'b'),
-            root.clone(),
-            t.dev("ra"),
-            MAC_RA.into(),
-            r.clone(),
-        ),
-        (
-            t.dev("rb"),
-            MAC_RB.into(),
-            r.clone(),
-            t.dev("2a"),
-            mac(2, 'a'),
-            root.clone(),
-        ),
-        (
-            t.dev("rc"),
-            MAC_RC.into(),
-            r.clone(),
-            t.dev("3a"),
-            mac(3, 'a'),
-            root.clone(),
-        ),
-        (
-            t.dev("2b"),
-            mac(2, 'b'),
-            root.clone(),
-            t.dev("4a"),
-            mac(4, 'a'),
-            root.clone(),
-        ),
-        (
-            t.dev("3b"),
-            mac(3, 'b'),
-            root.clone(),
-            t.dev("4c"),
-            mac(4, 'c'),
-            root.clone(),
-        ),
-        (
-            t.dev("4b"),
-            mac(4, 'b'),
-            root,
-            t.dev("d0"),
-            MAC_DST.into(),
-            dst,
-        ),
+    let links = [
+        link(t, "s0", MAC_SRC, &src, "sa", &mac(1, 'a'), ""),
+        link(t, "1b", &mac(1, 'b'), "", "ra", MAC_RA, &r),
+        link(t, "rb", MAC_RB, &r, "2a", &mac(2, 'a'), ""),
+        link(t, "rc", MAC_RC, &r, "3a", &mac(3, 'a'), ""),
+        link(t, "2b", &mac(2, 'b'), "", "4a", &mac(4, 'a'), ""),
+        link(t, "3b", &mac(3, 'b'), "", "4c", &mac(4, 'c'), ""),
+        link(t, "4b", &mac(4, 'b'), "", "d0", MAC_DST, &dst),
     ];
     link_all(t, &links)?;
     hosts(t, &mac(1, 'a'), &mac(4, 'b'), &[])?;

@@ -11,6 +11,7 @@
 //!   crate's Reprs;
 //! * [`rng`]: the workspace's one PRNG (`rand_xoshiro`) and the draws tests need;
 //! * [`alloc`]: a counting global allocator;
+//! * [`dpdk`]: EAL arguments for an in-process DPDK backend on vdevs;
 //! * [`pfcp`]: PFCP sample messages and request builders (TS 29.244);
 //! * [`traffic`]: the deterministic 5G user-plane traffic generator;
 //! * `upf` (feature `dataplane`): UPF rule-table fixtures and a rig running the UPF stage;
@@ -28,6 +29,7 @@ pub mod alloc;
 pub mod codesign_emu;
 pub mod daemon;
 pub mod delay_trace;
+pub mod dpdk;
 pub mod frames;
 #[cfg(feature = "gnb")]
 pub mod gnb;

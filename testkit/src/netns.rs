@@ -186,6 +186,18 @@ mod tests {
         assert!(p.starts_with("ioa") && p.len() <= 8, "{p}");
     }
 
+    #[test]
+    fn rig_routes_go_to_the_gnb_and_dn_macs() {
+        let r = gnb_dn_routes(&["192.0.2.0/24"], &["198.51.100.0/24", "2001:db8:6::/48"]);
+        assert_eq!(r.matches("[[route]]").count(), 3);
+        assert!(r.contains(&format!(
+            "prefix = \"192.0.2.0/24\"\nport = \"n3\"\nnext_hop_mac = \"{GNB_MAC}\""
+        )));
+        assert!(r.contains(&format!(
+            "prefix = \"2001:db8:6::/48\"\nport = \"n6\"\nnext_hop_mac = \"{DN_MAC}\""
+        )));
+    }
+
     /// With root and `ip netns`, a namespace and a veth come and go with the guard.
     #[test]
     fn namespaces_and_veths_are_removed_on_drop() {
@@ -370,6 +382,21 @@ pub fn gnb_dn_backend(
         mbufs,
         mem_mb,
     )
+}
+
+/// Static `[[route]]` tables for the [`gnb_dn`] rig: each of `n3` (prefixes) out of port `n3`
+/// to the gNB's MAC [`GNB_MAC`], each of `n6` out of port `n6` to the data network's MAC
+/// [`DN_MAC`].
+pub fn gnb_dn_routes(n3: &[&str], n6: &[&str]) -> String {
+    let n3 = n3.iter().map(|p| (p, "n3", GNB_MAC));
+    let n6 = n6.iter().map(|p| (p, "n6", DN_MAC));
+    n3.chain(n6)
+        .map(|(prefix, port, mac)| {
+            format!(
+                "\n[[route]]\nprefix = \"{prefix}\"\nport = \"{port}\"\nnext_hop_mac = \"{mac}\"\n"
+            )
+        })
+        .collect()
 }
 
 /// The `[workers]` (one worker), `[backend]` (DPDK, `--no-huge`, one vdev per port on a host

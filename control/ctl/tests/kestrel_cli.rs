@@ -63,21 +63,7 @@ fn live_windows_edges_and_rebinning_under_traffic() {
         r#"
 [workers]
 count = 1
-[backend]
-kind = "pcap"
-replay = "timed"
-loops = 1
-[[port]]
-name = "n3"
-mac = "02:00:00:00:00:03"
-rx = "{ul}"
-tx = "n3-tx.pcap"
-[[port]]
-name = "n6"
-mac = "02:00:00:00:00:06"
-rx = "{dl}"
-tx = "n6-tx.pcap"
-[pipeline]
+{backend}[pipeline]
 kind = "upf"
 {routes}[upf]
 node_id = "127.0.0.1"
@@ -98,8 +84,7 @@ windows_file = "windows.cbor"
 strategy = "target"
 calibration_windows = 1
 "#,
-        ul = ul.display(),
-        dl = dl.display(),
+        backend = peregrine_testkit::daemon::pcap_n3_n6("timed", &ul, &dl),
         routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
     );
     let path = d.join("k.toml");

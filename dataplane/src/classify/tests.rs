@@ -1,6 +1,7 @@
 use super::*;
+use peregrine_testkit::frames::gpdu;
+use peregrine_wire::checksum;
 use peregrine_wire::ethernet::Address as Mac;
-use peregrine_wire::{checksum, pdu_session};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 const A4: Ipv4Addr = Ipv4Addr::new(10, 45, 0, 7);
@@ -79,22 +80,6 @@ fn frag_hdr(nh: u8, offset: u16, more: bool) -> [u8; 8] {
     let om = offset << 3 | u16::from(more);
     let [a, b] = om.to_be_bytes();
     [nh, 0, a, b, 0, 0, 0, 42]
-}
-
-fn gpdu(teid: u32, qfi: Option<u8>, inner: &[u8]) -> Vec<u8> {
-    let r = gtpu::Repr {
-        msg_type: gtpu::msg_type::G_PDU,
-        teid,
-        seq: None,
-        npdu: None,
-        ext: qfi.map(|q| pdu_session::Repr::Ul { qfi: q }),
-        payload_len: inner.len(),
-    };
-    let mut v = vec![0u8; r.buffer_len()];
-    r.emit(&mut v).unwrap();
-    let hl = r.header_len();
-    v[hl..].copy_from_slice(inner);
-    v
 }
 
 fn ok(frame: &[u8]) -> PacketMeta {

@@ -123,22 +123,7 @@ pub fn loop_routes() -> RouteTable {
 /// A DPDK backend on the `net_ring0` / `net_ring1` vdevs (ports "a" and "b"), no hugepages,
 /// `mem_mb` MB, `workers` workers with 4,095 mbufs each.
 pub fn ring_backend(workers: usize, mem_mb: u32) -> DpdkBackend {
-    let eal: Vec<String> = [
-        "-l",
-        "0",
-        "--no-huge",
-        "--no-pci",
-        "-m",
-        &mem_mb.to_string(),
-        "--no-shconf",
-        "--no-telemetry",
-        "--log-level=lib.eal:error",
-        "--vdev=net_ring0",
-        "--vdev=net_ring1",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let eal = peregrine_testkit::dpdk::eal_args(mem_mb, &["net_ring0", "net_ring1"]);
     DpdkBackend::new(DpdkConfig {
         eal_args: eal,
         ports: vec![

@@ -25,28 +25,16 @@ pub fn backend_for(mem_mb: u32, workers: usize) -> DpdkBackend {
 /// [`backend_for`] with more vdev ports after the two rings, each `(port name, vdev)` (e.g.
 /// `("nic", "net_null0")`, a sink standing in for a NIC).
 pub fn backend_with(mem_mb: u32, workers: usize, extra: &[(&str, &str)]) -> DpdkBackend {
-    let mut eal_args: Vec<String> = [
-        "-l",
-        "0",
-        "--no-huge",
-        "--no-pci",
-        "-m",
-        &mem_mb.to_string(),
-        "--no-shconf",
-        "--no-telemetry",
-        "--log-level=lib.eal:error",
-        "--vdev=net_ring0",
-        "--vdev=net_ring1",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let vdevs: Vec<&str> = ["net_ring0", "net_ring1"]
+        .into_iter()
+        .chain(extra.iter().map(|(_, vdev)| *vdev))
+        .collect();
+    let eal_args = peregrine_testkit::dpdk::eal_args(mem_mb, &vdevs);
     let mut ports = vec![
         DpdkPortConfig::new("r0", "net_ring0"),
         DpdkPortConfig::new("r1", "net_ring1"),
     ];
     for (name, vdev) in extra {
-        eal_args.push(format!("--vdev={vdev}"));
         ports.push(DpdkPortConfig::new(*name, *vdev));
     }
     let cfg = DpdkConfig {
