@@ -149,11 +149,11 @@ pub struct N4Status {
     pub associations: usize,
     /// The node's own PFCP counters.
     pub pfcp: N4Stats,
-    /// Rule-publish latencies in microseconds (the last [`LATENCY_SAMPLES`]): from the
+    /// Rule-publish latencies in microseconds (the last `LATENCY_SAMPLES`): from the
     /// publish until every worker has picked the snapshot up.
     pub publish_latency_us: VecDeque<u32>,
     /// The N4 thread's own part of each publish, in microseconds (the last
-    /// [`LATENCY_SAMPLES`]): compiling the burst's changes into a snapshot and swapping it
+    /// `LATENCY_SAMPLES`): compiling the burst's changes into a snapshot and swapping it
     /// in (`SessionRules::publish`), before any worker is involved.
     pub publish_build_us: VecDeque<u32>,
 }

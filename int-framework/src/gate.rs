@@ -128,7 +128,7 @@ pub struct SwitchRecord {
     pub at_end: u32,
 }
 
-/// A closed window: its switch records are [`FlowGate::closed`].
+/// A closed window: its switch records are `FlowGate::closed`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ClosedWindow {
     /// Window start, the gate's clock (ns).

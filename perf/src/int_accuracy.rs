@@ -4,7 +4,7 @@
 //! Topology (seed Fig. 4): source, four switches (INT transit), destination (INT sink): five
 //! links, "hops" 1-5 in the seed's Tables III and IV. Link `k` is the egress of node `k-1`
 //! (tc-netem sits on the upstream node's egress), emulated by a
-//! [`LinkModel`](peregrine_testkit::impair::LinkModel).
+//! [`LinkModel`].
 //!
 //! What each INT node records is modelled on the seed's Table I with trace type 0x7000E000 (seed
 //! IV-A): the source stamps a 64-bit timestamp, an INT packet counter (the report sequence

@@ -6,7 +6,7 @@ use super::*;
 impl Node {
     /// When [`Node::poll_timers`] next has something to do. O(associations + outstanding
     /// reports + GTP-U paths + log URRs): the URR timers are an ordered index (see
-    /// [`timers`]).
+    /// `timers`).
     pub fn next_timer(&self) -> Option<Nanos> {
         let hb = self.associations.values().map(|a| a.hb.next_at);
         let rtx = self.pending.values().map(|p| p.next_at);

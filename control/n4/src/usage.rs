@@ -1,7 +1,7 @@
 //! Usage measurement and reporting per URR (TS 29.244 section 5.2.2), I/O-free.
 //!
 //! The daemon sums the dataplane's per-worker counters and feeds the cumulative [`Usage`] of
-//! each (UP SEID, URR ID) since the URR was created. A [`Meter`] keeps, per URR, the
+//! each (UP SEID, URR ID) since the URR was created. A `Meter` keeps, per URR, the
 //! cumulative usage at the start of the current measurement interval, so every report carries
 //! the usage since the previous report of that URR (section 5.2.2.3.1: the measurement is
 //! reset after each report) and the volume threshold re-arms from the reported point.

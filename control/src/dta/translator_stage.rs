@@ -241,7 +241,7 @@ impl Loopback {
     }
 
     /// Keep keys in `[0, keys)` (0: unbounded, as [`new`](Self::new)); the step is
-    /// [`KEY_STEP`] mod `keys`, moved up to the next value coprime to `keys`. Reports should
+    /// `KEY_STEP` mod `keys`, moved up to the next value coprime to `keys`. Reports should
     /// start with keys below `keys` ([`key`](Self::key)); one that does not is brought into
     /// range on its first pass.
     pub fn with_keys(mut self, keys: u32) -> Loopback {
@@ -506,9 +506,9 @@ impl TranslatorStage {
 }
 
 /// (UDP header offset, IPv4 source, UDP length, UDP destination port) of an IPv4 / UDP
-/// frame, or `None`: every check of the general parse ([`report_offsets_general`]: the
+/// frame, or `None`: every check of the general parse (`report_offsets_general`: the
 /// Ethernet, IPv4 and UDP lengths, version, protocol, the IPv4 header checksum), for the
-/// common IPv4 header without options (IHL 5) at fixed offsets ([`report_offsets_fixed`]);
+/// common IPv4 header without options (IHL 5) at fixed offsets (`report_offsets_fixed`);
 /// any other frame takes the general parse. Public for the benchmark's hash-map collector
 /// (`perf/`), which checks the outer headers as the translator does.
 #[inline(always)]

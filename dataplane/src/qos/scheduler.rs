@@ -16,7 +16,7 @@
 //!   taps read it with the rest of the record (`Meta::timestamp_ns` stays the arrival time).
 //! * An optional token-bucket shaper limits the port's total rate, so queues build up when the
 //!   offered load exceeds it. Time is passed in everywhere.
-//! * Packets a UPF shaped (`qos::pacer`: [`flags::SHAPED`](crate::meta::flags::SHAPED), the
+//! * Packets a UPF shaped (`qos::pacer`: [`flags::SHAPED`], the
 //!   departure time in `enqueue_ns`) wait on a timing wheel (`qos::wheel`) until their
 //!   departure time, then join their queue. A queue's depth counts the packets waiting for
 //!   it on the wheel, so a released packet always finds room.

@@ -1,5 +1,5 @@
 //! Pass 3 of a packet whose key has a [`FastPath`] record: the enforce and emit phases of
-//! that one shape, without the general path's [`Plan`](super::enforce::Plan) and its
+//! that one shape, without the general path's `Plan` and its
 //! branches on rules the record excludes (closed gates, non-forwarding FARs, IPv6 outer
 //! headers, shapers). Anything the record does not settle (a meter to create or re-create,
 //! a shaped QER, a packet over the MTU, L4 checksum repair on the port) returns `None`

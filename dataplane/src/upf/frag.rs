@@ -6,8 +6,8 @@
 //! anyway, while outer fragments make the tunnel endpoint (the gNB, usually a
 //! constrained box) reassemble at line rate. The choice is argued in `docs/upf.md`.
 //!
-//! The stage's emit phase records a [`FragJob`] instead of a disposition; the stage then
-//! calls [`Work::fragment`] with the batch in hand, which takes the extra pieces' buffers
+//! The stage's emit phase records a `FragJob` instead of a disposition; the stage then
+//! calls `Work::fragment` with the batch in hand, which takes the extra pieces' buffers
 //! from the batch's spares (the worker's pool, topped up between batches: nothing is
 //! allocated here) and appends them to the batch with the packet's disposition.
 

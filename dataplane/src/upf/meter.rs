@@ -26,7 +26,7 @@ enum Kind {
     Pacer,
 }
 
-/// Per-worker meter state of one slot. For [`Kind::Pacer`] the fields hold the pacer:
+/// Per-worker meter state of one slot. For `Kind::Pacer` the fields hold the pacer:
 /// `pir` its rate, `cbs` its burst tolerance in ns, `pbs` its queue limit in ns, `tp` its
 /// theoretical arrival time.
 #[derive(Debug, Clone, Copy)]

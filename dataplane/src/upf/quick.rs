@@ -1,9 +1,9 @@
 //! The UPF's own pass-1 classifier: the two frame shapes the stage forwards nearly all the
-//! time, read with 64-bit loads at fixed offsets, giving in one pass pass 1's [`Pre`] record
+//! time, read with 64-bit loads at fixed offsets, giving in one pass pass 1's `Pre` record
 //! and what the packet's [`PacketMeta`](crate::classify::PacketMeta) needs beside it (pass 3
-//! writes the record once, [`Pre::quick_meta`] restamped, instead of pass 1 writing it and
+//! writes the record once, `Pre::quick_meta` restamped, instead of pass 1 writing it and
 //! pass 3 rewriting most of it). The shared classifier, `crate::classify`,
-//! and then [`Work::pre`] reading the inner header again cost ~510 instructions per uplink
+//! and then `Work::pre` reading the inner header again cost ~510 instructions per uplink
 //! packet between them; this path took ~210 instructions off the stage's uplink packet and
 //! ~180 off the downlink one (callgrind, `perf/results/upf.md`, "Item 1, round 6").
 //!
@@ -18,9 +18,9 @@
 //!
 //! Everything else (IPv6 anywhere, VLAN tags, frames shorter than the fixed views, any
 //! check the frame fails) answers `None` and takes the shared classifier and
-//! [`Work::pre`], which decide it. When it answers, the record ([`Pre::quick_meta`]) is
+//! `Work::pre`, which decide it. When it answers, the record (`Pre::quick_meta`) is
 //! exactly the shared classifier's, `flow_hash` included (later stages and the telemetry taps read it), and
-//! the `Pre` exactly [`Work::pre`]'s for that record (`tests::agrees_with_classifier_and_pre`
+//! the `Pre` exactly `Work::pre`'s for that record (`tests::agrees_with_classifier_and_pre`
 //! checks both on every prefix and single-bit flip of the shapes and on random mutations).
 
 use crate::classify::flow_hash_word;

@@ -33,7 +33,7 @@ pub enum Lists {
     Vec,
 }
 
-/// A bounded list: the newest [`LIST_LEN`] entries, overwritten oldest first.
+/// A bounded list: the newest `LIST_LEN` entries, overwritten oldest first.
 #[derive(Debug)]
 pub struct Ring {
     buf: Box<[u32]>,

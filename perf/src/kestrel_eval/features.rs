@@ -152,7 +152,7 @@ pub fn key_names(mode: Mode) -> Vec<String> {
 /// The per-key history of the per-(window, TEID, QFI) unit, the same recipe for every mode
 /// with per-key data (Kestrel's per-key Count-Min estimates, Delta-SMP's per-key postcards;
 /// the collector keeps the previous windows either way): per base feature, the ratio to the
-/// median of the key's last [`HISTORY`] active windows (a baseline one burst window does not
+/// median of the key's last `HISTORY` active windows (a baseline one burst window does not
 /// move, unlike the moving average), then its distance from that median in units of the
 /// key's own spread (median absolute deviation, floored at 5 % of the median: a robust
 /// z-score, so a key that always varies, like on/off video, needs a larger change than a

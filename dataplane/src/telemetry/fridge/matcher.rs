@@ -375,7 +375,7 @@ const fn shape(l3: usize, l4: usize, fl: u16, dir: crate::meta::Direction) -> u6
 
 /// [`record_word`] of the usual uplink datagram as the UPF leaves it routed (decapsulated):
 /// a classified UDP datagram with its whole header, not a fragment, no other flag, IPv4
-/// without options at [`PLAIN_L3`] (untagged Ethernet), uplink.
+/// without options at `PLAIN_L3` (untagged Ethernet), uplink.
 pub const PLAIN_UPLINK_UDP: u64 = shape(
     PLAIN_L3,
     PLAIN_L4,
@@ -384,7 +384,7 @@ pub const PLAIN_UPLINK_UDP: u64 = shape(
 );
 
 /// [`record_word`] of the usual downlink datagram as the UPF leaves it encapsulated: the
-/// same user datagram at [`GTPU_L3`] behind IPv4, UDP and GTP-U with a PDU Session
+/// same user datagram at `GTPU_L3` behind IPv4, UDP and GTP-U with a PDU Session
 /// Container, flagged a G-PDU with a QFI, downlink.
 pub const GTPU_DOWNLINK_UDP: u64 = shape(
     GTPU_L3,
@@ -395,7 +395,7 @@ pub const GTPU_DOWNLINK_UDP: u64 = shape(
 
 /// [`single_role`] for a record whose [`record_word`] is [`PLAIN_UPLINK_UDP`] (`down`
 /// false) or [`GTPU_DOWNLINK_UDP`] (`down`, true), with DNS and without GTP-U echo among the
-/// kinds: the same [`dns`] at constant offsets (one bounds check covers both headers, every
+/// kinds: the same `dns` at constant offsets (one bounds check covers both headers, every
 /// field is at a fixed offset), `Ok(())` where [`single_role`] answers `Ok(true)`. Reads no
 /// byte past [`PLAIN_DNS_HEAD`] (or [`GTPU_DNS_HEAD`]): a frame at least that long may be
 /// passed cut to it.

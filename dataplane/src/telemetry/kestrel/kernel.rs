@@ -5,7 +5,7 @@
 //! round 5").
 //!
 //! Bins: bin `k` of a histogram holds `[edge[k-1], edge[k])`, i.e. the bin of `v` is the
-//! number of edges `<= v` ([`layout::bin`](super::layout::bin)). A [`BinTable`] splits the
+//! number of edges `<= v` ([`layout::bin`]). A [`BinTable`] splits the
 //! values by octave (`[2^o, 2^(o+1))`, the first one `[0, 2)`) and keeps per octave the
 //! number of edges below its end and the (at most two) edges inside it, so a bin is a `bsr`,
 //! one table entry and two compares, with no chain of dependent loads; one compare when no
