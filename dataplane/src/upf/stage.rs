@@ -324,10 +324,8 @@ impl<B: PacketBuf> Stage<B> for Upf {
     }
 }
 
-/// Pass 1 starts loading a packet's home slot this many packets after its map header
-/// (8: twice the distance of 4, for a header line that missed the caches at 100k sessions;
-/// the distance of a hint, no instruction more).
-const LAG: usize = 8;
+/// Pass 1 starts loading a packet's home slot this many packets after its map header.
+const LAG: usize = 4;
 
 /// Packets per pass of [`Upf::process`]: enough in flight to overlap the misses, few enough
 /// that the lines fetched in pass 1 are still cached in pass 3.
