@@ -145,7 +145,7 @@ redundancy = 3
 list = 2
 encoding = "us"
 "#,
-        routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
+        routes = peregrine_testkit::daemon::n3_n6_routes(),
         upf = peregrine_testkit::daemon::UPF_ONE_SESSION,
     );
     let summary = daemon::run(&parse(&cfg, d), &RunOptions::default()).expect("reporter run");

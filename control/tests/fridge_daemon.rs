@@ -128,7 +128,7 @@ fridges = [{{ m = 4, p = 0.5 }}, {{ m = 4, p = 0.25 }}]
         a = d.join("n3a.pcap").display(),
         b = d.join("n3b.pcap").display(),
         c = d.join("n6.pcap").display(),
-        routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
+        routes = peregrine_testkit::daemon::n3_n6_routes(),
         upf = peregrine_testkit::daemon::UPF_ONE_SESSION,
     );
     let sum = run(d, &cfg);

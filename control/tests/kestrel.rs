@@ -85,7 +85,7 @@ sojourn_ns = 0
 iat_ns = 0
 "#,
         backend = daemon::pcap_n3_n6("recorded", ul, dl),
-        routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
+        routes = peregrine_testkit::daemon::n3_n6_routes(),
     );
     let bin = env!("CARGO_BIN_EXE_peregrine");
     let (text, summary) = daemon::run_to_end(bin, dir, &cfg, Duration::from_secs(60));

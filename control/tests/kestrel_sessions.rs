@@ -98,7 +98,7 @@ strategy = "static"
 {detect}
 "#,
         rx = rx.display(),
-        routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
+        routes = peregrine_testkit::daemon::n3_n6_routes(),
     );
     let path = dir.join("kestrel.toml");
     std::fs::write(&path, cfg).unwrap();

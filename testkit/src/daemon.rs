@@ -10,20 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// The two routes most two-port UPF daemon tests use (append to a config): the gNBs'
-/// 192.0.2.0/24 out of port `n3`, the data network's 198.51.100.0/24 out of `n6`, each to a
-/// fixed next-hop MAC (`02:00:00:00:03:01`, `02:00:00:00:06:01`).
-pub const GNB_DN_ROUTES: &str = r#"
-[[route]]
-prefix = "192.0.2.0/24"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-
-[[route]]
-prefix = "198.51.100.0/24"
-port = "n6"
-next_hop_mac = "02:00:00:00:06:01"
-"#;
+/// The `[[route]]` tables of most UPF daemon tests: 192.0.2.0/24 (the gNBs) out of port
+/// `n3` and 198.51.100.0/24 (the data network) out of port `n6`, to the next hops of the
+/// [`gnb_dn`](crate::netns::gnb_dn) rig ([`crate::netns::gnb_dn_routes`]).
+pub fn n3_n6_routes() -> String {
+    crate::netns::gnb_dn_routes(&["192.0.2.0/24"], &["198.51.100.0/24"])
+}
 
 /// A pcap backend replaying in recorded time with one port `p` (`in.pcap` -> `out.pcap` in
 /// the config's directory): the head of most single-port daemon configs in tests.

@@ -85,7 +85,7 @@ strategy = "target"
 calibration_windows = 1
 "#,
         backend = peregrine_testkit::daemon::pcap_n3_n6("timed", &ul, &dl),
-        routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
+        routes = peregrine_testkit::daemon::n3_n6_routes(),
     );
     let path = d.join("k.toml");
     std::fs::write(&path, cfg).unwrap();

@@ -54,7 +54,7 @@ n3 = ["192.0.2.1", "2001:db8:3::1"]
 n6 = ["198.51.100.254"]
 {routes}"#,
         rx.display(),
-        routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
+        routes = peregrine_testkit::daemon::n3_n6_routes(),
     );
     let conf = dir.path().join("nd.toml");
     std::fs::write(&conf, cfg).unwrap();
@@ -193,7 +193,7 @@ n6 = ["198.51.100.254"]
 pfcp = ["127.0.0.1:{pfcp_port}"]
 {routes}"#,
         rx.display(),
-        routes = peregrine_testkit::daemon::GNB_DN_ROUTES,
+        routes = peregrine_testkit::daemon::n3_n6_routes(),
     );
     let conf = dir.path().join("em.toml");
     std::fs::write(&conf, cfg).unwrap();
