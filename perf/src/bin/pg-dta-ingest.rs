@@ -395,10 +395,18 @@ fn query_rate() -> f64 {
     n as f64 / t0.elapsed().as_secs_f64()
 }
 
-/// A primitive's measurements: name, translator, DPDK-fed hash map, kernel-UDP hash map and
-/// (Append only) DPDK-fed `Vec`-lists collector rates per round, heap allocations in the
-/// measured windows.
-type Row = (String, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, u64);
+/// A primitive's measurements: reports/s per round of the translator, the DPDK-fed hash
+/// map, the kernel-UDP hash map and (Append only) the DPDK-fed `Vec`-lists collector, and
+/// the heap allocations in the translator's measured windows.
+#[derive(Default)]
+struct Row {
+    mode: String,
+    translator: Vec<f64>,
+    hash: Vec<f64>,
+    udp: Vec<f64>,
+    vec_lists: Vec<f64>,
+    allocs: u64,
+}
 
 fn main() {
     let a = Args::parse();
@@ -433,15 +441,9 @@ fn main() {
     let mut tpmd = Vec::new();
     let mut rows: Vec<Row> = MODES
         .iter()
-        .map(|m| {
-            (
-                m.to_string(),
-                Vec::new(),
-                Vec::new(),
-                Vec::new(),
-                Vec::new(),
-                0,
-            )
+        .map(|m| Row {
+            mode: m.to_string(),
+            ..Row::default()
         })
         .collect();
     let mut rdma = rdma_rows();
@@ -449,7 +451,8 @@ fn main() {
         let p = testpmd(&a, round).unwrap_or_else(|e| fail(&e));
         eprintln!("round {round}: testpmd 5tswap {:.2} Mpps", p / 1e6);
         tpmd.push(p);
-        for (m, dta_pps, hash_pps, udp_pps, vec_pps, allocs) in rows.iter_mut() {
+        for row in rows.iter_mut() {
+            let m = &row.mode;
             let (p, al) = child(m, &a).unwrap_or_else(|e| fail(&e));
             let (h, _) = child(&format!("hash-{m}"), &a).unwrap_or_else(|e| fail(&e));
             let (u, _) = child(&format!("udp-{m}"), &a).unwrap_or_else(|e| fail(&e));
@@ -468,11 +471,11 @@ fn main() {
                 u / 1e6,
                 v.map(|v| format!(", Vec lists {:.2} M/s", v / 1e6)).unwrap_or_default()
             );
-            dta_pps.push(p);
-            hash_pps.push(h);
-            udp_pps.push(u);
-            vec_pps.extend(v);
-            *allocs += al;
+            row.translator.push(p);
+            row.hash.push(h);
+            row.udp.push(u);
+            row.vec_lists.extend(v);
+            row.allocs += al;
         }
         rdma_round(&a, round, &mut rdma);
     }
@@ -529,7 +532,15 @@ fn main() {
         md,
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
-    for (m, d, h, u, v, allocs) in &rows {
+    for row in &rows {
+        let (m, d, h, u, v, allocs) = (
+            &row.mode,
+            &row.translator,
+            &row.hash,
+            &row.udp,
+            &row.vec_lists,
+            row.allocs,
+        );
         let (dm, hm, um) = (median(d), median(h), median(u));
         let vm = (!v.is_empty()).then(|| median(v));
         let ratio_t = median(&pair_ratios(d, &tpmd));
