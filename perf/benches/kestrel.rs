@@ -20,8 +20,9 @@ use peregrine_dataplane::runtime::Publisher;
 use peregrine_dataplane::telemetry::kestrel::layout::{self, Layout, MAX_ROWS};
 use peregrine_dataplane::telemetry::kestrel::postcard::smp_pair;
 use peregrine_dataplane::telemetry::kestrel::{
-    prefetch, tap_pair, Bank, Deltas, EdgeSet, EdgeTable, KestrelTap, Sample, Sketcher, CHUNK,
+    tap_pair, Bank, Deltas, EdgeSet, EdgeTable, KestrelTap, Sample, Sketcher, CHUNK,
 };
+use peregrine_perf::plain_cms::PlainCms;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -48,48 +49,6 @@ fn samples() -> Vec<Sample> {
             }
         })
         .collect()
-}
-
-/// A plain Count-Min sketch per (direction, QID): rows x width u32 counters.
-struct PlainCms {
-    layout: Layout,
-    counts: Vec<u32>,
-}
-
-impl PlainCms {
-    #[inline]
-    fn update(&mut self, s: &Sample) {
-        let mut cols = [0usize; MAX_ROWS];
-        self.layout.columns(s.qid, s.teid, s.qfi, &mut cols);
-        let base = self.layout.sketch_base(s.dir, s.qid);
-        let w = self.layout.width;
-        for (r, &c) in cols.iter().enumerate().take(self.layout.rows) {
-            self.counts[base + r * w + c] += 1;
-        }
-    }
-
-    /// A burst, as the Kestrel tap does it: every packet's indices and a prefetch of its
-    /// counters first, then the increments.
-    #[inline]
-    fn update_burst(&mut self, burst: &[Sample]) {
-        let w = self.layout.width;
-        let rows = self.layout.rows;
-        let mut at = [[0usize; 3]; CHUNK];
-        for (s, a) in burst.iter().zip(&mut at) {
-            let mut cols = [0usize; MAX_ROWS];
-            self.layout.columns(s.qid, s.teid, s.qfi, &mut cols);
-            let base = self.layout.sketch_base(s.dir, s.qid);
-            for r in 0..rows.min(3) {
-                a[r] = base + r * w + cols[r];
-                prefetch(&self.counts[a[r]]);
-            }
-        }
-        for a in at.iter().take(burst.len()) {
-            for &i in a.iter().take(rows.min(3)) {
-                self.counts[i] += 1;
-            }
-        }
-    }
 }
 
 /// The update as it was before hot buckets (for the before/after figure in one run): one
@@ -210,10 +169,7 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(N as u64));
     g.measurement_time(Duration::from_secs(3));
     let l = Layout::paper();
-    let mut cms = PlainCms {
-        counts: vec![0; l.bank_len()],
-        layout: l.clone(),
-    };
+    let mut cms = PlainCms::new(&l);
     g.bench_function("plain_cms_3x512", |b| b.iter(|| iter_cms(&mut cms, &s)));
     g.bench_function("plain_cms_3x512_burst_prefetch", |b| {
         b.iter(|| iter_cms_burst(&mut cms, &s))

@@ -13,6 +13,7 @@
 //!   the `pg-codesign-eval` binary runs it.
 //! * [`kestrel_eval`]: the Kestrel evaluation (section VI: anomaly detection per telemetry
 //!   mode); the `pg-kestrel-eval` binary runs it.
+//! * [`plain_cms`]: the plain Count-Min sketch Kestrel's update is measured against.
 //! * [`harness`]: what the throughput binaries (`pg-throughput`, `pg-upf`, `int-throughput`)
 //!   share: `net_ring` set-up, `dpdk-testpmd` runner, paired-round
 //!   statistics and JSON output.
@@ -25,3 +26,4 @@ pub mod fridge_eval;
 pub mod harness;
 pub mod int_accuracy;
 pub mod kestrel_eval;
+pub mod plain_cms;

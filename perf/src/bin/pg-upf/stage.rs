@@ -195,7 +195,7 @@ pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
     if let Some(d) = &diag {
         println!(
             "{:?} tap: {:.1} ns/packet ({} packets counted)",
-            Diag::from_case(case).expect("a diagnostic case"),
+            d.diag(),
             tap_spent.as_nanos() as f64 / pkts as f64,
             d.counted()
         );

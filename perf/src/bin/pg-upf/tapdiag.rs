@@ -7,17 +7,18 @@
 //!
 //! - `tapnull`: nothing more (the samples go through `black_box`): the dispatch and the key
 //!   and timestamp extraction, with no sketch;
-//! - `cms`: a plain 3-row Count-Min update (one u32 per bucket, the paper's layout and
-//!   hash), in two passes with the rows of each packet prefetched in the first, as the
-//!   criterion bench's `plain_cms_3x512_burst` does: what a plain sketch would cost there.
+//! - `cms`: a plain 3-row Count-Min update (`peregrine_perf::plain_cms::PlainCms`, the
+//!   criterion bench's, by bursts: `update_burst`, the rows of each packet prefetched in a
+//!   first pass): what a plain sketch would cost there.
 //!
 //! Each is called through an out-of-line function of its own, so an instruction profile can
 //! collect on it (`--toggle-collect='pg_upf::tapdiag::diag_burst'`).
 
 use peregrine_dataplane::buffer::OwnedBuf;
 use peregrine_dataplane::runtime::Context;
-use peregrine_dataplane::telemetry::kestrel::layout::{Layout, MAX_ROWS};
-use peregrine_dataplane::telemetry::kestrel::{prefetch, Sample, CHUNK};
+use peregrine_dataplane::telemetry::kestrel::layout::Layout;
+use peregrine_dataplane::telemetry::kestrel::{Sample, CHUNK};
+use peregrine_perf::plain_cms::PlainCms;
 use std::hint::black_box;
 
 /// What a diagnostic tap does after building the samples.
@@ -47,29 +48,29 @@ impl Diag {
 #[derive(Debug)]
 pub struct DiagTap {
     diag: Diag,
-    layout: Layout,
-    counts: Vec<u32>,
+    cms: PlainCms,
     next_edge_ns: u64,
-    idle_calls: u32,
     buf: [Sample; CHUNK],
 }
 
 impl DiagTap {
     pub fn new(diag: Diag) -> DiagTap {
-        let layout = Layout::paper();
         DiagTap {
             diag,
-            counts: vec![0; layout.bank_len()],
-            layout,
+            cms: PlainCms::new(&Layout::paper()),
             next_edge_ns: 1_000_000_000,
-            idle_calls: 0,
             buf: [Sample::EMPTY; CHUNK],
         }
     }
 
-    /// The packets the plain sketch counted (each row counts every packet once).
+    /// Which diagnostic this is.
+    pub fn diag(&self) -> Diag {
+        self.diag
+    }
+
+    /// The packets the plain sketch counted (0 for `tapnull`).
     pub fn counted(&self) -> u64 {
-        self.counts.iter().map(|&c| u64::from(c)).sum::<u64>() / 3
+        self.cms.counted()
     }
 
     #[inline(always)]
@@ -78,44 +79,16 @@ impl DiagTap {
         if now >= self.next_edge_ns {
             self.next_edge_ns = (now / 1_000_000_000 + 1) * 1_000_000_000;
         }
-        self.idle_calls = 0;
         for chunk in pkts.chunks(CHUNK) {
             for (p, s) in chunk.iter().zip(&mut self.buf) {
                 *s = Sample::of_packet(p, now);
             }
-            let n = chunk.len();
+            let samples = &self.buf[..chunk.len()];
             match self.diag {
                 Diag::Null => {
-                    black_box(&self.buf[..n]);
+                    black_box(samples);
                 }
-                Diag::Cms => self.cms(n),
-            }
-        }
-    }
-
-    /// The plain Count-Min update of the first `n` samples: indices and prefetches, then the
-    /// increments.
-    #[inline(always)]
-    fn cms(&mut self, n: usize) {
-        let w = self.layout.width;
-        let qids = self.layout.qids;
-        let mut at = [[usize::MAX; 3]; CHUNK];
-        for (s, a) in self.buf[..n].iter().zip(&mut at) {
-            if s.dir < 2 && s.qid < qids {
-                let mut cols = [0usize; MAX_ROWS];
-                self.layout.columns(s.qid, s.teid, s.qfi, &mut cols);
-                let base = self.layout.sketch_base(s.dir, s.qid);
-                for r in 0..3 {
-                    a[r] = base + r * w + cols[r];
-                    prefetch(&self.counts[a[r]]);
-                }
-            }
-        }
-        for a in &at[..n] {
-            if a[0] != usize::MAX {
-                for &i in a {
-                    self.counts[i] += 1;
-                }
+                Diag::Cms => self.cms.update_burst(samples),
             }
         }
     }
