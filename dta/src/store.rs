@@ -477,9 +477,16 @@ impl Postcarder {
     }
 
     /// Write entry `e` (its key's chunk, missing hops blank) and free it.
-    fn flush<E: Entry>(store: &mut impl Sink, e: &mut E, hops: usize) -> u32 {
+    ///
+    /// The sink gets the entry's first 8 words, of which it reads `..B` (the hop values; in
+    /// a 32-byte entry words 6 and 7 are the key and mask). A slice of constant length 8
+    /// keeps the chunk's encoding what it was with the 40-byte entries: unrolled, one 4-byte
+    /// load per hop. Given `..B` (a length known only at run time) the compiler vectorised
+    /// it, and its 16-byte load of the hop values just stored by the last few reports (4-byte
+    /// stores, possibly still in the store buffer) cannot be forwarded from them.
+    fn flush<E: Entry>(store: &mut impl Sink, e: &mut E) -> u32 {
         let w = e.w_mut();
-        let n = store.write_chunk(w[E::N - 2], &w[..hops]);
+        let n = store.write_chunk(w[E::N - 2], &w[..8]);
         *e = E::FREE;
         n
     }
@@ -502,10 +509,10 @@ impl Postcarder {
             return Err(Refusal::ValueOutOfRange);
         }
         let idx = self.index_mod.of(hash::g(key)) as usize;
-        let (hops, full) = (self.hops as usize, self.full);
+        let full = self.full;
         Ok(match &mut self.entries {
-            Entries::Small(es) => Self::store_in(store, &mut es[idx], key, hop, v, hops, full),
-            Entries::Large(es) => Self::store_in(store, &mut es[idx], key, hop, v, hops, full),
+            Entries::Small(es) => Self::store_in(store, &mut es[idx], key, hop, v, full),
+            Entries::Large(es) => Self::store_in(store, &mut es[idx], key, hop, v, full),
         })
     }
 
@@ -517,13 +524,12 @@ impl Postcarder {
         key: u32,
         hop: u8,
         v: u32,
-        hops: usize,
         full: u32,
     ) -> PostcardOutcome {
         let mut out = PostcardOutcome::default();
         let (k, p) = (E::N - 2, E::N - 1);
         if e.w()[p] != 0 && e.w()[k] != key {
-            Self::flush(store, e, hops);
+            Self::flush(store, e);
             out.early = 1;
         }
         let w = e.w_mut();
@@ -534,7 +540,7 @@ impl Postcarder {
         w[k] = key;
         w[p] |= bit;
         if w[p] == full {
-            Self::flush(store, e, hops);
+            Self::flush(store, e);
             out.complete = 1;
         }
         out
@@ -549,17 +555,15 @@ impl Postcarder {
         cursor: &mut usize,
         max: usize,
     ) -> (u32, bool) {
-        let hops = self.hops as usize;
         match &mut self.entries {
-            Entries::Small(es) => Self::flush_from(store, es, hops, cursor, max),
-            Entries::Large(es) => Self::flush_from(store, es, hops, cursor, max),
+            Entries::Small(es) => Self::flush_from(store, es, cursor, max),
+            Entries::Large(es) => Self::flush_from(store, es, cursor, max),
         }
     }
 
     fn flush_from<E: Entry>(
         store: &mut impl Sink,
         es: &mut [E],
-        hops: usize,
         cursor: &mut usize,
         max: usize,
     ) -> (u32, bool) {
@@ -570,7 +574,7 @@ impl Postcarder {
             }
             let e = &mut es[*cursor];
             if e.w()[E::N - 1] != 0 {
-                Self::flush(store, e, hops);
+                Self::flush(store, e);
                 n += 1;
             }
             *cursor += 1;
@@ -599,14 +603,14 @@ mod postcarder_model {
         vals: [u32; 8],
     }
 
-    /// Records every chunk write (key, B hop values).
+    /// Records every chunk write (key, the B hop values `vals[..B]`).
     #[derive(Default)]
-    struct Record(Vec<(u32, Vec<u32>)>);
+    struct Record(Vec<(u32, Vec<u32>)>, usize);
 
     impl Sink for Record {
         fn append_entries(&mut self, _: u32, _: &[u32]) {}
         fn write_chunk(&mut self, key: u32, vals: &[u32]) -> u32 {
-            self.0.push((key, vals.to_vec()));
+            self.0.push((key, vals[..self.1].to_vec()));
             1
         }
     }
@@ -624,7 +628,7 @@ mod postcarder_model {
             .unwrap();
             for slots in [1usize, 7, 64] {
                 let mut pc = Postcarder::new(&l, slots);
-                let (mut got, mut want) = (Record::default(), Record::default());
+                let (mut got, mut want) = (Record(Vec::new(), hops as usize), Record::default());
                 let m = hash::FastMod::new(slots as u64);
                 let mut model = vec![
                     Model {
