@@ -455,6 +455,11 @@ pub struct Postcarder {
     hashed: bool,
     /// The region has a Postcarding section.
     enabled: bool,
+    /// A hop below this and a value below [`value_ok`](Self::value_ok) pass every check:
+    /// B when enabled, else 0.
+    hop_ok: u32,
+    /// The value limit in hashed mode, else `u64::MAX` (raw values are not checked).
+    value_ok: u64,
 }
 
 impl Postcarder {
@@ -473,6 +478,26 @@ impl Postcarder {
             value_limit: 1u64 << l.sizes.pc_value_bits,
             hashed: l.sizes.pc_mode == PostcardMode::Hashed,
             enabled: l.sizes.pc_chunks > 0,
+            hop_ok: if l.sizes.pc_chunks > 0 { hops } else { 0 },
+            value_ok: match l.sizes.pc_mode {
+                PostcardMode::Hashed => 1u64 << l.sizes.pc_value_bits,
+                PostcardMode::Raw => u64::MAX,
+            },
+        }
+    }
+
+    /// Why a postcard [`postcard`](Self::postcard)'s two compares did not pass was refused:
+    /// the checks one by one, in their order.
+    #[cold]
+    #[inline(never)]
+    fn refusal(&self, hop: u8, v: u32) -> Refusal {
+        if !self.enabled {
+            Refusal::PrimitiveDisabled
+        } else if hop as u32 >= self.hops {
+            Refusal::HopOutOfRange
+        } else {
+            debug_assert!(self.hashed && v as u64 >= self.value_limit);
+            Refusal::ValueOutOfRange
         }
     }
 
@@ -499,14 +524,10 @@ impl Postcarder {
         hop: u8,
         v: u32,
     ) -> Result<PostcardOutcome, Refusal> {
-        if !self.enabled {
-            return Err(Refusal::PrimitiveDisabled);
-        }
-        if hop as u32 >= self.hops {
-            return Err(Refusal::HopOutOfRange);
-        }
-        if self.hashed && v as u64 >= self.value_limit {
-            return Err(Refusal::ValueOutOfRange);
+        // The three checks (enabled, hop below B, value below the limit in hashed mode) as
+        // two compares; a refusal takes them one by one, for its reason.
+        if hop as u32 >= self.hop_ok || v as u64 >= self.value_ok {
+            return Err(self.refusal(hop, v));
         }
         let idx = self.index_mod.of(hash::g(key)) as usize;
         let full = self.full;
