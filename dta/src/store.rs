@@ -367,12 +367,68 @@ impl Appender {
     }
 }
 
+/// A Postcarding cache entry: `N` words, aligned to its size (32 or 64 bytes), so that an
+/// entry never straddles a 64-byte cache line (the 40-byte entry before had every other
+/// entry across two). Hop values in words `0..B`, the key in word `N - 2`, the present mask
+/// (bit i: hop i is in; 0: the entry is free) in word `N - 1`.
+trait Entry: Copy + std::fmt::Debug {
+    /// Words: 8 ([`Entry8`], B <= 6) or 16 ([`Entry16`], B = 7 or 8).
+    const N: usize;
+    /// Every hop value [`BLANK`], key 0, free.
+    const FREE: Self;
+    fn w(&self) -> &[u32];
+    fn w_mut(&mut self) -> &mut [u32];
+}
+
+/// 32 bytes: up to 6 hops (the default B = 5).
 #[derive(Debug, Clone, Copy)]
-struct Entry {
-    key: u32,
-    /// Bit i: hop i's postcard is in. 0: the entry is free.
-    present: u8,
-    vals: [u32; 8],
+#[repr(C, align(32))]
+struct Entry8([u32; 8]);
+
+/// 64 bytes: 7 or 8 hops.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(64))]
+struct Entry16([u32; 16]);
+
+impl Entry for Entry8 {
+    const N: usize = 8;
+    const FREE: Self = {
+        let mut w = [BLANK; 8];
+        (w[6], w[7]) = (0, 0);
+        Entry8(w)
+    };
+    #[inline(always)]
+    fn w(&self) -> &[u32] {
+        &self.0
+    }
+    #[inline(always)]
+    fn w_mut(&mut self) -> &mut [u32] {
+        &mut self.0
+    }
+}
+
+impl Entry for Entry16 {
+    const N: usize = 16;
+    const FREE: Self = {
+        let mut w = [BLANK; 16];
+        (w[14], w[15]) = (0, 0);
+        Entry16(w)
+    };
+    #[inline(always)]
+    fn w(&self) -> &[u32] {
+        &self.0
+    }
+    #[inline(always)]
+    fn w_mut(&mut self) -> &mut [u32] {
+        &mut self.0
+    }
+}
+
+/// The cache's entries, in the layout B allows.
+#[derive(Debug)]
+enum Entries {
+    Small(Vec<Entry8>),
+    Large(Vec<Entry16>),
 }
 
 /// What a postcard did in the cache.
@@ -390,43 +446,74 @@ pub struct PostcardOutcome {
 /// flow, emitting on completion or collision).
 #[derive(Debug)]
 pub struct Postcarder {
-    entries: Vec<Entry>,
-    /// `mod entries.len()`, by multiplication.
+    entries: Entries,
+    /// `mod` the entries, by multiplication.
     index_mod: hash::FastMod,
     hops: u32,
-    full: u8,
+    full: u32,
     value_limit: u64,
     hashed: bool,
     /// The region has a Postcarding section.
     enabled: bool,
+    /// A hop below this and a value below [`value_ok`](Self::value_ok) pass every check:
+    /// B when enabled, else 0.
+    hop_ok: u32,
+    /// The value limit in hashed mode, else `u64::MAX` (raw values are not checked).
+    value_ok: u64,
 }
 
 impl Postcarder {
     pub fn new(l: &Layout, cache_slots: usize) -> Postcarder {
         let hops = l.sizes.pc_hops;
+        let slots = cache_slots.max(1);
         Postcarder {
-            entries: vec![
-                Entry {
-                    key: 0,
-                    present: 0,
-                    vals: [BLANK; 8]
-                };
-                cache_slots.max(1)
-            ],
-            index_mod: hash::FastMod::new(cache_slots.max(1) as u64),
+            entries: if hops as usize <= Entry8::N - 2 {
+                Entries::Small(vec![Entry8::FREE; slots])
+            } else {
+                Entries::Large(vec![Entry16::FREE; slots])
+            },
+            index_mod: hash::FastMod::new(slots as u64),
             hops,
-            full: ((1u16 << hops) - 1) as u8,
+            full: (1u32 << hops) - 1,
             value_limit: 1u64 << l.sizes.pc_value_bits,
             hashed: l.sizes.pc_mode == PostcardMode::Hashed,
             enabled: l.sizes.pc_chunks > 0,
+            hop_ok: if l.sizes.pc_chunks > 0 { hops } else { 0 },
+            value_ok: match l.sizes.pc_mode {
+                PostcardMode::Hashed => 1u64 << l.sizes.pc_value_bits,
+                PostcardMode::Raw => u64::MAX,
+            },
         }
     }
 
-    fn flush(store: &mut impl Sink, e: &mut Entry) -> u32 {
-        let w = store.write_chunk(e.key, &e.vals);
-        e.present = 0;
-        e.vals = [BLANK; 8];
-        w
+    /// Why a postcard [`postcard`](Self::postcard)'s two compares did not pass was refused:
+    /// the checks one by one, in their order.
+    #[cold]
+    #[inline(never)]
+    fn refusal(&self, hop: u8, v: u32) -> Refusal {
+        if !self.enabled {
+            Refusal::PrimitiveDisabled
+        } else if hop as u32 >= self.hops {
+            Refusal::HopOutOfRange
+        } else {
+            debug_assert!(self.hashed && v as u64 >= self.value_limit);
+            Refusal::ValueOutOfRange
+        }
+    }
+
+    /// Write entry `e` (its key's chunk, missing hops blank) and free it.
+    ///
+    /// The sink gets the entry's first 8 words, of which it reads `..B` (the hop values; in
+    /// a 32-byte entry words 6 and 7 are the key and mask). A slice of constant length 8
+    /// keeps the chunk's encoding what it was with the 40-byte entries: unrolled, one 4-byte
+    /// load per hop. Given `..B` (a length known only at run time) the compiler vectorised
+    /// it, and its 16-byte load of the hop values just stored by the last few reports (4-byte
+    /// stores, possibly still in the store buffer) cannot be forwarded from them.
+    fn flush<E: Entry>(store: &mut impl Sink, e: &mut E) -> u32 {
+        let w = e.w_mut();
+        let n = store.write_chunk(w[E::N - 2], &w[..8]);
+        *e = E::FREE;
+        n
     }
 
     #[inline(always)]
@@ -437,31 +524,47 @@ impl Postcarder {
         hop: u8,
         v: u32,
     ) -> Result<PostcardOutcome, Refusal> {
-        if !self.enabled {
-            return Err(Refusal::PrimitiveDisabled);
+        // The three checks (enabled, hop below B, value below the limit in hashed mode) as
+        // two compares; a refusal takes them one by one, for its reason.
+        if hop as u32 >= self.hop_ok || v as u64 >= self.value_ok {
+            return Err(self.refusal(hop, v));
         }
-        if hop as u32 >= self.hops {
-            return Err(Refusal::HopOutOfRange);
-        }
-        if self.hashed && v as u64 >= self.value_limit {
-            return Err(Refusal::ValueOutOfRange);
-        }
-        let mut out = PostcardOutcome::default();
         let idx = self.index_mod.of(hash::g(key)) as usize;
-        let e = &mut self.entries[idx];
-        if e.present != 0 && e.key != key {
+        let full = self.full;
+        Ok(match &mut self.entries {
+            Entries::Small(es) => Self::store_in(store, &mut es[idx], key, hop, v, full),
+            Entries::Large(es) => Self::store_in(store, &mut es[idx], key, hop, v, full),
+        })
+    }
+
+    /// A checked postcard into its entry `e`.
+    #[inline(always)]
+    fn store_in<E: Entry>(
+        store: &mut impl Sink,
+        e: &mut E,
+        key: u32,
+        hop: u8,
+        v: u32,
+        full: u32,
+    ) -> PostcardOutcome {
+        let mut out = PostcardOutcome::default();
+        let (k, p) = (E::N - 2, E::N - 1);
+        if e.w()[p] != 0 && e.w()[k] != key {
             Self::flush(store, e);
             out.early = 1;
         }
-        e.key = key;
-        out.duplicate_hop = e.present & (1 << hop) != 0;
-        e.vals[hop as usize] = v;
-        e.present |= 1 << hop;
-        if e.present == self.full {
+        let w = e.w_mut();
+        let bit = 1u32 << hop;
+        out.duplicate_hop = w[p] & bit != 0;
+        // `hop < B <= N - 2` (checked by the caller): the mask only spares a bounds check.
+        w[hop as usize & (E::N - 1)] = v;
+        w[k] = key;
+        w[p] |= bit;
+        if w[p] == full {
             Self::flush(store, e);
             out.complete = 1;
         }
-        Ok(out)
+        out
     }
 
     /// Write up to `max` cached partial paths, resuming at entry `*cursor` (the caller keeps
@@ -473,13 +576,25 @@ impl Postcarder {
         cursor: &mut usize,
         max: usize,
     ) -> (u32, bool) {
+        match &mut self.entries {
+            Entries::Small(es) => Self::flush_from(store, es, cursor, max),
+            Entries::Large(es) => Self::flush_from(store, es, cursor, max),
+        }
+    }
+
+    fn flush_from<E: Entry>(
+        store: &mut impl Sink,
+        es: &mut [E],
+        cursor: &mut usize,
+        max: usize,
+    ) -> (u32, bool) {
         let mut n = 0;
-        while *cursor < self.entries.len() {
+        while *cursor < es.len() {
             if n as usize == max {
                 return (n, false);
             }
-            let e = &mut self.entries[*cursor];
-            if e.present != 0 {
+            let e = &mut es[*cursor];
+            if e.w()[E::N - 1] != 0 {
                 Self::flush(store, e);
                 n += 1;
             }
@@ -491,11 +606,99 @@ impl Postcarder {
 
     /// Write every cached partial path (missing hops blank). Returns chunks written.
     pub fn flush_all(&mut self, store: &mut impl Sink) -> u32 {
-        let mut n = 0;
-        for e in self.entries.iter_mut().filter(|e| e.present != 0) {
-            Self::flush(store, e);
-            n += 1;
+        let mut cursor = 0;
+        self.flush_some(store, &mut cursor, usize::MAX).0
+    }
+}
+
+#[cfg(test)]
+mod postcarder_model {
+    use super::*;
+    use crate::layout::Sizes;
+
+    /// The cache as it was written before the aligned entries: 40-byte entries, a `Vec` of them.
+    #[derive(Clone, Copy)]
+    struct Model {
+        key: u32,
+        present: u8,
+        vals: [u32; 8],
+    }
+
+    /// Records every chunk write (key, the B hop values `vals[..B]`).
+    #[derive(Default)]
+    struct Record(Vec<(u32, Vec<u32>)>, usize);
+
+    impl Sink for Record {
+        fn append_entries(&mut self, _: u32, _: &[u32]) {}
+        fn write_chunk(&mut self, key: u32, vals: &[u32]) -> u32 {
+            self.0.push((key, vals[..self.1].to_vec()));
+            1
         }
-        n
+    }
+
+    /// Every B of 1..=8 and a small cache (evictions, duplicates, completions, flushes):
+    /// the outcomes and the chunks written (keys, values, blanks) are those of the 40-byte
+    /// entries before.
+    #[test]
+    fn aligned_entries_match_the_40_byte_entries() {
+        for hops in 1..=8u32 {
+            let l = Layout::new(Sizes {
+                pc_hops: hops,
+                ..Sizes::default()
+            })
+            .unwrap();
+            for slots in [1usize, 7, 64] {
+                let mut pc = Postcarder::new(&l, slots);
+                let (mut got, mut want) = (Record(Vec::new(), hops as usize), Record::default());
+                let m = hash::FastMod::new(slots as u64);
+                let mut model = vec![
+                    Model {
+                        key: 0,
+                        present: 0,
+                        vals: [BLANK; 8]
+                    };
+                    slots
+                ];
+                let full = ((1u16 << hops) - 1) as u8;
+                let mut x = 0x2545_f491u32;
+                for i in 0..20_000u32 {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    let (key, hop, v) = (x % 97, (x >> 8) as u8 % hops as u8, i & 0xffff);
+                    let o = pc.postcard(&mut got, key, hop, v).unwrap();
+                    let mut w = PostcardOutcome::default();
+                    let e = &mut model[m.of(hash::g(key)) as usize];
+                    if e.present != 0 && e.key != key {
+                        want.0.push((e.key, e.vals[..hops as usize].to_vec()));
+                        (e.present, e.vals) = (0, [BLANK; 8]);
+                        w.early = 1;
+                    }
+                    e.key = key;
+                    w.duplicate_hop = e.present & (1 << hop) != 0;
+                    e.vals[hop as usize] = v;
+                    e.present |= 1 << hop;
+                    if e.present == full {
+                        want.0.push((e.key, e.vals[..hops as usize].to_vec()));
+                        (e.present, e.vals) = (0, [BLANK; 8]);
+                        w.complete = 1;
+                    }
+                    assert_eq!(o, w, "B {hops}, {slots} entries, postcard {i}");
+                    if i % 5000 == 4999 {
+                        let mut cursor = 0;
+                        while !pc.flush_some(&mut got, &mut cursor, 3).1 {}
+                        for e in model.iter_mut().filter(|e| e.present != 0) {
+                            want.0.push((e.key, e.vals[..hops as usize].to_vec()));
+                            (e.present, e.vals) = (0, [BLANK; 8]);
+                        }
+                    }
+                }
+                pc.flush_all(&mut got);
+                for e in model.iter_mut().filter(|e| e.present != 0) {
+                    want.0.push((e.key, e.vals[..hops as usize].to_vec()));
+                }
+                assert_eq!(got.0, want.0, "B {hops}, {slots} entries");
+            }
+        }
     }
 }

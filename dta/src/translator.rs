@@ -154,39 +154,40 @@ impl Translator {
     #[inline(always)]
     fn fast(&mut self, payload: &[u8]) -> Option<Result<(), Refused>> {
         use dta::Fast;
+        // Each arm counts its own report and writes (no merged `Result<u32, _>` to test
+        // again after the match).
         let r = match dta::decode_fast(payload, self.base)? {
             Fast::KeyWrite {
                 redundancy,
                 key,
                 data,
-            } => self
-                .store
-                .key_write_one(redundancy, key, data)
-                .inspect(|_| self.counters.key_write += 1),
+            } => self.store.key_write_one(redundancy, key, data).map(|w| {
+                self.counters.key_write += 1;
+                self.counters.region_writes += u64::from(w);
+            }),
             Fast::KeyIncrement {
                 redundancy,
                 key,
                 counter,
-            } => self
-                .store
-                .key_increment(redundancy, key, counter)
-                .inspect(|_| self.counters.key_increment += 1),
-            Fast::Append { list, data } => self
-                .appender
-                .append(&mut self.store, list, data)
-                .inspect(|_| self.counters.append += 1),
+            } => self.store.key_increment(redundancy, key, counter).map(|w| {
+                self.counters.key_increment += 1;
+                self.counters.region_writes += u64::from(w);
+            }),
+            Fast::Append { list, data } => {
+                self.appender.append(&mut self.store, list, data).map(|w| {
+                    self.counters.append += 1;
+                    self.counters.region_writes += u64::from(w);
+                })
+            }
             Fast::Postcard { key, hop, data } => self
                 .postcarder
                 .postcard(&mut self.store, key, hop, data)
-                .map(|o| self.count_postcard(o)),
+                .map(|o| {
+                    let w = self.count_postcard(o);
+                    self.counters.region_writes += u64::from(w);
+                }),
         };
-        Some(match r {
-            Ok(w) => {
-                self.counters.region_writes += u64::from(w);
-                Ok(())
-            }
-            Err(why) => Err(self.refused_fast(why, payload)),
-        })
+        Some(r.map_err(|why| self.refused_fast(why, payload)))
     }
 
     /// A report the fast path refused: counted, NACKed when retransmittable. Out of line, so

@@ -72,30 +72,6 @@ impl Default for WorkerSlot {
     }
 }
 
-fn to_words(
-    c: &peregrine_dta::Counters,
-    nacks: u64,
-    handed_off: u64,
-    r: &RdmaStats,
-) -> [u64; WORDS] {
-    let mut w = [0u64; WORDS];
-    w[..8].copy_from_slice(&[
-        c.key_write,
-        c.key_increment,
-        c.append,
-        c.postcard,
-        c.region_writes,
-        c.postcard_paths_complete,
-        c.postcard_early_flush,
-        c.postcard_duplicate_hop,
-    ]);
-    w[8..8 + Refusal::COUNT].copy_from_slice(&c.refused);
-    w[8 + Refusal::COUNT] = nacks;
-    w[9 + Refusal::COUNT] = handed_off;
-    w[WORDS - RDMA_WORDS..].copy_from_slice(&r.words());
-    w
-}
-
 fn from_words(w: &[u64; WORDS]) -> (peregrine_dta::Counters, u64, u64) {
     let mut c = peregrine_dta::Counters {
         key_write: w[0],
@@ -374,17 +350,45 @@ impl TranslatorStage {
         Some((peregrine_dta::hash::g(id) % self.workers as u32) as u16)
     }
 
+    /// Store the counters into this worker's slot, word by word (no staging array: this
+    /// runs after every batch). The RoCEv2 words are stored in that mode only (0 otherwise,
+    /// as the slot starts). The layout is [`from_words`]'s.
     fn publish(&mut self) {
         if let Some(slot) = self.shared.workers.get(self.worker) {
-            let mut r = self.rdma.as_ref().map(|r| r.stats).unwrap_or_default();
-            if let Some(o) = &self.rdma {
-                r.resyncs = o.qp.resyncs();
-                r.paths_complete = o.qp.paths_complete;
-                r.paths_early = o.qp.paths_early;
-            }
-            let w = to_words(&self.t.counters, self.nacks, self.handed_off, &r);
-            for (a, v) in slot.words.iter().zip(w) {
+            let (w, c) = (&slot.words, &self.t.counters);
+            let head = [
+                c.key_write,
+                c.key_increment,
+                c.append,
+                c.postcard,
+                c.region_writes,
+                c.postcard_paths_complete,
+                c.postcard_early_flush,
+                c.postcard_duplicate_hop,
+            ];
+            let tail = [self.nacks, self.handed_off];
+            let (w_head, rest) = w.split_at(head.len());
+            let (w_refused, rest) = rest.split_at(Refusal::COUNT);
+            let (w_tail, rdma) = rest.split_at(tail.len());
+            for (a, v) in w_head.iter().zip(head) {
                 a.store(v, Ordering::Relaxed);
+            }
+            for (a, v) in w_refused.iter().zip(c.refused) {
+                a.store(v, Ordering::Relaxed);
+            }
+            for (a, v) in w_tail.iter().zip(tail) {
+                a.store(v, Ordering::Relaxed);
+            }
+            if let Some(o) = &self.rdma {
+                let r = RdmaStats {
+                    resyncs: o.qp.resyncs(),
+                    paths_complete: o.qp.paths_complete,
+                    paths_early: o.qp.paths_early,
+                    ..o.stats
+                };
+                for (a, v) in rdma.iter().zip(r.words()) {
+                    a.store(v, Ordering::Relaxed);
+                }
             }
         }
         self.dirty = false;
@@ -472,7 +476,6 @@ impl TranslatorStage {
         } else {
             Err(self.t.refuse(Refusal::RateLimited, payload))
         };
-        self.dirty = true;
         match verdict {
             Ok(()) => match lb {
                 Some(l) => {
@@ -682,6 +685,8 @@ impl<B: PacketBuf> Stage<B> for TranslatorStage {
                 let lb = self.loopback;
                 batch.decide_each(|p| self.one::<B, false>(p, rx, now, lb));
             }
+            // Published once per batch, not marked per report (most batches are reports).
+            self.dirty = true;
         }
         if self.dirty {
             self.publish();
