@@ -138,6 +138,17 @@ impl OwnedBuf {
         b
     }
 
+    /// The invariant every constructor and method keeps, which lets `data`, `data_mut`,
+    /// `prepend`, `data_and_meta_mut` and `head` slice `room` without a range check:
+    /// `start <= end <= room.len()`. `with_capacity` and `reset` set `start = end <=
+    /// room.len()`; `set_data` and `append` check the room behind `end`, `prepend` the room
+    /// before `start`, `adj` and `trim` the packet's length; `room` is never resized.
+    /// Checked in debug builds.
+    #[inline(always)]
+    fn in_bounds(&self) {
+        debug_assert!(self.start <= self.end && self.end <= self.room.len());
+    }
+
     /// Reset to an empty packet with the default headroom (for recycling).
     pub fn reset(&mut self) {
         let h = DEFAULT_HEADROOM.min(self.room.len());
@@ -170,14 +181,21 @@ impl Default for OwnedBuf {
 }
 
 impl PacketBuf for OwnedBuf {
+    /// No range check: see [`OwnedBuf::in_bounds`] (the checked slicing cost 5 instructions a
+    /// call, three or four calls a packet in the UPF stage).
     #[inline]
     fn data(&self) -> &[u8] {
-        &self.room[self.start..self.end]
+        self.in_bounds();
+        // SAFETY: `start <= end <= room.len()` always holds (`in_bounds`), so the range is
+        // in bounds and not reversed.
+        unsafe { self.room.get_unchecked(self.start..self.end) }
     }
 
     #[inline]
     fn data_mut(&mut self) -> &mut [u8] {
-        &mut self.room[self.start..self.end]
+        self.in_bounds();
+        // SAFETY: as in `data`.
+        unsafe { self.room.get_unchecked_mut(self.start..self.end) }
     }
 
     #[inline]
@@ -199,7 +217,10 @@ impl PacketBuf for OwnedBuf {
             });
         }
         self.start -= n;
-        Ok(&mut self.room[self.start..self.start + n])
+        self.in_bounds();
+        // SAFETY: `n <= ` the old `start` (checked above), so `start + n` is the old `start`,
+        // at most `end <= room.len()` (`in_bounds`).
+        Ok(unsafe { self.room.get_unchecked_mut(self.start..self.start + n) })
     }
 
     #[inline]
@@ -259,7 +280,10 @@ impl PacketBuf for OwnedBuf {
 
     #[inline]
     fn data_and_meta_mut(&mut self) -> (&[u8], &mut PacketMeta) {
-        (&self.room[self.start..self.end], &mut self.pkt_meta)
+        self.in_bounds();
+        // SAFETY: as in `data`.
+        let d = unsafe { self.room.get_unchecked(self.start..self.end) };
+        (d, &mut self.pkt_meta)
     }
 
     /// One length check (`data` checks `start <= end <= room.len()` first, then the caller
