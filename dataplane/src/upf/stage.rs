@@ -300,25 +300,29 @@ impl<B: PacketBuf> Stage<B> for Upf {
             if slow != 0 {
                 w.prefetch_rules(slow, &shard, &hit);
             }
+            // The chunk's dispositions, written to the batch once after pass 3 (a batch
+            // decided alike stays one word: `Batch::set_chunk`).
+            let mut out = [Disposition::CONTINUE; CHUNK];
             for j in 0..len {
                 let i = base + j;
                 let d = match (shard[j], hit[j]) {
                     (Some(s), Some(slot)) => {
                         w.resolved(&mut batch.pkts[i], &pre[j], &flows[j], s, slot)
                     }
-                    _ if pre[j].kind == KIND_SKIP => continue,
+                    // Left as it was.
+                    _ if pre[j].kind == KIND_SKIP => batch.disposition(i),
                     _ => {
                         let p = &mut batch.pkts[i];
                         pre[j].settle(p);
                         w.packet(p)
                     }
                 };
-                let d = match w.frag.take() {
+                out[j] = match w.frag.take() {
                     Some(job) => w.fragment(batch, i, &job),
                     None => d,
                 };
-                batch.set_disposition(i, d);
             }
+            batch.set_chunk(base, &out[..len]);
             base = end;
         }
     }
