@@ -105,8 +105,8 @@ impl Work<'_> {
             inner_off,
         };
         if outer {
-            let nh = match self.route(false, u128::from(f.outer_peer)) {
-                Ok(nh) => nh,
+            let (nh, src_mac) = match self.route_src(false, u128::from(f.outer_peer)) {
+                Ok(r) => r,
                 Err(r) => return self.fast_drop(p, pre, dir, qfi, r),
             };
             let psc = if dir == Direction::Downlink {
@@ -117,7 +117,6 @@ impl Work<'_> {
             } else {
                 Psc::Ul
             };
-            let src_mac = self.our_mac(nh.port);
             if encap::encap_gtpu_v4(
                 p,
                 f.outer_teid,
@@ -142,14 +141,13 @@ impl Work<'_> {
             cell.sent(len);
             return Some(Disposition::tx_queue(nh.port, qid));
         }
-        let nh = match self.route(pre.v6, pre.dst) {
-            Ok(nh) => nh,
+        let (nh, src_mac) = match self.route_src(pre.v6, pre.dst) {
+            Ok(r) => r,
             Err(r) => return self.fast_drop(p, pre, dir, qfi, r),
         };
         if !decrement_ttl(p.data_mut(), pre.v6) {
             return self.fast_drop(p, pre, dir, qfi, self.d.ttl_exceeded);
         }
-        let src_mac = self.our_mac(nh.port);
         let et = if pre.v6 {
             ethertype::IPV6
         } else {

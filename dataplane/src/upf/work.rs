@@ -191,33 +191,41 @@ impl Work<'_> {
     /// cache is inlined into the caller; the table lookup of a miss is not.
     #[inline(always)]
     pub fn route(&mut self, v6: bool, dst: u128) -> Result<NextHop, DropReason> {
+        self.route_src(v6, dst).map(|(nh, _)| nh)
+    }
+
+    /// [`Self::route`] with our MAC on the next hop's port ([`Self::our_mac`]), both from
+    /// the route cache's entry: the two addresses of the Ethernet header the packet gets.
+    #[inline(always)]
+    pub fn route_src(&mut self, v6: bool, dst: u128) -> Result<(NextHop, MacAddr), DropReason> {
         let i = RouteCache::index(dst);
         let e = &self.routes.e[i];
         if e.fam == u8::from(v6) && e.dst == dst {
-            e.res
+            e.get()
         } else {
             self.route_miss(v6, dst, i)
         }
     }
 
-    /// [`Self::route`] past the cache: the table's answer, kept in entry `i`.
+    /// [`Self::route_src`] past the cache: the table's answer, kept in entry `i`.
     #[inline(never)]
-    fn route_miss(&mut self, v6: bool, dst: u128, i: usize) -> Result<NextHop, DropReason> {
+    fn route_miss(
+        &mut self,
+        v6: bool,
+        dst: u128,
+        i: usize,
+    ) -> Result<(NextHop, MacAddr), DropReason> {
         let nh = if v6 {
             self.r.v6.lookup(dst)
         } else {
             self.r.v4.lookup(dst as u32)
         };
         let res = match nh {
-            Some(nh) if nh.is_resolved() => Ok(nh),
+            Some(nh) if nh.is_resolved() => Ok((nh, self.our_mac(nh.port))),
             Some(_) => Err(self.d.next_hop_unresolved),
             None => Err(self.d.no_route),
         };
-        self.routes.e[i] = RouteEntry {
-            fam: u8::from(v6),
-            dst,
-            res,
-        };
+        self.routes.e[i] = RouteEntry::new(v6, dst, res);
         res
     }
 }
@@ -236,22 +244,69 @@ pub(super) struct RouteCache {
 /// Entries of a [`RouteCache`] (a power of two).
 const ROUTE_CACHE: usize = 16;
 
+/// 32 bytes (two entries a cache line): the answer packed beside the key.
 #[derive(Debug, Clone, Copy)]
 struct RouteEntry {
-    /// 0 IPv4, 1 IPv6, 2 empty.
-    fam: u8,
     /// IPv4 in the low 32 bits.
     dst: u128,
-    /// What [`Work::route`] answers for it (the drop reasons are the worker's, fixed).
-    res: Result<NextHop, DropReason>,
+    /// The next hop's MAC (an answer `Ok`).
+    mac: MacAddr,
+    /// Our MAC on the next hop's port (an answer `Ok`).
+    src: MacAddr,
+    /// The next hop's port (`ok`), else the drop reason's number.
+    port: u16,
+    /// 0 IPv4, 1 IPv6, 2 empty.
+    fam: u8,
+    /// What [`Work::route_src`] answers for it is `Ok` (the drop reasons are the worker's,
+    /// fixed).
+    ok: bool,
 }
+
+impl RouteEntry {
+    #[inline(always)]
+    fn new(v6: bool, dst: u128, res: Result<(NextHop, MacAddr), DropReason>) -> RouteEntry {
+        let (mac, src, port, ok) = match res {
+            Ok((nh, src)) => (nh.mac, src, nh.port, true),
+            Err(r) => (MacAddr::default(), MacAddr::default(), r.0, false),
+        };
+        RouteEntry {
+            dst,
+            mac,
+            src,
+            port,
+            fam: u8::from(v6),
+            ok,
+        }
+    }
+
+    /// The answer kept.
+    #[inline(always)]
+    fn get(&self) -> Result<(NextHop, MacAddr), DropReason> {
+        if self.ok {
+            Ok((
+                NextHop {
+                    port: self.port,
+                    mac: self.mac,
+                },
+                self.src,
+            ))
+        } else {
+            Err(DropReason(self.port))
+        }
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<RouteEntry>() == 32);
 
 impl RouteCache {
     const EMPTY: RouteEntry = RouteEntry {
-        fam: 2,
         dst: 0,
         // Never read: an empty entry matches no family.
-        res: Err(DropReason(0)),
+        mac: MacAddr([0; 6]),
+        src: MacAddr([0; 6]),
+        port: 0,
+        fam: 2,
+        ok: false,
     };
 
     pub fn new() -> RouteCache {
