@@ -52,11 +52,11 @@ impl Work<'_> {
         let mut colour = None;
         if a.slot != NONE && b.slot == NONE {
             // One meter (the common case): checked and marked in one step.
-            let m = match self.meters.get_mut(a.slot as usize) {
-                Some(m) if m.is(a.generation) && !m.shapes() => m,
-                _ => return None,
+            let now = self.now;
+            colour = match self.meters.get_mut(a.slot as usize) {
+                Some(m) => Some(m.police(a.generation, now, len)?),
+                None => return None,
             };
-            colour = Some(m.mark(self.now, len));
         } else if a.slot != NONE {
             for mr in [a, b] {
                 match self.meters.get(mr.slot as usize) {
