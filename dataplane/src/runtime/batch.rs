@@ -319,6 +319,26 @@ impl<B: PacketBuf> Batch<B> {
         self.disp[i] = d;
     }
 
+    /// Which of packets `start..start + len` (`len <= 32`) are no longer `Continue`: bit
+    /// `k` for packet `start + k`. One uniform test, or one pass over the chunk's words
+    /// (for a stage that walks a chunk testing each packet's bit instead of calling
+    /// [`disposition`](Self::disposition) on each).
+    #[inline]
+    pub fn decided_mask(&self, start: usize, len: usize) -> u32 {
+        assert!(len <= 32, "one bit per packet of the chunk");
+        if self.uniform != MIXED {
+            return if self.uniform.is_continue() {
+                0
+            } else {
+                ((1u64 << len) - 1) as u32
+            };
+        }
+        self.disp[start..start + len]
+            .iter()
+            .enumerate()
+            .fold(0u32, |m, (k, d)| m | u32::from(!d.is_continue()) << k)
+    }
+
     /// Set the dispositions of packets `start..start + ds.len()` to `ds` (as
     /// [`set_disposition`](Self::set_disposition) on each), for a stage that decides a
     /// chunk of the batch at a time: when `ds` covers the whole batch and is one
@@ -451,6 +471,23 @@ mod tests {
         }
         b.reset_dispositions();
         b
+    }
+
+    /// `decided_mask` has bit `k` set exactly when packet `start + k` is not `Continue`.
+    #[test]
+    fn decided_mask_names_the_decided_packets() {
+        let tx = Disposition::tx(1);
+        let mut b = batch(40);
+        assert_eq!(b.decided_mask(0, 32), 0);
+        b.set_active(tx);
+        assert_eq!(b.decided_mask(0, 32), u32::MAX);
+        assert_eq!(b.decided_mask(32, 8), 0xff);
+        let mut b = batch(40);
+        b.set_disposition(3, tx);
+        b.set_disposition(35, tx);
+        assert_eq!(b.decided_mask(0, 32), 1 << 3);
+        assert_eq!(b.decided_mask(32, 8), 1 << 3);
+        assert_eq!(b.decided_mask(34, 0), 0);
     }
 
     /// `set_chunk` is `set_disposition` on each index, and keeps a whole batch decided

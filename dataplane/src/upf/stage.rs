@@ -248,9 +248,9 @@ impl<B: PacketBuf> Stage<B> for Upf {
             let end = (base + CHUNK).min(n);
             // At most CHUNK (said so the chunk arrays' indexing needs no bounds checks).
             let len = (end - base).min(CHUNK);
-            // Every packet of the chunk still `Continue` (what the worker's rx leaves): no
-            // per-packet check in pass 1.
-            let live = batch.uniform() == Some(Disposition::CONTINUE);
+            // The chunk's packets already decided (bit `j`: packet `base + j`), read once:
+            // none when the batch is uniformly `Continue` (what the worker's rx leaves).
+            let decided = batch.decided_mask(base, len);
             // Each packet's shard (pass 1), home slot and slot (pass 2), by chunk index.
             let mut shard: [Option<&Shard>; CHUNK] = [None; CHUNK];
             let mut home = [0usize; CHUNK];
@@ -258,7 +258,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
             for j in 0..len {
                 let i = base + j;
                 let pr = &mut pre[j];
-                if !live && !batch.disposition(i).is_continue() {
+                if decided >> j & 1 != 0 {
                     *pr = Pre::SKIP;
                 } else {
                     let p = &mut batch.pkts[i];
