@@ -251,17 +251,18 @@ impl<B: PacketBuf> Stage<B> for Upf {
             // The chunk's packets already decided (bit `j`: packet `base + j`), read once:
             // none when the batch is uniformly `Continue` (what the worker's rx leaves).
             let decided = batch.decided_mask(base, len);
+            // The chunk's packets, bounds-checked once for pass 1.
+            let pkts = &mut batch.pkts[base..base + len];
             // Each packet's shard (pass 1), home slot and slot (pass 2), by chunk index.
             let mut shard: [Option<&Shard>; CHUNK] = [None; CHUNK];
             let mut home = [0usize; CHUNK];
             let mut hit: [Option<&KeySlot>; CHUNK] = [None; CHUNK];
             for j in 0..len {
-                let i = base + j;
                 let pr = &mut pre[j];
                 if decided >> j & 1 != 0 {
                     *pr = Pre::SKIP;
                 } else {
-                    let p = &mut batch.pkts[i];
+                    let p = &mut pkts[j];
                     let mut quick = false;
                     if !(trust && p.pkt_meta().is_classified()) {
                         // The UPF's own classifier for its common shapes (leaving the record
@@ -317,7 +318,8 @@ impl<B: PacketBuf> Stage<B> for Upf {
                         w.packet(p)
                     }
                 };
-                out[j] = match w.frag.take() {
+                // Tested before taken: no store for the packets that have none.
+                out[j] = match w.frag.is_some().then(|| w.frag.take()).flatten() {
                     Some(job) => w.fragment(batch, i, &job),
                     None => d,
                 };
