@@ -105,7 +105,7 @@ impl Work<'_> {
             inner_off,
         };
         if outer {
-            let (nh, src_mac) = match self.route_src(false, u128::from(f.outer_peer)) {
+            let (tx, eth) = match self.route_eth(false, u128::from(f.outer_peer)) {
                 Ok(r) => r,
                 Err(r) => return self.fast_drop(p, pre, dir, qfi, r),
             };
@@ -125,8 +125,7 @@ impl Work<'_> {
                 qfi,
                 psc,
                 port,
-                nh.mac,
-                src_mac,
+                eth,
             )
             .is_err()
             {
@@ -139,9 +138,9 @@ impl Work<'_> {
                 stamp.encapsulated(p.pkt_meta_mut(), false, f.outer_teid);
             }
             cell.sent(len);
-            return Some(Disposition::tx_queue(nh.port, qid));
+            return Some(Disposition::tx_queue(tx, qid));
         }
-        let (nh, src_mac) = match self.route_src(pre.v6, pre.dst) {
+        let (tx, eth) = match self.route_eth(pre.v6, pre.dst) {
             Ok(r) => r,
             Err(r) => return self.fast_drop(p, pre, dir, qfi, r),
         };
@@ -154,7 +153,7 @@ impl Work<'_> {
             ethertype::IPV4
         };
         match p.prepend(ethernet::HEADER_LEN) {
-            Ok(h) => encap::write_eth(h, nh.mac, src_mac, et),
+            Ok(h) => encap::write_eth_addrs(h, eth, et),
             Err(_) => return self.fast_drop(p, pre, dir, qfi, self.d.encap_failed),
         }
         if pre.meta {
@@ -163,7 +162,7 @@ impl Work<'_> {
             stamp.routed(p.pkt_meta_mut());
         }
         cell.sent(len);
-        Some(Disposition::tx_queue(nh.port, qid))
+        Some(Disposition::tx_queue(tx, qid))
     }
 
     /// [`Self::fast_apply`] for the shapes the stage's inlined copies leave out: an uplink

@@ -7,6 +7,7 @@ use crate::qos::TokenBucket;
 use crate::runtime::{DropReason, Reasons};
 use crate::stages::l3fwd::{NextHop, RouteTable};
 use crate::upf::config::UpfConfig;
+use crate::upf::encap::eth_addrs;
 use crate::upf::frag::FragJob;
 use crate::upf::reasm::{Reassembler, Refusal};
 use crate::upf::stats::{Total, UpfStats};
@@ -191,13 +192,17 @@ impl Work<'_> {
     /// cache is inlined into the caller; the table lookup of a miss is not.
     #[inline(always)]
     pub fn route(&mut self, v6: bool, dst: u128) -> Result<NextHop, DropReason> {
-        self.route_src(v6, dst).map(|(nh, _)| nh)
+        self.route_eth(v6, dst).map(|(port, eth)| NextHop {
+            port,
+            mac: MacAddr(eth_mac(&eth)),
+        })
     }
 
-    /// [`Self::route`] with our MAC on the next hop's port ([`Self::our_mac`]), both from
-    /// the route cache's entry: the two addresses of the Ethernet header the packet gets.
+    /// [`Self::route`] as the fast path uses it: the next hop's port and the Ethernet
+    /// addresses of the packet's header (the next hop's MAC, then ours on that port,
+    /// [`Self::our_mac`]: `encap::eth_addrs`), both from the route cache's entry.
     #[inline(always)]
-    pub fn route_src(&mut self, v6: bool, dst: u128) -> Result<(NextHop, MacAddr), DropReason> {
+    pub fn route_eth(&mut self, v6: bool, dst: u128) -> Result<(PortId, [u8; 12]), DropReason> {
         let i = RouteCache::index(dst);
         let e = &self.routes.e[i];
         if e.fam == u8::from(v6) && e.dst == dst {
@@ -207,21 +212,24 @@ impl Work<'_> {
         }
     }
 
-    /// [`Self::route_src`] past the cache: the table's answer, kept in entry `i`.
+    /// [`Self::route_eth`] past the cache: the table's answer, kept in entry `i`.
     #[inline(never)]
     fn route_miss(
         &mut self,
         v6: bool,
         dst: u128,
         i: usize,
-    ) -> Result<(NextHop, MacAddr), DropReason> {
+    ) -> Result<(PortId, [u8; 12]), DropReason> {
         let nh = if v6 {
             self.r.v6.lookup(dst)
         } else {
             self.r.v4.lookup(dst as u32)
         };
         let res = match nh {
-            Some(nh) if nh.is_resolved() => Ok((nh, self.our_mac(nh.port))),
+            Some(nh) if nh.is_resolved() => {
+                let eth = eth_addrs(nh.mac, self.our_mac(nh.port));
+                Ok((nh.port, eth))
+            }
             Some(_) => Err(self.d.next_hop_unresolved),
             None => Err(self.d.no_route),
         };
@@ -249,30 +257,28 @@ const ROUTE_CACHE: usize = 16;
 struct RouteEntry {
     /// IPv4 in the low 32 bits.
     dst: u128,
-    /// The next hop's MAC (an answer `Ok`).
-    mac: MacAddr,
-    /// Our MAC on the next hop's port (an answer `Ok`).
-    src: MacAddr,
+    /// An answer `Ok`: the Ethernet addresses of a packet to the next hop (its MAC, then
+    /// ours on its port: `encap::eth_addrs`).
+    eth: [u8; 12],
     /// The next hop's port (`ok`), else the drop reason's number.
     port: u16,
     /// 0 IPv4, 1 IPv6, 2 empty.
     fam: u8,
-    /// What [`Work::route_src`] answers for it is `Ok` (the drop reasons are the worker's,
+    /// What [`Work::route_eth`] answers for it is `Ok` (the drop reasons are the worker's,
     /// fixed).
     ok: bool,
 }
 
 impl RouteEntry {
     #[inline(always)]
-    fn new(v6: bool, dst: u128, res: Result<(NextHop, MacAddr), DropReason>) -> RouteEntry {
-        let (mac, src, port, ok) = match res {
-            Ok((nh, src)) => (nh.mac, src, nh.port, true),
-            Err(r) => (MacAddr::default(), MacAddr::default(), r.0, false),
+    fn new(v6: bool, dst: u128, res: Result<(PortId, [u8; 12]), DropReason>) -> RouteEntry {
+        let (eth, port, ok) = match res {
+            Ok((port, eth)) => (eth, port, true),
+            Err(r) => ([0; 12], r.0, false),
         };
         RouteEntry {
             dst,
-            mac,
-            src,
+            eth,
             port,
             fam: u8::from(v6),
             ok,
@@ -281,19 +287,21 @@ impl RouteEntry {
 
     /// The answer kept.
     #[inline(always)]
-    fn get(&self) -> Result<(NextHop, MacAddr), DropReason> {
+    fn get(&self) -> Result<(PortId, [u8; 12]), DropReason> {
         if self.ok {
-            Ok((
-                NextHop {
-                    port: self.port,
-                    mac: self.mac,
-                },
-                self.src,
-            ))
+            Ok((self.port, self.eth))
         } else {
             Err(DropReason(self.port))
         }
     }
+}
+
+/// The destination address of an `encap::eth_addrs` pair.
+#[inline(always)]
+fn eth_mac(eth: &[u8; 12]) -> [u8; 6] {
+    let mut m = [0u8; 6];
+    m.copy_from_slice(&eth[..6]);
+    m
 }
 
 const _: () = assert!(std::mem::size_of::<RouteEntry>() == 32);
@@ -302,8 +310,7 @@ impl RouteCache {
     const EMPTY: RouteEntry = RouteEntry {
         dst: 0,
         // Never read: an empty entry matches no family.
-        mac: MacAddr([0; 6]),
-        src: MacAddr([0; 6]),
+        eth: [0; 12],
         port: 0,
         fam: 2,
         ok: false,
