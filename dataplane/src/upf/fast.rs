@@ -105,7 +105,7 @@ impl Work<'_> {
             inner_off,
         };
         if outer {
-            let (tx, eth) = match self.route_eth(false, u128::from(f.outer_peer)) {
+            let (tx, ri) = match self.route_entry(false, u128::from(f.outer_peer)) {
                 Ok(r) => r,
                 Err(r) => return self.fast_drop(p, pre, dir, qfi, r),
             };
@@ -125,7 +125,7 @@ impl Work<'_> {
                 qfi,
                 psc,
                 port,
-                eth,
+                self.eth_of(ri),
             )
             .is_err()
             {
@@ -140,7 +140,7 @@ impl Work<'_> {
             cell.sent(len);
             return Some(Disposition::tx_queue(tx, qid));
         }
-        let (tx, eth) = match self.route_eth(pre.v6, pre.dst) {
+        let (tx, ri) = match self.route_entry(pre.v6, pre.dst) {
             Ok(r) => r,
             Err(r) => return self.fast_drop(p, pre, dir, qfi, r),
         };
@@ -153,7 +153,7 @@ impl Work<'_> {
             ethertype::IPV4
         };
         match p.prepend(ethernet::HEADER_LEN) {
-            Ok(h) => encap::write_eth_addrs(h, eth, et),
+            Ok(h) => encap::write_eth_addrs(h, self.eth_of(ri), et),
             Err(_) => return self.fast_drop(p, pre, dir, qfi, self.d.encap_failed),
         }
         if pre.meta {

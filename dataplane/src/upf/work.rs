@@ -192,34 +192,43 @@ impl Work<'_> {
     /// cache is inlined into the caller; the table lookup of a miss is not.
     #[inline(always)]
     pub fn route(&mut self, v6: bool, dst: u128) -> Result<NextHop, DropReason> {
-        self.route_eth(v6, dst).map(|(port, eth)| NextHop {
+        let (port, i) = self.route_entry(v6, dst)?;
+        Ok(NextHop {
             port,
-            mac: MacAddr(eth_mac(&eth)),
+            mac: MacAddr(eth_mac(&self.eth_of(i))),
         })
     }
 
-    /// [`Self::route`] as the fast path uses it: the next hop's port and the Ethernet
-    /// addresses of the packet's header (the next hop's MAC, then ours on that port,
-    /// [`Self::our_mac`]: `encap::eth_addrs`), both from the route cache's entry.
+    /// [`Self::route`] as the fast path uses it: the next hop's port and the index of the
+    /// route cache's entry that holds the answer (filled from the table first if it held
+    /// another destination), whose Ethernet addresses [`Self::eth_of`] reads where the
+    /// header is written.
     #[inline(always)]
-    pub fn route_eth(&mut self, v6: bool, dst: u128) -> Result<(PortId, [u8; 12]), DropReason> {
+    pub fn route_entry(&mut self, v6: bool, dst: u128) -> Result<(PortId, usize), DropReason> {
         let i = RouteCache::index(dst);
         let e = &self.routes.e[i];
-        if e.fam == u8::from(v6) && e.dst == dst {
-            e.get()
+        if e.fam != u8::from(v6) || e.dst != dst {
+            self.route_miss(v6, dst, i);
+        }
+        let e = &self.routes.e[i];
+        if e.ok {
+            Ok((e.port, i))
         } else {
-            self.route_miss(v6, dst, i)
+            Err(DropReason(e.port))
         }
     }
 
-    /// [`Self::route_eth`] past the cache: the table's answer, kept in entry `i`.
+    /// The Ethernet addresses of a packet to the next hop of route cache entry `i` (an
+    /// answer `Ok` of [`Self::route_entry`]): the next hop's MAC, then ours on its port
+    /// ([`Self::our_mac`]; `encap::eth_addrs`).
+    #[inline(always)]
+    pub fn eth_of(&self, i: usize) -> [u8; 12] {
+        self.routes.e[i].eth
+    }
+
+    /// [`Self::route_entry`] past the cache: the table's answer, kept in entry `i`.
     #[inline(never)]
-    fn route_miss(
-        &mut self,
-        v6: bool,
-        dst: u128,
-        i: usize,
-    ) -> Result<(PortId, [u8; 12]), DropReason> {
+    fn route_miss(&mut self, v6: bool, dst: u128, i: usize) {
         let nh = if v6 {
             self.r.v6.lookup(dst)
         } else {
@@ -234,7 +243,6 @@ impl Work<'_> {
             None => Err(self.d.no_route),
         };
         self.routes.e[i] = RouteEntry::new(v6, dst, res);
-        res
     }
 }
 
@@ -264,7 +272,7 @@ struct RouteEntry {
     port: u16,
     /// 0 IPv4, 1 IPv6, 2 empty.
     fam: u8,
-    /// What [`Work::route_eth`] answers for it is `Ok` (the drop reasons are the worker's,
+    /// What [`Work::route_entry`] answers for it is `Ok` (the drop reasons are the worker's,
     /// fixed).
     ok: bool,
 }
@@ -282,16 +290,6 @@ impl RouteEntry {
             port,
             fam: u8::from(v6),
             ok,
-        }
-    }
-
-    /// The answer kept.
-    #[inline(always)]
-    fn get(&self) -> Result<(PortId, [u8; 12]), DropReason> {
-        if self.ok {
-            Ok((self.port, self.eth))
-        } else {
-            Err(DropReason(self.port))
         }
     }
 }
