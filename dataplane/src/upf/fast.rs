@@ -42,7 +42,9 @@ impl Work<'_> {
         let inner_off = usize::from(pre.inner_off);
         // Preconditions, read only.
         let overhead = if outer { encap::overhead(false) } else { 0 };
-        if inner_len + overhead > self.mtu || self.fix_l4 {
+        // Over the MTU, or L4 checksum repair on the port (`fast_mtu` 0: an IPv4 packet is
+        // at least 20 bytes).
+        if inner_len + overhead > self.fast_mtu {
             return None;
         }
         let len = pre.len as u64;

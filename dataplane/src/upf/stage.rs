@@ -202,6 +202,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
         } = self;
         routes.get();
         route_cache.sync(routes.generation());
+        let fix_l4 = rx < 64 && cfg.fix_l4_checksums & (1 << rx) != 0;
         let mut w = Work {
             t: tables.get(),
             r: routes.cached(),
@@ -214,11 +215,11 @@ impl<B: PacketBuf> Stage<B> for Upf {
             reasm,
             now,
             rx,
-            fix_l4: rx < 64 && cfg.fix_l4_checksums & (1 << rx) != 0,
+            fix_l4,
             rx_mac: port_macs.get(rx as usize).map_or(u64::MAX, |m| {
                 u64::from_be_bytes([0, 0, m.0[0], m.0[1], m.0[2], m.0[3], m.0[4], m.0[5]])
             }),
-            mtu: usize::from(cfg.mtu),
+            fast_mtu: if fix_l4 { 0 } else { usize::from(cfg.mtu) },
             routes: route_cache,
             frag: None,
         };

@@ -152,8 +152,9 @@ pub(super) struct Work<'a> {
     /// The receiving port repairs L4 checksums (`cfg.fix_l4_checksums` has bit `rx`): read
     /// once per batch.
     pub fix_l4: bool,
-    /// `cfg.mtu`, widened once per batch.
-    pub mtu: usize,
+    /// `cfg.mtu`, widened once per batch; 0 when `fix_l4` (every packet then takes the
+    /// general path, which repairs L4 checksums): the fast path's one test of both.
+    pub fast_mtu: usize,
     /// The receiving port's MAC as a big-endian 48-bit number, `u64::MAX` (no frame's) if
     /// it has none: [`Self::for_us_unicast`] with one compare.
     pub rx_mac: u64,
