@@ -59,6 +59,13 @@ pub trait PacketBuf: Send {
     fn append(&mut self, n: usize) -> Result<&mut [u8], BufError>;
     /// Remove `n` bytes from the end.
     fn trim(&mut self, n: usize) -> Result<(), BufError>;
+    /// Keep bytes `off..off + n` of the packet: [`adj`](Self::adj)`(off)`, then the tail
+    /// grown ([`append`](Self::append)) or cut ([`trim`](Self::trim)) to `n` bytes; an
+    /// error is that of the first step that fails, with what the steps before it did.
+    #[inline]
+    fn keep(&mut self, off: usize, n: usize) -> Result<(), BufError> {
+        keep_by_steps(self, off, n)
+    }
     /// Metadata.
     fn meta(&self) -> Meta;
     /// Replace metadata.
@@ -87,6 +94,18 @@ pub trait PacketBuf: Send {
 
     fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// [`PacketBuf::keep`] as its documented steps.
+#[inline]
+fn keep_by_steps<B: PacketBuf + ?Sized>(b: &mut B, off: usize, n: usize) -> Result<(), BufError> {
+    b.adj(off)?;
+    let len = b.len();
+    if n > len {
+        b.append(n - len).map(|_| ())
+    } else {
+        b.trim(len - n)
     }
 }
 
@@ -233,6 +252,19 @@ impl PacketBuf for OwnedBuf {
         }
         self.start += n;
         Ok(())
+    }
+
+    /// A window inside the packet (the common case) with one test; anything else by the
+    /// documented steps.
+    #[inline]
+    fn keep(&mut self, off: usize, n: usize) -> Result<(), BufError> {
+        let len = self.end - self.start;
+        if off <= len && n <= len - off {
+            self.start += off;
+            self.end = self.start + n;
+            return Ok(());
+        }
+        keep_by_steps(self, off, n)
     }
 
     #[inline]
@@ -402,6 +434,26 @@ pub fn conformance<B: PacketBuf>(mut b: B, payload: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `OwnedBuf::keep` (one test for a window inside the packet) is the documented steps,
+    /// result and buffer, for every offset and length around the packet's and the room's.
+    #[test]
+    fn keep_is_adj_then_set_len() {
+        for (headroom, room, len) in [(128, 0, 0), (128, 10, 6), (128, 64, 40), (128, 40, 40)] {
+            for off in 0..len + 3 {
+                for n in 0..room + 3 {
+                    let mut a = OwnedBuf::with_capacity(headroom, room);
+                    a.set_data(&(0..len as u8).collect::<Vec<_>>()).unwrap();
+                    let mut b = a.clone();
+                    let ra = a.keep(off, n);
+                    let rb = keep_by_steps(&mut b, off, n);
+                    assert_eq!(ra, rb, "off {off} n {n}");
+                    assert_eq!((a.start, a.end), (b.start, b.end), "off {off} n {n}");
+                    assert_eq!(a.data(), b.data());
+                }
+            }
+        }
+    }
 
     #[test]
     fn owned_buf_conforms() {

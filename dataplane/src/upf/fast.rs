@@ -94,7 +94,8 @@ impl Work<'_> {
             pre.port
         };
         // FAR: forward. Keep exactly the user packet, then encapsulate or route it.
-        if p.adj(inner_off).is_err() || encap::set_len(p, inner_len).is_err() {
+        // (`adj` then `encap::set_len`, in one.)
+        if p.keep(inner_off, inner_len).is_err() {
             return self.fast_drop(p, pre, dir, qfi, self.d.inner_malformed);
         }
         let qid = self.cfg.qfi_map.qid(qfi);
