@@ -99,7 +99,11 @@ pub trait PacketBuf: Send {
 
 /// [`PacketBuf::keep`] as its documented steps.
 #[inline]
-fn keep_by_steps<B: PacketBuf + ?Sized>(b: &mut B, off: usize, n: usize) -> Result<(), BufError> {
+pub(crate) fn keep_by_steps<B: PacketBuf + ?Sized>(
+    b: &mut B,
+    off: usize,
+    n: usize,
+) -> Result<(), BufError> {
     b.adj(off)?;
     let len = b.len();
     if n > len {
