@@ -204,7 +204,7 @@ impl Default for OwnedBuf {
 }
 
 impl PacketBuf for OwnedBuf {
-    /// No range check: see [`OwnedBuf::in_bounds`] (the checked slicing cost 5 instructions a
+    /// No range check: see `OwnedBuf::in_bounds` (the checked slicing cost 5 instructions a
     /// call, three or four calls a packet in the UPF stage).
     #[inline]
     fn data(&self) -> &[u8] {
