@@ -24,7 +24,8 @@ use std::net::Ipv4Addr;
 
 impl Work<'_> {
     /// Apply fast-path record `f` to the packet `pre` describes (direction `dir`, QFI `qfi`
-    /// as the general path derives them; `outer`: `f` has an outer header); `None`: take the
+    /// as the general path derives them; `outer`: `f` has an outer header; `v6`: `pre.v6`,
+    /// the inner packet's version); `None`: take the
     /// general path (nothing changed). Always inlined: the caller has one call for each
     /// common shape, the direction and `outer` constants there (see [`Self::fast_apply_other`]).
     #[inline(always)]
@@ -36,8 +37,10 @@ impl Work<'_> {
         dir: Direction,
         qfi: u8,
         outer: bool,
+        v6: bool,
     ) -> Option<Disposition> {
         debug_assert_eq!(outer, f.flags & FastPath::OUTER_V4 != 0);
+        debug_assert_eq!(v6, pre.v6);
         let inner_len = pre.len as usize;
         let inner_off = usize::from(pre.inner_off);
         // Preconditions, read only.
@@ -113,7 +116,7 @@ impl Work<'_> {
                 Err(r) => return self.fast_drop(p, pre, dir, qfi, r),
             };
             let psc = if dir == Direction::Downlink {
-                if !decrement_ttl(p.data_mut(), pre.v6) {
+                if !decrement_ttl(p.data_mut(), v6) {
                     return self.fast_drop(p, pre, dir, qfi, self.d.ttl_exceeded);
                 }
                 Psc::Dl
@@ -143,18 +146,14 @@ impl Work<'_> {
             cell.sent(len);
             return Some(Disposition::tx_queue(tx, qid));
         }
-        let (tx, ri) = match self.route_entry(pre.v6, pre.dst) {
+        let (tx, ri) = match self.route_entry(v6, pre.dst) {
             Ok(r) => r,
             Err(r) => return self.fast_drop(p, pre, dir, qfi, r),
         };
-        if !decrement_ttl(p.data_mut(), pre.v6) {
+        if !decrement_ttl(p.data_mut(), v6) {
             return self.fast_drop(p, pre, dir, qfi, self.d.ttl_exceeded);
         }
-        let et = if pre.v6 {
-            ethertype::IPV6
-        } else {
-            ethertype::IPV4
-        };
+        let et = if v6 { ethertype::IPV6 } else { ethertype::IPV4 };
         match p.prepend(ethernet::HEADER_LEN) {
             Ok(h) => encap::write_eth_addrs(h, self.eth_of(ri), et),
             Err(_) => return self.fast_drop(p, pre, dir, qfi, self.d.encap_failed),
@@ -180,7 +179,7 @@ impl Work<'_> {
         qfi: u8,
         outer: bool,
     ) -> Option<Disposition> {
-        self.fast_apply(p, pre, f, dir, qfi, outer)
+        self.fast_apply(p, pre, f, dir, qfi, outer, pre.v6)
     }
 
     /// A drop on the fast path: the packet's record written first if pass 1 left it
