@@ -28,6 +28,7 @@ impl Work<'_> {
     /// the inner packet's version); `None`: take the
     /// general path (nothing changed). Always inlined: the caller has one call for each
     /// common shape, the direction and `outer` constants there (see [`Self::fast_apply_other`]).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub fn fast_apply<B: PacketBuf>(
         &mut self,
