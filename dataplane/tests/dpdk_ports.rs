@@ -266,6 +266,41 @@ fn mbuf_passes_buffer_conformance() {
     assert_eq!(pool.in_use_count(), 0);
 }
 
+/// `Mbuf::keep` (one update for a window inside a single-segment packet) leaves what
+/// `adj` then the tail set to `n` bytes leave, for every offset and length around the
+/// packet's.
+#[test]
+fn mbuf_keep_is_adj_then_set_len() {
+    fixture();
+    let pool = Mempool::new("keep", 255, 0, DpdkConfig::DEFAULT_DATA_ROOM, -1).expect("mempool");
+    let payload: Vec<u8> = (0..60u8).collect();
+    for off in 0..64 {
+        for n in [0, 1, 20, 39, 40, 59, 60, 61, 100] {
+            let mut a = Mbuf::from_slice(&pool, &payload).expect("mbuf");
+            let mut b = Mbuf::from_slice(&pool, &payload).expect("mbuf");
+            let ra = a.keep(off, n);
+            let rb = b.adj(off).and_then(|()| {
+                let len = b.len();
+                if n > len {
+                    b.append(n - len).map(|_| ())
+                } else {
+                    b.trim(len - n)
+                }
+            });
+            assert_eq!(ra, rb, "off {off} n {n}");
+            assert_eq!(
+                (a.headroom(), a.len(), a.pkt_len(), a.tailroom()),
+                (b.headroom(), b.len(), b.pkt_len(), b.tailroom()),
+                "off {off} n {n}"
+            );
+            if ra.is_ok() && n <= payload.len() - off {
+                assert_eq!(a.data(), &payload[off..off + n]);
+            }
+        }
+    }
+    assert_eq!(pool.in_use_count(), 0);
+}
+
 #[test]
 fn eal_is_shared_and_args_are_checked() {
     let f = fixture();

@@ -319,6 +319,47 @@ impl<B: PacketBuf> Batch<B> {
         self.disp[i] = d;
     }
 
+    /// Which of packets `start..start + len` (`len <= 32`) are no longer `Continue`: bit
+    /// `k` for packet `start + k`. One uniform test, or one pass over the chunk's words
+    /// (for a stage that walks a chunk testing each packet's bit instead of calling
+    /// [`disposition`](Self::disposition) on each).
+    #[inline]
+    pub fn decided_mask(&self, start: usize, len: usize) -> u32 {
+        assert!(len <= 32, "one bit per packet of the chunk");
+        if self.uniform != MIXED {
+            return if self.uniform.is_continue() {
+                0
+            } else {
+                ((1u64 << len) - 1) as u32
+            };
+        }
+        self.disp[start..start + len]
+            .iter()
+            .enumerate()
+            .fold(0u32, |m, (k, d)| m | u32::from(!d.is_continue()) << k)
+    }
+
+    /// Set the dispositions of packets `start..start + ds.len()` to `ds` (as
+    /// [`set_disposition`](Self::set_disposition) on each), for a stage that decides a
+    /// chunk of the batch at a time: when `ds` covers the whole batch and is one
+    /// disposition, the batch stays uniform (one word written, no per-packet array).
+    #[inline]
+    pub fn set_chunk(&mut self, start: usize, ds: &[Disposition]) {
+        let Some(&d0) = ds.first() else {
+            return;
+        };
+        if start == 0 && ds.len() == self.pkts.len() && self.uniform != MIXED {
+            // Dispositions differing from the first, or-ed together (0: all alike).
+            let differ = ds.iter().fold(0u32, |a, d| a | (d.0 ^ d0.0));
+            if differ == 0 {
+                self.uniform = d0;
+                return;
+            }
+        }
+        self.materialize();
+        self.disp[start..start + ds.len()].copy_from_slice(ds);
+    }
+
     /// Every packet's disposition, in order.
     pub fn dispositions(&self) -> impl Iterator<Item = Disposition> + '_ {
         (0..self.pkts.len()).map(|i| self.disposition(i))
@@ -430,6 +471,52 @@ mod tests {
         }
         b.reset_dispositions();
         b
+    }
+
+    /// `decided_mask` has bit `k` set exactly when packet `start + k` is not `Continue`.
+    #[test]
+    fn decided_mask_names_the_decided_packets() {
+        let tx = Disposition::tx(1);
+        let mut b = batch(40);
+        assert_eq!(b.decided_mask(0, 32), 0);
+        b.set_active(tx);
+        assert_eq!(b.decided_mask(0, 32), u32::MAX);
+        assert_eq!(b.decided_mask(32, 8), 0xff);
+        let mut b = batch(40);
+        b.set_disposition(3, tx);
+        b.set_disposition(35, tx);
+        assert_eq!(b.decided_mask(0, 32), 1 << 3);
+        assert_eq!(b.decided_mask(32, 8), 1 << 3);
+        assert_eq!(b.decided_mask(34, 0), 0);
+    }
+
+    /// `set_chunk` is `set_disposition` on each index, and keeps a whole batch decided
+    /// alike as one word.
+    #[test]
+    fn set_chunk_is_set_disposition_on_each() {
+        let tx = Disposition::tx(1);
+        let drop = Disposition::drop_as(DropReason(7));
+        // The whole batch, one disposition: uniform.
+        let mut b = batch(4);
+        b.set_chunk(0, &[tx; 4]);
+        assert_eq!(b.uniform(), Some(tx));
+        // The whole batch, mixed; then a part of a mixed batch.
+        let mut b = batch(4);
+        b.set_chunk(0, &[tx, drop, tx, tx]);
+        assert_eq!(b.uniform(), None);
+        b.set_chunk(2, &[drop]);
+        let got: Vec<_> = b.dispositions().collect();
+        assert_eq!(got, [tx, drop, drop, tx]);
+        // A part of a uniform batch: the rest keep the uniform disposition.
+        let mut b = batch(4);
+        b.set_chunk(1, &[tx, tx]);
+        let got: Vec<_> = b.dispositions().collect();
+        let c = Disposition::CONTINUE;
+        assert_eq!(got, [c, tx, tx, c]);
+        // Nothing: unchanged.
+        let mut b = batch(0);
+        b.set_chunk(0, &[]);
+        assert_eq!(b.uniform(), Some(Disposition::CONTINUE));
     }
 
     #[test]

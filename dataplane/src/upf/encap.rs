@@ -96,9 +96,8 @@ pub fn encap_gtpu<B: PacketBuf>(
     let gtp = g_pdu(outer.teid, qfi, psc, inner_len);
     let (ohl, et) = match (outer.local, outer.peer) {
         (IpAddr::V4(src), IpAddr::V4(dst)) => {
-            return encap_gtpu_v4(
-                p, outer.teid, src, dst, qfi, psc, src_port, dst_mac, src_mac,
-            );
+            let eth = eth_addrs(dst_mac, src_mac);
+            return encap_gtpu_v4(p, outer.teid, src, dst, qfi, psc, src_port, eth);
         }
         (IpAddr::V6(_), IpAddr::V6(_)) => (ipv6::HEADER_LEN, ethertype::IPV6),
         _ => return Err(EncapError::BadOuter),
@@ -165,7 +164,17 @@ pub fn encap_gtpu<B: PacketBuf>(
 pub const V4_ENCAP_LEN: usize =
     ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN + GTPU_PSC_LEN;
 
-/// [`encap_gtpu`] over IPv4 (`src` -> `dst`), written as one 58-byte header: the fields
+/// An Ethernet header's two addresses as they are on the wire: destination, then source.
+#[inline(always)]
+pub fn eth_addrs(dst: MacAddr, src: MacAddr) -> [u8; 12] {
+    let mut a = [0u8; 12];
+    a[..6].copy_from_slice(&dst.0);
+    a[6..].copy_from_slice(&src.0);
+    a
+}
+
+/// [`encap_gtpu`] over IPv4 (`src` -> `dst`; `eth` the Ethernet addresses, [`eth_addrs`]),
+/// written as one 58-byte header: the fields
 /// that do not depend on the packet come from a template, the rest are stored in place and
 /// the IPv4 header checksum (RFC 791, RFC 1071) is summed from the words that vary
 /// (addresses, total length) plus the template's constant part. Same bytes as the
@@ -180,8 +189,7 @@ pub fn encap_gtpu_v4<B: PacketBuf>(
     qfi: u8,
     psc: Psc,
     src_port: u16,
-    dst_mac: MacAddr,
-    src_mac: MacAddr,
+    eth: [u8; 12],
 ) -> Result<(), EncapError> {
     // Ethernet (14) | IPv4 (20) | UDP (8) | GTP-U (8 + 4 optional) | PSC (4).
     const T: [u8; V4_ENCAP_LEN] = {
@@ -215,8 +223,7 @@ pub fn encap_gtpu_v4<B: PacketBuf>(
         return Err(EncapError::BadOuter);
     };
     *h = T;
-    h[0..6].copy_from_slice(&dst_mac.0);
-    h[6..12].copy_from_slice(&src_mac.0);
+    h[0..12].copy_from_slice(&eth);
     let (s, d) = (u32::from(src), u32::from(dst));
     h[16..18].copy_from_slice(&ip_len16.to_be_bytes());
     let mut sum =
@@ -366,6 +373,19 @@ pub fn icmpv6_too_big<B: PacketBuf>(
 }
 
 /// Write an Ethernet header at the start of `data` (at least 14 bytes).
+/// [`write_eth`] with the two addresses as [`eth_addrs`] gives them (`data` is the header).
+#[inline(always)]
+pub fn write_eth_addrs(data: &mut [u8], eth: [u8; 12], et: u16) {
+    if let Some(h) = data.first_chunk_mut::<{ ethernet::HEADER_LEN }>() {
+        h[..12].copy_from_slice(&eth);
+        h[12..].copy_from_slice(&et.to_be_bytes());
+    } else {
+        let d = ethernet::Address(eth[..6].try_into().expect("6 bytes"));
+        let s = ethernet::Address(eth[6..].try_into().expect("6 bytes"));
+        write_eth(data, d, s, et);
+    }
+}
+
 pub fn write_eth(data: &mut [u8], dst: MacAddr, src: MacAddr, et: u16) {
     let mut f = ethernet::Frame::new_unchecked(data);
     f.set_dst_addr(dst);

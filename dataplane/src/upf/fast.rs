@@ -24,9 +24,11 @@ use std::net::Ipv4Addr;
 
 impl Work<'_> {
     /// Apply fast-path record `f` to the packet `pre` describes (direction `dir`, QFI `qfi`
-    /// as the general path derives them; `outer`: `f` has an outer header); `None`: take the
+    /// as the general path derives them; `outer`: `f` has an outer header; `v6`: `pre.v6`,
+    /// the inner packet's version); `None`: take the
     /// general path (nothing changed). Always inlined: the caller has one call for each
     /// common shape, the direction and `outer` constants there (see [`Self::fast_apply_other`]).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub fn fast_apply<B: PacketBuf>(
         &mut self,
@@ -36,13 +38,17 @@ impl Work<'_> {
         dir: Direction,
         qfi: u8,
         outer: bool,
+        v6: bool,
     ) -> Option<Disposition> {
         debug_assert_eq!(outer, f.flags & FastPath::OUTER_V4 != 0);
+        debug_assert_eq!(v6, pre.v6);
         let inner_len = pre.len as usize;
         let inner_off = usize::from(pre.inner_off);
         // Preconditions, read only.
         let overhead = if outer { encap::overhead(false) } else { 0 };
-        if inner_len + overhead > self.mtu || self.fix_l4 {
+        // Over the MTU, or L4 checksum repair on the port (`fast_mtu` 0: an IPv4 packet is
+        // at least 20 bytes).
+        if inner_len + overhead > self.fast_mtu {
             return None;
         }
         let len = pre.len as u64;
@@ -52,11 +58,11 @@ impl Work<'_> {
         let mut colour = None;
         if a.slot != NONE && b.slot == NONE {
             // One meter (the common case): checked and marked in one step.
-            let m = match self.meters.get_mut(a.slot as usize) {
-                Some(m) if m.is(a.generation) && !m.shapes() => m,
-                _ => return None,
+            let now = self.now;
+            colour = match self.meters.get_mut(a.slot as usize) {
+                Some(m) => Some(m.police(a.generation, now, len)?),
+                None => return None,
             };
-            colour = Some(m.mark(self.now, len));
         } else if a.slot != NONE {
             for mr in [a, b] {
                 match self.meters.get(mr.slot as usize) {
@@ -92,7 +98,8 @@ impl Work<'_> {
             pre.port
         };
         // FAR: forward. Keep exactly the user packet, then encapsulate or route it.
-        if p.adj(inner_off).is_err() || encap::set_len(p, inner_len).is_err() {
+        // (`adj` then `encap::set_len`, in one.)
+        if p.keep(inner_off, inner_len).is_err() {
             return self.fast_drop(p, pre, dir, qfi, self.d.inner_malformed);
         }
         let qid = self.cfg.qfi_map.qid(qfi);
@@ -105,19 +112,18 @@ impl Work<'_> {
             inner_off,
         };
         if outer {
-            let nh = match self.route(false, u128::from(f.outer_peer)) {
-                Ok(nh) => nh,
+            let (tx, ri) = match self.route_entry(false, u128::from(f.outer_peer)) {
+                Ok(r) => r,
                 Err(r) => return self.fast_drop(p, pre, dir, qfi, r),
             };
             let psc = if dir == Direction::Downlink {
-                if !decrement_ttl(p.data_mut(), pre.v6) {
+                if !decrement_ttl(p.data_mut(), v6) {
                     return self.fast_drop(p, pre, dir, qfi, self.d.ttl_exceeded);
                 }
                 Psc::Dl
             } else {
                 Psc::Ul
             };
-            let src_mac = self.our_mac(nh.port);
             if encap::encap_gtpu_v4(
                 p,
                 f.outer_teid,
@@ -126,8 +132,7 @@ impl Work<'_> {
                 qfi,
                 psc,
                 port,
-                nh.mac,
-                src_mac,
+                self.eth_of(ri),
             )
             .is_err()
             {
@@ -140,23 +145,18 @@ impl Work<'_> {
                 stamp.encapsulated(p.pkt_meta_mut(), false, f.outer_teid);
             }
             cell.sent(len);
-            return Some(Disposition::tx_queue(nh.port, qid));
+            return Some(Disposition::tx_queue(tx, qid));
         }
-        let nh = match self.route(pre.v6, pre.dst) {
-            Ok(nh) => nh,
+        let (tx, ri) = match self.route_entry(v6, pre.dst) {
+            Ok(r) => r,
             Err(r) => return self.fast_drop(p, pre, dir, qfi, r),
         };
-        if !decrement_ttl(p.data_mut(), pre.v6) {
+        if !decrement_ttl(p.data_mut(), v6) {
             return self.fast_drop(p, pre, dir, qfi, self.d.ttl_exceeded);
         }
-        let src_mac = self.our_mac(nh.port);
-        let et = if pre.v6 {
-            ethertype::IPV6
-        } else {
-            ethertype::IPV4
-        };
+        let et = if v6 { ethertype::IPV6 } else { ethertype::IPV4 };
         match p.prepend(ethernet::HEADER_LEN) {
-            Ok(h) => encap::write_eth(h, nh.mac, src_mac, et),
+            Ok(h) => encap::write_eth_addrs(h, self.eth_of(ri), et),
             Err(_) => return self.fast_drop(p, pre, dir, qfi, self.d.encap_failed),
         }
         if pre.meta {
@@ -165,7 +165,7 @@ impl Work<'_> {
             stamp.routed(p.pkt_meta_mut());
         }
         cell.sent(len);
-        Some(Disposition::tx_queue(nh.port, qid))
+        Some(Disposition::tx_queue(tx, qid))
     }
 
     /// [`Self::fast_apply`] for the shapes the stage's inlined copies leave out: an uplink
@@ -180,7 +180,7 @@ impl Work<'_> {
         qfi: u8,
         outer: bool,
     ) -> Option<Disposition> {
-        self.fast_apply(p, pre, f, dir, qfi, outer)
+        self.fast_apply(p, pre, f, dir, qfi, outer, pre.v6)
     }
 
     /// A drop on the fast path: the packet's record written first if pass 1 left it

@@ -179,17 +179,18 @@ impl<'a> Work<'a> {
                 Direction::Downlink => (true, f.mark_qfi),
             };
             if takes {
-                // One inlined copy of the fast path for each common shape, its direction and
-                // outer header constants there (its counters, meter colour and header choices
-                // fold): uplink decapsulated to N6, downlink encapsulated; the other two
-                // (an N9 relay, a downlink routed on N6) out of line.
+                // One inlined copy of the fast path for each common shape, its direction,
+                // outer header and inner version constants there (its counters, meter colour
+                // and header choices fold): an IPv4 uplink decapsulated to N6, an IPv4
+                // downlink encapsulated; the rest (an N9 relay, a downlink routed on N6, an
+                // IPv6 inner packet) out of line.
                 let outer = f.flags & FastPath::OUTER_V4 != 0;
-                let d = match (dir, outer) {
-                    (Direction::Uplink, false) => {
-                        self.fast_apply(p, pre, f, Direction::Uplink, qfi, false)
+                let d = match (dir, outer, pre.v6) {
+                    (Direction::Uplink, false, false) => {
+                        self.fast_apply(p, pre, f, Direction::Uplink, qfi, false, false)
                     }
-                    (Direction::Downlink, true) => {
-                        self.fast_apply(p, pre, f, Direction::Downlink, qfi, true)
+                    (Direction::Downlink, true, false) => {
+                        self.fast_apply(p, pre, f, Direction::Downlink, qfi, true, false)
                     }
                     _ => self.fast_apply_other(p, pre, f, dir, qfi, outer),
                 };

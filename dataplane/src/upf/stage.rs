@@ -202,6 +202,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
         } = self;
         routes.get();
         route_cache.sync(routes.generation());
+        let fix_l4 = rx < 64 && cfg.fix_l4_checksums & (1 << rx) != 0;
         let mut w = Work {
             t: tables.get(),
             r: routes.cached(),
@@ -214,11 +215,11 @@ impl<B: PacketBuf> Stage<B> for Upf {
             reasm,
             now,
             rx,
-            fix_l4: rx < 64 && cfg.fix_l4_checksums & (1 << rx) != 0,
+            fix_l4,
             rx_mac: port_macs.get(rx as usize).map_or(u64::MAX, |m| {
                 u64::from_be_bytes([0, 0, m.0[0], m.0[1], m.0[2], m.0[3], m.0[4], m.0[5]])
             }),
-            mtu: usize::from(cfg.mtu),
+            fast_mtu: if fix_l4 { 0 } else { usize::from(cfg.mtu) },
             routes: route_cache,
             frag: None,
         };
@@ -248,20 +249,21 @@ impl<B: PacketBuf> Stage<B> for Upf {
             let end = (base + CHUNK).min(n);
             // At most CHUNK (said so the chunk arrays' indexing needs no bounds checks).
             let len = (end - base).min(CHUNK);
-            // Every packet of the chunk still `Continue` (what the worker's rx leaves): no
-            // per-packet check in pass 1.
-            let live = batch.uniform() == Some(Disposition::CONTINUE);
+            // The chunk's packets already decided (bit `j`: packet `base + j`), read once:
+            // none when the batch is uniformly `Continue` (what the worker's rx leaves).
+            let decided = batch.decided_mask(base, len);
+            // The chunk's packets, bounds-checked once for pass 1.
+            let pkts = &mut batch.pkts[base..base + len];
             // Each packet's shard (pass 1), home slot and slot (pass 2), by chunk index.
             let mut shard: [Option<&Shard>; CHUNK] = [None; CHUNK];
             let mut home = [0usize; CHUNK];
             let mut hit: [Option<&KeySlot>; CHUNK] = [None; CHUNK];
             for j in 0..len {
-                let i = base + j;
                 let pr = &mut pre[j];
-                if !live && !batch.disposition(i).is_continue() {
+                if decided >> j & 1 != 0 {
                     *pr = Pre::SKIP;
                 } else {
-                    let p = &mut batch.pkts[i];
+                    let p = &mut pkts[j];
                     let mut quick = false;
                     if !(trust && p.pkt_meta().is_classified()) {
                         // The UPF's own classifier for its common shapes (leaving the record
@@ -300,25 +302,30 @@ impl<B: PacketBuf> Stage<B> for Upf {
             if slow != 0 {
                 w.prefetch_rules(slow, &shard, &hit);
             }
+            // The chunk's dispositions, written to the batch once after pass 3 (a batch
+            // decided alike stays one word: `Batch::set_chunk`).
+            let mut out = [Disposition::CONTINUE; CHUNK];
             for j in 0..len {
                 let i = base + j;
                 let d = match (shard[j], hit[j]) {
                     (Some(s), Some(slot)) => {
                         w.resolved(&mut batch.pkts[i], &pre[j], &flows[j], s, slot)
                     }
-                    _ if pre[j].kind == KIND_SKIP => continue,
+                    // Left as it was.
+                    _ if pre[j].kind == KIND_SKIP => batch.disposition(i),
                     _ => {
                         let p = &mut batch.pkts[i];
                         pre[j].settle(p);
                         w.packet(p)
                     }
                 };
-                let d = match w.frag.take() {
+                // Tested before taken: no store for the packets that have none.
+                out[j] = match w.frag.is_some().then(|| w.frag.take()).flatten() {
                     Some(job) => w.fragment(batch, i, &job),
                     None => d,
                 };
-                batch.set_disposition(i, d);
             }
+            batch.set_chunk(base, &out[..len]);
             base = end;
         }
     }

@@ -7,6 +7,7 @@ use crate::qos::TokenBucket;
 use crate::runtime::{DropReason, Reasons};
 use crate::stages::l3fwd::{NextHop, RouteTable};
 use crate::upf::config::UpfConfig;
+use crate::upf::encap::eth_addrs;
 use crate::upf::frag::FragJob;
 use crate::upf::reasm::{Reassembler, Refusal};
 use crate::upf::stats::{Total, UpfStats};
@@ -151,8 +152,9 @@ pub(super) struct Work<'a> {
     /// The receiving port repairs L4 checksums (`cfg.fix_l4_checksums` has bit `rx`): read
     /// once per batch.
     pub fix_l4: bool,
-    /// `cfg.mtu`, widened once per batch.
-    pub mtu: usize,
+    /// `cfg.mtu`, widened once per batch; 0 when `fix_l4` (every packet then takes the
+    /// general path, which repairs L4 checksums): the fast path's one test of both.
+    pub fast_mtu: usize,
     /// The receiving port's MAC as a big-endian 48-bit number, `u64::MAX` (no frame's) if
     /// it has none: [`Self::for_us_unicast`] with one compare.
     pub rx_mac: u64,
@@ -191,34 +193,57 @@ impl Work<'_> {
     /// cache is inlined into the caller; the table lookup of a miss is not.
     #[inline(always)]
     pub fn route(&mut self, v6: bool, dst: u128) -> Result<NextHop, DropReason> {
+        let (port, i) = self.route_entry(v6, dst)?;
+        Ok(NextHop {
+            port,
+            mac: MacAddr(eth_mac(&self.eth_of(i))),
+        })
+    }
+
+    /// [`Self::route`] as the fast path uses it: the next hop's port and the index of the
+    /// route cache's entry that holds the answer (filled from the table first if it held
+    /// another destination), whose Ethernet addresses [`Self::eth_of`] reads where the
+    /// header is written.
+    #[inline(always)]
+    pub fn route_entry(&mut self, v6: bool, dst: u128) -> Result<(PortId, usize), DropReason> {
         let i = RouteCache::index(dst);
         let e = &self.routes.e[i];
-        if e.fam == u8::from(v6) && e.dst == dst {
-            e.res
+        if e.fam != u8::from(v6) || e.dst != dst {
+            self.route_miss(v6, dst, i);
+        }
+        let e = &self.routes.e[i];
+        if e.ok {
+            Ok((e.port, i))
         } else {
-            self.route_miss(v6, dst, i)
+            Err(DropReason(e.port))
         }
     }
 
-    /// [`Self::route`] past the cache: the table's answer, kept in entry `i`.
+    /// The Ethernet addresses of a packet to the next hop of route cache entry `i` (an
+    /// answer `Ok` of [`Self::route_entry`]): the next hop's MAC, then ours on its port
+    /// ([`Self::our_mac`]; `encap::eth_addrs`).
+    #[inline(always)]
+    pub fn eth_of(&self, i: usize) -> [u8; 12] {
+        self.routes.e[i].eth
+    }
+
+    /// [`Self::route_entry`] past the cache: the table's answer, kept in entry `i`.
     #[inline(never)]
-    fn route_miss(&mut self, v6: bool, dst: u128, i: usize) -> Result<NextHop, DropReason> {
+    fn route_miss(&mut self, v6: bool, dst: u128, i: usize) {
         let nh = if v6 {
             self.r.v6.lookup(dst)
         } else {
             self.r.v4.lookup(dst as u32)
         };
         let res = match nh {
-            Some(nh) if nh.is_resolved() => Ok(nh),
+            Some(nh) if nh.is_resolved() => {
+                let eth = eth_addrs(nh.mac, self.our_mac(nh.port));
+                Ok((nh.port, eth))
+            }
             Some(_) => Err(self.d.next_hop_unresolved),
             None => Err(self.d.no_route),
         };
-        self.routes.e[i] = RouteEntry {
-            fam: u8::from(v6),
-            dst,
-            res,
-        };
-        res
+        self.routes.e[i] = RouteEntry::new(v6, dst, res);
     }
 }
 
@@ -236,22 +261,58 @@ pub(super) struct RouteCache {
 /// Entries of a [`RouteCache`] (a power of two).
 const ROUTE_CACHE: usize = 16;
 
+/// 32 bytes (two entries a cache line): the answer packed beside the key.
 #[derive(Debug, Clone, Copy)]
 struct RouteEntry {
-    /// 0 IPv4, 1 IPv6, 2 empty.
-    fam: u8,
     /// IPv4 in the low 32 bits.
     dst: u128,
-    /// What [`Work::route`] answers for it (the drop reasons are the worker's, fixed).
-    res: Result<NextHop, DropReason>,
+    /// An answer `Ok`: the Ethernet addresses of a packet to the next hop (its MAC, then
+    /// ours on its port: `encap::eth_addrs`).
+    eth: [u8; 12],
+    /// The next hop's port (`ok`), else the drop reason's number.
+    port: u16,
+    /// 0 IPv4, 1 IPv6, 2 empty.
+    fam: u8,
+    /// What [`Work::route_entry`] answers for it is `Ok` (the drop reasons are the worker's,
+    /// fixed).
+    ok: bool,
 }
+
+impl RouteEntry {
+    #[inline(always)]
+    fn new(v6: bool, dst: u128, res: Result<(PortId, [u8; 12]), DropReason>) -> RouteEntry {
+        let (eth, port, ok) = match res {
+            Ok((port, eth)) => (eth, port, true),
+            Err(r) => ([0; 12], r.0, false),
+        };
+        RouteEntry {
+            dst,
+            eth,
+            port,
+            fam: u8::from(v6),
+            ok,
+        }
+    }
+}
+
+/// The destination address of an `encap::eth_addrs` pair.
+#[inline(always)]
+fn eth_mac(eth: &[u8; 12]) -> [u8; 6] {
+    let mut m = [0u8; 6];
+    m.copy_from_slice(&eth[..6]);
+    m
+}
+
+const _: () = assert!(std::mem::size_of::<RouteEntry>() == 32);
 
 impl RouteCache {
     const EMPTY: RouteEntry = RouteEntry {
-        fam: 2,
         dst: 0,
         // Never read: an empty entry matches no family.
-        res: Err(DropReason(0)),
+        eth: [0; 12],
+        port: 0,
+        fam: 2,
+        ok: false,
     };
 
     pub fn new() -> RouteCache {

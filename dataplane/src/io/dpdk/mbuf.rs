@@ -296,6 +296,25 @@ impl PacketBuf for Mbuf {
         Ok(())
     }
 
+    /// A window inside a single-segment packet (the common case) with one test: `adj(off)`
+    /// then `trim(data_len - off - n)` as one update of the three fields; anything else by
+    /// the documented steps.
+    #[inline]
+    fn keep(&mut self, off: usize, n: usize) -> Result<(), BufError> {
+        if self.is_single() {
+            let m = self.raw_mut();
+            let len = m.data_len as usize;
+            if off <= len && n <= len - off {
+                // off, n <= data_len <= u16::MAX; data_off + off stays within the buffer.
+                m.data_off += off as u16;
+                m.data_len = n as u16;
+                m.pkt_len -= (len - n) as u32;
+                return Ok(());
+            }
+        }
+        crate::buffer::keep_by_steps(self, off, n)
+    }
+
     #[inline]
     fn append(&mut self, n: usize) -> Result<&mut [u8], BufError> {
         let have = self.tailroom();
