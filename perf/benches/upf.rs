@@ -128,6 +128,9 @@ fn bench_upf(c: &mut Criterion) {
                         next = (next + 1) % frames.len();
                         let _ = rig.batch.push(b, Disposition::CONTINUE);
                     }
+                    // As the worker presents a received batch (`Worker::process`): one
+                    // uniform disposition, not the per-packet ones `push` leaves.
+                    rig.batch.reset_dispositions();
                     let t0 = Instant::now();
                     rig.pipe.run(&mut rig.batch, &cx);
                     let dt = t0.elapsed();

@@ -77,6 +77,8 @@ fn step(rig: &mut Rig, pool: &mut Vec<OwnedBuf>, frames: &[Vec<u8>], port: u16, 
         b.reset();
         let _ = rig.batch.give_spare(b);
     }
+    // As the worker presents a received batch (`Worker::process`).
+    rig.batch.reset_dispositions();
     rig.pipe.run(&mut rig.batch, &cx);
     let mut sent = 0;
     for (b, d) in rig.batch.drain() {

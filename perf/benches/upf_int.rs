@@ -212,6 +212,8 @@ impl Side {
                     b.set_data(f).unwrap();
                     let _ = self.batch.push(b, Disposition::CONTINUE);
                 }
+                // As the worker presents a received batch (`Worker::process`).
+                self.batch.reset_dispositions();
                 self.pipe.run(&mut self.batch, &cx);
                 for (b, d) in self.batch.drain() {
                     sent += matches!(d.action(), Action::Tx(_)) as u64;

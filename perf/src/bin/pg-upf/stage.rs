@@ -144,6 +144,9 @@ pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
             }
             let _ = batch.push(b, Disposition::CONTINUE);
         }
+        // As the worker presents a received batch (`Worker::process`): one uniform
+        // disposition, not the per-packet ones `push` leaves.
+        batch.reset_dispositions();
         let t0 = Instant::now();
         if split {
             let mut t = t0;
