@@ -205,8 +205,11 @@ impl Sketcher {
     /// `u32::MAX` when it has no direction or its QID is beyond the layout, its 3GPP-PM
     /// counters (they need no bucket), and its sketch's room in `room` counted down. Stops
     /// after the first packet whose sketch's room reaches 0 (and sets it to [`SPILL_AT`]).
-    /// Returns the packets recorded, the packets seen and the sketch to spill, if any.
-    #[inline(always)]
+    /// Returns the packets recorded, the packets seen and the sketch to spill, if any. Out of
+    /// line (round 16): inlined into [`Sketcher::burst3`], LLVM kept the loop's packet count
+    /// and the room and PM bases on the stack (three stack accesses a packet); a call per
+    /// pass costs less.
+    #[inline(never)]
     fn index3<const BITS: u32, const Q8: bool, H: Fn(u64, &Sample) -> u64>(
         &self,
         chunk: &[Sample],
