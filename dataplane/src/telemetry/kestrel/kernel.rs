@@ -206,9 +206,9 @@ impl Sketcher {
     /// counters (they need no bucket), and its sketch's room in `room` counted down. Stops
     /// after the first packet whose sketch's room reaches 0 (and sets it to [`SPILL_AT`]).
     /// Returns the packets recorded, the packets seen and the sketch to spill, if any. Out of
-    /// line (round 16): inlined into [`Sketcher::burst3`], LLVM kept the loop's packet count
-    /// and the room and PM bases on the stack (three stack accesses a packet); a call per
-    /// pass costs less.
+    /// line (round 16): inlined into [`Sketcher::burst3`], LLVM spilled the loop's packet
+    /// count and read the room and PM bases from the stack (four stack accesses a packet;
+    /// one, the room base, out of line); a call per pass costs less.
     #[inline(never)]
     fn index3<const BITS: u32, const Q8: bool, H: Fn(u64, &Sample) -> u64>(
         &self,
