@@ -169,6 +169,16 @@ impl Sketcher {
         let Ok(pms) = <&mut [Pm; DIRS * QFIS]>::try_from(&mut pm[..]) else {
             return false;
         };
+        // The paper's layout (8 QIDs, w = 512): the bank's length is a constant, so pass 2's
+        // bounds tests compare with an immediate and keep no register for it (round 16).
+        let hot: &mut [HotBucket] = if Q8 && BITS == 9 {
+            match <&mut [HotBucket; (DIRS * MAX_QIDS * 3) << 9]>::try_from(&mut hot[..]) {
+                Ok(h) => h,
+                Err(_) => return false,
+            }
+        } else {
+            hot
+        };
         for chunk in samples.chunks(CHUNK) {
             let mut rest = chunk;
             while !rest.is_empty() {
