@@ -300,14 +300,26 @@ impl Sketcher {
         }
         // The paper's d = 3: the kernel with bin tables (`super::kernel`) when every QID's
         // edges have them, specialised for w = 512 with no calibrating QID, with one
-        // compare per bin when the edges allow it.
+        // compare per bin when the edges allow it, and for the paper's 8 QIDs.
         let cal = &c.edges.calibrating;
+        let q8 = self.qids == MAX_QIDS;
         let done = c.all
-            && match (self.bits, c.any_calibrating, c.one) {
-                (9, false, true) => self.burst3::<9, false, true>(bank, samples, &c.tables, cal),
-                (9, false, false) => self.burst3::<9, false, false>(bank, samples, &c.tables, cal),
-                (_, false, _) => self.burst3::<0, false, false>(bank, samples, &c.tables, cal),
-                (_, true, _) => self.burst3::<0, true, false>(bank, samples, &c.tables, cal),
+            && match (self.bits, q8, c.any_calibrating, c.one) {
+                (9, true, false, true) => {
+                    self.burst3::<9, true, false, true>(bank, samples, &c.tables, cal)
+                }
+                (9, _, false, true) => {
+                    self.burst3::<9, false, false, true>(bank, samples, &c.tables, cal)
+                }
+                (9, _, false, false) => {
+                    self.burst3::<9, false, false, false>(bank, samples, &c.tables, cal)
+                }
+                (_, _, false, _) => {
+                    self.burst3::<0, false, false, false>(bank, samples, &c.tables, cal)
+                }
+                (_, _, true, _) => {
+                    self.burst3::<0, false, true, false>(bank, samples, &c.tables, cal)
+                }
             };
         if !done {
             let edges = c.edges;

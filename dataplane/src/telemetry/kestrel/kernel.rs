@@ -135,14 +135,17 @@ impl Sketcher {
     /// ([`Bank::hot_room`]: [`SPILL_AT`] less its packets since its hot buckets last spilled),
     /// and when a sketch's room reaches 0 the chunk is cut after that packet and the whole
     /// sketch spills (no hot bucket holds more packets than its sketch, so none can wrap).
-    /// `BITS` is log2(width) when the caller knows it at compile time (0: `self.bits`); `CAL`
-    /// whether any QID is calibrating; `ONE` whether every table finds a bin with one compare
-    /// ([`BinTable::bin1`]). Returns false (nothing recorded) when `bank` has no PM slots (an
+    /// `BITS` is log2(width) when the caller knows it at compile time (0: `self.bits`); `Q8`
+    /// whether the layout has [`MAX_QIDS`] QIDs (the default), so that pass 1 tests a QID
+    /// against a constant and finds a sketch with a `lea` (round 16: the QID count was read
+    /// from the stack twice a packet and multiplied); `CAL` whether any QID is calibrating;
+    /// `ONE` whether every table finds a bin with one compare ([`BinTable::bin1`]). Returns
+    /// false (nothing recorded) when `bank` has no PM slots (an
     /// empty placeholder bank), so the caller takes the general path. Out of line (round
     /// 12): inlined into the benchmark's loop, LLVM reloaded two of the caller's values from
     /// the stack in every iteration of both passes.
     #[inline(never)]
-    pub(super) fn burst3<const BITS: u32, const CAL: bool, const ONE: bool>(
+    pub(super) fn burst3<const BITS: u32, const Q8: bool, const CAL: bool, const ONE: bool>(
         &self,
         bank: &mut Bank,
         samples: &[Sample],
@@ -166,6 +169,16 @@ impl Sketcher {
         let Ok(pms) = <&mut [Pm; DIRS * QFIS]>::try_from(&mut pm[..]) else {
             return false;
         };
+        // The paper's layout (8 QIDs, w = 512): the bank's length is a constant, so pass 2's
+        // bounds tests compare with an immediate and keep no register for it (round 16).
+        let hot: &mut [HotBucket] = if Q8 && BITS == 9 {
+            match <&mut [HotBucket; (DIRS * MAX_QIDS * 3) << 9]>::try_from(&mut hot[..]) {
+                Ok(h) => h,
+                Err(_) => return false,
+            }
+        } else {
+            hot
+        };
         for chunk in samples.chunks(CHUNK) {
             let mut rest = chunk;
             while !rest.is_empty() {
@@ -174,13 +187,15 @@ impl Sketcher {
                 // chunk, so the default one is inlined in the loop.
                 let (n, end, full) = match hash {
                     IndexHash::Splitmix64 => {
-                        self.index3::<BITS, _>(rest, at, pms, room, |seed, s| {
+                        self.index3::<BITS, Q8, _>(rest, at, pms, room, |seed, s| {
                             layout::hash(seed, s.teid, s.qfi)
                         })
                     }
-                    IndexHash::Crc32 => self.index3::<BITS, _>(rest, at, pms, room, |seed, s| {
-                        u64::from(layout::crc32_key(seed as u32, s.teid, s.qfi))
-                    }),
+                    IndexHash::Crc32 => {
+                        self.index3::<BITS, Q8, _>(rest, at, pms, room, |seed, s| {
+                            u64::from(layout::crc32_key(seed as u32, s.teid, s.qfi))
+                        })
+                    }
                 };
                 let (now, later) = rest.split_at(end);
                 rest = later;
@@ -200,9 +215,12 @@ impl Sketcher {
     /// `u32::MAX` when it has no direction or its QID is beyond the layout, its 3GPP-PM
     /// counters (they need no bucket), and its sketch's room in `room` counted down. Stops
     /// after the first packet whose sketch's room reaches 0 (and sets it to [`SPILL_AT`]).
-    /// Returns the packets recorded, the packets seen and the sketch to spill, if any.
-    #[inline(always)]
-    fn index3<const BITS: u32, H: Fn(u64, &Sample) -> u64>(
+    /// Returns the packets recorded, the packets seen and the sketch to spill, if any. Out of
+    /// line (round 16): inlined into [`Sketcher::burst3`], LLVM spilled the loop's packet
+    /// count and read the room and PM bases from the stack (four stack accesses a packet;
+    /// one, the room base, out of line); a call per pass costs less.
+    #[inline(never)]
+    fn index3<const BITS: u32, const Q8: bool, H: Fn(u64, &Sample) -> u64>(
         &self,
         chunk: &[Sample],
         at: &mut [[u32; 3]; CHUNK + AHEAD],
@@ -213,7 +231,7 @@ impl Sketcher {
         let bits = if BITS > 0 { BITS } else { self.bits };
         let width = 1usize << bits;
         let mask = width - 1;
-        let qids = self.qids;
+        let qids = if Q8 { MAX_QIDS } else { self.qids };
         // A copy, so that the loop reads the seeds at a fixed offset from the stack pointer
         // and keeps no register for `self`.
         let seeds = self.seeds;

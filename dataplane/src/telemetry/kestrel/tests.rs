@@ -620,3 +620,38 @@ fn sketch_spills_equal_the_reference_update() {
         assert_same_bank(&a, &b);
     }
 }
+
+/// The kernel's path for the paper's layout (8 QIDs, w = 512, one-compare edges: the QID
+/// count a constant in pass 1, round 16) equals the reference update, over every QID, the
+/// skipped ones (no direction, QIDs 8 and 9), bursts cut anywhere, and the spills of the
+/// last sketch (downlink, QID 7), which most packets fill several times.
+#[test]
+fn the_paper_layout_burst_path_equals_the_reference_update() {
+    let layout = Layout::paper();
+    let mut edges = EdgeSet::default();
+    edges.qids[3].iat = [10, 20, 500, 1_000, 4_000, 8_000, 2_000_000];
+    let n = 2 * usize::from(SPILL_AT) + 20_000;
+    let mut s = mixed_samples(n, 300, 17);
+    for (i, x) in s.iter_mut().enumerate() {
+        let q = layout::mix(i as u64) % 10;
+        x.qid = q as usize;
+        if i % 5 != 0 && x.dir < 2 {
+            (x.dir, x.qid) = (1, 7);
+        }
+    }
+    let (mut one, mut burst) = (Sketcher::new(&layout), Sketcher::new(&layout));
+    let (mut a, mut b) = (Bank::new(&layout), Bank::new(&layout));
+    for x in &s {
+        one.record(&mut a, &edges, x);
+    }
+    let (mut done, mut k) = (0, 0);
+    while done < n {
+        k = (k * 7 + 5) % 70 + 1;
+        let end = (done + k).min(n);
+        burst.record_burst(&mut b, &edges, &s[done..end]);
+        done = end;
+    }
+    assert!(a.skipped > 0 && a.packets > 0);
+    assert!(b.buckets.iter().any(|w| w.packets > 0), "something spilled");
+    assert_same_bank(&a, &b);
+}
