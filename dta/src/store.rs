@@ -390,39 +390,29 @@ struct Entry8([u32; 8]);
 #[repr(C, align(64))]
 struct Entry16([u32; 16]);
 
-impl Entry for Entry8 {
-    const N: usize = 8;
-    const FREE: Self = {
-        let mut w = [BLANK; 8];
-        (w[6], w[7]) = (0, 0);
-        Entry8(w)
+/// [`Entry`] for an entry type of `$n` words: the key and the present mask in the last two.
+macro_rules! entry_words {
+    ($t:ident, $n:literal) => {
+        impl Entry for $t {
+            const N: usize = $n;
+            const FREE: Self = {
+                let mut w = [BLANK; $n];
+                (w[$n - 2], w[$n - 1]) = (0, 0);
+                $t(w)
+            };
+            #[inline(always)]
+            fn w(&self) -> &[u32] {
+                &self.0
+            }
+            #[inline(always)]
+            fn w_mut(&mut self) -> &mut [u32] {
+                &mut self.0
+            }
+        }
     };
-    #[inline(always)]
-    fn w(&self) -> &[u32] {
-        &self.0
-    }
-    #[inline(always)]
-    fn w_mut(&mut self) -> &mut [u32] {
-        &mut self.0
-    }
 }
-
-impl Entry for Entry16 {
-    const N: usize = 16;
-    const FREE: Self = {
-        let mut w = [BLANK; 16];
-        (w[14], w[15]) = (0, 0);
-        Entry16(w)
-    };
-    #[inline(always)]
-    fn w(&self) -> &[u32] {
-        &self.0
-    }
-    #[inline(always)]
-    fn w_mut(&mut self) -> &mut [u32] {
-        &mut self.0
-    }
-}
+entry_words!(Entry8, 8);
+entry_words!(Entry16, 16);
 
 /// The cache's entries, in the layout B allows.
 #[derive(Debug)]
