@@ -441,8 +441,6 @@ pub struct Postcarder {
     index_mod: hash::FastMod,
     hops: u32,
     full: u32,
-    value_limit: u64,
-    hashed: bool,
     /// The region has a Postcarding section.
     enabled: bool,
     /// A hop below this and a value below [`value_ok`](Self::value_ok) pass every check:
@@ -465,8 +463,6 @@ impl Postcarder {
             index_mod: hash::FastMod::new(slots as u64),
             hops,
             full: (1u32 << hops) - 1,
-            value_limit: 1u64 << l.sizes.pc_value_bits,
-            hashed: l.sizes.pc_mode == PostcardMode::Hashed,
             enabled: l.sizes.pc_chunks > 0,
             hop_ok: if l.sizes.pc_chunks > 0 { hops } else { 0 },
             value_ok: match l.sizes.pc_mode {
@@ -486,7 +482,7 @@ impl Postcarder {
         } else if hop as u32 >= self.hops {
             Refusal::HopOutOfRange
         } else {
-            debug_assert!(self.hashed && v as u64 >= self.value_limit);
+            debug_assert!(v as u64 >= self.value_ok);
             Refusal::ValueOutOfRange
         }
     }

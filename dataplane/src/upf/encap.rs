@@ -372,20 +372,15 @@ pub fn icmpv6_too_big<B: PacketBuf>(
     Ok(())
 }
 
-/// Write an Ethernet header at the start of `data` (at least 14 bytes).
-/// [`write_eth`] with the two addresses as [`eth_addrs`] gives them (`data` is the header).
+/// [`write_eth`] with the two addresses as [`eth_addrs`] gives them, into `h` (the header
+/// `prepend` made room for).
 #[inline(always)]
-pub fn write_eth_addrs(data: &mut [u8], eth: [u8; 12], et: u16) {
-    if let Some(h) = data.first_chunk_mut::<{ ethernet::HEADER_LEN }>() {
-        h[..12].copy_from_slice(&eth);
-        h[12..].copy_from_slice(&et.to_be_bytes());
-    } else {
-        let d = ethernet::Address(eth[..6].try_into().expect("6 bytes"));
-        let s = ethernet::Address(eth[6..].try_into().expect("6 bytes"));
-        write_eth(data, d, s, et);
-    }
+pub fn write_eth_addrs(h: &mut [u8; ethernet::HEADER_LEN], eth: [u8; 12], et: u16) {
+    h[..12].copy_from_slice(&eth);
+    h[12..].copy_from_slice(&et.to_be_bytes());
 }
 
+/// Write an Ethernet header at the start of `data` (at least 14 bytes).
 pub fn write_eth(data: &mut [u8], dst: MacAddr, src: MacAddr, et: u16) {
     let mut f = ethernet::Frame::new_unchecked(data);
     f.set_dst_addr(dst);

@@ -155,9 +155,12 @@ impl Work<'_> {
             return self.fast_drop(p, pre, dir, qfi, self.d.ttl_exceeded);
         }
         let et = if v6 { ethertype::IPV6 } else { ethertype::IPV4 };
-        match p.prepend(ethernet::HEADER_LEN) {
-            Ok(h) => encap::write_eth_addrs(h, self.eth_of(ri), et),
-            Err(_) => return self.fast_drop(p, pre, dir, qfi, self.d.encap_failed),
+        match p
+            .prepend(ethernet::HEADER_LEN)
+            .map(|h| h.first_chunk_mut::<{ ethernet::HEADER_LEN }>())
+        {
+            Ok(Some(h)) => encap::write_eth_addrs(h, self.eth_of(ri), et),
+            _ => return self.fast_drop(p, pre, dir, qfi, self.d.encap_failed),
         }
         if pre.meta {
             *p.pkt_meta_mut() = quick_record(pre, &stamp, None);
