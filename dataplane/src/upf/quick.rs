@@ -73,32 +73,32 @@ impl V4 {
     }
 
     /// Version 4, IHL 5, not a fragment (neither MF nor an offset), total length at least
-    /// the header's and the packet within `room` bytes: the total length. Two compares:
-    /// the version / IHL byte and the fragment bits under one mask, the length range as
-    /// one unsigned compare (`room` is at least 20 at both callers: the header is there).
+    /// the header's, and the packet, starting at `off`, ending by `end` (any `end`: the
+    /// header's own 20 bytes are part of the test): the total length. Three compares: the
+    /// version / IHL byte and the fragment bits under one mask, then the length's two
+    /// bounds.
     #[inline(always)]
-    fn plain_len(&self, room: usize) -> Option<usize> {
+    fn plain_len(&self, off: usize, end: usize) -> Option<usize> {
         let tot = usize::from((self.a >> 32) as u16);
-        if room < 20
-            || self.a & 0xff00_0000_0000_3fff != 0x4500_0000_0000_0000
-            || tot.wrapping_sub(20) > room - 20
-        {
+        if self.a & 0xff00_0000_0000_3fff != 0x4500_0000_0000_0000 || tot < 20 || off + tot > end {
             return None;
         }
         Some(tot)
     }
 
-    /// RFC 1071: the one's complement sum of the header's 16-bit words is 0xffff (32-bit
-    /// words folded to 16 bits give the same sum, as `classify::fast` computes it).
+    /// RFC 1071: the one's complement sum of the header's 16-bit words is 0xffff. Summed
+    /// as the two 64-bit words and the last 32 bits with end-around carry (an add and two
+    /// adds with carry): 2^64 = 1 modulo 0xffff as 2^16 is, so the sum keeps the 16-bit
+    /// words' sum modulo 0xffff, and it is 0 only if every word is (what
+    /// `classify::sum_is_ones` needs; `classify::fast` folds 32-bit words to the same
+    /// verdict).
     #[inline(always)]
     fn checksum_ok(&self) -> bool {
-        crate::classify::sum_is_ones(
-            (self.a >> 32)
-                + (self.a & 0xffff_ffff)
-                + (self.b >> 32)
-                + (self.b & 0xffff_ffff)
-                + u64::from(self.c),
-        )
+        let (s, c1) = self.a.overflowing_add(self.b);
+        // At most 2^32: no overflow.
+        let (s, c2) = s.overflowing_add(u64::from(self.c) + u64::from(c1));
+        // After a carry `s` is below 2^32: no overflow.
+        crate::classify::sum_is_ones(s + u64::from(c2))
     }
 
     #[inline(always)]
@@ -131,17 +131,18 @@ impl V4 {
 fn l4<const N: usize>(d: &[u8; N], l4: usize, end: usize, f: &mut Flow) -> Option<u64> {
     let room = end - l4;
     let ports = be32(d, l4);
+    // (`room` at least 8 or 20 follows from the length's two bounds.)
     match f.proto {
         ip_protocol::UDP => {
             let ulen = usize::from(be16(d, l4 + 4));
-            if room < 8 || ulen < 8 || ulen > room {
+            if ulen < 8 || ulen > room {
                 return None;
             }
             f.ports = Some(((ports >> 16) as u16, ports as u16));
         }
         ip_protocol::TCP => {
             let hl = usize::from(d[l4 + 12] >> 4) * 4;
-            if room < 20 || hl < 20 || hl > room {
+            if hl < 20 || hl > room {
                 return None;
             }
             f.ports = Some(((ports >> 16) as u16, ports as u16));
@@ -180,7 +181,7 @@ pub(super) fn quick_pre(d: &[u8], pre: &mut Pre) -> Option<(u32, Flow)> {
         return None;
     }
     let ip = V4::at(h, ETH);
-    let tot = ip.plain_len(d.len() - ETH)?;
+    let tot = ip.plain_len(ETH, d.len())?;
     if !ip.checksum_ok() {
         return None;
     }
@@ -206,11 +207,11 @@ pub(super) fn quick_pre(d: &[u8], pre: &mut Pre) -> Option<(u32, Flow)> {
 fn uplink(d: &[u8], pend: usize, dst: u32, pre: &mut Pre) -> Option<(u32, Flow)> {
     // Up to a PDU Session Container, an inner IPv4 header and a TCP header.
     let h: &[u8; GTP + 16 + 40] = d.first_chunk()?;
-    // The UDP length covers at least the GTP-U header (16 from the UDP header on, which
-    // with the outer length check also says the outer packet holds it) and stays within
-    // the outer packet (`pend` is past the UDP header: the outer length is at least 20).
+    // The UDP length stays within the outer packet (`pend` is past the UDP header: the
+    // outer length is at least 20) and covers the GTP-U header and its payload (which
+    // says it covers at least the 16 bytes of the UDP and GTP-U headers).
     let ulen = usize::from(be16(h, L4 + 4));
-    if pend - L4 < 16 || ulen.wrapping_sub(16) > pend - L4 - 16 {
+    if ulen > pend - L4 {
         return None;
     }
     let uend = L4 + ulen;
@@ -221,14 +222,17 @@ fn uplink(d: &[u8], pend: usize, dst: u32, pre: &mut Pre) -> Option<(u32, Flow)>
         return None;
     }
     let teid = g as u32;
+    // The optional fields and the container are read from the fixed view whatever the
+    // GTP-U length; the inner header's bounds below (at least 20 bytes after them, within
+    // `gend`) say they are inside the message.
     let (hlen, qfi) = match g >> 48 {
         0x30ff => (8, None),
-        0x34ff if gend >= GTP + 12 => {
+        0x34ff => {
             // Sequence number, N-PDU number, next extension type; then the container.
             let x = be64(h, GTP + 8);
             if x & 0xff_0000_0000 == 0 {
                 (12, None)
-            } else if gend >= GTP + 16 && x & 0xff_ff00_00ff == 0x85_0100_0000 {
+            } else if x & 0xff_ff00_00ff == 0x85_0100_0000 {
                 // One 4-byte container (type 0x85): length 1, two content octets, next
                 // type 0.
                 let qfi = crate::classify::psc_qfi((x >> 16) as u8, (x >> 8) as u8)?;
@@ -241,11 +245,9 @@ fn uplink(d: &[u8], pend: usize, dst: u32, pre: &mut Pre) -> Option<(u32, Flow)>
     };
     let il3 = GTP + hlen;
     let il4 = il3 + 20;
-    if il4 > gend {
-        return None;
-    }
     let ip = V4::at(h, il3);
-    let tot = ip.plain_len(gend - il3)?;
+    // At least 20 and within `gend` (so `il4` is too).
+    let tot = ip.plain_len(il3, gend)?;
     let mut f = ip.flow(tot);
     let w = l4(h, il4, il3 + tot, &mut f)?;
     *pre = Pre {
@@ -338,6 +340,60 @@ mod tests {
             assert_eq!(pre.port, flow_port(&inner));
         }
         true
+    }
+
+    /// The header checksum test with end-around carry is RFC 1071's folded sum of the ten
+    /// 16-bit words being 0xffff, for random headers, headers with their checksum set, and
+    /// the extremes.
+    #[test]
+    fn checksum_ok_is_the_folded_sum() {
+        use peregrine_testkit::rng::{below, seeded};
+        use rand_core::RngCore;
+        fn folded_ones(h: &[u8; 20]) -> bool {
+            let mut s: u64 = h
+                .chunks(2)
+                .map(|w| u64::from(u16::from_be_bytes([w[0], w[1]])))
+                .sum();
+            while s > 0xffff {
+                s = (s & 0xffff) + (s >> 16);
+            }
+            s == 0xffff
+        }
+        let mut rng = seeded(0xc5c5);
+        let mut ones = 0;
+        for i in 0..200_000u32 {
+            let mut h = [0u8; 20];
+            match i % 4 {
+                0 => rng.fill_bytes(&mut h),
+                // Bytes mostly 0xff or 0 (carries and zero sums).
+                1 => h
+                    .iter_mut()
+                    .for_each(|b| *b = [0, 0xff][below(&mut rng, 2) as usize]),
+                _ => {
+                    rng.fill_bytes(&mut h);
+                    h[10] = 0;
+                    h[11] = 0;
+                    let mut s: u32 = h
+                        .chunks(2)
+                        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+                        .sum();
+                    while s > 0xffff {
+                        s = (s & 0xffff) + (s >> 16);
+                    }
+                    h[10..12].copy_from_slice(&(!(s as u16)).to_be_bytes());
+                    if i % 4 == 3 {
+                        h[below(&mut rng, 20) as usize] ^= 1 << below(&mut rng, 8);
+                    }
+                }
+            }
+            let got = V4::at(&h, 0).checksum_ok();
+            assert_eq!(got, folded_ones(&h), "{h:02x?}");
+            ones += u32::from(got);
+        }
+        for h in [[0u8; 20], [0xff; 20]] {
+            assert_eq!(V4::at(&h, 0).checksum_ok(), folded_ones(&h), "{h:02x?}");
+        }
+        assert!(ones > 50_000, "{ones}");
     }
 
     #[test]
