@@ -273,12 +273,11 @@ impl Work<'_> {
         let Some(h) = data.first_chunk::<{ L4 + 20 }>() else {
             return false;
         };
-        // `for_us_unicast` on the destination MAC as a number: the group bit clear, and
-        // ours (or promiscuous).
-        let dst = be64(h, 0) >> 16;
-        if be16(h, 12) != 0x0800
-            || (dst >> 40) & 1 != 0
-            || !(dst == self.rx_mac || self.cfg.promiscuous)
+        // `for_us_unicast` on the destination MAC as a number (the frame's first 8 bytes
+        // little-endian, shifted to keep the 6 address bytes, as `rx_mac` is): the group bit
+        // (bit 0 of the first byte) clear, and ours (or promiscuous).
+        let w = u64::from_le_bytes(*h.first_chunk::<8>().expect("8 of 54 bytes"));
+        if be16(h, 12) != 0x0800 || w & 1 != 0 || !(w << 16 == self.rx_mac || self.cfg.promiscuous)
         {
             return false;
         }
