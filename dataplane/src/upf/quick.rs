@@ -52,9 +52,21 @@ fn be64<const N: usize>(d: &[u8; N], i: usize) -> u64 {
     u64::from_be_bytes(*w)
 }
 
-/// An IPv4 header without options read as three words: `a` bytes 0..8 (version / IHL,
-/// TOS, total length, ID, flags / fragment offset), `b` bytes 8..16 (TTL, protocol,
-/// checksum, source), `c` the destination.
+#[inline(always)]
+fn le64<const N: usize>(d: &[u8; N], i: usize) -> u64 {
+    let w: &[u8; 8] = d[i..i + 8].try_into().expect("8 bytes");
+    u64::from_le_bytes(*w)
+}
+
+#[inline(always)]
+fn le32<const N: usize>(d: &[u8; N], i: usize) -> u32 {
+    u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]])
+}
+
+/// An IPv4 header without options read as three little-endian words (no byte swap for the
+/// tests and the checksum; the fields a packet needs as numbers are swapped where read):
+/// `a` bytes 0..8 (version / IHL, TOS, total length, ID, flags / fragment offset), `b`
+/// bytes 8..16 (TTL, protocol, checksum, source), `c` the destination.
 #[derive(Clone, Copy)]
 struct V4 {
     a: u64,
@@ -66,21 +78,21 @@ impl V4 {
     #[inline(always)]
     fn at<const N: usize>(d: &[u8; N], i: usize) -> V4 {
         V4 {
-            a: be64(d, i),
-            b: be64(d, i + 8),
-            c: be32(d, i + 16),
+            a: le64(d, i),
+            b: le64(d, i + 8),
+            c: le32(d, i + 16),
         }
     }
 
     /// Version 4, IHL 5, not a fragment (neither MF nor an offset), total length at least
     /// the header's, and the packet, starting at `off`, ending by `end` (any `end`: the
     /// header's own 20 bytes are part of the test): the total length. Three compares: the
-    /// version / IHL byte and the fragment bits under one mask, then the length's two
-    /// bounds.
+    /// version / IHL byte (byte 0) and the fragment bits (bytes 6 and 7 but DF) under one
+    /// mask, then the length's two bounds.
     #[inline(always)]
     fn plain_len(&self, off: usize, end: usize) -> Option<usize> {
-        let tot = usize::from((self.a >> 32) as u16);
-        if self.a & 0xff00_0000_0000_3fff != 0x4500_0000_0000_0000 || tot < 20 || off + tot > end {
+        let tot = usize::from(((self.a >> 16) as u16).swap_bytes());
+        if self.a & 0xff3f_0000_0000_00ff != 0x45 || tot < 20 || off + tot > end {
             return None;
         }
         Some(tot)
@@ -91,7 +103,10 @@ impl V4 {
     /// adds with carry): 2^64 = 1 modulo 0xffff as 2^16 is, so the sum keeps the 16-bit
     /// words' sum modulo 0xffff, and it is 0 only if every word is (what
     /// `classify::sum_is_ones` needs; `classify::fast` folds 32-bit words to the same
-    /// verdict).
+    /// verdict). The words are little-endian: each 16-bit word then counts byte-swapped,
+    /// which is 256 times it modulo 0xffff (2^16 = 1), and 256 is invertible modulo 0xffff,
+    /// so the sum is a multiple of 0xffff exactly when the big-endian one is (RFC 1071
+    /// section 2 (B), byte order independence).
     #[inline(always)]
     fn checksum_ok(&self) -> bool {
         let (s, c1) = self.a.overflowing_add(self.b);
@@ -103,7 +118,19 @@ impl V4 {
 
     #[inline(always)]
     fn proto(&self) -> u8 {
-        (self.b >> 48) as u8
+        (self.b >> 8) as u8
+    }
+
+    /// The source address as a number.
+    #[inline(always)]
+    fn src(&self) -> u32 {
+        ((self.b >> 32) as u32).swap_bytes()
+    }
+
+    /// The destination address as a number.
+    #[inline(always)]
+    fn dst(&self) -> u32 {
+        self.c.swap_bytes()
     }
 
     /// The flow facts of this header (L4 facts filled by [`l4`]).
@@ -111,13 +138,13 @@ impl V4 {
     fn flow(&self, len: usize) -> Flow {
         Flow {
             v6: false,
-            src: u128::from(self.b as u32),
-            dst: u128::from(self.c),
+            src: u128::from(self.src()),
+            dst: u128::from(self.dst()),
             proto: self.proto(),
             ports: None,
             icmp_type: None,
             len,
-            df: self.a & 0x4000 != 0,
+            df: self.a & 0x40 << 48 != 0,
             frag: false,
         }
     }
@@ -188,7 +215,7 @@ pub(super) fn quick_pre(d: &[u8], pre: &mut Pre) -> Option<(u32, Flow)> {
     let pend = ETH + tot;
     let mut f = ip.flow(tot);
     if f.proto == ip_protocol::UDP && be16(h, L4 + 2) == 2152 {
-        return uplink(d, pend, ip.c, pre);
+        return uplink(d, pend, ip.dst(), pre);
     }
     let w = l4(h, L4, pend, &mut f)?;
     let port = flow_port_word(f.src, f.dst, w);
@@ -196,9 +223,9 @@ pub(super) fn quick_pre(d: &[u8], pre: &mut Pre) -> Option<(u32, Flow)> {
         meta: true,
         proto: f.proto,
         hash: flow_hash_word(f.src, f.dst, w),
-        ..Pre::new(KIND_DL4, None, ETH, u64::from(ip.c), &f, port)
+        ..Pre::new(KIND_DL4, None, ETH, u64::from(ip.dst()), &f, port)
     };
-    Some((ip.c, f))
+    Some((ip.dst(), f))
 }
 
 /// The G-PDU shape of [`quick`]: the outer IPv4 header (ending at `pend`, destination
