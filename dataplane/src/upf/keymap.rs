@@ -234,9 +234,16 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     /// per lookup measured at 10k sessions), so the second line is worth asking for too.
     #[inline]
     pub fn prefetch_home(&self, key: K) -> usize {
+        self.prefetch_home_word(key.into())
+    }
+
+    /// [`Self::prefetch_home`] of the key as its `u64` (`K`'s `Into<u64>`), for a caller
+    /// holding the keys of several maps in one word.
+    #[inline]
+    pub fn prefetch_home_word(&self, key: u64) -> usize {
         // Below the slot count (0 for a map without slots, which `slot_from` never reads),
         // so the hints need no bounds check; and a hint never faults.
-        let i = self.home(key.into());
+        let i = self.home(key);
         let home = self.slots.as_ptr().wrapping_add(i);
         crate::upf::prefetch::prefetch_addr(home.cast());
         // The slot after it; for the last slot the line past the array instead of slot 0
@@ -249,9 +256,15 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     /// answered it.
     #[inline]
     pub fn slot_from(&self, home: usize, key: K) -> Option<&KeySlot> {
+        self.slot_from_word(home, key.into())
+    }
+
+    /// [`Self::slot_from`] of the key as its `u64` (`K`'s `Into<u64>`; a word no `K`
+    /// converts to is in no slot: `None`).
+    #[inline]
+    pub fn slot_from_word(&self, home: usize, key: u64) -> Option<&KeySlot> {
         // `probe_from` written as one loop that answers the slot (no second bounds check
         // and used test after it; a map without slots has no slot `home`: `None`).
-        let key = key.into();
         let mut i = home;
         loop {
             let s = self.slots.get(i)?;

@@ -20,19 +20,21 @@ impl<'a> Work<'a> {
     #[inline]
     pub fn key_shard(&self, pre: &Pre) -> Option<&'a Shard> {
         let t = self.t;
+        // `pre.key` is the map's key as its `u64` (see `Pre::key`): one shard pick for
+        // every kind (`teid_shard`, `ue_v4_shard` and `ue_v6_shard` are the same one).
         let s = match pre.kind {
             KIND_UL => {
-                let s = t.teid_shard(pre.key as u32);
+                let s = t.shards.at(t.shard_index(pre.key));
                 prefetch(&s.by_teid);
                 s
             }
             KIND_DL4 => {
-                let s = t.ue_v4_shard(pre.key as u32);
+                let s = t.shards.at(t.shard_index(pre.key));
                 prefetch(&s.by_ue_v4);
                 s
             }
             KIND_DL6 => {
-                let s = t.ue_v6_shard(pre.key);
+                let s = t.shards.at(t.shard_index(pre.key));
                 prefetch(&s.by_ue_v6);
                 s
             }
@@ -46,9 +48,9 @@ impl<'a> Work<'a> {
     #[inline(always)]
     pub fn prefetch_slot(&self, pre: &Pre, s: &Shard) -> usize {
         match pre.kind {
-            KIND_UL => s.by_teid.prefetch_home(pre.key as u32),
-            KIND_DL4 => s.by_ue_v4.prefetch_home(pre.key as u32),
-            _ => s.by_ue_v6.prefetch_home(pre.key),
+            KIND_UL => s.by_teid.prefetch_home_word(pre.key),
+            KIND_DL4 => s.by_ue_v4.prefetch_home_word(pre.key),
+            _ => s.by_ue_v6.prefetch_home_word(pre.key),
         }
     }
 
@@ -67,9 +69,9 @@ impl<'a> Work<'a> {
         k: usize,
     ) -> Option<&'a KeySlot> {
         let slot = match pre.kind {
-            KIND_UL => s.by_teid.slot_from(home, pre.key as u32)?,
-            KIND_DL4 => s.by_ue_v4.slot_from(home, pre.key as u32)?,
-            _ => s.by_ue_v6.slot_from(home, pre.key)?,
+            KIND_UL => s.by_teid.slot_from_word(home, pre.key)?,
+            KIND_DL4 => s.by_ue_v4.slot_from_word(home, pre.key)?,
+            _ => s.by_ue_v6.slot_from_word(home, pre.key)?,
         };
         if let Some(f) = slot.fast() {
             // No bounds check: a hint never faults (a slot past the array, rare, is found

@@ -35,7 +35,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 pub(super) struct Pre {
     /// The inner packet's destination address (IPv4 in the low 32 bits).
     pub dst: u128,
-    /// The lookup key.
+    /// The lookup key as its map's `u64` (`KeyMap`'s `Into<u64>`): the TEID or the UE IPv4
+    /// address zero-extended, the UE IPv6 /64 prefix (the lookup reads it without
+    /// narrowing it first).
     pub key: u64,
     /// The inner IP packet's length (from its header).
     pub len: u32,
