@@ -75,12 +75,18 @@ impl<'a> Work<'a> {
         };
         if let Some(f) = slot.fast() {
             // No bounds check: a hint never faults (a slot past the array, rare, is found
-            // out in pass 3). A meter slot is one cache line.
-            for m in f.meters.iter().filter(|m| m.slot != NONE) {
-                prefetch_addr(self.meters.as_ptr().wrapping_add(m.slot as usize).cast());
+            // out in pass 3). A meter slot is one cache line. Hints only, so the padding test
+            // is the sign bit (one test of the loaded word; `NONE` is `u32::MAX`, and a slot
+            // at 2^31 or above, which no table reaches, gets no hint).
+            for m in f.meters {
+                if (m.slot as i32) >= 0 {
+                    prefetch_addr(self.meters.as_ptr().wrapping_add(m.slot as usize).cast());
+                }
             }
-            for &u in f.urrs.iter().filter(|&&u| u != NONE) {
-                self.stats.urr_prefetch(u);
+            for u in f.urrs {
+                if (u as i32) >= 0 {
+                    self.stats.urr_prefetch(u);
+                }
             }
         } else {
             // The general path's first reads: the shard's rule tables (for
