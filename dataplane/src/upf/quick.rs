@@ -252,22 +252,24 @@ fn uplink(d: &[u8], pend: usize, dst: u32, pre: &mut Pre) -> Option<(u32, Flow)>
     // The optional fields and the container are read from the fixed view whatever the
     // GTP-U length; the inner header's bounds below (at least 20 bytes after them, within
     // `gend`) say they are inside the message.
+    // The E flag's shape first: what a gNB sends (a PDU Session Container on every G-PDU).
     let (hlen, qfi) = match g >> 48 {
-        0x30ff => (8, None),
         0x34ff => {
-            // Sequence number, N-PDU number, next extension type; then the container.
-            let x = be64(h, GTP + 8);
-            if x & 0xff_0000_0000 == 0 {
+            // Sequence number, N-PDU number, next extension type; then the container (read
+            // little-endian: byte `i` in bits `8 i`).
+            let x = le64(h, GTP + 8);
+            if x & 0xff00_0000 == 0 {
                 (12, None)
-            } else if x & 0xff_ff00_00ff == 0x85_0100_0000 {
+            } else if x & 0xff00_00ff_ff00_0000 == 0x0000_0001_8500_0000 {
                 // One 4-byte container (type 0x85): length 1, two content octets, next
                 // type 0.
-                let qfi = crate::classify::psc_qfi((x >> 16) as u8, (x >> 8) as u8)?;
+                let qfi = crate::classify::psc_qfi((x >> 40) as u8, (x >> 48) as u8)?;
                 (16, Some(qfi))
             } else {
                 return None;
             }
         }
+        0x30ff => (8, None),
         _ => return None,
     };
     let il3 = GTP + hlen;
