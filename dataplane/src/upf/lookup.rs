@@ -6,6 +6,7 @@
 use crate::buffer::PacketBuf;
 use crate::runtime::Disposition;
 use crate::upf::enforce::Plan;
+use crate::upf::keymap::{prefetch_home_in, slot_from_in};
 use crate::upf::parse::{Flow, Pre, KIND_DL4, KIND_DL6, KIND_UL};
 use crate::upf::prefetch::{prefetch, prefetch_addr, prefetch_obj};
 use crate::upf::tables::{
@@ -47,11 +48,7 @@ impl<'a> Work<'a> {
     /// prefetched in pass 1); the home slot's index, for [`Self::lookup`].
     #[inline(always)]
     pub fn prefetch_slot(&self, pre: &Pre, s: &Shard) -> usize {
-        match pre.kind {
-            KIND_UL => s.by_teid.prefetch_home_word(pre.key),
-            KIND_DL4 => s.by_ue_v4.prefetch_home_word(pre.key),
-            _ => s.by_ue_v6.prefetch_home_word(pre.key),
-        }
+        prefetch_home_in(key_slots(pre, s), pre.key)
     }
 
     /// Pass 2: the key's slot in shard `s` from its home slot `home` (the line was
@@ -68,11 +65,7 @@ impl<'a> Work<'a> {
         slow: &mut u32,
         k: usize,
     ) -> Option<&'a KeySlot> {
-        let slot = match pre.kind {
-            KIND_UL => s.by_teid.slot_from_word(home, pre.key)?,
-            KIND_DL4 => s.by_ue_v4.slot_from_word(home, pre.key)?,
-            _ => s.by_ue_v6.slot_from_word(home, pre.key)?,
-        };
+        let slot = slot_from_in(key_slots(pre, s), home, pre.key)?;
         if let Some(f) = slot.fast() {
             // No bounds check: a hint never faults (a slot past the array, rare, is found
             // out in pass 3). A meter slot is one cache line. Hints only, so the padding test
@@ -278,6 +271,17 @@ impl<'a> Work<'a> {
         };
         let inner_off = usize::from(p.pkt_meta().inner_l3_off);
         self.apply(p, shard, pdr, Direction::Uplink, qfi, inner_off, inner)
+    }
+}
+
+/// The slots of the map of shard `s` that `pre`'s key is in (one copy of the batched
+/// lookup for every map: `pre.key` is the key as its map's `u64`).
+#[inline(always)]
+fn key_slots<'s>(pre: &Pre, s: &'s Shard) -> &'s [KeySlot] {
+    match pre.kind {
+        KIND_UL => s.by_teid.slots(),
+        KIND_DL4 => s.by_ue_v4.slots(),
+        _ => s.by_ue_v6.slots(),
     }
 }
 
