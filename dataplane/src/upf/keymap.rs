@@ -179,10 +179,14 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     /// in an Interval": `(h * n) >> 64`), so any count works, not only powers of two.
     #[inline]
     fn home(&self, key: u64) -> usize {
-        let h = key
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .rotate_left(MAX_SHARD_BITS);
-        ((u128::from(h) * self.slots.len() as u128) >> 64) as usize
+        home_in(self.slots.len(), key)
+    }
+
+    /// The slot array, for [`prefetch_home_in`] and [`slot_from_in`] (the batched lookup
+    /// picks one of a shard's maps and runs one copy of them on its slots).
+    #[inline]
+    pub fn slots(&self) -> &[KeySlot] {
+        &self.slots
     }
 
     /// The slot after `i`, wrapping.
@@ -234,35 +238,14 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     /// per lookup measured at 10k sessions), so the second line is worth asking for too.
     #[inline]
     pub fn prefetch_home(&self, key: K) -> usize {
-        // Below the slot count (0 for a map without slots, which `slot_from` never reads),
-        // so the hints need no bounds check; and a hint never faults.
-        let i = self.home(key.into());
-        let home = self.slots.as_ptr().wrapping_add(i);
-        crate::upf::prefetch::prefetch_addr(home.cast());
-        // The slot after it; for the last slot the line past the array instead of slot 0
-        // (a probe wraps in one lookup of `capacity`).
-        crate::upf::prefetch::prefetch_addr(home.wrapping_add(1).cast());
-        i
+        prefetch_home_in(&self.slots, key.into())
     }
 
     /// [`Self::slot`] given `key`'s home slot `home` as [`Self::prefetch_home`] of this map
     /// answered it.
     #[inline]
     pub fn slot_from(&self, home: usize, key: K) -> Option<&KeySlot> {
-        // `probe_from` written as one loop that answers the slot (no second bounds check
-        // and used test after it; a map without slots has no slot `home`: `None`).
-        let key = key.into();
-        let mut i = home;
-        loop {
-            let s = self.slots.get(i)?;
-            if !s.used() {
-                return None;
-            }
-            if s.key == key {
-                return Some(s);
-            }
-            i = self.next(i);
-        }
+        slot_from_in(&self.slots, home, key.into())
     }
 
     /// The candidate range of `key`.
@@ -365,6 +348,49 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
                 self.slots[i].fast = KeySlot::fast_record(f(r));
             }
         }
+    }
+}
+
+/// [`KeyMap::home`] in a map of `n` slots.
+#[inline(always)]
+fn home_in(n: usize, key: u64) -> usize {
+    let h = key
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .rotate_left(MAX_SHARD_BITS);
+    ((u128::from(h) * n as u128) >> 64) as usize
+}
+
+/// [`KeyMap::prefetch_home`] on a map's [`KeyMap::slots`], the key as its `u64` (`K`'s
+/// `Into<u64>`), for a caller holding the keys of several maps in one word.
+#[inline(always)]
+pub fn prefetch_home_in(slots: &[KeySlot], key: u64) -> usize {
+    // Below the slot count (0 for a map without slots, which `slot_from` never reads),
+    // so the hints need no bounds check; and a hint never faults.
+    let i = home_in(slots.len(), key);
+    let home = slots.as_ptr().wrapping_add(i);
+    crate::upf::prefetch::prefetch_addr(home.cast());
+    // The slot after it; for the last slot the line past the array instead of slot 0
+    // (a probe wraps in one lookup of `capacity`).
+    crate::upf::prefetch::prefetch_addr(home.wrapping_add(1).cast());
+    i
+}
+
+/// [`KeyMap::slot_from`] on a map's [`KeyMap::slots`], the key as its `u64` (a word no
+/// `K` converts to is in no slot: `None`).
+#[inline(always)]
+pub fn slot_from_in(slots: &[KeySlot], home: usize, key: u64) -> Option<&KeySlot> {
+    // `probe_from` written as one loop that answers the slot (no second bounds check
+    // and used test after it; a map without slots has no slot `home`: `None`).
+    let mut i = home;
+    loop {
+        let s = slots.get(i)?;
+        if !s.used() {
+            return None;
+        }
+        if s.key == key {
+            return Some(s);
+        }
+        i = if i + 1 == slots.len() { 0 } else { i + 1 };
     }
 }
 

@@ -6,6 +6,7 @@
 use crate::buffer::PacketBuf;
 use crate::runtime::Disposition;
 use crate::upf::enforce::Plan;
+use crate::upf::keymap::{prefetch_home_in, slot_from_in};
 use crate::upf::parse::{Flow, Pre, KIND_DL4, KIND_DL6, KIND_UL};
 use crate::upf::prefetch::{prefetch, prefetch_addr, prefetch_obj};
 use crate::upf::tables::{
@@ -20,19 +21,21 @@ impl<'a> Work<'a> {
     #[inline]
     pub fn key_shard(&self, pre: &Pre) -> Option<&'a Shard> {
         let t = self.t;
+        // `pre.key` is the map's key as its `u64` (see `Pre::key`): one shard pick for
+        // every kind (`teid_shard`, `ue_v4_shard` and `ue_v6_shard` are the same one).
         let s = match pre.kind {
             KIND_UL => {
-                let s = t.teid_shard(pre.key as u32);
+                let s = t.shards.at(t.shard_index(pre.key));
                 prefetch(&s.by_teid);
                 s
             }
             KIND_DL4 => {
-                let s = t.ue_v4_shard(pre.key as u32);
+                let s = t.shards.at(t.shard_index(pre.key));
                 prefetch(&s.by_ue_v4);
                 s
             }
             KIND_DL6 => {
-                let s = t.ue_v6_shard(pre.key);
+                let s = t.shards.at(t.shard_index(pre.key));
                 prefetch(&s.by_ue_v6);
                 s
             }
@@ -45,11 +48,7 @@ impl<'a> Work<'a> {
     /// prefetched in pass 1); the home slot's index, for [`Self::lookup`].
     #[inline(always)]
     pub fn prefetch_slot(&self, pre: &Pre, s: &Shard) -> usize {
-        match pre.kind {
-            KIND_UL => s.by_teid.prefetch_home(pre.key as u32),
-            KIND_DL4 => s.by_ue_v4.prefetch_home(pre.key as u32),
-            _ => s.by_ue_v6.prefetch_home(pre.key),
-        }
+        prefetch_home_in(key_slots(pre, s), pre.key)
     }
 
     /// Pass 2: the key's slot in shard `s` from its home slot `home` (the line was
@@ -66,19 +65,21 @@ impl<'a> Work<'a> {
         slow: &mut u32,
         k: usize,
     ) -> Option<&'a KeySlot> {
-        let slot = match pre.kind {
-            KIND_UL => s.by_teid.slot_from(home, pre.key as u32)?,
-            KIND_DL4 => s.by_ue_v4.slot_from(home, pre.key as u32)?,
-            _ => s.by_ue_v6.slot_from(home, pre.key)?,
-        };
+        let slot = slot_from_in(key_slots(pre, s), home, pre.key)?;
         if let Some(f) = slot.fast() {
             // No bounds check: a hint never faults (a slot past the array, rare, is found
-            // out in pass 3). A meter slot is one cache line.
-            for m in f.meters.iter().filter(|m| m.slot != NONE) {
-                prefetch_addr(self.meters.as_ptr().wrapping_add(m.slot as usize).cast());
+            // out in pass 3). A meter slot is one cache line. Hints only, so the padding test
+            // is the sign bit (one test of the loaded word; `NONE` is `u32::MAX`, and a slot
+            // at 2^31 or above, which no table reaches, gets no hint).
+            for m in f.meters {
+                if (m.slot as i32) >= 0 {
+                    prefetch_addr(self.meters.as_ptr().wrapping_add(m.slot as usize).cast());
+                }
             }
-            for &u in f.urrs.iter().filter(|&&u| u != NONE) {
-                self.stats.urr_prefetch(u);
+            for u in f.urrs {
+                if (u as i32) >= 0 {
+                    self.stats.urr_prefetch(u);
+                }
             }
         } else {
             // The general path's first reads: the shard's rule tables (for
@@ -270,6 +271,17 @@ impl<'a> Work<'a> {
         };
         let inner_off = usize::from(p.pkt_meta().inner_l3_off);
         self.apply(p, shard, pdr, Direction::Uplink, qfi, inner_off, inner)
+    }
+}
+
+/// The slots of the map of shard `s` that `pre`'s key is in (one copy of the batched
+/// lookup for every map: `pre.key` is the key as its map's `u64`).
+#[inline(always)]
+fn key_slots<'s>(pre: &Pre, s: &'s Shard) -> &'s [KeySlot] {
+    match pre.kind {
+        KIND_UL => s.by_teid.slots(),
+        KIND_DL4 => s.by_ue_v4.slots(),
+        _ => s.by_ue_v6.slots(),
     }
 }
 

@@ -26,21 +26,26 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 /// pass 1 read: the packet is not changed between the passes), unless pass 1 kept it
 /// (`flow`: the packets [`Work::pre`] reads, IPv6 among them, which the UPF's own
 /// classifier does not take and which often take the general path).
+///
+/// Laid out (`repr(C)`) so pass 1 writes it with few stores: the bytes 32..40 (`inner_off`,
+/// `kind`, `v6`, `flow`, `meta`, `qfi`) are constants on the UPF classifier's downlink
+/// (one 64-bit store) and `kind`..`meta` on its uplink (one 32-bit store).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub(super) struct Pre {
-    /// The lookup key.
-    pub key: u64,
     /// The inner packet's destination address (IPv4 in the low 32 bits).
     pub dst: u128,
+    /// The lookup key as its map's `u64` (`KeyMap`'s `Into<u64>`): the TEID or the UE IPv4
+    /// address zero-extended, the UE IPv6 /64 prefix (the lookup reads it without
+    /// narrowing it first).
+    pub key: u64,
     /// The inner IP packet's length (from its header).
     pub len: u32,
+    /// With `meta`: the record's flow hash (see `proto`).
+    pub hash: u32,
     /// The inner IP packet's offset in the frame.
     pub inner_off: u16,
-    /// [`flow_port`](super::emit::flow_port) of the inner packet when pass 1 computed it
-    /// (downlink), else 0 (never a flow port: those are at least 0xC000).
-    pub port: u16,
     pub kind: u8,
-    pub qfi: Option<u8>,
     /// The inner packet is IPv6.
     pub v6: bool,
     /// Pass 1 kept the whole inner [`Flow`] beside this record.
@@ -49,11 +54,16 @@ pub(super) struct Pre {
     /// it to pass 3, which writes the final record once ([`Pre::quick_meta`] restamped) or,
     /// on any other way out, [`Pre::quick_meta`] itself ([`Pre::settle`]).
     pub meta: bool,
-    /// With `meta`: the record's L4 protocol and flow hash (the rest follows from `kind`,
-    /// `key`, `qfi` and `inner_off`).
+    pub qfi: Option<u8>,
+    /// [`flow_port`](super::emit::flow_port) of the inner packet when pass 1 computed it
+    /// (downlink), else 0 (never a flow port: those are at least 0xC000).
+    pub port: u16,
+    /// With `meta`: the record's L4 protocol (and `hash` its flow hash; the rest follows
+    /// from `kind`, `key`, `qfi` and `inner_off`).
     pub proto: u8,
-    pub hash: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<Pre>() == 48);
 
 impl Pre {
     /// A packet pass 1 found already decided (its disposition is not `Continue`).
@@ -334,7 +344,12 @@ impl Work<'_> {
         if v6 {
             self.t.local_v6.contains(&Ipv6Addr::from(dst))
         } else {
-            self.t.local_v4.contains(&Ipv4Addr::from(dst as u32))
+            // One address (the usual configuration) without the slice search's loop.
+            let a = Ipv4Addr::from(dst as u32);
+            match self.t.local_v4.as_slice() {
+                [one] => *one == a,
+                all => all.contains(&a),
+            }
         }
     }
 

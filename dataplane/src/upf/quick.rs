@@ -52,9 +52,21 @@ fn be64<const N: usize>(d: &[u8; N], i: usize) -> u64 {
     u64::from_be_bytes(*w)
 }
 
-/// An IPv4 header without options read as three words: `a` bytes 0..8 (version / IHL,
-/// TOS, total length, ID, flags / fragment offset), `b` bytes 8..16 (TTL, protocol,
-/// checksum, source), `c` the destination.
+#[inline(always)]
+fn le64<const N: usize>(d: &[u8; N], i: usize) -> u64 {
+    let w: &[u8; 8] = d[i..i + 8].try_into().expect("8 bytes");
+    u64::from_le_bytes(*w)
+}
+
+#[inline(always)]
+fn le32<const N: usize>(d: &[u8; N], i: usize) -> u32 {
+    u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]])
+}
+
+/// An IPv4 header without options read as three little-endian words (no byte swap for the
+/// tests and the checksum; the fields a packet needs as numbers are swapped where read):
+/// `a` bytes 0..8 (version / IHL, TOS, total length, ID, flags / fragment offset), `b`
+/// bytes 8..16 (TTL, protocol, checksum, source), `c` the destination.
 #[derive(Clone, Copy)]
 struct V4 {
     a: u64,
@@ -66,44 +78,59 @@ impl V4 {
     #[inline(always)]
     fn at<const N: usize>(d: &[u8; N], i: usize) -> V4 {
         V4 {
-            a: be64(d, i),
-            b: be64(d, i + 8),
-            c: be32(d, i + 16),
+            a: le64(d, i),
+            b: le64(d, i + 8),
+            c: le32(d, i + 16),
         }
     }
 
     /// Version 4, IHL 5, not a fragment (neither MF nor an offset), total length at least
-    /// the header's and the packet within `room` bytes: the total length. Two compares:
-    /// the version / IHL byte and the fragment bits under one mask, the length range as
-    /// one unsigned compare (`room` is at least 20 at both callers: the header is there).
+    /// the header's, and the packet, starting at `off`, ending by `end` (any `end`: the
+    /// header's own 20 bytes are part of the test): the total length. Three compares: the
+    /// version / IHL byte (byte 0) and the fragment bits (bytes 6 and 7 but DF) under one
+    /// mask, then the length's two bounds.
     #[inline(always)]
-    fn plain_len(&self, room: usize) -> Option<usize> {
-        let tot = usize::from((self.a >> 32) as u16);
-        if room < 20
-            || self.a & 0xff00_0000_0000_3fff != 0x4500_0000_0000_0000
-            || tot.wrapping_sub(20) > room - 20
-        {
+    fn plain_len(&self, off: usize, end: usize) -> Option<usize> {
+        let tot = usize::from(((self.a >> 16) as u16).swap_bytes());
+        if self.a & 0xff3f_0000_0000_00ff != 0x45 || tot < 20 || off + tot > end {
             return None;
         }
         Some(tot)
     }
 
-    /// RFC 1071: the one's complement sum of the header's 16-bit words is 0xffff (32-bit
-    /// words folded to 16 bits give the same sum, as `classify::fast` computes it).
+    /// RFC 1071: the one's complement sum of the header's 16-bit words is 0xffff. Summed
+    /// as the two 64-bit words and the last 32 bits with end-around carry (an add and two
+    /// adds with carry): 2^64 = 1 modulo 0xffff as 2^16 is, so the sum keeps the 16-bit
+    /// words' sum modulo 0xffff, and it is 0 only if every word is (what
+    /// `classify::sum_is_ones` needs; `classify::fast` folds 32-bit words to the same
+    /// verdict). The words are little-endian: each 16-bit word then counts byte-swapped,
+    /// which is 256 times it modulo 0xffff (2^16 = 1), and 256 is invertible modulo 0xffff,
+    /// so the sum is a multiple of 0xffff exactly when the big-endian one is (RFC 1071
+    /// section 2 (B), byte order independence).
     #[inline(always)]
     fn checksum_ok(&self) -> bool {
-        crate::classify::sum_is_ones(
-            (self.a >> 32)
-                + (self.a & 0xffff_ffff)
-                + (self.b >> 32)
-                + (self.b & 0xffff_ffff)
-                + u64::from(self.c),
-        )
+        let (s, c1) = self.a.overflowing_add(self.b);
+        // At most 2^32: no overflow.
+        let (s, c2) = s.overflowing_add(u64::from(self.c) + u64::from(c1));
+        // After a carry `s` is below 2^32: no overflow.
+        crate::classify::sum_is_ones(s + u64::from(c2))
     }
 
     #[inline(always)]
     fn proto(&self) -> u8 {
-        (self.b >> 48) as u8
+        (self.b >> 8) as u8
+    }
+
+    /// The source address as a number.
+    #[inline(always)]
+    fn src(&self) -> u32 {
+        ((self.b >> 32) as u32).swap_bytes()
+    }
+
+    /// The destination address as a number.
+    #[inline(always)]
+    fn dst(&self) -> u32 {
+        self.c.swap_bytes()
     }
 
     /// The flow facts of this header (L4 facts filled by [`l4`]).
@@ -111,13 +138,13 @@ impl V4 {
     fn flow(&self, len: usize) -> Flow {
         Flow {
             v6: false,
-            src: u128::from(self.b as u32),
-            dst: u128::from(self.c),
+            src: u128::from(self.src()),
+            dst: u128::from(self.dst()),
             proto: self.proto(),
             ports: None,
             icmp_type: None,
             len,
-            df: self.a & 0x4000 != 0,
+            df: self.a & 0x40 << 48 != 0,
             frag: false,
         }
     }
@@ -131,17 +158,18 @@ impl V4 {
 fn l4<const N: usize>(d: &[u8; N], l4: usize, end: usize, f: &mut Flow) -> Option<u64> {
     let room = end - l4;
     let ports = be32(d, l4);
+    // (`room` at least 8 or 20 follows from the length's two bounds.)
     match f.proto {
         ip_protocol::UDP => {
             let ulen = usize::from(be16(d, l4 + 4));
-            if room < 8 || ulen < 8 || ulen > room {
+            if ulen < 8 || ulen > room {
                 return None;
             }
             f.ports = Some(((ports >> 16) as u16, ports as u16));
         }
         ip_protocol::TCP => {
             let hl = usize::from(d[l4 + 12] >> 4) * 4;
-            if room < 20 || hl < 20 || hl > room {
+            if hl < 20 || hl > room {
                 return None;
             }
             f.ports = Some(((ports >> 16) as u16, ports as u16));
@@ -180,14 +208,14 @@ pub(super) fn quick_pre(d: &[u8], pre: &mut Pre) -> Option<(u32, Flow)> {
         return None;
     }
     let ip = V4::at(h, ETH);
-    let tot = ip.plain_len(d.len() - ETH)?;
+    let tot = ip.plain_len(ETH, d.len())?;
     if !ip.checksum_ok() {
         return None;
     }
     let pend = ETH + tot;
     let mut f = ip.flow(tot);
     if f.proto == ip_protocol::UDP && be16(h, L4 + 2) == 2152 {
-        return uplink(d, pend, ip.c, pre);
+        return uplink(d, pend, ip.dst(), pre);
     }
     let w = l4(h, L4, pend, &mut f)?;
     let port = flow_port_word(f.src, f.dst, w);
@@ -195,9 +223,9 @@ pub(super) fn quick_pre(d: &[u8], pre: &mut Pre) -> Option<(u32, Flow)> {
         meta: true,
         proto: f.proto,
         hash: flow_hash_word(f.src, f.dst, w),
-        ..Pre::new(KIND_DL4, None, ETH, u64::from(ip.c), &f, port)
+        ..Pre::new(KIND_DL4, None, ETH, u64::from(ip.dst()), &f, port)
     };
-    Some((ip.c, f))
+    Some((ip.dst(), f))
 }
 
 /// The G-PDU shape of [`quick`]: the outer IPv4 header (ending at `pend`, destination
@@ -206,11 +234,11 @@ pub(super) fn quick_pre(d: &[u8], pre: &mut Pre) -> Option<(u32, Flow)> {
 fn uplink(d: &[u8], pend: usize, dst: u32, pre: &mut Pre) -> Option<(u32, Flow)> {
     // Up to a PDU Session Container, an inner IPv4 header and a TCP header.
     let h: &[u8; GTP + 16 + 40] = d.first_chunk()?;
-    // The UDP length covers at least the GTP-U header (16 from the UDP header on, which
-    // with the outer length check also says the outer packet holds it) and stays within
-    // the outer packet (`pend` is past the UDP header: the outer length is at least 20).
+    // The UDP length stays within the outer packet (`pend` is past the UDP header: the
+    // outer length is at least 20) and covers the GTP-U header and its payload (which
+    // says it covers at least the 16 bytes of the UDP and GTP-U headers).
     let ulen = usize::from(be16(h, L4 + 4));
-    if pend - L4 < 16 || ulen.wrapping_sub(16) > pend - L4 - 16 {
+    if ulen > pend - L4 {
         return None;
     }
     let uend = L4 + ulen;
@@ -221,31 +249,34 @@ fn uplink(d: &[u8], pend: usize, dst: u32, pre: &mut Pre) -> Option<(u32, Flow)>
         return None;
     }
     let teid = g as u32;
+    // The optional fields and the container are read from the fixed view whatever the
+    // GTP-U length; the inner header's bounds below (at least 20 bytes after them, within
+    // `gend`) say they are inside the message.
+    // The E flag's shape first: what a gNB sends (a PDU Session Container on every G-PDU).
     let (hlen, qfi) = match g >> 48 {
-        0x30ff => (8, None),
-        0x34ff if gend >= GTP + 12 => {
-            // Sequence number, N-PDU number, next extension type; then the container.
-            let x = be64(h, GTP + 8);
-            if x & 0xff_0000_0000 == 0 {
+        0x34ff => {
+            // Sequence number, N-PDU number, next extension type; then the container (read
+            // little-endian: byte `i` in bits `8 i`).
+            let x = le64(h, GTP + 8);
+            if x & 0xff00_0000 == 0 {
                 (12, None)
-            } else if gend >= GTP + 16 && x & 0xff_ff00_00ff == 0x85_0100_0000 {
+            } else if x & 0xff00_00ff_ff00_0000 == 0x0000_0001_8500_0000 {
                 // One 4-byte container (type 0x85): length 1, two content octets, next
                 // type 0.
-                let qfi = crate::classify::psc_qfi((x >> 16) as u8, (x >> 8) as u8)?;
+                let qfi = crate::classify::psc_qfi((x >> 40) as u8, (x >> 48) as u8)?;
                 (16, Some(qfi))
             } else {
                 return None;
             }
         }
+        0x30ff => (8, None),
         _ => return None,
     };
     let il3 = GTP + hlen;
     let il4 = il3 + 20;
-    if il4 > gend {
-        return None;
-    }
     let ip = V4::at(h, il3);
-    let tot = ip.plain_len(gend - il3)?;
+    // At least 20 and within `gend` (so `il4` is too).
+    let tot = ip.plain_len(il3, gend)?;
     let mut f = ip.flow(tot);
     let w = l4(h, il4, il3 + tot, &mut f)?;
     *pre = Pre {
@@ -271,12 +302,11 @@ impl Work<'_> {
         let Some(h) = data.first_chunk::<{ L4 + 20 }>() else {
             return false;
         };
-        // `for_us_unicast` on the destination MAC as a number: the group bit clear, and
-        // ours (or promiscuous).
-        let dst = be64(h, 0) >> 16;
-        if be16(h, 12) != 0x0800
-            || (dst >> 40) & 1 != 0
-            || !(dst == self.rx_mac || self.cfg.promiscuous)
+        // `for_us_unicast` on the destination MAC as a number (the frame's first 8 bytes
+        // little-endian, shifted to keep the 6 address bytes, as `rx_mac` is): the group bit
+        // (bit 0 of the first byte) clear, and ours (or promiscuous).
+        let w = u64::from_le_bytes(*h.first_chunk::<8>().expect("8 of 54 bytes"));
+        if be16(h, 12) != 0x0800 || w & 1 != 0 || !(w << 16 == self.rx_mac || self.cfg.promiscuous)
         {
             return false;
         }
@@ -338,6 +368,60 @@ mod tests {
             assert_eq!(pre.port, flow_port(&inner));
         }
         true
+    }
+
+    /// The header checksum test with end-around carry is RFC 1071's folded sum of the ten
+    /// 16-bit words being 0xffff, for random headers, headers with their checksum set, and
+    /// the extremes.
+    #[test]
+    fn checksum_ok_is_the_folded_sum() {
+        use peregrine_testkit::rng::{below, seeded};
+        use rand_core::RngCore;
+        fn folded_ones(h: &[u8; 20]) -> bool {
+            let mut s: u64 = h
+                .chunks(2)
+                .map(|w| u64::from(u16::from_be_bytes([w[0], w[1]])))
+                .sum();
+            while s > 0xffff {
+                s = (s & 0xffff) + (s >> 16);
+            }
+            s == 0xffff
+        }
+        let mut rng = seeded(0xc5c5);
+        let mut ones = 0;
+        for i in 0..200_000u32 {
+            let mut h = [0u8; 20];
+            match i % 4 {
+                0 => rng.fill_bytes(&mut h),
+                // Bytes mostly 0xff or 0 (carries and zero sums).
+                1 => h
+                    .iter_mut()
+                    .for_each(|b| *b = [0, 0xff][below(&mut rng, 2) as usize]),
+                _ => {
+                    rng.fill_bytes(&mut h);
+                    h[10] = 0;
+                    h[11] = 0;
+                    let mut s: u32 = h
+                        .chunks(2)
+                        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+                        .sum();
+                    while s > 0xffff {
+                        s = (s & 0xffff) + (s >> 16);
+                    }
+                    h[10..12].copy_from_slice(&(!(s as u16)).to_be_bytes());
+                    if i % 4 == 3 {
+                        h[below(&mut rng, 20) as usize] ^= 1 << below(&mut rng, 8);
+                    }
+                }
+            }
+            let got = V4::at(&h, 0).checksum_ok();
+            assert_eq!(got, folded_ones(&h), "{h:02x?}");
+            ones += u32::from(got);
+        }
+        for h in [[0u8; 20], [0xff; 20]] {
+            assert_eq!(V4::at(&h, 0).checksum_ok(), folded_ones(&h), "{h:02x?}");
+        }
+        assert!(ones > 50_000, "{ones}");
     }
 
     #[test]

@@ -217,7 +217,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
             rx,
             fix_l4,
             rx_mac: port_macs.get(rx as usize).map_or(u64::MAX, |m| {
-                u64::from_be_bytes([0, 0, m.0[0], m.0[1], m.0[2], m.0[3], m.0[4], m.0[5]])
+                u64::from_le_bytes([0, 0, m.0[0], m.0[1], m.0[2], m.0[3], m.0[4], m.0[5]])
             }),
             fast_mtu: if fix_l4 { 0 } else { usize::from(cfg.mtu) },
             routes: route_cache,

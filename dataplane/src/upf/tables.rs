@@ -194,8 +194,11 @@ pub const MAX_SHARD_BITS: u32 = 18;
 /// UE addresses' shards, so one lookup touches one shard.
 #[inline]
 pub fn shard_of_in(key: u64, bits: u32) -> usize {
-    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize
+    (key.wrapping_mul(FIB) >> (64 - bits)) as usize
 }
+
+/// 2^64 / the golden ratio, odd: the multiplier of the shard pick's Fibonacci hashing.
+const FIB: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// [`shard_of_in`] with the default [`SHARD_BITS`].
 #[inline]
@@ -353,10 +356,16 @@ impl UpfTables {
         }
     }
 
-    /// The shard index of lookup key `key` in these tables.
+    /// The shard index of lookup key `key` in these tables: [`shard_of_in`] with
+    /// `shard_bits`, computed as the high word of the same Fibonacci hash times the shard
+    /// count (`1 << shard_bits`: `h >> (64 - bits)` is `(h * 2^bits) >> 64`), so the packet
+    /// path multiplies by the count the directory's bounds check loads anyway instead of
+    /// shifting by a count derived from `shard_bits` (`tests::shard_index_is_shard_of_in`).
     #[inline]
     pub fn shard_index(&self, key: u64) -> usize {
-        shard_of_in(key, self.shard_bits)
+        debug_assert_eq!(self.shards.len(), 1 << self.shard_bits);
+        let h = key.wrapping_mul(FIB);
+        ((u128::from(h) * self.shards.len() as u128) >> 64) as usize
     }
 
     /// The shard holding uplink rules for `teid`.
@@ -381,6 +390,20 @@ impl UpfTables {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shard_index_is_shard_of_in() {
+        let mut rng = peregrine_testkit::rng::seeded(0x5a4d);
+        for bits in 1..=MAX_SHARD_BITS {
+            let t = UpfTables::with_shard_bits(bits);
+            let keys = (0..2000u64)
+                .map(|_| rand_core::RngCore::next_u64(&mut rng))
+                .chain([0, 1, u64::MAX, u64::from(u32::MAX)]);
+            for k in keys {
+                assert_eq!(t.shard_index(k), shard_of_in(k, bits), "{bits} {k:#x}");
+            }
+        }
+    }
 
     #[test]
     fn shards_spread_consecutive_keys() {

@@ -155,8 +155,9 @@ pub(super) struct Work<'a> {
     /// `cfg.mtu`, widened once per batch; 0 when `fix_l4` (every packet then takes the
     /// general path, which repairs L4 checksums): the fast path's one test of both.
     pub fast_mtu: usize,
-    /// The receiving port's MAC as a big-endian 48-bit number, `u64::MAX` (no frame's) if
-    /// it has none: [`Self::for_us_unicast`] with one compare.
+    /// The receiving port's MAC as the 6 bytes read little-endian into the top 48 bits of
+    /// a `u64` (a frame's first 8 bytes little-endian, shifted left 16), `u64::MAX` (no
+    /// frame's) if it has none: [`Self::for_us_unicast`] with one compare.
     pub rx_mac: u64,
     /// Recent routes of this worker, valid for the route table `r`.
     pub routes: &'a mut RouteCache,
