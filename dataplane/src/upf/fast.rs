@@ -17,6 +17,7 @@ use crate::runtime::{Disposition, DropReason};
 use crate::upf::emit::{decrement_ttl, flow_port, quick_record, Stamp};
 use crate::upf::encap::{self, Psc};
 use crate::upf::parse::{Flow, Pre};
+use crate::upf::stats::qfi_cell;
 use crate::upf::tables::{Direction, FastPath, NONE};
 use crate::upf::work::Work;
 use peregrine_wire::ethernet::{self, ethertype};
@@ -80,7 +81,7 @@ impl Work<'_> {
         }
         // This packet's direction x QFI counters, addressed once (its colour now, its bytes
         // when sent).
-        let cell = self.stats.qfi_cell(dir, qfi);
+        let cell = qfi_cell(self.qfi, dir, qfi);
         if let Some(c) = colour {
             cell.colour(c);
             if c == Colour::Red {

@@ -10,7 +10,7 @@ use crate::upf::config::UpfConfig;
 use crate::upf::encap::eth_addrs;
 use crate::upf::frag::FragJob;
 use crate::upf::reasm::{Reassembler, Refusal};
-use crate::upf::stats::{Total, UpfStats};
+use crate::upf::stats::{QfiCells, Total, UpfStats};
 use crate::upf::tables::{Direction, UpfTables};
 use peregrine_wire::ethernet::Address as MacAddr;
 
@@ -143,6 +143,8 @@ pub(super) struct Work<'a> {
     pub macs: &'a [MacAddr],
     pub cfg: &'a UpfConfig,
     pub stats: &'a UpfStats,
+    /// `stats.qfi_cells()`, read once per batch (the fast path's counters).
+    pub qfi: &'a QfiCells,
     pub d: Drops,
     pub meters: &'a mut [MeterSlot],
     pub replies: &'a mut TokenBucket,
