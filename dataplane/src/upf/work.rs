@@ -208,9 +208,17 @@ impl Work<'_> {
     /// header is written.
     #[inline(always)]
     pub fn route_entry(&mut self, v6: bool, dst: u128) -> Result<(PortId, usize), DropReason> {
+        // An IPv4 destination by its 32 bits (the table's key): an IPv4 entry's `dst` has
+        // nothing above them, so its low 64 bits and the family decide a hit.
+        let dst = if v6 { dst } else { u128::from(dst as u32) };
         let i = RouteCache::index(dst);
         let e = &self.routes.e[i];
-        if e.fam != u8::from(v6) || e.dst != dst {
+        let same = if v6 {
+            e.dst == dst
+        } else {
+            e.dst as u64 == dst as u64
+        };
+        if e.fam != u8::from(v6) || !same {
             self.route_miss(v6, dst, i);
         }
         let e = &self.routes.e[i];
@@ -266,7 +274,7 @@ const ROUTE_CACHE: usize = 16;
 /// 32 bytes (two entries a cache line): the answer packed beside the key.
 #[derive(Debug, Clone, Copy)]
 struct RouteEntry {
-    /// IPv4 in the low 32 bits.
+    /// IPv4 in the low 32 bits, nothing above them.
     dst: u128,
     /// An answer `Ok`: the Ethernet addresses of a packet to the next hop (its MAC, then
     /// ours on its port: `encap::eth_addrs`).
