@@ -226,8 +226,10 @@ pub fn encap_gtpu_v4<B: PacketBuf>(
     h[0..12].copy_from_slice(&eth);
     let (s, d) = (u32::from(src), u32::from(dst));
     h[16..18].copy_from_slice(&ip_len16.to_be_bytes());
-    let mut sum =
-        IP_CONST + u32::from(ip_len16) + (s >> 16) + (s & 0xffff) + (d >> 16) + (d & 0xffff);
+    // The addresses as 32-bit words: 2^16 = 1 in one's complement arithmetic (mod 0xffff),
+    // so their sum folds to that of their 16-bit halves. Below 2^34: three folds.
+    let mut sum = u64::from(IP_CONST + u32::from(ip_len16)) + u64::from(s) + u64::from(d);
+    sum = (sum & 0xffff) + (sum >> 16);
     sum = (sum & 0xffff) + (sum >> 16);
     sum = (sum & 0xffff) + (sum >> 16);
     h[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
@@ -441,10 +443,16 @@ mod tests {
         };
         for i in 0..2000 {
             let r = next();
+            let (peer, local) = match i % 7 {
+                // The largest sums (every fold carries) and the smallest.
+                0 => (u32::MAX, u32::MAX),
+                1 => (0, 0),
+                _ => ((r >> 32) as u32, next() as u32),
+            };
             let o = OuterHeader {
                 teid: r as u32,
-                peer: IpAddr::V4(Ipv4Addr::from((r >> 32) as u32)),
-                local: IpAddr::V4(Ipv4Addr::from(next() as u32)),
+                peer: IpAddr::V4(Ipv4Addr::from(peer)),
+                local: IpAddr::V4(Ipv4Addr::from(local)),
             };
             let qfi = (r >> 7) as u8 & 63;
             let psc = if i % 2 == 0 { Psc::Dl } else { Psc::Ul };
