@@ -97,7 +97,7 @@ pub fn encap_gtpu<B: PacketBuf>(
     let (ohl, et) = match (outer.local, outer.peer) {
         (IpAddr::V4(src), IpAddr::V4(dst)) => {
             let eth = eth_addrs(dst_mac, src_mac);
-            return encap_gtpu_v4(p, outer.teid, src, dst, qfi, psc, src_port, eth);
+            return encap_gtpu_v4(p, outer.teid, src, dst, qfi, psc, src_port, &eth);
         }
         (IpAddr::V6(_), IpAddr::V6(_)) => (ipv6::HEADER_LEN, ethertype::IPV6),
         _ => return Err(EncapError::BadOuter),
@@ -189,7 +189,7 @@ pub fn encap_gtpu_v4<B: PacketBuf>(
     qfi: u8,
     psc: Psc,
     src_port: u16,
-    eth: [u8; 12],
+    eth: &[u8; 12],
 ) -> Result<(), EncapError> {
     // Ethernet (14) | IPv4 (20) | UDP (8) | GTP-U (8 + 4 optional) | PSC (4).
     const T: [u8; V4_ENCAP_LEN] = {
@@ -223,7 +223,7 @@ pub fn encap_gtpu_v4<B: PacketBuf>(
         return Err(EncapError::BadOuter);
     };
     *h = T;
-    h[0..12].copy_from_slice(&eth);
+    h[0..12].copy_from_slice(eth);
     let (s, d) = (u32::from(src), u32::from(dst));
     h[16..18].copy_from_slice(&ip_len16.to_be_bytes());
     // The addresses as 32-bit words: 2^16 = 1 in one's complement arithmetic (mod 0xffff),

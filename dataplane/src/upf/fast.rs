@@ -167,7 +167,7 @@ impl Work<'_> {
             .prepend(ethernet::HEADER_LEN)
             .map(|h| h.first_chunk_mut::<{ ethernet::HEADER_LEN }>())
         {
-            Ok(Some(h)) => encap::write_eth_addrs(h, self.eth_of(ri), et),
+            Ok(Some(h)) => encap::write_eth_addrs(h, *self.eth_of(ri), et),
             _ => return self.fast_drop(p, pre, dir, qfi, self.d.encap_failed),
         }
         if pre.meta {

@@ -198,7 +198,7 @@ impl Work<'_> {
         let (port, i) = self.route_entry(v6, dst)?;
         Ok(NextHop {
             port,
-            mac: MacAddr(eth_mac(&self.eth_of(i))),
+            mac: MacAddr(eth_mac(self.eth_of(i))),
         })
     }
 
@@ -233,8 +233,8 @@ impl Work<'_> {
     /// answer `Ok` of [`Self::route_entry`]): the next hop's MAC, then ours on its port
     /// ([`Self::our_mac`]; `encap::eth_addrs`).
     #[inline(always)]
-    pub fn eth_of(&self, i: usize) -> [u8; 12] {
-        self.routes.e[i].eth
+    pub fn eth_of(&self, i: usize) -> &[u8; 12] {
+        &self.routes.e[i].eth
     }
 
     /// [`Self::route_entry`] past the cache: the table's answer, kept in entry `i`.
