@@ -222,7 +222,9 @@ pub fn encap_gtpu_v4<B: PacketBuf>(
     let Some(h) = h.first_chunk_mut::<V4_ENCAP_LEN>() else {
         return Err(EncapError::BadOuter);
     };
-    *h = T;
+    // The template from byte 10 (48 bytes: three 16-byte stores), then the addresses over
+    // bytes 0..12.
+    h[10..].copy_from_slice(&T[10..]);
     h[0..12].copy_from_slice(eth);
     let (s, d) = (u32::from(src), u32::from(dst));
     h[16..18].copy_from_slice(&ip_len16.to_be_bytes());
