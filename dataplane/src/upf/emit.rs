@@ -284,8 +284,8 @@ pub(super) fn decrement_ttl(data: &mut [u8], v6: bool) -> bool {
             return false;
         }
         h[8] = ttl - 1;
-        let c = ttl_checksum(u16::from_be_bytes([h[10], h[11]]));
-        h[10..12].copy_from_slice(&c.to_be_bytes());
+        let c = ttl_checksum_swapped(u16::from_le_bytes([h[10], h[11]]));
+        h[10..12].copy_from_slice(&c.to_le_bytes());
     }
     true
 }
@@ -296,9 +296,22 @@ pub(super) fn decrement_ttl(data: &mut [u8], v6: bool) -> bool {
 /// `~(~hc + 0xfeff)` folded is `hc + 0x0100` with its end-around carry, a sum of 0xffff
 /// taken to 0 (RFC 1141's form, as Linux's `ip_decrease_ttl`): one add and one compare
 /// (the test below checks it against `update16` for every checksum).
-#[inline(always)]
+///
+/// This is the update of the wire's (big-endian) value; the stage uses
+/// `ttl_checksum_swapped`, checked against this one.
+#[cfg(test)]
 fn ttl_checksum(hc: u16) -> u16 {
     let s = u32::from(hc) + 0x0100;
+    (s + u32::from(s >= 0xffff)) as u16
+}
+
+/// `ttl_checksum` on the checksum's bytes read the other way round (little-endian: no
+/// byte swaps on x86): one's complement addition is the same in either byte order (RFC 1071
+/// section 2(B)), so adding 0x0100 becomes adding 0x0001, and 0xffff, the one sum taken to
+/// 0, reads the same both ways (the test below checks every checksum).
+#[inline(always)]
+fn ttl_checksum_swapped(l: u16) -> u16 {
+    let s = u32::from(l) + 1;
     (s + u32::from(s >= 0xffff)) as u16
 }
 
@@ -469,6 +482,18 @@ mod tests {
                     "{hc:#x} {old:#x}"
                 );
             }
+        }
+    }
+
+    /// The byte-swapped update is the update of the byte-swapped checksum, for every one.
+    #[test]
+    fn ttl_checksum_swapped_is_ttl_checksum() {
+        for l in 0..=u16::MAX {
+            assert_eq!(
+                ttl_checksum_swapped(l),
+                ttl_checksum(l.swap_bytes()).swap_bytes(),
+                "{l:#x}"
+            );
         }
     }
 

@@ -97,7 +97,7 @@ pub fn encap_gtpu<B: PacketBuf>(
     let (ohl, et) = match (outer.local, outer.peer) {
         (IpAddr::V4(src), IpAddr::V4(dst)) => {
             let eth = eth_addrs(dst_mac, src_mac);
-            return encap_gtpu_v4(p, outer.teid, src, dst, qfi, psc, src_port, eth);
+            return encap_gtpu_v4(p, outer.teid, src, dst, qfi, psc, src_port, &eth);
         }
         (IpAddr::V6(_), IpAddr::V6(_)) => (ipv6::HEADER_LEN, ethertype::IPV6),
         _ => return Err(EncapError::BadOuter),
@@ -189,7 +189,7 @@ pub fn encap_gtpu_v4<B: PacketBuf>(
     qfi: u8,
     psc: Psc,
     src_port: u16,
-    eth: [u8; 12],
+    eth: &[u8; 12],
 ) -> Result<(), EncapError> {
     // Ethernet (14) | IPv4 (20) | UDP (8) | GTP-U (8 + 4 optional) | PSC (4).
     const T: [u8; V4_ENCAP_LEN] = {
@@ -222,12 +222,16 @@ pub fn encap_gtpu_v4<B: PacketBuf>(
     let Some(h) = h.first_chunk_mut::<V4_ENCAP_LEN>() else {
         return Err(EncapError::BadOuter);
     };
-    *h = T;
-    h[0..12].copy_from_slice(&eth);
+    // The template from byte 10 (48 bytes: three 16-byte stores), then the addresses over
+    // bytes 0..12.
+    h[10..].copy_from_slice(&T[10..]);
+    h[0..12].copy_from_slice(eth);
     let (s, d) = (u32::from(src), u32::from(dst));
     h[16..18].copy_from_slice(&ip_len16.to_be_bytes());
-    let mut sum =
-        IP_CONST + u32::from(ip_len16) + (s >> 16) + (s & 0xffff) + (d >> 16) + (d & 0xffff);
+    // The addresses as 32-bit words: 2^16 = 1 in one's complement arithmetic (mod 0xffff),
+    // so their sum folds to that of their 16-bit halves. Below 2^34: three folds.
+    let mut sum = u64::from(IP_CONST + u32::from(ip_len16)) + u64::from(s) + u64::from(d);
+    sum = (sum & 0xffff) + (sum >> 16);
     sum = (sum & 0xffff) + (sum >> 16);
     sum = (sum & 0xffff) + (sum >> 16);
     h[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
@@ -441,10 +445,16 @@ mod tests {
         };
         for i in 0..2000 {
             let r = next();
+            let (peer, local) = match i % 7 {
+                // The largest sums (every fold carries) and the smallest.
+                0 => (u32::MAX, u32::MAX),
+                1 => (0, 0),
+                _ => ((r >> 32) as u32, next() as u32),
+            };
             let o = OuterHeader {
                 teid: r as u32,
-                peer: IpAddr::V4(Ipv4Addr::from((r >> 32) as u32)),
-                local: IpAddr::V4(Ipv4Addr::from(next() as u32)),
+                peer: IpAddr::V4(Ipv4Addr::from(peer)),
+                local: IpAddr::V4(Ipv4Addr::from(local)),
             };
             let qfi = (r >> 7) as u8 & 63;
             let psc = if i % 2 == 0 { Psc::Dl } else { Psc::Ul };

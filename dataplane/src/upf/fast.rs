@@ -17,6 +17,7 @@ use crate::runtime::{Disposition, DropReason};
 use crate::upf::emit::{decrement_ttl, flow_port, quick_record, Stamp};
 use crate::upf::encap::{self, Psc};
 use crate::upf::parse::{Flow, Pre};
+use crate::upf::stats::qfi_cell;
 use crate::upf::tables::{Direction, FastPath, NONE};
 use crate::upf::work::Work;
 use peregrine_wire::ethernet::{self, ethertype};
@@ -55,14 +56,22 @@ impl Work<'_> {
         // QERs (RFC 2698 TrTCM, colour-blind as the QER meters are), then URRs. Every meter
         // is checked before any is marked (one the record does not settle: the general path).
         let [a, b] = f.meters;
-        let mut colour = None;
-        if a.slot != NONE && b.slot == NONE {
+        // This packet's direction x QFI counters, addressed once (its colour when metered,
+        // its bytes when sent).
+        let cell = qfi_cell(self.qfi, dir, qfi);
+        // The colour a meter gave (counted, a red packet dropped), else green (not counted).
+        let colour = if a.slot != NONE && b.slot == NONE {
             // One meter (the common case): checked and marked in one step.
             let now = self.now;
-            colour = match self.meters.get_mut(a.slot as usize) {
-                Some(m) => Some(m.police(a.generation, now, len)?),
+            let c = match self.meters.get_mut(a.slot as usize) {
+                Some(m) => m.police(a.generation, now, len)?,
                 None => return None,
             };
+            cell.colour(c);
+            if c == Colour::Red {
+                return self.fast_drop(p, pre, dir, qfi, self.d.mbr_exceeded);
+            }
+            c
         } else if a.slot != NONE {
             for mr in [a, b] {
                 match self.meters.get(mr.slot as usize) {
@@ -70,23 +79,22 @@ impl Work<'_> {
                     _ => return None,
                 }
             }
+            let mut colour = Colour::Green;
             for mr in [a, b] {
                 let c = self.meters[mr.slot as usize].mark(self.now, len);
-                colour = colour.max(Some(c));
+                colour = colour.max(c);
                 if c == Colour::Red {
                     break;
                 }
             }
-        }
-        // This packet's direction x QFI counters, addressed once (its colour now, its bytes
-        // when sent).
-        let cell = self.stats.qfi_cell(dir, qfi);
-        if let Some(c) = colour {
-            cell.colour(c);
-            if c == Colour::Red {
+            cell.colour(colour);
+            if colour == Colour::Red {
                 return self.fast_drop(p, pre, dir, qfi, self.d.mbr_exceeded);
             }
-        }
+            colour
+        } else {
+            Colour::Green
+        };
         for &u in f.urrs.iter().filter(|&&u| u != NONE) {
             self.stats.urr_add(u, dir, len, self.now);
         }
@@ -107,7 +115,7 @@ impl Work<'_> {
             dir,
             qfi,
             qid,
-            colour: colour.unwrap_or(Colour::Green),
+            colour,
             session: f.urrs[0],
             inner_off,
         };
@@ -159,7 +167,7 @@ impl Work<'_> {
             .prepend(ethernet::HEADER_LEN)
             .map(|h| h.first_chunk_mut::<{ ethernet::HEADER_LEN }>())
         {
-            Ok(Some(h)) => encap::write_eth_addrs(h, self.eth_of(ri), et),
+            Ok(Some(h)) => encap::write_eth_addrs(h, *self.eth_of(ri), et),
             _ => return self.fast_drop(p, pre, dir, qfi, self.d.encap_failed),
         }
         if pre.meta {

@@ -42,8 +42,15 @@ pub struct MeterSlot {
     /// Capacities (bytes x 10^9).
     cbs: u64,
     pbs: u64,
-    generation: u32,
-    kind: Kind,
+    /// The generation in the low 32 bits, the [`Kind`] above ([`tag`]): the fast path's
+    /// "this generation's TrTCM" is one compare.
+    tag: u64,
+}
+
+/// A slot's `tag` for `kind` at `generation`.
+#[inline(always)]
+const fn tag(generation: u32, kind: Kind) -> u64 {
+    generation as u64 | (kind as u64) << 32
 }
 
 const _: () = assert!(std::mem::size_of::<MeterSlot>() == 64);
@@ -57,20 +64,24 @@ impl MeterSlot {
         pir: 0,
         cbs: 0,
         pbs: 0,
-        generation: 0,
-        kind: Kind::Dead,
+        tag: tag(0, Kind::Dead),
     };
+
+    #[inline(always)]
+    fn kind(&self) -> u64 {
+        self.tag >> 32
+    }
 
     /// Whether the slot holds the meter of generation `generation`.
     #[inline]
     pub fn is(&self, generation: u32) -> bool {
-        self.kind != Kind::Dead && self.generation == generation
+        self.kind() != Kind::Dead as u64 && self.tag as u32 == generation
     }
 
     /// Whether the slot shapes (a pacer) rather than polices.
     #[inline]
     pub fn shapes(&self) -> bool {
-        self.kind == Kind::Pacer
+        self.kind() == Kind::Pacer as u64
     }
 
     /// (Re)create the slot for generation `generation` at `now_ns`, full buckets: the
@@ -84,52 +95,51 @@ impl MeterSlot {
         now_ns: u64,
     ) {
         let scaled = |b: u64| b.saturating_mul(NS_PER_S);
-        *self = match pacer {
+        let (slot, kind) = match pacer {
             Some(p) => {
                 let (rate, tau, queue, tat) = Pacer::new(p, now_ns).parts();
-                MeterSlot {
+                let s = MeterSlot {
                     tp: tat,
                     pir: rate,
                     cbs: tau,
                     pbs: queue,
-                    kind: Kind::Pacer,
                     ..MeterSlot::EMPTY
-                }
+                };
+                (s, Kind::Pacer)
             }
-            None if cfg.pir < cfg.cir => MeterSlot {
-                kind: Kind::Unlimited,
-                ..MeterSlot::EMPTY
-            },
-            None => MeterSlot {
-                tc: scaled(cfg.cbs),
-                tp: scaled(cfg.pbs),
-                last_ns: now_ns,
-                cir: cfg.cir,
-                pir: cfg.pir,
-                cbs: scaled(cfg.cbs),
-                pbs: scaled(cfg.pbs),
-                kind: Kind::Tcm,
-                ..MeterSlot::EMPTY
-            },
+            None if cfg.pir < cfg.cir => (MeterSlot::EMPTY, Kind::Unlimited),
+            None => {
+                let s = MeterSlot {
+                    tc: scaled(cfg.cbs),
+                    tp: scaled(cfg.pbs),
+                    last_ns: now_ns,
+                    cir: cfg.cir,
+                    pir: cfg.pir,
+                    cbs: scaled(cfg.cbs),
+                    pbs: scaled(cfg.pbs),
+                    ..MeterSlot::EMPTY
+                };
+                (s, Kind::Tcm)
+            }
         };
-        self.generation = generation;
+        *self = MeterSlot {
+            tag: tag(generation, kind),
+            ..slot
+        };
     }
 
     /// [`Self::mark`] if the slot holds the meter of generation `generation` and polices
     /// ([`Self::is`] and not [`Self::shapes`]), else `None` (nothing changed): the fast
-    /// path's one meter, with one test of the kind on the common path.
+    /// path's one meter, with one compare (generation and kind) on the common path.
     #[inline(always)]
     pub fn police(&mut self, generation: u32, now_ns: u64, len: u64) -> Option<Colour> {
-        if self.generation != generation {
-            return None;
-        }
-        // Tests, not a `match` (which compiles to a jump table here).
-        if self.kind == Kind::Tcm {
+        // Tests, not a `match` (which compiles to a jump table here); the common one first.
+        if self.tag == tag(generation, Kind::Tcm) {
             Some(self.tcm(now_ns, len))
-        } else if self.kind == Kind::Unlimited {
+        } else if self.tag == tag(generation, Kind::Unlimited) {
             Some(Colour::Green)
         } else {
-            // Dead, or a pacer.
+            // Another generation's, dead, or a pacer.
             None
         }
     }
@@ -138,7 +148,7 @@ impl MeterSlot {
     /// pacer slot colours nothing (use [`Self::pace`]).
     #[inline]
     pub fn mark(&mut self, now_ns: u64, len: u64) -> Colour {
-        if self.kind != Kind::Tcm {
+        if self.kind() != Kind::Tcm as u64 {
             return Colour::Green;
         }
         self.tcm(now_ns, len)
@@ -178,7 +188,7 @@ impl MeterSlot {
     /// ([`Pacer::pace`]); `None` if the slot does not shape.
     #[inline]
     pub fn pace(&mut self, now_ns: u64, len: u64) -> Option<Pace> {
-        if self.kind != Kind::Pacer {
+        if self.kind() != Kind::Pacer as u64 {
             return None;
         }
         let mut p = Pacer::from_parts(self.pir, self.cbs, self.pbs, self.tp);

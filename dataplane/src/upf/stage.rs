@@ -209,6 +209,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
             macs: port_macs,
             cfg,
             stats,
+            qfi: stats.qfi_cells(),
             d: *drops,
             meters,
             replies,

@@ -10,7 +10,7 @@ use crate::upf::config::UpfConfig;
 use crate::upf::encap::eth_addrs;
 use crate::upf::frag::FragJob;
 use crate::upf::reasm::{Reassembler, Refusal};
-use crate::upf::stats::{Total, UpfStats};
+use crate::upf::stats::{QfiCells, Total, UpfStats};
 use crate::upf::tables::{Direction, UpfTables};
 use peregrine_wire::ethernet::Address as MacAddr;
 
@@ -143,6 +143,8 @@ pub(super) struct Work<'a> {
     pub macs: &'a [MacAddr],
     pub cfg: &'a UpfConfig,
     pub stats: &'a UpfStats,
+    /// `stats.qfi_cells()`, read once per batch (the fast path's counters).
+    pub qfi: &'a QfiCells,
     pub d: Drops,
     pub meters: &'a mut [MeterSlot],
     pub replies: &'a mut TokenBucket,
@@ -197,7 +199,7 @@ impl Work<'_> {
         let (port, i) = self.route_entry(v6, dst)?;
         Ok(NextHop {
             port,
-            mac: MacAddr(eth_mac(&self.eth_of(i))),
+            mac: MacAddr(eth_mac(self.eth_of(i))),
         })
     }
 
@@ -207,9 +209,17 @@ impl Work<'_> {
     /// header is written.
     #[inline(always)]
     pub fn route_entry(&mut self, v6: bool, dst: u128) -> Result<(PortId, usize), DropReason> {
+        // An IPv4 destination by its 32 bits (the table's key): an IPv4 entry's `dst` has
+        // nothing above them, so its low 64 bits and the family decide a hit.
+        let dst = if v6 { dst } else { u128::from(dst as u32) };
         let i = RouteCache::index(dst);
         let e = &self.routes.e[i];
-        if e.fam != u8::from(v6) || e.dst != dst {
+        let same = if v6 {
+            e.dst == dst
+        } else {
+            e.dst as u64 == dst as u64
+        };
+        if e.fam != u8::from(v6) || !same {
             self.route_miss(v6, dst, i);
         }
         let e = &self.routes.e[i];
@@ -224,8 +234,8 @@ impl Work<'_> {
     /// answer `Ok` of [`Self::route_entry`]): the next hop's MAC, then ours on its port
     /// ([`Self::our_mac`]; `encap::eth_addrs`).
     #[inline(always)]
-    pub fn eth_of(&self, i: usize) -> [u8; 12] {
-        self.routes.e[i].eth
+    pub fn eth_of(&self, i: usize) -> &[u8; 12] {
+        &self.routes.e[i].eth
     }
 
     /// [`Self::route_entry`] past the cache: the table's answer, kept in entry `i`.
@@ -265,7 +275,7 @@ const ROUTE_CACHE: usize = 16;
 /// 32 bytes (two entries a cache line): the answer packed beside the key.
 #[derive(Debug, Clone, Copy)]
 struct RouteEntry {
-    /// IPv4 in the low 32 bits.
+    /// IPv4 in the low 32 bits, nothing above them.
     dst: u128,
     /// An answer `Ok`: the Ethernet addresses of a packet to the next hop (its MAC, then
     /// ours on its port: `encap::eth_addrs`).
