@@ -58,7 +58,7 @@ impl<'a> Work<'a> {
     /// [`Self::prefetch_rules`]). `None` for a key without rules (pass 3 then runs the full
     /// path, which reports it).
     #[inline(always)]
-    pub fn lookup<const M: bool, const U: bool>(
+    pub fn lookup(
         &self,
         pre: &Pre,
         s: &'a Shard,
@@ -72,7 +72,14 @@ impl<'a> Work<'a> {
             _ => s.by_ue_v6.slot_from(home, pre.key)?,
         };
         if let Some(f) = slot.fast() {
-            self.prefetch_fast::<M, U>(f);
+            // No bounds check: a hint never faults (a slot past the array, rare, is found
+            // out in pass 3). A meter slot is one cache line.
+            for m in f.meters.iter().filter(|m| m.slot != NONE) {
+                prefetch_addr(self.meters.as_ptr().wrapping_add(m.slot as usize).cast());
+            }
+            for &u in f.urrs.iter().filter(|&&u| u != NONE) {
+                self.stats.urr_prefetch(u);
+            }
         } else {
             // The general path's first reads: the shard's rule tables (for
             // [`Self::prefetch_rules`]).
@@ -84,23 +91,6 @@ impl<'a> Work<'a> {
             *slow |= 1 << k;
         }
         Some(slot)
-    }
-
-    /// Start loading the meter and usage-counter lines the fast-path record `f` names.
-    #[inline(always)]
-    pub fn prefetch_fast<const M: bool, const U: bool>(&self, f: &FastPath) {
-        // No bounds check: a hint never faults (a slot past the array, rare, is found
-        // out in pass 3). A meter slot is one cache line.
-        if M {
-            for m in f.meters.iter().filter(|m| m.slot != NONE) {
-                prefetch_addr(self.meters.as_ptr().wrapping_add(m.slot as usize).cast());
-            }
-        }
-        if U {
-            for &u in f.urrs.iter().filter(|&&u| u != NONE) {
-                self.stats.urr_prefetch(u);
-            }
-        }
     }
 
     /// Pass 2b, for the chunk's keys without a fast-path record (bit `k` of `slow`: chunk

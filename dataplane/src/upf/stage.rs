@@ -100,8 +100,6 @@ pub struct Upf {
     pre: Box<[Pre; CHUNK]>,
     /// The inner flows pass 1 keeps beside a chunk's records (`Pre::flow`): scratch as `pre`.
     flows: Box<[Flow; CHUNK]>,
-    /// Experimental schedule (PG_UPF_SCHED).
-    sched: u8,
 }
 
 impl Upf {
@@ -132,10 +130,6 @@ impl Upf {
             route_cache: RouteCache::new(),
             pre: Box::new([Pre::SLOW; CHUNK]),
             flows: Box::new([Flow::NONE; CHUNK]),
-            sched: std::env::var("PG_UPF_SCHED")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
         }
     }
 
@@ -205,7 +199,6 @@ impl<B: PacketBuf> Stage<B> for Upf {
             route_cache,
             pre,
             flows,
-            sched,
         } = self;
         routes.get();
         route_cache.sync(routes.generation());
@@ -251,117 +244,43 @@ impl<B: PacketBuf> Stage<B> for Upf {
         // (for a key without a fast-path record, pass 2b prefetches the general path's rule
         // lines instead); then apply. Anything unusual takes the full per-packet path in pass 3.
         let trust = *trust_meta;
-        match *sched {
-            1 => chunked::<B, 16, 0, true, true, false, false>(&mut w, batch, pre, flows, trust),
-            2 => chunked::<B, 8, 0, true, true, false, false>(&mut w, batch, pre, flows, trust),
-            3 => chunked::<B, 32, 8, false, false, true, true>(&mut w, batch, pre, flows, trust),
-            4 => chunked::<B, 32, 12, false, false, true, true>(&mut w, batch, pre, flows, trust),
-            5 => rolling::<B, 12, 20>(&mut w, batch, pre, flows, trust),
-            6 => rolling::<B, 10, 16>(&mut w, batch, pre, flows, trust),
-            7 => rolling::<B, 16, 26>(&mut w, batch, pre, flows, trust),
-            8 => chunked::<B, 16, 6, false, false, true, true>(&mut w, batch, pre, flows, trust),
-            9 => chunked::<B, 32, 16, false, false, true, true>(&mut w, batch, pre, flows, trust),
-            10 => chunked::<B, 32, 12, true, false, false, true>(&mut w, batch, pre, flows, trust),
-            11 => chunked::<B, 32, 6, true, false, false, true>(&mut w, batch, pre, flows, trust),
-            12 => chunked::<B, 32, 0, false, false, false, false>(&mut w, batch, pre, flows, trust),
-            13 => chunked::<B, 32, 0, true, false, false, false>(&mut w, batch, pre, flows, trust),
-            14 => early::<B, 16>(&mut w, batch, pre, flows, trust),
-            15 => early::<B, 20>(&mut w, batch, pre, flows, trust),
-            16 => early::<B, 12>(&mut w, batch, pre, flows, trust),
-            _ => chunked::<B, 32, 0, true, true, false, false>(&mut w, batch, pre, flows, trust),
-        }
-    }
-}
-
-/// Pass 1 of chunk index `j` (packet `i`): classify into `pre`, the shard (header prefetched).
-#[inline(always)]
-fn parse_one<'a, B: PacketBuf>(
-    w: &Work<'a>,
-    p: &mut B,
-    pr: &mut Pre,
-    flow: &mut Flow,
-    trust: bool,
-) -> Option<&'a Shard> {
-    let mut quick = false;
-    if !(trust && p.pkt_meta().is_classified()) {
-        quick = w.pre_quick(p.data(), pr);
-        if !quick {
-            ensure_classified(p, false);
-        }
-    }
-    if !quick {
-        *pr = w.pre(p.data(), p.pkt_meta(), flow);
-    }
-    w.key_shard(pr)
-}
-
-/// Pass 3 of one packet.
-#[inline(always)]
-fn resolve_one<B: PacketBuf>(
-    w: &mut Work<'_>,
-    batch: &mut Batch<B>,
-    i: usize,
-    pre: &Pre,
-    flow: &Flow,
-    shard: Option<&Shard>,
-    hit: Option<&KeySlot>,
-) -> Disposition {
-    let d = match (shard, hit) {
-        (Some(s), Some(slot)) => w.resolved(&mut batch.pkts[i], pre, flow, s, slot),
-        _ if pre.kind == KIND_SKIP => batch.disposition(i),
-        _ => {
-            let p = &mut batch.pkts[i];
-            pre.settle(p);
-            w.packet(p)
-        }
-    };
-    match w.frag.is_some().then(|| w.frag.take()).flatten() {
-        Some(job) => w.fragment(batch, i, &job),
-        None => d,
-    }
-}
-
-/// Windows of 32 packets, each in sub-chunks of `C` through the three passes; `D` > 0: the
-/// meter / URR lines prefetched in pass 3, `D` packets ahead, instead of in pass 2.
-#[inline(always)]
-fn chunked<
-    B: PacketBuf,
-    const C: usize,
-    const D: usize,
-    const M2: bool,
-    const U2: bool,
-    const M3: bool,
-    const U3: bool,
->(
-    w: &mut Work<'_>,
-    batch: &mut Batch<B>,
-    pre: &mut [Pre; CHUNK],
-    flows: &mut [Flow; CHUNK],
-    trust: bool,
-) {
-    let n = batch.len();
-    let mut wbase = 0;
-    while wbase < n {
-        let wend = (wbase + CHUNK).min(n);
-        let wlen = (wend - wbase).min(CHUNK);
-        let decided = batch.decided_mask(wbase, wlen);
-        let mut out = [Disposition::CONTINUE; CHUNK];
-        let mut cb = 0;
-        while cb < wlen {
-            let len = (wlen - cb).min(C);
-            let base = wbase + cb;
-            let pre = &mut pre[cb..cb + len];
-            let flows = &mut flows[cb..cb + len];
+        let mut base = 0;
+        while base < n {
+            let end = (base + CHUNK).min(n);
+            // At most CHUNK (said so the chunk arrays' indexing needs no bounds checks).
+            let len = (end - base).min(CHUNK);
+            // The chunk's packets already decided (bit `j`: packet `base + j`), read once:
+            // none when the batch is uniformly `Continue` (what the worker's rx leaves).
+            let decided = batch.decided_mask(base, len);
+            // The chunk's packets, bounds-checked once for pass 1.
             let pkts = &mut batch.pkts[base..base + len];
-            let mut shard: [Option<&Shard>; C] = [None; C];
-            let mut home = [0usize; C];
-            let mut hit: [Option<&KeySlot>; C] = [None; C];
+            // Each packet's shard (pass 1), home slot and slot (pass 2), by chunk index.
+            let mut shard: [Option<&Shard>; CHUNK] = [None; CHUNK];
+            let mut home = [0usize; CHUNK];
+            let mut hit: [Option<&KeySlot>; CHUNK] = [None; CHUNK];
             for j in 0..len {
-                if decided >> (cb + j) & 1 != 0 {
-                    pre[j] = Pre::SKIP;
+                let pr = &mut pre[j];
+                if decided >> j & 1 != 0 {
+                    *pr = Pre::SKIP;
                 } else {
-                    shard[j] = parse_one(w, &mut pkts[j], &mut pre[j], &mut flows[j], trust);
+                    let p = &mut pkts[j];
+                    let mut quick = false;
+                    if !(trust && p.pkt_meta().is_classified()) {
+                        // The UPF's own classifier for its common shapes (leaving the record
+                        // to pass 3), else the shared one (which writes all of it).
+                        quick = w.pre_quick(p.data(), pr);
+                        if !quick {
+                            ensure_classified(p, false);
+                        }
+                    }
+                    if !quick {
+                        // One call site, so it stays inlined.
+                        *pr = w.pre(p.data(), p.pkt_meta(), &mut flows[j]);
+                    }
+                    shard[j] = w.key_shard(pr);
                 }
+                // The map header of the packet LAG places back has had time to arrive: start
+                // loading its home slot, so pass 2 finds every slot well ahead of its read.
                 if let Some(k) = j.checked_sub(LAG) {
                     if let Some(s) = shard[k] {
                         home[k] = w.prefetch_slot(&pre[k], s);
@@ -373,154 +292,42 @@ fn chunked<
                     home[k] = w.prefetch_slot(&pre[k], s);
                 }
             }
+            // Chunk indices whose key has rules but no fast-path record (CHUNK <= 32).
             let mut slow = 0u32;
             for k in 0..len {
                 if let Some(s) = shard[k] {
-                    hit[k] = w.lookup::<M2, U2>(&pre[k], s, home[k], &mut slow, k);
+                    hit[k] = w.lookup(&pre[k], s, home[k], &mut slow, k);
                 }
             }
             if slow != 0 {
                 w.prefetch_rules(slow, &shard, &hit);
             }
-            if D > 0 {
-                for h in hit.iter().take(len.min(D)).flatten() {
-                    if let Some(f) = h.fast() {
-                        w.prefetch_fast::<M3, U3>(f);
-                    }
-                }
-            }
+            // The chunk's dispositions, written to the batch once after pass 3 (a batch
+            // decided alike stays one word: `Batch::set_chunk`).
+            let mut out = [Disposition::CONTINUE; CHUNK];
             for j in 0..len {
-                if D > 0 {
-                    if let Some(Some(h)) = hit.get(j + D) {
-                        if let Some(f) = h.fast() {
-                            w.prefetch_fast::<M3, U3>(f);
-                        }
+                let i = base + j;
+                let d = match (shard[j], hit[j]) {
+                    (Some(s), Some(slot)) => {
+                        w.resolved(&mut batch.pkts[i], &pre[j], &flows[j], s, slot)
                     }
-                }
-                out[cb + j] = resolve_one(w, batch, base + j, &pre[j], &flows[j], shard[j], hit[j]);
-            }
-            cb += len;
-        }
-        batch.set_chunk(wbase, &out[..wlen]);
-        wbase = wend;
-    }
-}
-
-/// Windows of 32 packets: pass 1 also looks up packet `j - L` (its slot prefetched `L - LAG`
-/// packets earlier) and prefetches its meter / URR lines, so they start during pass 1; the
-/// last `L` lookups after it; then pass 3.
-#[inline(always)]
-fn early<B: PacketBuf, const L: usize>(
-    w: &mut Work<'_>,
-    batch: &mut Batch<B>,
-    pre: &mut [Pre; CHUNK],
-    flows: &mut [Flow; CHUNK],
-    trust: bool,
-) {
-    let n = batch.len();
-    let mut base = 0;
-    while base < n {
-        let end = (base + CHUNK).min(n);
-        let len = (end - base).min(CHUNK);
-        let decided = batch.decided_mask(base, len);
-        let pkts = &mut batch.pkts[base..base + len];
-        let mut shard: [Option<&Shard>; CHUNK] = [None; CHUNK];
-        let mut home = [0usize; CHUNK];
-        let mut hit: [Option<&KeySlot>; CHUNK] = [None; CHUNK];
-        let mut slow = 0u32;
-        for j in 0..len {
-            if decided >> j & 1 != 0 {
-                pre[j] = Pre::SKIP;
-            } else {
-                shard[j] = parse_one(w, &mut pkts[j], &mut pre[j], &mut flows[j], trust);
-            }
-            if let Some(k) = j.checked_sub(LAG) {
-                if let Some(s) = shard[k] {
-                    home[k] = w.prefetch_slot(&pre[k], s);
-                }
-            }
-            if let Some(k) = j.checked_sub(L) {
-                if let Some(s) = shard[k] {
-                    hit[k] = w.lookup::<true, true>(&pre[k], s, home[k], &mut slow, k);
-                }
-            }
-        }
-        for k in len.saturating_sub(LAG)..len {
-            if let Some(s) = shard[k] {
-                home[k] = w.prefetch_slot(&pre[k], s);
-            }
-        }
-        for k in len.saturating_sub(L)..len {
-            if let Some(s) = shard[k] {
-                hit[k] = w.lookup::<true, true>(&pre[k], s, home[k], &mut slow, k);
-            }
-        }
-        if slow != 0 {
-            w.prefetch_rules(slow, &shard, &hit);
-        }
-        let mut out = [Disposition::CONTINUE; CHUNK];
-        for j in 0..len {
-            out[j] = resolve_one(w, batch, base + j, &pre[j], &flows[j], shard[j], hit[j]);
-        }
-        batch.set_chunk(base, &out[..len]);
-        base = end;
-    }
-}
-
-/// Windows of 32 packets as one software pipeline: packet `t` parsed, `t - LAG` its slot
-/// prefetched, `t - L2` looked up (meter / URR prefetched), `t - L3` applied.
-#[inline(always)]
-fn rolling<B: PacketBuf, const L2: usize, const L3: usize>(
-    w: &mut Work<'_>,
-    batch: &mut Batch<B>,
-    pre: &mut [Pre; CHUNK],
-    flows: &mut [Flow; CHUNK],
-    trust: bool,
-) {
-    let n = batch.len();
-    let mut base = 0;
-    while base < n {
-        let end = (base + CHUNK).min(n);
-        let len = (end - base).min(CHUNK);
-        let decided = batch.decided_mask(base, len);
-        let mut out = [Disposition::CONTINUE; CHUNK];
-        let mut shard: [Option<&Shard>; CHUNK] = [None; CHUNK];
-        let mut home = [0usize; CHUNK];
-        let mut hit: [Option<&KeySlot>; CHUNK] = [None; CHUNK];
-        for t in 0..len + L3 {
-            if t < len {
-                if decided >> t & 1 != 0 {
-                    pre[t] = Pre::SKIP;
-                } else {
-                    shard[t] = parse_one(
-                        w,
-                        &mut batch.pkts[base + t],
-                        &mut pre[t],
-                        &mut flows[t],
-                        trust,
-                    );
-                }
-            }
-            if let Some(k) = t.checked_sub(LAG).filter(|&k| k < len) {
-                if let Some(s) = shard[k] {
-                    home[k] = w.prefetch_slot(&pre[k], s);
-                }
-            }
-            if let Some(k) = t.checked_sub(L2).filter(|&k| k < len) {
-                if let Some(s) = shard[k] {
-                    let mut slow = 0u32;
-                    hit[k] = w.lookup::<true, true>(&pre[k], s, home[k], &mut slow, k);
-                    if slow != 0 {
-                        w.prefetch_rules(slow, &shard, &hit);
+                    // Left as it was.
+                    _ if pre[j].kind == KIND_SKIP => batch.disposition(i),
+                    _ => {
+                        let p = &mut batch.pkts[i];
+                        pre[j].settle(p);
+                        w.packet(p)
                     }
-                }
+                };
+                // Tested before taken: no store for the packets that have none.
+                out[j] = match w.frag.is_some().then(|| w.frag.take()).flatten() {
+                    Some(job) => w.fragment(batch, i, &job),
+                    None => d,
+                };
             }
-            if let Some(j) = t.checked_sub(L3).filter(|&j| j < len) {
-                out[j] = resolve_one(w, batch, base + j, &pre[j], &flows[j], shard[j], hit[j]);
-            }
+            batch.set_chunk(base, &out[..len]);
+            base = end;
         }
-        batch.set_chunk(base, &out[..len]);
-        base = end;
     }
 }
 
