@@ -258,8 +258,6 @@ impl<B: PacketBuf> Stage<B> for Upf {
             let mut shard: [Option<&Shard>; CHUNK] = [None; CHUNK];
             let mut home = [0usize; CHUNK];
             let mut hit: [Option<&KeySlot>; CHUNK] = [None; CHUNK];
-            // Chunk indices whose key has rules but no fast-path record (CHUNK <= 32).
-            let mut slow = 0u32;
             for j in 0..len {
                 let pr = &mut pre[j];
                 if decided >> j & 1 != 0 {
@@ -288,21 +286,15 @@ impl<B: PacketBuf> Stage<B> for Upf {
                         home[k] = w.prefetch_slot(&pre[k], s);
                     }
                 }
-                // Pass 2 for the packet EARLY places back, whose slot has had EARLY - LAG
-                // packets to arrive: its meter and usage lines start loading now, a whole
-                // pass 1 before pass 3 reads them.
-                if let Some(k) = j.checked_sub(EARLY) {
-                    if let Some(s) = shard[k] {
-                        hit[k] = w.lookup(&pre[k], s, home[k], &mut slow, k);
-                    }
-                }
             }
             for k in len.saturating_sub(LAG)..len {
                 if let Some(s) = shard[k] {
                     home[k] = w.prefetch_slot(&pre[k], s);
                 }
             }
-            for k in len.saturating_sub(EARLY)..len {
+            // Chunk indices whose key has rules but no fast-path record (CHUNK <= 32).
+            let mut slow = 0u32;
+            for k in 0..len {
                 if let Some(s) = shard[k] {
                     hit[k] = w.lookup(&pre[k], s, home[k], &mut slow, k);
                 }
@@ -341,9 +333,6 @@ impl<B: PacketBuf> Stage<B> for Upf {
 
 /// Pass 1 starts loading a packet's home slot this many packets after its map header.
 const LAG: usize = 4;
-
-/// Pass 1 looks a packet's slot up (pass 2's work) this many packets after parsing it.
-const EARLY: usize = 20;
 
 /// Packets per pass of [`Upf::process`]: enough in flight to overlap the misses, few enough
 /// that the lines fetched in pass 1 are still cached in pass 3.
