@@ -92,6 +92,9 @@ pub fn encap_gtpu<B: PacketBuf>(
     dst_mac: MacAddr,
     src_mac: MacAddr,
 ) -> Result<(), EncapError> {
+    if qfi > 63 {
+        return Err(EncapError::BadOuter);
+    }
     let inner_len = p.len();
     let gtp = g_pdu(outer.teid, qfi, psc, inner_len);
     let (ohl, et) = match (outer.local, outer.peer) {
@@ -102,9 +105,6 @@ pub fn encap_gtpu<B: PacketBuf>(
         (IpAddr::V6(_), IpAddr::V6(_)) => (ipv6::HEADER_LEN, ethertype::IPV6),
         _ => return Err(EncapError::BadOuter),
     };
-    if qfi > 63 {
-        return Err(EncapError::BadOuter);
-    }
     let udp_off = ethernet::HEADER_LEN + ohl;
     let gtp_off = udp_off + udp::HEADER_LEN;
     let total = gtp_off + gtp.header_len();
@@ -178,7 +178,8 @@ pub fn eth_addrs(dst: MacAddr, src: MacAddr) -> [u8; 12] {
 /// that do not depend on the packet come from a template, the rest are stored in place and
 /// the IPv4 header checksum (RFC 791, RFC 1071) is summed from the words that vary
 /// (addresses, total length) plus the template's constant part. Same bytes as the
-/// `Repr`-based emitters (`tests::v4_template_matches_reprs`).
+/// `Repr`-based emitters (`tests::v4_template_matches_reprs`). `qfi` must be at most 63
+/// (6 bits, TS 38.415 5.5.3.3): the caller checks ([`encap_gtpu`] does).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 pub fn encap_gtpu_v4<B: PacketBuf>(
@@ -211,9 +212,9 @@ pub fn encap_gtpu_v4<B: PacketBuf>(
     // One's complement sum of the template's constant IPv4 words (0x4500, 0x4000, 0x4011).
     const IP_CONST: u32 = 0x4500 + 0x4000 + ((64 << 8) | ip_protocol::UDP as u32);
     let inner_len = p.len();
-    if qfi > 63 {
-        return Err(EncapError::BadOuter);
-    }
+    // The caller's (`encap_gtpu` refuses a larger one; a fast-path record is built only
+    // with a QFI <= 63, and a received QFI is 6 bits).
+    debug_assert!(qfi <= 63);
     let ip_len = ipv4::HEADER_LEN + udp::HEADER_LEN + GTPU_PSC_LEN + inner_len;
     let Ok(ip_len16) = u16::try_from(ip_len) else {
         return Err(EncapError::BadOuter);

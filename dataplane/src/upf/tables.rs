@@ -310,6 +310,11 @@ impl Shard {
                 k += 1;
             }
         }
+        // A QFI is 6 bits (TS 38.415 5.5.3.3): a larger one to mark takes the general path,
+        // which refuses it, so the fast path's encapsulation need not test it.
+        if f.mark_qfi > 63 {
+            return None;
+        }
         for (d, u) in f.urrs.iter_mut().zip(&pdr.urrs) {
             *d = u.slot;
         }
