@@ -285,7 +285,7 @@ impl Shard {
                 (IpAddr::V4(peer), IpAddr::V4(local)) => {
                     f.outer_teid = o.teid;
                     f.outer_peer = u32::from(peer);
-                    f.outer_local = u32::from(local);
+                    f.outer_local = local.octets();
                     f.flags |= FastPath::OUTER_V4;
                 }
                 _ => return None,
