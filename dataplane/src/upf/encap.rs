@@ -92,6 +92,9 @@ pub fn encap_gtpu<B: PacketBuf>(
     dst_mac: MacAddr,
     src_mac: MacAddr,
 ) -> Result<(), EncapError> {
+    if qfi > 63 {
+        return Err(EncapError::BadOuter);
+    }
     let inner_len = p.len();
     let gtp = g_pdu(outer.teid, qfi, psc, inner_len);
     let (ohl, et) = match (outer.local, outer.peer) {
@@ -102,9 +105,6 @@ pub fn encap_gtpu<B: PacketBuf>(
         (IpAddr::V6(_), IpAddr::V6(_)) => (ipv6::HEADER_LEN, ethertype::IPV6),
         _ => return Err(EncapError::BadOuter),
     };
-    if qfi > 63 {
-        return Err(EncapError::BadOuter);
-    }
     let udp_off = ethernet::HEADER_LEN + ohl;
     let gtp_off = udp_off + udp::HEADER_LEN;
     let total = gtp_off + gtp.header_len();
@@ -178,7 +178,8 @@ pub fn eth_addrs(dst: MacAddr, src: MacAddr) -> [u8; 12] {
 /// that do not depend on the packet come from a template, the rest are stored in place and
 /// the IPv4 header checksum (RFC 791, RFC 1071) is summed from the words that vary
 /// (addresses, total length) plus the template's constant part. Same bytes as the
-/// `Repr`-based emitters (`tests::v4_template_matches_reprs`).
+/// `Repr`-based emitters (`tests::v4_template_matches_reprs`). `qfi` must be at most 63
+/// (6 bits, TS 38.415 5.5.3.3): the caller checks ([`encap_gtpu`] does).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 pub fn encap_gtpu_v4<B: PacketBuf>(
@@ -208,12 +209,15 @@ pub fn encap_gtpu_v4<B: PacketBuf>(
         t[54] = 1; // container length in 4-octet units
         t
     };
-    // One's complement sum of the template's constant IPv4 words (0x4500, 0x4000, 0x4011).
-    const IP_CONST: u32 = 0x4500 + 0x4000 + ((64 << 8) | ip_protocol::UDP as u32);
+    // One's complement sum of the template's constant IPv4 words (0x4500, 0x4000, 0x4011),
+    // each read little-endian (see the checksum below).
+    const IP_CONST: u32 = u16::from_le_bytes([0x45, 0]) as u32
+        + u16::from_le_bytes([0x40, 0]) as u32
+        + u16::from_le_bytes([64, ip_protocol::UDP]) as u32;
     let inner_len = p.len();
-    if qfi > 63 {
-        return Err(EncapError::BadOuter);
-    }
+    // The caller's (`encap_gtpu` refuses a larger one; a fast-path record is built only
+    // with a QFI <= 63, and a received QFI is 6 bits).
+    debug_assert!(qfi <= 63);
     let ip_len = ipv4::HEADER_LEN + udp::HEADER_LEN + GTPU_PSC_LEN + inner_len;
     let Ok(ip_len16) = u16::try_from(ip_len) else {
         return Err(EncapError::BadOuter);
@@ -226,17 +230,23 @@ pub fn encap_gtpu_v4<B: PacketBuf>(
     // bytes 0..12.
     h[10..].copy_from_slice(&T[10..]);
     h[0..12].copy_from_slice(eth);
-    let (s, d) = (u32::from(src), u32::from(dst));
-    h[16..18].copy_from_slice(&ip_len16.to_be_bytes());
-    // The addresses as 32-bit words: 2^16 = 1 in one's complement arithmetic (mod 0xffff),
-    // so their sum folds to that of their 16-bit halves. Below 2^34: three folds.
-    let mut sum = u64::from(IP_CONST + u32::from(ip_len16)) + u64::from(s) + u64::from(d);
+    let (s, d) = (src.octets(), dst.octets());
+    let len = ip_len16.to_be_bytes();
+    h[16..18].copy_from_slice(&len);
+    // The header's words read little-endian, so the addresses are summed as they are
+    // written (no byte swaps): a one's complement sum of byte-swapped words is the
+    // byte-swapped sum (RFC 1071 section 2(B)), written back little-endian. The addresses
+    // as 32-bit words: 2^16 = 1 in one's complement arithmetic (mod 0xffff), so their sum
+    // folds to that of their 16-bit halves. Below 2^34: three folds.
+    let mut sum = u64::from(IP_CONST + u32::from(u16::from_le_bytes(len)))
+        + u64::from(u32::from_le_bytes(s))
+        + u64::from(u32::from_le_bytes(d));
     sum = (sum & 0xffff) + (sum >> 16);
     sum = (sum & 0xffff) + (sum >> 16);
     sum = (sum & 0xffff) + (sum >> 16);
-    h[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-    h[26..30].copy_from_slice(&s.to_be_bytes());
-    h[30..34].copy_from_slice(&d.to_be_bytes());
+    h[24..26].copy_from_slice(&(!(sum as u16)).to_le_bytes());
+    h[26..30].copy_from_slice(&s);
+    h[30..34].copy_from_slice(&d);
     h[34..36].copy_from_slice(&src_port.to_be_bytes());
     // UDP length; checksum 0 (RFC 768 allows it over IPv4).
     h[38..40].copy_from_slice(&(ip_len16 - ipv4::HEADER_LEN as u16).to_be_bytes());

@@ -2,7 +2,7 @@
 //! that one shape, without the general path's `Plan` and its
 //! branches on rules the record excludes (closed gates, non-forwarding FARs, IPv6 outer
 //! headers, shapers). Anything the record does not settle (a meter to create or re-create,
-//! a shaped QER, a packet over the MTU, L4 checksum repair on the port) returns `None`
+//! a shaped QER, a packet over the MTU, L4 checksum repair on the port) returns `Continue`
 //! before any side effect, and the caller runs the general `execute` with the same record;
 //! the results are the general path's (`fast_path_matches_general_path` in
 //! `dataplane/tests/upf/paths.rs`). A packet pass 1's own classifier took has no record
@@ -26,9 +26,10 @@ use std::net::Ipv4Addr;
 impl Work<'_> {
     /// Apply fast-path record `f` to the packet `pre` describes (direction `dir`, QFI `qfi`
     /// as the general path derives them; `outer`: `f` has an outer header; `v6`: `pre.v6`,
-    /// the inner packet's version); `None`: take the
-    /// general path (nothing changed). Always inlined: the caller has one call for each
-    /// common shape, the direction and `outer` constants there (see [`Self::fast_apply_other`]).
+    /// the inner packet's version); [`Disposition::CONTINUE`] (which it never decides
+    /// otherwise): take the general path (nothing changed). Always inlined: the caller has
+    /// one call for each common shape, the direction and `outer` constants there (see
+    /// [`Self::fast_apply_other`]).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub fn fast_apply<B: PacketBuf>(
@@ -40,7 +41,7 @@ impl Work<'_> {
         qfi: u8,
         outer: bool,
         v6: bool,
-    ) -> Option<Disposition> {
+    ) -> Disposition {
         debug_assert_eq!(outer, f.flags & FastPath::OUTER_V4 != 0);
         debug_assert_eq!(v6, pre.v6);
         let inner_len = pre.len as usize;
@@ -50,7 +51,7 @@ impl Work<'_> {
         // Over the MTU, or L4 checksum repair on the port (`fast_mtu` 0: an IPv4 packet is
         // at least 20 bytes).
         if inner_len + overhead > self.fast_mtu {
-            return None;
+            return Disposition::CONTINUE;
         }
         let len = pre.len as u64;
         // QERs (RFC 2698 TrTCM, colour-blind as the QER meters are), then URRs. Every meter
@@ -64,8 +65,11 @@ impl Work<'_> {
             // One meter (the common case): checked and marked in one step.
             let now = self.now;
             let c = match self.meters.get_mut(a.slot as usize) {
-                Some(m) => m.police(a.generation, now, len)?,
-                None => return None,
+                Some(m) => match m.police(a.generation, now, len) {
+                    Some(c) => c,
+                    None => return Disposition::CONTINUE,
+                },
+                None => return Disposition::CONTINUE,
             };
             cell.colour(c);
             if c == Colour::Red {
@@ -76,7 +80,7 @@ impl Work<'_> {
             for mr in [a, b] {
                 match self.meters.get(mr.slot as usize) {
                     Some(m) if m.is(mr.generation) && !m.shapes() => {}
-                    _ => return None,
+                    _ => return Disposition::CONTINUE,
                 }
             }
             let mut colour = Colour::Green;
@@ -153,7 +157,7 @@ impl Work<'_> {
                 stamp.encapsulated(p.pkt_meta_mut(), false, f.outer_teid);
             }
             cell.sent(len);
-            return Some(Disposition::tx_queue(tx, qid));
+            return Disposition::tx_queue(tx, qid);
         }
         let (tx, ri) = match self.route_entry(v6, pre.dst) {
             Ok(r) => r,
@@ -176,7 +180,7 @@ impl Work<'_> {
             stamp.routed(p.pkt_meta_mut());
         }
         cell.sent(len);
-        Some(Disposition::tx_queue(tx, qid))
+        Disposition::tx_queue(tx, qid)
     }
 
     /// [`Self::fast_apply`] for the shapes the stage's inlined copies leave out: an uplink
@@ -190,7 +194,7 @@ impl Work<'_> {
         dir: Direction,
         qfi: u8,
         outer: bool,
-    ) -> Option<Disposition> {
+    ) -> Disposition {
         self.fast_apply(p, pre, f, dir, qfi, outer, pre.v6)
     }
 
@@ -204,9 +208,9 @@ impl Work<'_> {
         dir: Direction,
         qfi: u8,
         r: DropReason,
-    ) -> Option<Disposition> {
+    ) -> Disposition {
         pre.settle(p);
-        Some(self.drop_q(dir, qfi, r))
+        self.drop_q(dir, qfi, r)
     }
 }
 

@@ -22,10 +22,11 @@ pub struct FastPath {
     pub meter_qers: [u32; MAX_QERS_PER_PDR],
     /// URR slots; [`NONE`] pads.
     pub urrs: [u32; MAX_URRS_PER_PDR],
-    /// Outer header (if [`Self::OUTER_V4`]): remote TEID, peer and local IPv4 address.
+    /// Outer header (if [`Self::OUTER_V4`]): remote TEID, peer and local IPv4 address (the
+    /// peer a number, for the route lookup; the local address its octets, as written).
     pub outer_teid: u32,
     pub outer_peer: u32,
-    pub outer_local: u32,
+    pub outer_local: [u8; 4],
     /// The PDR's PDI QFI, [`Self::NO_QFI`] if none (uplink: must match the packet's).
     pub pdr_qfi: u8,
     /// Downlink: the QFI to mark (first QER QFI, else the PDR's, else 0).
@@ -44,7 +45,7 @@ impl FastPath {
         urrs: [NONE; MAX_URRS_PER_PDR],
         outer_teid: 0,
         outer_peer: 0,
-        outer_local: 0,
+        outer_local: [0; 4],
         pdr_qfi: FastPath::NO_QFI,
         mark_qfi: 0,
         flags: 0,

@@ -195,7 +195,8 @@ impl<'a> Work<'a> {
                     }
                     _ => self.fast_apply_other(p, pre, f, dir, qfi, outer),
                 };
-                if let Some(d) = d {
+                // `Continue`: the general path.
+                if !d.is_continue() {
                     return d;
                 }
                 pre.settle(p);

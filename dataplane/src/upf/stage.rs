@@ -306,25 +306,42 @@ impl<B: PacketBuf> Stage<B> for Upf {
             // The chunk's dispositions, written to the batch once after pass 3 (a batch
             // decided alike stays one word: `Batch::set_chunk`).
             let mut out = [Disposition::CONTINUE; CHUNK];
-            for j in 0..len {
-                let i = base + j;
-                let d = match (shard[j], hit[j]) {
-                    (Some(s), Some(slot)) => {
-                        w.resolved(&mut batch.pkts[i], &pre[j], &flows[j], s, slot)
+            // The packets already decided keep theirs (the others are `Continue`), read
+            // here so that the loop below borrows only the chunk's packets.
+            if decided != 0 {
+                for (j, o) in out[..len].iter_mut().enumerate() {
+                    if decided >> j & 1 != 0 {
+                        *o = batch.disposition(base + j);
                     }
-                    // Left as it was.
-                    _ if pre[j].kind == KIND_SKIP => batch.disposition(i),
-                    _ => {
-                        let p = &mut batch.pkts[i];
-                        pre[j].settle(p);
-                        w.packet(p)
+                }
+            }
+            let mut j = 0;
+            while j < len {
+                // The chunk's packets, bounds-checked once (and again after a packet was
+                // fragmented: that takes the whole batch).
+                let pkts = &mut batch.pkts[base..base + len];
+                while j < len {
+                    let p = &mut pkts[j];
+                    match (shard[j], hit[j]) {
+                        (Some(s), Some(slot)) => {
+                            out[j] = w.resolved(p, &pre[j], &flows[j], s, slot);
+                        }
+                        // Left as it was.
+                        _ if pre[j].kind == KIND_SKIP => {}
+                        _ => {
+                            pre[j].settle(p);
+                            out[j] = w.packet(p);
+                        }
                     }
-                };
+                    j += 1;
+                    if w.frag.is_some() {
+                        break;
+                    }
+                }
                 // Tested before taken: no store for the packets that have none.
-                out[j] = match w.frag.is_some().then(|| w.frag.take()).flatten() {
-                    Some(job) => w.fragment(batch, i, &job),
-                    None => d,
-                };
+                if let Some(job) = w.frag.is_some().then(|| w.frag.take()).flatten() {
+                    out[j - 1] = w.fragment(batch, base + j - 1, &job);
+                }
             }
             batch.set_chunk(base, &out[..len]);
             base = end;

@@ -285,7 +285,7 @@ impl Shard {
                 (IpAddr::V4(peer), IpAddr::V4(local)) => {
                     f.outer_teid = o.teid;
                     f.outer_peer = u32::from(peer);
-                    f.outer_local = u32::from(local);
+                    f.outer_local = local.octets();
                     f.flags |= FastPath::OUTER_V4;
                 }
                 _ => return None,
@@ -309,6 +309,11 @@ impl Shard {
                 f.meter_qers[k] = qi;
                 k += 1;
             }
+        }
+        // A QFI is 6 bits (TS 38.415 5.5.3.3): a larger one to mark takes the general path,
+        // which refuses it, so the fast path's encapsulation need not test it.
+        if f.mark_qfi > 63 {
+            return None;
         }
         for (d, u) in f.urrs.iter_mut().zip(&pdr.urrs) {
             *d = u.slot;
