@@ -245,6 +245,10 @@ impl<B: PacketBuf> Stage<B> for Upf {
         // (for a key without a fast-path record, pass 2b prefetches the general path's rule
         // lines instead); then apply. Anything unusual takes the full per-packet path in pass 3.
         let trust = *trust_meta;
+        // The scratch arrays themselves, not their boxes in `self`: one pointer each for the
+        // passes below instead of a load of the box through `self` at each packet.
+        let pre: &mut [Pre; CHUNK] = pre;
+        let flows: &mut [Flow; CHUNK] = flows;
         let mut base = 0;
         while base < n {
             let end = (base + CHUNK).min(n);
