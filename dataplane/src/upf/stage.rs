@@ -203,8 +203,16 @@ impl<B: PacketBuf> Stage<B> for Upf {
         routes.get();
         route_cache.sync(routes.generation());
         let fix_l4 = rx < 64 && cfg.fix_l4_checksums & (1 << rx) != 0;
+        let t = tables.get();
+        let own_v4 = match t.local_v4.as_slice() {
+            [one] => {
+                let local = u32::from(*one);
+                Some([local, cfg.n6_v4.map_or(local, u32::from)])
+            }
+            _ => None,
+        };
         let mut w = Work {
-            t: tables.get(),
+            t,
             r: routes.cached(),
             macs: port_macs,
             cfg,
@@ -221,6 +229,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
                 u64::from_le_bytes([0, 0, m.0[0], m.0[1], m.0[2], m.0[3], m.0[4], m.0[5]])
             }),
             fast_mtu: if fix_l4 { 0 } else { usize::from(cfg.mtu) },
+            own_v4,
             routes: route_cache,
             frag: None,
         };
