@@ -333,8 +333,8 @@ impl<B: PacketBuf> Stage<B> for Upf {
                 // The chunk's packets, bounds-checked once (and again after a packet was
                 // fragmented: that takes the whole batch).
                 let pkts = &mut batch.pkts[base..base + len];
-                while j < len {
-                    let p = &mut pkts[j];
+                // `pkts` holds `len` packets: the loop's test is the index's bounds check.
+                while let Some(p) = pkts.get_mut(j) {
                     match (shard[j], hit[j]) {
                         (Some(s), Some(slot)) => {
                             out[j] = w.resolved(p, &pre[j], &flows[j], s, slot);
