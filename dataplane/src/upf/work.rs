@@ -224,7 +224,12 @@ impl Work<'_> {
         } else {
             e.dst as u64 == dst as u64
         };
-        if e.fam != u8::from(v6) || !same {
+        let hit = e.fam == u8::from(v6) && same;
+        // A hit with an answer (the common case) without reading the entry again.
+        if hit && e.ok {
+            return Ok((e.port, i));
+        }
+        if !hit {
             self.route_miss(v6, dst, i);
         }
         let e = &self.routes.e[i];
