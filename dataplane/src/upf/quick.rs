@@ -318,7 +318,12 @@ impl Work<'_> {
                 return false;
             }
         } else {
-            if self.is_local(&f) || self.is_n6_own(&f) {
+            // `is_local` or `is_n6_own` (an IPv4 flow: `f.dst` is `outer_dst`).
+            let own = match self.own_v4 {
+                Some([local, n6]) => outer_dst == local || outer_dst == n6,
+                None => self.is_local(&f) || self.is_n6_own(&f),
+            };
+            if own {
                 return false;
             }
             prefetch_addr(data.as_ptr().wrapping_sub(1));

@@ -203,8 +203,16 @@ impl<B: PacketBuf> Stage<B> for Upf {
         routes.get();
         route_cache.sync(routes.generation());
         let fix_l4 = rx < 64 && cfg.fix_l4_checksums & (1 << rx) != 0;
+        let t = tables.get();
+        let own_v4 = match t.local_v4.as_slice() {
+            [one] => {
+                let local = u32::from(*one);
+                Some([local, cfg.n6_v4.map_or(local, u32::from)])
+            }
+            _ => None,
+        };
         let mut w = Work {
-            t: tables.get(),
+            t,
             r: routes.cached(),
             macs: port_macs,
             cfg,
@@ -221,6 +229,7 @@ impl<B: PacketBuf> Stage<B> for Upf {
                 u64::from_le_bytes([0, 0, m.0[0], m.0[1], m.0[2], m.0[3], m.0[4], m.0[5]])
             }),
             fast_mtu: if fix_l4 { 0 } else { usize::from(cfg.mtu) },
+            own_v4,
             routes: route_cache,
             frag: None,
         };
@@ -245,6 +254,10 @@ impl<B: PacketBuf> Stage<B> for Upf {
         // (for a key without a fast-path record, pass 2b prefetches the general path's rule
         // lines instead); then apply. Anything unusual takes the full per-packet path in pass 3.
         let trust = *trust_meta;
+        // The scratch arrays themselves, not their boxes in `self`: one pointer each for the
+        // passes below instead of a load of the box through `self` at each packet.
+        let pre: &mut [Pre; CHUNK] = pre;
+        let flows: &mut [Flow; CHUNK] = flows;
         let mut base = 0;
         while base < n {
             let end = (base + CHUNK).min(n);
@@ -320,8 +333,8 @@ impl<B: PacketBuf> Stage<B> for Upf {
                 // The chunk's packets, bounds-checked once (and again after a packet was
                 // fragmented: that takes the whole batch).
                 let pkts = &mut batch.pkts[base..base + len];
-                while j < len {
-                    let p = &mut pkts[j];
+                // `pkts` holds `len` packets: the loop's test is the index's bounds check.
+                while let Some(p) = pkts.get_mut(j) {
                     match (shard[j], hit[j]) {
                         (Some(s), Some(slot)) => {
                             out[j] = w.resolved(p, &pre[j], &flows[j], s, slot);

@@ -161,6 +161,11 @@ pub(super) struct Work<'a> {
     /// a `u64` (a frame's first 8 bytes little-endian, shifted left 16), `u64::MAX` (no
     /// frame's) if it has none: [`Self::for_us_unicast`] with one compare.
     pub rx_mac: u64,
+    /// Our own IPv4 addresses for the quick classifier's N6 shape, read once per batch: the
+    /// tables' one local address (`t.local_v4` holds exactly one, the usual configuration),
+    /// then `cfg.n6_v4` (the local address again if none); `None` with any other number of
+    /// local addresses (the quick classifier then tests `is_local` and `is_n6_own`).
+    pub own_v4: Option<[u32; 2]>,
     /// Recent routes of this worker, valid for the route table `r`.
     pub routes: &'a mut RouteCache,
     /// Set by the emit phase instead of a disposition when the packet must be fragmented;
@@ -219,7 +224,12 @@ impl Work<'_> {
         } else {
             e.dst as u64 == dst as u64
         };
-        if e.fam != u8::from(v6) || !same {
+        let hit = e.fam == u8::from(v6) && same;
+        // A hit with an answer (the common case) without reading the entry again.
+        if hit && e.ok {
+            return Ok((e.port, i));
+        }
+        if !hit {
             self.route_miss(v6, dst, i);
         }
         let e = &self.routes.e[i];
