@@ -23,6 +23,8 @@ impl<'a> Work<'a> {
         let t = self.t;
         // `pre.key` is the map's key as its `u64` (see `Pre::key`): one shard pick for
         // every kind (`teid_shard`, `ue_v4_shard` and `ue_v6_shard` are the same one).
+        // The pick is repeated in each arm on purpose: one pick before a second match on the
+        // kind measured +12 instructions a packet (callgrind `--stage`, UL and DL 10k).
         let s = match pre.kind {
             KIND_UL => {
                 let s = t.shards.at(t.shard_index(pre.key));
