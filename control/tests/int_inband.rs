@@ -13,8 +13,9 @@
 //! first packets both list namespace 7 (learned in-band) and p3's reports carry p2's hop; a
 //! changed rule at the source (`int mod --setting 5`) is re-sent at once and replaces the rule
 //! learned at p3, and p3's report rate follows it. The second test switches a Linux router's
-//! route between two transits and times the new hop's arrival in the sink's reports against
-//! the source's re-send interval (docs/int.md "In-band installation").
+//! route between two transits and checks that the new hop arrives in the sink's reports with
+//! the source's first re-send after the switch, counting re-sends rather than timing them
+//! (docs/int.md "In-band installation").
 //!
 //! Needs root, `ip netns` and python3; outside CI it prints why and passes when they are
 //! missing, under `CI` it fails.
@@ -173,12 +174,46 @@ fn a_rule_installed_only_at_the_source_reaches_transit_and_sink() {
     daemons.stop_all();
 }
 
-/// Route change (issue 13 must-show): two paths from p1 to the sink p4 through a Linux router
-/// `r` whose route is switched at run time ([`two_paths`]); the rule is installed
-/// only at p1, with a 2 s re-send interval.
 /// The source's re-send interval in the route-change test.
 const RESEND_MS: u64 = 2000;
 
+/// The source's TX packet count for the namespace when it sent a report's packet (this one
+/// included; the seed's trace type carries it): which packets a report is about, without
+/// relying on when it arrives.
+fn source_tx(r: &serde_json::Value) -> u64 {
+    r["e2e"]["tx_packets"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("a report with E2E TX packets: {r}"))
+}
+
+/// The source's `requests_sent` counter on its metrics page.
+fn requests_sent(metrics: u16) -> u64 {
+    source_event(metrics, "requests_sent")
+}
+
+fn source_event(metrics: u16, event: &str) -> u64 {
+    metric(
+        &scrape(metrics),
+        &format!("peregrine_int_source_events_total{{event=\"{event}\"}}"),
+    )
+    .map_or(0, |v| v as u64)
+}
+
+/// A hang guard only: every wait below ends on an event, not a time.
+const HANG_GUARD: Duration = Duration::from_secs(60);
+
+/// Route change (issue 13 must-show): two paths from p1 to the sink p4 through a Linux router
+/// `r` whose route is switched at run time ([`two_paths`]); the rule is installed only at p1,
+/// with a 2 s re-send interval. After the switch the new transit p3 has no rule; it learns the namespace from the source's
+/// next periodic re-send of the in-band request (the source re-sends on the first packet
+/// after the interval; `request_is_re_sent_on_the_interval` checks that schedule with a fake
+/// clock). Checked by counting, not by the clock: after the switch the flow goes one packet
+/// at a time, each taken by the source (its `matched` counter) before the next is sent, until
+/// the source's `requests_sent` counter shows the re-send, so exactly one re-send follows the
+/// switch; with the flow paused no other can, so p3 must learn namespace 7 from that one.
+/// Then the flow resumes and every packet carries p3's hop. Which packets a report is about
+/// comes from the report ([`source_tx`]). The wall clock is only a hang guard: a busy machine
+/// delays the steps but cannot change their order.
 #[test]
 fn after_a_route_change_the_new_hop_appears_within_one_resend_interval() {
     let what = "the in-band route-change test";
@@ -190,6 +225,7 @@ fn after_a_route_change_the_new_hop_appears_within_one_resend_interval() {
         return skip(what, &format!("cannot build the namespaces: {e}"));
     }
     let ports: Vec<(u16, u16)> = (0..4).map(|_| (free_tcp_port(), free_tcp_port())).collect();
+    let metrics = free_tcp_port();
     let int = |i: usize, roles: &str| {
         int_lines(roles, ports[i].0, ports[i].1) + &format!("resend_interval_ms = {RESEND_MS}\n")
     };
@@ -202,7 +238,7 @@ fn after_a_route_change_the_new_hop_appears_within_one_resend_interval() {
             &[('a', d("sa")), ('b', d("1b"))],
             &[("fd00:1::/64", 'a', MAC_SRC), ("fd00:2::/64", 'b', MAC_RA)],
             &int(0, "\"source\""),
-            "",
+            &format!("[metrics]\nlisten = \"127.0.0.1:{metrics}\"\n"),
         ),
         peregrine_testkit::intnet::node_config(
             &topo,
@@ -249,56 +285,94 @@ fn after_a_route_change_the_new_hop_appears_within_one_resend_interval() {
         !p3_list.contains("\"ns_id\""),
         "p3 is off the path: {p3_list}"
     );
+    // The source has taken all 20 packets (nothing of path 1 is left to it), so these are
+    // its counts at the switch.
+    wait_for("the source to take path 1's packets", HANG_GUARD, || {
+        source_event(metrics, "matched") >= 20
+    });
+    let (at_switch, tx_switch) = (requests_sent(metrics), source_event(metrics, "matched"));
+    assert!(at_switch >= 1, "the first packet carried the request");
 
-    // Switch the route to p3; keep the flow going for two re-send intervals.
+    // Switch the route to p3, then one packet at a time until the source re-sends.
     topo.ip(
         &topo.ns("r"),
         &["-6", "route", "replace", "fd00:2::/64", "via", "fd00:c::1"],
     )
     .unwrap();
     let switched = Instant::now();
-    let before = reports(&sink_lines).len();
-    let (ns2, dev2) = (src_ns.clone(), s0.clone());
-    let n = (2 * RESEND_MS / 20) as u16;
-    let sender = std::thread::spawn(move || {
-        send(
-            &ns2,
-            &dev2,
-            &(1000..1000 + n).map(frame).collect::<Vec<_>>(),
-            20,
-        )
-    });
-    let mut first_p3 = None;
-    while first_p3.is_none() && switched.elapsed() < Duration::from_millis(3 * RESEND_MS) {
-        if reports(&sink_lines)[before..]
-            .iter()
-            .any(|r| hop_ids(r) == [3])
-        {
-            first_p3 = Some(switched.elapsed());
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let (mut seq, mut taken) = (1000u16, tx_switch);
+    while requests_sent(metrics) == at_switch {
+        assert!(
+            switched.elapsed() < HANG_GUARD,
+            "no re-send of the request in {HANG_GUARD:?}, {} packets after the switch",
+            seq - 1000
+        );
+        send(&src_ns, &s0, &[frame(seq)], 0);
+        seq += 1;
+        taken += 1;
+        wait_for("the source to take the packet", HANG_GUARD, || {
+            source_event(metrics, "matched") >= taken
+        });
     }
-    sender.join().unwrap();
-    let after = reports(&sink_lines)[before..].to_vec();
-    let seen = first_p3.unwrap_or_else(|| panic!("p3's hop never appeared: {after:?}"));
-    // Polling and a loaded 2-core machine: half a second of slack over one interval.
-    assert!(
-        seen <= Duration::from_millis(RESEND_MS + 500),
-        "p3's hop after {seen:?}, re-send interval {RESEND_MS} ms"
+    let resent = requests_sent(metrics);
+    assert_eq!(
+        resent,
+        at_switch + 1,
+        "one packet at a time: one re-send after the switch"
     );
+    // The flow is paused, so nothing else can teach p3: it learns from that re-send.
+    wait_for(
+        "p3 to learn namespace 7 from the first re-send after the switch",
+        HANG_GUARD,
+        || ctl_run(ports[2].0, &["list"]).is_ok_and(|o| o.contains("\"ns_id\":7")),
+    );
+    assert_eq!(requests_sent(metrics), resent, "no traffic, no re-send");
+    let tx_learned = source_event(metrics, "matched");
+    let waited = switched.elapsed();
+
+    // The flow resumes: each of its packets carries p3's hop.
+    send(
+        &src_ns,
+        &s0,
+        &(seq..seq + 10).map(frame).collect::<Vec<_>>(),
+        20,
+    );
+    let since = |tx: u64| -> Vec<serde_json::Value> {
+        reports(&sink_lines)
+            .into_iter()
+            .filter(|r| source_tx(r) > tx)
+            .collect()
+    };
+    // A packet that carries a request (a re-send falls due if p3 took long to learn) has no
+    // report; every other one has.
+    wait_for("the source to take the resumed flow", HANG_GUARD, || {
+        source_event(metrics, "matched") >= tx_learned + 10
+    });
+    let expected = 10 - (requests_sent(metrics) - resent) as usize;
+    wait_for("the resumed flow's reports", HANG_GUARD, || {
+        since(tx_learned).len() >= expected
+    });
+    let resumed = since(tx_learned);
+    assert!(
+        resumed.iter().all(|r| hop_ids(r) == [3]),
+        "after p3 learned, every packet carries p3's hop: {resumed:?}"
+    );
+    let after = since(tx_switch);
     assert!(
         after
             .iter()
             .all(|r| hop_ids(r).is_empty() || hop_ids(r) == [3]),
         "after the switch only the new path's hop (or none, before p3 learns): {after:?}"
     );
-    let p3_list = ctl_run(ports[2].0, &["list"]).unwrap();
-    assert!(p3_list.contains("\"ns_id\":7"), "p3 learned it: {p3_list}");
+    let hopless = after.iter().filter(|r| hop_ids(r).is_empty()).count();
     eprintln!(
-        "route change: p3's hop in the sink's reports {:.2} s after the switch (re-send {} s), {} reports without a hop before",
-        seen.as_secs_f64(),
+        "route change: {} packets after the switch until the source's re-send (interval {} s), \
+         p3 learned from it with the flow paused ({hopless} reports without a hop, {} with \
+         p3's hop after); indicative wall clock {:.2} s from the switch to p3's rule",
+        seq - 1000,
         RESEND_MS as f64 / 1000.0,
-        after.iter().filter(|r| hop_ids(r).is_empty()).count()
+        resumed.len(),
+        waited.as_secs_f64(),
     );
     daemons.stop_all();
 }

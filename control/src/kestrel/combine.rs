@@ -60,13 +60,21 @@ impl Combine {
         }
     }
 
+    /// Every variant, in declaration order.
+    pub const ALL: [Combine; 2] = [Combine::Max, Combine::NoisyOr];
+
     /// Parse [`Combine::name`].
     pub fn parse(s: &str) -> Result<Combine, String> {
-        match s {
-            "max" => Ok(Combine::Max),
-            "noisy_or" => Ok(Combine::NoisyOr),
-            _ => Err(format!("combine: `{s}`, want `max` or `noisy_or`")),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| {
+                let want: Vec<String> = Self::ALL
+                    .iter()
+                    .map(|c| format!("`{}`", c.name()))
+                    .collect();
+                format!("combine: `{s}`, want {}", want.join(" or "))
+            })
     }
 
     /// Combine calibrated probabilities.
@@ -137,5 +145,23 @@ mod tests {
         assert_eq!(Combine::parse("noisy_or"), Ok(Combine::NoisyOr));
         assert_eq!(Combine::parse(Combine::Max.name()), Ok(Combine::Max));
         assert!(Combine::parse("mean").unwrap_err().contains("`mean`"));
+    }
+
+    /// `name` is the one hand-written list: it must agree with serde's names (the config and
+    /// thresholds files), and `ALL` must hold every variant.
+    #[test]
+    fn the_names_are_serdes() {
+        for c in Combine::ALL {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.name());
+            assert_eq!(Combine::parse(c.name()), Ok(c));
+            match c {
+                // A new variant fails to compile here until it is added to `ALL`.
+                Combine::Max | Combine::NoisyOr => {}
+            }
+        }
+        assert_eq!(
+            Combine::parse("mean"),
+            Err("combine: `mean`, want `max` or `noisy_or`".to_string())
+        );
     }
 }

@@ -64,6 +64,9 @@ pub struct HashCollector {
     ki: HashMap<u32, u64>,
     lists: Lists,
     map_lists: HashMap<u32, Ring>,
+    // Not `Vec<Ring>` (reviewed, left separate): this baseline is the earlier rounds' `Vec`
+    // push that perf/results/dta-ingest.md measures Append against ("4x a `Vec` push"), the
+    // map's is the pre-sized 64 Ki ring; one list type would change one of the two.
     vec_lists: Vec<Vec<u32>>,
     pc: HashMap<u32, [u32; 5]>,
 }
@@ -122,7 +125,8 @@ impl HashCollector {
                         self.vec_lists.resize_with(list as usize + 1, Vec::new);
                     }
                     let l = &mut self.vec_lists[list as usize];
-                    // A bounded list, like the ring: keep the newest 64 Ki entries.
+                    // Bounded at 64 Ki entries like the ring (emptied when full, not
+                    // overwritten oldest first).
                     if l.len() >= LIST_LEN {
                         l.clear();
                     }
