@@ -43,6 +43,7 @@
 //! batch: a stage that keeps per-rx-port state pays for the switches there (the fridge's
 //! direction table did, before round 8: perf/results/fridge-bench.md).
 
+use super::feed::{FeedKind, Frames};
 use super::tapdiag::{diag_burst, Diag, DiagTap};
 use super::{compiled, frames, fridge_spec, parse_case, upf_config, Dir, PORT_MACS};
 use peregrine_dataplane::buffer::{OwnedBuf, PacketBuf};
@@ -62,12 +63,13 @@ use std::time::{Duration, Instant};
 
 const BATCH: usize = 32;
 
-pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
+pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool, feed: FeedKind) {
     let (dir, size, n) = parse_case(case);
     let Some(dir) = dir else {
         fail("--stage wants ul,SIZE,SESSIONS or dl,SIZE,SESSIONS")
     };
-    let fr = frames(dir, size, n);
+    let fr = Frames::new(frames(dir, size, n), feed);
+    let count = fr.count();
     let (tables, slots) = compiled(n);
     let stats = Arc::new(UpfStats::new(slots));
     let routes = peregrine_dataplane::runtime::Publisher::new(upf_support::routes());
@@ -134,9 +136,10 @@ pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
         let cx = Context::fixed((i as u64 + 1) * 1_000_000, 0);
         batch.rx_port = rx_port ^ PortId::from(alternate_rx && i % 2 == 1);
         for mut b in bufs.drain(..) {
-            let f = &fr[next];
-            next = if next + 1 == fr.len() { 0 } else { next + 1 };
-            b.set_data(f).expect("frame fits");
+            let i = next;
+            next = if i + 1 == count { 0 } else { i + 1 };
+            b.set_data(fr.unpatched(i)).expect("frame fits");
+            fr.patch(i, b.data_mut());
             if alternate_rx {
                 // As the forwarding modes' feed: addressed to the rx port.
                 let mac = PORT_MACS[usize::from(batch.rx_port) & 1];
@@ -175,6 +178,7 @@ pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
             tap_spent += t0.elapsed();
         }
     }
+    eprintln!("feed: {}", fr.describe());
     if sent != pkts {
         fail(&format!("{} of {pkts} packets not forwarded", pkts - sent));
     }
