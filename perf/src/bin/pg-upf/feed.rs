@@ -101,14 +101,26 @@ impl Patched {
     /// own frame there, so the words' order and overlaps do not matter. The `min` changes
     /// nothing (every word lies in the frame by construction) but lets the compiler drop the
     /// bounds check.
-    #[inline]
+    #[inline(always)]
     fn patch(&self, i: usize, dst: &mut [u8]) {
-        let k = self.at.len();
-        let words = &self.words[i * k..(i + 1) * k];
+        // The word count as a constant: the stores unrolled, no loop (-10 to -15
+        // instructions a packet against a loop over `at`).
+        match self.at.len() {
+            1 => self.patch_k::<1>(i, dst),
+            2 => self.patch_k::<2>(i, dst),
+            3 => self.patch_k::<3>(i, dst),
+            _ => self.patch_k::<MAX_WORDS>(i, dst),
+        }
+    }
+
+    #[inline(always)]
+    fn patch_k<const K: usize>(&self, i: usize, dst: &mut [u8]) {
+        let at: &[usize; K] = self.at[..K].try_into().expect("K words");
+        let words: &[[u8; W]; K] = self.words[i * K..(i + 1) * K].try_into().expect("K words");
         let lim = dst.len().checked_sub(W).expect("a frame's length");
-        for (&at, w) in self.at.iter().zip(words) {
-            let at = at.min(lim);
-            dst[at..at + W].copy_from_slice(w);
+        for k in 0..K {
+            let at = at[k].min(lim);
+            dst[at..at + W].copy_from_slice(&words[k]);
         }
     }
 
@@ -149,7 +161,7 @@ impl Frames {
     }
 
     /// Session `i`'s frame before its patch: the frame itself (stored) or the base frame.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn unpatched(&self, i: usize) -> &[u8] {
         match self {
             Frames::Stored(f) => &f[i],
@@ -158,7 +170,7 @@ impl Frames {
     }
 
     /// Completes session `i`'s frame in `dst`, which holds [`Frames::unpatched`]`(i)`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn patch(&self, i: usize, dst: &mut [u8]) {
         if let Frames::Patched { p, .. } = self {
             p.patch(i, dst);

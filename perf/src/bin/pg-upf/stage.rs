@@ -1,8 +1,9 @@
 //! `pg-upf --stage dir,size,sessions`: the `Upf` stage alone in this process, without DPDK or
 //! the feed: the forwarding cases' compiled tables and frames, 32-packet batches of owned
 //! buffers cycling over every session (the whole table is the working set), refilled outside
-//! the timed region. Prints ns per packet of the stage's `process` (clock read around each
-//! batch) and the batch count, and is the driver for instruction profiles:
+//! the timed region (from the feed's frames, `--feed`: patched by default, `feed.rs`).
+//! Prints ns per packet of the stage's `process` (clock read around each batch) and the batch
+//! count, and is the driver for instruction profiles:
 //!
 //! ```text
 //! valgrind --tool=callgrind \
