@@ -130,6 +130,64 @@ impl Patched {
     }
 }
 
+/// Writes session `i`'s frame: [`Fill::unpatched`] into the buffer, then [`Fill::patch`].
+/// The feed stage runs a batch through [`Frames::with_fill`] with the writer as a type, so
+/// the choice of feed and the word count are made once a batch, not once a packet.
+pub(crate) trait Fill {
+    fn unpatched(&self, i: usize) -> &[u8];
+    fn patch(&self, i: usize, dst: &mut [u8]);
+}
+
+/// A pass over the frames given the writer ([`Frames::with_fill`]).
+pub(crate) trait WithFill {
+    fn run<F: Fill>(self, f: &F);
+}
+
+struct StoredFill<'a>(&'a [Vec<u8>]);
+
+impl Fill for StoredFill<'_> {
+    #[inline(always)]
+    fn unpatched(&self, i: usize) -> &[u8] {
+        &self.0[i]
+    }
+    #[inline(always)]
+    fn patch(&self, _: usize, _: &mut [u8]) {}
+}
+
+/// [`Patched`] with its word count `K` as a constant and the words' offsets by value (in
+/// registers through a batch, not reloaded after each store).
+struct PatchedFill<'a, const K: usize> {
+    base: &'a [u8],
+    at: [usize; K],
+    words: &'a [[u8; W]],
+}
+
+impl<'a, const K: usize> PatchedFill<'a, K> {
+    fn new(p: &'a Patched) -> Self {
+        PatchedFill {
+            base: &p.base,
+            at: p.at[..K].try_into().expect("K words"),
+            words: &p.words,
+        }
+    }
+}
+
+impl<const K: usize> Fill for PatchedFill<'_, K> {
+    #[inline(always)]
+    fn unpatched(&self, _: usize) -> &[u8] {
+        self.base
+    }
+    #[inline(always)]
+    fn patch(&self, i: usize, dst: &mut [u8]) {
+        let words: &[[u8; W]; K] = self.words[i * K..(i + 1) * K].try_into().expect("K words");
+        let lim = dst.len().checked_sub(W).expect("a frame's length");
+        for k in 0..K {
+            let at = self.at[k].min(lim);
+            dst[at..at + W].copy_from_slice(&words[k]);
+        }
+    }
+}
+
 /// The feed's frames, one per session, in session order.
 #[derive(Debug, Clone)]
 pub(crate) enum Frames {
@@ -161,7 +219,7 @@ impl Frames {
     }
 
     /// Session `i`'s frame before its patch: the frame itself (stored) or the base frame.
-    #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn unpatched(&self, i: usize) -> &[u8] {
         match self {
             Frames::Stored(f) => &f[i],
@@ -170,10 +228,23 @@ impl Frames {
     }
 
     /// Completes session `i`'s frame in `dst`, which holds [`Frames::unpatched`]`(i)`.
-    #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn patch(&self, i: usize, dst: &mut [u8]) {
         if let Frames::Patched { p, .. } = self {
             p.patch(i, dst);
+        }
+    }
+
+    /// Runs `v` with this feed's writer.
+    pub(crate) fn with_fill<V: WithFill>(&self, v: V) {
+        match self {
+            Frames::Stored(f) => v.run(&StoredFill(f)),
+            Frames::Patched { p, .. } => match p.at.len() {
+                1 => v.run(&PatchedFill::<'_, 1>::new(p)),
+                2 => v.run(&PatchedFill::<'_, 2>::new(p)),
+                3 => v.run(&PatchedFill::<'_, 3>::new(p)),
+                _ => v.run(&PatchedFill::<'_, MAX_WORDS>::new(p)),
+            },
         }
     }
 

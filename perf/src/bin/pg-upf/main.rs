@@ -316,14 +316,42 @@ impl<B: PacketBuf> Stage<B> for Feed {
         let mac = PORT_MACS[usize::from(batch.rx_port) & 1];
         let Feed { frames, next, bad } = self;
         let n = frames.count();
+        frames.with_fill(FeedBatch {
+            batch,
+            next,
+            n,
+            bad: *bad,
+            mac,
+        });
+    }
+}
+
+/// One batch of [`Feed`] with the feed's writer as a type (`feed::WithFill`).
+struct FeedBatch<'a, B: PacketBuf> {
+    batch: &'a mut Batch<B>,
+    next: &'a mut usize,
+    n: usize,
+    bad: peregrine_dataplane::runtime::DropReason,
+    mac: Mac,
+}
+
+impl<B: PacketBuf> feed::WithFill for FeedBatch<'_, B> {
+    fn run<F: feed::Fill>(self, f: &F) {
+        let FeedBatch {
+            batch,
+            next,
+            n,
+            bad,
+            mac,
+        } = self;
         batch.for_each_active(|b| {
             let i = *next;
             *next = if i + 1 == n { 0 } else { i + 1 };
-            if refill(b, frames.unpatched(i)).is_err() {
-                return Disposition::drop_as(*bad);
+            if refill(b, f.unpatched(i)).is_err() {
+                return Disposition::drop_as(bad);
             }
             let d = b.data_mut();
-            frames.patch(i, d);
+            f.patch(i, d);
             d[..6].copy_from_slice(&mac.0);
             Disposition::CONTINUE
         });
