@@ -118,9 +118,9 @@ impl Patched {
         let at: &[usize; K] = self.at[..K].try_into().expect("K words");
         let words: &[[u8; W]; K] = self.words[i * K..(i + 1) * K].try_into().expect("K words");
         let lim = dst.len().checked_sub(W).expect("a frame's length");
-        for k in 0..K {
-            let at = at[k].min(lim);
-            dst[at..at + W].copy_from_slice(&words[k]);
+        for (&at, w) in at.iter().zip(words) {
+            let at = at.min(lim);
+            dst[at..at + W].copy_from_slice(w);
         }
     }
 
@@ -181,9 +181,9 @@ impl<const K: usize> Fill for PatchedFill<'_, K> {
     fn patch(&self, i: usize, dst: &mut [u8]) {
         let words: &[[u8; W]; K] = self.words[i * K..(i + 1) * K].try_into().expect("K words");
         let lim = dst.len().checked_sub(W).expect("a frame's length");
-        for k in 0..K {
-            let at = self.at[k].min(lim);
-            dst[at..at + W].copy_from_slice(&words[k]);
+        for (&at, w) in self.at.iter().zip(words) {
+            let at = at.min(lim);
+            dst[at..at + W].copy_from_slice(w);
         }
     }
 }
