@@ -15,12 +15,13 @@
 //! session 0's are found (the outer UDP checksum, the TEID, the QFI, the inner IP checksum and
 //! UE address, the inner UDP checksum) and covered by a few 16-byte words; each session keeps
 //! its own frame's bytes of those words (uplink: 3 words at offsets 40, 56, 72, 48 B a
-//! session; downlink: 2 words, 32 B). Each word is one 16-byte copy per packet. Packing only
-//! the differing bytes (14 B uplink, 7 B downlink) was built first and measured: its per-range
-//! masked 8-byte stores cost ~70 instructions a packet over the stored feed (uplink 10k,
-//! callgrind) against ~41 for the words, and halved the feed-alone rate; see
-//! perf/results/upf.md, round 18a. Frames of different lengths, or needing more than
-//! [`MAX_WORDS`] words, fall back to the stored frames.
+//! session; downlink: 2 words, 32 B). Each word is one 16-byte copy per packet, and is right
+//! as it stands (no masks, no order). Packing only the differing bytes (14 B uplink, 7 B
+//! downlink) was built first and measured: writing its 1-8 byte ranges cost 80-120
+//! instructions a packet more than the stored feed (uplink 10k, callgrind) and ran the feed
+//! alone at 0.55-0.71 of it; the words cost ~27 (perf/results/upf.md, round 18a). Frames of
+//! different lengths, or needing more than [`MAX_WORDS`] words, fall back to the stored
+//! frames.
 
 /// Bytes a patch word writes: one 16-byte load and store (an SSE move) per word.
 const W: usize = 16;
@@ -97,30 +98,14 @@ impl Patched {
         Some(p)
     }
 
-    /// Writes session `i`'s words over a copy of the base frame. Each word is the session's
-    /// own frame there, so the words' order and overlaps do not matter. The `min` changes
-    /// nothing (every word lies in the frame by construction) but lets the compiler drop the
-    /// bounds check.
-    #[inline(always)]
+    /// Writes session `i`'s words over a copy of the base frame (the start-up check and the
+    /// tests; the feed goes through [`Frames::with_fill`]).
     fn patch(&self, i: usize, dst: &mut [u8]) {
-        // The word count as a constant: the stores unrolled, no loop (-10 to -15
-        // instructions a packet against a loop over `at`).
         match self.at.len() {
-            1 => self.patch_k::<1>(i, dst),
-            2 => self.patch_k::<2>(i, dst),
-            3 => self.patch_k::<3>(i, dst),
-            _ => self.patch_k::<MAX_WORDS>(i, dst),
-        }
-    }
-
-    #[inline(always)]
-    fn patch_k<const K: usize>(&self, i: usize, dst: &mut [u8]) {
-        let at: &[usize; K] = self.at[..K].try_into().expect("K words");
-        let words: &[[u8; W]; K] = self.words[i * K..(i + 1) * K].try_into().expect("K words");
-        let lim = dst.len().checked_sub(W).expect("a frame's length");
-        for (&at, w) in at.iter().zip(words) {
-            let at = at.min(lim);
-            dst[at..at + W].copy_from_slice(w);
+            1 => PatchedFill::<'_, 1>::new(self).patch(i, dst),
+            2 => PatchedFill::<'_, 2>::new(self).patch(i, dst),
+            3 => PatchedFill::<'_, 3>::new(self).patch(i, dst),
+            _ => PatchedFill::<'_, MAX_WORDS>::new(self).patch(i, dst),
         }
     }
 
@@ -177,6 +162,9 @@ impl<const K: usize> Fill for PatchedFill<'_, K> {
     fn unpatched(&self, _: usize) -> &[u8] {
         self.base
     }
+    /// Each word is the session's own frame there, so the words' order and overlaps do not
+    /// matter. The `min` changes nothing (every word lies in the frame by construction) but
+    /// lets the compiler drop the bounds check; `K` a constant unrolls the stores.
     #[inline(always)]
     fn patch(&self, i: usize, dst: &mut [u8]) {
         let words: &[[u8; W]; K] = self.words[i * K..(i + 1) * K].try_into().expect("K words");
