@@ -62,8 +62,9 @@ impl Patched {
                 *d |= a != b;
             }
         }
-        // Greedy cover: a word at each differing byte not yet covered (moved back to end at
-        // the frame's end if it would run past it).
+        // Greedy cover: a word at each differing byte not yet covered (moved back to end
+        // where the frame ends if it would run past it). Frames all alike (one session)
+        // get one word anyway, of their own bytes: no zero-word writer to build.
         let mut at: Vec<usize> = Vec::new();
         let mut covered = 0;
         for j in (0..base.len()).filter(|&j| differs[j]) {
@@ -72,6 +73,9 @@ impl Patched {
                 at.push(a);
                 covered = a + W;
             }
+        }
+        if at.is_empty() {
+            at.push(0);
         }
         if at.len() > MAX_WORDS {
             return None;
@@ -286,5 +290,19 @@ mod tests {
         assert!(matches!(f, Frames::Patched { .. }), "64 bytes: 4 words");
         let f = Frames::new(vec![vec![0u8; 65], vec![1u8; 65]], FeedKind::Patched);
         assert!(matches!(f, Frames::Stored(_)), "65 bytes: 5 words");
+    }
+
+    /// One session (or frames all alike): the base frame and one word of its own bytes.
+    #[test]
+    fn one_frame_is_the_base_frame() {
+        let fr = frames(Dir::Ul, 64, 1);
+        let f = Frames::new(fr.clone(), FeedKind::Patched);
+        let Frames::Patched { p, .. } = &f else {
+            panic!("one frame: stored")
+        };
+        assert_eq!(p.width(), W);
+        let mut buf = f.unpatched(0).to_vec();
+        f.patch(0, &mut buf);
+        assert_eq!(buf, fr[0]);
     }
 }
