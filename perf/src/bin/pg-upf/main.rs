@@ -11,10 +11,14 @@
 //! QER whose MBR is far above the offered rate (the meters run, nothing is dropped).
 //! Because the UPF changes a packet's shape (uplink decapsulates, downlink encapsulates), a
 //! looped packet would not be a valid input twice; a `feed` stage in front of `Upf` therefore
-//! rewrites every received buffer with the next pre-generated frame of the case (cycling over
-//! one frame per session, so all `n` sessions' table entries and meters are touched). Its cost
-//! (a copy of the frame) is counted on our side, so the ratio is conservative; the `feed`
-//! stage alone (no UPF) is also measured and reported.
+//! rewrites every received buffer with the next frame of the case (cycling over one frame per
+//! session, so all `n` sessions' table entries and meters are touched). Its cost (a copy of
+//! the whole frame) is counted on our side, so the ratio is conservative; the `feed` stage
+//! alone (no UPF) is also measured and reported. Since round 18a the feed keeps one base
+//! frame and, per session, only the bytes that differ from it (TEID, QFI, UE address,
+//! checksums: ~16 B a session instead of a stored 122-byte frame), as a NIC writes into a few
+//! recycled mbufs and pktgen-dpdk / TRex patch one template per flow; the frames are
+//! byte-identical to the stored ones (`feed.rs`), and `--feed stored` keeps the old feed.
 //!
 //! Baseline: testpmd `5tswap` (parses and swaps L2-L4 of every packet) on frames of the same
 //! length (`set txpkts`, `start tx_first`). Drops are counted by reason; the run fails if our
@@ -22,6 +26,7 @@
 
 mod burst;
 mod compare;
+mod feed;
 mod n4;
 mod stage;
 mod tapdiag;
@@ -36,6 +41,7 @@ fn n4_compiler(a: &Args, c: Compiler) -> Compiler {
 }
 
 use clap::Parser;
+use feed::{FeedKind, Frames};
 use peregrine_dataplane::classify::Classify;
 use peregrine_dataplane::io::dpdk::DpdkBackend;
 use peregrine_dataplane::runtime::{
@@ -187,6 +193,12 @@ struct Args {
     /// modes receive them (each port's looped packets in turn), instead of one fixed port.
     #[arg(long)]
     alternate_rx: bool,
+    /// Where the feed's frames come from: `patched` (one base frame plus each session's
+    /// differing bytes, ~16 B a session) or `stored` (one stored frame per session, as before
+    /// round 18a); the frames are byte-identical (`feed.rs`). Forwarding, `--case`, `--stage`
+    /// and `--n4` modes.
+    #[arg(long, value_enum, default_value_t = FeedKind::Patched)]
+    feed: FeedKind,
 }
 
 /// Port MACs the stage answers to (frames are rewritten to the rx port's).
@@ -266,9 +278,11 @@ fn compiler(n: usize, slots: u32, seid_bits: u64) -> Compiler {
 }
 
 /// The traffic source inside the worker: rewrites each received buffer with the next
-/// pre-generated frame (dst MAC set to the rx port's), restoring the headroom first.
+/// session's frame (dst MAC set to the rx port's), restoring the headroom first. The frame
+/// is written whole: the stored frame, or the base frame and the session's patch
+/// (`--feed`, `feed.rs`).
 struct Feed {
-    frames: Vec<Vec<u8>>,
+    frames: Frames,
     next: usize,
     bad: peregrine_dataplane::runtime::DropReason,
 }
@@ -276,10 +290,10 @@ struct Feed {
 impl Feed {
     /// The feed of worker `w`: its own copy of the frames, starting `w` frames in (workers
     /// do not walk the sessions in lock step).
-    fn new(frames: &[Vec<u8>], w: usize, r: &mut Reasons) -> Self {
+    fn new(frames: &Frames, w: usize, r: &mut Reasons) -> Self {
         Feed {
-            frames: frames.to_vec(),
-            next: w % frames.len(),
+            frames: frames.clone(),
+            next: w % frames.count(),
             bad: r.register("feed_refill_failed"),
         }
     }
@@ -301,17 +315,44 @@ impl<B: PacketBuf> Stage<B> for Feed {
     fn process(&mut self, batch: &mut Batch<B>, _cx: &Context) {
         let mac = PORT_MACS[usize::from(batch.rx_port) & 1];
         let Feed { frames, next, bad } = self;
+        let n = frames.count();
+        frames.with_fill(FeedBatch {
+            batch,
+            next,
+            n,
+            bad: *bad,
+            mac,
+        });
+    }
+}
+
+/// One batch of [`Feed`] with the feed's writer as a type (`feed::WithFill`).
+struct FeedBatch<'a, B: PacketBuf> {
+    batch: &'a mut Batch<B>,
+    next: &'a mut usize,
+    n: usize,
+    bad: peregrine_dataplane::runtime::DropReason,
+    mac: Mac,
+}
+
+impl<B: PacketBuf> feed::WithFill for FeedBatch<'_, B> {
+    fn run<F: feed::Fill>(self, f: &F) {
+        let FeedBatch {
+            batch,
+            next,
+            n,
+            bad,
+            mac,
+        } = self;
         batch.for_each_active(|b| {
-            let f = &frames[*next];
-            *next = if *next + 1 == frames.len() {
-                0
-            } else {
-                *next + 1
-            };
-            if refill(b, f).is_err() {
-                return Disposition::drop_as(*bad);
+            let i = *next;
+            *next = if i + 1 == n { 0 } else { i + 1 };
+            if refill(b, f.unpatched(i)).is_err() {
+                return Disposition::drop_as(bad);
             }
-            b.data_mut()[..6].copy_from_slice(&mac.0);
+            let d = b.data_mut();
+            f.patch(i, d);
+            d[..6].copy_from_slice(&mac.0);
             Disposition::CONTINUE
         });
     }
@@ -442,6 +483,7 @@ fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
     let ucfg = upf_config(slots);
     let workers = a.workers.max(1);
     let mut pre = Preloaded::inject_workers(backend, &fr, a.inject, workers);
+    let fr = Frames::new(fr, a.feed);
     let cfg = if workers == 1 {
         net_ring::one_worker(a.core, a.burst, false)
     } else {
@@ -560,6 +602,8 @@ fn ours_child_opts(
         &a.inject.to_string(),
         "--workers",
         &workers.to_string(),
+        "--feed",
+        feed_name(a.feed),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -600,6 +644,14 @@ fn ours_child_opts(
     }
 }
 
+/// `--feed`'s value for `kind`.
+fn feed_name(kind: FeedKind) -> &'static str {
+    match kind {
+        FeedKind::Stored => "stored",
+        FeedKind::Patched => "patched",
+    }
+}
+
 /// testpmd 5tswap on frames of `frame_len` bytes: start tx_first, warm up, two
 /// `show port stats all` a window apart; the second call's Rx-pps covers that window.
 fn testpmd(a: &Args, frame_len: usize, round: usize) -> Result<f64, String> {
@@ -624,7 +676,7 @@ fn child_backend(workers: usize) -> DpdkBackend {
 fn main() {
     let a = Args::parse();
     if let Some(case) = &a.stage {
-        stage::stage_mode(case, a.batches, a.alternate_rx);
+        stage::stage_mode(case, a.batches, a.alternate_rx, a.feed);
         return;
     }
     if a.n4_replot {
@@ -715,8 +767,9 @@ fn main() {
     }
     let result = serde_json::json!({
         "what": "UPF forwarding rate per core vs dpdk-testpmd 5tswap, net_ring0 <-> net_ring1, same core, alternating rounds",
-        "ours": "peregrine worker runtime: rx -> feed (rewrites the buffer with the next pre-generated frame, one per session) -> Upf stage (tables compiled from synthetic() sessions, QER with MBR on every session) -> tx",
+        "ours": "peregrine worker runtime: rx -> feed (rewrites the buffer with the next session's frame, written whole: with --feed patched a base frame and the session's differing bytes, byte-identical to the stored frames of --feed stored) -> Upf stage (tables compiled from synthetic() sessions, QER with MBR on every session) -> tx",
         "baseline": "dpdk-testpmd --forward-mode=5tswap, one forwarding core, txonly frames of the same length",
+        "feed": feed_name(a.feed),
         "inject_per_port": a.inject,
         "burst": a.burst,
         "core": a.core,

@@ -180,6 +180,7 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     let fr = frames(Dir::Ul, size, statics);
     // At most one of each frame in flight, as many as `--inject` allows.
     let mut pre = Preloaded::inject(child_backend(1), &fr, fr.len().min(a.inject));
+    let fr = Frames::new(fr, a.feed);
     let cfg = net_ring::one_worker(a.core, a.burst, false);
     let run = runtime::start(
         &mut pre,

@@ -1,8 +1,9 @@
 //! `pg-upf --stage dir,size,sessions`: the `Upf` stage alone in this process, without DPDK or
 //! the feed: the forwarding cases' compiled tables and frames, 32-packet batches of owned
 //! buffers cycling over every session (the whole table is the working set), refilled outside
-//! the timed region. Prints ns per packet of the stage's `process` (clock read around each
-//! batch) and the batch count, and is the driver for instruction profiles:
+//! the timed region (from the feed's frames, `--feed`: patched by default, `feed.rs`).
+//! Prints ns per packet of the stage's `process` (clock read around each batch) and the batch
+//! count, and is the driver for instruction profiles:
 //!
 //! ```text
 //! valgrind --tool=callgrind \
@@ -43,6 +44,7 @@
 //! batch: a stage that keeps per-rx-port state pays for the switches there (the fridge's
 //! direction table did, before round 8: perf/results/fridge-bench.md).
 
+use super::feed::{FeedKind, Fill, Frames, WithFill};
 use super::tapdiag::{diag_burst, Diag, DiagTap};
 use super::{compiled, frames, fridge_spec, parse_case, upf_config, Dir, PORT_MACS};
 use peregrine_dataplane::buffer::{OwnedBuf, PacketBuf};
@@ -62,12 +64,13 @@ use std::time::{Duration, Instant};
 
 const BATCH: usize = 32;
 
-pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
+pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool, feed: FeedKind) {
     let (dir, size, n) = parse_case(case);
     let Some(dir) = dir else {
         fail("--stage wants ul,SIZE,SESSIONS or dl,SIZE,SESSIONS")
     };
-    let fr = frames(dir, size, n);
+    let fr = Frames::new(frames(dir, size, n), feed);
+    let count = fr.count();
     let (tables, slots) = compiled(n);
     let stats = Arc::new(UpfStats::new(slots));
     let routes = peregrine_dataplane::runtime::Publisher::new(upf_support::routes());
@@ -133,17 +136,15 @@ pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
         // 1 ms of virtual time per batch (the meters' MBR is far above the offered rate).
         let cx = Context::fixed((i as u64 + 1) * 1_000_000, 0);
         batch.rx_port = rx_port ^ PortId::from(alternate_rx && i % 2 == 1);
-        for mut b in bufs.drain(..) {
-            let f = &fr[next];
-            next = if next + 1 == fr.len() { 0 } else { next + 1 };
-            b.set_data(f).expect("frame fits");
-            if alternate_rx {
-                // As the forwarding modes' feed: addressed to the rx port.
-                let mac = PORT_MACS[usize::from(batch.rx_port) & 1];
-                b.data_mut()[..6].copy_from_slice(&mac.0);
-            }
-            let _ = batch.push(b, Disposition::CONTINUE);
-        }
+        // As the forwarding modes' feed: addressed to the rx port.
+        let mac = alternate_rx.then(|| PORT_MACS[usize::from(batch.rx_port) & 1]);
+        fr.with_fill(Refill {
+            bufs: &mut bufs,
+            batch: &mut batch,
+            next: &mut next,
+            count,
+            mac,
+        });
         // As the worker presents a received batch (`Worker::process`): one uniform
         // disposition, not the per-packet ones `push` leaves.
         batch.reset_dispositions();
@@ -175,6 +176,7 @@ pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
             tap_spent += t0.elapsed();
         }
     }
+    eprintln!("feed: {}", fr.describe());
     if sent != pkts {
         fail(&format!("{} of {pkts} packets not forwarded", pkts - sent));
     }
@@ -210,4 +212,28 @@ pub fn stage_mode(case: &str, batches: usize, alternate_rx: bool) {
 #[inline(never)]
 fn tap_burst(tap: &mut KestrelTap, port: PortId, bufs: &mut [OwnedBuf], cx: &Context) {
     tap.on_burst(port, bufs, cx);
+}
+
+/// One batch's refill from the feed's frames, with the feed's writer as a type.
+struct Refill<'a> {
+    bufs: &'a mut Vec<OwnedBuf>,
+    batch: &'a mut Batch<OwnedBuf>,
+    next: &'a mut usize,
+    count: usize,
+    mac: Option<peregrine_wire::ethernet::Address>,
+}
+
+impl WithFill for Refill<'_> {
+    fn run<F: Fill>(self, f: &F) {
+        for mut b in self.bufs.drain(..) {
+            let i = *self.next;
+            *self.next = if i + 1 == self.count { 0 } else { i + 1 };
+            b.set_data(f.unpatched(i)).expect("frame fits");
+            f.patch(i, b.data_mut());
+            if let Some(mac) = self.mac {
+                b.data_mut()[..6].copy_from_slice(&mac.0);
+            }
+            let _ = self.batch.push(b, Disposition::CONTINUE);
+        }
+    }
 }
