@@ -14,7 +14,7 @@ use crate::buffer::PacketBuf;
 use crate::classify::PacketMeta;
 use crate::qos::Colour;
 use crate::runtime::{Disposition, DropReason};
-use crate::upf::emit::{decrement_ttl, flow_port, quick_record, Stamp};
+use crate::upf::emit::{decrement_ttl, flow_port, quick_record_of, Stamp};
 use crate::upf::encap::{self, Psc};
 use crate::upf::parse::{Flow, Pre};
 use crate::upf::stats::qfi_cell;
@@ -152,7 +152,8 @@ impl Work<'_> {
             }
             if pre.meta {
                 // The record written once (pass 1 left it to here).
-                *p.pkt_meta_mut() = quick_record(pre, &stamp, Some(f.outer_teid));
+                *p.pkt_meta_mut() =
+                    quick_record_of(pre, &stamp, Some(f.outer_teid), dir == Direction::Uplink);
             } else {
                 stamp.encapsulated(p.pkt_meta_mut(), false, f.outer_teid);
             }
@@ -175,7 +176,7 @@ impl Work<'_> {
             _ => return self.fast_drop(p, pre, dir, qfi, self.d.encap_failed),
         }
         if pre.meta {
-            *p.pkt_meta_mut() = quick_record(pre, &stamp, None);
+            *p.pkt_meta_mut() = quick_record_of(pre, &stamp, None, dir == Direction::Uplink);
         } else {
             stamp.routed(p.pkt_meta_mut());
         }
