@@ -391,15 +391,24 @@ impl Stamp {
     }
 }
 
+/// [`quick_record_of`] with `ul` read from `pre.kind` (what the tests check).
+#[cfg(test)]
+pub(super) fn quick_record(pre: &Pre, stamp: &Stamp, teid: Option<u32>) -> PacketMeta {
+    quick_record_of(pre, stamp, teid, pre.kind == KIND_UL)
+}
+
 /// The final record of a packet pass 1's own classifier took (`pre.meta`: the record was
 /// left to pass 3) and the fast path forwarded as `stamp` says: `stamp.routed` (`teid`
 /// `None`) or `stamp.encapsulated` over IPv4 (`Some(teid)`) applied to
 /// [`Pre::quick_meta`], written as one literal (the offsets are constants of the two
 /// shapes: the inner L4 header 20 bytes after the inner IPv4 header, which has no options).
-/// `tests::quick_records_are_the_stamped_ones` checks it against the two stamps.
+/// `ul`: whether `pre.kind` is [`KIND_UL`], given by the caller, which knows it (the fast
+/// path's inlined copies: their direction, a constant, follows from the kind), so the kind
+/// is not read and tested again. `tests::quick_records_are_the_stamped_ones` checks it
+/// against the two stamps.
 #[inline(always)]
-pub(super) fn quick_record(pre: &Pre, stamp: &Stamp, teid: Option<u32>) -> PacketMeta {
-    let ul = pre.kind == KIND_UL;
+pub(super) fn quick_record_of(pre: &Pre, stamp: &Stamp, teid: Option<u32>, ul: bool) -> PacketMeta {
+    debug_assert_eq!(ul, pre.kind == KIND_UL);
     let rx_teid = if ul { pre.key as u32 } else { 0 };
     let (l4, hdr, flags, teid) = match teid {
         None => (

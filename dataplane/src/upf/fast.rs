@@ -14,13 +14,14 @@ use crate::buffer::PacketBuf;
 use crate::classify::PacketMeta;
 use crate::qos::Colour;
 use crate::runtime::{Disposition, DropReason};
-use crate::upf::emit::{decrement_ttl, flow_port, quick_record, Stamp};
+use crate::upf::emit::{decrement_ttl, flow_port, quick_record_of, Stamp};
 use crate::upf::encap::{self, Psc};
 use crate::upf::parse::{Flow, Pre};
 use crate::upf::stats::qfi_cell;
 use crate::upf::tables::{Direction, FastPath, NONE};
 use crate::upf::work::Work;
 use peregrine_wire::ethernet::{self, ethertype};
+use peregrine_wire::{ipv4, ipv6};
 use std::net::Ipv4Addr;
 
 impl Work<'_> {
@@ -110,8 +111,13 @@ impl Work<'_> {
             pre.port
         };
         // FAR: forward. Keep exactly the user packet, then encapsulate or route it.
-        // (`adj` then `encap::set_len`, in one.)
-        if p.keep(inner_off, inner_len).is_err() {
+        // (`adj` then `encap::set_len`, in one.) Routed, with the 14 bytes before it, where
+        // its Ethernet header is written (as if prepended: the same window; the inner packet
+        // is at least 14 bytes into the frame, past the Ethernet header it came with).
+        let eth_room = if outer { 0 } else { ethernet::HEADER_LEN };
+        if p.keep(inner_off.wrapping_sub(eth_room), inner_len + eth_room)
+            .is_err()
+        {
             return self.fast_drop(p, pre, dir, qfi, self.d.inner_malformed);
         }
         let qid = self.cfg.qfi_map.qid(qfi);
@@ -152,7 +158,8 @@ impl Work<'_> {
             }
             if pre.meta {
                 // The record written once (pass 1 left it to here).
-                *p.pkt_meta_mut() = quick_record(pre, &stamp, Some(f.outer_teid));
+                *p.pkt_meta_mut() =
+                    quick_record_of(pre, &stamp, Some(f.outer_teid), dir == Direction::Uplink);
             } else {
                 stamp.encapsulated(p.pkt_meta_mut(), false, f.outer_teid);
             }
@@ -163,19 +170,28 @@ impl Work<'_> {
             Ok(r) => r,
             Err(r) => return self.fast_drop(p, pre, dir, qfi, r),
         };
-        if !decrement_ttl(p.data_mut(), v6) {
+        let et = if v6 { ethertype::IPV6 } else { ethertype::IPV4 };
+        // The window kept above: the Ethernet header's room, then the packet, whose IP
+        // header is taken with it in one bounds check (a packet shorter than its header
+        // fails `decrement_ttl`'s, as before).
+        let hl = if v6 {
+            ipv6::HEADER_LEN
+        } else {
+            ipv4::HEADER_LEN
+        };
+        let Some((h, ip)) = p
+            .data_mut()
+            .get_mut(..ethernet::HEADER_LEN + hl)
+            .and_then(|d| d.split_first_chunk_mut::<{ ethernet::HEADER_LEN }>())
+        else {
+            return self.fast_drop(p, pre, dir, qfi, self.d.ttl_exceeded);
+        };
+        if !decrement_ttl(ip, v6) {
             return self.fast_drop(p, pre, dir, qfi, self.d.ttl_exceeded);
         }
-        let et = if v6 { ethertype::IPV6 } else { ethertype::IPV4 };
-        match p
-            .prepend(ethernet::HEADER_LEN)
-            .map(|h| h.first_chunk_mut::<{ ethernet::HEADER_LEN }>())
-        {
-            Ok(Some(h)) => encap::write_eth_addrs(h, *self.eth_of(ri), et),
-            _ => return self.fast_drop(p, pre, dir, qfi, self.d.encap_failed),
-        }
+        encap::write_eth_addrs(h, *self.eth_of(ri), et);
         if pre.meta {
-            *p.pkt_meta_mut() = quick_record(pre, &stamp, None);
+            *p.pkt_meta_mut() = quick_record_of(pre, &stamp, None, dir == Direction::Uplink);
         } else {
             stamp.routed(p.pkt_meta_mut());
         }
