@@ -16,9 +16,10 @@
 //! the whole frame) is counted on our side, so the ratio is conservative; the `feed` stage
 //! alone (no UPF) is also measured and reported. Since round 18a the feed keeps one base
 //! frame and, per session, only the bytes that differ from it (TEID, QFI, UE address,
-//! checksums: ~16 B a session instead of a stored 122-byte frame), as a NIC writes into a few
-//! recycled mbufs and pktgen-dpdk / TRex patch one template per flow; the frames are
-//! byte-identical to the stored ones (`feed.rs`), and `--feed stored` keeps the old feed.
+//! checksums: 16-byte words, 48 B a session uplink and 32 B downlink, instead of a stored
+//! 122-byte frame), as a NIC writes into a few recycled mbufs and pktgen-dpdk / TRex patch
+//! one template per flow; the frames are byte-identical to the stored ones (`feed.rs`), and
+//! `--feed stored` keeps the old feed.
 //!
 //! Baseline: testpmd `5tswap` (parses and swaps L2-L4 of every packet) on frames of the same
 //! length (`set txpkts`, `start tx_first`). Drops are counted by reason; the run fails if our
@@ -193,10 +194,10 @@ struct Args {
     /// modes receive them (each port's looped packets in turn), instead of one fixed port.
     #[arg(long)]
     alternate_rx: bool,
-    /// Where the feed's frames come from: `patched` (one base frame plus each session's
-    /// differing bytes, ~16 B a session) or `stored` (one stored frame per session, as before
-    /// round 18a); the frames are byte-identical (`feed.rs`). Forwarding, `--case`, `--stage`
-    /// and `--n4` modes.
+    /// Where the feed's frames come from: `patched` (one base frame plus, per session, the
+    /// 16-byte words that hold its differing bytes, 48 / 32 B a session uplink / downlink) or
+    /// `stored` (one stored frame per session, as before round 18a); the frames are
+    /// byte-identical (`feed.rs`). Forwarding, `--case`, `--stage` and `--n4` modes.
     #[arg(long, value_enum, default_value_t = FeedKind::Patched)]
     feed: FeedKind,
 }
