@@ -391,12 +391,6 @@ impl Stamp {
     }
 }
 
-/// [`quick_record_of`] with `ul` read from `pre.kind` (what the tests check).
-#[cfg(test)]
-pub(super) fn quick_record(pre: &Pre, stamp: &Stamp, teid: Option<u32>) -> PacketMeta {
-    quick_record_of(pre, stamp, teid, pre.kind == KIND_UL)
-}
-
 /// The final record of a packet pass 1's own classifier took (`pre.meta`: the record was
 /// left to pass 3) and the fast path forwarded as `stamp` says: `stamp.routed` (`teid`
 /// `None`) or `stamp.encapsulated` over IPv4 (`Some(teid)`) applied to
@@ -543,10 +537,11 @@ mod tests {
                     };
                     let mut m = pre.quick_meta();
                     stamp.routed(&mut m);
-                    assert_eq!(quick_record(&pre, &stamp, None), m);
+                    let ul = pre.kind == KIND_UL;
+                    assert_eq!(quick_record_of(&pre, &stamp, None, ul), m);
                     let mut m = pre.quick_meta();
                     stamp.encapsulated(&mut m, false, 0x0102_0304);
-                    assert_eq!(quick_record(&pre, &stamp, Some(0x0102_0304)), m);
+                    assert_eq!(quick_record_of(&pre, &stamp, Some(0x0102_0304), ul), m);
                 }
             }
         }

@@ -105,11 +105,22 @@ impl Patched {
     /// Writes session `i`'s words over a copy of the base frame (the start-up check and the
     /// tests; the feed goes through [`Frames::with_fill`]).
     fn patch(&self, i: usize, dst: &mut [u8]) {
+        struct One<'d>(usize, &'d mut [u8]);
+        impl WithFill for One<'_> {
+            fn run<F: Fill>(self, f: &F) {
+                f.patch(self.0, self.1);
+            }
+        }
+        self.with_fill(One(i, dst));
+    }
+
+    /// Runs `v` with this patch's writer, its word count `K` a constant.
+    fn with_fill<V: WithFill>(&self, v: V) {
         match self.at.len() {
-            1 => PatchedFill::<'_, 1>::new(self).patch(i, dst),
-            2 => PatchedFill::<'_, 2>::new(self).patch(i, dst),
-            3 => PatchedFill::<'_, 3>::new(self).patch(i, dst),
-            _ => PatchedFill::<'_, MAX_WORDS>::new(self).patch(i, dst),
+            1 => v.run(&PatchedFill::<'_, 1>::new(self)),
+            2 => v.run(&PatchedFill::<'_, 2>::new(self)),
+            3 => v.run(&PatchedFill::<'_, 3>::new(self)),
+            _ => v.run(&PatchedFill::<'_, MAX_WORDS>::new(self)),
         }
     }
 
@@ -231,12 +242,7 @@ impl Frames {
     pub(crate) fn with_fill<V: WithFill>(&self, v: V) {
         match self {
             Frames::Stored(f) => v.run(&StoredFill(f)),
-            Frames::Patched { p, .. } => match p.at.len() {
-                1 => v.run(&PatchedFill::<'_, 1>::new(p)),
-                2 => v.run(&PatchedFill::<'_, 2>::new(p)),
-                3 => v.run(&PatchedFill::<'_, 3>::new(p)),
-                _ => v.run(&PatchedFill::<'_, MAX_WORDS>::new(p)),
-            },
+            Frames::Patched { p, .. } => p.with_fill(v),
         }
     }
 
