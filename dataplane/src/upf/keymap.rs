@@ -373,6 +373,10 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
             Self::with_capacity(self.len + extra)
         };
         let n = m.slots.len();
+        if n == 0 {
+            // No keys: the shared empty array stays shared.
+            return m;
+        }
         let slots = m.slots_mut();
         for s in self.slots.iter().filter(|s| s.used()) {
             // Keys are distinct, so the probe ends at a free slot.
@@ -387,6 +391,10 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     }
 
     pub(super) fn fill_fast(&mut self, mut f: impl FnMut((u32, u32)) -> Option<FastPath>) {
+        if self.slots.is_empty() {
+            // The shared empty array stays shared (`make_mut` would copy it).
+            return;
+        }
         for s in self.slots_mut().iter_mut().filter(|s| s.used()) {
             s.fast = KeySlot::fast_record(f(s.range));
         }
@@ -489,6 +497,16 @@ mod tests {
         w.insert(u64::MAX, (0, 1));
         assert_eq!(w.get(&u64::MAX), Some(&(0, 1)));
         assert_eq!(std::mem::size_of::<KeySlot>(), 64);
+    }
+
+    #[test]
+    fn maps_without_keys_share_one_empty_array() {
+        let a = KeyMap::<u32>::default();
+        let mut b = KeyMap::<u64>::with_capacity(0);
+        b.fill_fast(|_| None);
+        let c = a.with_room(0);
+        assert!(std::ptr::eq(a.slots(), b.slots()) && std::ptr::eq(a.slots(), c.slots()));
+        assert_eq!((a.heap_bytes(), b.heap_bytes(), c.heap_bytes()), (0, 0, 0));
     }
 
     #[test]
