@@ -8,6 +8,7 @@ use super::tables::{
 };
 use std::marker::PhantomData;
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
 
 /// The flattened rules of the common case, stored inline in the key's [`KeyMap`] slot so one
 /// cache line gives the packet path everything but the per-worker meter and usage state: a
@@ -124,18 +125,27 @@ impl KeySlot {
 /// count is not rounded to a power of two (the home slot is a multiply-shift of the hash),
 /// so a map sized for its keys (`with_capacity`, as the compiler builds every shard) is
 /// 2/3 full instead of 1/3..2/3: at a million sessions the slots are most of the tables.
+///
+/// The slot array is shared (`Arc`): the table's shard directory keeps each shard's slot
+/// arrays beside its shard pointer ([`ShardTable`](super::shards::ShardTable)), so a packet's
+/// home slot is found without reading the shard's own line; a map written after a clone
+/// copies its slots first (`Arc::make_mut`), as the boxed array was copied by the clone.
 #[derive(Debug, Clone)]
 pub struct KeyMap<K> {
-    slots: Box<[KeySlot]>,
+    slots: Arc<[KeySlot]>,
     len: usize,
+    /// Sized at load factor 1/2 instead of 2/3 ([`Self::with_capacity_loose`]; kept by
+    /// [`Self::with_room`]).
+    loose: bool,
     _k: PhantomData<K>,
 }
 
 impl<K> Default for KeyMap<K> {
     fn default() -> Self {
         KeyMap {
-            slots: Box::new([]),
+            slots: empty_slots(0),
             len: 0,
+            loose: false,
             _k: PhantomData,
         }
     }
@@ -150,8 +160,23 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
             (n * 3).div_ceil(2).max(8)
         };
         KeyMap {
-            slots: vec![KeySlot::EMPTY; cap].into_boxed_slice(),
+            slots: empty_slots(cap),
             len: 0,
+            loose: false,
+            _k: PhantomData,
+        }
+    }
+
+    /// A map that holds `n` keys at load factor 1/2 (two slots a key): with linear probing
+    /// a key is found in its home slot more often than at 2/3 (the packet path reads one
+    /// line, not two, more often), for 64 bytes more a key. The compiler sizes the uplink
+    /// TEID maps so (the 100k-session uplink's key slots are its main random misses).
+    pub fn with_capacity_loose(n: usize) -> Self {
+        let cap = if n == 0 { 0 } else { (n * 2).max(8) };
+        KeyMap {
+            slots: empty_slots(cap),
+            len: 0,
+            loose: true,
             _k: PhantomData,
         }
     }
@@ -169,9 +194,24 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
         self.slots.len()
     }
 
-    /// Heap bytes of the slot array.
+    /// Heap bytes of the slot array (with the `Arc`'s counts, padded to the slots'
+    /// alignment: one slot's size; none for a map without slots, which shares one).
     pub fn heap_bytes(&self) -> usize {
-        self.slots.len() * std::mem::size_of::<KeySlot>()
+        match self.slots.len() {
+            0 => 0,
+            n => (n + 1) * std::mem::size_of::<KeySlot>(),
+        }
+    }
+
+    /// The shared slot array (for the shard directory, [`ShardTable`](super::shards::ShardTable)).
+    #[inline]
+    pub fn slots_arc(&self) -> &Arc<[KeySlot]> {
+        &self.slots
+    }
+
+    /// The slots to write: copied first if shared.
+    fn slots_mut(&mut self) -> &mut [KeySlot] {
+        Arc::make_mut(&mut self.slots)
     }
 
     /// The home slot of `key`: the bits of the same Fibonacci hash as [`shard_of_in`] below
@@ -266,9 +306,11 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
         }
         let key = key.into();
         let mut i = self.home(key);
+        let n = self.slots.len();
+        let slots = self.slots_mut();
         loop {
-            let next = self.next(i);
-            let s = &mut self.slots[i];
+            let next = if i + 1 == n { 0 } else { i + 1 };
+            let s = &mut slots[i];
             if !s.used() {
                 *s = KeySlot {
                     key,
@@ -292,16 +334,14 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
 
     fn grow(&mut self) {
         let cap = (self.slots.len() * 2).max(8);
-        let old = std::mem::replace(
-            &mut self.slots,
-            vec![KeySlot::EMPTY; cap].into_boxed_slice(),
-        );
+        let old = std::mem::replace(&mut self.slots, empty_slots(cap));
+        let slots = self.slots_mut();
         for s in old.iter().filter(|s| s.used()) {
-            let mut i = self.home(s.key);
-            while self.slots[i].used() {
-                i = self.next(i);
+            let mut i = home_in(cap, s.key);
+            while slots[i].used() {
+                i = if i + 1 == cap { 0 } else { i + 1 };
             }
-            self.slots[i] = *s;
+            slots[i] = *s;
         }
     }
 
@@ -313,22 +353,49 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
             .map(|s| (s.key, s.range))
     }
 
-    /// A copy sized for `extra` more keys (`with_capacity(len + extra)`): every entry moved
-    /// over whole, its fast-path record included, so a shard that only gains keys is copied
-    /// at memory speed instead of being re-indexed key by key.
+    /// A copy sized for `extra` more keys (`with_capacity(len + extra)`, or
+    /// `with_capacity_loose` for a loose map): every entry moved over whole, its fast-path
+    /// record included, so a shard that only gains keys is copied at memory speed instead
+    /// of being re-indexed key by key.
     pub fn with_room(&self, extra: usize) -> Self {
-        let mut m = Self::with_capacity(self.len + extra);
+        self.with_room_at(extra, self.loose)
+    }
+
+    /// [`Self::with_room`], the copy sized as [`Self::with_capacity_loose`] whatever `self` is.
+    pub fn with_room_loose(&self, extra: usize) -> Self {
+        self.with_room_at(extra, true)
+    }
+
+    fn with_room_at(&self, extra: usize, loose: bool) -> Self {
+        let mut m = if loose {
+            Self::with_capacity_loose(self.len + extra)
+        } else {
+            Self::with_capacity(self.len + extra)
+        };
+        let n = m.slots.len();
+        if n == 0 {
+            // No keys: the shared empty array stays shared.
+            return m;
+        }
+        let slots = m.slots_mut();
         for s in self.slots.iter().filter(|s| s.used()) {
             // Keys are distinct, so the probe ends at a free slot.
-            let i = m.probe(s.key);
-            m.slots[i] = *s;
+            let mut i = home_in(n, s.key);
+            while slots[i].used() {
+                i = if i + 1 == n { 0 } else { i + 1 };
+            }
+            slots[i] = *s;
         }
         m.len = self.len;
         m
     }
 
     pub(super) fn fill_fast(&mut self, mut f: impl FnMut((u32, u32)) -> Option<FastPath>) {
-        for s in self.slots.iter_mut().filter(|s| s.used()) {
+        if self.slots.is_empty() {
+            // The shared empty array stays shared (`make_mut` would copy it).
+            return;
+        }
+        for s in self.slots_mut().iter_mut().filter(|s| s.used()) {
             s.fast = KeySlot::fast_record(f(s.range));
         }
     }
@@ -345,11 +412,21 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
             }
             let i = self.probe(k);
             if self.slots[i].used() {
-                let r = self.slots[i].range;
-                self.slots[i].fast = KeySlot::fast_record(f(r));
+                let s = &mut self.slots_mut()[i];
+                s.fast = KeySlot::fast_record(f(s.range));
             }
         }
     }
+}
+
+/// `n` empty slots, built in place in their shared allocation; a map without slots shares
+/// one allocation with every other (the counts of an `Arc<[KeySlot]>` take a slot's 64 bytes).
+fn empty_slots(n: usize) -> Arc<[KeySlot]> {
+    static NONE: std::sync::OnceLock<Arc<[KeySlot]>> = std::sync::OnceLock::new();
+    if n == 0 {
+        return NONE.get_or_init(|| Arc::new([])).clone();
+    }
+    std::iter::repeat_n(KeySlot::EMPTY, n).collect()
 }
 
 /// [`KeyMap::home`] in a map of `n` slots.
@@ -420,6 +497,46 @@ mod tests {
         w.insert(u64::MAX, (0, 1));
         assert_eq!(w.get(&u64::MAX), Some(&(0, 1)));
         assert_eq!(std::mem::size_of::<KeySlot>(), 64);
+    }
+
+    #[test]
+    fn maps_without_keys_share_one_empty_array() {
+        let a = KeyMap::<u32>::default();
+        let mut b = KeyMap::<u64>::with_capacity(0);
+        b.fill_fast(|_| None);
+        let c = a.with_room(0);
+        assert!(std::ptr::eq(a.slots(), b.slots()) && std::ptr::eq(a.slots(), c.slots()));
+        assert_eq!((a.heap_bytes(), b.heap_bytes(), c.heap_bytes()), (0, 0, 0));
+    }
+
+    #[test]
+    fn loose_key_map_is_half_full_and_stays_loose() {
+        for n in [1usize, 5, 30, 1000] {
+            let mut m = KeyMap::<u32>::with_capacity_loose(n);
+            assert_eq!(m.capacity(), (n * 2).max(8), "{n}");
+            for k in 0..n as u32 {
+                assert_eq!(m.insert(k.wrapping_mul(2_654_435_761), (k, k + 1)), None);
+            }
+            assert_eq!(m.capacity(), (n * 2).max(8), "{n}");
+            // A copy with room keeps the load factor (and every entry); a tight map's
+            // loose copy takes it.
+            let r = m.with_room(n);
+            assert_eq!(r.capacity(), (4 * n).max(8), "{n}");
+            let t = KeyMap::<u32>::with_capacity(n).with_room_loose(n);
+            assert_eq!(t.capacity(), (2 * n).max(8), "{n}");
+            for k in 0..n as u32 {
+                let key = k.wrapping_mul(2_654_435_761);
+                assert_eq!(m.get(&key), Some(&(k, k + 1)));
+                assert_eq!(r.get(&key), Some(&(k, k + 1)));
+            }
+            assert_eq!(r.len(), n);
+        }
+        // Written after a clone: the clone keeps its slots (copy on write).
+        let mut a = KeyMap::<u32>::with_capacity_loose(4);
+        a.insert(1, (0, 1));
+        let b = a.clone();
+        a.insert(1, (5, 6));
+        assert_eq!((a.get(&1), b.get(&1)), (Some(&(5, 6)), Some(&(0, 1))));
     }
 
     #[test]

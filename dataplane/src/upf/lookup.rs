@@ -15,46 +15,43 @@ use crate::upf::tables::{
 use crate::upf::work::Work;
 
 impl<'a> Work<'a> {
-    /// End of pass 1: the shard holding the key's map, whose map header starts loading;
-    /// `None` for a slow packet. Each chunked packet's shard is computed here once, for
-    /// [`Self::prefetch_slot`] and [`Self::lookup`].
-    #[inline]
-    pub fn key_shard(&self, pre: &Pre) -> Option<&'a Shard> {
+    /// End of pass 1: the shard holding the key's map (`None` for a slow packet), and the
+    /// key's map slots and home slot in `probe`, whose line (and the next) start loading
+    /// at once: the slot array comes from the shard directory's own entry
+    /// ([`ShardTable::teid_slots`](crate::upf::shards::ShardTable::teid_slots)), so no
+    /// line of the shard itself is read. Each chunked packet's shard is computed here once,
+    /// for [`Self::lookup`] and pass 3.
+    #[inline(always)]
+    pub fn key_shard(&self, pre: &Pre, probe: &mut Probe<'a>) -> Option<&'a Shard> {
         let t = self.t;
         // `pre.key` is the map's key as its `u64` (see `Pre::key`): one shard pick for
         // every kind (`teid_shard`, `ue_v4_shard` and `ue_v6_shard` are the same one).
         // The pick is repeated in each arm on purpose: one pick before a second match on the
         // kind measured +12 instructions a packet (callgrind `--stage`, UL and DL 10k).
-        let s = match pre.kind {
+        let (s, slots) = match pre.kind {
             KIND_UL => {
-                let s = t.shards.at(t.shard_index(pre.key));
-                prefetch(&s.by_teid);
-                s
+                let i = t.shard_index(pre.key);
+                (t.shards.at(i), t.shards.teid_slots(i))
             }
             KIND_DL4 => {
-                let s = t.shards.at(t.shard_index(pre.key));
-                prefetch(&s.by_ue_v4);
-                s
+                let i = t.shard_index(pre.key);
+                (t.shards.at(i), t.shards.ue_v4_slots(i))
             }
             KIND_DL6 => {
-                let s = t.shards.at(t.shard_index(pre.key));
-                prefetch(&s.by_ue_v6);
-                s
+                let i = t.shard_index(pre.key);
+                (t.shards.at(i), t.shards.ue_v6_slots(i))
             }
             _ => return None,
+        };
+        *probe = Probe {
+            slots,
+            home: prefetch_home_in(slots, pre.key),
         };
         Some(s)
     }
 
-    /// Pass 1b: start loading the key's home slot in its shard `s` (whose map header was
-    /// prefetched in pass 1); the home slot's index, for [`Self::lookup`].
-    #[inline(always)]
-    pub fn prefetch_slot(&self, pre: &Pre, s: &Shard) -> usize {
-        prefetch_home_in(key_slots(pre, s), pre.key)
-    }
-
-    /// Pass 2: the key's slot in shard `s` from its home slot `home` (the line was
-    /// prefetched in pass 1b), and a prefetch of the meter and usage-counter lines its
+    /// Pass 2: the key's slot in shard `s` from `probe` (its home slot's line was
+    /// prefetched in pass 1), and a prefetch of the meter and usage-counter lines its
     /// fast-path record names; a slot without one sets bit `k` of `slow` (for
     /// [`Self::prefetch_rules`]). `None` for a key without rules (pass 3 then runs the full
     /// path, which reports it).
@@ -63,11 +60,11 @@ impl<'a> Work<'a> {
         &self,
         pre: &Pre,
         s: &'a Shard,
-        home: usize,
+        probe: &Probe<'a>,
         slow: &mut u32,
         k: usize,
     ) -> Option<&'a KeySlot> {
-        let slot = slot_from_in(key_slots(pre, s), home, pre.key)?;
+        let slot = slot_from_in(probe.slots, probe.home, pre.key)?;
         if let Some(f) = slot.fast() {
             // No bounds check: a hint never faults (a slot past the array, rare, is found
             // out in pass 3). A meter slot is one cache line. Hints only, so the padding test
@@ -277,15 +274,20 @@ impl<'a> Work<'a> {
     }
 }
 
-/// The slots of the map of shard `s` that `pre`'s key is in (one copy of the batched
-/// lookup for every map: `pre.key` is the key as its map's `u64`).
-#[inline(always)]
-fn key_slots<'s>(pre: &Pre, s: &'s Shard) -> &'s [KeySlot] {
-    match pre.kind {
-        KIND_UL => s.by_teid.slots(),
-        KIND_DL4 => s.by_ue_v4.slots(),
-        _ => s.by_ue_v6.slots(),
-    }
+/// Where pass 2 looks a chunked packet's key up: its map's slots and its home slot there
+/// (pass 1, [`Work::key_shard`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Probe<'a> {
+    pub slots: &'a [KeySlot],
+    pub home: usize,
+}
+
+impl Probe<'_> {
+    /// No slots: a packet pass 1 found no shard for.
+    pub const NONE: Probe<'static> = Probe {
+        slots: &[],
+        home: 0,
+    };
 }
 
 /// `f` of the shard and slot of each chunk index set in `slow`.

@@ -22,6 +22,7 @@
 //! indicators, so the readers' side is unchanged. Only when every kept array is still held
 //! (readers several versions behind) is the array copied, as before.
 
+use super::keymap::KeySlot;
 use super::tables::Shard;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -35,18 +36,60 @@ pub const SPARE_DIRS: usize = 3;
 /// rebuilds' changes than this approaches a copy of the array.
 pub const MAX_LAG: u64 = 16;
 
-/// An immutable array of shard pointers, shared between snapshots as a whole.
+/// An immutable array of shard pointers, shared between snapshots as a whole, and beside it
+/// one array per map kind of each shard's key-map slot arrays (its maps' own `Arc`s:
+/// [`KeyMap::slots_arc`](super::keymap::KeyMap::slots_arc)). A packet's lookup reads its
+/// shard's entry in its kind's array (16 bytes a shard: 64 KiB at 4,096 shards, mostly
+/// cached) and starts loading its home slot at once, instead of first loading the shard's
+/// own line (the maps' headers: one line per shard scattered over the heap, a miss at 100k
+/// sessions) and only then the slot. A shard is never written once in a table, so the
+/// entries stay its maps'. The four arrays are cloned, held and recycled together.
 #[derive(Debug, Clone)]
 pub struct ShardTable {
     dir: Arc<[Arc<Shard>]>,
+    /// By map: uplink TEID, UE IPv4, UE IPv6 (`Shard::by_teid`, `by_ue_v4`, `by_ue_v6`).
+    maps: [Arc<[Arc<[KeySlot]>]>; 3],
+}
+
+/// The arrays of a [`ShardTable`] no other table holds, to rewrite in place.
+struct DirMut<'a> {
+    shards: &'a mut [Arc<Shard>],
+    maps: [&'a mut [Arc<[KeySlot]>]; 3],
+}
+
+impl DirMut<'_> {
+    /// Entry `i` made `s`'s (no change if `i` is past the end); whether it was in range.
+    fn set(&mut self, i: usize, s: Arc<Shard>) -> bool {
+        let Some(slot) = self.shards.get_mut(i) else {
+            return false;
+        };
+        let [t, v4, v6] = &mut self.maps;
+        t[i] = s.by_teid.slots_arc().clone();
+        v4[i] = s.by_ue_v4.slots_arc().clone();
+        v6[i] = s.by_ue_v6.slots_arc().clone();
+        *slot = s;
+        true
+    }
 }
 
 impl ShardTable {
     /// `len` shards, all `fill`.
     pub fn new(len: usize, fill: Arc<Shard>) -> ShardTable {
-        ShardTable {
-            dir: (0..len).map(|_| fill.clone()).collect(),
-        }
+        (0..len).map(|_| fill.clone()).collect()
+    }
+
+    /// The arrays, if this table is their only holder.
+    fn unique(&mut self) -> Option<DirMut<'_>> {
+        let [t, v4, v6] = &mut self.maps;
+        Some(DirMut {
+            shards: Arc::get_mut(&mut self.dir)?,
+            maps: [Arc::get_mut(t)?, Arc::get_mut(v4)?, Arc::get_mut(v6)?],
+        })
+    }
+
+    /// A copy of the arrays (one increment per entry), held by no other table.
+    fn copy(&self) -> ShardTable {
+        self.dir.iter().cloned().collect()
     }
 
     /// Number of shards.
@@ -60,20 +103,44 @@ impl ShardTable {
         self.dir.is_empty()
     }
 
-    /// Shard `i`, `None` past the end.
     #[inline]
     pub fn get(&self, i: usize) -> Option<&Arc<Shard>> {
         self.dir.get(i)
     }
 
-    /// Shard `i` for the packet path: `i` below [`Self::len`] (a shard index of these
-    /// tables); past it a panic, never another table's shard.
+    /// Shard `i` (panics past the end).
     #[inline]
     pub fn at(&self, i: usize) -> &Shard {
         &self.dir[i]
     }
 
-    /// The shards in order.
+    /// The slots of shard `i`'s uplink TEID map (`at(i).by_teid.slots()`, from the
+    /// directory's own array: the shard's line is not read).
+    #[inline]
+    pub fn teid_slots(&self, i: usize) -> &[KeySlot] {
+        &self.maps[0][i]
+    }
+
+    /// The slots of shard `i`'s UE IPv4 map (as [`Self::teid_slots`]).
+    #[inline]
+    pub fn ue_v4_slots(&self, i: usize) -> &[KeySlot] {
+        &self.maps[1][i]
+    }
+
+    /// The slots of shard `i`'s UE IPv6 map (as [`Self::teid_slots`]).
+    #[inline]
+    pub fn ue_v6_slots(&self, i: usize) -> &[KeySlot] {
+        &self.maps[2][i]
+    }
+
+    /// Heap bytes of this version's arrays (a shard pointer and three slot-array references
+    /// a shard; [`ShardDirs`] keeps up to [`SPARE_DIRS`] more versions).
+    pub fn heap_bytes(&self) -> usize {
+        4 * 16
+            + self.len()
+                * (std::mem::size_of::<Arc<Shard>>() + 3 * std::mem::size_of::<Arc<[KeySlot]>>())
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Shard>> + '_ {
         self.dir.iter()
     }
@@ -97,14 +164,12 @@ impl ShardTable {
     /// array (one increment per shard); tables cloned before keep their shards. Rebuilds
     /// that follow one another use [`Self::update`].
     pub fn replace(&mut self, updates: impl IntoIterator<Item = (usize, Arc<Shard>)>) {
-        let mut dir: Arc<[Arc<Shard>]> = self.dir.iter().cloned().collect();
-        let slots = Arc::get_mut(&mut dir).expect("a new array has one owner");
+        let mut t = self.copy();
+        let mut d = t.unique().expect("a new array has one owner");
         for (i, s) in updates {
-            if let Some(slot) = slots.get_mut(i) {
-                *slot = s;
-            }
+            d.set(i, s);
         }
-        self.dir = dir;
+        *self = t;
     }
 
     /// [`Self::replace`] for a sequence of rebuilds of one table: the new array is an
@@ -117,14 +182,10 @@ impl ShardTable {
         updates: impl IntoIterator<Item = (usize, Arc<Shard>)>,
         dirs: &mut ShardDirs,
     ) {
-        if !dirs
-            .dirs
-            .back()
-            .is_some_and(|(_, d)| Arc::ptr_eq(d, &self.dir))
-        {
+        if !dirs.dirs.back().is_some_and(|(_, d)| d.same_array(self)) {
             dirs.dirs.clear();
             dirs.log.clear();
-            dirs.dirs.push_back((0, self.dir.clone()));
+            dirs.dirs.push_back((0, self.clone()));
         }
         let version = dirs.dirs.back().map_or(0, |d| d.0) + 1;
         let mut changed = std::mem::take(&mut dirs.spare_log);
@@ -132,15 +193,16 @@ impl ShardTable {
         // The newest earlier array no snapshot holds (the current one is the last).
         let free = (0..dirs.dirs.len() - 1)
             .rev()
-            .find(|&k| Arc::get_mut(&mut dirs.dirs[k].1).is_some());
+            .find(|&k| dirs.dirs[k].1.unique().is_some());
         let mut dir = match free.and_then(|k| dirs.dirs.remove(k)) {
             Some((since, mut dir)) => {
-                let slots = Arc::get_mut(&mut dir).expect("no other owner: checked above");
+                let mut slots = dir.unique().expect("no other owner: checked above");
                 for (_, idx) in dirs.log.iter().filter(|e| e.0 > since) {
                     for &i in idx {
-                        let (slot, now) = (&mut slots[i as usize], &self.dir[i as usize]);
-                        if !Arc::ptr_eq(slot, now) {
-                            *slot = now.clone();
+                        let i = i as usize;
+                        let now = &self.dir[i];
+                        if !Arc::ptr_eq(&slots.shards[i], now) {
+                            slots.set(i, now.clone());
                         }
                     }
                 }
@@ -149,19 +211,18 @@ impl ShardTable {
             }
             None => {
                 dirs.copied += 1;
-                self.dir.iter().cloned().collect()
+                self.copy()
             }
         };
-        let slots = Arc::get_mut(&mut dir).expect("no other owner");
+        let mut slots = dir.unique().expect("no other owner");
         for (i, s) in updates {
-            if let Some(slot) = slots.get_mut(i) {
-                *slot = s;
+            if slots.set(i, s) {
                 changed.push(i as u32);
             }
         }
         dirs.log.push_back((version, changed));
         dirs.dirs.push_back((version, dir.clone()));
-        self.dir = dir;
+        *self = dir;
         // Keep the current array and at most SPARE_DIRS earlier ones, none more than
         // MAX_LAG versions old (a snapshot held that long is better copied than replayed),
         // and the changes since the oldest kept.
@@ -185,7 +246,7 @@ impl ShardTable {
 #[derive(Debug, Default)]
 pub struct ShardDirs {
     /// (version, array), oldest first; the last is the table's current array.
-    dirs: VecDeque<(u64, Arc<[Arc<Shard>]>)>,
+    dirs: VecDeque<(u64, ShardTable)>,
     /// (version, indices that version changed from the one before), oldest first.
     log: VecDeque<(u64, Vec<u32>)>,
     /// A retired log entry's vector, reused for the next.
@@ -227,9 +288,14 @@ impl<'a> IntoIterator for &'a ShardTable {
 
 impl FromIterator<Arc<Shard>> for ShardTable {
     fn from_iter<I: IntoIterator<Item = Arc<Shard>>>(it: I) -> ShardTable {
-        ShardTable {
-            dir: it.into_iter().collect(),
-        }
+        let dir: Arc<[Arc<Shard>]> = it.into_iter().collect();
+        let map = |f: fn(&Shard) -> &Arc<[KeySlot]>| dir.iter().map(|s| f(s).clone()).collect();
+        let maps = [
+            map(|s| s.by_teid.slots_arc()),
+            map(|s| s.by_ue_v4.slots_arc()),
+            map(|s| s.by_ue_v6.slots_arc()),
+        ];
+        ShardTable { dir, maps }
     }
 }
 

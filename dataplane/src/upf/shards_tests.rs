@@ -135,3 +135,54 @@ fn update_recycles_free_arrays_and_keeps_held_snapshots() {
     assert!((2..2 * n).all(|j| Arc::ptr_eq(&doubled[j], &t[j / 2])));
     assert_eq!(seids(&t), model);
 }
+
+/// A shard whose three maps hold `keys` (each map a different key set).
+fn keyed(seid: u64, keys: u32) -> Arc<Shard> {
+    let mut s = Shard::default();
+    s.sessions
+        .push(super::super::tables::SessionInfo { up_seid: seid });
+    for k in 0..keys {
+        s.by_teid.insert(k * 3 + seid as u32, (k, k + 1));
+        s.by_ue_v4.insert(k * 5 + seid as u32, (k, k + 2));
+        s.by_ue_v6.insert(u64::from(k) << 40 | seid, (k, k + 3));
+    }
+    Arc::new(s)
+}
+
+/// The directory's slot arrays are always its shards' own maps' (the same allocation),
+/// after a build, a replace and updates that recycle or copy while snapshots are held.
+#[test]
+fn directory_slot_arrays_are_the_shards_maps() {
+    fn check(t: &ShardTable) {
+        for i in 0..t.len() {
+            let s = t.at(i);
+            assert!(std::ptr::eq(t.teid_slots(i), s.by_teid.slots()), "{i}");
+            assert!(std::ptr::eq(t.ue_v4_slots(i), s.by_ue_v4.slots()), "{i}");
+            assert!(std::ptr::eq(t.ue_v6_slots(i), s.by_ue_v6.slots()), "{i}");
+        }
+    }
+    let n = 64;
+    let mut t: ShardTable = (0..n as u64).map(|i| keyed(i, (i % 7) as u32)).collect();
+    check(&t);
+    t.replace([(3, keyed(100, 9)), (n - 1, keyed(101, 0))]);
+    check(&t);
+    let mut dirs = ShardDirs::default();
+    let mut held = Vec::new();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    for round in 0..200u64 {
+        let i = rng.below(n as u64) as usize;
+        let s = keyed(1000 + round, rng.below(12) as u32);
+        t.update([(i, s)], &mut dirs);
+        check(&t);
+        assert_eq!(seid(t.at(i)), Some(1000 + round));
+        if rng.below(3) == 0 {
+            held.push(t.clone());
+        }
+        if held.len() > 5 {
+            held.remove(0);
+        }
+        held.iter().for_each(check);
+    }
+    let (recycled, copied) = dirs.counts();
+    assert!(recycled > 0 && copied > 0, "{recycled} {copied}");
+}

@@ -72,6 +72,7 @@ use crate::qos::TokenBucket;
 use crate::runtime::{Batch, Context, Disposition, Reader, Reasons, Stage};
 use crate::stages::l3fwd::RouteTable;
 pub use crate::upf::config::UpfConfig;
+use crate::upf::lookup::Probe;
 use crate::upf::parse::{Flow, Pre, KIND_SKIP};
 use crate::upf::reasm::Reassembler;
 use crate::upf::stats::UpfStats;
@@ -268,9 +269,9 @@ impl<B: PacketBuf> Stage<B> for Upf {
             let decided = batch.decided_mask(base, len);
             // The chunk's packets, bounds-checked once for pass 1.
             let pkts = &mut batch.pkts[base..base + len];
-            // Each packet's shard (pass 1), home slot and slot (pass 2), by chunk index.
+            // Each packet's shard and map probe (pass 1) and slot (pass 2), by chunk index.
             let mut shard: [Option<&Shard>; CHUNK] = [None; CHUNK];
-            let mut home = [0usize; CHUNK];
+            let mut probe = [Probe::NONE; CHUNK];
             let mut hit: [Option<&KeySlot>; CHUNK] = [None; CHUNK];
             for j in 0..len {
                 let pr = &mut pre[j];
@@ -291,26 +292,16 @@ impl<B: PacketBuf> Stage<B> for Upf {
                         // One call site, so it stays inlined.
                         *pr = w.pre(p.data(), p.pkt_meta(), &mut flows[j]);
                     }
-                    shard[j] = w.key_shard(pr);
-                }
-                // The map header of the packet LAG places back has had time to arrive: start
-                // loading its home slot, so pass 2 finds every slot well ahead of its read.
-                if let Some(k) = j.checked_sub(LAG) {
-                    if let Some(s) = shard[k] {
-                        home[k] = w.prefetch_slot(&pre[k], s);
-                    }
-                }
-            }
-            for k in len.saturating_sub(LAG)..len {
-                if let Some(s) = shard[k] {
-                    home[k] = w.prefetch_slot(&pre[k], s);
+                    // Starts loading the key's home slot, so pass 2 finds every slot well
+                    // ahead of its read.
+                    shard[j] = w.key_shard(pr, &mut probe[j]);
                 }
             }
             // Chunk indices whose key has rules but no fast-path record (CHUNK <= 32).
             let mut slow = 0u32;
             for k in 0..len {
                 if let Some(s) = shard[k] {
-                    hit[k] = w.lookup(&pre[k], s, home[k], &mut slow, k);
+                    hit[k] = w.lookup(&pre[k], s, &probe[k], &mut slow, k);
                 }
             }
             if slow != 0 {
@@ -361,9 +352,6 @@ impl<B: PacketBuf> Stage<B> for Upf {
         }
     }
 }
-
-/// Pass 1 starts loading a packet's home slot this many packets after its map header.
-const LAG: usize = 4;
 
 /// Packets per pass of [`Upf::process`]: enough in flight to overlap the misses, few enough
 /// that the lines fetched in pass 1 are still cached in pass 3.

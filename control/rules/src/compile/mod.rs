@@ -625,6 +625,9 @@ impl Compiler {
                 + sh.qers.capacity() * size_of::<QerRule>()
                 + sh.sessions.capacity() * size_of::<SessionInfo>();
         }
+        // The directory arrays (shard pointers and the maps' slot arrays beside them), the
+        // current version and the earlier ones kept for recycling.
+        shard_bytes += self.tables.shards.heap_bytes() * self.dirs.arrays().max(1);
         let index_bytes = map_bytes(self.owners.narrow.capacity(), 16)
             + map_bytes(self.owners.v6.capacity(), 16)
             + (self.meters.gens.capacity() + self.meters.free.capacity()) * 4
