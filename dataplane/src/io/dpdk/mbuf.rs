@@ -305,10 +305,11 @@ impl PacketBuf for Mbuf {
             let m = self.raw_mut();
             let len = m.data_len as usize;
             if off <= len && n <= len - off {
-                // off, n <= data_len <= u16::MAX; data_off + off stays within the buffer.
+                // off, n <= data_len <= u16::MAX; data_off + off stays within the buffer. One
+                // segment: `pkt_len` is `data_len` (stored, not read back and adjusted).
                 m.data_off += off as u16;
                 m.data_len = n as u16;
-                m.pkt_len -= (len - n) as u32;
+                m.pkt_len = n as u32;
                 return Ok(());
             }
         }
