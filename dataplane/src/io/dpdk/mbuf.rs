@@ -274,13 +274,14 @@ impl PacketBuf for Mbuf {
         }
         let m = self.raw_mut();
         // n <= data_off <= u16::MAX
-        m.data_off -= n as u16;
+        let off = have - n;
+        m.data_off = off as u16;
         m.data_len += n as u16;
         m.pkt_len += n as u32;
-        let p = self.data_ptr();
-        // SAFETY: the n bytes in front of the old data are inside the buffer (n <= data_off)
-        // and now belong to the packet.
-        Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+        // SAFETY: the n bytes in front of the old data (from the new `data_off`, computed
+        // here, not read back) are inside the buffer (n <= data_off) and now belong to the
+        // packet.
+        Ok(unsafe { std::slice::from_raw_parts_mut(m.buf_addr.cast::<u8>().add(off), n) })
     }
 
     #[inline]
@@ -304,7 +305,8 @@ impl PacketBuf for Mbuf {
         if self.is_single() {
             let m = self.raw_mut();
             let len = m.data_len as usize;
-            if off <= len && n <= len - off {
+            // `off + n <= len` without wrapping (an add and its carry, then one compare).
+            if off.checked_add(n).is_some_and(|end| end <= len) {
                 // off, n <= data_len <= u16::MAX; data_off + off stays within the buffer. One
                 // segment: `pkt_len` is `data_len` (stored, not read back and adjusted).
                 m.data_off += off as u16;
