@@ -299,8 +299,9 @@ impl PacketBuf for Mbuf {
 
     /// A window inside a single-segment packet (the common case) with one test: `adj(off)`
     /// then `trim(data_len - off - n)` as one update of the three fields; anything else by
-    /// the documented steps.
-    #[inline]
+    /// the documented steps, out of line (so the common case is always inlined: as a call
+    /// it cost the UPF's fast path ~10 instructions a packet).
+    #[inline(always)]
     fn keep(&mut self, off: usize, n: usize) -> Result<(), BufError> {
         if self.is_single() {
             let m = self.raw_mut();
@@ -315,7 +316,7 @@ impl PacketBuf for Mbuf {
                 return Ok(());
             }
         }
-        crate::buffer::keep_by_steps(self, off, n)
+        crate::buffer::keep_by_steps_cold(self, off, n)
     }
 
     #[inline]
