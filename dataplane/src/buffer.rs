@@ -97,6 +97,18 @@ pub trait PacketBuf: Send {
     }
 }
 
+/// [`keep_by_steps`] out of line, for an implementation whose `keep` has a common case to
+/// be inlined whole.
+#[cold]
+#[inline(never)]
+pub(crate) fn keep_by_steps_cold<B: PacketBuf>(
+    b: &mut B,
+    off: usize,
+    n: usize,
+) -> Result<(), BufError> {
+    keep_by_steps(b, off, n)
+}
+
 /// [`PacketBuf::keep`] as its documented steps.
 #[inline]
 pub(crate) fn keep_by_steps<B: PacketBuf + ?Sized>(

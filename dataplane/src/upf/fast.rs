@@ -172,8 +172,11 @@ impl Work<'_> {
         };
         let et = if v6 { ethertype::IPV6 } else { ethertype::IPV4 };
         // The window kept above: the Ethernet header's room, then the packet, whose IP
-        // header is taken with it in one bounds check (a packet shorter than its header
-        // fails `decrement_ttl`'s, as before).
+        // header is taken with it in one bounds check. A packet shorter than its header is
+        // malformed (`inner_malformed`, not `ttl_exceeded`); unreachable here today: pass 1
+        // describes a packet (`Pre`) only once it has parsed its whole inner IP header (the
+        // quick shapes' `plain_len`, the shared classifier's), whose total length `keep`
+        // kept.
         let hl = if v6 {
             ipv6::HEADER_LEN
         } else {
@@ -184,7 +187,7 @@ impl Work<'_> {
             .get_mut(..ethernet::HEADER_LEN + hl)
             .and_then(|d| d.split_first_chunk_mut::<{ ethernet::HEADER_LEN }>())
         else {
-            return self.fast_drop(p, pre, dir, qfi, self.d.ttl_exceeded);
+            return self.fast_drop(p, pre, dir, qfi, self.d.inner_malformed);
         };
         if !decrement_ttl(ip, v6) {
             return self.fast_drop(p, pre, dir, qfi, self.d.ttl_exceeded);

@@ -149,11 +149,44 @@ impl<'a> Work<'a> {
         });
     }
 
-    /// Pass 3 of a packet pass 1 classified and pass 2 found rules for: the fast-path
-    /// record if the key has one (and, uplink, the PDR's QFI matches), else the PDR
-    /// selection of the general path (the packet's record written first if pass 1 left it,
-    /// `Pre::settle`).
-    /// `flow` is the inner flow pass 1 kept if `pre.flow` says so.
+    /// Pass 3 of a packet pass 1 classified and pass 2 found rules for, its fast path: the
+    /// key's fast-path record applied if it has one (and, uplink, the PDR's QFI matches);
+    /// [`Disposition::CONTINUE`] (nothing changed): [`Self::resolved`] decides it.
+    #[inline(always)]
+    pub fn resolved_fast<B: PacketBuf>(
+        &mut self,
+        p: &mut B,
+        pre: &Pre,
+        slot: &KeySlot,
+    ) -> Disposition {
+        let Some(f) = slot.fast() else {
+            return Disposition::CONTINUE;
+        };
+        let Some((dir, qfi)) = fast_takes(pre, f) else {
+            return Disposition::CONTINUE;
+        };
+        // One inlined copy of the fast path for each common shape, its direction, outer
+        // header and inner version constants there (its counters, meter colour and header
+        // choices fold): an IPv4 uplink decapsulated to N6, an IPv4 downlink encapsulated;
+        // the rest (an N9 relay, a downlink routed on N6, an IPv6 inner packet) out of line.
+        let outer = f.flags & FastPath::OUTER_V4 != 0;
+        match (dir, outer, pre.v6) {
+            (Direction::Uplink, false, false) => {
+                self.fast_apply(p, pre, f, Direction::Uplink, qfi, false, false)
+            }
+            (Direction::Downlink, true, false) => {
+                self.fast_apply(p, pre, f, Direction::Downlink, qfi, true, false)
+            }
+            _ => self.fast_apply_other(p, pre, f, dir, qfi, outer),
+        }
+    }
+
+    /// Pass 3 of a packet pass 1 classified and pass 2 found rules for, after
+    /// [`Self::resolved_fast`] answered `Continue`: the general `execute` with the fast-path
+    /// record's plan if the record takes the packet (its fast path declined it), else the
+    /// PDR selection of the general path (the packet's record written first if pass 1 left
+    /// it, `Pre::settle`). `flow` is the inner flow pass 1 kept if `pre.flow` says so.
+    #[inline(never)]
     pub fn resolved<B: PacketBuf>(
         &mut self,
         p: &mut B,
@@ -167,52 +200,21 @@ impl<'a> Work<'a> {
         } else {
             Direction::Downlink
         };
-        if let Some(f) = slot.fast() {
-            // Uplink: a PDR with a QFI takes only packets carrying it, and then the packet's
-            // QFI is the one (else 0: neither has one); downlink: the QFI to mark.
-            let (takes, qfi) = match dir {
-                Direction::Uplink => (
-                    f.pdr_qfi == FastPath::NO_QFI
-                        || f.pdr_qfi == pre.qfi.unwrap_or(FastPath::NO_QFI),
-                    pre.qfi.unwrap_or(0),
-                ),
-                Direction::Downlink => (true, f.mark_qfi),
+        if let Some((f, (dir, qfi))) = slot.fast().and_then(|f| Some((f, fast_takes(pre, f)?))) {
+            pre.settle(p);
+            // Unchanged by `fast_apply`: the flow pass 1 read.
+            let inner = pre_flow(p, pre, flow);
+            let plan = Plan {
+                qfi,
+                gate_closed: false,
+                meters: f.meters,
+                meter_qers: f.meter_qers,
+                urrs: f.urrs,
+                action: Some(FarAction::Forward),
+                remove_gtpu: dir == Direction::Uplink,
+                outer: f.outer(),
             };
-            if takes {
-                // One inlined copy of the fast path for each common shape, its direction,
-                // outer header and inner version constants there (its counters, meter colour
-                // and header choices fold): an IPv4 uplink decapsulated to N6, an IPv4
-                // downlink encapsulated; the rest (an N9 relay, a downlink routed on N6, an
-                // IPv6 inner packet) out of line.
-                let outer = f.flags & FastPath::OUTER_V4 != 0;
-                let d = match (dir, outer, pre.v6) {
-                    (Direction::Uplink, false, false) => {
-                        self.fast_apply(p, pre, f, Direction::Uplink, qfi, false, false)
-                    }
-                    (Direction::Downlink, true, false) => {
-                        self.fast_apply(p, pre, f, Direction::Downlink, qfi, true, false)
-                    }
-                    _ => self.fast_apply_other(p, pre, f, dir, qfi, outer),
-                };
-                // `Continue`: the general path.
-                if !d.is_continue() {
-                    return d;
-                }
-                pre.settle(p);
-                // Unchanged by `fast_apply`: the flow pass 1 read.
-                let inner = pre_flow(p, pre, flow);
-                let plan = Plan {
-                    qfi,
-                    gate_closed: false,
-                    meters: f.meters,
-                    meter_qers: f.meter_qers,
-                    urrs: f.urrs,
-                    action: Some(FarAction::Forward),
-                    remove_gtpu: dir == Direction::Uplink,
-                    outer: f.outer(),
-                };
-                return self.execute(p, s, &plan, dir, usize::from(pre.inner_off), &inner);
-            }
+            return self.execute(p, s, &plan, dir, usize::from(pre.inner_off), &inner);
         }
         pre.settle(p);
         // The flow pass 1 read (pass 2 changed nothing).
@@ -271,6 +273,20 @@ impl<'a> Work<'a> {
         };
         let inner_off = usize::from(p.pkt_meta().inner_l3_off);
         self.apply(p, shard, pdr, Direction::Uplink, qfi, inner_off, inner)
+    }
+}
+
+/// Whether fast-path record `f` takes the packet `pre` describes, with the direction and
+/// the QFI the general path derives: uplink, a PDR with a QFI takes only packets carrying
+/// it, and then the packet's QFI is the one (else 0: neither has one); downlink, always,
+/// the QFI to mark.
+#[inline(always)]
+fn fast_takes(pre: &Pre, f: &FastPath) -> Option<(Direction, u8)> {
+    if pre.kind == KIND_UL {
+        (f.pdr_qfi == FastPath::NO_QFI || f.pdr_qfi == pre.qfi.unwrap_or(FastPath::NO_QFI))
+            .then_some((Direction::Uplink, pre.qfi.unwrap_or(0)))
+    } else {
+        Some((Direction::Downlink, f.mark_qfi))
     }
 }
 

@@ -328,6 +328,13 @@ impl<B: PacketBuf> Stage<B> for Upf {
                 while let Some(p) = pkts.get_mut(j) {
                     match (shard[j], hit[j]) {
                         (Some(s), Some(slot)) => {
+                            let d = w.resolved_fast(p, &pre[j], slot);
+                            if !d.is_continue() {
+                                // The fast path never fragments: no job to test for.
+                                out[j] = d;
+                                j += 1;
+                                continue;
+                            }
                             out[j] = w.resolved(p, &pre[j], &flows[j], s, slot);
                         }
                         // Left as it was.

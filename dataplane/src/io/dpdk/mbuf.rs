@@ -162,13 +162,13 @@ impl Mbuf {
         self.0.as_ptr()
     }
 
-    #[inline]
+    #[inline(always)]
     fn raw(&self) -> &sys::rte_mbuf {
         // SAFETY: we own a valid mbuf; nobody else accesses it while we hold `&self`.
         unsafe { self.0.as_ref() }
     }
 
-    #[inline]
+    #[inline(always)]
     fn raw_mut(&mut self) -> &mut sys::rte_mbuf {
         // SAFETY: we own a valid mbuf exclusively.
         unsafe { self.0.as_mut() }
@@ -192,13 +192,13 @@ impl Mbuf {
         self.raw().ol_flags
     }
 
-    #[inline]
+    #[inline(always)]
     fn is_single(&self) -> bool {
         self.raw().nb_segs == 1
     }
 
     /// Pointer to the first byte of the first segment's data.
-    #[inline]
+    #[inline(always)]
     fn data_ptr(&self) -> *mut u8 {
         let m = self.raw();
         // SAFETY: buf_addr + data_off is within the mbuf's buffer (DPDK invariant).
@@ -206,7 +206,7 @@ impl Mbuf {
     }
 
     /// The private area, where the [`PacketMeta`] is.
-    #[inline]
+    #[inline(always)]
     fn priv_ptr(&self) -> *mut PacketMeta {
         debug_assert!(
             usize::from(self.raw().priv_size) >= std::mem::size_of::<PacketMeta>(),
@@ -235,7 +235,7 @@ impl Drop for Mbuf {
 
 impl PacketBuf for Mbuf {
     /// The first segment's bytes (all of the packet for a single-segment mbuf).
-    #[inline]
+    #[inline(always)]
     fn data(&self) -> &[u8] {
         let len = self.raw().data_len as usize;
         // SAFETY: data_len bytes from the data pointer are inside the segment's buffer and
@@ -243,14 +243,14 @@ impl PacketBuf for Mbuf {
         unsafe { std::slice::from_raw_parts(self.data_ptr(), len) }
     }
 
-    #[inline]
+    #[inline(always)]
     fn data_mut(&mut self) -> &mut [u8] {
         let len = self.raw().data_len as usize;
         // SAFETY: as in `data`, and `&mut self` makes the access exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.data_ptr(), len) }
     }
 
-    #[inline]
+    #[inline(always)]
     fn headroom(&self) -> usize {
         self.raw().data_off as usize
     }
@@ -266,7 +266,7 @@ impl PacketBuf for Mbuf {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn prepend(&mut self, n: usize) -> Result<&mut [u8], BufError> {
         let have = self.headroom();
         if n > have {
@@ -274,13 +274,14 @@ impl PacketBuf for Mbuf {
         }
         let m = self.raw_mut();
         // n <= data_off <= u16::MAX
-        m.data_off -= n as u16;
+        let off = have - n;
+        m.data_off = off as u16;
         m.data_len += n as u16;
         m.pkt_len += n as u32;
-        let p = self.data_ptr();
-        // SAFETY: the n bytes in front of the old data are inside the buffer (n <= data_off)
-        // and now belong to the packet.
-        Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+        // SAFETY: the n bytes in front of the old data (from the new `data_off`, computed
+        // here, not read back) are inside the buffer (n <= data_off) and now belong to the
+        // packet.
+        Ok(unsafe { std::slice::from_raw_parts_mut(m.buf_addr.cast::<u8>().add(off), n) })
     }
 
     #[inline]
@@ -298,21 +299,24 @@ impl PacketBuf for Mbuf {
 
     /// A window inside a single-segment packet (the common case) with one test: `adj(off)`
     /// then `trim(data_len - off - n)` as one update of the three fields; anything else by
-    /// the documented steps.
-    #[inline]
+    /// the documented steps, out of line (so the common case is always inlined: as a call
+    /// it cost the UPF's fast path ~10 instructions a packet).
+    #[inline(always)]
     fn keep(&mut self, off: usize, n: usize) -> Result<(), BufError> {
         if self.is_single() {
             let m = self.raw_mut();
             let len = m.data_len as usize;
-            if off <= len && n <= len - off {
-                // off, n <= data_len <= u16::MAX; data_off + off stays within the buffer.
+            // `off + n <= len` without wrapping (an add and its carry, then one compare).
+            if off.checked_add(n).is_some_and(|end| end <= len) {
+                // off, n <= data_len <= u16::MAX; data_off + off stays within the buffer. One
+                // segment: `pkt_len` is `data_len` (stored, not read back and adjusted).
                 m.data_off += off as u16;
                 m.data_len = n as u16;
-                m.pkt_len -= (len - n) as u32;
+                m.pkt_len = n as u32;
                 return Ok(());
             }
         }
-        crate::buffer::keep_by_steps(self, off, n)
+        crate::buffer::keep_by_steps_cold(self, off, n)
     }
 
     #[inline]
@@ -411,7 +415,7 @@ impl PacketBuf for Mbuf {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn pkt_meta(&self) -> &PacketMeta {
         // SAFETY: every Mbuf comes from a Mempool (the `from_raw` contract), whose mbufs have a
         // private area of at least size_of::<PacketMeta>() bytes, aligned and initialised to
@@ -420,13 +424,13 @@ impl PacketBuf for Mbuf {
         unsafe { &*self.priv_ptr() }
     }
 
-    #[inline]
+    #[inline(always)]
     fn pkt_meta_mut(&mut self) -> &mut PacketMeta {
         // SAFETY: as in `pkt_meta`; `&mut self` makes the access exclusive.
         unsafe { &mut *self.priv_ptr() }
     }
 
-    #[inline]
+    #[inline(always)]
     fn data_and_meta_mut(&mut self) -> (&[u8], &mut PacketMeta) {
         let len = self.raw().data_len as usize;
         // SAFETY: as in `data` and `pkt_meta_mut`. The private area lies between the mbuf
