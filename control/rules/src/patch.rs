@@ -203,7 +203,7 @@ fn append(
     sc.v4.clear();
     sc.v6.clear();
     add_sessions(&mut sh, added, idx, bits, sc);
-    sh.by_teid = old.by_teid.with_room(sc.teid.len());
+    sh.by_teid = old.by_teid.with_room_loose(sc.teid.len());
     sh.by_ue_v4 = old.by_ue_v4.with_room(sc.v4.len());
     sh.by_ue_v6 = old.by_ue_v6.with_room(sc.v6.len());
     for &(k, r) in &sc.teid {
@@ -287,9 +287,11 @@ fn keep<K>(
 /// A built shard's maps sized for exactly their keys (`sc`'s lists), its vectors trimmed (a
 /// shrinking realloc does not copy) and the common case flattened into the key slots.
 fn finish(mut sh: Shard, sc: &Scratch) -> Shard {
-    sh.by_teid = key_map(&sc.teid, |k| k as u32);
-    sh.by_ue_v4 = key_map(&sc.v4, |k| k as u32);
-    sh.by_ue_v6 = key_map(&sc.v6, |k| k);
+    sh.by_teid = key_map(KeyMap::with_capacity_loose(sc.teid.len()), &sc.teid, |k| {
+        k as u32
+    });
+    sh.by_ue_v4 = key_map(KeyMap::with_capacity(sc.v4.len()), &sc.v4, |k| k as u32);
+    sh.by_ue_v6 = key_map(KeyMap::with_capacity(sc.v6.len()), &sc.v6, |k| k);
     trim(&mut sh);
     sh.index_fast();
     sh
@@ -345,11 +347,12 @@ fn remap<T: Clone>(map: &mut [u32], i: u32, from: &[T], to: &mut Vec<T>) -> u32 
     *m
 }
 
+/// `m` (empty, sized for `entries`) with `entries`.
 fn key_map<K: Copy + Into<u64>>(
+    mut m: KeyMap<K>,
     entries: &[(u64, (u32, u32))],
     key: impl Fn(u64) -> K,
 ) -> KeyMap<K> {
-    let mut m = KeyMap::with_capacity(entries.len());
     for &(k, r) in entries {
         m.insert(key(k), r);
     }
