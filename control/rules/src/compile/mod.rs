@@ -116,9 +116,11 @@ pub fn shard_bits_for(max_urr_slots: u32) -> u32 {
 }
 
 /// Keys per shard above which the daemon's compiler doubles its shards
-/// ([`Compiler::grow_shards_above`]): a request then copies shards of 8..16 keys' entries
-/// (about 3..6 sessions' rules) at any table size.
-pub const GROW_KEYS_PER_SHARD: usize = 16;
+/// ([`Compiler::grow_shards_above`]): a request then copies shards of 16..32 keys' entries
+/// (about 6..12 sessions' rules) at any table size. 32, not 16 (issue 9, session of
+/// 2026-11-29): each shard also costs its directory entries and slot-array headers, and at
+/// 16 a million sessions took 1,563 B each, past item 2's 1,536.
+pub const GROW_KEYS_PER_SHARD: usize = 32;
 
 /// A compiled PDR; FAR and QERs by index into its session's vectors.
 #[derive(Debug, Clone, PartialEq)]
