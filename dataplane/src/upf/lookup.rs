@@ -291,7 +291,7 @@ fn fast_takes(pre: &Pre, f: &FastPath) -> Option<(Direction, u8)> {
 }
 
 /// Where pass 2 looks a chunked packet's key up: its map's slots and its home slot there
-/// (pass 1, [`Work::key_shard`]).
+/// (pass 1, `Work::key_shard`).
 #[derive(Debug, Clone, Copy)]
 pub struct Probe<'a> {
     pub slots: &'a [KeySlot],

@@ -103,12 +103,14 @@ impl ShardTable {
         self.dir.is_empty()
     }
 
+    /// Shard `i`, `None` past the end.
     #[inline]
     pub fn get(&self, i: usize) -> Option<&Arc<Shard>> {
         self.dir.get(i)
     }
 
-    /// Shard `i` (panics past the end).
+    /// Shard `i` for the packet path: `i` below [`Self::len`] (a shard index of these
+    /// tables); past it a panic, never another table's shard.
     #[inline]
     pub fn at(&self, i: usize) -> &Shard {
         &self.dir[i]
@@ -141,6 +143,7 @@ impl ShardTable {
                 * (std::mem::size_of::<Arc<Shard>>() + 3 * std::mem::size_of::<Arc<[KeySlot]>>())
     }
 
+    /// The shards in order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Shard>> + '_ {
         self.dir.iter()
     }
