@@ -233,11 +233,7 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     /// The slot after `i`, wrapping.
     #[inline]
     fn next(&self, i: usize) -> usize {
-        if i + 1 == self.slots.len() {
-            0
-        } else {
-            i + 1
-        }
+        next_in(self.slots.len(), i)
     }
 
     /// The slot holding `key`.
@@ -309,7 +305,7 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
         let n = self.slots.len();
         let slots = self.slots_mut();
         loop {
-            let next = if i + 1 == n { 0 } else { i + 1 };
+            let next = next_in(n, i);
             let s = &mut slots[i];
             if !s.used() {
                 *s = KeySlot {
@@ -335,14 +331,7 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     fn grow(&mut self) {
         let cap = (self.slots.len() * 2).max(8);
         let old = std::mem::replace(&mut self.slots, empty_slots(cap));
-        let slots = self.slots_mut();
-        for s in old.iter().filter(|s| s.used()) {
-            let mut i = home_in(cap, s.key);
-            while slots[i].used() {
-                i = if i + 1 == cap { 0 } else { i + 1 };
-            }
-            slots[i] = *s;
-        }
+        place_all(self.slots_mut(), &old);
     }
 
     /// (key, range) of every entry, in slot order.
@@ -372,20 +361,11 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
         } else {
             Self::with_capacity(self.len + extra)
         };
-        let n = m.slots.len();
-        if n == 0 {
+        if m.slots.is_empty() {
             // No keys: the shared empty array stays shared.
             return m;
         }
-        let slots = m.slots_mut();
-        for s in self.slots.iter().filter(|s| s.used()) {
-            // Keys are distinct, so the probe ends at a free slot.
-            let mut i = home_in(n, s.key);
-            while slots[i].used() {
-                i = if i + 1 == n { 0 } else { i + 1 };
-            }
-            slots[i] = *s;
-        }
+        place_all(m.slots_mut(), &self.slots);
         m.len = self.len;
         m
     }
@@ -427,6 +407,29 @@ fn empty_slots(n: usize) -> Arc<[KeySlot]> {
         return NONE.get_or_init(|| Arc::new([])).clone();
     }
     std::iter::repeat_n(KeySlot::EMPTY, n).collect()
+}
+
+/// Every used slot of `from` moved whole (its fast-path record included) into `slots`, a
+/// fresh array with room for them: keys are distinct, so each probe ends at a free slot.
+fn place_all(slots: &mut [KeySlot], from: &[KeySlot]) {
+    let n = slots.len();
+    for s in from.iter().filter(|s| s.used()) {
+        let mut i = home_in(n, s.key);
+        while slots[i].used() {
+            i = next_in(n, i);
+        }
+        slots[i] = *s;
+    }
+}
+
+/// The slot after `i` in a map of `n` slots, wrapping.
+#[inline(always)]
+fn next_in(n: usize, i: usize) -> usize {
+    if i + 1 == n {
+        0
+    } else {
+        i + 1
+    }
 }
 
 /// [`KeyMap::home`] in a map of `n` slots.

@@ -136,9 +136,11 @@ impl ShardTable {
     }
 
     /// Heap bytes of this version's arrays (a shard pointer and three slot-array references
-    /// a shard; [`ShardDirs`] keeps up to [`SPARE_DIRS`] more versions).
+    /// a shard, and each of the four arrays' `Arc` counts; [`ShardDirs`] keeps up to
+    /// [`SPARE_DIRS`] more versions).
     pub fn heap_bytes(&self) -> usize {
-        4 * 16
+        const ARC_COUNTS: usize = 2 * std::mem::size_of::<usize>();
+        4 * ARC_COUNTS
             + self.len()
                 * (std::mem::size_of::<Arc<Shard>>() + 3 * std::mem::size_of::<Arc<[KeySlot]>>())
     }
