@@ -26,6 +26,7 @@ pub use peregrine_control::int::IntSection as Int;
 pub use peregrine_control::kestrel::{EdgesConf as KestrelEdges, KestrelSection as Kestrel};
 pub use peregrine_control::upf::{Synthetic, UpfSection as Upf, STATIC_SEID_BIT};
 
+/// The daemon's platform part and the sections the generator reads (absent: `None`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Workers, backend, ports, pipeline, routes: validated as the daemon validates them.
