@@ -53,6 +53,15 @@ impl Config {
 
     /// Parse and validate TOML text (relative paths resolve against the current directory).
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let cfg = Self::parse_platform(text)?;
+        cfg.features::<peregrine_dataplane::OwnedBuf>()?;
+        Ok(cfg)
+    }
+
+    /// Parse TOML text and validate its platform part only; the feature sections are split
+    /// off unchecked ([`parse`](Self::parse) then checks them). For a tool that reads some
+    /// sections with the features' own types and checks them its own way (`peregrine-p4`).
+    pub fn parse_platform(text: &str) -> Result<Config, ConfigError> {
         let mut table: toml::Table =
             toml::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string()))?;
         let mut sections = toml::Table::new();
@@ -83,9 +92,8 @@ impl Config {
             }
             platform.metrics = Some(MetricsSection { listen });
         }
-        let cfg = Config { platform, sections };
-        cfg.validate()?;
-        Ok(cfg)
+        platform.validate()?;
+        Ok(Config { platform, sections })
     }
 
     /// Check the platform part, then every feature section.

@@ -9,7 +9,9 @@
 use serde::Deserialize;
 use std::path::Path;
 
-/// The parts of the translator's configuration file the collector needs.
+/// The parts of the translator's configuration file the collector needs. Not the daemon's
+/// `TranslatorSection` / `RoceSection`: the file is read before its `[dta_translator.rocev2]`
+/// has the `qp`, `rkey` and `base_va` this command prints, which those require.
 #[derive(Debug, Deserialize)]
 struct TranslatorFile {
     #[serde(default)]
@@ -50,7 +52,7 @@ struct Rocev2 {
 }
 
 fn local_qp() -> u32 {
-    0x100
+    peregrine_control::dta::DEFAULT_LOCAL_QP
 }
 
 /// What the translator's file says, or a message naming the problem.

@@ -6,7 +6,6 @@ use crate::{Fail, EXIT_TRANSPORT, EXIT_USAGE};
 use clap::{Args, Subcommand};
 use peregrine_dataplane::telemetry::fridge::tofino::{pow2_p, RangeTable};
 use peregrine_dataplane::telemetry::fridge::XMode;
-use serde::Deserialize;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -47,24 +46,8 @@ pub struct TableArgs {
     pub x_counts: String,
 }
 
-/// The daemon's CBOR window report (`peregrine_control::fridge::WindowReport`, v1).
-#[derive(Debug, Deserialize)]
-pub struct Report {
-    pub v: u32,
-    pub slice: String,
-    pub kind: String,
-    pub vantage: String,
-    pub window_start_ns: u64,
-    pub window_ns: u64,
-    pub samples: u64,
-    pub estimated_pairs: f64,
-    pub quantiles: Vec<(f64, f64)>,
-    pub bins: Vec<(u64, u64, f64)>,
-    pub fridges: Vec<(u32, f64, u64)>,
-    /// A per-gNB `gtp_echo` slice's GTP-U peers (absent in older reports).
-    #[serde(default)]
-    pub peers: Vec<String>,
-}
+/// The daemon's CBOR window report (v1), decoded with the daemon's own type.
+pub use peregrine_control::fridge::WindowReport as Report;
 
 /// The text `show` prints for one report: header, quantiles, and the CDF at the decade and
 /// 2-5 steps the bins reach.

@@ -33,6 +33,19 @@ impl Node {
         Some(s)
     }
 
+    /// The F-TEID allocation of one request for session `seid` (establishment and
+    /// modification alike): the TEIDs in use, our N3 addresses, FTUP, the next-TEID counter.
+    pub(crate) fn teid_alloc(&self, seid: u64) -> TeidAlloc<'_> {
+        let ftup = self.config.up_features.contains(up_features::FTUP);
+        TeidAlloc::new(
+            &self.teids,
+            seid,
+            self.config.n3_addresses,
+            ftup,
+            self.next_teid,
+        )
+    }
+
     /// TEIDs of `s` must not belong to another session (cause 73, Offending IE F-TEID).
     pub(crate) fn check_teids(&self, s: &Session) -> Result<(), Reject> {
         for teid in s.teids() {
@@ -161,14 +174,7 @@ impl Node {
             return Err(Reject::new(cause::NO_RESOURCES_AVAILABLE, None));
         }
         let mut s = Session::new(seid, r.cp_f_seid, peer);
-        let ftup = self.config.up_features.contains(up_features::FTUP);
-        let mut alloc = TeidAlloc::new(
-            &self.teids,
-            seid,
-            self.config.n3_addresses,
-            ftup,
-            self.next_teid,
-        );
+        let mut alloc = self.teid_alloc(seid);
         let edits = Edits {
             create_pdr: &r.create_pdr,
             create_far: &r.create_far,

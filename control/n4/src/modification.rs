@@ -72,14 +72,7 @@ impl Node {
         if let Some(f) = r.cp_f_seid {
             s.cp_f_seid = f;
         }
-        let ftup = self.config.up_features.contains(up_features::FTUP);
-        let mut alloc = TeidAlloc::new(
-            &self.teids,
-            seid,
-            self.config.n3_addresses,
-            ftup,
-            self.next_teid,
-        );
+        let mut alloc = self.teid_alloc(seid);
         let edits = Edits {
             remove_pdr: &r.remove_pdr,
             remove_far: &r.remove_far,

@@ -52,7 +52,7 @@ fn entries(
 ) -> Result<(), String> {
     let text = std::fs::read_to_string(config)
         .map_err(|e| format!("cannot read {}: {e}", config.display()))?;
-    let cfg = Config::parse(&text).map_err(|e| e.to_string())?;
+    let cfg = Config::parse_checked(&text).map_err(|e| e.to_string())?;
     let mut dev = DevPorts::new();
     for d in dev_ports {
         let (name, port) = d

@@ -213,7 +213,7 @@ pub fn compile(cfg: &Config) -> Result<UpfTables, ConfigError> {
     let Some(u) = &cfg.upf else {
         return Ok(UpfTables::default());
     };
-    let sessions = u.sessions()?;
+    let sessions = u.static_sessions()?;
     let slots = u32::try_from(sessions.len().saturating_mul(2).max(1)).unwrap_or(u32::MAX);
     let mut c = Compiler::new(CompilerConfig {
         local_v4: u.n3_v4().into_iter().collect(),
@@ -468,7 +468,7 @@ pub fn build(cfg: &Config, opts: &Options) -> Result<Entries, ConfigError> {
         IntEntries {
             node_id: i.node_id,
             hop_lim_dec: true,
-            ts_posix: i.timestamp == "posix",
+            ts_posix: i.timestamp == peregrine_control::int::TimestampFormat::Posix,
             namespaces,
             layout: ioam_layouts(),
         }

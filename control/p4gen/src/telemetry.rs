@@ -12,22 +12,16 @@
 //!
 //! Every shape the compiled program cannot hold is refused with the key named.
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, FridgeConf, Kestrel};
 use crate::constants::{self, FRIDGE_FACTOR_ENTRIES, FRIDGE_SLOTS, KESTREL_BIN_ENTRIES};
+use peregrine_control::dta::VariantConfig;
+use peregrine_control::error::invalid;
+use peregrine_control::kestrel::HashConf;
 use peregrine_dataplane::telemetry::fridge::tofino::{self, RangeTable, Rule, LOG2_BINS};
 use peregrine_dataplane::telemetry::fridge::weight::XMode;
-use peregrine_dataplane::telemetry::kestrel::{
-    layout, parse_edges, IndexHash, Layout, QidEdges, BINS, EDGES,
-};
+use peregrine_dataplane::telemetry::kestrel::{Layout, BINS, EDGES};
 use peregrine_wire::ethernet::Address as MacAddr;
 use std::net::Ipv4Addr;
-
-fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        field: field.into(),
-        reason: reason.into(),
-    }
-}
 
 /// A ternary rule: `v & mask == value & mask` selects `bin`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,19 +120,8 @@ pub struct Telemetry {
 }
 
 /// The layout a `[kestrel]` section gives, checked against the compiled one.
-pub fn kestrel_layout(k: &crate::config::Kestrel) -> Result<Layout, ConfigError> {
-    let hash = IndexHash::from_name(match k.hash.as_str() {
-        "crc32" => "crc32-be-v1",
-        "splitmix64" => "splitmix64-xor-v1",
-        other => {
-            return Err(invalid(
-                "kestrel.hash",
-                format!("`{other}` is not splitmix64 or crc32"),
-            ))
-        }
-    })
-    .expect("known names");
-    if hash != IndexHash::Crc32 {
+pub fn kestrel_layout(k: &Kestrel) -> Result<Layout, ConfigError> {
+    if k.hash != HashConf::Crc32 {
         return Err(invalid(
             "kestrel.hash",
             "the P4 twin computes the crc32 index hash: set kestrel.hash = \"crc32\" so the daemon's sketches and the switch's agree",
@@ -154,13 +137,7 @@ pub fn kestrel_layout(k: &crate::config::Kestrel) -> Result<Layout, ConfigError>
             ),
         ));
     }
-    let seeds = k
-        .seeds
-        .clone()
-        .unwrap_or_else(|| layout::default_crc_seeds(k.qids));
-    Layout::new(k.qids, k.rows, k.width, seeds)
-        .and_then(|l| l.with_hash(hash))
-        .map_err(|e| invalid("kestrel", e.to_string()))
+    k.layout()
 }
 
 fn kestrel(cfg: &Config) -> Result<Vec<KestrelQid>, ConfigError> {
@@ -168,22 +145,7 @@ fn kestrel(cfg: &Config) -> Result<Vec<KestrelQid>, ConfigError> {
         return Ok(Vec::new());
     };
     let l = kestrel_layout(k)?;
-    let mut edges = vec![QidEdges::DEFAULT; l.qids];
-    for (i, e) in k.edges.iter().enumerate() {
-        if e.qid >= l.qids {
-            return Err(invalid(
-                format!("kestrel.edges[{i}].qid"),
-                format!("QID {} is not configured (QIDs are 0..{})", e.qid, l.qids),
-            ));
-        }
-        let f = |w: &'static str, v: &[f64]| {
-            parse_edges(w, v).map_err(|x| invalid(format!("kestrel.edges[{i}].{w}"), x.to_string()))
-        };
-        edges[e.qid] = QidEdges {
-            lat: f("lat", &e.lat)?,
-            iat: f("iat", &e.iat)?,
-        };
-    }
+    let edges = k.initial_edges(l.qids)?.qids;
     let out: Vec<KestrelQid> = (0..l.qids)
         .map(|q| KestrelQid {
             qid: q as u8,
@@ -245,7 +207,7 @@ fn fridge(cfg: &Config) -> Result<Option<FridgeEntries>, ConfigError> {
         ));
     }
     let spec = match (s.m, s.p, s.fridges.first()) {
-        (Some(m), Some(p), _) => crate::config::FridgeConf { m, p },
+        (Some(m), Some(p), _) => FridgeConf { m, p },
         (None, None, Some(f)) => *f,
         _ => return Err(invalid(field("m"), "give m and p, or fridges")),
     };
@@ -311,7 +273,7 @@ fn dta(cfg: &Config) -> Result<Option<DtaEntries>, ConfigError> {
     let Some(d) = &cfg.dta else {
         return Ok(None);
     };
-    if d.variant != "tracked" {
+    if d.variant != VariantConfig::Tracked {
         return Err(invalid(
             "dta.variant",
             "the P4 reporter writes the 3-byte NACK-tracking base header: only \"tracked\"",

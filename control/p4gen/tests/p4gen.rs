@@ -2,7 +2,8 @@
 //! the generator writes; generated entries agree with the compiled UPF tables the workers
 //! read; the encapsulation constants match what the Rust encapsulation writes; the P4
 //! sources declare every name the generator writes (a scan, not a compile), and the check
-//! notices when one is missing.
+//! notices when one is missing; the config is read in the daemon's schema (its types,
+//! defaults and refusals).
 
 use peregrine_dataplane::buffer::{OwnedBuf, PacketBuf};
 use peregrine_dataplane::upf::encap::{self, Psc};
@@ -306,4 +307,72 @@ fn p4_sources_declare_what_the_generator_writes() {
             "{from} -> {to}: {errs:?}"
         );
     }
+}
+
+#[test]
+fn the_daemons_schema_is_the_generators() {
+    let base = std::fs::read_to_string(root().join("examples/p4-telemetry.toml")).unwrap();
+    let field = |from: &str, to: &str| -> String {
+        assert!(base.contains(from), "{from}");
+        match Config::parse(&base.replacen(from, to, 1)) {
+            Err(peregrine_p4gen::config::ConfigError::Invalid { field, .. }) => field,
+            other => panic!("{from} -> {to}: {other:?}"),
+        }
+    };
+    // A key the daemon does not know is refused in every section the generator reads, and
+    // a value the daemon's type does not take; the key is named.
+    assert_eq!(
+        field("max_sessions = 1024", "max_sessions = 1024\nmtux = 1400"),
+        "upf.mtux"
+    );
+    assert_eq!(
+        field("hash = \"crc32\"", "hash = \"crc32\"\nwindws_ms = 1"),
+        "kestrel.windws_ms"
+    );
+    assert_eq!(
+        field("x_counts = \"insertions\"", "x_count = \"insertions\""),
+        "fridge.x_count"
+    );
+    assert_eq!(
+        field("drops_list = 3", "drops_list = 3\ndrop_list = 3"),
+        "dta.drop_list"
+    );
+    assert_eq!(
+        field("variant = \"tracked\"", "variant = \"tracker\""),
+        "dta"
+    );
+    // `[upf]` is validated as the daemon validates it (the generator compiles its sessions).
+    assert_eq!(
+        field("outer = \"mixed\"", "outer = \"v5\""),
+        "upf.synthetic.outer"
+    );
+    assert_eq!(
+        field("max_sessions = 1024", "max_sessions = 1024\nmtu = 100"),
+        "upf.mtu"
+    );
+    // An unknown section, and a platform key, as the daemon refuses them.
+    let e = Config::parse(&(base.clone() + "\n[falcon]\nwidth = 1\n")).unwrap_err();
+    assert!(e.to_string().contains("falcon"), "{e}");
+    assert_eq!(field("burst = 32", "burst = 0"), "workers.burst");
+    // The daemon's defaults: a section written without them reads as the daemon reads it.
+    let c = Config::parse(&base).unwrap();
+    assert_eq!(c.kestrel.as_ref().unwrap().window_ms, 1000);
+    assert_eq!(c.upf.as_ref().unwrap().mtu, 1500);
+    // What `peregrine-p4 entries` reads: the daemon's whole check first.
+    let int = base.clone() + "\n[int]\nnode_id = 9\nroles = [\"transit\"]\n";
+    Config::parse(&int).unwrap();
+    match Config::parse_checked(&int) {
+        Err(peregrine_p4gen::config::ConfigError::Invalid { field, .. }) => {
+            assert_eq!(field, "int.n6_ports")
+        }
+        other => panic!("{other:?}"),
+    }
+    let with_ports = int.replace(
+        "roles = [\"transit\"]",
+        "roles = [\"transit\"]\nn6_ports = [\"n6\"]",
+    );
+    assert_eq!(
+        Config::parse_checked(&with_ports).unwrap(),
+        Config::parse(&with_ports).unwrap()
+    );
 }

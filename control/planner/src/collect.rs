@@ -75,13 +75,48 @@ pub fn utilisation(t: &Topology, d: &[Demand], splits: &[Vec<f64>], scale: f64) 
 
 /// Without the collection step: every point sends its whole rate on its first shortest path.
 pub fn single_path(d: &[Demand]) -> Vec<Vec<f64>> {
-    d.iter()
+    d.iter().map(|dm| first_path(dm.paths.len())).collect()
+}
+
+/// Ratios over `n` candidate paths: all on the first (the shortest).
+fn first_path(n: usize) -> Vec<f64> {
+    (0..n).map(|i| if i == 0 { 1.0 } else { 0.0 }).collect()
+}
+
+/// What both LPs are built on: one ratio variable in [0, 1] per demand and candidate path
+/// (added to `vars` in demand, then path order), the telemetry load of every arc (the
+/// demands' rates times the ratios of the paths through it) and whether any path uses it.
+fn path_vars(
+    vars: &mut good_lp::ProblemVariables,
+    t: &Topology,
+    d: &[Demand],
+) -> (
+    Vec<Vec<good_lp::Variable>>,
+    Vec<good_lp::Expression>,
+    Vec<bool>,
+) {
+    use good_lp::{variable, Expression};
+    let m = t.arcs.len();
+    let ratios: Vec<Vec<_>> = d
+        .iter()
         .map(|dm| {
-            (0..dm.paths.len())
-                .map(|i| if i == 0 { 1.0 } else { 0.0 })
+            dm.paths
+                .iter()
+                .map(|_| vars.add(variable().min(0.0).max(1.0)))
                 .collect()
         })
-        .collect()
+        .collect();
+    let mut tele: Vec<Expression> = vec![Expression::from(0.0); m];
+    let mut used = vec![false; m];
+    for (dm, rv) in d.iter().zip(&ratios) {
+        for (path, &v) in dm.paths.iter().zip(rv) {
+            for &a in &path.arcs {
+                tele[a] += dm.rate_bps * v;
+                used[a] = true;
+            }
+        }
+    }
+    (ratios, tele, used)
 }
 
 /// Why the LP gave no answer (not infeasibility: that is a [`Collection`] with scale < 1).
@@ -93,7 +128,6 @@ pub struct LpError(String);
 pub fn plan(t: &Topology, d: &[Demand], safety: f64) -> Result<Collection, LpError> {
     use good_lp::{constraint, microlp, variable, variables, Expression, ResolutionError};
     use good_lp::{Solution, SolverModel};
-    let m = t.arcs.len();
     // Demands without paths to their control node cannot send anything: fail loudly.
     if let Some(dm) = d
         .iter()
@@ -106,25 +140,7 @@ pub fn plan(t: &Topology, d: &[Demand], safety: f64) -> Result<Collection, LpErr
     }
     let mut vars = variables!();
     let u = vars.add(variable().min(0.0));
-    let s: Vec<Vec<_>> = d
-        .iter()
-        .map(|dm| {
-            dm.paths
-                .iter()
-                .map(|_| vars.add(variable().min(0.0).max(1.0)))
-                .collect()
-        })
-        .collect();
-    let mut tele: Vec<Expression> = vec![Expression::from(0.0); m];
-    let mut used = vec![false; m];
-    for (dm, sv) in d.iter().zip(&s) {
-        for (path, &v) in dm.paths.iter().zip(sv) {
-            for &a in &path.arcs {
-                tele[a] += dm.rate_bps * v;
-                used[a] = true;
-            }
-        }
-    }
+    let (s, tele, used) = path_vars(&mut vars, t, d);
     let mut model = vars.minimise(u).using(microlp);
     for (dm, sv) in d.iter().zip(&s) {
         if !dm.paths.is_empty() {
@@ -155,28 +171,9 @@ pub fn plan(t: &Topology, d: &[Demand], safety: f64) -> Result<Collection, LpErr
 fn scaled(t: &Topology, d: &[Demand], safety: f64) -> Result<Collection, LpError> {
     use good_lp::{constraint, microlp, variable, variables, Expression, ResolutionError};
     use good_lp::{Solution, SolverModel};
-    let m = t.arcs.len();
     let mut vars = variables!();
     let sigma = vars.add(variable().min(0.0).max(1.0));
-    let r: Vec<Vec<_>> = d
-        .iter()
-        .map(|dm| {
-            dm.paths
-                .iter()
-                .map(|_| vars.add(variable().min(0.0).max(1.0)))
-                .collect()
-        })
-        .collect();
-    let mut tele: Vec<Expression> = vec![Expression::from(0.0); m];
-    let mut used = vec![false; m];
-    for (dm, rv) in d.iter().zip(&r) {
-        for (path, &v) in dm.paths.iter().zip(rv) {
-            for &a in &path.arcs {
-                tele[a] += dm.rate_bps * v;
-                used[a] = true;
-            }
-        }
-    }
+    let (r, tele, used) = path_vars(&mut vars, t, d);
     // Normal load alone over the threshold on a link every path of some demand uses: sigma = 0.
     let mut model = vars.maximise(sigma).using(microlp);
     for (dm, rv) in d.iter().zip(&r) {
@@ -203,9 +200,7 @@ fn scaled(t: &Topology, d: &[Demand], safety: f64) -> Result<Collection, LpError
                         raw.iter().map(|x| x / tot).collect()
                     } else {
                         // Nothing fits: report the shortest path with a zero rate.
-                        (0..raw.len())
-                            .map(|i| if i == 0 { 1.0 } else { 0.0 })
-                            .collect()
+                        first_path(raw.len())
                     }
                 })
                 .collect();

@@ -104,8 +104,11 @@ pub enum QpNumbers {
     PerWorker(Vec<u32>),
 }
 
+/// `local_qp` when the file gives none (`peregrinectl dta rdma-serve` connects to it too).
+pub const DEFAULT_LOCAL_QP: u32 = 0x100;
+
 fn default_local_qp() -> u32 {
-    0x100
+    DEFAULT_LOCAL_QP
 }
 
 fn default_roce_sport() -> u16 {

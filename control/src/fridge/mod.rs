@@ -30,61 +30,65 @@ use raw::RawSink;
 pub use raw::{RawConfig, RAW_HEADER};
 use std::path::PathBuf;
 
-#[derive(Debug, Clone, Deserialize)]
+/// `[fridge]`: the window, what x counts, the samples' outputs and the slices (the P4
+/// generator, `peregrine-p4`, reads it with this type too).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-struct FridgeSection {
+pub struct FridgeSection {
     /// Window length, ms.
     #[serde(default = "default_window")]
-    window_ms: u64,
+    pub window_ms: u64,
     /// What x counts: "insertions" (default) or "requests".
     #[serde(default = "default_x")]
-    x_counts: String,
+    pub x_counts: String,
     /// Hash seed (each worker mixes in its index).
     #[serde(default = "default_seed")]
-    seed: u64,
+    pub seed: u64,
     /// Ports whose received packets are uplink when no UPF sets a direction.
     #[serde(default)]
-    uplink_ports: Vec<String>,
+    pub uplink_ports: Vec<String>,
     /// ZeroMQ PUB endpoint for window reports (CBOR), e.g. "tcp://127.0.0.1:5600".
-    zmq_pub: Option<String>,
+    pub zmq_pub: Option<String>,
     /// Raw (delay, x, fridge) samples to this CSV file (relative to the config's directory).
-    raw_file: Option<PathBuf>,
+    pub raw_file: Option<PathBuf>,
     /// Per-worker ring to the control thread, samples.
     #[serde(default = "default_raw_ring")]
-    raw_ring: usize,
+    pub raw_ring: usize,
     /// Lines written at most.
     #[serde(default = "default_raw_max")]
-    raw_max_samples: u64,
+    pub raw_max_samples: u64,
     #[serde(rename = "slice")]
-    slices: Vec<SliceSection>,
+    pub slices: Vec<SliceSection>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// `[[fridge.slice]]`: one kind of exchange, where it is watched, its filters and fridges.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-struct SliceSection {
-    name: String,
-    kind: String,
+pub struct SliceSection {
+    pub name: String,
+    pub kind: String,
     #[serde(default = "default_vantage")]
-    vantage: String,
+    pub vantage: String,
     #[serde(default)]
-    qfi: Vec<u8>,
+    pub qfi: Vec<u8>,
     #[serde(default)]
-    ports: Vec<u16>,
+    pub ports: Vec<u16>,
     /// `gtp_echo` only: the GTP-U peers (gNB addresses) whose echoes this slice takes.
     #[serde(default)]
-    peers: Vec<String>,
+    pub peers: Vec<String>,
     /// One fridge: `m` and `p`; several: `fridges = [{ m, p }, ...]`.
-    m: Option<u32>,
-    p: Option<f64>,
+    pub m: Option<u32>,
+    pub p: Option<f64>,
     #[serde(default)]
-    fridges: Vec<FridgeEntry>,
+    pub fridges: Vec<FridgeEntry>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+/// One fridge(M, p) of a slice's `fridges = [...]`.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-struct FridgeEntry {
-    m: u32,
-    p: f64,
+pub struct FridgeEntry {
+    pub m: u32,
+    pub p: f64,
 }
 
 fn default_window() -> u64 {
