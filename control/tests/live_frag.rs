@@ -22,36 +22,20 @@
 //! they are missing, under `CI` it fails.
 
 use peregrine_testkit::daemon::{sample, scrape, Live};
-use peregrine_testkit::netns::{gnb_dn, gnb_dn_backend, gnb_dn_routes, RigSide, Topology};
+use peregrine_testkit::netns::{
+    gnb_dn_backend, gnb_dn_routes, gnb_dn_ues as setup, Topology, RIG_DN_V4 as DN_V4,
+    RIG_GNB_V4 as GNB_V4, RIG_GNB_V6 as GNB_V6, RIG_N3_V4 as N3_V4, RIG_N3_V6 as N3_V6,
+    RIG_N6_V4 as N6_V4,
+};
 use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const N3_V4: &str = "192.0.2.1";
-const N3_V6: &str = "2001:db8:3::1";
-const GNB_V4: &str = "192.0.2.10";
-const GNB_V6: &str = "2001:db8:3::10";
-const N6_V4: &str = "198.51.100.254";
-const DN_V4: &str = "198.51.100.10";
 const UE_V4: &str = "10.45.0.2";
 const UL_TEID: u32 = 0x100;
 const DL_TEID: u32 = 0x200;
 const QFI: u8 = 9;
-
-fn setup(t: &mut Topology) -> Result<(), String> {
-    let gnb = RigSide {
-        addrs: &[&format!("{GNB_V4}/24"), &format!("{GNB_V6}/64")],
-        upf: &[N3_V4, N3_V6],
-    };
-    let dn = RigSide {
-        addrs: &[&format!("{DN_V4}/24")],
-        upf: &[N6_V4],
-    };
-    gnb_dn(t, gnb, dn)?;
-    t.ip(&t.ns("dn"), &["route", "add", "10.45.0.0/16", "via", N6_V4])?;
-    Ok(())
-}
 
 fn config(topo: &Topology, metrics: u16) -> String {
     // N3 is a net_pcap port: it hands over outer fragments as they are.

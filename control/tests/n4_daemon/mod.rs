@@ -6,7 +6,7 @@
 
 use peregrine_testkit::traffic::{self, IpMix, Sizes, TrafficSpec};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,52 +26,16 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-pub fn in_ci() -> bool {
-    std::env::var_os("CI").is_some()
+pub use peregrine_testkit::tools::{free_tcp_port as free_tcp, free_udp_port as free_udp, in_ci};
+
+/// The gNBs (192.0.2.0/24, 2001:db8:3::/48, 192.168.1.0/24) out of n3, the data network
+/// (198.51.100.0/24, 2001:db8:6::/48) out of n6.
+pub fn routes() -> String {
+    peregrine_testkit::netns::gnb_dn_routes(
+        &["192.0.2.0/24", "2001:db8:3::/48", "192.168.1.0/24"],
+        &["198.51.100.0/24", "2001:db8:6::/48"],
+    )
 }
-
-pub fn free_udp() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-pub fn free_tcp() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-pub const ROUTES: &str = r#"
-[[route]]
-prefix = "192.0.2.0/24"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-
-[[route]]
-prefix = "2001:db8:3::/48"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-
-[[route]]
-prefix = "192.168.1.0/24"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-
-[[route]]
-prefix = "198.51.100.0/24"
-port = "n6"
-next_hop_mac = "02:00:00:00:06:01"
-
-[[route]]
-prefix = "2001:db8:6::/48"
-port = "n6"
-next_hop_mac = "02:00:00:00:06:01"
-"#;
 
 /// A `peregrine run` child; SIGTERM on drop.
 pub struct Daemon {
@@ -124,7 +88,7 @@ tx = "n6-tx.pcap"
 
 [pipeline]
 kind = "upf"
-{ROUTES}
+{routes}
 [upf]
 node_id = "127.0.0.1"
 n6 = ["198.51.100.254", "2001:db8:6::fe"]
@@ -133,7 +97,8 @@ metrics = "{metrics}"
 {upf}
 "#,
             ul.display(),
-            dl.display()
+            dl.display(),
+            routes = routes(),
         );
         let path = dir.join("upf.toml");
         std::fs::write(&path, cfg).unwrap();
