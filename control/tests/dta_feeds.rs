@@ -13,7 +13,7 @@
 mod dta_common;
 mod one_session;
 
-use dta_common::{parse, reports, translate};
+use dta_common::{dta_head, parse, reports, translate, COLLECTOR};
 use one_session::one_session;
 use peregrine_control::daemon::{self, RunOptions};
 use peregrine_control::dta::feeds::{kestrel_key, FridgeEncoding};
@@ -24,9 +24,7 @@ use peregrine_testkit::frames::tcp_segment as tcp;
 use peregrine_testkit::pcap::{read_pcap, PcapWriter};
 use peregrine_testkit::upf as upf_support;
 use peregrine_wire::dta::Primitive;
-use std::net::Ipv4Addr;
 
-const COLLECTOR: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 51);
 const FLOWS: u32 = 60;
 const DELAY_NS: u64 = 30_000_000;
 
@@ -120,12 +118,7 @@ ports = [443]
 m = 1024
 p = 1.0
 
-[dta]
-port = "n6"
-collector_ip = "{COLLECTOR}"
-collector_mac = "02:00:00:00:00:51"
-source_ip = "10.0.0.1"
-sojourn = false
+{dta}sojourn = false
 
 [dta.kestrel]
 count = "packets"
@@ -135,6 +128,7 @@ redundancy = 3
 list = 2
 encoding = "us"
 "#,
+        dta = dta_head("n6"),
         routes = peregrine_testkit::daemon::n3_n6_routes(),
         upf = peregrine_testkit::daemon::UPF_ONE_SESSION,
     );
