@@ -40,6 +40,16 @@ pub fn find_all<'a>(v: &'a Value, key: &str, out: &mut Vec<&'a Value>) {
     }
 }
 
+/// Every string stored under `key` anywhere inside `v` ([`find_all`]), in order.
+pub fn strings(v: &Value, key: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    find_all(v, key, &mut found);
+    found
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
 /// Malformed markers and expert info of warning/error severity or in the malformed group
 /// (`PI_WARN` 0x00600000, `PI_MALFORMED` 0x07000000, epan/proto.h).
 pub fn malformed(v: &Value, path: &str, out: &mut Vec<String>) {
@@ -122,6 +132,34 @@ pub fn tshark_json(path: &std::path::Path) -> Option<Value> {
             None
         }
     }
+}
+
+/// Decode one Ethernet `frame` with tshark (`-T json --no-duplicate-keys`, UDP checksums
+/// checked: `udp.checksum.status` 1 when good), through a temporary pcap named after `tag`:
+/// its protocol layers, and what [`malformed`] finds in them. tshark must be there (check
+/// with `tools::tool_present` first) and must decode exactly one packet.
+pub fn decode_frame(frame: &[u8], tag: &str) -> (Value, Vec<String>) {
+    let path = std::env::temp_dir().join(format!("peregrine-{tag}-{}.pcap", std::process::id()));
+    std::fs::write(&path, pcap(&[frame])).expect("write pcap");
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(&path)
+        .args(["-T", "json", "--no-duplicate-keys"])
+        .args(["-o", "udp.check_checksum:TRUE"])
+        .output()
+        .expect("run tshark");
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "tshark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let packets: Vec<Value> = serde_json::from_slice(&out.stdout).expect("tshark JSON");
+    assert_eq!(packets.len(), 1, "one packet");
+    let layers = packets[0]["_source"]["layers"].clone();
+    let mut fails = Vec::new();
+    malformed(&layers, "", &mut fails);
+    (layers, fails)
 }
 
 /// Whether the flattened fields hold `key` with value `val`.

@@ -19,9 +19,7 @@ pub const UE: Ipv4Addr = Ipv4Addr::new(10, 60, 0, 1);
 pub const GNB: Ipv4Addr = Ipv4Addr::new(192, 168, 1, 10);
 pub const V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
 
-pub fn grouped(ty: u16, ies: Vec<Ie>) -> Grouped {
-    Grouped::new(ty, ies)
-}
+pub use super::requests::g as grouped;
 
 pub fn create_pdr_ul() -> Grouped {
     grouped(
@@ -107,18 +105,9 @@ pub fn create_far_dl() -> Grouped {
     )
 }
 
+/// FAR 1 to N6: the request builders' ([`super::requests::far_n6`]).
 pub fn create_far_ul() -> Grouped {
-    grouped(
-        t::CREATE_FAR,
-        vec![
-            Ie::FarId(1),
-            Ie::ApplyAction(Bitmap(apply_action::FORW)),
-            Ie::Grouped(grouped(
-                t::FORWARDING_PARAMETERS,
-                vec![Ie::DestinationInterface(1)],
-            )),
-        ],
-    )
+    super::requests::far_n6(1)
 }
 
 pub fn create_urr() -> Grouped {
