@@ -29,13 +29,14 @@ pub fn seeded(seed: u64) -> Xoshiro256PlusPlus {
     Xoshiro256PlusPlus::seed_from_u64(seed)
 }
 
-/// A seeded generator with index-sized draws, for the mutation tests
-/// (`Mutations(seeded(seed))`).
+/// A seeded generator with index-sized draws ([`Mutations::below`]) and whole ones
+/// ([`Mutations::draw`]), for the mutation tests (`Mutations(seeded(seed))`).
 #[derive(Debug, Clone)]
 pub struct Mutations(pub Xoshiro256PlusPlus);
 
 impl Mutations {
-    pub fn next(&mut self) -> u64 {
+    /// The next 64 bits.
+    pub fn draw(&mut self) -> u64 {
         self.0.next_u64()
     }
 
@@ -57,11 +58,11 @@ impl Mutations {
             }
             1 if len > 0 => {
                 let i = self.below(len);
-                v[i] = self.next() as u8;
+                v[i] = self.draw() as u8;
             }
             2 => {
                 let i = self.below(len + 1);
-                v.insert(i, self.next() as u8);
+                v.insert(i, self.draw() as u8);
             }
             3 if len > 0 => {
                 v.remove(self.below(len));
