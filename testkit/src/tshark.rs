@@ -134,29 +134,42 @@ pub fn tshark_json(path: &std::path::Path) -> Option<Value> {
     }
 }
 
-/// Decode one Ethernet `frame` with tshark (`-T json --no-duplicate-keys`, UDP checksums
-/// checked: `udp.checksum.status` 1 when good), through a temporary pcap named after `tag`:
-/// its protocol layers, and what [`malformed`] finds in them. tshark must be there (check
-/// with `tools::tool_present` first) and must decode exactly one packet.
-pub fn decode_frame(frame: &[u8], tag: &str) -> (Value, Vec<String>) {
-    let path = std::env::temp_dir().join(format!("peregrine-{tag}-{}.pcap", std::process::id()));
-    std::fs::write(&path, pcap(&[frame])).expect("write pcap");
+/// Decode Ethernet `frames` with tshark (`-T json --no-duplicate-keys`, IPv4, UDP and TCP
+/// checksums checked: `*.checksum.status` 1 when good) through a temporary pcap named after
+/// `tag`, or the file `PEREGRINE_ORACLE_PCAP` names, kept for a look in Wireshark. tshark
+/// must be there (check with `tools::tool_present` first); one dissection per frame.
+pub fn decode_frames<F: AsRef<[u8]>>(frames: &[F], tag: &str) -> Vec<Value> {
+    let keep = std::env::var_os("PEREGRINE_ORACLE_PCAP");
+    let path = keep.clone().map(Into::into).unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("peregrine-{tag}-{}.pcap", std::process::id()))
+    });
+    std::fs::write(&path, pcap(frames)).expect("write pcap");
     let out = Command::new("tshark")
         .arg("-r")
         .arg(&path)
         .args(["-T", "json", "--no-duplicate-keys"])
+        .args(["-o", "ip.check_checksum:TRUE"])
         .args(["-o", "udp.check_checksum:TRUE"])
+        .args(["-o", "tcp.check_checksum:TRUE"])
         .output()
         .expect("run tshark");
-    let _ = std::fs::remove_file(&path);
+    if keep.is_none() {
+        let _ = std::fs::remove_file(&path);
+    }
     assert!(
         out.status.success(),
         "tshark failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let packets: Vec<Value> = serde_json::from_slice(&out.stdout).expect("tshark JSON");
-    assert_eq!(packets.len(), 1, "one packet");
-    let layers = packets[0]["_source"]["layers"].clone();
+    assert_eq!(packets.len(), frames.len(), "one dissection per frame");
+    packets
+}
+
+/// [`decode_frames`] of one frame: its protocol layers, and what [`malformed`] finds in
+/// them.
+pub fn decode_frame(frame: &[u8], tag: &str) -> (Value, Vec<String>) {
+    let layers = decode_frames(&[frame], tag)[0]["_source"]["layers"].clone();
     let mut fails = Vec::new();
     malformed(&layers, "", &mut fails);
     (layers, fails)
