@@ -23,9 +23,9 @@
 
 use peregrine_testkit::daemon::{sample, scrape, Live};
 use peregrine_testkit::netns::{
-    gnb_dn_backend, gnb_dn_routes, gnb_dn_ues as setup, Topology, RIG_DN_V4 as DN_V4,
-    RIG_GNB_V4 as GNB_V4, RIG_GNB_V6 as GNB_V6, RIG_N3_V4 as N3_V4, RIG_N3_V6 as N3_V6,
-    RIG_N6_V4 as N6_V4,
+    gnb_dn_backend, gnb_dn_routes, gnb_dn_ues as setup, gnb_dn_ues_upf, Topology,
+    RIG_DN_V4 as DN_V4, RIG_GNB_V4 as GNB_V4, RIG_GNB_V6 as GNB_V6, RIG_N3_V4 as N3_V4,
+    RIG_N3_V6 as N3_V6,
 };
 use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip};
 use std::path::Path;
@@ -46,25 +46,12 @@ fn config(topo: &Topology, metrics: u16) -> String {
 [pipeline]
 kind = "upf"
 
-[upf]
-node_id = "127.0.0.1"
-n3 = ["{N3_V4}", "{N3_V6}"]
-n6 = ["{N6_V4}"]
-metrics = "127.0.0.1:{metrics}"
-max_sessions = 8
-
+{upf}
 [upf.reassembly]
 max_datagrams = 16
 timeout_ms = 1000
-
-[[upf.session]]
-seid = 1
-ue_ipv4 = "{UE_V4}"
-ul_teid = {UL_TEID}
-gnb = "{GNB_V4}"
-dl_teid = {DL_TEID}
-qfi = {QFI}
 {routes}"#,
+        upf = gnb_dn_ues_upf(metrics, UE_V4, UL_TEID, DL_TEID, QFI),
     )
 }
 

@@ -21,8 +21,8 @@
 use peregrine_testkit::daemon::{scrape, Live};
 use peregrine_testkit::gnb::{in_netns, GnbConfig, GtpGnb};
 use peregrine_testkit::netns::{
-    gnb_dn_backend, gnb_dn_ues, Topology, GNB_MAC, RIG_DN_V4, RIG_GNB_V4, RIG_GNB_V6 as GNB_V6,
-    RIG_N3_V4 as N3_V4, RIG_N3_V6 as N3_V6, RIG_N6_V4 as N6_V4,
+    gnb_dn_backend, gnb_dn_ues, gnb_dn_ues_upf, Topology, GNB_MAC, RIG_DN_V4, RIG_GNB_V4,
+    RIG_GNB_V6 as GNB_V6, RIG_N3_V4 as N3_V4,
 };
 use peregrine_testkit::tcp_rig::ue_on_tun;
 use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip};
@@ -66,21 +66,7 @@ fn config(topo: &Topology, metrics: u16) -> String {
 [pipeline]
 kind = "upf"
 
-[upf]
-node_id = "127.0.0.1"
-n3 = ["{N3_V4}", "{N3_V6}"]
-n6 = ["{N6_V4}"]
-metrics = "127.0.0.1:{metrics}"
-max_sessions = 8
-
-[[upf.session]]
-seid = 1
-ue_ipv4 = "{UE}"
-ul_teid = {UL_TEID}
-gnb = "{GNB_V4}"
-dl_teid = {DL_TEID}
-qfi = 9
-
+{upf}
 [neighbour]
 reachable_ms = 1000
 delay_ms = 200
@@ -104,6 +90,7 @@ prefix = "198.51.100.0/24"
 port = "n6"
 via = "{DN_V4}"
 "#,
+        upf = gnb_dn_ues_upf(metrics, &UE.to_string(), UL_TEID, DL_TEID, 9),
     )
 }
 

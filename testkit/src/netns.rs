@@ -299,6 +299,31 @@ pub fn gnb_dn_ues(t: &mut Topology) -> Result<(), String> {
     Ok(())
 }
 
+/// The `[upf]` section of a daemon on the [`gnb_dn_ues`] rig: its N3 and N6 addresses,
+/// metrics on 127.0.0.1:`metrics`, room for 8 sessions, and one static session for the UE
+/// `ue` (SEID 1, uplink TEID `ul_teid`, downlink TEID `dl_teid` to the rig's gNB, QFI
+/// `qfi`). Sub-tables of `[upf]` may follow.
+pub fn gnb_dn_ues_upf(metrics: u16, ue: &str, ul_teid: u32, dl_teid: u32, qfi: u8) -> String {
+    format!(
+        r#"
+[upf]
+node_id = "127.0.0.1"
+n3 = ["{RIG_N3_V4}", "{RIG_N3_V6}"]
+n6 = ["{RIG_N6_V4}"]
+metrics = "127.0.0.1:{metrics}"
+max_sessions = 8
+
+[[upf.session]]
+seid = 1
+ue_ipv4 = "{ue}"
+ul_teid = {ul_teid}
+gnb = "{RIG_GNB_V4}"
+dl_teid = {dl_teid}
+qfi = {qfi}
+"#
+    )
+}
+
 /// [`gnb_dn`], with `hop`: the data network's side crosses a bump in the wire, veth `n6`
 /// (root) - `h6` (namespace `hop`) and `h7` (`hop`) - `d` (dn), for a second daemon on `h6`
 /// and `h7` run in namespace `hop` (see [`gnb_dn_hop_backend`]; in its own namespace, its
