@@ -23,7 +23,7 @@ use std::process::Command;
 
 // The test kit's tshark helpers.
 use peregrine_testkit::tools::tool_present;
-use peregrine_testkit::tshark::{decode_frame, strings};
+use peregrine_testkit::tshark::{check_fields, decode_frame};
 
 const SRC: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 1, 0, 0, 0, 1);
 const DST: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 2, 0, 0, 0, 2);
@@ -132,12 +132,7 @@ fn tshark_decodes_the_ioam_trace_our_stages_built() {
         ("udp.checksum.status", vec!["1".into()]),
         ("udp.dstport", vec!["5001".into()]),
     ];
-    for (field, values) in want {
-        let got = strings(layers, field);
-        if &got != values {
-            fails.push(format!("{field}: want {values:?}, tshark says {got:?}"));
-        }
-    }
+    check_fields(layers, want, &mut fails);
     if !fails.is_empty() {
         eprintln!("{}", serde_json::to_string_pretty(&layers["ipv6"]).unwrap());
     }

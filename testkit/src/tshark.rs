@@ -50,6 +50,22 @@ pub fn strings(v: &Value, key: &str) -> Vec<String> {
         .collect()
 }
 
+/// Compare the string values tshark gives each field of `want` ([`strings`]) with the
+/// expected ones, in order; an empty expectation asks only that the field be there. A line
+/// in `fails` for each field that differs.
+pub fn check_fields(layers: &Value, want: &[(&str, Vec<String>)], fails: &mut Vec<String>) {
+    for (field, values) in want {
+        let got = strings(layers, field);
+        if values.is_empty() {
+            if got.is_empty() {
+                fails.push(format!("{field}: missing"));
+            }
+        } else if &got != values {
+            fails.push(format!("{field}: want {values:?}, tshark says {got:?}"));
+        }
+    }
+}
+
 /// Malformed markers and expert info of warning/error severity or in the malformed group
 /// (`PI_WARN` 0x00600000, `PI_MALFORMED` 0x07000000, epan/proto.h).
 pub fn malformed(v: &Value, path: &str, out: &mut Vec<String>) {

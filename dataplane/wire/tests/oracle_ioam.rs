@@ -22,7 +22,7 @@ use peregrine_wire::ipv6;
 use peregrine_wire::ipv6option::option_type::IOAM_HBH;
 
 use peregrine_testkit::tools::tool_present;
-use peregrine_testkit::tshark::{decode_frame, strings};
+use peregrine_testkit::tshark::{check_fields, decode_frame};
 use std::net::Ipv6Addr;
 use std::process::Command;
 
@@ -137,16 +137,7 @@ fn tshark_decodes_our_ioam_trace() {
         ("udp.checksum.status", vec!["1".into()]),
         ("udp.dstport", vec!["5001".into()]),
     ];
-    for (field, values) in want {
-        let got = strings(layers, field);
-        if values.is_empty() {
-            if got.is_empty() {
-                fails.push(format!("{field}: missing"));
-            }
-        } else if &got != values {
-            fails.push(format!("{field}: want {values:?}, tshark says {got:?}"));
-        }
-    }
+    check_fields(layers, want, &mut fails);
     if !fails.is_empty() || std::env::var_os("PEREGRINE_ORACLE_DUMP").is_some() {
         eprintln!("{}", serde_json::to_string_pretty(&layers["ipv6"]).unwrap());
     }
