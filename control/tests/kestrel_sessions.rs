@@ -154,7 +154,7 @@ fn session(i: u32) -> SessionEstablishmentRequest {
                     Ie::QerId(1),
                 ],
             ),
-            pdr_dl_for(2, ue, 2, Some(1)),
+            pdr_dl_for(2, 100, ue, 2, Some(1)),
         ],
         create_far: vec![
             far_n6(1),

@@ -235,7 +235,7 @@ pfcp = ["127.0.0.1:{pfcp_port}"]
             ipv4: Some("127.0.0.1".parse().unwrap()),
             ipv6: None,
         },
-        create_pdr: vec![pdr_dl_for(1, "10.60.0.1".parse().unwrap(), 1, None)],
+        create_pdr: vec![pdr_dl_for(1, 100, "10.60.0.1".parse().unwrap(), 1, None)],
         create_far: vec![far_n3_to(1, 0x100, gnb)],
         create_urr: vec![],
         create_qer: vec![],

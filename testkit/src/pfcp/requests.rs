@@ -137,15 +137,15 @@ pub fn pdr_ul(id: u16, chid: Option<u8>, far: u32) -> Grouped {
 
 /// Downlink PDR: core, UE IP destination, FAR `far`.
 pub fn pdr_dl(id: u16, far: u32) -> Grouped {
-    pdr_dl_for(id, Ipv4Addr::new(10, 60, 0, 1), far, Some(1))
+    pdr_dl_for(id, 100, Ipv4Addr::new(10, 60, 0, 1), far, Some(1))
 }
 
-/// Downlink PDR `id`, precedence 100: core, destination UE IPv4 `ue`, FAR `far`, QER `qer`
-/// if any.
-pub fn pdr_dl_for(id: u16, ue: Ipv4Addr, far: u32, qer: Option<u32>) -> Grouped {
+/// Downlink PDR `id`, precedence `prec`: core, destination UE IPv4 `ue`, FAR `far`, QER
+/// `qer` if any.
+pub fn pdr_dl_for(id: u16, prec: u32, ue: Ipv4Addr, far: u32, qer: Option<u32>) -> Grouped {
     let mut ies = vec![
         Ie::PdrId(id),
-        Ie::Precedence(100),
+        Ie::Precedence(prec),
         Ie::Grouped(g(
             t::PDI,
             vec![

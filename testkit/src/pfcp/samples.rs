@@ -59,27 +59,10 @@ pub fn create_pdr_ul() -> Grouped {
     )
 }
 
+/// Downlink PDR 2 for [`UE`] -> FAR 2, QER 1: the request builders'
+/// ([`super::requests::pdr_dl_for`]).
 pub fn create_pdr_dl() -> Grouped {
-    grouped(
-        t::CREATE_PDR,
-        vec![
-            Ie::PdrId(2),
-            Ie::Precedence(200),
-            Ie::Grouped(grouped(
-                t::PDI,
-                vec![
-                    Ie::SourceInterface(1),
-                    Ie::UeIpAddress(UeIpAddress {
-                        sd: true,
-                        ipv4: Some(UE),
-                        ..Default::default()
-                    }),
-                ],
-            )),
-            Ie::FarId(2),
-            Ie::QerId(1),
-        ],
-    )
+    super::requests::pdr_dl_for(2, 200, UE, 2, Some(1))
 }
 
 pub fn create_far_dl() -> Grouped {
