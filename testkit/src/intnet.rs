@@ -7,6 +7,7 @@
 
 use crate::frames::ipv6_udp;
 use crate::netns::Topology;
+pub use crate::tools::START_GUARD;
 use crate::tools::{is_root, run, skip, Guard};
 use std::io::{BufRead, BufReader, Write};
 use std::net::Ipv6Addr;
@@ -213,12 +214,6 @@ pub fn int_lines(roles: &str, rules: u16, reports: u16) -> String {
         "roles = [{roles}]\nrules = \"tcp://127.0.0.1:{rules}\"\nreports = \"tcp://127.0.0.1:{reports}\"\n"
     )
 }
-
-/// How long [`Daemons::until_up`] waits for a node's rule API before failing the test: a
-/// hang guard, not a start-up budget. A node starts in about a second on an idle machine;
-/// on a 2-core CI box under load (three or four DPDK processes starting at once, a parallel
-/// build beside them) it takes many times that, and a correct node must not fail there.
-pub const START_GUARD: Duration = Duration::from_secs(180);
 
 /// `peregrine run` processes, one per config, logs in a temporary directory; removed (and
 /// stopped) on drop.

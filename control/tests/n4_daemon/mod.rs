@@ -26,7 +26,9 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-pub use peregrine_testkit::tools::{free_tcp_port as free_tcp, free_udp_port as free_udp, in_ci};
+pub use peregrine_testkit::tools::{
+    free_tcp_port as free_tcp, free_udp_port as free_udp, in_ci, START_GUARD,
+};
 
 /// The gNBs (192.0.2.0/24, 2001:db8:3::/48, 192.168.1.0/24) out of n3, the data network
 /// (198.51.100.0/24, 2001:db8:6::/48) out of n6.
@@ -47,15 +49,30 @@ pub struct Daemon {
 
 impl Daemon {
     /// Start the UPF with `backend` (the `[backend]` body), ports replaying `ul`/`dl`, and
-    /// `upf` appended to the `[upf]` section; waits for the first metrics page.
+    /// `upf` appended to the `[upf]` section; waits for the first metrics page with the N4
+    /// counters (the daemon serves it once N4 and the ports are up). The wall clock is only
+    /// a hang guard ([`START_GUARD`]); a daemon that exits, or passes it, fails the test with
+    /// what it printed.
     pub fn start(dir: &Path, backend: &str, ul: &Path, dl: &Path, upf: &str) -> Daemon {
-        let d = Daemon::spawn(dir, backend, ul, dl, upf);
+        let mut d = Daemon::spawn(dir, backend, ul, dl, upf);
         let t0 = Instant::now();
         while scrape(d.metrics).is_none_or(|p| !p.contains("peregrine_pfcp_sessions")) {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "daemon did not come up"
-            );
+            let exited = d.child.as_mut().unwrap().try_wait().unwrap();
+            if exited.is_some() || t0.elapsed() > START_GUARD {
+                let mut c = d.child.take().unwrap();
+                let _ = c.kill();
+                let out = c.wait_with_output().unwrap();
+                panic!(
+                    "the daemon's metrics page http://{}/metrics did not show \
+                     peregrine_pfcp_sessions ({}); it printed:\n{}\n{}",
+                    d.metrics,
+                    exited.map_or(format!("hang guard {START_GUARD:?} passed"), |st| {
+                        format!("it exited: {st}")
+                    }),
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
         d
