@@ -27,7 +27,7 @@ use peregrine_testkit::netns::{
     RIG_DN_V4 as DN_V4, RIG_GNB_V4 as GNB_V4, RIG_GNB_V6 as GNB_V6, RIG_N3_V4 as N3_V4,
     RIG_N3_V6 as N3_V6,
 };
-use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip};
+use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, START_GUARD};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -83,7 +83,7 @@ fn kernel_fragments_through_the_live_upf() {
         "frag",
         &config(&topo, metrics),
     );
-    daemon.wait_metrics(metrics, Duration::from_secs(20));
+    daemon.wait_metrics(metrics, START_GUARD);
     // libpcap needs a moment after the port starts before it captures.
     std::thread::sleep(Duration::from_millis(500));
 

@@ -25,7 +25,7 @@ use peregrine_testkit::netns::{
     RIG_GNB_V6 as GNB_V6, RIG_N3_V4 as N3_V4,
 };
 use peregrine_testkit::tcp_rig::ue_on_tun;
-use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip};
+use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, START_GUARD};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -212,7 +212,7 @@ fn next_hops_resolve_from_kernel_neighbours_follow_a_new_mac_and_age_out() {
     )
     .expect("gNB");
     ue_on_tun(&topo, &gnb_ns, &tun, UE).unwrap();
-    daemon.wait_metrics(metrics, Duration::from_secs(30));
+    daemon.wait_metrics(metrics, START_GUARD);
 
     // 1. Only gateway addresses are configured: traffic flows once the kernels answered.
     let traffic = Traffic::start(&gnb_ns, &dn_ns);

@@ -152,7 +152,8 @@ impl Live {
     }
 
     /// Wait until the metrics endpoint on `127.0.0.1:port` answers (the daemon binds it after
-    /// N4 and the ports); panics with the log if the daemon exits or `timeout` passes first.
+    /// N4 and the ports); panics with the log if the daemon exits or `timeout` passes first
+    /// (a hang guard: [`crate::tools::START_GUARD`] unless the test has a reason).
     pub fn wait_metrics(&mut self, port: u16, timeout: Duration) {
         let t0 = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
