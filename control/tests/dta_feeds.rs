@@ -11,21 +11,20 @@
 //!   microseconds.
 
 mod dta_common;
+mod one_session;
 
-use dta_common::{parse, reports, translate};
+use dta_common::{dta_head, parse, reports, translate, COLLECTOR};
+use one_session::one_session;
 use peregrine_control::daemon::{self, RunOptions};
 use peregrine_control::dta::feeds::{kestrel_key, FridgeEncoding};
 use peregrine_control::dta::reporter::DtaReporterStats;
 use peregrine_control::kestrel::export::{read_file, Msg};
 use peregrine_dataplane::qos::QfiMap;
-use peregrine_rules::static_sessions::{synthetic, OuterMix, SyntheticParams};
 use peregrine_testkit::frames::tcp_segment as tcp;
 use peregrine_testkit::pcap::{read_pcap, PcapWriter};
 use peregrine_testkit::upf as upf_support;
 use peregrine_wire::dta::Primitive;
-use std::net::{IpAddr, Ipv4Addr};
 
-const COLLECTOR: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 51);
 const FLOWS: u32 = 60;
 const DELAY_NS: u64 = 30_000_000;
 
@@ -33,18 +32,7 @@ const DELAY_NS: u64 = 30_000_000;
 fn kestrel_counts_and_fridge_samples_reach_the_collector() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let s = &synthetic(
-        1,
-        &SyntheticParams {
-            seed: 1,
-            qfis: vec![9],
-            gnbs: 1,
-            outer: OuterMix::V4,
-            ..SyntheticParams::default()
-        },
-    )[0];
-    let ue = IpAddr::V4(s.ue_ipv4.unwrap());
-    let server = IpAddr::V4(upf_support::server_v4());
+    let (s, ue, server) = one_session();
     let mut n3 = PcapWriter::create(d.join("n3.pcap")).unwrap();
     let mut n6 = PcapWriter::create(d.join("n6.pcap")).unwrap();
     let mut dl = Vec::new();
@@ -130,12 +118,7 @@ ports = [443]
 m = 1024
 p = 1.0
 
-[dta]
-port = "n6"
-collector_ip = "{COLLECTOR}"
-collector_mac = "02:00:00:00:00:51"
-source_ip = "10.0.0.1"
-sojourn = false
+{dta}sojourn = false
 
 [dta.kestrel]
 count = "packets"
@@ -145,6 +128,7 @@ redundancy = 3
 list = 2
 encoding = "us"
 "#,
+        dta = dta_head("n6"),
         routes = peregrine_testkit::daemon::n3_n6_routes(),
         upf = peregrine_testkit::daemon::UPF_ONE_SESSION,
     );

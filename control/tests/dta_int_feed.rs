@@ -8,7 +8,7 @@
 
 mod dta_common;
 
-use dta_common::{parse, reports, translate};
+use dta_common::{dta_head, l3fwd_reporter, parse, reports, translate, COLLECTOR};
 use peregrine_control::daemon::{self, RunOptions};
 use peregrine_control::dta::feeds::int_flow_key;
 use peregrine_control::dta::reporter::DtaReporterStats;
@@ -20,13 +20,12 @@ use peregrine_testkit::intpcap::{self, frame};
 use peregrine_testkit::pcap::read_pcap;
 use peregrine_testkit::tools::free_tcp_port;
 use peregrine_wire::dta::Primitive;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::Ipv6Addr;
 use std::path::Path;
 
 const SRC: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
 const DST: Ipv6Addr = Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 1);
 const OTHER: Ipv6Addr = Ipv6Addr::new(0xfd00, 9, 0, 0, 0, 0, 0, 1);
-const COLLECTOR: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 51);
 const FLOW: usize = 20;
 
 fn node(dir: &Path, rx: &str, tx: &str, int: &str, dta: &str) -> peregrine_control::config::Config {
@@ -100,16 +99,12 @@ fn int_sink_hops_become_postcards_the_collector_decodes() {
     let dta = |value: &str| {
         format!(
             r#"
-[dta]
-port = "p"
-collector_ip = "{COLLECTOR}"
-collector_mac = "02:00:00:00:00:51"
-source_ip = "10.0.0.1"
-sojourn = false
+{head}sojourn = false
 
 [dta.int]
 value = "{value}"
-"#
+"#,
+            head = dta_head("p")
         )
     };
     let sink = format!(
@@ -177,25 +172,11 @@ value = "{value}"
 
 #[test]
 fn a_feed_without_its_producer_or_with_a_bad_key_is_refused_by_name() {
-    let base = r#"
-[backend]
-kind = "pcap"
-[[port]]
-name = "p"
-mac = "02:00:00:00:00:01"
-tx = "out.pcap"
-[pipeline]
-kind = "l3fwd"
-[[route]]
-prefix = "10.2.0.0/16"
-port = "p"
-next_hop_mac = "02:00:00:00:00:02"
-[dta]
-port = "p"
-collector_ip = "10.9.0.51"
-collector_mac = "02:00:00:00:00:51"
-source_ip = "10.0.0.1"
-"#;
+    let base = format!(
+        "[backend]\nkind = \"pcap\"\n[[port]]\nname = \"p\"\nmac = \"02:00:00:00:00:01\"\n\
+         tx = \"out.pcap\"\n{}",
+        l3fwd_reporter()
+    );
     for (extra, key, words) in [
         ("[dta.kestrel]\n", "dta.kestrel", "[kestrel]"),
         ("[dta.int]\n", "dta.int", "sink"),

@@ -11,7 +11,7 @@
 
 mod dta_common;
 
-use dta_common::parse;
+use dta_common::{l3fwd_reporter, parse, COLLECTOR};
 use peregrine_control::daemon::{self, RunOptions};
 use peregrine_control::dta::reporter::DtaReporterStats;
 use peregrine_dataplane::io::pcapfile::{PcapWriter, Resolution};
@@ -25,7 +25,6 @@ use std::net::Ipv4Addr;
 
 const FLOWS: u16 = 8;
 const PER_FLOW: u64 = 6;
-const COLLECTOR: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 51);
 
 fn udp_frame(dst: Ipv4Addr, sport: u16) -> Vec<u8> {
     let payload = [0u8; 18];
@@ -91,22 +90,10 @@ fn reporter_to_translator_to_collector() {
     let reporter = parse(
         &format!(
             r#"{PCAP_ONE_PORT}
-[pipeline]
-kind = "l3fwd"
-
-[[route]]
-prefix = "10.2.0.0/16"
-port = "p"
-next_hop_mac = "02:00:00:00:00:02"
-
-[dta]
-port = "p"
-collector_ip = "{COLLECTOR}"
-collector_mac = "02:00:00:00:00:51"
-source_ip = "10.0.0.1"
-drops = true
+{reporter}drops = true
 drops_list = 3
-"#
+"#,
+            reporter = l3fwd_reporter()
         ),
         dir.path(),
     );

@@ -11,6 +11,7 @@ use peregrine_dta::hash;
 use peregrine_dta::{Layout, Sizes};
 use peregrine_testkit::daemon::PCAP_ONE_PORT;
 use peregrine_testkit::pcap::read_pcap;
+use peregrine_testkit::tools::tool_present;
 use peregrine_wire::dta::{self, FrameAddrs, Primitive, Repr, Variant};
 use peregrine_wire::ethernet::Address;
 use peregrine_wire::roce::{self, opcode, Aeth, AtomicEth, Bth, Reth};
@@ -195,18 +196,7 @@ first_psn = 16777214
 const APPLY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/rdma_apply.py");
 
 fn scapy_roce() -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import scapy.contrib.roce"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "python3 with scapy missing under CI"
-        );
-        eprintln!("skipping: python3 with scapy not found");
-    }
-    ok
+    tool_present("python3", &["-c", "import scapy.contrib.roce"])
 }
 
 fn sizes(k: u32) -> Sizes {

@@ -5,12 +5,13 @@
 //! hands every packet of the UE to one worker. The `[fridge]` slices at the N6 vantage then
 //! report, in the summary, every handshake matched and a median within 10% of the delay.
 
-use peregrine_rules::static_sessions::{synthetic, OuterMix, SyntheticParams};
+mod one_session;
+
+use one_session::one_session;
 use peregrine_testkit::daemon;
 use peregrine_testkit::frames::tcp_segment as tcp;
 use peregrine_testkit::pcap::PcapWriter;
 use peregrine_testkit::upf as upf_support;
-use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -28,18 +29,7 @@ fn run(dir: &Path, cfg: &str) -> serde_json::Value {
 fn handshake_rtt_median_through_the_daemon_with_two_workers() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let s = &synthetic(
-        1,
-        &SyntheticParams {
-            seed: 1,
-            qfis: vec![9],
-            gnbs: 1,
-            outer: OuterMix::V4,
-            ..SyntheticParams::default()
-        },
-    )[0];
-    let ue = IpAddr::V4(s.ue_ipv4.unwrap());
-    let server = IpAddr::V4(upf_support::server_v4());
+    let (s, ue, server) = one_session();
     let (mut n3a, mut n3b, mut n6) = (
         PcapWriter::create(d.join("n3a.pcap")).unwrap(),
         PcapWriter::create(d.join("n3b.pcap")).unwrap(),

@@ -42,14 +42,18 @@ fn frame(seq: u16) -> Vec<u8> {
     udp_frame(MAC_SRC, &mac(1, 'a'), SRC, DST, 4000, 5000, seq, 48)
 }
 
+/// Node `id`'s config with its rule API and report ports `(rules, reports)`, role(s) `roles`,
+/// next hops `w` (west) and `e` (east); the source (`metrics` given) also has a metrics page
+/// and a re-send interval longer than any run of the test, so each of its re-sends is one a
+/// rule change caused.
 fn node_config(
     t: &Topology,
     id: u8,
-    rules: u16,
-    reports: u16,
+    (rules, reports): (u16, u16),
     roles: &str,
     w: &str,
     e: &str,
+    metrics: Option<u16>,
 ) -> String {
     let a = if id == 1 {
         t.dev("sa")
@@ -57,125 +61,22 @@ fn node_config(
         t.dev(&format!("{id}a"))
     };
     let b = t.dev(&format!("{id}b"));
+    let (int, extra) = match metrics {
+        Some(m) => (
+            "resend_interval_ms = 3600000\n",
+            format!("[metrics]\nlisten = \"127.0.0.1:{m}\"\n"),
+        ),
+        None => ("", String::new()),
+    };
     peregrine_testkit::intnet::node_config(
         t,
         id,
         &[('a', a), ('b', b)],
         &[("fd00:1::/64", 'a', w), ("fd00:2::/64", 'b', e)],
-        &int_lines(roles, rules, reports),
-        "",
+        &(int_lines(roles, rules, reports) + int),
+        &extra,
     )
 }
-
-#[test]
-fn a_rule_installed_only_at_the_source_reaches_transit_and_sink() {
-    let what = "the in-band installation test";
-    if !preflight(what) {
-        return;
-    }
-    let mut topo = Topology::new(Topology::unique_prefix("ib"));
-    if let Err(e) = setup(&mut topo) {
-        return skip(what, &format!("cannot build the namespaces: {e}"));
-    }
-    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_tcp_port(), free_tcp_port())).collect();
-    let cfgs = vec![
-        node_config(
-            &topo,
-            1,
-            ports[0].0,
-            ports[0].1,
-            "\"source\"",
-            MAC_SRC,
-            &mac(2, 'a'),
-        ),
-        node_config(
-            &topo,
-            2,
-            ports[1].0,
-            ports[1].1,
-            "\"transit\"",
-            &mac(1, 'b'),
-            &mac(3, 'a'),
-        ),
-        node_config(
-            &topo,
-            3,
-            ports[2].0,
-            ports[2].1,
-            "\"sink\"",
-            &mac(2, 'b'),
-            MAC_DST,
-        ),
-    ];
-    let mut daemons = Daemons::start(env!("CARGO_BIN_EXE_peregrine"), cfgs);
-    // Every node answers; only p1 gets the rule.
-    let rule = rule_args("7", "fd00:2::1", "1");
-    for (i, (rules, _)) in ports.iter().enumerate() {
-        if i == 0 {
-            let r: Vec<&str> = rule.iter().map(String::as_str).collect();
-            daemons.until_up(i, *rules, &r);
-        } else {
-            let out = daemons.until_up(i, *rules, &["list"]);
-            assert!(!out.contains("\"ns_id\""), "node {}: {out}", i + 1);
-        }
-    }
-    let (_w3, sink_lines) = watch(ports[2].1);
-    std::thread::sleep(Duration::from_millis(1500));
-    let (src_ns, s0) = (topo.ns("src"), topo.dev("s0"));
-
-    // The first packet carries the request; both downstream nodes learn namespace 7.
-    send(&src_ns, &s0, &(0..3).map(frame).collect::<Vec<_>>(), 20);
-    for (i, (rules, _)) in ports.iter().enumerate().skip(1) {
-        wait_for(
-            &format!("node {} to learn ns 7", i + 1),
-            Duration::from_secs(10),
-            || ctl_run(*rules, &["list"]).is_ok_and(|o| o.contains("\"ns_id\":7")),
-        );
-    }
-    let before = reports(&sink_lines).len();
-    send(&src_ns, &s0, &(100..120).map(frame).collect::<Vec<_>>(), 20);
-    wait_for("20 reports at p3", Duration::from_secs(10), || {
-        reports(&sink_lines).len() >= before + 20
-    });
-    let r1 = reports(&sink_lines)[before..].to_vec();
-    for r in &r1 {
-        assert_eq!(
-            (r["ns_id"].as_u64(), r["sink_node_id"].as_u64()),
-            (Some(7), Some(3)),
-            "{r}"
-        );
-        assert_eq!(hop_ids(r), vec![2], "p2 filled its hop: {r}");
-    }
-
-    // A changed rule at the source is re-sent at once and replaces the learned one at p3.
-    ctl_run(ports[0].0, &["mod", "--ns", "7", "--setting", "5"]).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    send(&src_ns, &s0, &(200..202).map(frame).collect::<Vec<_>>(), 20);
-    for (rules, _) in &ports[1..] {
-        wait_for(
-            "the changed rule downstream",
-            Duration::from_secs(10),
-            || ctl_run(*rules, &["list"]).is_ok_and(|o| o.contains("\"mode_setting\":5")),
-        );
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    let before = reports(&sink_lines).len();
-    send(&src_ns, &s0, &(300..340).map(frame).collect::<Vec<_>>(), 10);
-    std::thread::sleep(Duration::from_millis(1500));
-    let n2 = reports(&sink_lines).len() - before;
-    assert!(
-        (7..=9).contains(&n2),
-        "count 5 over 40 packets: {n2} reports"
-    );
-    eprintln!(
-        "in-band installation: {} reports with p2's hop, then {n2} at count 5",
-        r1.len()
-    );
-    daemons.stop_all();
-}
-
-/// The source's re-send interval in the route-change test.
-const RESEND_MS: u64 = 2000;
 
 /// The source's TX packet count for the namespace when it sent a report's packet (this one
 /// included; the seed's trace type carries it): which packets a report is about, without
@@ -199,8 +100,176 @@ fn source_event(metrics: u16, event: &str) -> u64 {
     .map_or(0, |v| v as u64)
 }
 
-/// A hang guard only: every wait below ends on an event, not a time.
+/// A hang guard only: every wait in this file ends on an event, not a time.
 const HANG_GUARD: Duration = Duration::from_secs(60);
+
+/// Send `frame(seq)` for each `seq` from `src_ns`'s s0 and wait until the source (metrics
+/// page `metrics`) has taken them all; its `matched` count before them.
+fn send_taken(t: &Topology, metrics: u16, seqs: std::ops::Range<u16>, gap_ms: u64) -> u64 {
+    let before = source_event(metrics, "matched");
+    let n = seqs.len() as u64;
+    send(
+        &t.ns("src"),
+        &t.dev("s0"),
+        &seqs.map(frame).collect::<Vec<_>>(),
+        gap_ms,
+    );
+    wait_for("the source to take the packets", HANG_GUARD, || {
+        source_event(metrics, "matched") >= before + n
+    });
+    before
+}
+
+/// Wait until the sink's report watcher is subscribed, so that no report counted after it is
+/// lost: ZeroMQ gives no sign when a subscription has arrived, so one packet at a time (from
+/// `seq` on) until a report reaches it, the pause between them only pacing.
+fn until_watched(t: &Topology, metrics: u16, lines: &Lines, seq: u16) {
+    let (t0, mut next) = (Instant::now(), seq);
+    while reports(lines).is_empty() {
+        assert!(
+            t0.elapsed() < HANG_GUARD,
+            "no report reached the watcher in {HANG_GUARD:?} ({} packets)",
+            next - seq
+        );
+        send_taken(t, metrics, next..next + 1, 0);
+        next += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The sink's reports about the source's packets after its `tx`-th.
+fn reports_after(lines: &Lines, tx: u64) -> Vec<serde_json::Value> {
+    reports(lines)
+        .into_iter()
+        .filter(|r| source_tx(r) > tx)
+        .collect()
+}
+
+/// Every wait ends on a state (a node's rule list, the source's counters, the sink's reports
+/// about given packets: [`source_tx`]), the wall clock only a hang guard, so a busy machine
+/// delays the steps but does not fail them, and an idle one does not wait longer than needed.
+#[test]
+fn a_rule_installed_only_at_the_source_reaches_transit_and_sink() {
+    let what = "the in-band installation test";
+    if !preflight(what) {
+        return;
+    }
+    let mut topo = Topology::new(Topology::unique_prefix("ib"));
+    if let Err(e) = setup(&mut topo) {
+        return skip(what, &format!("cannot build the namespaces: {e}"));
+    }
+    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_tcp_port(), free_tcp_port())).collect();
+    let metrics = free_tcp_port();
+    let cfgs = vec![
+        node_config(
+            &topo,
+            1,
+            ports[0],
+            "\"source\"",
+            MAC_SRC,
+            &mac(2, 'a'),
+            Some(metrics),
+        ),
+        node_config(
+            &topo,
+            2,
+            ports[1],
+            "\"transit\"",
+            &mac(1, 'b'),
+            &mac(3, 'a'),
+            None,
+        ),
+        node_config(&topo, 3, ports[2], "\"sink\"", &mac(2, 'b'), MAC_DST, None),
+    ];
+    let mut daemons = Daemons::start(env!("CARGO_BIN_EXE_peregrine"), cfgs);
+    // Every node answers; only p1 gets the rule.
+    let rule = rule_args("7", "fd00:2::1", "1");
+    for (i, (rules, _)) in ports.iter().enumerate() {
+        if i == 0 {
+            let r: Vec<&str> = rule.iter().map(String::as_str).collect();
+            daemons.until_up(i, *rules, &r);
+        } else {
+            let out = daemons.until_up(i, *rules, &["list"]);
+            assert!(!out.contains("\"ns_id\""), "node {}: {out}", i + 1);
+        }
+    }
+    let (_w3, sink_lines) = watch(ports[2].1);
+
+    // The first packet carries the request; both downstream nodes learn namespace 7.
+    send_taken(&topo, metrics, 0..3, 20);
+    assert_eq!(
+        requests_sent(metrics),
+        1,
+        "the first packet carried the request"
+    );
+    for (i, (rules, _)) in ports.iter().enumerate().skip(1) {
+        wait_for(&format!("node {} to learn ns 7", i + 1), HANG_GUARD, || {
+            ctl_run(*rules, &["list"]).is_ok_and(|o| o.contains("\"ns_id\":7"))
+        });
+    }
+    until_watched(&topo, metrics, &sink_lines, 3);
+    let tx = send_taken(&topo, metrics, 100..120, 20);
+    assert_eq!(
+        requests_sent(metrics),
+        1,
+        "no re-send due: INT in every packet"
+    );
+    wait_for("the 20 packets' reports at p3", HANG_GUARD, || {
+        reports_after(&sink_lines, tx).len() >= 20
+    });
+    let r1 = reports_after(&sink_lines, tx);
+    assert_eq!(r1.len(), 20, "one report a packet: {r1:?}");
+    for r in &r1 {
+        assert_eq!(
+            (r["ns_id"].as_u64(), r["sink_node_id"].as_u64()),
+            (Some(7), Some(3)),
+            "{r}"
+        );
+        assert_eq!(hop_ids(r), vec![2], "p2 filled its hop: {r}");
+    }
+
+    // A changed rule at the source is re-sent at once (no periodic re-send falls due in this
+    // test) and replaces the learned one at p3: one packet at a time until the source has
+    // sent it (the new rule reaches the source's worker a little after `mod` returns).
+    ctl_run(ports[0].0, &["mod", "--ns", "7", "--setting", "5"]).unwrap();
+    let (changed, at, mut seq) = (Instant::now(), requests_sent(metrics), 200);
+    while requests_sent(metrics) == at {
+        assert!(
+            changed.elapsed() < HANG_GUARD,
+            "the changed rule not re-sent in {HANG_GUARD:?} ({} packets)",
+            seq - 200
+        );
+        send_taken(&topo, metrics, seq..seq + 1, 0);
+        seq += 1;
+    }
+    assert_eq!(requests_sent(metrics), at + 1, "one re-send for one change");
+    for (rules, _) in &ports[1..] {
+        wait_for("the changed rule downstream", HANG_GUARD, || {
+            ctl_run(*rules, &["list"]).is_ok_and(|o| o.contains("\"mode_setting\":5"))
+        });
+    }
+    // Count 5 over 40 packets: the source gives INT to every fifth; each reaches p3.
+    let added = source_event(metrics, "int_added");
+    let tx = send_taken(&topo, metrics, 300..340, 10);
+    let added = (source_event(metrics, "int_added") - added) as usize;
+    wait_for("the 40 packets' reports at p3", HANG_GUARD, || {
+        reports_after(&sink_lines, tx).len() >= added
+    });
+    let n2 = reports_after(&sink_lines, tx).len();
+    assert!(
+        (7..=9).contains(&n2),
+        "count 5 over 40 packets: {n2} reports"
+    );
+    assert_eq!(n2, added, "a report for each packet the source gave INT");
+    eprintln!(
+        "in-band installation: {} reports with p2's hop, then {n2} at count 5",
+        r1.len()
+    );
+    daemons.stop_all();
+}
+
+/// The source's re-send interval in the route-change test.
+const RESEND_MS: u64 = 2000;
 
 /// Route change (issue 13 must-show): two paths from p1 to the sink p4 through a Linux router
 /// `r` whose route is switched at run time ([`two_paths`]); the rule is installed only at p1,
@@ -272,7 +341,7 @@ fn after_a_route_change_the_new_hop_appears_within_one_resend_interval() {
         daemons.until_up(i, *rules, if i == 0 { &rule } else { &["list"] });
     }
     let (_w4, sink_lines) = watch(ports[3].1);
-    std::thread::sleep(Duration::from_millis(1500));
+    until_watched(&topo, metrics, &sink_lines, 900);
     let (src_ns, s0) = (topo.ns("src"), topo.dev("s0"));
 
     // Path 1 (via p2): p2 and p4 learn the namespace, p3 does not see the flow.

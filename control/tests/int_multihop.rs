@@ -206,27 +206,8 @@ fn int_multihop_with_a_linux_ioam_transit_in_namespaces() {
         ),
     ];
     let mut daemons = Daemons::start(env!("CARGO_BIN_EXE_peregrine"), cfgs);
-    let rule = [
-        "add",
-        "--ns",
-        NS_ID,
-        "--app",
-        "1",
-        "--src",
-        "fd00:1::1",
-        "--dst",
-        "fd00:2::1",
-        "--proto",
-        "udp",
-        "--dport",
-        "5000",
-        "--trace-type",
-        "0x7000E000",
-        "--mode",
-        "count",
-        "--setting",
-        "1",
-    ];
+    let rule = rule_args(NS_ID, "fd00:2::1", "1");
+    let rule: Vec<&str> = rule.iter().map(String::as_str).collect();
     for n in &nodes {
         daemons.until_up(n.id as usize - 1, n.rules, &rule);
     }

@@ -7,13 +7,11 @@
 //! bad model file stops the daemon at start with a message naming it.
 
 use peregrine_dataplane::io::pcapfile::{PcapWriter, Resolution};
-use peregrine_pfcp::ie::{
-    apply_action, ie_type as t, ohc, Bitmap, FSeid, FTeid, GateStatus, Grouped, Ie, NodeId,
-    OuterHeaderCreation, UeIpAddress,
-};
+use peregrine_pfcp::ie::{ie_type as t, FSeid, FTeid, GateStatus, Grouped, Ie, NodeId};
 use peregrine_pfcp::message::{AssociationRequest, SessionEstablishmentRequest};
 use peregrine_pfcp::{Body, Message};
 use peregrine_testkit::frames::udp4;
+use peregrine_testkit::pfcp::requests::{far_n3_to, far_n6, pdr_dl_for};
 use peregrine_testkit::upf::{server_v4, ue_v4, ul_frame};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, UdpSocket};
@@ -156,58 +154,11 @@ fn session(i: u32) -> SessionEstablishmentRequest {
                     Ie::QerId(1),
                 ],
             ),
-            Grouped::new(
-                t::CREATE_PDR,
-                vec![
-                    Ie::PdrId(2),
-                    Ie::Precedence(100),
-                    Ie::Grouped(Grouped::new(
-                        t::PDI,
-                        vec![
-                            Ie::SourceInterface(1),
-                            Ie::UeIpAddress(UeIpAddress {
-                                sd: true,
-                                ipv4: Some(ue),
-                                ..Default::default()
-                            }),
-                        ],
-                    )),
-                    Ie::FarId(2),
-                    Ie::QerId(1),
-                ],
-            ),
+            pdr_dl_for(2, 100, ue, 2, Some(1)),
         ],
         create_far: vec![
-            Grouped::new(
-                t::CREATE_FAR,
-                vec![
-                    Ie::FarId(1),
-                    Ie::ApplyAction(Bitmap(apply_action::FORW)),
-                    Ie::Grouped(Grouped::new(
-                        t::FORWARDING_PARAMETERS,
-                        vec![Ie::DestinationInterface(1)],
-                    )),
-                ],
-            ),
-            Grouped::new(
-                t::CREATE_FAR,
-                vec![
-                    Ie::FarId(2),
-                    Ie::ApplyAction(Bitmap(apply_action::FORW)),
-                    Ie::Grouped(Grouped::new(
-                        t::FORWARDING_PARAMETERS,
-                        vec![
-                            Ie::DestinationInterface(0),
-                            Ie::OuterHeaderCreation(OuterHeaderCreation {
-                                description: ohc::GTPU_UDP_IPV4,
-                                teid: Some(DL_TEID + i),
-                                ipv4: Some("192.0.2.10".parse().unwrap()),
-                                ..Default::default()
-                            }),
-                        ],
-                    )),
-                ],
-            ),
+            far_n6(1),
+            far_n3_to(2, DL_TEID + i, "192.0.2.10".parse().unwrap()),
         ],
         create_urr: vec![],
         create_qer: vec![Grouped::new(

@@ -22,36 +22,20 @@
 //! they are missing, under `CI` it fails.
 
 use peregrine_testkit::daemon::{sample, scrape, Live};
-use peregrine_testkit::netns::{gnb_dn, gnb_dn_backend, gnb_dn_routes, RigSide, Topology};
-use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip};
+use peregrine_testkit::netns::{
+    gnb_dn_backend, gnb_dn_routes, gnb_dn_ues as setup, gnb_dn_ues_upf, Topology,
+    RIG_DN_V4 as DN_V4, RIG_GNB_V4 as GNB_V4, RIG_GNB_V6 as GNB_V6, RIG_N3_V4 as N3_V4,
+    RIG_N3_V6 as N3_V6,
+};
+use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, START_GUARD};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const N3_V4: &str = "192.0.2.1";
-const N3_V6: &str = "2001:db8:3::1";
-const GNB_V4: &str = "192.0.2.10";
-const GNB_V6: &str = "2001:db8:3::10";
-const N6_V4: &str = "198.51.100.254";
-const DN_V4: &str = "198.51.100.10";
 const UE_V4: &str = "10.45.0.2";
 const UL_TEID: u32 = 0x100;
 const DL_TEID: u32 = 0x200;
 const QFI: u8 = 9;
-
-fn setup(t: &mut Topology) -> Result<(), String> {
-    let gnb = RigSide {
-        addrs: &[&format!("{GNB_V4}/24"), &format!("{GNB_V6}/64")],
-        upf: &[N3_V4, N3_V6],
-    };
-    let dn = RigSide {
-        addrs: &[&format!("{DN_V4}/24")],
-        upf: &[N6_V4],
-    };
-    gnb_dn(t, gnb, dn)?;
-    t.ip(&t.ns("dn"), &["route", "add", "10.45.0.0/16", "via", N6_V4])?;
-    Ok(())
-}
 
 fn config(topo: &Topology, metrics: u16) -> String {
     // N3 is a net_pcap port: it hands over outer fragments as they are.
@@ -62,25 +46,12 @@ fn config(topo: &Topology, metrics: u16) -> String {
 [pipeline]
 kind = "upf"
 
-[upf]
-node_id = "127.0.0.1"
-n3 = ["{N3_V4}", "{N3_V6}"]
-n6 = ["{N6_V4}"]
-metrics = "127.0.0.1:{metrics}"
-max_sessions = 8
-
+{upf}
 [upf.reassembly]
 max_datagrams = 16
 timeout_ms = 1000
-
-[[upf.session]]
-seid = 1
-ue_ipv4 = "{UE_V4}"
-ul_teid = {UL_TEID}
-gnb = "{GNB_V4}"
-dl_teid = {DL_TEID}
-qfi = {QFI}
 {routes}"#,
+        upf = gnb_dn_ues_upf(metrics, UE_V4, UL_TEID, DL_TEID, QFI),
     )
 }
 
@@ -112,7 +83,7 @@ fn kernel_fragments_through_the_live_upf() {
         "frag",
         &config(&topo, metrics),
     );
-    daemon.wait_metrics(metrics, Duration::from_secs(20));
+    daemon.wait_metrics(metrics, START_GUARD);
     // libpcap needs a moment after the port starts before it captures.
     std::thread::sleep(Duration::from_millis(500));
 

@@ -20,18 +20,19 @@
 
 use peregrine_testkit::daemon::{scrape, Live};
 use peregrine_testkit::gnb::{in_netns, GnbConfig, GtpGnb};
-use peregrine_testkit::netns::{gnb_dn, gnb_dn_backend, RigSide, Topology, GNB_MAC};
-use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip};
+use peregrine_testkit::netns::{
+    gnb_dn_backend, gnb_dn_ues, gnb_dn_ues_upf, Topology, GNB_MAC, RIG_DN_V4, RIG_GNB_V4,
+    RIG_GNB_V6 as GNB_V6, RIG_N3_V4 as N3_V4,
+};
+use peregrine_testkit::tcp_rig::ue_on_tun;
+use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, START_GUARD};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const N3_V4: &str = "192.0.2.1";
-const N3_V6: &str = "2001:db8:3::1";
+/// The rig's ([`gnb_dn_ues`]) gNB and data network, as addresses.
 const GNB_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
-const GNB_V6: &str = "2001:db8:3::10";
-const N6_V4: &str = "198.51.100.254";
 const DN_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 10);
 const UE: Ipv4Addr = Ipv4Addr::new(10, 45, 0, 2);
 const NEW_DN_MAC: &str = "02:00:00:00:06:02";
@@ -39,16 +40,11 @@ const UL_TEID: u32 = 0x100;
 const DL_TEID: u32 = 0x200;
 
 fn setup(t: &mut Topology) -> Result<(), String> {
-    let gnb = RigSide {
-        addrs: &[&format!("{GNB_V4}/24"), &format!("{GNB_V6}/64")],
-        upf: &[N3_V4, N3_V6],
-    };
-    let dn = RigSide {
-        addrs: &[&format!("{DN_V4}/24")],
-        upf: &[N6_V4],
-    };
-    gnb_dn(t, gnb, dn)?;
-    t.ip(&t.ns("dn"), &["route", "add", "10.45.0.0/16", "via", N6_V4])?;
+    assert_eq!(
+        (GNB_V4.to_string(), DN_V4.to_string()),
+        (RIG_GNB_V4.to_string(), RIG_DN_V4.to_string())
+    );
+    gnb_dn_ues(t)?;
     // Whole checksums on the wire (docs/upf.md, "Checksum offload on veths").
     for (ns, dev) in [("", "n3"), ("", "n6"), ("gnb", "g"), ("dn", "d")] {
         let dev = t.dev(dev);
@@ -70,21 +66,7 @@ fn config(topo: &Topology, metrics: u16) -> String {
 [pipeline]
 kind = "upf"
 
-[upf]
-node_id = "127.0.0.1"
-n3 = ["{N3_V4}", "{N3_V6}"]
-n6 = ["{N6_V4}"]
-metrics = "127.0.0.1:{metrics}"
-max_sessions = 8
-
-[[upf.session]]
-seid = 1
-ue_ipv4 = "{UE}"
-ul_teid = {UL_TEID}
-gnb = "{GNB_V4}"
-dl_teid = {DL_TEID}
-qfi = 9
-
+{upf}
 [neighbour]
 reachable_ms = 1000
 delay_ms = 200
@@ -108,6 +90,7 @@ prefix = "198.51.100.0/24"
 port = "n6"
 via = "{DN_V4}"
 "#,
+        upf = gnb_dn_ues_upf(metrics, &UE.to_string(), UL_TEID, DL_TEID, 9),
     )
 }
 
@@ -228,22 +211,8 @@ fn next_hops_resolve_from_kernel_neighbours_follow_a_new_mac_and_age_out() {
         1400,
     )
     .expect("gNB");
-    topo.ip(&gnb_ns, &["addr", "add", &format!("{UE}/32"), "dev", &tun])
-        .unwrap();
-    topo.ip(
-        &gnb_ns,
-        &[
-            "route",
-            "add",
-            "198.51.100.0/24",
-            "dev",
-            &tun,
-            "src",
-            &UE.to_string(),
-        ],
-    )
-    .unwrap();
-    daemon.wait_metrics(metrics, Duration::from_secs(30));
+    ue_on_tun(&topo, &gnb_ns, &tun, UE).unwrap();
+    daemon.wait_metrics(metrics, START_GUARD);
 
     // 1. Only gateway addresses are configured: traffic flows once the kernels answered.
     let traffic = Traffic::start(&gnb_ns, &dn_ns);

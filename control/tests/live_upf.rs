@@ -26,7 +26,9 @@ use peregrine_testkit::daemon::{sample, scrape, Live};
 use peregrine_testkit::netns::{
     gnb_dn, gnb_dn_backend, gnb_dn_routes, RigSide, Topology, DN_MAC, GNB_MAC, N3_MAC, N6_MAC,
 };
-use peregrine_testkit::tools::{free_tcp_port, free_udp_port, is_root, run, skip, Guard};
+use peregrine_testkit::tools::{
+    free_tcp_port, free_udp_port, is_root, run, skip, Guard, START_GUARD,
+};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdout, Command, Stdio};
@@ -184,7 +186,7 @@ fn live_upf_in_namespaces_over_af_packet() {
     );
     let summary_path = dir.path().join("summary.json");
     // Ready when the metrics endpoint answers (N4 is bound before it).
-    daemon.wait_metrics(metrics, Duration::from_secs(20));
+    daemon.wait_metrics(metrics, START_GUARD);
 
     // The SMF establishes the scenario's sessions and reports them.
     let mut smf = Guard(Some(

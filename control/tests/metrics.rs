@@ -1,29 +1,12 @@
 //! Every pipeline kind serves the daemon's Prometheus page: `peregrine run` on `xconnect`,
 //! `l3fwd`, `int` and `upf` (pcap backend, replaying forever), scraped while it runs.
 
-use peregrine_dataplane::io::pcapfile::{PcapWriter, Resolution};
+use peregrine_testkit::daemon::{sample, ue_routes, write_dl};
 use peregrine_testkit::tools::{free_tcp_port, Guard};
-use peregrine_testkit::traffic::{self, TrafficSpec};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// Downlink traffic to 10.45.0.0/16 and 2001:db8::/32 UEs.
-fn write_dl(path: &Path) {
-    let spec = TrafficSpec {
-        packets: 200,
-        ul_ratio: 0.0,
-        anomalies: 0,
-        ..TrafficSpec::default()
-    };
-    let mut w = PcapWriter::create(path, Resolution::Nano).unwrap();
-    for p in traffic::generate(&spec) {
-        w.write(p.ts_ns, &p.frame).unwrap();
-    }
-    w.flush().unwrap();
-}
 
 fn scrape(port: u16) -> Option<String> {
     let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
@@ -33,13 +16,6 @@ fn scrape(port: u16) -> Option<String> {
     let mut s = String::new();
     c.read_to_string(&mut s).ok()?;
     Some(s)
-}
-
-/// The value of the sample `series` (name and labels exactly as on the page).
-fn sample(page: &str, series: &str) -> Option<f64> {
-    page.lines()
-        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
-        .and_then(|l| l[series.len()..].trim().parse().ok())
 }
 
 const PORTS: &str = r#"
@@ -61,21 +37,10 @@ rx = "dl.pcap"
 tx = "n6-out.pcap"
 "#;
 
-const ROUTES: &str = r#"
-[[route]]
-prefix = "10.45.0.0/16"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-
-[[route]]
-prefix = "2001:db8::/32"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-"#;
-
 /// The `[pipeline]` and feature sections of each kind.
 fn kinds() -> Vec<(&'static str, String)> {
     let (rules, reports) = (free_tcp_port(), free_tcp_port());
+    let routes = ue_routes();
     vec![
         (
             "xconnect",
@@ -83,12 +48,12 @@ fn kinds() -> Vec<(&'static str, String)> {
         ),
         (
             "l3fwd",
-            format!("[pipeline]\nkind = \"l3fwd\"\npromiscuous = true\n{ROUTES}"),
+            format!("[pipeline]\nkind = \"l3fwd\"\npromiscuous = true\n{routes}"),
         ),
         (
             "int",
             format!(
-                "[pipeline]\nkind = \"int\"\npromiscuous = true\n{ROUTES}\n[int]\nnode_id = 3\n\
+                "[pipeline]\nkind = \"int\"\npromiscuous = true\n{routes}\n[int]\nnode_id = 3\n\
                  roles = [\"sink\", \"transit\"]\nrules = \"tcp://127.0.0.1:{rules}\"\n\
                  reports = \"tcp://127.0.0.1:{reports}\"\n"
             ),
@@ -96,7 +61,7 @@ fn kinds() -> Vec<(&'static str, String)> {
         (
             "upf",
             format!(
-                "[pipeline]\nkind = \"upf\"\npromiscuous = true\n{ROUTES}\n[upf]\n\
+                "[pipeline]\nkind = \"upf\"\npromiscuous = true\n{routes}\n[upf]\n\
                  node_id = \"192.0.2.1\"\nn3 = [\"192.0.2.1\"]\n\
                  [[upf.egress]]\nport = \"n3\"\n"
             ),
@@ -108,7 +73,7 @@ fn kinds() -> Vec<(&'static str, String)> {
 fn every_pipeline_kind_serves_the_platform_metrics() {
     for (kind, pipeline) in kinds() {
         let dir = tempfile::tempdir().unwrap();
-        write_dl(&dir.path().join("dl.pcap"));
+        write_dl(&dir.path().join("dl.pcap"), 200);
         let port = free_tcp_port();
         let cfg = format!("{PORTS}\n[metrics]\nlisten = \"127.0.0.1:{port}\"\n\n{pipeline}");
         let path = dir.path().join("p.toml");

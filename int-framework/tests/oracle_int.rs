@@ -18,14 +18,12 @@ use peregrine_int::report::Encoding;
 use peregrine_int::request::{Flags, Mode, Protocol, Rule, TraceType};
 use peregrine_int::stages::{IntConfig, IntEvent, IntSink, IntSource, IntTransit, L3Offset};
 use peregrine_wire::udp;
-use serde_json::Value;
 use std::net::{IpAddr, Ipv6Addr};
 use std::process::Command;
 
-// The test kit's pcap and tshark helpers.
-use peregrine_testkit::pcap::pcap;
+// The test kit's tshark helpers.
 use peregrine_testkit::tools::tool_present;
-use peregrine_testkit::tshark::{find_all, malformed};
+use peregrine_testkit::tshark::{check_fields, decode_frame};
 
 const SRC: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 1, 0, 0, 0, 1);
 const DST: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 2, 0, 0, 0, 2);
@@ -71,15 +69,6 @@ fn frame() -> Vec<u8> {
     f
 }
 
-fn strings(v: &Value, key: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    find_all(v, key, &mut found);
-    found
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect()
-}
-
 #[test]
 fn tshark_decodes_the_ioam_trace_our_stages_built() {
     if !tool_present("tshark", &["--version"]) {
@@ -107,25 +96,8 @@ fn tshark_decodes_the_ioam_trace_our_stages_built() {
             out = b.drain().next().unwrap().0.data().to_vec();
         }
     }
-    let path = std::env::temp_dir().join(format!("peregrine-int-{}.pcap", std::process::id()));
-    std::fs::write(&path, pcap(&[&out])).expect("write pcap");
-    let res = Command::new("tshark")
-        .arg("-r")
-        .arg(&path)
-        .args(["-T", "json", "--no-duplicate-keys"])
-        .args(["-o", "udp.check_checksum:TRUE"])
-        .output()
-        .expect("run tshark");
-    let _ = std::fs::remove_file(&path);
-    assert!(
-        res.status.success(),
-        "{}",
-        String::from_utf8_lossy(&res.stderr)
-    );
-    let packets: Vec<Value> = serde_json::from_slice(&res.stdout).expect("tshark JSON");
-    let layers = &packets[0]["_source"]["layers"];
-    let mut fails = Vec::new();
-    malformed(layers, "", &mut fails);
+    let (layers, mut fails) = decode_frame(&out, "int");
+    let layers = &layers;
     let t = s + 1_000_000;
     let tss = |t: u64| format!("0x{:08x}", t / 1_000_000_000);
     let tsf = |t: u64| format!("0x{:08x}", t % 1_000_000_000);
@@ -160,12 +132,7 @@ fn tshark_decodes_the_ioam_trace_our_stages_built() {
         ("udp.checksum.status", vec!["1".into()]),
         ("udp.dstport", vec!["5001".into()]),
     ];
-    for (field, values) in want {
-        let got = strings(layers, field);
-        if &got != values {
-            fails.push(format!("{field}: want {values:?}, tshark says {got:?}"));
-        }
-    }
+    check_fields(layers, want, &mut fails);
     if !fails.is_empty() {
         eprintln!("{}", serde_json::to_string_pretty(&layers["ipv6"]).unwrap());
     }

@@ -17,6 +17,32 @@ pub fn n3_n6_routes() -> String {
     crate::netns::gnb_dn_routes(&["192.0.2.0/24"], &["198.51.100.0/24"])
 }
 
+/// The `[[route]]` tables that send the generated traffic's downlink ([`crate::traffic`]'s
+/// UEs: 10.45.0.0/16 and 2001:db8::/32) out of port `n3` to the gNB's next hop
+/// ([`crate::netns::GNB_MAC`]).
+pub fn ue_routes() -> String {
+    crate::netns::gnb_dn_routes(&["10.45.0.0/16", "2001:db8::/32"], &[])
+}
+
+/// Write the downlink half of a generated workload of `packets` packets with no anomalies
+/// (every packet routable by [`ue_routes`]) to the pcap file `path`; how many it wrote.
+pub fn write_dl(path: &Path, packets: u64) -> usize {
+    let spec = crate::traffic::TrafficSpec {
+        packets,
+        ul_ratio: 0.0,
+        anomalies: 0,
+        ..crate::traffic::TrafficSpec::default()
+    };
+    let mut w = crate::pcap::PcapWriter::create(path).expect("create the downlink pcap");
+    let mut n = 0;
+    for p in crate::traffic::generate(&spec) {
+        w.write(p.ts_ns, &p.frame).expect("write the downlink pcap");
+        n += 1;
+    }
+    w.flush().expect("write the downlink pcap");
+    n
+}
+
 /// A pcap backend replaying in recorded time with one port `p` (`in.pcap` -> `out.pcap` in
 /// the config's directory): the head of most single-port daemon configs in tests.
 pub const PCAP_ONE_PORT: &str = r#"
@@ -126,7 +152,8 @@ impl Live {
     }
 
     /// Wait until the metrics endpoint on `127.0.0.1:port` answers (the daemon binds it after
-    /// N4 and the ports); panics with the log if the daemon exits or `timeout` passes first.
+    /// N4 and the ports); panics with the log if the daemon exits or `timeout` passes first
+    /// (a hang guard: [`crate::tools::START_GUARD`] unless the test has a reason).
     pub fn wait_metrics(&mut self, port: u16, timeout: Duration) {
         let t0 = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {

@@ -7,6 +7,7 @@
 
 use crate::frames::ipv6_udp;
 use crate::netns::Topology;
+pub use crate::tools::START_GUARD;
 use crate::tools::{is_root, run, skip, Guard};
 use std::io::{BufRead, BufReader, Write};
 use std::net::Ipv6Addr;
@@ -270,22 +271,23 @@ impl Daemons {
     }
 
     pub fn logs(&self) -> String {
-        (1..=self.cfgs.len())
-            .map(|i| {
-                std::fs::read_to_string(self.dir.path().join(format!("n{i}.log")))
-                    .unwrap_or_default()
-            })
+        (0..self.cfgs.len())
+            .map(|i| self.log(i))
             .collect::<Vec<_>>()
             .join("\n---\n")
     }
 
-    /// Call `peregrinectl int <args>` on node `i`'s rule API until it answers (30 s),
-    /// restarting the node if it exited at start: DPDK 22.11's af_packet PMD names its
-    /// PACKET_FANOUT group by pid ^ ifindex, and two processes can collide (EINVAL); a new
-    /// process gets a new pid. A duplicate-rule error counts as an answer (a reply lost to
-    /// the client timeout still installed the rule).
+    /// Call `peregrinectl int <args>` on node `i`'s rule API until it answers: the daemon
+    /// binds it after its ports are up (its log then says "INT manager listening"), so an
+    /// answer is its readiness signal. Restarts the node if it exited at start: DPDK 22.11's
+    /// af_packet PMD names its PACKET_FANOUT group by pid ^ ifindex, and two processes can
+    /// collide (EINVAL); a new process gets a new pid. A duplicate-rule error counts as an
+    /// answer (a reply lost to the client timeout still installed the rule). The wall clock
+    /// is only a hang guard ([`START_GUARD`]); past it the test fails saying what it waited
+    /// for, the last answer and what the node printed.
     pub fn until_up(&mut self, i: usize, rules: u16, args: &[&str]) -> String {
         let t0 = Instant::now();
+        let mut restarts = 0;
         loop {
             match ctl_run(rules, args) {
                 Ok(out) => return out,
@@ -298,17 +300,27 @@ impl Daemons {
                     if let Some(st) = exited {
                         eprintln!("node {} exited at start ({st}); restarting it", i + 1);
                         self.procs[i] = self.spawn(i);
+                        restarts += 1;
                     }
                     assert!(
-                        t0.elapsed() < Duration::from_secs(30),
-                        "node {}: {e}\n{}",
-                        i + 1,
-                        self.logs()
+                        t0.elapsed() < START_GUARD,
+                        "node {n}: its rule API tcp://127.0.0.1:{rules} did not answer \
+                         `peregrinectl int {a}` in {START_GUARD:?} (the hang guard; {restarts} \
+                         restart(s)); last error: {e}\nnode {n} printed (\"INT manager \
+                         listening\" once its rule API is bound):\n{log}",
+                        n = i + 1,
+                        a = args.join(" "),
+                        log = self.log(i),
                     );
                     std::thread::sleep(Duration::from_millis(200));
                 }
             }
         }
+    }
+
+    /// What node `i` printed (every start of it).
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("n{}.log", i + 1))).unwrap_or_default()
     }
 
     /// Stop every node; each must exit cleanly.

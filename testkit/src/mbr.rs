@@ -49,6 +49,35 @@ pub fn per_second(pkts: &[(u64, u64)], t0: u64, n: usize) -> Vec<u64> {
     w
 }
 
+/// The start of an MBR test's full 1 s windows: its offered load's first packet, either
+/// direction. Asserts that the capture spans `windows` whole seconds and that each direction
+/// offered about twice the MBR (`mbr_bytes` per second: 1.9 to 2.15 x) in every one of them,
+/// so that what is delivered at the MBR is the meter's doing.
+pub fn offered_windows(
+    offered_ul: &[(u64, u64)],
+    offered_dl: &[(u64, u64)],
+    windows: usize,
+    mbr_bytes: u64,
+) -> u64 {
+    let t0 = offered_ul[0].0.min(offered_dl[0].0);
+    let t_end = offered_ul
+        .last()
+        .unwrap()
+        .0
+        .max(offered_dl.last().unwrap().0);
+    assert_eq!(((t_end - t0) / 1_000_000_000) as usize, windows);
+    for (name, o) in [("uplink", offered_ul), ("downlink", offered_dl)] {
+        for (i, bytes) in per_second(o, t0, windows).into_iter().enumerate() {
+            let x = bytes as f64 / mbr_bytes as f64;
+            assert!(
+                (1.9..=2.15).contains(&x),
+                "{name} offered {x:.3} x MBR in s {i}"
+            );
+        }
+    }
+    t0
+}
+
 /// Assert that every one of the `n` full 1 s windows of `delivered` from `t0` carried the
 /// MBR (`mbr_bytes` per second) within 5 %; `name` labels the failure. Returns the windows.
 pub fn assert_windows_at_mbr(

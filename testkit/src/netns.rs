@@ -271,6 +271,59 @@ pub fn gnb_dn(t: &mut Topology, gnb: RigSide<'_>, dn: RigSide<'_>) -> Result<(),
     gnb_dn_via(t, gnb, dn, false)
 }
 
+/// The addresses of [`gnb_dn_ues`]: the UPF's N3 and N6, the gNB, the data network.
+pub const RIG_N3_V4: &str = "192.0.2.1";
+pub const RIG_N3_V6: &str = "2001:db8:3::1";
+pub const RIG_GNB_V4: &str = "192.0.2.10";
+pub const RIG_GNB_V6: &str = "2001:db8:3::10";
+pub const RIG_N6_V4: &str = "198.51.100.254";
+pub const RIG_DN_V4: &str = "198.51.100.10";
+
+/// [`gnb_dn`] as the live UPF tests with a dual-stack N3 use it: the gNB at [`RIG_GNB_V4`]/24
+/// and [`RIG_GNB_V6`]/64 beside the UPF's [`RIG_N3_V4`] and [`RIG_N3_V6`], the data network
+/// at [`RIG_DN_V4`]/24 beside [`RIG_N6_V4`], through which it routes the UEs (10.45.0.0/16).
+pub fn gnb_dn_ues(t: &mut Topology) -> Result<(), String> {
+    let gnb = RigSide {
+        addrs: &[&format!("{RIG_GNB_V4}/24"), &format!("{RIG_GNB_V6}/64")],
+        upf: &[RIG_N3_V4, RIG_N3_V6],
+    };
+    let dn = RigSide {
+        addrs: &[&format!("{RIG_DN_V4}/24")],
+        upf: &[RIG_N6_V4],
+    };
+    gnb_dn(t, gnb, dn)?;
+    t.ip(
+        &t.ns("dn"),
+        &["route", "add", "10.45.0.0/16", "via", RIG_N6_V4],
+    )?;
+    Ok(())
+}
+
+/// The `[upf]` section of a daemon on the [`gnb_dn_ues`] rig: its N3 and N6 addresses,
+/// metrics on 127.0.0.1:`metrics`, room for 8 sessions, and one static session for the UE
+/// `ue` (SEID 1, uplink TEID `ul_teid`, downlink TEID `dl_teid` to the rig's gNB, QFI
+/// `qfi`). Sub-tables of `[upf]` may follow.
+pub fn gnb_dn_ues_upf(metrics: u16, ue: &str, ul_teid: u32, dl_teid: u32, qfi: u8) -> String {
+    format!(
+        r#"
+[upf]
+node_id = "127.0.0.1"
+n3 = ["{RIG_N3_V4}", "{RIG_N3_V6}"]
+n6 = ["{RIG_N6_V4}"]
+metrics = "127.0.0.1:{metrics}"
+max_sessions = 8
+
+[[upf.session]]
+seid = 1
+ue_ipv4 = "{ue}"
+ul_teid = {ul_teid}
+gnb = "{RIG_GNB_V4}"
+dl_teid = {dl_teid}
+qfi = {qfi}
+"#
+    )
+}
+
 /// [`gnb_dn`], with `hop`: the data network's side crosses a bump in the wire, veth `n6`
 /// (root) - `h6` (namespace `hop`) and `h7` (`hop`) - `d` (dn), for a second daemon on `h6`
 /// and `h7` run in namespace `hop` (see [`gnb_dn_hop_backend`]; in its own namespace, its

@@ -29,6 +29,51 @@ pub fn seeded(seed: u64) -> Xoshiro256PlusPlus {
     Xoshiro256PlusPlus::seed_from_u64(seed)
 }
 
+/// A seeded generator with index-sized draws ([`Mutations::below`]) and whole ones
+/// ([`Mutations::draw`]), for the mutation tests (`Mutations(seeded(seed))`).
+#[derive(Debug, Clone)]
+pub struct Mutations(pub Xoshiro256PlusPlus);
+
+impl Mutations {
+    /// The next 64 bits.
+    pub fn draw(&mut self) -> u64 {
+        self.0.next_u64()
+    }
+
+    /// In `0..n`, or 0 when `n` is 0.
+    pub fn below(&mut self, n: usize) -> usize {
+        below(&mut self.0, n.max(1) as u64) as usize
+    }
+
+    /// The byte-level mutation `kind` of `v`, the one the mutation tests share: 0 flips a
+    /// bit, 1 sets a byte, 2 inserts a byte, 3 removes one, 4 truncates. False, with nothing
+    /// drawn or changed, for any other kind, and for 0, 1 and 3 on an empty `v`: the
+    /// caller's own mutations take those.
+    pub fn basic(&mut self, v: &mut Vec<u8>, kind: usize) -> bool {
+        let len = v.len();
+        match kind {
+            0 if len > 0 => {
+                let i = self.below(len);
+                v[i] ^= 1 << self.below(8);
+            }
+            1 if len > 0 => {
+                let i = self.below(len);
+                v[i] = self.draw() as u8;
+            }
+            2 => {
+                let i = self.below(len + 1);
+                v.insert(i, self.draw() as u8);
+            }
+            3 if len > 0 => {
+                v.remove(self.below(len));
+            }
+            4 => v.truncate(self.below(len + 1)),
+            _ => return false,
+        }
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -158,6 +158,25 @@ pub struct Measured {
     pub bytes: u64,
 }
 
+/// The UE `ue` on the gNB's TUN device `tun` in namespace `gnb_ns` ([`GtpGnb`]): its
+/// address there, and the data network (198.51.100.0/24) routed into the tunnel from it.
+pub fn ue_on_tun(t: &Topology, gnb_ns: &str, tun: &str, ue: Ipv4Addr) -> Result<(), String> {
+    t.ip(gnb_ns, &["addr", "add", &format!("{ue}/32"), "dev", tun])?;
+    t.ip(
+        gnb_ns,
+        &[
+            "route",
+            "add",
+            "198.51.100.0/24",
+            "dev",
+            tun,
+            "src",
+            &ue.to_string(),
+        ],
+    )?;
+    Ok(())
+}
+
 fn setup(t: &mut Topology, hop: bool) -> Result<(), String> {
     let (gnb, dn) = (format!("{GNB}/24"), format!("{DN}/24"));
     let (n3, n6) = (N3.to_string(), N6.to_string());
@@ -331,19 +350,7 @@ impl Rig {
             UE_MTU,
         )
         .map_err(|e| format!("gNB: {e}"))?;
-        topo.ip(&gnb_ns, &["addr", "add", &format!("{UE}/32"), "dev", &tun])?;
-        topo.ip(
-            &gnb_ns,
-            &[
-                "route",
-                "add",
-                "198.51.100.0/24",
-                "dev",
-                &tun,
-                "src",
-                &UE.to_string(),
-            ],
-        )?;
+        ue_on_tun(&topo, &gnb_ns, &tun, UE)?;
         let mut rig = Rig {
             gnb,
             daemon,

@@ -65,6 +65,13 @@ pub fn run(args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// How long a test waits for a daemon it started to show that it is up (its rule API or
+/// metrics page answering) before failing: a hang guard, not a start-up budget. A daemon
+/// starts in about a second on an idle machine; on a 2-core CI box under load (several DPDK
+/// processes starting at once, a parallel build beside them) it takes many times that, and
+/// a correct daemon must not fail there.
+pub const START_GUARD: Duration = Duration::from_secs(180);
+
 /// A UDP port free on 127.0.0.1 a moment ago.
 pub fn free_udp_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")

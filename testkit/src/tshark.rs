@@ -40,6 +40,32 @@ pub fn find_all<'a>(v: &'a Value, key: &str, out: &mut Vec<&'a Value>) {
     }
 }
 
+/// Every string stored under `key` anywhere inside `v` ([`find_all`]), in order.
+pub fn strings(v: &Value, key: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    find_all(v, key, &mut found);
+    found
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Compare the string values tshark gives each field of `want` ([`strings`]) with the
+/// expected ones, in order; an empty expectation asks only that the field be there. A line
+/// in `fails` for each field that differs.
+pub fn check_fields(layers: &Value, want: &[(&str, Vec<String>)], fails: &mut Vec<String>) {
+    for (field, values) in want {
+        let got = strings(layers, field);
+        if values.is_empty() {
+            if got.is_empty() {
+                fails.push(format!("{field}: missing"));
+            }
+        } else if &got != values {
+            fails.push(format!("{field}: want {values:?}, tshark says {got:?}"));
+        }
+    }
+}
+
 /// Malformed markers and expert info of warning/error severity or in the malformed group
 /// (`PI_WARN` 0x00600000, `PI_MALFORMED` 0x07000000, epan/proto.h).
 pub fn malformed(v: &Value, path: &str, out: &mut Vec<String>) {
@@ -122,6 +148,47 @@ pub fn tshark_json(path: &std::path::Path) -> Option<Value> {
             None
         }
     }
+}
+
+/// Decode Ethernet `frames` with tshark (`-T json --no-duplicate-keys`, IPv4, UDP and TCP
+/// checksums checked: `*.checksum.status` 1 when good) through a temporary pcap named after
+/// `tag`, or the file `PEREGRINE_ORACLE_PCAP` names, kept for a look in Wireshark. tshark
+/// must be there (check with `tools::tool_present` first); one dissection per frame.
+pub fn decode_frames<F: AsRef<[u8]>>(frames: &[F], tag: &str) -> Vec<Value> {
+    let keep = std::env::var_os("PEREGRINE_ORACLE_PCAP");
+    let path = keep.clone().map(Into::into).unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("peregrine-{tag}-{}.pcap", std::process::id()))
+    });
+    std::fs::write(&path, pcap(frames)).expect("write pcap");
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(&path)
+        .args(["-T", "json", "--no-duplicate-keys"])
+        .args(["-o", "ip.check_checksum:TRUE"])
+        .args(["-o", "udp.check_checksum:TRUE"])
+        .args(["-o", "tcp.check_checksum:TRUE"])
+        .output()
+        .expect("run tshark");
+    if keep.is_none() {
+        let _ = std::fs::remove_file(&path);
+    }
+    assert!(
+        out.status.success(),
+        "tshark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let packets: Vec<Value> = serde_json::from_slice(&out.stdout).expect("tshark JSON");
+    assert_eq!(packets.len(), frames.len(), "one dissection per frame");
+    packets
+}
+
+/// [`decode_frames`] of one frame: its protocol layers, and what [`malformed`] finds in
+/// them.
+pub fn decode_frame(frame: &[u8], tag: &str) -> (Value, Vec<String>) {
+    let layers = decode_frames(&[frame], tag)[0]["_source"]["layers"].clone();
+    let mut fails = Vec::new();
+    malformed(&layers, "", &mut fails);
+    (layers, fails)
 }
 
 /// Whether the flattened fields hold `key` with value `val`.

@@ -3,22 +3,9 @@
 //! and whatever it accepts must survive emit + re-parse unchanged.
 
 use peregrine_pfcp::Message;
-use peregrine_testkit::rng::{self, RngCore, Xoshiro256PlusPlus};
+use peregrine_testkit::rng::{self, Mutations};
 
 const ITERATIONS: usize = 100_000;
-
-/// The test kit's seeded PRNG (xoshiro256++), with index-sized draws.
-struct Rng(Xoshiro256PlusPlus);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0.next_u64()
-    }
-    /// In `0..n`, or 0 when `n` is 0.
-    fn below(&mut self, n: usize) -> usize {
-        rng::below(&mut self.0, n.max(1) as u64) as usize
-    }
-}
 
 fn vectors() -> Vec<Vec<u8>> {
     let text = include_str!("oracle/scapy_vectors.jsonl");
@@ -33,26 +20,16 @@ fn vectors() -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn mutate(rng: &mut Rng, v: &mut Vec<u8>) {
+/// Byte-level mutations of `v` (the test kit's, [`Mutations::basic`]), a 16-bit field set
+/// to an edge value, a duplicated chunk, or the header length fixed; 1 to 4 of them.
+fn mutate(rng: &mut Mutations, v: &mut Vec<u8>) {
     for _ in 0..1 + rng.below(4) {
         let len = v.len();
-        match rng.below(8) {
-            0 if len > 0 => {
-                let i = rng.below(len);
-                v[i] ^= 1 << rng.below(8);
-            }
-            1 if len > 0 => {
-                let i = rng.below(len);
-                v[i] = rng.next() as u8;
-            }
-            2 => {
-                let i = rng.below(len + 1);
-                v.insert(i, rng.next() as u8);
-            }
-            3 if len > 0 => {
-                v.remove(rng.below(len));
-            }
-            4 => v.truncate(rng.below(len + 1)),
+        let kind = rng.below(8);
+        if rng.basic(v, kind) {
+            continue;
+        }
+        match kind {
             5 if len > 1 => {
                 // Overwrite a 16-bit field (message or IE length, IE type) with an edge value.
                 let i = rng.below(len - 1);
@@ -83,7 +60,7 @@ fn mutate(rng: &mut Rng, v: &mut Vec<u8>) {
 fn mutated_scapy_vectors_never_panic() {
     let seeds = vectors();
     assert!(!seeds.is_empty());
-    let mut rng = Rng(rng::seeded(0x5eed_0f9f_c0de));
+    let mut rng = Mutations(rng::seeded(0x5eed_0f9f_c0de));
     let (mut ok, mut err) = (0usize, 0usize);
     for _ in 0..ITERATIONS {
         let mut v = seeds[rng.below(seeds.len())].clone();

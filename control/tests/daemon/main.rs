@@ -1,7 +1,7 @@
 //! End to end: the real `peregrine` binary on the pcap backend and on DPDK vdevs.
 
 use peregrine_dataplane::io::pcapfile::{PcapReader, PcapWriter, Resolution};
-use peregrine_testkit::traffic::{self, TrafficSpec};
+use peregrine_testkit::traffic;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,37 +22,18 @@ fn read_pcap(p: &Path) -> Vec<Vec<u8>> {
 
 /// The downlink half of a generated workload, with no anomalies: every packet is routable.
 fn write_dl(dir: &Path, packets: u64) -> (PathBuf, usize) {
-    let spec = TrafficSpec {
-        packets,
-        ul_ratio: 0.0,
-        anomalies: 0,
-        ..TrafficSpec::default()
-    };
     let path = dir.join("dl.pcap");
-    let mut w = PcapWriter::create(&path, Resolution::Nano).unwrap();
-    let mut n = 0;
-    for p in traffic::generate(&spec) {
-        w.write(p.ts_ns, &p.frame).unwrap();
-        n += 1;
-    }
-    w.flush().unwrap();
+    let n = peregrine_testkit::daemon::write_dl(&path, packets);
     (path, n)
 }
 
-const ROUTES: &str = r#"
-[pipeline]
-kind = "l3fwd"
-
-[[route]]
-prefix = "10.45.0.0/16"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-
-[[route]]
-prefix = "2001:db8::/32"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-"#;
+/// The l3fwd pipeline with the routes of the generated downlink.
+fn l3fwd_routes() -> String {
+    format!(
+        "\n[pipeline]\nkind = \"l3fwd\"\n{}",
+        peregrine_testkit::daemon::ue_routes()
+    )
+}
 
 /// Frames in `pcap` that tshark finds wrong: a bad IPv4/UDP/TCP checksum, malformed, or any
 /// expert info (TCP sequence analysis is off: generated flows are not whole conversations).
@@ -140,8 +121,9 @@ tx = "n3-out.pcap"
 name = "n6"
 mac = "02:00:00:00:00:06"
 rx = "{}"
-{ROUTES}"#,
-        dl.display()
+{routes}"#,
+        dl.display(),
+        routes = l3fwd_routes(),
     );
     std::fs::write(dir.path().join("p.toml"), cfg).unwrap();
     let (stdout, s) = run_to_end(&dir.path().join("p.toml"), dir.path());
@@ -218,8 +200,9 @@ fn sigterm_stops_a_live_run_and_prints_final_counters() {
     let (dl, _) = write_dl(dir.path(), 100);
     // loops = 0 replays forever: only the signal ends the run.
     let cfg = format!(
-        "[backend]\nkind = \"pcap\"\nloops = 0\n[[port]]\nname = \"n3\"\nmac = \"02:00:00:00:00:03\"\ntx = \"o.pcap\"\n[[port]]\nname = \"n6\"\nmac = \"02:00:00:00:00:06\"\nrx = \"{}\"\n{ROUTES}",
-        dl.display()
+        "[backend]\nkind = \"pcap\"\nloops = 0\n[[port]]\nname = \"n3\"\nmac = \"02:00:00:00:00:03\"\ntx = \"o.pcap\"\n[[port]]\nname = \"n6\"\nmac = \"02:00:00:00:00:06\"\nrx = \"{}\"\n{routes}",
+        dl.display(),
+        routes = l3fwd_routes(),
     );
     std::fs::write(dir.path().join("p.toml"), cfg).unwrap();
     let child = bin()
@@ -283,10 +266,11 @@ device = "net_pcap0"
 name = "n6"
 mac = "02:00:00:00:00:06"
 device = "net_pcap1"
-{ROUTES}"#,
+{routes}"#,
         out_pcap.display(),
         dl.display(),
-        sink.display()
+        sink.display(),
+        routes = l3fwd_routes(),
     );
     std::fs::write(dir.path().join("d.toml"), cfg).unwrap();
     let (stdout, s) = run_to_end(&dir.path().join("d.toml"), dir.path());
@@ -473,10 +457,7 @@ fn sighup_publishes_new_routes_under_traffic() {
     std::thread::sleep(Duration::from_millis(300));
     std::fs::write(
         &cfg,
-        format!(
-            "{head}{nowhere}{}",
-            ROUTES.replace("[pipeline]\nkind = \"l3fwd\"\n", "")
-        ),
+        format!("{head}{nowhere}{}", peregrine_testkit::daemon::ue_routes()),
     )
     .unwrap();
     signal("-HUP");

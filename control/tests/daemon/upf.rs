@@ -147,13 +147,13 @@ fn pfcp_exchange(
 #[test]
 fn sndem_path_switch_sends_an_end_marker_on_the_old_tunnel() {
     use peregrine_pfcp::ie::{
-        apply_action, ie_type as t, ohc, smreq_flags, Bitmap, FSeid, Grouped, Ie, NodeId,
-        OuterHeaderCreation, UeIpAddress,
+        ie_type as t, ohc, smreq_flags, Bitmap, FSeid, Grouped, Ie, NodeId, OuterHeaderCreation,
     };
     use peregrine_pfcp::message::{
         AssociationRequest, SessionEstablishmentRequest, SessionModificationRequest,
     };
     use peregrine_pfcp::Body;
+    use peregrine_testkit::pfcp::requests::{far_n3_to, pdr_dl_for};
     let dir = tempfile::tempdir().unwrap();
     // n6 replays one foreign frame every 100 ms, so the pcap run lasts until --duration.
     let rx = dir.path().join("idle.pcap");
@@ -235,39 +235,8 @@ pfcp = ["127.0.0.1:{pfcp_port}"]
             ipv4: Some("127.0.0.1".parse().unwrap()),
             ipv6: None,
         },
-        create_pdr: vec![Grouped::new(
-            t::CREATE_PDR,
-            vec![
-                Ie::PdrId(1),
-                Ie::Precedence(100),
-                Ie::Grouped(Grouped::new(
-                    t::PDI,
-                    vec![
-                        Ie::SourceInterface(1),
-                        Ie::UeIpAddress(UeIpAddress {
-                            sd: true,
-                            ipv4: Some("10.60.0.1".parse().unwrap()),
-                            ..Default::default()
-                        }),
-                    ],
-                )),
-                Ie::FarId(1),
-            ],
-        )],
-        create_far: vec![Grouped::new(
-            t::CREATE_FAR,
-            vec![
-                Ie::FarId(1),
-                Ie::ApplyAction(Bitmap(apply_action::FORW)),
-                Ie::Grouped(Grouped::new(
-                    t::FORWARDING_PARAMETERS,
-                    vec![
-                        Ie::DestinationInterface(0),
-                        Ie::OuterHeaderCreation(tunnel(0x100)),
-                    ],
-                )),
-            ],
-        )],
+        create_pdr: vec![pdr_dl_for(1, 100, "10.60.0.1".parse().unwrap(), 1, None)],
+        create_far: vec![far_n3_to(1, 0x100, gnb)],
         create_urr: vec![],
         create_qer: vec![],
         create_bar: None,

@@ -13,6 +13,28 @@ use peregrine_wire::{ethernet, ipv4, udp};
 use std::net::Ipv4Addr;
 use std::path::Path;
 
+/// The collector of the reporter tests (MAC 02:00:00:00:00:51).
+pub const COLLECTOR: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 51);
+
+/// The head of a reporter's `[dta]` section: out of `port` to [`COLLECTOR`], from 10.0.0.1;
+/// the caller adds its options and feeds.
+pub fn dta_head(port: &str) -> String {
+    format!(
+        "[dta]\nport = \"{port}\"\ncollector_ip = \"{COLLECTOR}\"\n\
+         collector_mac = \"02:00:00:00:00:51\"\nsource_ip = \"10.0.0.1\"\n"
+    )
+}
+
+/// An l3fwd pipeline routing 10.2.0.0/16 out of port `p` to 02:00:00:00:00:02, with a
+/// reporter on `p` ([`dta_head`]).
+pub fn l3fwd_reporter() -> String {
+    format!(
+        "[pipeline]\nkind = \"l3fwd\"\n[[route]]\nprefix = \"10.2.0.0/16\"\nport = \"p\"\n\
+         next_hop_mac = \"02:00:00:00:00:02\"\n{}",
+        dta_head("p")
+    )
+}
+
 /// A config parsed with `dir` as its directory.
 pub fn parse(text: &str, dir: &Path) -> Config {
     let mut c = Config::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));

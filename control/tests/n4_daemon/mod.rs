@@ -6,7 +6,7 @@
 
 use peregrine_testkit::traffic::{self, IpMix, Sizes, TrafficSpec};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,52 +26,18 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-pub fn in_ci() -> bool {
-    std::env::var_os("CI").is_some()
+pub use peregrine_testkit::tools::{
+    free_tcp_port as free_tcp, free_udp_port as free_udp, in_ci, START_GUARD,
+};
+
+/// The gNBs (192.0.2.0/24, 2001:db8:3::/48, 192.168.1.0/24) out of n3, the data network
+/// (198.51.100.0/24, 2001:db8:6::/48) out of n6.
+pub fn routes() -> String {
+    peregrine_testkit::netns::gnb_dn_routes(
+        &["192.0.2.0/24", "2001:db8:3::/48", "192.168.1.0/24"],
+        &["198.51.100.0/24", "2001:db8:6::/48"],
+    )
 }
-
-pub fn free_udp() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-pub fn free_tcp() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-pub const ROUTES: &str = r#"
-[[route]]
-prefix = "192.0.2.0/24"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-
-[[route]]
-prefix = "2001:db8:3::/48"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-
-[[route]]
-prefix = "192.168.1.0/24"
-port = "n3"
-next_hop_mac = "02:00:00:00:03:01"
-
-[[route]]
-prefix = "198.51.100.0/24"
-port = "n6"
-next_hop_mac = "02:00:00:00:06:01"
-
-[[route]]
-prefix = "2001:db8:6::/48"
-port = "n6"
-next_hop_mac = "02:00:00:00:06:01"
-"#;
 
 /// A `peregrine run` child; SIGTERM on drop.
 pub struct Daemon {
@@ -83,15 +49,30 @@ pub struct Daemon {
 
 impl Daemon {
     /// Start the UPF with `backend` (the `[backend]` body), ports replaying `ul`/`dl`, and
-    /// `upf` appended to the `[upf]` section; waits for the first metrics page.
+    /// `upf` appended to the `[upf]` section; waits for the first metrics page with the N4
+    /// counters (the daemon serves it once N4 and the ports are up). The wall clock is only
+    /// a hang guard ([`START_GUARD`]); a daemon that exits, or passes it, fails the test with
+    /// what it printed.
     pub fn start(dir: &Path, backend: &str, ul: &Path, dl: &Path, upf: &str) -> Daemon {
-        let d = Daemon::spawn(dir, backend, ul, dl, upf);
+        let mut d = Daemon::spawn(dir, backend, ul, dl, upf);
         let t0 = Instant::now();
         while scrape(d.metrics).is_none_or(|p| !p.contains("peregrine_pfcp_sessions")) {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "daemon did not come up"
-            );
+            let exited = d.child.as_mut().unwrap().try_wait().unwrap();
+            if exited.is_some() || t0.elapsed() > START_GUARD {
+                let mut c = d.child.take().unwrap();
+                let _ = c.kill();
+                let out = c.wait_with_output().unwrap();
+                panic!(
+                    "the daemon's metrics page http://{}/metrics did not show \
+                     peregrine_pfcp_sessions ({}); it printed:\n{}\n{}",
+                    d.metrics,
+                    exited.map_or(format!("hang guard {START_GUARD:?} passed"), |st| {
+                        format!("it exited: {st}")
+                    }),
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
         d
@@ -124,7 +105,7 @@ tx = "n6-tx.pcap"
 
 [pipeline]
 kind = "upf"
-{ROUTES}
+{routes}
 [upf]
 node_id = "127.0.0.1"
 n6 = ["198.51.100.254", "2001:db8:6::fe"]
@@ -133,7 +114,8 @@ metrics = "{metrics}"
 {upf}
 "#,
             ul.display(),
-            dl.display()
+            dl.display(),
+            routes = routes(),
         );
         let path = dir.join("upf.toml");
         std::fs::write(&path, cfg).unwrap();

@@ -17,12 +17,12 @@ Prints one JSON object of observations; the Rust test holds the expectations. Wr
 Scapy and the socket module only, independently of Peregrine's codecs.
 """
 import argparse
-import ctypes
 import json
-import os
 import socket
 import sys
 import time
+
+from live_netns import DN_PORT, ETH_P_ALL, UE_PORT, setns
 
 try:
     from scapy.all import IP, UDP, Raw, defragment
@@ -31,24 +31,10 @@ except ImportError as e:
     print(f"Scapy is missing: {e}", file=sys.stderr)
     sys.exit(3)
 
-ETH_P_ALL = 3
-CLONE_NEWNET = 0x40000000
 IP_MTU_DISCOVER = 10
 IP_PMTUDISC_DONT = 0
 IPV6_MTU_DISCOVER = 23
 IPV6_PMTUDISC_DONT = 0
-DN_PORT = 7000
-UE_PORT = 6000
-
-
-def setns(path):
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {path}")
-    finally:
-        os.close(fd)
 
 
 def payload(tag, n):

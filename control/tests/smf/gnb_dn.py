@@ -20,13 +20,13 @@ The result is one JSON object of observations on stdout; the Rust test holds the
 expectations. Written with Scapy only, independently of Peregrine's codecs.
 """
 import argparse
-import ctypes
 import json
-import os
 import select
 import socket
 import sys
 import time
+
+from live_netns import DN_PORT, ETH_P_ALL, UE_PORT, setns
 
 try:
     from scapy.all import Ether, IP, IPv6, UDP, Raw
@@ -39,21 +39,7 @@ except ImportError as e:
     print(f"Scapy is missing: {e}", file=sys.stderr)
     sys.exit(3)
 
-ETH_P_ALL = 3
-CLONE_NEWNET = 0x40000000
-DN_PORT = 7000
-UE_PORT = 6000
 UNKNOWN_TEID = 0xDEADBEEF
-
-
-def setns(path):
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {path}")
-    finally:
-        os.close(fd)
 
 
 def raw_socket(ifname):

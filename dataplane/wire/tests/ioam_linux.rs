@@ -13,28 +13,23 @@
 //! Needs root, `ip` with `ip ioam`, python3 and a kernel with IOAM; otherwise it prints why
 //! and passes (also under `CI`: a kernel without IOAM is not a test failure).
 
+mod ioam_frames;
+
+use ioam_frames::{NAMESPACE, TRACE_TYPE};
 use peregrine_testkit::netns::Topology;
 use peregrine_testkit::tools::{is_root, run};
-use peregrine_wire::ethernet::{self, ethertype, Address};
-use peregrine_wire::ioam::{self, NodeData, TraceOption, TraceRepr, TraceType};
-use peregrine_wire::ipv4::ip_protocol;
+use peregrine_wire::ethernet::{self, Address};
+use peregrine_wire::ioam::{self, NodeData, TraceOption};
+use peregrine_wire::ipv6;
 use peregrine_wire::ipv6option::option_type::IOAM_HBH;
-use peregrine_wire::{ipv6, udp};
 use std::io::{BufRead, BufReader, Read};
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::Ipv6Addr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-const NAMESPACE: u16 = 123;
 const RTR_NODE_ID: u32 = 0x42;
 const RTR_IN_IF_ID: u16 = 11;
 const RTR_OUT_IF_ID: u16 = 22;
-const TRACE_TYPE: TraceType = TraceType(
-    TraceType::HOP_LIM_NODE_ID
-        | TraceType::IF_IDS
-        | TraceType::TIMESTAMP_SECS
-        | TraceType::TIMESTAMP_FRAC,
-);
 const MAC_SRC: Address = Address([0x02, 0, 0, 0, 1, 1]);
 const MAC_RTR_IN: Address = Address([0x02, 0, 0, 0, 1, 2]);
 const MAC_RTR_OUT: &str = "02:00:00:00:02:02";
@@ -57,51 +52,9 @@ fn our_hop() -> NodeData<'static> {
 }
 
 fn frame() -> Vec<u8> {
-    let repr = TraceRepr::pre_allocated(NAMESPACE, TRACE_TYPE, 4).expect("repr");
-    let mut ext = vec![0u8; ioam::hbh_with_trace_len(&repr)];
-    ioam::emit_hbh_with_trace(ip_protocol::UDP, &repr, &mut ext).expect("emit");
-    let body = ioam::find_in_header(&ext, IOAM_HBH)
-        .expect("parses")
-        .expect("has IOAM")
-        .body;
-    TraceOption::new_checked(&mut ext[body])
-        .expect("trace")
-        .fill_next(&our_hop())
-        .expect("room");
-    let payload = b"peregrine ioam transit";
-    let u = udp::Repr {
-        src_port: 40000,
-        dst_port: DPORT,
-        payload_len: payload.len(),
-    };
-    let mut l4 = vec![0u8; u.buffer_len()];
-    u.emit(&mut l4).expect("udp emit");
-    l4[udp::HEADER_LEN..].copy_from_slice(payload);
-    udp::Packet::new_checked(&mut l4[..])
-        .expect("udp")
-        .fill_checksum(IpAddr::V6(SRC), IpAddr::V6(DST))
-        .expect("same family");
-    let ip = ipv6::Repr {
-        src: SRC,
-        dst: DST,
-        next_header: ip_protocol::HOPOPT,
-        payload_len: ext.len() + l4.len(),
-        hop_limit: 64,
-        traffic_class: 0,
-        flow_label: 0,
-    };
-    let e = ethernet::Repr {
-        src: MAC_SRC,
-        dst: MAC_RTR_IN,
-        ethertype: ethertype::IPV6,
-    };
-    let mut f = vec![0u8; ethernet::HEADER_LEN + ip.buffer_len()];
-    e.emit(&mut f).expect("ethernet emit");
-    ip.emit(&mut f[ethernet::HEADER_LEN..]).expect("ipv6 emit");
-    let p = ethernet::HEADER_LEN + ipv6::HEADER_LEN;
-    f[p..p + ext.len()].copy_from_slice(&ext);
-    f[p + ext.len()..].copy_from_slice(&l4);
-    f
+    let ext = ioam_frames::hbh(&[our_hop()]);
+    let macs = (MAC_SRC, MAC_RTR_IN);
+    ioam_frames::frame(macs, SRC, DST, &ext, DPORT, b"peregrine ioam transit")
 }
 
 fn skip(why: &str) {

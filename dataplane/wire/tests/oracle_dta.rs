@@ -26,18 +26,7 @@ fn script() -> std::path::PathBuf {
 }
 
 fn scapy_present() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import scapy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "python3 with scapy not found, and CI is set"
-        );
-        eprintln!("skipping: python3 with scapy not found");
-    }
-    ok
+    peregrine_testkit::tools::tool_present("python3", &["-c", "import scapy"])
 }
 
 fn unhex(s: &str) -> Vec<u8> {

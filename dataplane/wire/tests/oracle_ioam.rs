@@ -12,26 +12,20 @@
 //! Each oracle skips (with a message) when its tool is missing, unless `CI` is set, in
 //! which case a missing tool is a failure.
 
-use peregrine_wire::ethernet::{self, ethertype, Address};
-use peregrine_wire::ioam::{self, NodeData, TraceOption, TraceRepr, TraceType};
-use peregrine_wire::ipv4::ip_protocol;
-use peregrine_wire::ipv6option::option_type::IOAM_HBH;
-use peregrine_wire::{ipv6, udp};
-use serde_json::Value;
+mod ioam_frames;
 
-use peregrine_testkit::pcap::pcap;
+use ioam_frames::{NAMESPACE, TRACE_TYPE};
+use peregrine_wire::ethernet::Address;
+use peregrine_wire::ioam::{self, NodeData, TraceOption, TraceRepr};
+use peregrine_wire::ipv4::ip_protocol;
+use peregrine_wire::ipv6;
+use peregrine_wire::ipv6option::option_type::IOAM_HBH;
+
 use peregrine_testkit::tools::tool_present;
-use peregrine_testkit::tshark::{find_all, malformed};
-use std::net::{IpAddr, Ipv6Addr};
+use peregrine_testkit::tshark::{check_fields, decode_frame};
+use std::net::Ipv6Addr;
 use std::process::Command;
 
-const NAMESPACE: u16 = 123;
-const TRACE_TYPE: TraceType = TraceType(
-    TraceType::HOP_LIM_NODE_ID
-        | TraceType::IF_IDS
-        | TraceType::TIMESTAMP_SECS
-        | TraceType::TIMESTAMP_FRAC,
-);
 const SRC: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 1, 0, 0, 0, 1);
 const DST: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 2, 0, 0, 0, 2);
 
@@ -61,59 +55,16 @@ fn hops() -> [NodeData<'static>; 2] {
 
 /// Hop-by-Hop header with the trace, 4 entries pre-allocated and 2 filled by `fill_next`.
 fn hbh() -> Vec<u8> {
-    let repr = TraceRepr::pre_allocated(NAMESPACE, TRACE_TYPE, 4).expect("repr");
-    let mut b = vec![0u8; ioam::hbh_with_trace_len(&repr)];
-    let n = ioam::emit_hbh_with_trace(ip_protocol::UDP, &repr, &mut b).expect("emit");
-    assert_eq!(n, b.len());
-    let found = ioam::find_in_header(&b, IOAM_HBH)
-        .expect("parses")
-        .expect("has IOAM");
-    assert!(found.is_aligned());
-    let mut t = TraceOption::new_checked(&mut b[found.body]).expect("trace");
-    for h in hops() {
-        t.fill_next(&h).expect("room");
-    }
-    b
+    ioam_frames::hbh(&hops())
 }
 
 /// Ethernet / IPv6 / HbH / UDP, with our emitters only.
 fn frame() -> Vec<u8> {
-    let ext = hbh();
-    let payload = b"peregrine ioam";
-    let u = udp::Repr {
-        src_port: 40000,
-        dst_port: 5001,
-        payload_len: payload.len(),
-    };
-    let mut l4 = vec![0u8; u.buffer_len()];
-    u.emit(&mut l4).expect("udp emit");
-    l4[udp::HEADER_LEN..].copy_from_slice(payload);
-    udp::Packet::new_checked(&mut l4[..])
-        .expect("udp")
-        .fill_checksum(IpAddr::V6(SRC), IpAddr::V6(DST))
-        .expect("same family");
-    let ip = ipv6::Repr {
-        src: SRC,
-        dst: DST,
-        next_header: ip_protocol::HOPOPT,
-        payload_len: ext.len() + l4.len(),
-        hop_limit: 64,
-        traffic_class: 0,
-        flow_label: 0,
-    };
-    let mut p = vec![0u8; ip.buffer_len()];
-    ip.emit(&mut p).expect("ipv6 emit");
-    p[ipv6::HEADER_LEN..][..ext.len()].copy_from_slice(&ext);
-    p[ipv6::HEADER_LEN + ext.len()..].copy_from_slice(&l4);
-    let e = ethernet::Repr {
-        src: Address([0x02, 0, 0x5e, 0x10, 0, 0x0a]),
-        dst: Address([0x02, 0, 0x5e, 0x10, 0, 0x0b]),
-        ethertype: ethertype::IPV6,
-    };
-    let mut f = vec![0u8; ethernet::HEADER_LEN + p.len()];
-    e.emit(&mut f).expect("ethernet emit");
-    f[ethernet::HEADER_LEN..].copy_from_slice(&p);
-    f
+    let macs = (
+        Address([0x02, 0, 0x5e, 0x10, 0, 0x0a]),
+        Address([0x02, 0, 0x5e, 0x10, 0, 0x0b]),
+    );
+    ioam_frames::frame(macs, SRC, DST, &hbh(), 5001, b"peregrine ioam")
 }
 
 /// tshark's rendering of a hex field `digits` wide.
@@ -121,41 +72,13 @@ fn hex(v: impl Into<u64>, digits: usize) -> String {
     format!("0x{:0digits$x}", v.into())
 }
 
-fn strings(v: &Value, key: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    find_all(v, key, &mut found);
-    found
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect()
-}
-
 #[test]
 fn tshark_decodes_our_ioam_trace() {
     if !tool_present("tshark", &["--version"]) {
         return;
     }
-    let f = frame();
-    let path = std::env::temp_dir().join(format!("peregrine-ioam-{}.pcap", std::process::id()));
-    std::fs::write(&path, pcap(&[&f])).expect("write pcap");
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(&path)
-        .args(["-T", "json", "--no-duplicate-keys"])
-        .args(["-o", "udp.check_checksum:TRUE"])
-        .output()
-        .expect("run tshark");
-    let _ = std::fs::remove_file(&path);
-    assert!(
-        out.status.success(),
-        "tshark failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let packets: Vec<Value> = serde_json::from_slice(&out.stdout).expect("tshark JSON");
-    assert_eq!(packets.len(), 1);
-    let layers = &packets[0]["_source"]["layers"];
-    let mut fails = Vec::new();
-    malformed(layers, "", &mut fails);
+    let (layers, mut fails) = decode_frame(&frame(), "ioam");
+    let layers = &layers;
     let [h1, h2] = hops();
     // Most recent hop first in the node data list.
     let want: &[(&str, Vec<String>)] = &[
@@ -214,16 +137,7 @@ fn tshark_decodes_our_ioam_trace() {
         ("udp.checksum.status", vec!["1".into()]),
         ("udp.dstport", vec!["5001".into()]),
     ];
-    for (field, values) in want {
-        let got = strings(layers, field);
-        if values.is_empty() {
-            if got.is_empty() {
-                fails.push(format!("{field}: missing"));
-            }
-        } else if &got != values {
-            fails.push(format!("{field}: want {values:?}, tshark says {got:?}"));
-        }
-    }
+    check_fields(layers, want, &mut fails);
     if !fails.is_empty() || std::env::var_os("PEREGRINE_ORACLE_DUMP").is_some() {
         eprintln!("{}", serde_json::to_string_pretty(&layers["ipv6"]).unwrap());
     }

@@ -396,18 +396,7 @@ fn gtp(d: &mut Decoded, b: &[u8]) {
 
 /// Whether `python3` can import Scapy. When not: `false` (skip), or a panic under `CI`.
 fn scapy_present() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import scapy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("python3 with scapy not found, and CI is set: CI must install it");
-    }
-    eprintln!("skipping: python3 with scapy not found");
-    false
+    peregrine_testkit::tools::tool_present("python3", &["-c", "import scapy"])
 }
 
 /// Frames Scapy builds parse in our code to the values Scapy decodes from them (every

@@ -137,26 +137,30 @@ pub fn pdr_ul(id: u16, chid: Option<u8>, far: u32) -> Grouped {
 
 /// Downlink PDR: core, UE IP destination, FAR `far`.
 pub fn pdr_dl(id: u16, far: u32) -> Grouped {
-    g(
-        t::CREATE_PDR,
-        vec![
-            Ie::PdrId(id),
-            Ie::Precedence(100),
-            Ie::Grouped(g(
-                t::PDI,
-                vec![
-                    Ie::SourceInterface(1),
-                    Ie::UeIpAddress(UeIpAddress {
-                        sd: true,
-                        ipv4: Some(Ipv4Addr::new(10, 60, 0, 1)),
-                        ..Default::default()
-                    }),
-                ],
-            )),
-            Ie::FarId(far),
-            Ie::QerId(1),
-        ],
-    )
+    pdr_dl_for(id, 100, Ipv4Addr::new(10, 60, 0, 1), far, Some(1))
+}
+
+/// Downlink PDR `id`, precedence `prec`: core, destination UE IPv4 `ue`, FAR `far`, QER
+/// `qer` if any.
+pub fn pdr_dl_for(id: u16, prec: u32, ue: Ipv4Addr, far: u32, qer: Option<u32>) -> Grouped {
+    let mut ies = vec![
+        Ie::PdrId(id),
+        Ie::Precedence(prec),
+        Ie::Grouped(g(
+            t::PDI,
+            vec![
+                Ie::SourceInterface(1),
+                Ie::UeIpAddress(UeIpAddress {
+                    sd: true,
+                    ipv4: Some(ue),
+                    ..Default::default()
+                }),
+            ],
+        )),
+        Ie::FarId(far),
+    ];
+    ies.extend(qer.map(Ie::QerId));
+    g(t::CREATE_PDR, ies)
 }
 
 pub fn far_n6(id: u32) -> Grouped {
@@ -174,6 +178,11 @@ pub fn far_n6(id: u32) -> Grouped {
 }
 
 pub fn far_n3(id: u32, teid: u32) -> Grouped {
+    far_n3_to(id, teid, GNB)
+}
+
+/// FAR `id`: forward to access (N3) in GTP-U/UDP/IPv4 to `gnb` with TEID `teid`.
+pub fn far_n3_to(id: u32, teid: u32, gnb: Ipv4Addr) -> Grouped {
     g(
         t::CREATE_FAR,
         vec![
@@ -186,7 +195,7 @@ pub fn far_n3(id: u32, teid: u32) -> Grouped {
                     Ie::OuterHeaderCreation(OuterHeaderCreation {
                         description: ohc::GTPU_UDP_IPV4,
                         teid: Some(teid),
-                        ipv4: Some(GNB),
+                        ipv4: Some(gnb),
                         ..Default::default()
                     }),
                 ],

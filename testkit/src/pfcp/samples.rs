@@ -19,9 +19,7 @@ pub const UE: Ipv4Addr = Ipv4Addr::new(10, 60, 0, 1);
 pub const GNB: Ipv4Addr = Ipv4Addr::new(192, 168, 1, 10);
 pub const V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
 
-pub fn grouped(ty: u16, ies: Vec<Ie>) -> Grouped {
-    Grouped::new(ty, ies)
-}
+pub use super::requests::g as grouped;
 
 pub fn create_pdr_ul() -> Grouped {
     grouped(
@@ -61,27 +59,10 @@ pub fn create_pdr_ul() -> Grouped {
     )
 }
 
+/// Downlink PDR 2 for [`UE`] -> FAR 2, QER 1: the request builders'
+/// ([`super::requests::pdr_dl_for`]).
 pub fn create_pdr_dl() -> Grouped {
-    grouped(
-        t::CREATE_PDR,
-        vec![
-            Ie::PdrId(2),
-            Ie::Precedence(200),
-            Ie::Grouped(grouped(
-                t::PDI,
-                vec![
-                    Ie::SourceInterface(1),
-                    Ie::UeIpAddress(UeIpAddress {
-                        sd: true,
-                        ipv4: Some(UE),
-                        ..Default::default()
-                    }),
-                ],
-            )),
-            Ie::FarId(2),
-            Ie::QerId(1),
-        ],
-    )
+    super::requests::pdr_dl_for(2, 200, UE, 2, Some(1))
 }
 
 pub fn create_far_dl() -> Grouped {
@@ -107,18 +88,9 @@ pub fn create_far_dl() -> Grouped {
     )
 }
 
+/// FAR 1 to N6: the request builders' ([`super::requests::far_n6`]).
 pub fn create_far_ul() -> Grouped {
-    grouped(
-        t::CREATE_FAR,
-        vec![
-            Ie::FarId(1),
-            Ie::ApplyAction(Bitmap(apply_action::FORW)),
-            Ie::Grouped(grouped(
-                t::FORWARDING_PARAMETERS,
-                vec![Ie::DestinationInterface(1)],
-            )),
-        ],
-    )
+    super::requests::far_n6(1)
 }
 
 pub fn create_urr() -> Grouped {

@@ -9,7 +9,7 @@ use peregrine_int::request::{
     TraceType, MAX_DEPTH, MAX_OPTION_PAYLOAD, MAX_PAYLOAD,
 };
 use peregrine_int_manager::codec::{decode_cbor, decode_json, ReplyCodec, RequestJson, RuleCbor};
-use peregrine_testkit::rng::{self, RngCore, Xoshiro256PlusPlus};
+use peregrine_testkit::rng::{self, Mutations};
 
 /// The seed's Listing 1 ("INT Request message format"), verbatim modulo OCR damage, is a template:
 ///
@@ -551,40 +551,17 @@ fn hostile_inputs_are_errors() {
     }
 }
 
-/// The test kit's seeded PRNG (xoshiro256++), so the mutation loop is reproducible.
-struct Rng(Xoshiro256PlusPlus);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0.next_u64()
-    }
-    /// In `0..n`, or 0 when `n` is 0.
-    fn below(&mut self, n: usize) -> usize {
-        rng::below(&mut self.0, n.max(1) as u64) as usize
-    }
-}
-
-fn mutate(rng: &mut Rng, input: &[u8], dict: &[&[u8]]) -> Vec<u8> {
+/// Byte-level mutations of `input` (the test kit's, [`Mutations::basic`]), a copied chunk
+/// or a `dict` token inserted; 1 to 4 of them.
+fn mutate(rng: &mut Mutations, input: &[u8], dict: &[&[u8]]) -> Vec<u8> {
     let mut v = input.to_vec();
     for _ in 0..1 + rng.below(4) {
         let len = v.len();
-        match rng.below(7) {
-            0 if len > 0 => {
-                let i = rng.below(len);
-                v[i] ^= 1 << rng.below(8);
-            }
-            1 if len > 0 => {
-                let i = rng.below(len);
-                v[i] = rng.next() as u8;
-            }
-            2 => {
-                let i = rng.below(len + 1);
-                v.insert(i, rng.next() as u8);
-            }
-            3 if len > 0 => {
-                let i = rng.below(len);
-                v.remove(i);
-            }
-            4 => v.truncate(rng.below(len + 1)),
+        let kind = rng.below(7);
+        if rng.basic(&mut v, kind) {
+            continue;
+        }
+        match kind {
             5 if len > 0 => {
                 let a = rng.below(len);
                 let b = a + rng.below(len - a + 1);
@@ -640,7 +617,7 @@ fn mutation_loop_never_panics() {
         &[0x40],
         &[0x60],
     ];
-    let mut rng = Rng(rng::seeded(0x0003_6169_2813_6B05));
+    let mut rng = Mutations(rng::seeded(0x0003_6169_2813_6B05));
     let (mut ok_json, mut ok_cbor) = (0, 0);
     for i in 0..50_000 {
         let src = &jsons[i % jsons.len()];

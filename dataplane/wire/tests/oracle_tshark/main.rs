@@ -19,11 +19,9 @@ use peregrine_wire::ipv6option::Kind;
 use peregrine_wire::{arp, gtpu_msg, icmpv4, icmpv6, ipv6ext, pdu_session, tcp, vlan};
 use serde_json::Value;
 
-use peregrine_testkit::pcap::pcap;
 use peregrine_testkit::tools::tool_present;
-use peregrine_testkit::tshark::{find_all, malformed};
+use peregrine_testkit::tshark::{decode_frames, find_all, malformed};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::process::Command;
 
 mod frames;
 use frames::*;
@@ -598,29 +596,7 @@ fn tshark_decodes_what_we_emit() {
     let cases = cases();
     let frames: Vec<&[u8]> = cases.iter().map(|c| c.frame.as_slice()).collect();
     // `PEREGRINE_ORACLE_PCAP=path` keeps the capture for a look in Wireshark.
-    let keep = std::env::var_os("PEREGRINE_ORACLE_PCAP");
-    let path = keep.clone().map(Into::into).unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("peregrine-oracle-{}.pcap", std::process::id()))
-    });
-    std::fs::write(&path, pcap(&frames)).expect("write pcap");
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(&path)
-        .args(["-T", "json", "--no-duplicate-keys"])
-        .args(["-o", "ip.check_checksum:TRUE"])
-        .args(["-o", "udp.check_checksum:TRUE"])
-        .args(["-o", "tcp.check_checksum:TRUE"])
-        .output()
-        .expect("run tshark");
-    if keep.is_none() {
-        let _ = std::fs::remove_file(&path);
-    }
-    assert!(
-        out.status.success(),
-        "tshark failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let packets: Vec<Value> = serde_json::from_slice(&out.stdout).expect("tshark JSON");
+    let packets = decode_frames(&frames, "oracle");
     assert_eq!(packets.len(), cases.len(), "one dissection per frame");
     let fails: Vec<String> = cases
         .iter()
