@@ -348,17 +348,12 @@ impl<B: PacketBuf> feed::WithFill for FeedBatch<'_, B> {
         // `decide_each`: a batch the feed leaves wholly `Continue` stays uniform, as a batch
         // fresh from rx is when the UPF is the first stage (`for_each_active` wrote the
         // per-packet array, and the UPF then read it, ~5 instructions a packet).
-        batch.decide_each(|b| {
-            let i = *next;
-            *next = if i + 1 == n { 0 } else { i + 1 };
-            if refill(b, f.unpatched(i)).is_err() {
-                return Disposition::drop_as(bad);
-            }
-            let d = b.data_mut();
-            f.patch(i, d);
-            d[..6].copy_from_slice(&mac.0);
-            Disposition::CONTINUE
-        });
+        batch.decide_each(
+            |b| match feed::write_next(f, next, n, b, Some(&mac.0), refill) {
+                Ok(()) => Disposition::CONTINUE,
+                Err(_) => Disposition::drop_as(bad),
+            },
+        );
     }
 }
 
