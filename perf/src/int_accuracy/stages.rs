@@ -8,8 +8,8 @@
 //! included.
 
 use super::{
-    take_sample_at, Encoding, QosSample, RunConfig, RunCounts, RunOutput, Source, StageOptions,
-    Strategy, TestCase, LINKS, NS, PACKET_LEN, S,
+    next_event, take_sample_at, Encoding, QosSample, RunConfig, RunCounts, RunOutput, Source,
+    StageOptions, Strategy, TestCase, LINKS, NS, PACKET_LEN, S,
 };
 use crossbeam_channel::{bounded, Receiver};
 use peregrine_dataplane::runtime::{Batch, Context, Disposition, Publisher, Reasons, Stage};
@@ -216,13 +216,8 @@ pub(super) fn run(tc: &TestCase, rc: &RunConfig, o: &StageOptions) -> RunOutput 
     let mut next_send = src.next_send();
 
     loop {
-        let next_ev = heap.peek().map(|Reverse((t, _, _))| *t);
-        let src_due = (next_send < end).then_some(next_send);
-        let (t, from_source) = match (next_ev, src_due) {
-            (Some(te), Some(ts)) if ts < te => (ts, true),
-            (Some(te), _) => (te, false),
-            (None, Some(ts)) => (ts, true),
-            (None, None) => break,
+        let Some((t, from_source)) = next_event(&heap, next_send, end) else {
+            break;
         };
         while next_sample_at <= t && samples.len() < rc.samples {
             drain_reports(&events, &mut monitor, &mut counts);
