@@ -416,10 +416,7 @@ fn run_model(tc: &TestCase, rc: &RunConfig) -> RunOutput {
     let mut pkt_id = 0u64;
     let mut next_send = src.next_send();
 
-    loop {
-        let Some((t, from_source)) = next_event(&heap, next_send, end) else {
-            break;
-        };
+    while let Some((t, from_source)) = next_event(&heap, next_send, end) {
         while next_sample_at <= t && samples.len() < rc.samples {
             samples.push(take_sample(&monitor, next_sample_at, rc.warmup_s));
             next_sample_at += S;

@@ -215,10 +215,7 @@ pub(super) fn run(tc: &TestCase, rc: &RunConfig, o: &StageOptions) -> RunOutput 
     let mut pkt_id = 0u64;
     let mut next_send = src.next_send();
 
-    loop {
-        let Some((t, from_source)) = next_event(&heap, next_send, end) else {
-            break;
-        };
+    while let Some((t, from_source)) = next_event(&heap, next_send, end) {
         while next_sample_at <= t && samples.len() < rc.samples {
             drain_reports(&events, &mut monitor, &mut counts);
             samples.push(take_sample_at(
