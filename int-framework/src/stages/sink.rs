@@ -11,7 +11,7 @@ use crate::namespace::TableSnapshot;
 use crate::report::{E2eData, Encoding, HopData, IntReport};
 use crossbeam_channel::Sender;
 use peregrine_dataplane::buffer::PacketBuf;
-use peregrine_dataplane::runtime::{Batch, Context, Disposition, Reader, Reasons, Stage};
+use peregrine_dataplane::runtime::{Disposition, Reader, Reasons};
 use peregrine_wire::int::{
     node_data_to_hop_in, parse_seed_header, InBandKind, SeedHopRepr, TsFormat,
 };
@@ -306,30 +306,4 @@ fn decode_ioam(hdr: &[u8], r: &mut IntReport, fmt: TsFormat) -> Result<(usize, u
     Ok((len, nh))
 }
 
-impl std::fmt::Debug for IntSink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IntSink")
-            .field("cfg", &self.cfg)
-            .field("stats", &self.stats)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<B: PacketBuf> Stage<B> for IntSink {
-    fn name(&self) -> &'static str {
-        "int_sink"
-    }
-
-    fn idle(&mut self) {
-        self.table.get();
-    }
-
-    fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
-        let table = self.table.get();
-        if self.index.sync(table) {
-            self.counters.sync(table, FlowCounters::default());
-        }
-        let now = self.clock.now(cx.now_ns());
-        batch.for_each_active(|b| self.process_one(b, now));
-    }
-}
+table_stage!(IntSink, "int_sink");
