@@ -38,6 +38,29 @@ pub struct Forwarding {
 }
 
 impl Forwarding {
+    /// One testpmd round (`forward_mode`, `setup` commands before `start tx_first`,
+    /// `seconds` measured) with these settings' program, core and burst, its EAL file prefix
+    /// `<prefix>-<pid>-<round>`; returns its packets per second.
+    pub fn testpmd(
+        &self,
+        forward_mode: &str,
+        prefix: &str,
+        round: usize,
+        setup: String,
+        seconds: f64,
+    ) -> Result<f64, String> {
+        testpmd::Testpmd {
+            program: &self.testpmd,
+            core: self.core,
+            burst: self.burst,
+            forward_mode,
+            file_prefix: format!("{prefix}-{}-{round}", std::process::id()),
+            setup,
+            seconds,
+        }
+        .run()
+    }
+
     /// A `--child` round's loop settings: `--seconds`, `--core`, `--burst`, `--inject` and
     /// their values (`seconds` being the binary's own).
     pub fn child_args(&self, seconds: f64) -> [String; 8] {

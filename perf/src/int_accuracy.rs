@@ -388,9 +388,9 @@ pub fn run(tc: &TestCase, rc: &RunConfig) -> RunOutput {
     }
 }
 
-fn run_model(tc: &TestCase, rc: &RunConfig) -> RunOutput {
-    let mut links: Vec<LinkModel> = tc
-        .links
+/// The test case's links as impairment models, each seeded from its own seed and the run's.
+fn link_models(tc: &TestCase, rc: &RunConfig) -> Vec<LinkModel> {
+    tc.links
         .iter()
         .map(|l| {
             LinkModel::new(LinkConfig {
@@ -399,7 +399,11 @@ fn run_model(tc: &TestCase, rc: &RunConfig) -> RunOutput {
             })
             .expect("Table II configurations are valid")
         })
-        .collect();
+        .collect()
+}
+
+fn run_model(tc: &TestCase, rc: &RunConfig) -> RunOutput {
+    let mut links = link_models(tc, rc);
     let mut monitor = QosMonitor::new(QosConfig::default());
     let mut src = Source::new(rc.traffic, rc.seed ^ 0xb0b);
     let mut sample_rng = SplitMix64::seed_from_u64(rc.seed ^ 0x5a5a);

@@ -51,7 +51,6 @@ use peregrine_perf::dta_ingest::rdma::{rdma_rows, rdma_table, RdmaRow};
 use peregrine_perf::dta_ingest::{self, callgrind, frames, payloads, sizes, Args, MODES};
 use peregrine_perf::harness::net_ring::{self, Preloaded};
 use peregrine_perf::harness::stats::{median, pair_ratios};
-use peregrine_perf::harness::testpmd::Testpmd;
 use peregrine_perf::harness::{child_failed, fail, report, run_self};
 use peregrine_testkit::alloc::CountingAlloc;
 use peregrine_wire::dta::Variant;
@@ -310,16 +309,8 @@ fn write_results(a: &Args, stem: &str, result: &serde_json::Value, md: &str) {
 }
 
 fn testpmd(a: &Args, round: usize) -> Result<f64, String> {
-    Testpmd {
-        program: &a.fwd.testpmd,
-        core: a.fwd.core,
-        burst: a.fwd.burst,
-        forward_mode: "5tswap",
-        file_prefix: format!("pg-dta-tpmd-{}-{round}", std::process::id()),
-        setup: String::new(),
-        seconds: a.seconds,
-    }
-    .run()
+    a.fwd
+        .testpmd("5tswap", "pg-dta-tpmd", round, String::new(), a.seconds)
 }
 
 /// `count` reports of `mode` through the I/O-free path (for callgrind): bursts of 32, each

@@ -16,7 +16,6 @@ use peregrine_dataplane::runtime::{self, Pipeline, Reasons};
 use peregrine_dataplane::stages::xconnect::XConnect;
 use peregrine_perf::harness::net_ring::{self, Preloaded};
 use peregrine_perf::harness::stats::{best, median, mpps, pair_ratios};
-use peregrine_perf::harness::testpmd::Testpmd;
 use peregrine_perf::harness::{child_failed, fail, report, run_self, Forwarding};
 use peregrine_testkit::alloc::CountingAlloc;
 
@@ -90,16 +89,8 @@ fn ours_child(a: &Args) -> Result<(f64, u64), String> {
 
 /// testpmd `io` forwarding on the same vdevs and core.
 fn testpmd(a: &Args, round: usize) -> Result<f64, String> {
-    Testpmd {
-        program: &a.fwd.testpmd,
-        core: a.fwd.core,
-        burst: a.fwd.burst,
-        forward_mode: "io",
-        file_prefix: format!("pg-tpmd-{}-{round}", std::process::id()),
-        setup: String::new(),
-        seconds: a.seconds,
-    }
-    .run()
+    a.fwd
+        .testpmd("io", "pg-tpmd", round, String::new(), a.seconds)
 }
 
 fn main() {

@@ -59,7 +59,6 @@ use peregrine_dataplane::upf::{Upf, UpfConfig, UpfStats};
 use peregrine_dataplane::PacketBuf;
 use peregrine_perf::harness::net_ring::{self, drops_by_reason, Preloaded};
 use peregrine_perf::harness::stats::{median, mpps, pair_ratios};
-use peregrine_perf::harness::testpmd::Testpmd;
 use peregrine_perf::harness::{child_failed, fail, report, run_self, Forwarding};
 use peregrine_rules::static_sessions::{
     synthetic, to_sessions, N3Addresses, OuterMix, SyntheticParams,
@@ -635,17 +634,9 @@ fn feed_name(kind: FeedKind) -> &'static str {
 /// testpmd 5tswap on frames of `frame_len` bytes: start tx_first, warm up, two
 /// `show port stats all` a window apart; the second call's Rx-pps covers that window.
 fn testpmd(a: &Args, frame_len: usize, round: usize) -> Result<f64, String> {
-    Testpmd {
-        program: &a.fwd.testpmd,
-        core: a.fwd.core,
-        burst: a.fwd.burst,
-        forward_mode: "5tswap",
-        file_prefix: format!("pg-upf-{}-{round}", std::process::id()),
-        // tx_first sends `burst` packets per port built by txonly (Ether/IPv4/UDP).
-        setup: format!("set txpkts {frame_len}\n"),
-        seconds: a.seconds,
-    }
-    .run()
+    // tx_first sends `burst` packets per port built by txonly (Ether/IPv4/UDP).
+    let setup = format!("set txpkts {frame_len}\n");
+    a.fwd.testpmd("5tswap", "pg-upf", round, setup, a.seconds)
 }
 
 /// The backend of a child run (more memory than testpmd's: 100k sessions' tables).
