@@ -331,6 +331,22 @@ pub(crate) enum Carried {
     Ioam,
 }
 
+/// What `b` carries ([`carried`]) in the hop-by-hop header right after the IPv6 header of
+/// `flow`, or [`Carried::None`] when none follows it: the transit's and the sink's first
+/// look at a located packet.
+#[inline(always)]
+pub(crate) fn carried_after<B: PacketBuf>(
+    cfg: &IntConfig,
+    b: &B,
+    flow: &flow::Flow,
+) -> Result<Carried, peregrine_wire::Error> {
+    if flow.next_header == ip_protocol::HOPOPT {
+        carried(cfg, &b.data()[flow.off + ipv6::HEADER_LEN..])
+    } else {
+        Ok(Carried::None)
+    }
+}
+
 pub(crate) fn carried(cfg: &IntConfig, hdr: &[u8]) -> Result<Carried, peregrine_wire::Error> {
     if let Some(r) = find_inband(hdr)? {
         let ns = match r.kind {

@@ -4,8 +4,8 @@
 
 use super::flow::{locate, ns_index, FlowCounters, FlowIndex, NsSlots};
 use super::{
-    carried, fix_ipv6, has_hbh, inband_event, l3_quick, resize_at, strip_first, Carried, Drops,
-    IntConfig, IntEvent, StageClock,
+    carried_after, fix_ipv6, has_hbh, inband_event, l3_quick, resize_at, strip_first, Carried,
+    Drops, IntConfig, IntEvent, StageClock,
 };
 use crate::namespace::TableSnapshot;
 use crate::report::{E2eData, Encoding, HopData, IntReport};
@@ -127,13 +127,8 @@ impl IntSink {
         };
         let off = flow.off;
         let at = off + ipv6::HEADER_LEN;
-        let carried = if flow.next_header == ip_protocol::HOPOPT {
-            match carried(&self.cfg, &b.data()[at..]) {
-                Ok(c) => c,
-                Err(_) => return Disposition::drop_as(self.drops.malformed),
-            }
-        } else {
-            Carried::None
+        let Ok(carried) = carried_after(&self.cfg, b, &flow) else {
+            return Disposition::drop_as(self.drops.malformed);
         };
         // Only INT packets need the (1 KB) report; plain packets skip zeroing it.
         let mut report: Option<IntReport> = None;

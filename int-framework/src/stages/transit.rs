@@ -4,8 +4,8 @@
 
 use super::flow::{locate, Flow, FlowCounters, FlowIndex, NsSlots};
 use super::{
-    carried, fix_ipv6, has_hbh, inband_event, int_headers_len, l3_quick, resize_at, strip_first,
-    Carried, Drops, IntConfig, IntEvent, StageClock,
+    carried_after, fix_ipv6, has_hbh, inband_event, int_headers_len, l3_quick, resize_at,
+    strip_first, Carried, Drops, IntConfig, IntEvent, StageClock,
 };
 use crate::namespace::TableSnapshot;
 use crate::request::TraceType;
@@ -102,13 +102,8 @@ impl IntTransit {
         };
         let off = flow.off;
         let at = off + ipv6::HEADER_LEN;
-        let carried = if flow.next_header == ip_protocol::HOPOPT {
-            match carried(&self.cfg, &b.data()[at..]) {
-                Ok(c) => c,
-                Err(_) => return Disposition::drop_as(self.drops.malformed),
-            }
-        } else {
-            Carried::None
+        let Ok(carried) = carried_after(&self.cfg, b, &flow) else {
+            return Disposition::drop_as(self.drops.malformed);
         };
         let table = self.table.cached();
         // Count every packet of a monitored flow, INT or not (Listing 2 counters), without
