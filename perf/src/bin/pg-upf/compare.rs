@@ -15,18 +15,9 @@ pub(crate) fn fridge_mode(a: &Args) {
             || ours_child(a, case),
             || ours_child(a, &with),
         );
-        let pairs = pair_ratios(&r.with, &r.base);
-        serde_json::json!({
-            "direction": dir,
-            "inner_bytes": size,
-            "sessions": n,
-            "upf_mpps": mpps(&r.base),
-            "upf_fridge_mpps": mpps(&r.with),
-            "round_pair_ratios": pairs,
-            "ratio_median_of_round_pairs": median(&pairs),
-            "drops": r.drops,
-            "heap_allocations_in_measurement_windows": r.allocs,
-        })
+        let mut row = r.row(dir, size, n, ["upf_mpps", "upf_fridge_mpps"]);
+        row["drops"] = serde_json::json!(r.drops);
+        row
     });
     let result = serde_json::json!({
         "what": "UPF + fridge stage vs UPF alone, net_ring0 <-> net_ring1, one core, alternating rounds",
@@ -54,17 +45,7 @@ pub(crate) fn kestrel_mode(a: &Args) {
             || ours_child_opts(a, case, 1, false, false),
             || ours_child_opts(a, case, 1, false, true),
         );
-        let pairs = pair_ratios(&r.with, &r.base);
-        serde_json::json!({
-            "direction": dir,
-            "inner_bytes": size,
-            "sessions": n,
-            "upf_alone_mpps": mpps(&r.base),
-            "upf_kestrel_mpps": mpps(&r.with),
-            "round_pair_ratios": pairs,
-            "ratio_median_of_round_pairs": median(&pairs),
-            "heap_allocations_in_measurement_windows": r.allocs,
-        })
+        r.row(dir, size, n, ["upf_alone_mpps", "upf_kestrel_mpps"])
     });
     let result = serde_json::json!({
         "what": "UPF + Kestrel tap vs UPF alone, one worker, net_ring0 <-> net_ring1, alternating rounds in fresh processes",
@@ -176,6 +157,26 @@ struct Paired {
     with: Vec<f64>,
     allocs: u64,
     drops: Vec<(String, u64)>,
+}
+
+impl Paired {
+    /// The case's JSON row: its direction, size and sessions, both sides' rates (Mpps, under
+    /// `keys`: base, with), the round pairs' ratios (with / base) and their median, and the
+    /// allocations in the measurement windows.
+    fn row(&self, dir: &str, size: usize, n: usize, keys: [&str; 2]) -> serde_json::Value {
+        let pairs = pair_ratios(&self.with, &self.base);
+        let mut row = serde_json::json!({
+            "direction": dir,
+            "inner_bytes": size,
+            "sessions": n,
+            "round_pair_ratios": pairs,
+            "ratio_median_of_round_pairs": median(&pairs),
+            "heap_allocations_in_measurement_windows": self.allocs,
+        });
+        row[keys[0]] = serde_json::json!(mpps(&self.base));
+        row[keys[1]] = serde_json::json!(mpps(&self.with));
+        row
+    }
 }
 
 /// `--rounds` rounds of `base` then `with` (fresh child processes), each round logged with
