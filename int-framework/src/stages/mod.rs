@@ -31,14 +31,9 @@ use peregrine_wire::ipv6ext::OptionsHeader;
 use peregrine_wire::ipv6option::option_type as ipv6_opt;
 use std::net::Ipv6Addr;
 
-/// `Debug` (config and counters) and `Stage` of an INT stage whose batch is: the rule table
-/// read once, the rule index and the per-flow counters re-synced when it changed, the
-/// clock read once, then `process_one(b, now)` on every active packet ([`IntTransit`],
-/// [`IntSink`]; [`IntSource`] also filters by rx port and expires its gate when idle, so it
-/// keeps its own). One definition for both, expanded in each stage's file: the same code as
-/// each wrote before.
-macro_rules! table_stage {
-    ($t:ident, $name:literal) => {
+/// `Debug` of an INT stage: its config and counters (all three stages).
+macro_rules! stage_debug {
+    ($t:ident) => {
         impl std::fmt::Debug for $t {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.debug_struct(stringify!($t))
@@ -47,6 +42,18 @@ macro_rules! table_stage {
                     .finish_non_exhaustive()
             }
         }
+    };
+}
+
+/// `Debug` (config and counters) and `Stage` of an INT stage whose batch is: the rule table
+/// read once, the rule index and the per-flow counters re-synced when it changed, the
+/// clock read once, then `process_one(b, now)` on every active packet ([`IntTransit`],
+/// [`IntSink`]; [`IntSource`] also filters by rx port and expires its gate when idle, so it
+/// keeps its own). One definition for both, expanded in each stage's file: the same code as
+/// each wrote before.
+macro_rules! table_stage {
+    ($t:ident, $name:literal) => {
+        stage_debug!($t);
 
         impl<B: peregrine_dataplane::buffer::PacketBuf> peregrine_dataplane::runtime::Stage<B>
             for $t
