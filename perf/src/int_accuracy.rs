@@ -388,9 +388,9 @@ pub fn run(tc: &TestCase, rc: &RunConfig) -> RunOutput {
     }
 }
 
-fn run_model(tc: &TestCase, rc: &RunConfig) -> RunOutput {
-    let mut links: Vec<LinkModel> = tc
-        .links
+/// The test case's links as impairment models, each seeded from its own seed and the run's.
+fn link_models(tc: &TestCase, rc: &RunConfig) -> Vec<LinkModel> {
+    tc.links
         .iter()
         .map(|l| {
             LinkModel::new(LinkConfig {
@@ -399,7 +399,11 @@ fn run_model(tc: &TestCase, rc: &RunConfig) -> RunOutput {
             })
             .expect("Table II configurations are valid")
         })
-        .collect();
+        .collect()
+}
+
+fn run_model(tc: &TestCase, rc: &RunConfig) -> RunOutput {
+    let mut links = link_models(tc, rc);
     let mut monitor = QosMonitor::new(QosConfig::default());
     let mut src = Source::new(rc.traffic, rc.seed ^ 0xb0b);
     let mut sample_rng = SplitMix64::seed_from_u64(rc.seed ^ 0x5a5a);
@@ -416,17 +420,7 @@ fn run_model(tc: &TestCase, rc: &RunConfig) -> RunOutput {
     let mut pkt_id = 0u64;
     let mut next_send = src.next_send();
 
-    loop {
-        let next_ev = heap.peek().map(|Reverse((t, _, _))| *t);
-        let src_due = (next_send < end).then_some(next_send);
-        // The source's next packet competes with the in-flight packets; on a tie the packet
-        // in flight goes first.
-        let (t, from_source) = match (next_ev, src_due) {
-            (Some(te), Some(ts)) if ts < te => (ts, true),
-            (Some(te), _) => (te, false),
-            (None, Some(ts)) => (ts, true),
-            (None, None) => break,
-        };
+    while let Some((t, from_source)) = next_event(&heap, next_send, end) {
         while next_sample_at <= t && samples.len() < rc.samples {
             samples.push(take_sample(&monitor, next_sample_at, rc.warmup_s));
             next_sample_at += S;
@@ -511,6 +505,24 @@ fn run_model(tc: &TestCase, rc: &RunConfig) -> RunOutput {
 }
 
 /// The 1 s QoS sample of the window that closed at `at`.
+/// The next event of a run's loop: its time and whether it is the source's next send (due
+/// while before `end`) rather than the earliest packet in flight in `heap`; on a tie the
+/// packet in flight goes first. `None`: nothing left to send or deliver.
+fn next_event(
+    heap: &BinaryHeap<Reverse<(u64, u64, u8)>>,
+    next_send: u64,
+    end: u64,
+) -> Option<(u64, bool)> {
+    let next_ev = heap.peek().map(|Reverse((t, _, _))| *t);
+    let src_due = (next_send < end).then_some(next_send);
+    match (next_ev, src_due) {
+        (Some(te), Some(ts)) if ts < te => Some((ts, true)),
+        (Some(te), _) => Some((te, false)),
+        (None, Some(ts)) => Some((ts, true)),
+        (None, None) => None,
+    }
+}
+
 fn take_sample(monitor: &QosMonitor, at: u64, warmup_s: u64) -> QosSample {
     take_sample_at(monitor, at, at, warmup_s)
 }

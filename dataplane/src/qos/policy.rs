@@ -12,7 +12,7 @@
 //! as a longer round trip, not as loss.
 
 use super::pacer::PacerConfig;
-use super::trtcm::{kbps_to_bytes_per_s, ColourMode, TrTcmConfig};
+use super::trtcm::{kbps_to_bytes_per_s, qer_config_with, ColourMode, TrTcmConfig};
 
 /// A burst size: fixed bytes, or a time at the rate with a floor in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,15 +118,13 @@ impl QerPolicy {
         gbr_kbps: Option<u64>,
         mode: ColourMode,
     ) -> Option<TrTcmConfig> {
-        let pir = kbps_to_bytes_per_s(mbr_kbps?);
-        let cir = kbps_to_bytes_per_s(gbr_kbps.unwrap_or(0)).min(pir);
-        Some(TrTcmConfig {
-            cir,
-            cbs: self.cbs.bytes(cir),
-            pir,
-            pbs: self.pbs.bytes(pir),
+        qer_config_with(
+            mbr_kbps,
+            gbr_kbps,
             mode,
-        })
+            |cir| self.cbs.bytes(cir),
+            |pir| self.pbs.bytes(pir),
+        )
     }
 
     /// The pacer of a QER direction when this policy shapes; `None` when it polices or there

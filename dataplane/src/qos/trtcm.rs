@@ -194,13 +194,25 @@ pub fn qer_config_kbps(
     gbr_kbps: Option<u64>,
     mode: ColourMode,
 ) -> Option<TrTcmConfig> {
+    qer_config_with(mbr_kbps, gbr_kbps, mode, qer_burst, qer_burst)
+}
+
+/// [`qer_config_kbps`] with the bursts `cbs(CIR)` and `pbs(PIR)` (rates in bytes/s): the
+/// QER mapping shared with a policy's own bursts (`QerPolicy::meter_kbps`).
+pub(crate) fn qer_config_with(
+    mbr_kbps: Option<u64>,
+    gbr_kbps: Option<u64>,
+    mode: ColourMode,
+    cbs: impl FnOnce(u64) -> u64,
+    pbs: impl FnOnce(u64) -> u64,
+) -> Option<TrTcmConfig> {
     let pir = kbps_to_bytes_per_s(mbr_kbps?);
     let cir = kbps_to_bytes_per_s(gbr_kbps.unwrap_or(0)).min(pir);
     Some(TrTcmConfig {
         cir,
-        cbs: qer_burst(cir),
+        cbs: cbs(cir),
         pir,
-        pbs: qer_burst(pir),
+        pbs: pbs(pir),
         mode,
     })
 }

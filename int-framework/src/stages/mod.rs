@@ -31,6 +31,58 @@ use peregrine_wire::ipv6ext::OptionsHeader;
 use peregrine_wire::ipv6option::option_type as ipv6_opt;
 use std::net::Ipv6Addr;
 
+/// `Debug` of an INT stage: its config and counters (all three stages).
+macro_rules! stage_debug {
+    ($t:ident) => {
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($t))
+                    .field("cfg", &self.cfg)
+                    .field("stats", &self.stats)
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+/// `Debug` (config and counters) and `Stage` of an INT stage whose batch is: the rule table
+/// read once, the rule index and the per-flow counters re-synced when it changed, the
+/// clock read once, then `process_one(b, now)` on every active packet ([`IntTransit`],
+/// [`IntSink`]; [`IntSource`] also filters by rx port and expires its gate when idle, so it
+/// keeps its own). One definition for both, expanded in each stage's file: the same code as
+/// each wrote before.
+macro_rules! table_stage {
+    ($t:ident, $name:literal) => {
+        stage_debug!($t);
+
+        impl<B: peregrine_dataplane::buffer::PacketBuf> peregrine_dataplane::runtime::Stage<B>
+            for $t
+        {
+            fn name(&self) -> &'static str {
+                $name
+            }
+
+            fn idle(&mut self) {
+                self.table.get();
+            }
+
+            fn process(
+                &mut self,
+                batch: &mut peregrine_dataplane::runtime::Batch<B>,
+                cx: &peregrine_dataplane::runtime::Context,
+            ) {
+                let table = self.table.get();
+                if self.index.sync(table) {
+                    self.counters
+                        .sync(table, $crate::stages::FlowCounters::default());
+                }
+                let now = self.clock.now(cx.now_ns());
+                batch.for_each_active(|b| self.process_one(b, now));
+            }
+        }
+    };
+}
+
 pub mod flow;
 pub mod sink;
 pub mod source;
@@ -284,6 +336,22 @@ pub(crate) enum Carried {
     InBand(InBandKind, u16),
     Seed,
     Ioam,
+}
+
+/// What `b` carries ([`carried`]) in the hop-by-hop header right after the IPv6 header of
+/// `flow`, or [`Carried::None`] when none follows it: the transit's and the sink's first
+/// look at a located packet.
+#[inline(always)]
+pub(crate) fn carried_after<B: PacketBuf>(
+    cfg: &IntConfig,
+    b: &B,
+    flow: &flow::Flow,
+) -> Result<Carried, peregrine_wire::Error> {
+    if flow.next_header == ip_protocol::HOPOPT {
+        carried(cfg, &b.data()[flow.off + ipv6::HEADER_LEN..])
+    } else {
+        Ok(Carried::None)
+    }
 }
 
 pub(crate) fn carried(cfg: &IntConfig, hdr: &[u8]) -> Result<Carried, peregrine_wire::Error> {

@@ -4,14 +4,14 @@
 
 use super::flow::{locate, ns_index, FlowCounters, FlowIndex, NsSlots};
 use super::{
-    carried, fix_ipv6, has_hbh, inband_event, l3_quick, resize_at, strip_first, Carried, Drops,
-    IntConfig, IntEvent, StageClock,
+    carried_after, fix_ipv6, has_hbh, inband_event, l3_quick, resize_at, strip_first, Carried,
+    Drops, IntConfig, IntEvent, StageClock,
 };
 use crate::namespace::TableSnapshot;
 use crate::report::{E2eData, Encoding, HopData, IntReport};
 use crossbeam_channel::Sender;
 use peregrine_dataplane::buffer::PacketBuf;
-use peregrine_dataplane::runtime::{Batch, Context, Disposition, Reader, Reasons, Stage};
+use peregrine_dataplane::runtime::{Disposition, Reader, Reasons};
 use peregrine_wire::int::{
     node_data_to_hop_in, parse_seed_header, InBandKind, SeedHopRepr, TsFormat,
 };
@@ -127,13 +127,8 @@ impl IntSink {
         };
         let off = flow.off;
         let at = off + ipv6::HEADER_LEN;
-        let carried = if flow.next_header == ip_protocol::HOPOPT {
-            match carried(&self.cfg, &b.data()[at..]) {
-                Ok(c) => c,
-                Err(_) => return Disposition::drop_as(self.drops.malformed),
-            }
-        } else {
-            Carried::None
+        let Ok(carried) = carried_after(&self.cfg, b, &flow) else {
+            return Disposition::drop_as(self.drops.malformed);
         };
         // Only INT packets need the (1 KB) report; plain packets skip zeroing it.
         let mut report: Option<IntReport> = None;
@@ -306,30 +301,4 @@ fn decode_ioam(hdr: &[u8], r: &mut IntReport, fmt: TsFormat) -> Result<(usize, u
     Ok((len, nh))
 }
 
-impl std::fmt::Debug for IntSink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IntSink")
-            .field("cfg", &self.cfg)
-            .field("stats", &self.stats)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<B: PacketBuf> Stage<B> for IntSink {
-    fn name(&self) -> &'static str {
-        "int_sink"
-    }
-
-    fn idle(&mut self) {
-        self.table.get();
-    }
-
-    fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
-        let table = self.table.get();
-        if self.index.sync(table) {
-            self.counters.sync(table, FlowCounters::default());
-        }
-        let now = self.clock.now(cx.now_ns());
-        batch.for_each_active(|b| self.process_one(b, now));
-    }
-}
+table_stage!(IntSink, "int_sink");

@@ -531,14 +531,7 @@ fn build_ioam(
     Some(n + m)
 }
 
-impl std::fmt::Debug for IntSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IntSource")
-            .field("cfg", &self.cfg)
-            .field("stats", &self.stats)
-            .finish_non_exhaustive()
-    }
-}
+stage_debug!(IntSource);
 
 impl<B: PacketBuf> Stage<B> for IntSource {
     fn name(&self) -> &'static str {

@@ -4,14 +4,14 @@
 
 use super::flow::{locate, Flow, FlowCounters, FlowIndex, NsSlots};
 use super::{
-    carried, fix_ipv6, has_hbh, inband_event, int_headers_len, l3_quick, resize_at, strip_first,
-    Carried, Drops, IntConfig, IntEvent, StageClock,
+    carried_after, fix_ipv6, has_hbh, inband_event, int_headers_len, l3_quick, resize_at,
+    strip_first, Carried, Drops, IntConfig, IntEvent, StageClock,
 };
 use crate::namespace::TableSnapshot;
 use crate::request::TraceType;
 use crossbeam_channel::{Sender, TrySendError};
 use peregrine_dataplane::buffer::PacketBuf;
-use peregrine_dataplane::runtime::{Batch, Context, Disposition, Reader, Reasons, Stage};
+use peregrine_dataplane::runtime::{Disposition, Reader, Reasons};
 use peregrine_wire::int::{
     emit_seed_header, hop_to_node_data_in, parse_seed_header, InBandKind, SeedHopRepr,
 };
@@ -102,13 +102,8 @@ impl IntTransit {
         };
         let off = flow.off;
         let at = off + ipv6::HEADER_LEN;
-        let carried = if flow.next_header == ip_protocol::HOPOPT {
-            match carried(&self.cfg, &b.data()[at..]) {
-                Ok(c) => c,
-                Err(_) => return Disposition::drop_as(self.drops.malformed),
-            }
-        } else {
-            Carried::None
+        let Ok(carried) = carried_after(&self.cfg, b, &flow) else {
+            return Disposition::drop_as(self.drops.malformed);
         };
         let table = self.table.cached();
         // Count every packet of a monitored flow, INT or not (Listing 2 counters), without
@@ -300,30 +295,4 @@ impl IntTransit {
     }
 }
 
-impl std::fmt::Debug for IntTransit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IntTransit")
-            .field("cfg", &self.cfg)
-            .field("stats", &self.stats)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<B: PacketBuf> Stage<B> for IntTransit {
-    fn name(&self) -> &'static str {
-        "int_transit"
-    }
-
-    fn idle(&mut self) {
-        self.table.get();
-    }
-
-    fn process(&mut self, batch: &mut Batch<B>, cx: &Context) {
-        let table = self.table.get();
-        if self.index.sync(table) {
-            self.counters.sync(table, FlowCounters::default());
-        }
-        let now = self.clock.now(cx.now_ns());
-        batch.for_each_active(|b| self.process_one(b, now));
-    }
-}
+table_stage!(IntTransit, "int_transit");

@@ -51,7 +51,6 @@ use peregrine_perf::dta_ingest::rdma::{rdma_rows, rdma_table, RdmaRow};
 use peregrine_perf::dta_ingest::{self, callgrind, frames, payloads, sizes, Args, MODES};
 use peregrine_perf::harness::net_ring::{self, Preloaded};
 use peregrine_perf::harness::stats::{median, pair_ratios};
-use peregrine_perf::harness::testpmd::Testpmd;
 use peregrine_perf::harness::{child_failed, fail, report, run_self};
 use peregrine_testkit::alloc::CountingAlloc;
 use peregrine_wire::dta::Variant;
@@ -70,8 +69,8 @@ fn ours(mode: &str, a: &Args) -> (f64, u64, u64) {
     let region = Arc::new(Region::create(dir.path().join("r"), sizes(&prim)).expect("region"));
     let mut pre = Preloaded::inject(
         net_ring::backend(512),
-        &frames(&prim, 2 * a.inject, &a.loopback()),
-        a.inject,
+        &frames(&prim, 2 * a.fwd.inject, &a.loopback()),
+        a.fwd.inject,
     );
     let shared = Arc::new(Shared::new(1));
     let run = runtime::start(
@@ -93,7 +92,7 @@ fn ours(mode: &str, a: &Args) -> (f64, u64, u64) {
             };
             Pipeline::new(vec![stage])
         },
-        &net_ring::one_worker(a.core, a.burst, false),
+        &net_ring::one_worker(a.fwd.core, a.fwd.burst, false),
     )
     .expect("start worker");
     let (pps, allocs) = net_ring::measure(&pre, &GLOBAL, a.seconds);
@@ -118,22 +117,11 @@ fn collector_mode(mode: &str) -> (Option<Lists>, &str) {
 
 /// The arguments of a `--child` measuring `mode` with the run's settings.
 fn child_args(mode: &str, a: &Args) -> Vec<String> {
-    [
-        "--child",
-        mode,
-        "--seconds",
-        &a.seconds.to_string(),
-        "--core",
-        &a.core.to_string(),
-        "--burst",
-        &a.burst.to_string(),
-        "--inject",
-        &a.inject.to_string(),
-        "--keys",
-        &a.keys().to_string(),
-    ]
-    .map(String::from)
-    .to_vec()
+    ["--child".to_string(), mode.to_string()]
+        .into_iter()
+        .chain(a.fwd.child_args(a.seconds))
+        .chain(["--keys".to_string(), a.keys().to_string()])
+        .collect()
 }
 
 /// This binary again as a `--child` measuring `mode` with the run's settings.
@@ -259,7 +247,7 @@ fn rdma_round(a: &Args, round: usize, rows: &mut [RdmaRow]) {
 fn rdma_main(a: &Args) {
     let mut tpmd = Vec::new();
     let mut rows = rdma_rows();
-    for round in 0..a.rounds {
+    for round in 0..a.fwd.rounds {
         let p = testpmd(a, round).unwrap_or_else(|e| fail(&e));
         eprintln!("round {round}: testpmd 5tswap {:.2} Mpps", p / 1e6);
         tpmd.push(p);
@@ -276,9 +264,9 @@ fn rdma_main(a: &Args) {
          5tswap, same vdevs and core: median {:.2} Mpps (rounds: {}).",
         if a.callgrind { " --callgrind" } else { "" },
         keys_flag(a),
-        a.inject,
-        a.burst,
-        a.rounds,
+        a.fwd.inject,
+        a.fwd.burst,
+        a.fwd.rounds,
         a.seconds,
         a.keys_text(),
         machine(),
@@ -291,7 +279,7 @@ fn rdma_main(a: &Args) {
     md.push_str(&table);
     let result = serde_json::json!({
         "testpmd_5tswap_pps": tpmd, "rows": json,
-        "core": a.core, "burst": a.burst, "inject": a.inject, "seconds": a.seconds, "keys": a.keys(),
+        "core": a.fwd.core, "burst": a.fwd.burst, "inject": a.fwd.inject, "seconds": a.seconds, "keys": a.keys(),
         "machine": machine(),
     });
     write_results(a, "dta-ingest-rdma", &result, &md);
@@ -321,16 +309,8 @@ fn write_results(a: &Args, stem: &str, result: &serde_json::Value, md: &str) {
 }
 
 fn testpmd(a: &Args, round: usize) -> Result<f64, String> {
-    Testpmd {
-        program: &a.testpmd,
-        core: a.core,
-        burst: a.burst,
-        forward_mode: "5tswap",
-        file_prefix: format!("pg-dta-tpmd-{}-{round}", std::process::id()),
-        setup: String::new(),
-        seconds: a.seconds,
-    }
-    .run()
+    a.fwd
+        .testpmd("5tswap", "pg-dta-tpmd", round, String::new(), a.seconds)
 }
 
 /// `count` reports of `mode` through the I/O-free path (for callgrind): bursts of 32, each
@@ -447,7 +427,7 @@ fn main() {
         })
         .collect();
     let mut rdma = rdma_rows();
-    for round in 0..a.rounds {
+    for round in 0..a.fwd.rounds {
         let p = testpmd(&a, round).unwrap_or_else(|e| fail(&e));
         eprintln!("round {round}: testpmd 5tswap {:.2} Mpps", p / 1e6);
         tpmd.push(p);
@@ -509,9 +489,9 @@ fn main() {
             (false, f) if f.is_empty() => String::new(),
             (c, f) => format!(" --{}{f}", if c { " --callgrind" } else { "" }),
         },
-        a.inject,
-        a.burst,
-        a.rounds,
+        a.fwd.inject,
+        a.fwd.burst,
+        a.fwd.rounds,
         a.seconds,
         a.keys_text(),
         machine()
@@ -610,7 +590,7 @@ fn main() {
     md.push_str(include_str!("dta-ingest-discussion.md"));
     let result = serde_json::json!({
         "testpmd_5tswap_pps": tpmd, "rows": json_rows, "kw_query_per_s": q, "rdma_rows": rdma_json,
-        "core": a.core, "burst": a.burst, "inject": a.inject, "seconds": a.seconds, "keys": a.keys(),
+        "core": a.fwd.core, "burst": a.fwd.burst, "inject": a.fwd.inject, "seconds": a.seconds, "keys": a.keys(),
         "machine": machine(),
     });
     write_results(&a, "dta-ingest", &result, &md);

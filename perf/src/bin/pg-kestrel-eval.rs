@@ -10,7 +10,7 @@ use peregrine_control::kestrel::binning::{DriftRule, Strategy};
 use peregrine_dataplane::telemetry::kestrel::Layout;
 use peregrine_perf::fridge_eval::plot::{lines, Series};
 use peregrine_perf::kestrel_eval::eval::{
-    all_modes, evaluate, export_detectors, KeySummary, Summary, Ttfd,
+    all_modes, evaluate, export_detectors, KeySummary, Score, Summary, Ttfd,
 };
 use peregrine_perf::kestrel_eval::features::{Mode, MODES};
 use peregrine_perf::kestrel_eval::scenario::{Intensity, KINDS};
@@ -503,28 +503,11 @@ fn report(
          raw max / calibrated max / calibrated noisy-OR: {}.\n",
         combination_text(&sm.combination)
     )?;
-    writeln!(
+    per_kind_table(
         w,
-        "Per detector on the mixed runs (its own anomaly's labels):\n"
+        "Per detector on the mixed runs (its own anomaly's labels):\n",
+        &sm.mixed_per_kind,
     )?;
-    writeln!(
-        w,
-        "| mode | microburst | congestion | contention | policy abuse |"
-    )?;
-    writeln!(w, "| --- | --- | --- | --- | --- |")?;
-    for m in MODES {
-        let per = &sm.mixed_per_kind[m.name()];
-        let cell = |k: &str| format!("{:.3} / {:.3}", per[k].auprc, per[k].f1);
-        writeln!(
-            w,
-            "| {} (AUPRC / F1) | {} | {} | {} | {} |",
-            m.label(),
-            cell("microburst"),
-            cell("congestion"),
-            cell("contention"),
-            cell("policy_abuse")
-        )?;
-    }
     if let Some(k) = &sm.key {
         key_section(w, k)?;
     }
@@ -532,22 +515,8 @@ fn report(
     writeln!(w, "| scenario | Kestrel AUPRC / F1 | Delta-SMP AUPRC / F1 | 3GPP-PM AUPRC / F1 | positives / units | seed AUPRC K / D / PM |")?;
     writeln!(w, "| --- | --- | --- | --- | --- | --- |")?;
     for k in KINDS {
-        let c = |m: &str| {
-            let s = &sm.scores[m][k.name()];
-            format!("{:.3} / {:.3}", s.auprc, s.f1)
-        };
-        let s = &sm.scores["kestrel"][k.name()];
         let (a1, a2, a3) = paper_single(k.name());
-        writeln!(
-            w,
-            "| {} | {} | {} | {} | {} / {} | {a1} / {a2} / {a3} |",
-            k.name(),
-            c("kestrel"),
-            c("delta_smp"),
-            c("pm"),
-            s.positives,
-            s.units
-        )?;
+        scenario_row(w, k.name(), &sm.scores, &format!("{a1} / {a2} / {a3}"))?;
     }
     writeln!(w, "\n## Time to first detection (seed Fig. 5)\n")?;
     writeln!(w, "Median over the test runs' episodes of (end of the first window in which the detector alarms on an affected QFI) - onset; an episode is missed if no alarm comes by one window after its end. Windows are 1 s and a window is scored when it closes, so our TTFD cannot be below the time left in the onset window (the seed's 0.05 s implies sub-window detection; its measurement point is not described).\n")?;
@@ -589,6 +558,59 @@ fn combination_text(c: &serde_json::Value) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// A scenario's row: each detector's AUPRC / F1 (`scores`: mode -> scenario -> score),
+/// Kestrel's positives / units, and the seed's figures.
+fn scenario_row(
+    w: &mut String,
+    name: &str,
+    scores: &HashMap<String, HashMap<String, Score>>,
+    seed: &str,
+) -> std::fmt::Result {
+    let c = |m: &str| {
+        let s = &scores[m][name];
+        format!("{:.3} / {:.3}", s.auprc, s.f1)
+    };
+    let s = &scores["kestrel"][name];
+    writeln!(
+        w,
+        "| {name} | {} | {} | {} | {} / {} | {seed} |",
+        c("kestrel"),
+        c("delta_smp"),
+        c("pm"),
+        s.positives,
+        s.units
+    )
+}
+
+/// `title`, then per mode its AUPRC / F1 of each anomaly kind on the mixed runs (`per_kind`:
+/// mode -> kind -> score; the whole-run and the per-key tables).
+fn per_kind_table(
+    w: &mut String,
+    title: &str,
+    per_kind: &HashMap<String, HashMap<String, Score>>,
+) -> std::fmt::Result {
+    writeln!(w, "{title}")?;
+    writeln!(
+        w,
+        "| mode | microburst | congestion | contention | policy abuse |"
+    )?;
+    writeln!(w, "| --- | --- | --- | --- | --- |")?;
+    for m in MODES {
+        let per = &per_kind[m.name()];
+        let cell = |k: &str| format!("{:.3} / {:.3}", per[k].auprc, per[k].f1);
+        writeln!(
+            w,
+            "| {} (AUPRC / F1) | {} | {} | {} | {} |",
+            m.label(),
+            cell("microburst"),
+            cell("congestion"),
+            cell("contention"),
+            cell("policy_abuse")
+        )?;
+    }
+    Ok(())
 }
 
 /// A time-to-first-detection table (median seconds, detected / episodes) per anomaly kind.
@@ -656,49 +678,19 @@ fn key_section(w: &mut String, k: &KeySummary) -> std::fmt::Result {
         "policy_abuse",
         "mixed",
     ] {
-        let c = |m: &str| {
-            let s = &k.scores[m][name];
-            format!("{:.3} / {:.3}", s.auprc, s.f1)
-        };
-        let s = &k.scores["kestrel"][name];
         let seed = if name == "mixed" {
             "0.81 / 0.73 / 0.29 (F1 0.82 / 0.76 / 0.42)".to_string()
         } else {
             let (a1, a2, a3) = paper_single(name);
             format!("{a1} / {a2} / {a3}")
         };
-        writeln!(
-            w,
-            "| {name} | {} | {} | {} | {} / {} | {seed} |",
-            c("kestrel"),
-            c("delta_smp"),
-            c("pm"),
-            s.positives,
-            s.units
-        )?;
+        scenario_row(w, name, &k.scores, &seed)?;
     }
-    writeln!(
+    per_kind_table(
         w,
-        "\nPer detector on the mixed runs, per key (its own anomaly's labels):\n"
+        "\nPer detector on the mixed runs, per key (its own anomaly's labels):\n",
+        &k.mixed_per_kind,
     )?;
-    writeln!(
-        w,
-        "| mode | microburst | congestion | contention | policy abuse |"
-    )?;
-    writeln!(w, "| --- | --- | --- | --- | --- |")?;
-    for m in MODES {
-        let per = &k.mixed_per_kind[m.name()];
-        let cell = |x: &str| format!("{:.3} / {:.3}", per[x].auprc, per[x].f1);
-        writeln!(
-            w,
-            "| {} (AUPRC / F1) | {} | {} | {} | {} |",
-            m.label(),
-            cell("microburst"),
-            cell("congestion"),
-            cell("contention"),
-            cell("policy_abuse")
-        )?;
-    }
     writeln!(
         w,
         "\nTime to first detection per key: as above, but an alarm counts only on one of the \

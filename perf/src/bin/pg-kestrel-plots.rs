@@ -12,6 +12,8 @@
 //! perf/results/kestrel-upf.json --out perf/results`
 
 use clap::Parser;
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -120,46 +122,10 @@ fn bars(
                 .fold(f64::MAX, f64::min)
                 / 3.0;
             let mut c = cb.build_cartesian_2d(0.0..n, (ymin..ymax * 3.0).log_scale())?;
-            c.configure_mesh()
-                .disable_x_mesh()
-                .x_labels(bars.len() * 2 + 1)
-                .x_label_formatter(&fmt)
-                .x_label_style(("sans-serif", 11))
-                .y_desc(ylabel)
-                .draw()?;
-            for (i, b) in bars.iter().enumerate() {
-                let x = i as f64;
-                c.draw_series([Rectangle::new(
-                    [(x + 0.15, ymin), (x + 0.85, b.value)],
-                    b.colour.filled(),
-                )])?;
-                c.draw_series([Text::new(
-                    text(b),
-                    (x + 0.2, b.value * 1.25),
-                    ("sans-serif", 12),
-                )])?;
-            }
+            mesh_and_bars(&mut c, bars, &fmt, ylabel, ymin, &text, |v| v * 1.25)?;
         } else {
             let mut c = cb.build_cartesian_2d(0.0..n, 0.0..ymax)?;
-            c.configure_mesh()
-                .disable_x_mesh()
-                .x_labels(bars.len() * 2 + 1)
-                .x_label_formatter(&fmt)
-                .x_label_style(("sans-serif", 11))
-                .y_desc(ylabel)
-                .draw()?;
-            for (i, b) in bars.iter().enumerate() {
-                let x = i as f64;
-                c.draw_series([Rectangle::new(
-                    [(x + 0.15, 0.0), (x + 0.85, b.value)],
-                    b.colour.filled(),
-                )])?;
-                c.draw_series([Text::new(
-                    text(b),
-                    (x + 0.2, b.value + ymax * 0.02),
-                    ("sans-serif", 12),
-                )])?;
-            }
+            mesh_and_bars(&mut c, bars, &fmt, ylabel, 0.0, &text, |v| v + ymax * 0.02)?;
             if let Some((y, name)) = hline {
                 c.draw_series([PathElement::new(
                     vec![(0.0, y), (n, y)],
@@ -179,6 +145,42 @@ fn bars(
         Ok(()) => eprintln!("wrote {}", path.display()),
         Err(e) => fail(&format!("cannot draw {}: {e}", path.display())),
     }
+}
+
+/// [`bars`]' mesh (x labels by `fmt`) and its bars, from `floor` up, each with its `text`
+/// at height `text_y(value)`: one drawing for the linear and the logarithmic y axis.
+fn mesh_and_bars<'a, Y>(
+    c: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Y>>,
+    bars: &[Bar],
+    fmt: &dyn Fn(&f64) -> String,
+    ylabel: &str,
+    floor: f64,
+    text: &dyn Fn(&Bar) -> String,
+    text_y: impl Fn(f64) -> f64,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    c.configure_mesh()
+        .disable_x_mesh()
+        .x_labels(bars.len() * 2 + 1)
+        .x_label_formatter(fmt)
+        .x_label_style(("sans-serif", 11))
+        .y_desc(ylabel)
+        .draw()?;
+    for (i, b) in bars.iter().enumerate() {
+        let x = i as f64;
+        c.draw_series([Rectangle::new(
+            [(x + 0.15, floor), (x + 0.85, b.value)],
+            b.colour.filled(),
+        )])?;
+        c.draw_series([Text::new(
+            text(b),
+            (x + 0.2, text_y(b.value)),
+            ("sans-serif", 12),
+        )])?;
+    }
+    Ok(())
 }
 
 const GREY: RGBColor = RGBColor(150, 150, 150);

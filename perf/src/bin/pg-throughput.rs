@@ -16,8 +16,7 @@ use peregrine_dataplane::runtime::{self, Pipeline, Reasons};
 use peregrine_dataplane::stages::xconnect::XConnect;
 use peregrine_perf::harness::net_ring::{self, Preloaded};
 use peregrine_perf::harness::stats::{best, median, mpps, pair_ratios};
-use peregrine_perf::harness::testpmd::Testpmd;
-use peregrine_perf::harness::{child_failed, fail, report, run_self};
+use peregrine_perf::harness::{child_failed, fail, report, run_self, Forwarding};
 use peregrine_testkit::alloc::CountingAlloc;
 
 #[global_allocator]
@@ -29,19 +28,8 @@ struct Args {
     /// Seconds measured per round (after a 1 s warm-up).
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
-    /// Rounds per side (alternating).
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
-    /// Core the forwarding loop runs on (EAL's main lcore is 0).
-    #[arg(long, default_value_t = 1)]
-    core: usize,
-    #[arg(long, default_value_t = 32)]
-    burst: usize,
-    /// Packets injected per port before forwarding starts (testpmd's tx_first sends one burst).
-    #[arg(long, default_value_t = 32)]
-    inject: usize,
-    #[arg(long, default_value = "dpdk-testpmd")]
-    testpmd: String,
+    #[command(flatten)]
+    fwd: Forwarding,
     /// Give both ports an egress scheduler (default 8 queues, SP + DRR, no shaper), so every
     /// packet is enqueued and dequeued by the worker: the cost of the scheduled path.
     #[arg(long)]
@@ -66,11 +54,11 @@ const FRAME: [u8; 60] = {
 };
 
 fn ours(a: &Args) -> (f64, u64) {
-    let mut pre = Preloaded::inject(net_ring::backend(512), &[FRAME], a.inject);
+    let mut pre = Preloaded::inject(net_ring::backend(512), &[FRAME], a.fwd.inject);
     let run = runtime::start(
         &mut pre,
         &|_w: usize, r: &mut Reasons| Pipeline::new(vec![Box::new(XConnect::new(&[(0, 1)], r))]),
-        &net_ring::one_worker(a.core, a.burst, a.egress),
+        &net_ring::one_worker(a.fwd.core, a.fwd.burst, a.egress),
     )
     .expect("start worker");
     let (pps, allocs) = net_ring::measure(&pre, &GLOBAL, a.seconds);
@@ -83,19 +71,10 @@ fn ours(a: &Args) -> (f64, u64) {
 /// One round of our side in a fresh process (vdev ports cannot be re-probed in a process).
 fn ours_child(a: &Args) -> Result<(f64, u64), String> {
     let out = run_self(
-        [
-            "--child",
-            "--seconds",
-            &a.seconds.to_string(),
-            "--core",
-            &a.core.to_string(),
-            "--burst",
-            &a.burst.to_string(),
-            "--inject",
-            &a.inject.to_string(),
-        ]
-        .into_iter()
-        .chain(a.egress.then_some("--egress")),
+        ["--child".to_string()]
+            .into_iter()
+            .chain(a.fwd.child_args(a.seconds))
+            .chain(a.egress.then(|| "--egress".to_string())),
     )?;
     let text = String::from_utf8_lossy(&out.stdout);
     let mut it = text.split_whitespace();
@@ -110,16 +89,8 @@ fn ours_child(a: &Args) -> Result<(f64, u64), String> {
 
 /// testpmd `io` forwarding on the same vdevs and core.
 fn testpmd(a: &Args, round: usize) -> Result<f64, String> {
-    Testpmd {
-        program: &a.testpmd,
-        core: a.core,
-        burst: a.burst,
-        forward_mode: "io",
-        file_prefix: format!("pg-tpmd-{}-{round}", std::process::id()),
-        setup: String::new(),
-        seconds: a.seconds,
-    }
-    .run()
+    a.fwd
+        .testpmd("io", "pg-tpmd", round, String::new(), a.seconds)
 }
 
 fn main() {
@@ -130,7 +101,7 @@ fn main() {
         return;
     }
     let (mut ours_pps, mut tpmd_pps, mut allocs) = (vec![], vec![], 0u64);
-    for round in 0..a.rounds {
+    for round in 0..a.fwd.rounds {
         let (pps, al) = ours_child(&a).unwrap_or_else(|e| fail(&e));
         eprintln!(
             "round {round}: peregrine xconnect {:.1} Mpps (heap allocations in window: {al})",
@@ -150,7 +121,7 @@ fn main() {
         "what": "forwarding rate per core, net_ring0 <-> net_ring1, 32 packets in flight per port, burst 32",
         "ours": "peregrine worker runtime (rx -> xconnect stage -> dispatch -> tx), one pinned worker",
         "baseline": "dpdk-testpmd --forward-mode=io, one forwarding core",
-        "core": a.core,
+        "core": a.fwd.core,
         "seconds_per_round": a.seconds,
         "ours_mpps": mpps(&ours_pps),
         "testpmd_mpps": mpps(&tpmd_pps),

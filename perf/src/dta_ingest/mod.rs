@@ -12,6 +12,7 @@ pub mod collector;
 pub mod rdma;
 pub mod udp;
 
+use crate::harness::Forwarding;
 use clap::Parser;
 use peregrine_control::dta::translator_stage::Loopback;
 use peregrine_dta::Sizes;
@@ -24,23 +25,16 @@ use std::net::Ipv4Addr;
 pub struct Args {
     #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
-    #[arg(long, default_value_t = 3)]
-    pub rounds: usize,
-    #[arg(long, default_value_t = 1)]
-    pub core: usize,
-    #[arg(long, default_value_t = 32)]
-    pub burst: usize,
-    /// Reports in flight per port (one burst: at most the runtime's burst capacity).
-    #[arg(long, default_value_t = 32)]
-    pub inject: usize,
+    // Rounds, core, burst, reports in flight per port (`--inject`, one burst: at most the
+    // runtime's burst capacity), testpmd.
+    #[command(flatten)]
+    pub fwd: Forwarding,
     /// Distinct keys K of the Key-Write / Key-Increment / Postcarding streams (translator
     /// and collectors alike; the hash maps are pre-sized for K). Default: the region's
     /// Key-Write slots S. 0: unbounded (every report a new key of the 2^32, maps not
     /// pre-sized: the earlier rounds' stream).
     #[arg(long)]
     pub keys: Option<u32>,
-    #[arg(long, default_value = "dpdk-testpmd")]
-    pub testpmd: String,
     /// Internal: one measurement of `mode` in this process; prints `pps allocs`.
     #[arg(long, hide = true)]
     pub child: Option<String>,

@@ -39,8 +39,8 @@ pub fn rdma(mode: &str, a: &Args, alloc: &CountingAlloc) -> (f64, u64, f64) {
     let layout = *region.layout();
     let mut pre = Preloaded::inject(
         net_ring::backend_with(512, 1, &[("nic", "net_null0")]),
-        &frames(&prim, 2 * a.inject, &a.loopback()),
-        a.inject,
+        &frames(&prim, 2 * a.fwd.inject, &a.loopback()),
+        a.fwd.inject,
     );
     let shared = Arc::new(Shared::new(1));
     let addrs = rdma_addrs();
@@ -68,7 +68,7 @@ pub fn rdma(mode: &str, a: &Args, alloc: &CountingAlloc) -> (f64, u64, f64) {
             );
             Pipeline::new(vec![stage])
         },
-        &net_ring::one_worker(a.core, a.burst, false),
+        &net_ring::one_worker(a.fwd.core, a.fwd.burst, false),
     )
     .expect("start worker");
     std::thread::sleep(Duration::from_secs(1));

@@ -36,7 +36,7 @@ pub fn kernel_udp(mode: &str, a: &Args) -> (f64, u64) {
         let stop = stop.clone();
         let prim = prim.clone();
         let lb = a.loopback();
-        let others: Vec<usize> = (0..report::cores()).filter(|&c| c != a.core).collect();
+        let others: Vec<usize> = (0..report::cores()).filter(|&c| c != a.fwd.core).collect();
         std::thread::spawn(move || {
             let _ = peregrine_control::pinning::pin_current(&others);
             let tx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
@@ -62,7 +62,7 @@ pub fn kernel_udp(mode: &str, a: &Args) -> (f64, u64) {
             }
         })
     };
-    let _ = peregrine_control::pinning::pin_current(&[a.core]);
+    let _ = peregrine_control::pinning::pin_current(&[a.fwd.core]);
     let mut c = HashCollector::sized(&prim, a.keys(), Lists::Map);
     let mut bufs = [[0u8; 64]; 32];
     let mut hdrs = MultiHeaders::<SockaddrIn>::preallocate(32, None);

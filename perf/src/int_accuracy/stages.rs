@@ -8,8 +8,8 @@
 //! included.
 
 use super::{
-    take_sample_at, Encoding, QosSample, RunConfig, RunCounts, RunOutput, Source, StageOptions,
-    Strategy, TestCase, LINKS, NS, PACKET_LEN, S,
+    link_models, next_event, take_sample_at, Encoding, QosSample, RunConfig, RunCounts, RunOutput,
+    Source, StageOptions, Strategy, TestCase, LINKS, NS, PACKET_LEN, S,
 };
 use crossbeam_channel::{bounded, Receiver};
 use peregrine_dataplane::runtime::{Batch, Context, Disposition, Publisher, Reasons, Stage};
@@ -18,7 +18,7 @@ use peregrine_int::namespace::NamespaceTable;
 use peregrine_int::request::{Flags, Mode, Protocol, Rule, TraceType};
 use peregrine_int::stages::{IntConfig, IntEvent, IntSink, IntSource, IntTransit};
 use peregrine_int_manager::qos_monitor::{QosConfig, QosMonitor, RawReport};
-use peregrine_testkit::impair::{LinkConfig, LinkModel, Verdict};
+use peregrine_testkit::impair::{LinkModel, Verdict};
 use peregrine_testkit::rng::{unit_f64, SeedableRng, SplitMix64};
 use peregrine_wire::{ethernet, ipv6, udp};
 use std::cmp::Reverse;
@@ -151,17 +151,7 @@ fn drain_reports(events: &Receiver<IntEvent>, monitor: &mut QosMonitor, counts: 
 
 /// Run one test case through the stages.
 pub(super) fn run(tc: &TestCase, rc: &RunConfig, o: &StageOptions) -> RunOutput {
-    let mut links: Vec<LinkModel> = tc
-        .links
-        .iter()
-        .map(|l| {
-            LinkModel::new(LinkConfig {
-                seed: l.seed ^ rc.seed.rotate_left(17),
-                ..*l
-            })
-            .expect("Table II configurations are valid")
-        })
-        .collect();
+    let mut links = link_models(tc, rc);
     let mut table = NamespaceTable::default();
     table
         .install(rule(rc.strategy))
@@ -215,15 +205,7 @@ pub(super) fn run(tc: &TestCase, rc: &RunConfig, o: &StageOptions) -> RunOutput 
     let mut pkt_id = 0u64;
     let mut next_send = src.next_send();
 
-    loop {
-        let next_ev = heap.peek().map(|Reverse((t, _, _))| *t);
-        let src_due = (next_send < end).then_some(next_send);
-        let (t, from_source) = match (next_ev, src_due) {
-            (Some(te), Some(ts)) if ts < te => (ts, true),
-            (Some(te), _) => (te, false),
-            (None, Some(ts)) => (ts, true),
-            (None, None) => break,
-        };
+    while let Some((t, from_source)) = next_event(&heap, next_send, end) {
         while next_sample_at <= t && samples.len() < rc.samples {
             drain_reports(&events, &mut monitor, &mut counts);
             samples.push(take_sample_at(

@@ -497,15 +497,7 @@ impl FridgeStage {
         now_ns: u64,
     ) {
         let frame = Bytes { data, m };
-        let mut sink = Sink {
-            st: self,
-            rx_up,
-            dir: m.dir,
-            fixed: None,
-            data,
-            frame: &frame,
-            now_ns,
-        };
+        let mut sink = Sink::of_bytes(self, rx_up, &frame, now_ns);
         match single_role(data, m, kinds, &mut sink) {
             Ok(true) => {}
             Ok(false) => self.observe_other(data, m, rx_up, now_ns),
@@ -550,15 +542,7 @@ impl FridgeStage {
     fn observe_other(&mut self, data: &[u8], m: &PacketMeta, rx_up: bool, now_ns: u64) {
         let kinds = self.kinds;
         let frame = Bytes { data, m };
-        let mut sink = Sink {
-            st: self,
-            rx_up,
-            dir: m.dir,
-            fixed: None,
-            data,
-            frame: &frame,
-            now_ns,
-        };
+        let mut sink = Sink::of_bytes(self, rx_up, &frame, now_ns);
         match other_roles(data, m, kinds, &mut sink) {
             Ok(0) => self.skips[Skip::Other as usize] += 1,
             Ok(_) => {}

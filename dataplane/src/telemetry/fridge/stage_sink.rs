@@ -21,6 +21,29 @@ pub(super) struct Sink<'a, F: Frame + ?Sized> {
     pub(super) now_ns: u64,
 }
 
+impl<'a> Sink<'a, Bytes<'a>> {
+    /// The sink of a packet given as its bytes and record (`frame`: the general path's,
+    /// [`FridgeStage::observe_general`] and [`FridgeStage::observe_other`]): routes by the
+    /// record's direction byte, none fixed.
+    #[inline(always)]
+    pub(super) fn of_bytes(
+        st: &'a mut FridgeStage,
+        rx_up: bool,
+        frame: &'a Bytes<'a>,
+        now_ns: u64,
+    ) -> Self {
+        Sink {
+            st,
+            rx_up,
+            dir: frame.m.dir,
+            fixed: None,
+            data: frame.data,
+            frame,
+            now_ns,
+        }
+    }
+}
+
 impl<F: Frame + ?Sized> RoleSink for Sink<'_, F> {
     #[inline(always)]
     fn role(&mut self, r: Role) {

@@ -1,12 +1,13 @@
 use super::*;
 use crate::classify::classify;
 use crate::meta::PacketMeta;
-use peregrine_testkit::frames::{eth, ip_packet, DST_MAC, SRC_MAC};
+use peregrine_testkit::frames::{eth, ip_packet, tcp_segment, DST_MAC, SRC_MAC};
 use std::net::{IpAddr, Ipv4Addr};
 
 const UE: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const SRV: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 9));
 
+/// An Ethernet/IP/TCP frame without payload (`tcp_segment`) and its record.
 fn tcp(
     src: IpAddr,
     dst: IpAddr,
@@ -15,11 +16,11 @@ fn tcp(
     ack: u32,
     fl: u8,
 ) -> (Vec<u8>, PacketMeta) {
-    let mut ip = ip_packet(src, dst, 6, ports, 0, 64);
-    ip[24..28].copy_from_slice(&seq.to_be_bytes());
-    ip[28..32].copy_from_slice(&ack.to_be_bytes());
-    ip[33] = fl;
-    let f = eth(DST_MAC, SRC_MAC, &ip);
+    let f = eth(
+        DST_MAC,
+        SRC_MAC,
+        &tcp_segment(src, dst, ports, seq, ack, fl),
+    );
     let mut m = PacketMeta::EMPTY;
     classify(&f, &mut m).unwrap();
     (f, m)

@@ -147,16 +147,7 @@ impl KestrelTap {
     #[inline]
     pub fn record_postcard(&mut self, s: &Sample) {
         if let Some(smp) = &mut self.smp {
-            smp.record(
-                s.dir as u8,
-                s.qid as u8,
-                s.teid,
-                s.qfi,
-                s.len,
-                s.colour,
-                s.sojourn_ns,
-                s.t_ns,
-            );
+            record_smp(smp, s);
         }
     }
 
@@ -250,6 +241,21 @@ impl Sample {
     }
 }
 
+/// `s` as a Delta-SMP postcard candidate (`record_postcard` and the tap's bursts).
+#[inline(always)]
+fn record_smp(smp: &mut Smp, s: &Sample) {
+    smp.record(
+        s.dir as u8,
+        s.qid as u8,
+        s.teid,
+        s.qfi,
+        s.len,
+        s.colour,
+        s.sojourn_ns,
+        s.t_ns,
+    );
+}
+
 /// Inner IP packet length at `off` (IPv4 total length, IPv6 payload length + 40), or what
 /// follows `off` when the header is not there.
 #[inline]
@@ -280,16 +286,7 @@ impl<B: PacketBuf> Tap<B> for KestrelTap {
             self.sketcher.record_burst_own(&mut self.active, samples);
             if let Some(smp) = &mut self.smp {
                 for s in samples.iter().filter(|s| s.dir < 2) {
-                    smp.record(
-                        s.dir as u8,
-                        s.qid as u8,
-                        s.teid,
-                        s.qfi,
-                        s.len,
-                        s.colour,
-                        s.sojourn_ns,
-                        s.t_ns,
-                    );
+                    record_smp(smp, s);
                 }
             }
         }

@@ -23,6 +23,8 @@
 //! different lengths, or needing more than [`MAX_WORDS`] words, fall back to the stored
 //! frames.
 
+use peregrine_dataplane::PacketBuf;
+
 /// Bytes a patch word writes: one 16-byte load and store (an SSE move) per word.
 const W: usize = 16;
 /// Above this many patch words a session, the stored frames are used instead.
@@ -136,6 +138,31 @@ impl Patched {
 pub(crate) trait Fill {
     fn unpatched(&self, i: usize) -> &[u8];
     fn patch(&self, i: usize, dst: &mut [u8]);
+}
+
+/// Writes the next session's frame into `b` and advances `next` (wrapping at `n`): `load`
+/// (the caller's buffer handling) makes `b` hold [`Fill::unpatched`], then [`Fill::patch`]
+/// completes it and, with `mac`, the destination MAC is set. The one per-packet writer of
+/// the forwarding feed (`FeedBatch`, DPDK mbufs) and of `--stage`'s refill (owned buffers);
+/// inlined into each, so the feed's per-packet work is as written in place before.
+#[inline(always)]
+pub(crate) fn write_next<F: Fill, B: PacketBuf, E>(
+    f: &F,
+    next: &mut usize,
+    n: usize,
+    b: &mut B,
+    mac: Option<&[u8; 6]>,
+    load: impl FnOnce(&mut B, &[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    let i = *next;
+    *next = if i + 1 == n { 0 } else { i + 1 };
+    load(b, f.unpatched(i))?;
+    let d = b.data_mut();
+    f.patch(i, d);
+    if let Some(mac) = mac {
+        d[..6].copy_from_slice(mac);
+    }
+    Ok(())
 }
 
 /// A pass over the frames given the writer ([`Frames::with_fill`]).

@@ -59,8 +59,7 @@ use peregrine_dataplane::upf::{Upf, UpfConfig, UpfStats};
 use peregrine_dataplane::PacketBuf;
 use peregrine_perf::harness::net_ring::{self, drops_by_reason, Preloaded};
 use peregrine_perf::harness::stats::{median, mpps, pair_ratios};
-use peregrine_perf::harness::testpmd::Testpmd;
-use peregrine_perf::harness::{child_failed, fail, report, run_self};
+use peregrine_perf::harness::{child_failed, fail, report, run_self, Forwarding};
 use peregrine_rules::static_sessions::{
     synthetic, to_sessions, N3Addresses, OuterMix, SyntheticParams,
 };
@@ -85,18 +84,8 @@ struct Args {
     /// Seconds measured per round (after a 1 s warm-up).
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
-    /// Rounds per side and case (alternating).
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
-    #[arg(long, default_value_t = 1)]
-    core: usize,
-    #[arg(long, default_value_t = 32)]
-    burst: usize,
-    /// Packets injected per port before forwarding starts (testpmd's tx_first sends one burst).
-    #[arg(long, default_value_t = 32)]
-    inject: usize,
-    #[arg(long, default_value = "dpdk-testpmd")]
-    testpmd: String,
+    #[command(flatten)]
+    fwd: Forwarding,
     /// Session counts to test.
     #[arg(long, value_delimiter = ',', default_values_t = [10_000usize, 100_000])]
     sessions: Vec<usize>,
@@ -348,17 +337,12 @@ impl<B: PacketBuf> feed::WithFill for FeedBatch<'_, B> {
         // `decide_each`: a batch the feed leaves wholly `Continue` stays uniform, as a batch
         // fresh from rx is when the UPF is the first stage (`for_each_active` wrote the
         // per-packet array, and the UPF then read it, ~5 instructions a packet).
-        batch.decide_each(|b| {
-            let i = *next;
-            *next = if i + 1 == n { 0 } else { i + 1 };
-            if refill(b, f.unpatched(i)).is_err() {
-                return Disposition::drop_as(bad);
-            }
-            let d = b.data_mut();
-            f.patch(i, d);
-            d[..6].copy_from_slice(&mac.0);
-            Disposition::CONTINUE
-        });
+        batch.decide_each(
+            |b| match feed::write_next(f, next, n, b, Some(&mac.0), refill) {
+                Ok(()) => Disposition::CONTINUE,
+                Err(_) => Disposition::drop_as(bad),
+            },
+        );
     }
 }
 
@@ -486,12 +470,12 @@ fn ours(backend: DpdkBackend, a: &Args, case: &str) -> Measured {
     let routes = Publisher::new(upf_support::routes());
     let ucfg = upf_config(slots);
     let workers = a.workers.max(1);
-    let mut pre = Preloaded::inject_workers(backend, &fr, a.inject, workers);
+    let mut pre = Preloaded::inject_workers(backend, &fr, a.fwd.inject, workers);
     let fr = Frames::new(fr, a.feed);
     let cfg = if workers == 1 {
-        net_ring::one_worker(a.core, a.burst, false)
+        net_ring::one_worker(a.fwd.core, a.fwd.burst, false)
     } else {
-        net_ring::workers_on(&(0..workers).collect::<Vec<_>>(), a.burst)
+        net_ring::workers_on(&(0..workers).collect::<Vec<_>>(), a.fwd.burst)
     };
     // The daemon's order (control/src/daemon.rs): classify, steer with 2+ workers, the UPF
     // reading the record.
@@ -593,25 +577,16 @@ fn ours_child_opts(
     daemon: bool,
     kestrel: bool,
 ) -> Result<Measured, String> {
-    let mut args: Vec<String> = [
-        "--case",
-        case,
-        "--seconds",
-        &a.seconds.to_string(),
-        "--core",
-        &a.core.to_string(),
-        "--burst",
-        &a.burst.to_string(),
-        "--inject",
-        &a.inject.to_string(),
-        "--workers",
-        &workers.to_string(),
-        "--feed",
-        feed_name(a.feed),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut args: Vec<String> = ["--case".to_string(), case.to_string()]
+        .into_iter()
+        .chain(a.fwd.child_args(a.seconds))
+        .chain([
+            "--workers".to_string(),
+            workers.to_string(),
+            "--feed".to_string(),
+            feed_name(a.feed).to_string(),
+        ])
+        .collect();
     if daemon {
         args.push("--daemon-pipeline".into());
     }
@@ -659,17 +634,9 @@ fn feed_name(kind: FeedKind) -> &'static str {
 /// testpmd 5tswap on frames of `frame_len` bytes: start tx_first, warm up, two
 /// `show port stats all` a window apart; the second call's Rx-pps covers that window.
 fn testpmd(a: &Args, frame_len: usize, round: usize) -> Result<f64, String> {
-    Testpmd {
-        program: &a.testpmd,
-        core: a.core,
-        burst: a.burst,
-        forward_mode: "5tswap",
-        file_prefix: format!("pg-upf-{}-{round}", std::process::id()),
-        // tx_first sends `burst` packets per port built by txonly (Ether/IPv4/UDP).
-        setup: format!("set txpkts {frame_len}\n"),
-        seconds: a.seconds,
-    }
-    .run()
+    // tx_first sends `burst` packets per port built by txonly (Ether/IPv4/UDP).
+    let setup = format!("set txpkts {frame_len}\n");
+    a.fwd.testpmd("5tswap", "pg-upf", round, setup, a.seconds)
 }
 
 /// The backend of a child run (more memory than testpmd's: 100k sessions' tables).
@@ -733,7 +700,7 @@ fn main() {
                 let case = format!("{dir},{size},{n}");
                 let (mut o, mut t, mut f, mut allocs) = (vec![], vec![], vec![], 0u64);
                 let mut drops: Vec<(String, u64)> = vec![];
-                for round in 0..a.rounds {
+                for round in 0..a.fwd.rounds {
                     let m = ours_child(&a, &case).unwrap_or_else(|e| fail(&e));
                     let p = testpmd(&a, frame_len, round).unwrap_or_else(|e| fail(&e));
                     let fe =
@@ -774,11 +741,11 @@ fn main() {
         "ours": "peregrine worker runtime: rx -> feed (rewrites the buffer with the next session's frame, written whole: with --feed patched a base frame and the session's differing bytes, byte-identical to the stored frames of --feed stored) -> Upf stage (tables compiled from synthetic() sessions, QER with MBR on every session) -> tx",
         "baseline": "dpdk-testpmd --forward-mode=5tswap, one forwarding core, txonly frames of the same length",
         "feed": feed_name(a.feed),
-        "inject_per_port": a.inject,
-        "burst": a.burst,
-        "core": a.core,
+        "inject_per_port": a.fwd.inject,
+        "burst": a.fwd.burst,
+        "core": a.fwd.core,
         "seconds_per_round": a.seconds,
-        "rounds": a.rounds,
+        "rounds": a.fwd.rounds,
         "goal_ratio": 0.5,
         "cases": cases,
         "all_forwarded_zero_allocations": all_ok,

@@ -179,9 +179,9 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     // One worker forwarding uplink traffic of the static sessions (as the forwarding test).
     let fr = frames(Dir::Ul, size, statics);
     // At most one of each frame in flight, as many as `--inject` allows.
-    let mut pre = Preloaded::inject(child_backend(1), &fr, fr.len().min(a.inject));
+    let mut pre = Preloaded::inject(child_backend(1), &fr, fr.len().min(a.fwd.inject));
     let fr = Frames::new(fr, a.feed);
-    let cfg = net_ring::one_worker(a.core, a.burst, false);
+    let cfg = net_ring::one_worker(a.fwd.core, a.fwd.burst, false);
     let run = runtime::start(
         &mut pre,
         &|w: usize, r: &mut Reasons| {
@@ -204,7 +204,7 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
     std::thread::sleep(Duration::from_millis(500));
     // The generator and the N4 thread (which inherits this affinity) stay off the worker's
     // core, as the daemon's control core would.
-    if let Some(c) = (0..2).find(|c| *c != a.core) {
+    if let Some(c) = (0..2).find(|c| *c != a.fwd.core) {
         // This thread and every other but the worker: EAL's interrupt thread starts on the
         // cores outside its lcore list (`-l 0`), the worker's core.
         if let Err(e) = peregrine_control::pinning::pin_non_workers(&[c]) {
@@ -386,7 +386,7 @@ pub(crate) fn n4_mode(a: &Args, n: usize) {
         "publish_latency_us_max": st.publish_latency_quantile(1.0),
         "publish_latency_samples": st.publish_latency_us.len(),
         "goal_publish_latency_us_p99": 1000,
-        "traffic": format!("uplink, {size} B inner, {statics} static synthetic sessions, one worker on core {}", a.core),
+        "traffic": format!("uplink, {size} B inner, {statics} static synthetic sessions, one worker on core {}", a.fwd.core),
         "traffic_mpps_during_load": (r1 - r0) as f64 / (t1 - t0).as_secs_f64() / 1e6,
         "traffic_drops_by_reason": drops,
         "memory": {

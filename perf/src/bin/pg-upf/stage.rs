@@ -44,10 +44,10 @@
 //! batch: a stage that keeps per-rx-port state pays for the switches there (the fridge's
 //! direction table did, before round 8: perf/results/fridge-bench.md).
 
-use super::feed::{FeedKind, Fill, Frames, WithFill};
+use super::feed::{write_next, FeedKind, Fill, Frames, WithFill};
 use super::tapdiag::{diag_burst, Diag, DiagTap};
 use super::{compiled, frames, fridge_spec, parse_case, upf_config, Dir, PORT_MACS};
-use peregrine_dataplane::buffer::{OwnedBuf, PacketBuf};
+use peregrine_dataplane::buffer::OwnedBuf;
 use peregrine_dataplane::io::PortId;
 use peregrine_dataplane::runtime::{
     Action, Batch, Context, Disposition, Pipeline, Publisher, Reasons, Stage, Tap,
@@ -225,14 +225,10 @@ struct Refill<'a> {
 
 impl WithFill for Refill<'_> {
     fn run<F: Fill>(self, f: &F) {
+        let mac = self.mac.as_ref().map(|m| &m.0);
         for mut b in self.bufs.drain(..) {
-            let i = *self.next;
-            *self.next = if i + 1 == self.count { 0 } else { i + 1 };
-            b.set_data(f.unpatched(i)).expect("frame fits");
-            f.patch(i, b.data_mut());
-            if let Some(mac) = self.mac {
-                b.data_mut()[..6].copy_from_slice(&mac.0);
-            }
+            write_next(f, self.next, self.count, &mut b, mac, OwnedBuf::set_data)
+                .expect("frame fits");
             let _ = self.batch.push(b, Disposition::CONTINUE);
         }
     }
