@@ -169,7 +169,8 @@ impl Live {
         }
     }
 
-    /// Stop the daemon (SIGTERM, then SIGKILL after 5 s) and return its exit status.
+    /// Stop the daemon (SIGTERM, then SIGKILL after [`crate::tools::STOP_GUARD`]) and return
+    /// its exit status.
     pub fn term(&mut self) -> Option<ExitStatus> {
         self.guard.term()
     }
