@@ -8,12 +8,11 @@
 use crate::frames::ipv6_udp;
 use crate::netns::Topology;
 pub use crate::tools::START_GUARD;
-use crate::tools::{is_root, run, skip, Guard};
-use std::io::{BufRead, BufReader, Write};
+use crate::tools::{collect_lines, is_root, run, skip, Guard};
+use std::io::Write;
 use std::net::Ipv6Addr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub const SRC: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
@@ -434,18 +433,11 @@ fn send_with(ns: &str, dev: &str, frames: &[Vec<u8>], pace: &str) {
     assert!(c.wait().unwrap().success(), "sender failed");
 }
 
-/// Lines from a child's stdout, collected in the background.
-pub type Lines = Arc<Mutex<Vec<String>>>;
+pub use crate::tools::Lines;
 
+/// A child's stdout lines, collected in the background, and its guard.
 pub fn collect(mut c: Child) -> (Guard, Lines) {
-    let out = c.stdout.take().unwrap();
-    let lines: Lines = Arc::default();
-    let l = lines.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            l.lock().unwrap().push(line);
-        }
-    });
+    let lines = collect_lines(c.stdout.take().unwrap());
     (Guard(Some(c)), lines)
 }
 

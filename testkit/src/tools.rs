@@ -4,8 +4,10 @@
 //! The rule for a missing prerequisite (tool, privilege, kernel feature): outside CI the
 //! test prints why and passes; with `CI` set it fails, because CI must provide it.
 
+use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, UdpSocket};
 use std::process::{Child, Command, ExitStatus};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Whether the `CI` environment variable is set.
@@ -71,6 +73,43 @@ pub fn run(args: &[&str]) -> Result<String, String> {
 /// processes starting at once, a parallel build beside them) it takes many times that, and
 /// a correct daemon must not fail there.
 pub const START_GUARD: Duration = Duration::from_secs(180);
+
+/// Lines of a child's output, collected in the background ([`collect_lines`]).
+pub type Lines = Arc<Mutex<Vec<String>>>;
+
+/// Collect the lines of `out` (a child's stdout or stderr) in the background, until it
+/// closes.
+pub fn collect_lines(out: impl Read + Send + 'static) -> Lines {
+    let lines: Lines = Arc::default();
+    let l = lines.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            l.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+/// Wait until one of `lines` from index `from` on satisfies `pred`, and return its index:
+/// for a daemon's log line that says a state was reached. The wall clock is only a hang
+/// guard ([`START_GUARD`]); past it the test fails naming `what` and showing the lines.
+pub fn wait_line(lines: &Lines, from: usize, what: &str, pred: impl Fn(&str) -> bool) -> usize {
+    let t0 = Instant::now();
+    loop {
+        {
+            let l = lines.lock().unwrap();
+            if let Some(i) = l.iter().skip(from).position(|x| pred(x)) {
+                return from + i;
+            }
+            assert!(
+                t0.elapsed() < START_GUARD,
+                "no line {what} in {START_GUARD:?}; the output so far:\n{}",
+                l.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
 
 /// A UDP port free on 127.0.0.1 a moment ago.
 pub fn free_udp_port() -> u16 {

@@ -1,6 +1,7 @@
 //! End to end: the real `peregrine` binary on the pcap backend and on DPDK vdevs.
 
 use peregrine_dataplane::io::pcapfile::{PcapReader, PcapWriter, Resolution};
+use peregrine_testkit::tools::{collect_lines, wait_line};
 use peregrine_testkit::traffic;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -205,27 +206,30 @@ fn sigterm_stops_a_live_run_and_prints_final_counters() {
         routes = l3fwd_routes(),
     );
     std::fs::write(dir.path().join("p.toml"), cfg).unwrap();
-    let child = bin()
+    let mut child = bin()
         .args(["run", "--config"])
         .arg(dir.path().join("p.toml"))
+        .args(["--stats-interval", "0.05"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    let t0 = Instant::now();
+    // The signal once the run has forwarded something (its counters say so), not after a
+    // fixed pause: a daemon still loading its config under load would die of the default
+    // SIGTERM action instead of stopping.
+    let log = collect_lines(child.stderr.take().unwrap());
+    wait_line(&log, 0, "with counters tx > 0", |l| counter(l, "tx") > 0);
     let st = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(st.success());
     let out = child.wait_with_output().unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(5), "stopped promptly");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
         "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+        log.lock().unwrap().join("\n")
     );
     assert!(stdout.contains("packets: in "), "{stdout}");
     assert!(
@@ -420,6 +424,18 @@ fn tshark_fields(pcap: &Path, filter: &str, fields: &[&str]) -> Option<Vec<Vec<S
     )
 }
 
+/// The value of `key=N` in a daemon's `counters` log line (`--stats-interval`), 0 in any
+/// other line.
+fn counter(line: &str, key: &str) -> u64 {
+    if !line.contains("counters") {
+        return 0;
+    }
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.trim_end_matches(',').parse().ok())
+        .unwrap_or(0)
+}
+
 /// SIGHUP publishes a new route table to running workers (snapshot swap): traffic that had
 /// no route starts flowing, nothing is lost in between, and a bad reload keeps the old table.
 #[test]
@@ -433,11 +449,12 @@ fn sighup_publishes_new_routes_under_traffic() {
     let nowhere = "[[route]]\nprefix = \"203.0.113.0/24\"\nport = \"n3\"\nnext_hop_mac = \"02:00:00:00:03:01\"\n";
     let cfg = dir.path().join("p.toml");
     std::fs::write(&cfg, format!("{head}{nowhere}")).unwrap();
-    let child = bin()
+    let mut child = bin()
         .args(["run", "--config"])
         .arg(&cfg)
         .arg("--summary-json")
         .arg(dir.path().join("s.json"))
+        .args(["--stats-interval", "0.05"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -450,24 +467,35 @@ fn sighup_publishes_new_routes_under_traffic() {
             .unwrap()
             .success())
     };
-    std::thread::sleep(Duration::from_millis(400));
+    // Each step waits for the daemon's log to show the state it needs (the wall clock only
+    // a hang guard): traffic counted with no route, then each reload's outcome, then
+    // packets forwarded.
+    let log = collect_lines(child.stderr.take().unwrap());
+    let mut at = wait_line(&log, 0, "with counters dropped > 0", |l| {
+        counter(l, "dropped") > 0
+    });
     // A broken file is refused; the running table stays.
     std::fs::write(&cfg, format!("{head}[[route]]\nprefix = \"10.45.0.0/99\"\nport = \"n3\"\nnext_hop_mac = \"02:00:00:00:03:01\"\n")).unwrap();
     signal("-HUP");
-    std::thread::sleep(Duration::from_millis(300));
+    at = wait_line(&log, at, "saying the reload was refused", |l| {
+        l.contains("reload refused")
+    });
     std::fs::write(
         &cfg,
         format!("{head}{nowhere}{}", peregrine_testkit::daemon::ue_routes()),
     )
     .unwrap();
     signal("-HUP");
-    std::thread::sleep(Duration::from_millis(400));
+    at = wait_line(&log, at, "saying the routes were published", |l| {
+        l.contains("routes published")
+    });
+    wait_line(&log, at, "with counters tx > 0 after the reload", |l| {
+        counter(l, "tx") > 0
+    });
     signal("-TERM");
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("reload refused"), "{stderr}");
-    assert!(stderr.contains("routes published"), "{stderr}");
+    let out = child.wait().unwrap();
+    let stderr = log.lock().unwrap().join("\n");
+    assert!(out.success(), "{stderr}");
     let s = summary(&dir.path().join("s.json"));
     let (pin, pout, dropped) = (
         s["packets_in"].as_u64().unwrap(),
