@@ -12,6 +12,7 @@ use peregrine_pfcp::message::{AssociationRequest, SessionEstablishmentRequest};
 use peregrine_pfcp::{Body, Message};
 use peregrine_testkit::frames::udp4;
 use peregrine_testkit::pfcp::requests::{far_n3_to, far_n6, pdr_dl_for};
+use peregrine_testkit::tools::START_GUARD;
 use peregrine_testkit::upf::{server_v4, ue_v4, ul_frame};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, UdpSocket};
@@ -245,7 +246,7 @@ fn collector_keys_follow_the_n4_sessions_and_the_detectors_score_every_window() 
     };
     let t0 = Instant::now();
     while pfcp(&c, to, 1, None, setup()).is_none() {
-        assert!(t0.elapsed() < Duration::from_secs(5), "N4 did not answer");
+        assert!(t0.elapsed() < START_GUARD, "N4 did not answer");
     }
     c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let ctx = zmq::Context::new();
@@ -371,7 +372,7 @@ fn collector_keys_follow_the_n4_sessions_and_the_detectors_score_every_window() 
         if metric(&page, "peregrine_kestrel_session_keys") == Some(4.0) {
             break page;
         }
-        assert!(t0.elapsed() < Duration::from_secs(3), "{page}");
+        assert!(t0.elapsed() < START_GUARD, "{page}");
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(

@@ -9,9 +9,10 @@ use peregrine_dataplane::runtime::{
 };
 use peregrine_dataplane::{OwnedBuf, PacketBuf};
 use peregrine_testkit::runtime::mem_config;
+use peregrine_testkit::tools::wait_until;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Hands every packet to the control side (none arrive here).
 struct ToControl;
@@ -35,14 +36,6 @@ impl<B: PacketBuf> Tap<B> for Holding {
     fn on_burst(&mut self, _port: PortId, _pkts: &mut [B], _cx: &Context) {}
     fn end(&mut self) -> bool {
         self.0.fetch_add(1, Ordering::SeqCst) >= 2
-    }
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !done() {
-        assert!(t0.elapsed() < Duration::from_secs(5), "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
@@ -73,7 +66,7 @@ fn held_workers_hand_over_then_send_what_is_injected_until_released() {
     assert!(run.holds_end());
     assert!(!run.all_ended());
     run.request_stop();
-    wait_for("every worker at its end", || run.all_ended());
+    wait_until("every worker at its end", || run.all_ended());
     // Each tap was asked until it had handed everything over.
     for c in &calls {
         assert_eq!(c.load(Ordering::SeqCst), 3);
@@ -84,11 +77,11 @@ fn held_workers_hand_over_then_send_what_is_injected_until_released() {
     let inj = run.injector();
     inj.inject(0, 1, &[0xaa; 60]).unwrap();
     inj.inject(1, 1, &[0xbb; 60]).unwrap();
-    wait_for("both injected frames sent", || {
+    wait_until("both injected frames sent", || {
         log.lock().unwrap().len() == 2
     });
     run.release_end();
-    wait_for("workers returned", || run.finished());
+    wait_until("workers returned", || run.finished());
     let total = run.join();
     assert_eq!(total.injected, 2);
 }
@@ -117,7 +110,7 @@ fn unheld_workers_return_at_once() {
     .unwrap();
     assert!(!run.holds_end());
     run.request_stop();
-    wait_for("worker returned", || run.finished());
+    wait_until("worker returned", || run.finished());
     run.join();
     assert_eq!(calls.load(Ordering::SeqCst), 0, "no end gate, no hand-over");
 }

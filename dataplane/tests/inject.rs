@@ -10,6 +10,7 @@ use peregrine_dataplane::runtime::{
     Stage, WorkerSpec, INJECT_MAX,
 };
 use peregrine_dataplane::{OwnedBuf, PacketBuf};
+use peregrine_testkit::tools::{wait_until, START_GUARD};
 use std::time::{Duration, Instant};
 
 /// Hands every received packet to the control thread.
@@ -42,14 +43,6 @@ fn cfg(rx_queues: Vec<(PortId, u16)>) -> RuntimeConfig {
         stop_after_idle: None,
         control_queue: 64,
         egress: Vec::new(),
-    }
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !done() {
-        assert!(t0.elapsed() < Duration::from_secs(5), "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
@@ -91,7 +84,7 @@ fn injected_frames_leave_the_chosen_port_byte_identical_and_in_order() {
     std::thread::spawn(move || other.inject(0, 0, &big2).unwrap())
         .join()
         .unwrap();
-    wait_for("11 injected frames", || {
+    wait_until("11 injected frames", || {
         l1.lock().unwrap().len() == 10 && l0.lock().unwrap().len() == 1
     });
     assert_eq!(
@@ -149,7 +142,7 @@ fn a_frame_the_port_does_not_take_is_counted_inject_failed() {
         inj.inject(0, 0, &frame(100, i)).unwrap();
     }
     let failed = |r: &Running| r.counters().drops[Reasons::INJECT_FAILED.0 as usize];
-    wait_for("3 failed injections published", || failed(&run) == 3);
+    wait_until("3 failed injections published", || failed(&run) == 3);
     run.request_stop();
     let total = run.join();
     assert_eq!(total.drops[Reasons::INJECT_FAILED.0 as usize], 3);
@@ -208,7 +201,7 @@ fn injected_frame_goes_out_of_a_dpdk_net_ring_port_byte_identical() {
     }
     let mut got = Vec::new();
     let t0 = Instant::now();
-    while got.len() < sent.len() && t0.elapsed() < Duration::from_secs(5) {
+    while got.len() < sent.len() && t0.elapsed() < START_GUARD {
         if let Some(p) = run.recv_control(Duration::from_millis(50)) {
             assert_eq!(p.port, 0);
             assert_eq!(p.len, p.data.len());

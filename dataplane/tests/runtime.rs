@@ -190,7 +190,8 @@ fn stop_flag_ends_idle_workers() {
     run.request_stop();
     let t0 = std::time::Instant::now();
     run.join();
-    assert!(t0.elapsed() < Duration::from_secs(5));
+    // A hang guard (join returned, so this only reports one that took past it).
+    assert!(t0.elapsed() < peregrine_testkit::tools::STOP_GUARD);
 }
 
 #[test]

@@ -111,6 +111,16 @@ pub fn wait_line(lines: &Lines, from: usize, what: &str, pred: impl Fn(&str) -> 
     }
 }
 
+/// Poll `done` every 2 ms until it holds: a wait for a state, the wall clock only a hang
+/// guard ([`START_GUARD`]; past it the test fails naming `what`).
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < START_GUARD, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// A UDP port free on 127.0.0.1 a moment ago.
 pub fn free_udp_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")

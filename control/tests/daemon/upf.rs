@@ -2,6 +2,7 @@
 //! path switch (the daemon driven over real PFCP).
 
 use super::*;
+use peregrine_testkit::tools::START_GUARD;
 
 /// ARP and Neighbour Discovery answered locally (DESIGN section 1, exception path): an ARP
 /// request for the N3 IPv4 address and a Neighbour Solicitation for the N3 IPv6 address,
@@ -218,7 +219,7 @@ pfcp = ["127.0.0.1:{pfcp_port}"]
         })
     };
     while pfcp_exchange(&c, to, 1, None, setup()).is_none() {
-        assert!(t0.elapsed() < Duration::from_secs(3), "N4 did not answer");
+        assert!(t0.elapsed() < START_GUARD, "N4 did not answer");
     }
     c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let gnb = "192.0.2.10".parse().unwrap();
