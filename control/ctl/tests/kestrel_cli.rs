@@ -9,10 +9,11 @@ use peregrine_control::config::Config;
 use peregrine_control::daemon::{self, RunOptions};
 use peregrine_control::kestrel::export::{read_file, Msg, SketchMsg};
 use peregrine_testkit::pcap::read_records;
+use peregrine_testkit::tools::START_GUARD;
 use peregrine_testkit::traffic::{self, IpMix, Sizes, TrafficSpec};
 use serde_json::Value;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn ctl(publish: &str, api: &str, args: &[&str]) -> (i32, Value, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_peregrinectl"))
@@ -99,12 +100,21 @@ calibration_windows = 1
             },
         )
     });
-    std::thread::sleep(Duration::from_millis(800));
 
-    // Live windows.
-    let (code, w, err) = ctl(&publish, &api, &["windows"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(w.as_array().is_some_and(|a| !a.is_empty()), "{w}");
+    // Live windows, once the daemon publishes them: asked again until it does (each ask
+    // waits up to `--wait-ms`), the wall clock only a hang guard, not a start-up budget.
+    let t0 = Instant::now();
+    loop {
+        let (code, w, err) = ctl(&publish, &api, &["windows"]);
+        if code == 0 && w.as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < START_GUARD,
+            "no live window in {START_GUARD:?}: exit {code}, {w}, {err}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // Keys from the sessions (what a PFCP peer knows): downlink TEID, QFI 9 (QID 7).
     let keys: Vec<String> = spec
         .sessions()
