@@ -1,4 +1,4 @@
-//! Shared pieces of the throughput binaries (`pg-throughput`, `pg-upf`, `int-throughput`):
+//! Shared pieces of the throughput binaries (`pg-throughput`, `pg-upf`, `pg-dta-ingest`, `int-throughput`):
 //! the one-worker `net_ring` set-up with preloaded packets, the
 //! `dpdk-testpmd` baseline runner, child-process rounds, paired-round statistics and the JSON
 //! result output.

@@ -13,7 +13,7 @@
 
 use peregrine_control::config::Config as DaemonConfig;
 use peregrine_control::error::{invalid, section_error};
-use peregrine_control::platform::Platform;
+use peregrine_control::platform::{PipelineConfig, Platform};
 use peregrine_wire::ethernet::Address as MacAddr;
 use serde::de::DeserializeOwned;
 
@@ -72,6 +72,25 @@ impl Config {
             dta: section(&d, "dta")?,
             platform: d.platform,
         };
+        // A pipeline the P4 build has no program for is refused, not generated as if it were
+        // a UPF or an INT node: the switch would forward what the daemon would not.
+        let no_program = match &c.platform.pipeline {
+            PipelineConfig::Upf { .. }
+            | PipelineConfig::Int { .. }
+            | PipelineConfig::L3fwd { .. } => None,
+            PipelineConfig::Xconnect { .. } => Some("xconnect"),
+            PipelineConfig::DtaTranslator {} => Some("dta-translator"),
+            PipelineConfig::Impair(_) => Some("impair"),
+        };
+        if let Some(kind) = no_program {
+            return Err(invalid(
+                "pipeline.kind",
+                format!(
+                    "`{kind}` has no P4 program (the P4 build offloads the upf, int and l3fwd \
+                     pipelines; p4/README.md)"
+                ),
+            ));
+        }
         c.routes()?;
         if let Some(u) = &c.upf {
             u.validate(|n| c.port_index(n))?;

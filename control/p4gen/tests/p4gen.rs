@@ -376,3 +376,23 @@ fn the_daemons_schema_is_the_generators() {
         Config::parse(&with_ports).unwrap()
     );
 }
+
+/// A pipeline the P4 build has no program for (a DTA translator, a patch panel, an impairment
+/// bump) is refused, naming the kind, not generated as if it were a UPF.
+#[test]
+fn a_pipeline_without_a_p4_program_is_refused() {
+    let base = std::fs::read_to_string(root().join("examples/p4-telemetry.toml")).unwrap();
+    assert!(base.contains("[pipeline]\nkind = \"upf\""));
+    for pipeline in [
+        "kind = \"dta-translator\"",
+        "kind = \"xconnect\"\npairs = [[\"n3\", \"n6\"]]",
+    ] {
+        match Config::parse(&base.replacen("kind = \"upf\"", pipeline, 1)) {
+            Err(peregrine_p4gen::config::ConfigError::Invalid { field, reason }) => {
+                assert_eq!(field, "pipeline.kind");
+                assert!(reason.contains("no P4 program"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
