@@ -119,16 +119,17 @@ impl Node {
     /// meters it had; [`Node::sync_session_state`] then brings them in line.
     pub(crate) fn commit(&mut self, now: Nanos, s: &Session) {
         let seid = s.up_seid;
+        let teids = s.teids();
+        // TEIDs the new version no longer uses (PDR removed, F-TEID changed): released to
+        // the pool once the table holds the new version's.
+        let mut dropped = Vec::new();
         let meters = match self.sessions.remove(&seid) {
             Some(old) => {
                 if let Some(o) = compact::decode(seid, &old.rules) {
-                    // A TEID the new version no longer uses (PDR removed, F-TEID changed) is
-                    // released to the pool.
-                    let keep = s.teids();
                     for teid in o.teids() {
                         self.teids.remove(&teid);
-                        if !keep.contains(&teid) {
-                            self.teid_pool.release(now, teid, &self.teids);
+                        if !teids.contains(&teid) {
+                            dropped.push(teid);
                         }
                     }
                     for peer in Node::gtpu_peers(&o) {
@@ -142,9 +143,12 @@ impl Node {
         for peer in Node::gtpu_peers(s) {
             self.paths.add(peer, now);
         }
-        for teid in s.teids() {
+        for &teid in &teids {
             self.teids.insert(teid, seid);
             self.teid_pool.taken(teid);
+        }
+        for teid in dropped {
+            self.teid_pool.release(now, teid, &self.teids);
         }
         self.teid_pool.settle(now, &self.teids);
         if let Some(a) = self.associations.get_mut(&s.peer) {
@@ -190,6 +194,7 @@ impl Node {
         }
         let mut s = Session::new(seid, r.cp_f_seid, peer);
         let mut alloc = self.teid_alloc(now, seid);
+        alloc.reserve_assigned(&r.create_pdr);
         let edits = Edits {
             create_pdr: &r.create_pdr,
             create_far: &r.create_far,

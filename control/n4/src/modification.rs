@@ -73,6 +73,8 @@ impl Node {
             s.cp_f_seid = f;
         }
         let mut alloc = self.teid_alloc(now, seid);
+        alloc.reserve_assigned(&r.create_pdr);
+        alloc.reserve_assigned(&r.update_pdr);
         let edits = Edits {
             remove_pdr: &r.remove_pdr,
             remove_far: &r.remove_far,

@@ -164,6 +164,37 @@ fn teid_taken_by_a_cp_assigned_fteid_is_not_handed_out_twice() {
 }
 
 #[test]
+fn choose_skips_a_teid_a_later_pdr_of_the_request_assigns() {
+    let mut n = quiet_node();
+    // PDR 1 (CHOOSE) is resolved before PDR 3 (CP-assigned 1): CHOOSE still avoids 1.
+    let mut r = est(90);
+    r.create_pdr.push(pdr_with(3, assigned(1)));
+    let (seid, created) = est_teids(&mut n, 0, 10, r);
+    assert_eq!(created, [2]);
+    // The same in a modification: Create PDR with CHOOSE, Update PDR assigning 3.
+    let m = SessionModificationRequest {
+        create_pdr: vec![pdr_ul(4, None, 1)],
+        update_pdr: vec![g(
+            t::UPDATE_PDR,
+            vec![
+                Ie::PdrId(3),
+                Ie::Grouped(g(
+                    t::PDI,
+                    vec![Ie::SourceInterface(0), Ie::FTeid(assigned(3))],
+                )),
+            ],
+        )],
+        ..Default::default()
+    };
+    let resp = sess_resp(&n.handle(SEC, smf(), &modify_bytes(11, seid, m)));
+    assert_eq!(resp.cause, cause::REQUEST_ACCEPTED);
+    assert_eq!(created_fteid(&resp.created[0]).1, 4);
+    let s = n.session(seid).unwrap();
+    assert_eq!(s.teids(), [2, 3, 4].into());
+    n.check_consistency().unwrap();
+}
+
+#[test]
 fn modification_and_association_release_release_teids() {
     let mut n = quiet_node();
     let mut r = est(70);
@@ -259,4 +290,118 @@ fn churn_keeps_live_teids_dense() {
     );
     assert!(highest <= bound, "highest TEID {highest} > {bound}");
     n.check_consistency().unwrap();
+}
+
+/// Random establishments (CHOOSE, sometimes with a CP-assigned F-TEID from a small range),
+/// modifications moving the CHOOSE PDR, deletions and association releases at random
+/// times, against a model of the TEIDs: no CHOOSE TEID is ever live already or reused
+/// within the quarantine of its last release, and a CP-assigned one is refused exactly when
+/// it is live.
+#[test]
+fn random_churn_never_reuses_within_the_quarantine() {
+    use peregrine_testkit::rng;
+    use std::collections::HashMap;
+    let mut r = rng::seeded(0x7e1d_0039);
+    let mut below = |n: u64| rng::below(&mut r, n);
+    let mut n = quiet_node();
+    // SEID -> (CHOOSE PDR ID, its TEID, CP-assigned TEID).
+    let mut live: Live = HashMap::new();
+    let mut released: HashMap<u32, u64> = HashMap::new();
+    let mut now = 0u64;
+    let mut seq = 10u32;
+    let (mut reused, mut refused) = (0u32, 0u32);
+    type Live = HashMap<u64, (u16, u32, Option<u32>)>;
+    fn in_use(live: &Live, t: u32) -> bool {
+        live.values().any(|&(_, c, a)| c == t || a == Some(t))
+    }
+    // A TEID CHOOSE handed out at `now`: not live, not within its quarantine. Reused?
+    fn fresh(now: u64, t: u32, live: &Live, released: &HashMap<u32, u64>) -> bool {
+        assert!(!in_use(live, t), "TEID {t} handed out while live");
+        released.get(&t).is_some_and(|&at| {
+            assert!(
+                now >= at + Q,
+                "TEID {t} reused {} ns after its release",
+                now - at
+            );
+            true
+        })
+    }
+    for step in 0..20_000u32 {
+        now += below(2 * SEC);
+        seq += 1;
+        let k = below(100);
+        if k < 50 && live.len() < 300 {
+            let cp = (below(3) == 0).then(|| 1 + below(400) as u32);
+            let mut e = est(u64::from(seq));
+            if let Some(t) = cp {
+                e.create_pdr.push(pdr_with(3, assigned(t)));
+            }
+            let resp = sess_resp(&n.handle(now, smf(), &est_bytes(seq, e)));
+            let clash = cp.is_some_and(|t| in_use(&live, t));
+            if clash {
+                assert_eq!(resp.cause, cause::RULE_CREATION_MODIFICATION_FAILURE);
+                refused += 1;
+                continue;
+            }
+            assert_eq!(resp.cause, cause::REQUEST_ACCEPTED, "step {step}");
+            let t = created_fteid(&resp.created[0]).1;
+            assert_ne!(
+                Some(t),
+                cp,
+                "CHOOSE handed out the request's own CP-assigned TEID"
+            );
+            reused += u32::from(fresh(now, t, &live, &released));
+            live.insert(resp.up_seid.unwrap(), (1, t, cp));
+        } else if k < 80 && !live.is_empty() {
+            let seid = *live.keys().nth(below(live.len() as u64) as usize).unwrap();
+            let (id, t, cp) = live.remove(&seid).unwrap();
+            delete(&mut n, now, seq, seid);
+            released.insert(t, now);
+            if let Some(a) = cp {
+                released.insert(a, now);
+            }
+            let _ = id;
+        } else if k < 99 && !live.is_empty() {
+            // Move the CHOOSE PDR: remove it, create another with CHOOSE.
+            let seid = *live.keys().nth(below(live.len() as u64) as usize).unwrap();
+            let (id, old, cp) = live[&seid];
+            let new_id = if id == 1 { 4 } else { 1 };
+            let m = SessionModificationRequest {
+                remove_pdr: vec![g(t::REMOVE_PDR, vec![Ie::PdrId(id)])],
+                create_pdr: vec![pdr_ul(new_id, None, 1)],
+                ..Default::default()
+            };
+            let resp = sess_resp(&n.handle(now, smf(), &modify_bytes(seq, seid, m)));
+            assert_eq!(resp.cause, cause::REQUEST_ACCEPTED, "step {step}");
+            let t = created_fteid(&resp.created[0]).1;
+            live.remove(&seid);
+            reused += u32::from(fresh(now, t, &live, &released));
+            assert_ne!(t, old, "the removed PDR's TEID is released, not kept");
+            released.insert(old, now);
+            live.insert(seid, (new_id, t, cp));
+        } else if k == 99 {
+            // Association release and setup again: every session's TEIDs released.
+            n.handle(now, smf(), &assoc_req(seq, true));
+            for (_, (_, t, cp)) in live.drain() {
+                released.insert(t, now);
+                if let Some(a) = cp {
+                    released.insert(a, now);
+                }
+            }
+            seq += 1;
+            n.handle(now, smf(), &setup_req(seq, 1000));
+        }
+        if step % 16 == 0 {
+            n.poll_timers(now);
+        }
+        if step % 500 == 0 {
+            n.check_consistency().unwrap();
+        }
+    }
+    n.check_consistency().unwrap();
+    println!("random churn: {reused} TEIDs reused after their quarantine, {refused} CP-assigned clashes refused, highest {:?}", n.teid_usage().1);
+    assert!(
+        reused > 1000 && refused > 10,
+        "{reused} reused, {refused} refused"
+    );
 }

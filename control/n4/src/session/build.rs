@@ -59,6 +59,19 @@ impl<'a> TeidAlloc<'a> {
         }
     }
 
+    /// Set aside the CP-assigned TEIDs (CH = 0) of the request's Create / Update PDRs
+    /// before any F-TEID is resolved, so that CHOOSE for a PDR listed earlier does not pick
+    /// a TEID a later PDR of the same request assigns.
+    pub(crate) fn reserve_assigned(&mut self, pdrs: &[Grouped]) {
+        for g in pdrs {
+            if let Some(FTeid::Assigned { teid, .. }) =
+                g.group(t::PDI).and_then(|p| find!(p, Ie::FTeid))
+            {
+                self.assigned.insert(teid);
+            }
+        }
+    }
+
     /// The counter (next, wrapped) to store after a successful commit.
     pub(crate) fn counter(&self) -> crate::teid_pool::Counter {
         (self.next, self.wrapped)
