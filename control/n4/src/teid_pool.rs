@@ -23,9 +23,12 @@
 //! queues one entry; the queue is settled from its front ([`TeidPool::settle`], at every
 //! commit, release and timer poll), each entry once; an allocation reads the lowest free
 //! range and the queue's front without changing the pool (a refused request leaves it as
-//! it was). A queued TEID taken meanwhile by a CP-assigned F-TEID is dropped when its entry
-//! is settled (never handed out twice: the node's TEID table is checked first); one
-//! released again since is queued again with its new release time.
+//! it was; the queue entries it skips there, released again, live or beyond the counter,
+//! are read again by the next request until the pool is settled, at the latest at the next
+//! timer poll, so that read is bounded by the releases since, not by the sessions). A
+//! queued TEID taken meanwhile by a CP-assigned F-TEID is dropped when its entry is settled
+//! (never handed out twice: the node's TEID table is checked first); one released again
+//! since is queued again with its new release time.
 
 use std::collections::{BTreeMap, VecDeque};
 
