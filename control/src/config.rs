@@ -329,6 +329,18 @@ pairs = [["a", "a"]]
     }
 
     #[test]
+    fn teid_reuse_after_is_validated() {
+        let upf = GOOD.replace("kind = \"l3fwd\"", "kind = \"upf\"")
+            + "[upf]\nnode_id = \"192.0.2.1\"\nn3 = [\"192.0.2.1\"]\n";
+        Config::parse(&upf).unwrap();
+        Config::parse(&(upf.clone() + "teid_reuse_after_s = 5\n")).unwrap();
+        for bad in ["0", "3601"] {
+            let e = err(&(upf.clone() + "teid_reuse_after_s = " + bad + "\n"));
+            assert!(e.contains("upf.teid_reuse_after_s"), "{e}");
+        }
+    }
+
+    #[test]
     fn metrics_section_and_its_old_upf_name() {
         let c =
             Config::parse(&(GOOD.to_string() + "[metrics]\nlisten = \"127.0.0.1:0\"\n")).unwrap();

@@ -43,7 +43,7 @@ impl Node {
                 .get(&peer)
                 .is_some_and(|a| a.hb.unanswered >= self.config.heartbeat_retries);
             if exhausted {
-                self.release(peer, DownReason::HeartbeatTimeout, &mut out);
+                self.release(now, peer, DownReason::HeartbeatTimeout, &mut out);
                 continue;
             }
             let seq = self.alloc_seq();
@@ -65,6 +65,7 @@ impl Node {
                 out.push(Output::Send { to: peer, bytes });
             }
         }
+        self.teid_pool.settle(now, &self.teids);
         self.retransmit_reports(now, &mut out);
         self.poll_paths(now, &mut out);
         let due = self.urr_index.due(now);
@@ -113,7 +114,7 @@ impl Node {
         if restarted {
             let seids: Vec<u64> = self.associations[&peer].sessions.iter().copied().collect();
             for seid in seids {
-                self.remove_session(seid);
+                self.remove_session(now, seid);
                 out.push(Output::Event(Event::SessionDeleted { seid }));
             }
         }
@@ -154,13 +155,19 @@ impl Node {
         );
     }
 
-    pub(crate) fn release(&mut self, peer: SocketAddr, reason: DownReason, out: &mut Vec<Output>) {
+    pub(crate) fn release(
+        &mut self,
+        now: Nanos,
+        peer: SocketAddr,
+        reason: DownReason,
+        out: &mut Vec<Output>,
+    ) {
         let Some(a) = self.associations.get(&peer) else {
             return;
         };
         let seids: Vec<u64> = a.sessions.iter().copied().collect();
         for seid in seids {
-            self.remove_session(seid);
+            self.remove_session(now, seid);
             out.push(Output::Event(Event::SessionDeleted { seid }));
         }
         self.associations.remove(&peer);

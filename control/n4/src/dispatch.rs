@@ -335,7 +335,7 @@ impl Node {
             }
             Body::AssociationReleaseRequest(_) => {
                 let cause = if self.associations.contains_key(&peer) {
-                    self.release(peer, DownReason::Released, out);
+                    self.release(now, peer, DownReason::Released, out);
                     cause::REQUEST_ACCEPTED
                 } else {
                     cause::NO_ESTABLISHED_PFCP_ASSOCIATION
@@ -366,7 +366,7 @@ impl Node {
                     .map(|st| st.meters.keys().copied().collect())
                     .unwrap_or_default();
                 let reports = self.final_reports(now, seid, &ids, t::USAGE_REPORT_SDR, usage);
-                let (cause, hdr) = match self.remove_session(seid) {
+                let (cause, hdr) = match self.remove_session(now, seid) {
                     Some(s) => {
                         out.push(Output::Event(Event::SessionDeleted { seid }));
                         (cause::REQUEST_ACCEPTED, s.cp_f_seid.seid)

@@ -4,7 +4,8 @@
 use super::*;
 
 impl Node {
-    pub(crate) fn remove_session(&mut self, seid: u64) -> Option<Session> {
+    /// Remove session `seid` at `now`; its TEIDs are released to the pool.
+    pub(crate) fn remove_session(&mut self, now: Nanos, seid: u64) -> Option<Session> {
         let st = self.sessions.remove(&seid)?;
         for (&id, m) in st.meters.iter() {
             self.urr_index.remove(seid, id, m);
@@ -22,6 +23,7 @@ impl Node {
         for teid in s.teids() {
             if self.teids.get(&teid) == Some(&seid) {
                 self.teids.remove(&teid);
+                self.teid_pool.release(now, teid, &self.teids);
             }
         }
         for peer in Node::gtpu_peers(&s) {
@@ -33,16 +35,18 @@ impl Node {
         Some(s)
     }
 
-    /// The F-TEID allocation of one request for session `seid` (establishment and
-    /// modification alike): the TEIDs in use, our N3 addresses, FTUP, the next-TEID counter.
-    pub(crate) fn teid_alloc(&self, seid: u64) -> TeidAlloc<'_> {
+    /// The F-TEID allocation of one request for session `seid` at `now` (establishment and
+    /// modification alike): the TEIDs in use, the released ones and the counter, our N3
+    /// addresses, FTUP.
+    pub(crate) fn teid_alloc(&self, now: Nanos, seid: u64) -> TeidAlloc<'_> {
         let ftup = self.config.up_features.contains(up_features::FTUP);
         TeidAlloc::new(
             &self.teids,
+            &self.teid_pool,
+            now,
             seid,
             self.config.n3_addresses,
             ftup,
-            self.next_teid,
         )
     }
 
@@ -115,11 +119,18 @@ impl Node {
     /// meters it had; [`Node::sync_session_state`] then brings them in line.
     pub(crate) fn commit(&mut self, now: Nanos, s: &Session) {
         let seid = s.up_seid;
+        let teids = s.teids();
+        // TEIDs the new version no longer uses (PDR removed, F-TEID changed): released to
+        // the pool once the table holds the new version's.
+        let mut dropped = Vec::new();
         let meters = match self.sessions.remove(&seid) {
             Some(old) => {
                 if let Some(o) = compact::decode(seid, &old.rules) {
                     for teid in o.teids() {
                         self.teids.remove(&teid);
+                        if !teids.contains(&teid) {
+                            dropped.push(teid);
+                        }
                     }
                     for peer in Node::gtpu_peers(&o) {
                         self.paths.remove(peer);
@@ -132,9 +143,14 @@ impl Node {
         for peer in Node::gtpu_peers(s) {
             self.paths.add(peer, now);
         }
-        for teid in s.teids() {
+        for &teid in &teids {
             self.teids.insert(teid, seid);
+            self.teid_pool.taken(teid);
         }
+        for teid in dropped {
+            self.teid_pool.release(now, teid, &self.teids);
+        }
+        self.teid_pool.settle(now, &self.teids);
         if let Some(a) = self.associations.get_mut(&s.peer) {
             a.sessions.insert(seid);
         }
@@ -161,12 +177,15 @@ impl Node {
         }
     }
 
+    /// Validate an establishment for SEID `seid` at `now`: the session, its Created PDRs and
+    /// the TEID counter (next, wrapped) to store.
     pub(crate) fn validate_establishment(
         &self,
+        now: Nanos,
         peer: SocketAddr,
         seid: u64,
         r: &SessionEstablishmentRequest,
-    ) -> Result<(Session, Vec<Grouped>, u32), Reject> {
+    ) -> Result<(Session, Vec<Grouped>, teid_pool::Counter), Reject> {
         if !self.associations.contains_key(&peer) {
             return Err(Reject::new(cause::NO_ESTABLISHED_PFCP_ASSOCIATION, None));
         }
@@ -174,7 +193,8 @@ impl Node {
             return Err(Reject::new(cause::NO_RESOURCES_AVAILABLE, None));
         }
         let mut s = Session::new(seid, r.cp_f_seid, peer);
-        let mut alloc = self.teid_alloc(seid);
+        let mut alloc = self.teid_alloc(now, seid);
+        alloc.reserve_assigned(&r.create_pdr);
         let edits = Edits {
             create_pdr: &r.create_pdr,
             create_far: &r.create_far,
@@ -185,8 +205,8 @@ impl Node {
         };
         s.apply(&edits, &mut alloc)?;
         self.check_teids(&s)?;
-        let next = alloc.next_teid();
-        Ok((s, alloc.created, next))
+        let counter = alloc.counter();
+        Ok((s, alloc.created, counter))
     }
 
     /// Session Establishment (section 6.3.2, 7.5.2 / 7.5.3). Rejections: 72 without
@@ -215,14 +235,14 @@ impl Node {
             s
         };
         let checked = self
-            .validate_establishment(peer, candidate, &r)
+            .validate_establishment(now, peer, candidate, &r)
             .and_then(|v| audited.map(|()| v))
             .and_then(|v| env.check_rules(&v.0).map(|()| v));
         let body = match checked {
-            Ok((s, created, next_teid)) => {
+            Ok((s, created, counter)) => {
                 let seid = self.alloc_seid();
                 debug_assert_eq!(seid, candidate);
-                self.next_teid = next_teid;
+                (self.teid_pool.next, self.teid_pool.wrapped) = counter;
                 self.commit(now, &s);
                 self.sync_session_state(now, &s, &[], &[]);
                 out.push(Output::Event(Event::SessionCreated { seid }));

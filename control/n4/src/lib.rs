@@ -50,6 +50,7 @@ mod reports;
 pub mod rulemap;
 pub mod session;
 mod stats;
+mod teid_pool;
 mod timers;
 pub use stats::N4Stats;
 pub mod usage;
@@ -124,12 +125,15 @@ pub struct NodeConfig {
     pub echo_interval: Duration,
     pub echo_t3: Duration,
     pub echo_n3: u32,
+    /// F-TEID CHOOSE reuses a released TEID (oldest first) only this long after its release
+    /// (see `teid_pool`): late G-PDUs of the old session must not reach the new one.
+    pub teid_reuse_after: Duration,
 }
 
 impl NodeConfig {
     /// Defaults: FTUP, 100k sessions, heartbeat every 10 s with 3 retries, 30 s / 4096
     /// response cache, T1 3 s / N1 3, NTP origin = the Recovery Time Stamp, GTP-U Echo every
-    /// 60 s (T3 3 s, N3 3).
+    /// 60 s (T3 3 s, N3 3), released TEIDs reused after 60 s.
     pub fn new(node_id: NodeId, recovery_time_stamp: u32, n3_ipv4: Option<Ipv4Addr>) -> Self {
         NodeConfig {
             node_id,
@@ -148,6 +152,7 @@ impl NodeConfig {
             echo_interval: Duration::from_secs(60),
             echo_t3: Duration::from_secs(3),
             echo_n3: 3,
+            teid_reuse_after: Duration::from_secs(60),
         }
     }
 }
@@ -286,8 +291,9 @@ pub struct Node {
     sessions: BTreeMap<u64, Stored>,
     /// Local TEID -> owning session.
     teids: BTreeMap<u32, u64>,
+    /// The TEID counter and the released TEIDs waiting for reuse (F-TEID CHOOSE).
+    teid_pool: teid_pool::TeidPool,
     next_seid: u64,
-    next_teid: u32,
     next_seq: u32,
     cache: HashMap<(SocketAddr, u32), Cached>,
     cache_order: VecDeque<(Nanos, SocketAddr, u32)>,
@@ -312,8 +318,8 @@ impl Node {
             associations: BTreeMap::new(),
             sessions: BTreeMap::new(),
             teids: BTreeMap::new(),
+            teid_pool: teid_pool::TeidPool::new(nanos(config.teid_reuse_after)),
             next_seid: 1,
-            next_teid: 1,
             next_seq: 1,
             cache: HashMap::new(),
             cache_order: VecDeque::new(),
@@ -380,6 +386,13 @@ impl Node {
 
     pub fn session_count(&self) -> usize {
         self.sessions.len()
+    }
+
+    /// (local TEIDs in use, the highest of them, released TEIDs in quarantine): how dense
+    /// F-TEID CHOOSE keeps the TEIDs (see `teid_pool`), for metrics and tests.
+    pub fn teid_usage(&self) -> (usize, Option<u32>, usize) {
+        let highest = self.teids.last_key_value().map(|(&t, _)| t);
+        (self.teids.len(), highest, self.teid_pool.in_quarantine())
     }
 
     pub fn associations(&self) -> impl Iterator<Item = &Association> {

@@ -72,7 +72,9 @@ impl Node {
         if let Some(f) = r.cp_f_seid {
             s.cp_f_seid = f;
         }
-        let mut alloc = self.teid_alloc(seid);
+        let mut alloc = self.teid_alloc(now, seid);
+        alloc.reserve_assigned(&r.create_pdr);
+        alloc.reserve_assigned(&r.update_pdr);
         let edits = Edits {
             remove_pdr: &r.remove_pdr,
             remove_far: &r.remove_far,
@@ -108,7 +110,7 @@ impl Node {
                 },
             )
             .and_then(|()| usage.check_rules(&s));
-        let next_teid = alloc.next_teid();
+        let counter = alloc.counter();
         let created = std::mem::take(&mut alloc.created);
         let resp = match result {
             Ok(()) => {
@@ -122,7 +124,7 @@ impl Node {
                 // Removed URRs report while their meters still exist.
                 let mut reports =
                     self.final_reports(now, seid, &removed_urrs, t::USAGE_REPORT_SMR, usage);
-                self.next_teid = next_teid;
+                (self.teid_pool.next, self.teid_pool.wrapped) = counter;
                 self.commit(now, &s);
                 // A URR removed and re-created by the same request measures afresh.
                 if let Some(st) = self.sessions.get_mut(&seid) {

@@ -79,8 +79,14 @@ impl Node {
             .map(|(&k, st)| (k, &st.meters))
             .collect();
         format!(
-            "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
-            self.associations, sessions, self.teids, meters, self.dldr_reported, self.paths
+            "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+            self.associations,
+            sessions,
+            self.teids,
+            meters,
+            self.dldr_reported,
+            self.paths,
+            self.teid_pool
         )
     }
 
@@ -133,6 +139,7 @@ impl Node {
                 "URR index holds {armed} timers / {watched} watched, meters say {a} / {w}"
             ));
         }
+        self.teid_pool.check(&self.teids)?;
         for (&teid, &seid) in &self.teids {
             let s = self
                 .session(seid)

@@ -54,6 +54,10 @@ pub struct UpfSection {
     pub echo_t3_s: u64,
     #[serde(default = "default_echo_n3")]
     pub echo_n3: u32,
+    /// F-TEID CHOOSE reuses a released TEID only this long after its release, seconds: late
+    /// G-PDUs of the old session must not reach the new one (docs/upf.md, N4).
+    #[serde(default = "default_teid_reuse_after_s")]
+    pub teid_reuse_after_s: u64,
     /// Overrides of the default QFI -> egress queue map: `[[qfi, qid], ...]`.
     #[serde(default)]
     pub qfi_to_qid: Vec<[u8; 2]>,
@@ -156,6 +160,10 @@ fn default_echo_t3_s() -> u64 {
 
 fn default_echo_n3() -> u32 {
     3
+}
+
+fn default_teid_reuse_after_s() -> u64 {
+    60
 }
 
 fn default_max_sessions() -> usize {
@@ -317,6 +325,15 @@ impl UpfSection {
         }
         if self.echo_interval_s > 0 && self.echo_t3_s == 0 {
             return Err(invalid("upf.echo_t3_s", "must be positive"));
+        }
+        if !(1..=3600).contains(&self.teid_reuse_after_s) {
+            return Err(invalid(
+                "upf.teid_reuse_after_s",
+                format!(
+                    "must be 1..=3600 (a released TEID is reused only after it), got {}",
+                    self.teid_reuse_after_s
+                ),
+            ));
         }
         for (i, [q, id]) in self.qfi_to_qid.iter().enumerate() {
             if *q as usize >= NUM_QFI || *id >= 8 {

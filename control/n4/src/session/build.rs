@@ -5,14 +5,24 @@ use super::*;
 
 /// F-TEID resolution for one request (section 5.5.3 "F-TEID allocation in the UP function").
 ///
-/// Works on copies; [`TeidAlloc::finish`] hands back what the node commits on success.
+/// Reads the node's TEID table and [`TeidPool`] without changing them and works on a copy of
+/// the counter; [`TeidAlloc::counter`] hands back what the node stores on success.
 pub(crate) struct TeidAlloc<'a> {
     /// TEIDs in use by all sessions, with their owner SEID.
     in_use: &'a BTreeMap<u32, u64>,
+    /// Released TEIDs: in quarantine, or free for reuse.
+    pool: &'a TeidPool,
+    now: Nanos,
     seid: u64,
     n3: (Option<Ipv4Addr>, Option<Ipv6Addr>),
     ftup: bool,
+    /// The counter (next, wrapped).
     next: u32,
+    wrapped: bool,
+    /// Where the search of the free TEIDs resumes (None: none left).
+    free_from: Option<u32>,
+    /// Where the read of the quarantine queue resumes.
+    queue_at: usize,
     fresh: BTreeSet<u32>,
     /// CP-assigned TEIDs seen in this request (may repeat across PDRs of the session).
     assigned: BTreeSet<u32>,
@@ -25,17 +35,23 @@ pub(crate) struct TeidAlloc<'a> {
 impl<'a> TeidAlloc<'a> {
     pub(crate) fn new(
         in_use: &'a BTreeMap<u32, u64>,
+        pool: &'a TeidPool,
+        now: Nanos,
         seid: u64,
         n3: (Option<Ipv4Addr>, Option<Ipv6Addr>),
         ftup: bool,
-        next: u32,
     ) -> Self {
         TeidAlloc {
             in_use,
+            pool,
+            now,
             seid,
             n3,
             ftup,
-            next,
+            next: pool.next,
+            wrapped: pool.wrapped,
+            free_from: Some(1),
+            queue_at: 0,
             fresh: BTreeSet::new(),
             assigned: BTreeSet::new(),
             chid: BTreeMap::new(),
@@ -43,9 +59,22 @@ impl<'a> TeidAlloc<'a> {
         }
     }
 
-    /// The next-TEID counter to store after a successful commit.
-    pub(crate) fn next_teid(&self) -> u32 {
-        self.next
+    /// Set aside the CP-assigned TEIDs (CH = 0) of the request's Create / Update PDRs
+    /// before any F-TEID is resolved, so that CHOOSE for a PDR listed earlier does not pick
+    /// a TEID a later PDR of the same request assigns.
+    pub(crate) fn reserve_assigned(&mut self, pdrs: &[Grouped]) {
+        for g in pdrs {
+            if let Some(FTeid::Assigned { teid, .. }) =
+                g.group(t::PDI).and_then(|p| find!(p, Ie::FTeid))
+            {
+                self.assigned.insert(teid);
+            }
+        }
+    }
+
+    /// The counter (next, wrapped) to store after a successful commit.
+    pub(crate) fn counter(&self) -> crate::teid_pool::Counter {
+        (self.next, self.wrapped)
     }
 
     fn taken(&self, teid: u32) -> bool {
@@ -107,16 +136,53 @@ impl<'a> TeidAlloc<'a> {
         }
     }
 
+    fn usable(&self, t: u32) -> bool {
+        t != 0
+            && !self.fresh.contains(&t)
+            && !self.assigned.contains(&t)
+            && !self.in_use.contains_key(&t)
+    }
+
+    /// A fresh TEID, densest first: the lowest free one (released, its quarantine over),
+    /// else a released one whose quarantine ended since the pool was last settled (oldest
+    /// first), else the counter's next one that is not in use, in quarantine nor taken in
+    /// this request. Nothing here scans the TEID table or the pool: the free TEIDs are
+    /// ranges read from the lowest, the queue is read from its oldest entry and stops at the
+    /// first still in quarantine; what is skipped is this request's own TEIDs.
     fn alloc(&mut self) -> Option<u32> {
-        let tries = self.in_use.len() + self.fresh.len() + self.assigned.len() + 2;
+        while let Some(t) = self.free_from.and_then(|f| self.pool.free_from(f)) {
+            self.free_from = t.checked_add(1);
+            if self.usable(t) {
+                self.fresh.insert(t);
+                return Some(t);
+            }
+        }
+        let q = self.pool.quarantine();
+        while let Some((at, t)) = self.pool.queued_entry(self.queue_at) {
+            if self.now < at.saturating_add(q) {
+                break;
+            }
+            self.queue_at += 1;
+            // Released again since it was queued (its quarantine restarted), or beyond the
+            // counter (not ours to hand out out of turn): left to the settling.
+            if self.pool.released_at(t) == Some(at) && self.pool.passed(t) && self.usable(t) {
+                self.fresh.insert(t);
+                return Some(t);
+            }
+        }
+        let tries = self.in_use.len()
+            + self.fresh.len()
+            + self.assigned.len()
+            + self.pool.in_quarantine()
+            + 2;
         for _ in 0..tries {
             let c = self.next;
-            self.next = self.next.wrapping_add(1).max(1);
-            if c != 0
-                && !self.fresh.contains(&c)
-                && !self.assigned.contains(&c)
-                && !self.in_use.contains_key(&c)
-            {
+            self.next = self.next.wrapping_add(1);
+            if self.next == 0 {
+                self.next = 1;
+                self.wrapped = true;
+            }
+            if self.usable(c) && self.pool.released_at(c).is_none() {
                 self.fresh.insert(c);
                 return Some(c);
             }
@@ -250,18 +316,42 @@ pub(super) mod tests {
     #[test]
     fn allocator_skips_used_zero_and_wraps() {
         let used: BTreeMap<u32, u64> = [(u32::MAX, 9), (1, 9)].into();
-        let mut a = TeidAlloc::new(&used, 5, N3, true, u32::MAX);
+        let mut pool = TeidPool::new(0);
+        pool.next = u32::MAX;
+        let mut a = TeidAlloc::new(&used, &pool, 0, 5, N3, true);
         // u32::MAX used, wraps past 0, 1 used -> 2.
         assert_eq!(a.resolve(1, choose(None)).unwrap().teid, 2);
         assert_eq!(a.resolve(2, choose(None)).unwrap().teid, 3);
         assert_eq!(a.created.len(), 2);
-        assert_eq!(a.next_teid(), 4);
+        assert_eq!(a.counter(), (4, true));
+    }
+
+    #[test]
+    fn wrapped_counter_skips_teids_in_use_and_in_quarantine() {
+        let used: BTreeMap<u32, u64> = [(1, 9)].into();
+        let mut pool = TeidPool::new(60);
+        pool.next = u32::MAX;
+        pool.wrapped = true;
+        pool.release(0, 2, &used);
+        let mut a = TeidAlloc::new(&used, &pool, 59, 5, N3, true);
+        // u32::MAX, then past 0: 1 in use, 2 in quarantine -> 3.
+        assert_eq!(a.resolve(1, choose(None)).unwrap().teid, u32::MAX);
+        assert_eq!(a.resolve(2, choose(None)).unwrap().teid, 3);
+        assert_eq!(a.counter(), (4, true));
+        // Its quarantine over, 2 comes first (the counter has wrapped, so it had passed 2).
+        let mut a = TeidAlloc::new(&used, &pool, 60, 5, N3, true);
+        assert_eq!(a.resolve(1, choose(None)).unwrap().teid, 2);
+        pool.settle(60, &used);
+        let mut a = TeidAlloc::new(&used, &pool, 60, 5, N3, true);
+        assert_eq!(a.resolve(1, choose(None)).unwrap().teid, 2);
+        pool.check(&used).unwrap();
     }
 
     #[test]
     fn chid_shared_and_assigned_rules() {
         let used: BTreeMap<u32, u64> = [(7, 9), (8, 5)].into();
-        let mut a = TeidAlloc::new(&used, 5, N3, true, 1);
+        let pool = TeidPool::new(0);
+        let mut a = TeidAlloc::new(&used, &pool, 0, 5, N3, true);
         let x = a.resolve(1, choose(Some(3))).unwrap();
         assert_eq!(a.resolve(2, choose(Some(3))).unwrap(), x);
         assert_ne!(a.resolve(3, choose(Some(4))).unwrap(), x);

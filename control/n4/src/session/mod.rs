@@ -3,6 +3,8 @@
 //! the rule compiler, plus the transactional edit logic used by the node.
 
 use crate::rulemap::RuleMap;
+use crate::teid_pool::TeidPool;
+use crate::Nanos;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -395,8 +397,8 @@ impl Session {
             // Reuse the creation path without allocation: strip the F-TEID first.
             let mut stripped = pg.clone();
             stripped.ies.retain(|i| i.ie_type() != t::F_TEID);
-            let empty = BTreeMap::new();
-            let mut none = TeidAlloc::new(&empty, seid, (None, None), false, 1);
+            let (empty, pool) = (BTreeMap::new(), TeidPool::new(0));
+            let mut none = TeidAlloc::new(&empty, &pool, 0, seid, (None, None), false);
             let mut pdi = pdi_from(&stripped, id, &mut none)?;
             pdi.f_teid = f_teid;
             p.pdi = pdi;
@@ -499,8 +501,9 @@ mod tests {
             ipv6: None,
         };
         let mut s = Session::new(1, fseid, peer);
-        let used = BTreeMap::new();
-        let mut a = TeidAlloc::new(&used, 1, N3, true, 10);
+        let (used, mut pool) = (BTreeMap::new(), TeidPool::new(0));
+        pool.next = 10;
+        let mut a = TeidAlloc::new(&used, &pool, 0, 1, N3, true);
         let pdi = |f: FTeid| {
             Ie::Grouped(Grouped::new(
                 t::PDI,
