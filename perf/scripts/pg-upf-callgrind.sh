@@ -48,6 +48,7 @@ for f in sorted(glob.glob(f"{d}/cg*"), key=part):
     text = open(f).read()
     events = re.search(r"^events: (.*)$", text, re.M).group(1).split()
     totals = [int(v) for v in re.search(r"^summary: (.*)$", text, re.M).group(1).split()]
+    totals += [0] * (len(events) - len(totals))  # callgrind leaves trailing zero counts out
     ids = {m.group(1) for m in re.finditer(r"^c?fn=\((\d+)\) <peregrine_dataplane::upf::stage::Upf as [^\n]*>::process$", text, re.M)}
     calls = sum(int(m.group(2)) for m in re.finditer(r"^cfn=\((\d+)\)[^\n]*\ncalls=(\d+)", text, re.M) if m.group(1) in ids)
     dumps.append((events, totals, calls))

@@ -6,6 +6,7 @@
 //! sessions' entries); the previous version stays intact for workers still reading it.
 
 use crate::compile::{Key, Pieces};
+use peregrine_dataplane::upf::pages::paged;
 use peregrine_dataplane::upf::tables::{
     shard_of_in, KeyMap, PdrRule, SessionInfo, Shard, MAX_QERS_PER_PDR, NONE,
 };
@@ -109,7 +110,7 @@ pub(crate) fn patch_shard(
 
     // 3. Maps sized for exactly their keys, vectors trimmed (a shrinking realloc does not
     // copy), and the common case flattened into the key slots.
-    finish(sh, sc)
+    finish(sh, sc, bits)
 }
 
 /// Append the entries of `added` (sessions with a key in shard `idx`) to `sh`; their keys
@@ -203,7 +204,11 @@ fn append(
     sc.v4.clear();
     sc.v6.clear();
     add_sessions(&mut sh, added, idx, bits, sc);
-    sh.by_teid = old.by_teid.with_room_loose(sc.teid.len());
+    sh.by_teid = if all_paged(&sc.teid, bits) && all_paged_map(&old.by_teid, bits) {
+        old.by_teid.with_room_tight(sc.teid.len())
+    } else {
+        old.by_teid.with_room_loose(sc.teid.len())
+    };
     sh.by_ue_v4 = old.by_ue_v4.with_room(sc.v4.len());
     sh.by_ue_v6 = old.by_ue_v6.with_room(sc.v6.len());
     for &(k, r) in &sc.teid {
@@ -254,7 +259,7 @@ pub(crate) fn split_shard(old: &Shard, idx: usize, bits: u32, sc: &mut Scratch) 
     keep(old, &old.by_teid, &sc.pdrs, &mut sc.teid, &mut sh, mine);
     keep(old, &old.by_ue_v4, &sc.pdrs, &mut sc.v4, &mut sh, mine);
     keep(old, &old.by_ue_v6, &sc.pdrs, &mut sc.v6, &mut sh, mine);
-    finish(sh, sc)
+    finish(sh, sc, bits)
 }
 
 /// The candidate lists of `m` whose PDRs were kept (`pdrs`: old index to new), copied to
@@ -286,15 +291,31 @@ fn keep<K>(
 
 /// A built shard's maps sized for exactly their keys (`sc`'s lists), its vectors trimmed (a
 /// shrinking realloc does not copy) and the common case flattened into the key slots.
-fn finish(mut sh: Shard, sc: &Scratch) -> Shard {
-    sh.by_teid = key_map(KeyMap::with_capacity_loose(sc.teid.len()), &sc.teid, |k| {
-        k as u32
-    });
+fn finish(mut sh: Shard, sc: &Scratch, bits: u32) -> Shard {
+    let teids = if all_paged(&sc.teid, bits) {
+        KeyMap::with_capacity(sc.teid.len())
+    } else {
+        KeyMap::with_capacity_loose(sc.teid.len())
+    };
+    sh.by_teid = key_map(teids, &sc.teid, |k| k as u32);
     sh.by_ue_v4 = key_map(KeyMap::with_capacity(sc.v4.len()), &sc.v4, |k| k as u32);
     sh.by_ue_v6 = key_map(KeyMap::with_capacity(sc.v6.len()), &sc.v6, |k| k);
     trim(&mut sh);
     sh.index_fast();
     sh
+}
+
+/// Whether every TEID of `entries` has a direct page slot in a table of `1 << bits`
+/// positions (`upf::pages`): the packet path then reads the TEID map only on the general
+/// path, and it is sized at load factor 2/3; a map with TEIDs the packet path probes is sized
+/// at 1/2 (`KeyMap::with_capacity_loose`: fewer second lines).
+fn all_paged(entries: &[(u64, (u32, u32))], bits: u32) -> bool {
+    entries.iter().all(|e| paged(e.0, 1 << bits))
+}
+
+/// [`all_paged`] of a map's keys.
+fn all_paged_map(m: &KeyMap<u32>, bits: u32) -> bool {
+    m.iter().all(|e| paged(e.0, 1 << bits))
 }
 
 /// Trim a built shard's vectors to their length (a shrinking realloc does not copy).

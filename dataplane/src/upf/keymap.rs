@@ -67,7 +67,7 @@ impl FastPath {
 
 /// One slot of a [`KeyMap`]: the key, its candidate range and (if set) the fast-path record,
 /// in one cache line.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C, align(64))]
 pub struct KeySlot {
     key: u64,
@@ -94,7 +94,7 @@ impl KeySlot {
             },
         }
     }
-    const EMPTY: KeySlot = KeySlot {
+    pub(crate) const EMPTY: KeySlot = KeySlot {
         key: 0,
         range: (0, 0),
         fast: FastPath::EMPTY,
@@ -109,6 +109,18 @@ impl KeySlot {
     #[inline]
     fn used(&self) -> bool {
         self.fast.flags & Self::USED != 0
+    }
+
+    /// Whether the slot holds a key.
+    #[inline]
+    pub fn is_used(&self) -> bool {
+        self.used()
+    }
+
+    /// The key (as its `u64`) of a used slot.
+    #[inline]
+    pub fn key(&self) -> u64 {
+        self.key
     }
 
     /// The fast-path record, if
@@ -285,6 +297,22 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
         slot_from_in(&self.slots, home, key.into())
     }
 
+    /// The slot holding the key whose `u64` is `key` (no `K` converts to a word above
+    /// its range: `None` for those).
+    #[inline]
+    pub fn slot_of(&self, key: u64) -> Option<&KeySlot> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let s = &self.slots[self.probe(key)];
+        s.used().then_some(s)
+    }
+
+    /// Every used slot, in slot order.
+    pub fn used_slots(&self) -> impl Iterator<Item = &KeySlot> + '_ {
+        self.slots.iter().filter(|s| s.used())
+    }
+
     /// The candidate range of `key`.
     #[inline]
     pub fn get(&self, key: &K) -> Option<&(u32, u32)> {
@@ -348,6 +376,11 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     /// of being re-indexed key by key.
     pub fn with_room(&self, extra: usize) -> Self {
         self.with_room_at(extra, self.loose)
+    }
+
+    /// [`Self::with_room`], the copy sized as [`Self::with_capacity`] whatever `self` is.
+    pub fn with_room_tight(&self, extra: usize) -> Self {
+        self.with_room_at(extra, false)
     }
 
     /// [`Self::with_room`], the copy sized as [`Self::with_capacity_loose`] whatever `self` is.

@@ -31,6 +31,12 @@ impl<'a> Work<'a> {
         let (s, slots) = match pre.kind {
             KIND_UL => {
                 let i = t.shard_index(pre.key);
+                // A paged TEID's slot is at its index (`upf::pages`): one line, no probe.
+                if let Some((page, home)) = t.shards.teid_page(pre.key) {
+                    prefetch_addr(page.as_ptr().wrapping_add(home).cast());
+                    *probe = Probe { slots: page, home };
+                    return Some(t.shards.at(i));
+                }
                 (t.shards.at(i), t.shards.teid_slots(i))
             }
             KIND_DL4 => {

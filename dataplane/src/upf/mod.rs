@@ -12,6 +12,7 @@ pub mod frag;
 pub mod keymap;
 pub mod lookup;
 pub mod meter;
+pub mod pages;
 pub mod parse;
 pub mod prefetch;
 pub mod quick;

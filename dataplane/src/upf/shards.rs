@@ -23,6 +23,7 @@
 //! (readers several versions behind) is the array copied, as before.
 
 use super::keymap::KeySlot;
+use super::pages::{apply_changes, build_pages, page_changes, page_of, PageRef, TeidPage, PAGE};
 use super::tables::Shard;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -49,13 +50,20 @@ pub struct ShardTable {
     dir: Arc<[Arc<Shard>]>,
     /// By map: uplink TEID, UE IPv4, UE IPv6 (`Shard::by_teid`, `by_ue_v4`, `by_ue_v6`).
     maps: [Arc<[Arc<[KeySlot]>]>; 3],
+    /// The direct TEID pages ([`super::pages`]), one entry a position: page `p` holds the
+    /// slots of TEIDs `p * PAGE ..`, each copied from the shard at its own position.
+    pages: Arc<[PageRef]>,
 }
 
 /// The arrays of a [`ShardTable`] no other table holds, to rewrite in place.
 struct DirMut<'a> {
     shards: &'a mut [Arc<Shard>],
     maps: [&'a mut [Arc<[KeySlot]>]; 3],
+    pages: &'a mut [PageRef],
 }
+
+/// A logged change to a page entry (the others are shard positions).
+const PAGE_ENTRY: u32 = 1 << 31;
 
 impl DirMut<'_> {
     /// Entry `i` made `s`'s (no change if `i` is past the end); whether it was in range.
@@ -84,12 +92,78 @@ impl ShardTable {
         Some(DirMut {
             shards: Arc::get_mut(&mut self.dir)?,
             maps: [Arc::get_mut(t)?, Arc::get_mut(v4)?, Arc::get_mut(v6)?],
+            pages: Arc::get_mut(&mut self.pages)?,
         })
     }
 
     /// A copy of the arrays (one increment per entry), held by no other table.
     fn copy(&self) -> ShardTable {
-        self.dir.iter().cloned().collect()
+        let map = |m: &Arc<[Arc<[KeySlot]>]>| m.iter().cloned().collect();
+        ShardTable {
+            dir: self.dir.iter().cloned().collect(),
+            maps: [map(&self.maps[0]), map(&self.maps[1]), map(&self.maps[2])],
+            pages: self.pages.iter().cloned().collect(),
+        }
+    }
+
+    /// The table with twice the positions, position `j` holding this table's shard `j / 2`
+    /// (a doubling's unsplit halves, `Compiler::grow_shards_above`), its pages kept: a TEID
+    /// paged before is filed at one of the two halves of its old position, which both hold
+    /// the shard its slot came from. The added pages are empty until a position's new shard
+    /// fills them. One increment per entry.
+    pub fn doubled(&self) -> ShardTable {
+        let half = |m: &Arc<[Arc<[KeySlot]>]>| (0..2 * m.len()).map(|j| m[j / 2].clone()).collect();
+        ShardTable {
+            dir: (0..2 * self.len())
+                .map(|j| self.dir[j / 2].clone())
+                .collect(),
+            maps: [
+                half(&self.maps[0]),
+                half(&self.maps[1]),
+                half(&self.maps[2]),
+            ],
+            pages: self
+                .pages
+                .iter()
+                .cloned()
+                .chain(std::iter::repeat_n(None, self.pages.len()))
+                .collect(),
+        }
+    }
+
+    /// The direct page of TEID `teid` (as its `u64`) and its slot in it, `None` if the TEID
+    /// is past the pages or its page has no slot in use (the TEID's hash map decides).
+    #[inline(always)]
+    pub fn teid_page(&self, teid: u64) -> Option<(&TeidPage, usize)> {
+        page_of(&self.pages, teid)
+    }
+
+    /// Pages in use, and their heap bytes (each its own allocation with its `Arc` counts,
+    /// padded to the slots' alignment).
+    pub fn page_bytes(&self) -> (usize, usize) {
+        let n = self.pages.iter().filter(|p| p.is_some()).count();
+        (n, n * (PAGE + 1) * std::mem::size_of::<KeySlot>())
+    }
+
+    /// The page changes of positions `updates` going from this table's shards to theirs,
+    /// applied to `d`'s pages; the page entries written are logged in `changed`.
+    fn page_updates(
+        &self,
+        updates: &[(usize, Arc<Shard>)],
+        d: &mut DirMut<'_>,
+        changed: &mut Vec<u32>,
+    ) {
+        let mut ch = Vec::new();
+        for (i, s) in updates {
+            if let Some(old) = self.dir.get(*i) {
+                page_changes(old, s, *i, self.len(), &mut ch);
+            }
+        }
+        let first = changed.len();
+        apply_changes(d.pages, &mut ch, changed);
+        for c in &mut changed[first..] {
+            *c |= PAGE_ENTRY;
+        }
     }
 
     /// Number of shards.
@@ -135,14 +209,17 @@ impl ShardTable {
         &self.maps[2][i]
     }
 
-    /// Heap bytes of this version's arrays (a shard pointer and three slot-array references
-    /// a shard, and each of the four arrays' `Arc` counts; [`ShardDirs`] keeps up to
-    /// [`SPARE_DIRS`] more versions).
+    /// Heap bytes of this version's arrays (a shard pointer, three slot-array references and
+    /// a page reference a position, and each of the five arrays' `Arc` counts;
+    /// [`ShardDirs`] keeps up to [`SPARE_DIRS`] more versions). The pages themselves:
+    /// [`Self::page_bytes`].
     pub fn heap_bytes(&self) -> usize {
         const ARC_COUNTS: usize = 2 * std::mem::size_of::<usize>();
-        4 * ARC_COUNTS
+        5 * ARC_COUNTS
             + self.len()
-                * (std::mem::size_of::<Arc<Shard>>() + 3 * std::mem::size_of::<Arc<[KeySlot]>>())
+                * (std::mem::size_of::<Arc<Shard>>()
+                    + 3 * std::mem::size_of::<Arc<[KeySlot]>>()
+                    + std::mem::size_of::<PageRef>())
     }
 
     /// The shards in order.
@@ -169,8 +246,10 @@ impl ShardTable {
     /// array (one increment per shard); tables cloned before keep their shards. Rebuilds
     /// that follow one another use [`Self::update`].
     pub fn replace(&mut self, updates: impl IntoIterator<Item = (usize, Arc<Shard>)>) {
+        let updates: Vec<(usize, Arc<Shard>)> = updates.into_iter().collect();
         let mut t = self.copy();
         let mut d = t.unique().expect("a new array has one owner");
+        self.page_updates(&updates, &mut d, &mut Vec::new());
         for (i, s) in updates {
             d.set(i, s);
         }
@@ -204,6 +283,11 @@ impl ShardTable {
                 let mut slots = dir.unique().expect("no other owner: checked above");
                 for (_, idx) in dirs.log.iter().filter(|e| e.0 > since) {
                     for &i in idx {
+                        if i & PAGE_ENTRY != 0 {
+                            let p = (i & !PAGE_ENTRY) as usize;
+                            slots.pages[p].clone_from(&self.pages[p]);
+                            continue;
+                        }
                         let i = i as usize;
                         let now = &self.dir[i];
                         if !Arc::ptr_eq(&slots.shards[i], now) {
@@ -220,6 +304,8 @@ impl ShardTable {
             }
         };
         let mut slots = dir.unique().expect("no other owner");
+        let updates: Vec<(usize, Arc<Shard>)> = updates.into_iter().collect();
+        self.page_updates(&updates, &mut slots, &mut changed);
         for (i, s) in updates {
             if slots.set(i, s) {
                 changed.push(i as u32);
@@ -300,7 +386,8 @@ impl FromIterator<Arc<Shard>> for ShardTable {
             map(|s| s.by_ue_v4.slots_arc()),
             map(|s| s.by_ue_v6.slots_arc()),
         ];
-        ShardTable { dir, maps }
+        let pages = build_pages(dir.iter()).into();
+        ShardTable { dir, maps, pages }
     }
 }
 

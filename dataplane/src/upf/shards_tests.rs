@@ -186,3 +186,109 @@ fn directory_slot_arrays_are_the_shards_maps() {
     let (recycled, copied) = dirs.counts();
     assert!(recycled > 0 && copied > 0, "{recycled} {copied}");
 }
+
+/// A shard holding, of `teids`, those filed at position `pos` of `positions` (ranges
+/// numbered from `base`, so two versions of a position differ).
+fn filed(teids: &[u32], pos: usize, positions: usize, base: u32) -> Arc<Shard> {
+    let mut s = Shard::default();
+    for (n, &t) in teids
+        .iter()
+        .filter(|&&t| crate::upf::tables::shard_in(u64::from(t), positions) == pos)
+        .enumerate()
+    {
+        s.by_teid.insert(t, (base + n as u32, base + n as u32 + 1));
+    }
+    Arc::new(s)
+}
+
+/// Every paged TEID of the shard at its own position has its slot in its page, equal to the
+/// shard's, and every used page slot is such a TEID's (`upf::pages`). The one exception: a
+/// TEID that became paged when the table doubled, at a position not patched since
+/// (`patched[q]` false: it still holds the shard it was doubled from), may have no page slot
+/// yet.
+fn check_pages(t: &ShardTable, patched: &[bool]) {
+    use crate::upf::pages::paged;
+    use crate::upf::tables::shard_in;
+    let n = t.len();
+    let mut want = 0;
+    for q in 0..n {
+        for s in t.at(q).by_teid.used_slots() {
+            let k = s.key();
+            if !(paged(k, n) && shard_in(k, n) == q) {
+                continue;
+            }
+            match t.teid_page(k) {
+                Some((page, i)) if page[i].is_used() => {
+                    assert_eq!(&page[i], s, "TEID {k}");
+                    want += 1;
+                }
+                _ => assert!(
+                    !patched[q],
+                    "TEID {k} at a patched position has no page slot"
+                ),
+            }
+        }
+    }
+    let used: usize = (0..(n * crate::upf::pages::PAGE) as u64)
+        .filter(|&k| t.teid_page(k).is_some_and(|(p, i)| p[i].is_used()))
+        .count();
+    assert_eq!(used, want, "page slots of TEIDs no position files");
+}
+
+/// Pages follow the positions' shards through builds, replaces, recycled and copied updates
+/// with snapshots held, and doublings with unsplit halves patched one at a time.
+#[test]
+fn pages_follow_the_shards_through_updates_and_doublings() {
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut n = 8;
+    // TEIDs mostly paged (below 32 * 8 = 256), a few above (hash only).
+    let mut teids: Vec<u32> = (1..200).chain([300, 5000, 70_000]).collect();
+    let mut t: ShardTable = (0..n).map(|q| filed(&teids, q, n, 0)).collect();
+    // Positions given a shard of their own since the last doubling.
+    let mut patched = vec![true; n];
+    check_pages(&t, &patched);
+    t.replace([(2, filed(&teids[10..], 2, n, 7))]);
+    check_pages(&t, &patched);
+    let mut dirs = ShardDirs::default();
+    let mut held = Vec::new();
+    for round in 0..400u32 {
+        if round % 100 == 99 {
+            // Double: both halves hold the old shard; patch half of the positions.
+            t = t.doubled();
+            n *= 2;
+            patched = vec![false; n];
+            check_pages(&t, &patched);
+            teids.extend((0..40).map(|_| 1 + rng.below(32 * n as u64) as u32));
+            teids.sort_unstable();
+            teids.dedup();
+        }
+        // Drop or add a few TEIDs and rebuild their positions.
+        let mut ups = Vec::new();
+        for _ in 0..1 + rng.below(3) {
+            let q = rng.below(n as u64) as usize;
+            if rng.below(2) == 0 && !teids.is_empty() {
+                let i = rng.below(teids.len() as u64) as usize;
+                teids.remove(i);
+            } else {
+                teids.push(1 + rng.below(32 * n as u64 + 50) as u32);
+                teids.sort_unstable();
+                teids.dedup();
+            }
+            if !ups.iter().any(|u: &(usize, Arc<Shard>)| u.0 == q) {
+                ups.push((q, filed(&teids, q, n, 1000 * round)));
+                patched[q] = true;
+            }
+        }
+        t.update(ups, &mut dirs);
+        check_pages(&t, &patched);
+        if rng.below(3) == 0 {
+            held.push((t.clone(), patched.clone()));
+        }
+        if held.len() > 5 {
+            held.remove(0);
+        }
+        held.iter().for_each(|(h, p)| check_pages(h, p));
+    }
+    let (recycled, copied) = dirs.counts();
+    assert!(recycled > 0 && copied > 0, "{recycled} {copied}");
+}

@@ -197,6 +197,13 @@ pub fn shard_of_in(key: u64, bits: u32) -> usize {
     (key.wrapping_mul(FIB) >> (64 - bits)) as usize
 }
 
+/// The position among `positions` of lookup key `key`: the high word of its Fibonacci hash
+/// times the count, which is [`shard_of_in`] when `positions` is `1 << bits`.
+#[inline(always)]
+pub fn shard_in(key: u64, positions: usize) -> usize {
+    ((u128::from(key.wrapping_mul(FIB)) * positions as u128) >> 64) as usize
+}
+
 /// 2^64 / the golden ratio, odd: the multiplier of the shard pick's Fibonacci hashing.
 const FIB: u64 = 0x9E37_79B9_7F4A_7C15;
 
@@ -369,8 +376,7 @@ impl UpfTables {
     #[inline]
     pub fn shard_index(&self, key: u64) -> usize {
         debug_assert_eq!(self.shards.len(), 1 << self.shard_bits);
-        let h = key.wrapping_mul(FIB);
-        ((u128::from(h) * self.shards.len() as u128) >> 64) as usize
+        shard_in(key, self.shards.len())
     }
 
     /// The shard holding uplink rules for `teid`.

@@ -75,6 +75,24 @@ fn mutated_frames_never_panic() {
 /// itself) gives what it gives after a `Classify` stage.
 #[test]
 fn fast_path_matches_general_path() {
+    assert!(
+        !fast_matches_general(TEID),
+        "TEID {TEID:#x} is hashed, not paged"
+    );
+}
+
+/// [`fast_path_matches_general_path`] with the session's uplink TEID in a direct page
+/// (`upf::pages`: a TEID below 32 times the shard count, as the UPF's own F-TEID CHOOSE
+/// allocator hands them out), beside 0x77 (same page, a PDR whose QFI the packets lack) and
+/// 0x55 (a page without TEIDs): the page slot gives what the hash map gives.
+#[test]
+fn paged_teid_fast_path_matches_general_path() {
+    assert!(fast_matches_general(0x78), "TEID 0x78 has a page slot");
+}
+
+/// The comparison of [`fast_path_matches_general_path`] with the session's uplink TEID
+/// `teid`; whether `teid` had a direct page slot.
+fn fast_matches_general(teid: u32) -> bool {
     let mut u = ul(Some(9));
     u.qers = vec![qer(None, true, Some((mbr(1_000_000, 10_000), 1, 1)))];
     u.urrs = vec![2];
@@ -82,16 +100,21 @@ fn fast_path_matches_general_path() {
     d4.qers = vec![qer(Some(7), true, Some((mbr(1_000_000, 10_000), 3, 1)))];
     d4.urrs = vec![4];
     let mut tb = TableBuilder::default();
-    tb.add(Key::Teid(TEID), &[u.clone()])
+    tb.add(Key::Teid(teid), &[u.clone()])
         .add(Key::Teid(0x77), &[ul(Some(5))])
         .add(Key::Ue4(ue_v4(0)), &[d4])
         .add(Key::Ue6(ue_v6(0)), &[dl(DL_TEID, IpAddr::V6(gnb_v6()))]);
-    let mut fast = Rig::with_mode(tb.build_with(true), cfg(), Mode::Classified);
+    let tables = tb.build_with(true);
+    let paged = tables
+        .shards
+        .teid_page(u64::from(teid))
+        .is_some_and(|(page, i)| page[i].is_used());
+    let mut fast = Rig::with_mode(tables, cfg(), Mode::Classified);
     let mut alone = Rig::with_mode(tb.build_with(true), cfg(), Mode::Alone);
     let mut general = Rig::with_mode(tb.build_with(false), cfg(), Mode::General);
     let seeds = [
-        ul_frame(false, TEID, Some(9), &udp4(ue_v4(0), server_v4(), 53, 64)),
-        ul_frame(true, TEID, None, &udp6(ue_v6(0), server_v6(), 53, 64)),
+        ul_frame(false, teid, Some(9), &udp4(ue_v4(0), server_v4(), 53, 64)),
+        ul_frame(true, teid, None, &udp6(ue_v6(0), server_v6(), 53, 64)),
         // The PDR's QFI (5) does not match the packet's: no PDR.
         ul_frame(false, 0x77, Some(6), &udp4(ue_v4(0), server_v4(), 53, 64)),
         ul_frame(false, 0x55, None, &udp4(ue_v4(0), server_v4(), 53, 64)),
@@ -147,6 +170,7 @@ fn fast_path_matches_general_path() {
     }
     assert_eq!(fast.stats.totals(), general.stats.totals());
     assert_eq!(fast.stats.totals(), alone.stats.totals());
+    paged
 }
 
 /// The UPF leaves each forwarded packet's metadata describing the bytes it sends: what the

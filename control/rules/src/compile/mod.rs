@@ -34,7 +34,7 @@ use crate::sdf;
 use arrayvec::ArrayVec;
 use peregrine_dataplane::qos::trtcm::{ColourMode, TrTcmConfig};
 use peregrine_dataplane::qos::QosPolicies;
-use peregrine_dataplane::upf::shards::{ShardDirs, ShardTable};
+use peregrine_dataplane::upf::shards::ShardDirs;
 use peregrine_dataplane::upf::tables::{
     iface, shard_of_in, Direction, FarAction, FarRule, FlowFilter, MeterRef, OuterHeader, PdrRule,
     QerRule, SessionInfo, Shard, UpfTables, UrrRef, MAX_QERS_PER_PDR, MAX_SHARD_BITS,
@@ -459,9 +459,7 @@ impl Compiler {
         let keys = self.owners.narrow.len() + self.owners.v6.len();
         while self.tables.shard_bits < MAX_SHARD_BITS && keys > per << self.tables.shard_bits {
             let bits = self.tables.shard_bits + 1;
-            let old = &self.tables.shards;
-            let shards: ShardTable = (0..1usize << bits).map(|j| old[j >> 1].clone()).collect();
-            self.tables.shards = shards;
+            self.tables.shards = self.tables.shards.doubled();
             self.tables.shard_bits = bits;
             self.unsplit.clear();
             self.unsplit.resize(1 << bits, true);
@@ -630,6 +628,8 @@ impl Compiler {
         // The directory arrays (shard pointers and the maps' slot arrays beside them), the
         // current version and the earlier ones kept for recycling.
         shard_bytes += self.tables.shards.heap_bytes() * self.dirs.arrays().max(1);
+        // The direct TEID pages (shared by the kept versions but for the few a build wrote).
+        shard_bytes += self.tables.shards.page_bytes().1;
         let index_bytes = map_bytes(self.owners.narrow.capacity(), 16)
             + map_bytes(self.owners.v6.capacity(), 16)
             + (self.meters.gens.capacity() + self.meters.free.capacity()) * 4

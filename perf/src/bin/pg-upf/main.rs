@@ -189,7 +189,41 @@ struct Args {
     /// byte-identical (`feed.rs`). Forwarding, `--case`, `--stage` and `--n4` modes.
     #[arg(long, value_enum, default_value_t = FeedKind::Patched)]
     feed: FeedKind,
+    /// How the sessions' uplink (local) TEIDs are numbered: `upf` as the UPF's own F-TEID
+    /// CHOOSE allocator hands them out (1, 2, 3, ...: paged, `upf::pages`), or `smf` as an
+    /// SMF that picks them itself at random would (the synthetic sessions' keyed 24-bit
+    /// permutation, `0x01xxxxxx`: looked up in the hash maps). The `--n4` modes' static
+    /// sessions always take `smf` (their node allocates from 1 for its own sessions).
+    #[arg(long, value_enum, default_value_t = Teids::Upf)]
+    teids: Teids,
+    /// The order the feed visits the sessions in: `session` (establishment order: the
+    /// sessions' meter, usage and paged TEID slots are then read in address order, which the
+    /// hardware prefetcher follows) or `shuffled` (a fixed random permutation, seed 1, as
+    /// traffic from many UEs arrives: every session's state is a random read). Every mode
+    /// but `--n4`.
+    #[arg(long, value_enum, default_value_t = Order::Session)]
+    order: Order,
 }
+
+/// `--order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Order {
+    Session,
+    Shuffled,
+}
+
+/// `--order` of this run, set once by `main`.
+static ORDER: std::sync::OnceLock<Order> = std::sync::OnceLock::new();
+
+/// `--teids`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Teids {
+    Upf,
+    Smf,
+}
+
+/// `--teids` of this run, set once by `main` (the session lists are built in many places).
+static TEIDS: std::sync::OnceLock<Teids> = std::sync::OnceLock::new();
 
 /// Port MACs the stage answers to (frames are rewritten to the rx port's).
 const PORT_MACS: [Mac; 2] = [upf_support::N3_MAC, upf_support::N6_MAC];
@@ -204,10 +238,19 @@ enum Dir {
     Dl,
 }
 
-/// One frame per synthetic session for the case, in session order, and the compiled tables.
+/// One frame per synthetic session for the case, in session order (or `--order shuffled`).
 fn frames(dir: Dir, size: usize, n: usize) -> Vec<Vec<u8>> {
     let server = upf_support::server_v4();
-    params_sessions(n)
+    let mut sessions = params_sessions(n);
+    if ORDER.get().copied().unwrap_or(Order::Session) == Order::Shuffled {
+        // Fisher-Yates with the workspace's seeded generator: the same order every run.
+        let mut rng = peregrine_testkit::rng::seeded(1);
+        for i in (1..sessions.len()).rev() {
+            let j = peregrine_testkit::rng::below(&mut rng, i as u64 + 1) as usize;
+            sessions.swap(i, j);
+        }
+    }
+    sessions
         .iter()
         .map(|s| {
             let ue = s.ue_ipv4.expect("synthetic UEs have IPv4");
@@ -225,7 +268,7 @@ fn frames(dir: Dir, size: usize, n: usize) -> Vec<Vec<u8>> {
 }
 
 fn params_sessions(n: usize) -> Vec<peregrine_rules::static_sessions::StaticSession> {
-    synthetic(
+    let mut v = synthetic(
         n,
         &SyntheticParams {
             // One outer family, so every frame of a case has testpmd's single frame length.
@@ -236,7 +279,14 @@ fn params_sessions(n: usize) -> Vec<peregrine_rules::static_sessions::StaticSess
             ue_pool_v6: std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x4500, 0, 0, 0, 0, 0),
             ..SyntheticParams::default()
         },
-    )
+    );
+    if TEIDS.get().copied().unwrap_or(Teids::Upf) == Teids::Upf {
+        // The node's CHOOSE allocator starts at 1 and hands TEIDs out in turn.
+        for (i, s) in v.iter_mut().enumerate() {
+            s.ul_teid = u32::try_from(i + 1).expect("at most 2^24 sessions");
+        }
+    }
+    v
 }
 
 fn compiled(n: usize) -> (Publisher<peregrine_dataplane::upf::UpfTables>, u32) {
@@ -585,6 +635,18 @@ fn ours_child_opts(
             workers.to_string(),
             "--feed".to_string(),
             feed_name(a.feed).to_string(),
+            "--order".to_string(),
+            match a.order {
+                Order::Session => "session",
+                Order::Shuffled => "shuffled",
+            }
+            .to_string(),
+            "--teids".to_string(),
+            match a.teids {
+                Teids::Upf => "upf",
+                Teids::Smf => "smf",
+            }
+            .to_string(),
         ])
         .collect();
     if daemon {
@@ -646,6 +708,21 @@ fn child_backend(workers: usize) -> DpdkBackend {
 
 fn main() {
     let a = Args::parse();
+    // The N4 modes' node hands out CHOOSE TEIDs from 1 itself: their static sessions (the
+    // traffic) keep theirs out of its way.
+    let teids = if a.n4.is_some() || a.n4_burst.is_some() {
+        Teids::Smf
+    } else {
+        a.teids
+    };
+    TEIDS.set(teids).expect("set once");
+    ORDER
+        .set(if a.n4.is_some() || a.n4_burst.is_some() {
+            Order::Session
+        } else {
+            a.order
+        })
+        .expect("set once");
     if let Some(case) = &a.stage {
         stage::stage_mode(case, a.batches, a.alternate_rx, a.feed);
         return;
@@ -741,6 +818,8 @@ fn main() {
         "ours": "peregrine worker runtime: rx -> feed (rewrites the buffer with the next session's frame, written whole: with --feed patched a base frame and the session's differing bytes, byte-identical to the stored frames of --feed stored) -> Upf stage (tables compiled from synthetic() sessions, QER with MBR on every session) -> tx",
         "baseline": "dpdk-testpmd --forward-mode=5tswap, one forwarding core, txonly frames of the same length",
         "feed": feed_name(a.feed),
+        "teids": format!("{:?}", a.teids).to_lowercase(),
+        "order": format!("{:?}", a.order).to_lowercase(),
         "inject_per_port": a.fwd.inject,
         "burst": a.fwd.burst,
         "core": a.fwd.core,
