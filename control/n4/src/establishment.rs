@@ -48,12 +48,15 @@ impl Node {
             self.config.n3_addresses,
             ftup,
         )
+        .with_reserved(&self.config.reserved_teids)
     }
 
     /// TEIDs of `s` must not belong to another session (cause 73, Offending IE F-TEID).
     pub(crate) fn check_teids(&self, s: &Session) -> Result<(), Reject> {
         for teid in s.teids() {
-            if self.teids.get(&teid).is_some_and(|&o| o != s.up_seid) {
+            if self.teids.get(&teid).is_some_and(|&o| o != s.up_seid)
+                || self.config.reserved_teids.contains(&teid)
+            {
                 let r = Reject::rule(t::F_TEID);
                 return Err(match s.pdr_with_teid(teid) {
                     Some(p) => r.at(FailedRuleId::Pdr(p)),

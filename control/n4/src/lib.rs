@@ -128,6 +128,10 @@ pub struct NodeConfig {
     /// F-TEID CHOOSE reuses a released TEID (oldest first) only this long after its release
     /// (see `teid_pool`): late G-PDUs of the old session must not reach the new one.
     pub teid_reuse_after: Duration,
+    /// Local TEIDs of sessions the node does not manage (the daemon's static sessions):
+    /// F-TEID CHOOSE never hands one out, and a CP-assigned one is refused (cause 73,
+    /// Offending IE F-TEID), as a TEID of another session is.
+    pub reserved_teids: BTreeSet<u32>,
 }
 
 impl NodeConfig {
@@ -153,6 +157,7 @@ impl NodeConfig {
             echo_t3: Duration::from_secs(3),
             echo_n3: 3,
             teid_reuse_after: Duration::from_secs(60),
+            reserved_teids: BTreeSet::new(),
         }
     }
 }

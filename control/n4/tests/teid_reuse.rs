@@ -405,3 +405,24 @@ fn random_churn_never_reuses_within_the_quarantine() {
         "{reused} reused, {refused} refused"
     );
 }
+
+/// TEIDs reserved for sessions the node does not manage (the daemon's static sessions,
+/// `NodeConfig::reserved_teids`): CHOOSE skips them, and a CP-assigned one is refused with
+/// cause 73 naming the F-TEID, as a TEID of another session is.
+#[test]
+fn reserved_teids_are_never_handed_out_nor_accepted() {
+    let mut c = config();
+    c.heartbeat_interval = Duration::from_secs(1_000_000);
+    c.echo_interval = Duration::ZERO;
+    c.reserved_teids = [1, 2, 4].into();
+    let mut n = Node::new(c);
+    n.handle(0, smf(), &setup_req(1, 1000));
+    let got: Vec<u32> = (0..3).map(|k| one(&mut n, 0, 10 + k).1).collect();
+    assert_eq!(got, [3, 5, 6]);
+    let mut r = est(60);
+    r.create_pdr = vec![pdr_with(1, assigned(4)), pdr_dl(2, 2)];
+    let resp = sess_resp(&n.handle(SEC, smf(), &est_bytes(20, r)));
+    assert_eq!(resp.cause, cause::RULE_CREATION_MODIFICATION_FAILURE);
+    assert_eq!(resp.offending, Some(t::F_TEID));
+    n.check_consistency().unwrap();
+}

@@ -180,6 +180,12 @@ impl UpfFeature {
         node.echo_t3 = Duration::from_secs(s.echo_t3_s);
         node.echo_n3 = s.echo_n3;
         node.teid_reuse_after = Duration::from_secs(s.teid_reuse_after_s);
+        // The static sessions' TEIDs are theirs: CHOOSE must not hand one out again.
+        node.reserved_teids = s
+            .static_sessions()?
+            .iter()
+            .flat_map(|x| x.teids())
+            .collect();
         let rules = DaemonRules::new(compiler, st.publisher.clone(), st.stats.clone());
         let ep = crate::n4::N4Endpoint::start_with(
             crate::n4::N4Config {

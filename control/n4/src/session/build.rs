@@ -10,6 +10,9 @@ use super::*;
 pub(crate) struct TeidAlloc<'a> {
     /// TEIDs in use by all sessions, with their owner SEID.
     in_use: &'a BTreeMap<u32, u64>,
+    /// TEIDs of sessions the node does not manage (the daemon's static sessions):
+    /// never handed out, and refused when assigned.
+    reserved: Option<&'a BTreeSet<u32>>,
     /// Released TEIDs: in quarantine, or free for reuse.
     pool: &'a TeidPool,
     now: Nanos,
@@ -43,6 +46,7 @@ impl<'a> TeidAlloc<'a> {
     ) -> Self {
         TeidAlloc {
             in_use,
+            reserved: None,
             pool,
             now,
             seid,
@@ -77,8 +81,21 @@ impl<'a> TeidAlloc<'a> {
         (self.next, self.wrapped)
     }
 
+    /// The same allocation with `reserved` (TEIDs of sessions outside the node) never
+    /// handed out and refused when assigned.
+    pub(crate) fn with_reserved(mut self, reserved: &'a BTreeSet<u32>) -> Self {
+        self.reserved = Some(reserved).filter(|r| !r.is_empty());
+        self
+    }
+
+    fn is_reserved(&self, teid: u32) -> bool {
+        self.reserved.is_some_and(|r| r.contains(&teid))
+    }
+
     fn taken(&self, teid: u32) -> bool {
-        self.fresh.contains(&teid) || self.in_use.get(&teid).is_some_and(|&o| o != self.seid)
+        self.fresh.contains(&teid)
+            || self.in_use.get(&teid).is_some_and(|&o| o != self.seid)
+            || self.is_reserved(teid)
     }
 
     /// Resolve the F-TEID of a PDR being created.
@@ -141,6 +158,7 @@ impl<'a> TeidAlloc<'a> {
             && !self.fresh.contains(&t)
             && !self.assigned.contains(&t)
             && !self.in_use.contains_key(&t)
+            && !self.is_reserved(t)
     }
 
     /// A fresh TEID, densest first: the lowest free one (released, its quarantine over),
@@ -171,6 +189,7 @@ impl<'a> TeidAlloc<'a> {
             }
         }
         let tries = self.in_use.len()
+            + self.reserved.map_or(0, BTreeSet::len)
             + self.fresh.len()
             + self.assigned.len()
             + self.pool.in_quarantine()
