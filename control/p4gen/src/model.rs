@@ -424,7 +424,7 @@ pub fn build(cfg: &Config, opts: &Options) -> Result<Entries, ConfigError> {
     let mut dl_v6 = Vec::new();
     for si in 0..t.shards.len() {
         let s = t.shards[si].clone();
-        for (k, r) in keys(&s.by_teid) {
+        for (k, r) in s.teids() {
             ul.push(PdrEntry {
                 key: k as u32,
                 action: b.pdr(si, r, Direction::Uplink),

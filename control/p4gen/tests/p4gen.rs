@@ -94,8 +94,7 @@ fn entries_agree_with_the_compiled_tables() {
         PdrAction::ToCpu => panic!("the quickstart sessions are all offloadable"),
     };
     for p in &e.ul {
-        let s = t.teid_shard(p.key);
-        let (lo, hi) = *s.by_teid.get(&p.key).expect("key in the Rust tables");
+        let (s, (lo, hi)) = t.teid_candidates(p.key).expect("key in the Rust tables");
         assert_eq!(hi - lo, 1);
         let pdr = &s.pdrs[s.pdr_order[lo as usize] as usize];
         assert_eq!(pdr.direction, Direction::Uplink);

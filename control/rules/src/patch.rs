@@ -101,9 +101,23 @@ pub(crate) fn patch_shard(
         copy_pdr(sc, old, &mut sh, i, session);
     }
     // Candidate lists: a key belongs to one session, so a list is kept or dropped whole.
-    keep(old, &old.by_teid, &sc.pdrs, &mut sc.teid, &mut sh, |_| true);
-    keep(old, &old.by_ue_v4, &sc.pdrs, &mut sc.v4, &mut sh, |_| true);
-    keep(old, &old.by_ue_v6, &sc.pdrs, &mut sc.v6, &mut sh, |_| true);
+    keep(old, old.teids(), &sc.pdrs, &mut sc.teid, &mut sh, |_| true);
+    keep(
+        old,
+        old.by_ue_v4.iter(),
+        &sc.pdrs,
+        &mut sc.v4,
+        &mut sh,
+        |_| true,
+    );
+    keep(
+        old,
+        old.by_ue_v6.iter(),
+        &sc.pdrs,
+        &mut sc.v6,
+        &mut sh,
+        |_| true,
+    );
 
     // 2. The changed sessions' new entries under their keys in this shard.
     add_sessions(&mut sh, &added, idx, bits, sc);
@@ -204,15 +218,19 @@ fn append(
     sc.v4.clear();
     sc.v6.clear();
     add_sessions(&mut sh, added, idx, bits, sc);
-    sh.by_teid = if all_paged(&sc.teid, bits) && all_paged_map(&old.by_teid, bits) {
-        old.by_teid.with_room_tight(sc.teid.len())
-    } else {
-        old.by_teid.with_room_loose(sc.teid.len())
-    };
+    let positions = 1usize << bits;
+    let hashed = sc.teid.iter().filter(|e| !paged(e.0, positions)).count();
+    sh.by_teid = old.by_teid.with_room_loose(hashed);
     sh.by_ue_v4 = old.by_ue_v4.with_room(sc.v4.len());
     sh.by_ue_v6 = old.by_ue_v6.with_room(sc.v6.len());
+    sh.paged_teids = Vec::with_capacity(old.paged_teids.len() + sc.teid.len() - hashed);
+    sh.paged_teids.extend_from_slice(&old.paged_teids);
     for &(k, r) in &sc.teid {
-        sh.by_teid.insert(k as u32, r);
+        if paged(k, positions) {
+            sh.paged_teids.push((k as u32, r));
+        } else {
+            sh.by_teid.insert(k as u32, r);
+        }
     }
     for &(k, r) in &sc.v4 {
         sh.by_ue_v4.insert(k as u32, r);
@@ -237,7 +255,7 @@ pub(crate) fn split_shard(old: &Shard, idx: usize, bits: u32, sc: &mut Scratch) 
     let mine = |k: u64| shard_of_in(k, bits) == idx;
     // The PDRs under a key of this half (a PDR filed under two keys may go to both).
     reset(&mut sc.pdrs, old.pdrs.len());
-    let lists = old.by_teid.iter().chain(old.by_ue_v4.iter());
+    let lists = old.teids().chain(old.by_ue_v4.iter());
     for (_, (a, b)) in lists.chain(old.by_ue_v6.iter()).filter(|e| mine(e.0)) {
         for &pi in old.pdr_order.get(a as usize..b as usize).unwrap_or(&[]) {
             if let Some(m) = sc.pdrs.get_mut(pi as usize) {
@@ -256,26 +274,38 @@ pub(crate) fn split_shard(old: &Shard, idx: usize, bits: u32, sc: &mut Scratch) 
         let session = remap(&mut sc.sessions, p.session, &old.sessions, &mut sh.sessions);
         copy_pdr(sc, old, &mut sh, i, session);
     }
-    keep(old, &old.by_teid, &sc.pdrs, &mut sc.teid, &mut sh, mine);
-    keep(old, &old.by_ue_v4, &sc.pdrs, &mut sc.v4, &mut sh, mine);
-    keep(old, &old.by_ue_v6, &sc.pdrs, &mut sc.v6, &mut sh, mine);
+    keep(old, old.teids(), &sc.pdrs, &mut sc.teid, &mut sh, mine);
+    keep(
+        old,
+        old.by_ue_v4.iter(),
+        &sc.pdrs,
+        &mut sc.v4,
+        &mut sh,
+        mine,
+    );
+    keep(
+        old,
+        old.by_ue_v6.iter(),
+        &sc.pdrs,
+        &mut sc.v6,
+        &mut sh,
+        mine,
+    );
     finish(sh, sc, bits)
 }
 
-/// The candidate lists of `m` whose PDRs were kept (`pdrs`: old index to new), copied to
-/// the end of `sh.pdr_order`; (key, new range) to `out`.
-fn keep<K>(
+/// The candidate lists of `entries` (a map's or list's (key, range)) whose PDRs were kept
+/// (`pdrs`: old index to new), copied to the end of `sh.pdr_order`; (key, new range) to `out`.
+fn keep(
     old: &Shard,
-    m: &KeyMap<K>,
+    entries: impl Iterator<Item = (u64, (u32, u32))>,
     pdrs: &[u32],
     out: &mut Vec<(u64, (u32, u32))>,
     sh: &mut Shard,
     want: impl Fn(u64) -> bool,
-) where
-    K: Copy + Into<u64>,
-{
+) {
     out.clear();
-    for (key, (a, b)) in m.iter().filter(|e| want(e.0)) {
+    for (key, (a, b)) in entries.filter(|e| want(e.0)) {
         let start = sh.pdr_order.len() as u32;
         for &pi in old.pdr_order.get(a as usize..b as usize).unwrap_or(&[]) {
             match pdrs.get(pi as usize) {
@@ -292,12 +322,22 @@ fn keep<K>(
 /// A built shard's maps sized for exactly their keys (`sc`'s lists), its vectors trimmed (a
 /// shrinking realloc does not copy) and the common case flattened into the key slots.
 fn finish(mut sh: Shard, sc: &Scratch, bits: u32) -> Shard {
-    let teids = if all_paged(&sc.teid, bits) {
-        KeyMap::with_capacity(sc.teid.len())
-    } else {
-        KeyMap::with_capacity_loose(sc.teid.len())
-    };
-    sh.by_teid = key_map(teids, &sc.teid, |k| k as u32);
+    // TEIDs with a direct page slot go to the shard's list (the packet path reads their
+    // page slots), the others to its map, sized at load factor 1/2 (the packet path probes
+    // it: fewer second lines).
+    let positions = 1usize << bits;
+    sh.paged_teids = sc
+        .teid
+        .iter()
+        .filter(|e| paged(e.0, positions))
+        .map(|&(k, r)| (k as u32, r))
+        .collect();
+    let hashed = sc.teid.len() - sh.paged_teids.len();
+    let mut teids = KeyMap::with_capacity_loose(hashed);
+    for &(k, r) in sc.teid.iter().filter(|e| !paged(e.0, positions)) {
+        teids.insert(k as u32, r);
+    }
+    sh.by_teid = teids;
     sh.by_ue_v4 = key_map(KeyMap::with_capacity(sc.v4.len()), &sc.v4, |k| k as u32);
     sh.by_ue_v6 = key_map(KeyMap::with_capacity(sc.v6.len()), &sc.v6, |k| k);
     trim(&mut sh);
@@ -305,22 +345,10 @@ fn finish(mut sh: Shard, sc: &Scratch, bits: u32) -> Shard {
     sh
 }
 
-/// Whether every TEID of `entries` has a direct page slot in a table of `1 << bits`
-/// positions (`upf::pages`): the packet path then reads the TEID map only on the general
-/// path, and it is sized at load factor 2/3; a map with TEIDs the packet path probes is sized
-/// at 1/2 (`KeyMap::with_capacity_loose`: fewer second lines).
-fn all_paged(entries: &[(u64, (u32, u32))], bits: u32) -> bool {
-    entries.iter().all(|e| paged(e.0, 1 << bits))
-}
-
-/// [`all_paged`] of a map's keys.
-fn all_paged_map(m: &KeyMap<u32>, bits: u32) -> bool {
-    m.iter().all(|e| paged(e.0, 1 << bits))
-}
-
 /// Trim a built shard's vectors to their length (a shrinking realloc does not copy).
 fn trim(sh: &mut Shard) {
     sh.pdr_order.shrink_to_fit();
+    sh.paged_teids.shrink_to_fit();
     sh.pdrs.shrink_to_fit();
     sh.filters.shrink_to_fit();
     sh.fars.shrink_to_fit();

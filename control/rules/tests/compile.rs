@@ -34,7 +34,7 @@ fn ue(i: u32) -> Ipv4Addr {
 /// The shard and candidate PDRs (in order) under an uplink TEID.
 fn by_teid(t: &UpfTables, teid: u32) -> (&Shard, Vec<&PdrRule>) {
     let sh = t.teid_shard(teid);
-    let v = sh.by_teid.get(&teid).map_or(vec![], |&(a, b)| {
+    let v = t.teid_candidates(teid).map_or(vec![], |(_, (a, b))| {
         sh.pdr_order[a as usize..b as usize]
             .iter()
             .map(|&i| &sh.pdrs[i as usize])
@@ -197,6 +197,7 @@ fn removal_clears_every_key_and_frees_slots() {
     let t3 = c.build();
     assert_eq!(total_pdrs(&t3), 0);
     assert!(t3.shards.iter().all(|s| s.by_teid.is_empty()
+        && s.paged_teids.is_empty()
         && s.by_ue_v4.is_empty()
         && s.fars.is_empty()
         && s.qers.is_empty()

@@ -7,7 +7,7 @@ mod common;
 
 use peregrine_dataplane::upf::shards::MAX_LAG;
 use peregrine_dataplane::upf::tables::{
-    shard_of_in, Direction, FarRule, FlowFilter, KeyMap, QerRule, Shard, UpfTables, NONE,
+    shard_of_in, Direction, FarRule, FlowFilter, KeyMap, KeySlot, QerRule, Shard, UpfTables, NONE,
 };
 use peregrine_n4::Session;
 use peregrine_rules::static_sessions::{
@@ -69,7 +69,40 @@ fn view_map<K: Copy + Into<u64>>(
     v: &mut View,
     own: impl Fn(u64) -> bool,
 ) {
-    for (key, (a, b)) in m.iter().filter(|e| own(e.0)) {
+    let slot = |k: u64| *m.slot(key_of(k)).unwrap();
+    view_entries(c, sh, m.iter(), slot, tag, v, own);
+}
+
+/// [`view_map`] of a shard's uplink TEIDs, those of its map and those of its list, whose
+/// slots (with the fast-path records) are their page slots in `t`.
+fn view_teids(
+    c: Option<&Compiler>,
+    t: &UpfTables,
+    sh: &Shard,
+    v: &mut View,
+    own: impl Fn(u64) -> bool,
+) {
+    let slot = |k: u64| match sh.by_teid.slot(k as u32) {
+        Some(s) => *s,
+        None => {
+            let (page, i) = t.shards.teid_page(k).expect("a listed TEID has its page");
+            assert_eq!(page[i].key(), k);
+            page[i]
+        }
+    };
+    view_entries(c, sh, sh.teids(), slot, 0, v, own);
+}
+
+fn view_entries(
+    c: Option<&Compiler>,
+    sh: &Shard,
+    entries: impl Iterator<Item = (u64, (u32, u32))>,
+    slot: impl Fn(u64) -> KeySlot,
+    tag: u8,
+    v: &mut View,
+    own: impl Fn(u64) -> bool,
+) {
+    for (key, (a, b)) in entries.filter(|e| own(e.0)) {
         let mut cands = Vec::new();
         for &pi in &sh.pdr_order[a as usize..b as usize] {
             let p = &sh.pdrs[pi as usize];
@@ -99,7 +132,7 @@ fn view_map<K: Copy + Into<u64>>(
                 qers,
             ));
         }
-        let fast = m.slot(key_of(key)).unwrap().fast().map(|f| {
+        let fast = slot(key).fast().map(|f| {
             for (mr, &qi) in f.meters.iter().zip(&f.meter_qers) {
                 if mr.slot != NONE {
                     assert_eq!(sh.qers[qi as usize].meter, *mr);
@@ -123,7 +156,7 @@ fn view_owned(c: Option<&Compiler>, t: &UpfTables) -> View {
     let mut v = View::new();
     for (i, sh) in t.shards.iter().enumerate() {
         let own = |k: u64| shard_of_in(k, t.shard_bits) == i;
-        view_map(c, sh, &sh.by_teid, 0, |k| k as u32, &mut v, own);
+        view_teids(c, t, sh, &mut v, own);
         view_map(c, sh, &sh.by_ue_v4, 1, |k| k as u32, &mut v, own);
         view_map(c, sh, &sh.by_ue_v6, 2, |k| k, &mut v, own);
     }
@@ -135,7 +168,7 @@ fn view(c: Option<&Compiler>, t: &UpfTables) -> (View, Vec<[usize; 6]>) {
     let mut v = View::new();
     let mut lens = Vec::new();
     for sh in &t.shards {
-        view_map(c, sh, &sh.by_teid, 0, |k| k as u32, &mut v, |_| true);
+        view_teids(c, t, sh, &mut v, |_| true);
         view_map(c, sh, &sh.by_ue_v4, 1, |k| k as u32, &mut v, |_| true);
         view_map(c, sh, &sh.by_ue_v6, 2, |k| k, &mut v, |_| true);
         lens.push([

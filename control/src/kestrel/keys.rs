@@ -50,7 +50,7 @@ fn shard_keys(s: &Shard) -> (Vec<DirKey>, usize) {
             .iter()
             .filter_map(|&i| s.pdrs.get(i as usize))
     };
-    for (teid, r) in s.by_teid.iter() {
+    for (teid, r) in s.teids() {
         for p in pdrs(r) {
             match p.qfi {
                 Some(q) => keys.push((p.direction as u8, teid as u32, q)),

@@ -100,6 +100,16 @@ impl KeySlot {
         fast: FastPath::EMPTY,
     };
 
+    /// A used slot of `key` with candidate range `range` and fast-path record `fast`
+    /// (a direct page slot, `upf::pages`).
+    pub fn new(key: u64, range: (u32, u32), fast: Option<FastPath>) -> KeySlot {
+        KeySlot {
+            key,
+            range,
+            fast: KeySlot::fast_record(fast),
+        }
+    }
+
     /// The candidate range into [`Shard::pdr_order`](super::tables::Shard::pdr_order).
     #[inline]
     pub fn range(&self) -> (u32, u32) {
@@ -376,11 +386,6 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
     /// of being re-indexed key by key.
     pub fn with_room(&self, extra: usize) -> Self {
         self.with_room_at(extra, self.loose)
-    }
-
-    /// [`Self::with_room`], the copy sized as [`Self::with_capacity`] whatever `self` is.
-    pub fn with_room_tight(&self, extra: usize) -> Self {
-        self.with_room_at(extra, false)
     }
 
     /// [`Self::with_room`], the copy sized as [`Self::with_capacity_loose`] whatever `self` is.

@@ -270,8 +270,7 @@ impl<'a> Work<'a> {
         inner: &Flow,
     ) -> Disposition {
         let sq = qfi.unwrap_or(0);
-        let shard = self.t.teid_shard(teid);
-        let Some(&range) = shard.by_teid.get(&teid) else {
+        let Some((shard, range)) = self.t.teid_candidates(teid) else {
             return self.error_indication(p, l3, l4, f, gtp_off, teid, sq);
         };
         let Some(pdr) = select_pdr(shard, range, Direction::Uplink, qfi, inner) else {

@@ -45,30 +45,40 @@ pub fn paged(teid: u64, positions: usize) -> bool {
 }
 
 /// The page slot changes of table position `pos` (of `positions`) going from shard `old`
-/// to shard `new`: `(teid, slot)` for every paged TEID of `new` filed at `pos`, and
-/// `(teid, None)` for every paged TEID of `old` filed at `pos` that `new` lacks. TEIDs of
-/// `old` filed elsewhere (a doubled table's sibling position, which still holds `old`)
-/// are left alone. Appended to `out`.
+/// to shard `new`, given the current `pages`: `(teid, slot)` for every paged TEID of `new`
+/// filed at `pos` whose page slot differs, and `(teid, None)` for every paged TEID of
+/// `old` filed at `pos` that `new` lacks. A shard's TEIDs are those of its map
+/// ([`Shard::by_teid`]) and of its list ([`Shard::paged_teids`], whose slots are made here
+/// with their fast-path records). TEIDs of `old` filed elsewhere (a doubled table's sibling
+/// position, which still holds `old`) are left alone. Appended to `out`.
 pub fn page_changes(
     old: &Shard,
     new: &Shard,
     pos: usize,
     positions: usize,
+    pages: &[PageRef],
     out: &mut Vec<(u64, Option<KeySlot>)>,
 ) {
     let mine = |t: u64| paged(t, positions) && shard_in(t, positions) == pos;
-    for s in new.by_teid.used_slots() {
-        if mine(s.key()) {
-            // A slot identical to the one the page holds is not a change.
-            match old.by_teid.slot_of(s.key()) {
-                Some(o) if o == s => {}
-                _ => out.push((s.key(), Some(*s))),
-            }
+    let mut kept: Vec<u64> = Vec::new();
+    let mut put = |s: KeySlot| {
+        let t = s.key();
+        kept.push(t);
+        // A slot identical to the one the page holds is not a change.
+        if page_of(pages, t).map(|(p, i)| &p[i]) != Some(&s) {
+            out.push((t, Some(s)));
         }
+    };
+    for s in new.by_teid.used_slots().filter(|s| mine(s.key())) {
+        put(*s);
     }
-    for s in old.by_teid.used_slots() {
-        if mine(s.key()) && new.by_teid.slot_of(s.key()).is_none() {
-            out.push((s.key(), None));
+    for &(t, r) in new.paged_teids.iter().filter(|e| mine(u64::from(e.0))) {
+        put(new.uplink_slot(t, r));
+    }
+    kept.sort_unstable();
+    for (t, _) in old.teids().filter(|e| mine(e.0)) {
+        if kept.binary_search(&t).is_err() {
+            out.push((t, None));
         }
     }
 }
@@ -111,7 +121,7 @@ pub fn build_pages<'a>(shards: impl ExactSizeIterator<Item = &'a Arc<Shard>>) ->
     let mut changes = Vec::new();
     let empty = Shard::default();
     for (i, s) in shards.enumerate() {
-        page_changes(&empty, s, i, positions, &mut changes);
+        page_changes(&empty, s, i, positions, &pages, &mut changes);
     }
     apply_changes(&mut pages, &mut changes, &mut Vec::new());
     pages
@@ -171,7 +181,7 @@ mod tests {
             .collect();
         let new = shard_with(&keep);
         let mut ch = Vec::new();
-        page_changes(&shards[3], &new, 3, positions, &mut ch);
+        page_changes(&shards[3], &new, 3, positions, &pages, &mut ch);
         let mut written = Vec::new();
         apply_changes(&mut pages, &mut ch, &mut written);
         assert!(!written.is_empty());
@@ -205,7 +215,7 @@ mod tests {
             .filter(|&t| shard_in(u64::from(t), positions) == 2)
             .collect();
         let mut ch = Vec::new();
-        page_changes(&old, &shard_with(&twos), 2, positions, &mut ch);
+        page_changes(&old, &shard_with(&twos), 2, positions, &pages, &mut ch);
         assert!(ch.iter().all(|c| shard_in(c.0, positions) == 2));
         apply_changes(&mut pages, &mut ch, &mut Vec::new());
         for &t in &both {

@@ -570,7 +570,7 @@ impl Work<'_> {
         // A G-PDU whose inner packet does not parse: unknown TEIDs still get their Error
         // Indication, known ones drop as inner_malformed.
         let sq = qfi.unwrap_or(0);
-        if !self.t.teid_shard(teid).by_teid.contains_key(&teid) {
+        if self.t.teid_candidates(teid).is_none() {
             return self.error_indication(p, l3, l4, f, gtp_off, teid, sq);
         }
         self.drop_q(Direction::Uplink, sq, d.inner_malformed)

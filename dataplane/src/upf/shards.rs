@@ -156,7 +156,7 @@ impl ShardTable {
         let mut ch = Vec::new();
         for (i, s) in updates {
             if let Some(old) = self.dir.get(*i) {
-                page_changes(old, s, *i, self.len(), &mut ch);
+                page_changes(old, s, *i, self.len(), &self.pages, &mut ch);
             }
         }
         let first = changed.len();

@@ -217,8 +217,13 @@ pub fn shard_of(key: u64) -> usize {
 /// the shard.
 #[derive(Debug, Clone, Default)]
 pub struct Shard {
-    /// Uplink candidates by local TEID: range into [`Self::pdr_order`].
+    /// Uplink candidates by local TEID: range into [`Self::pdr_order`]. The compiler files
+    /// here only TEIDs without a direct page slot ([`super::pages`]); those with one are in
+    /// [`Self::paged_teids`].
     pub by_teid: KeyMap<u32>,
+    /// Uplink candidates of TEIDs with a direct page slot, (TEID, range), in no order: the
+    /// packet path reads their page slots, built from these, so they need no hash map.
+    pub paged_teids: Vec<(u32, (u32, u32))>,
     /// Downlink candidates by UE IPv4 address.
     pub by_ue_v4: KeyMap<u32>,
     /// Downlink candidates by UE IPv6 /64 prefix (the upper 64 bits).
@@ -260,6 +265,24 @@ impl Shard {
         let mut m = std::mem::take(&mut self.by_ue_v6);
         m.fill_fast_of(v6, |r| self.fast_for(r, Direction::Downlink));
         self.by_ue_v6 = m;
+    }
+
+    /// Every uplink TEID with its candidate range: [`Self::by_teid`]'s, then
+    /// [`Self::paged_teids`].
+    pub fn teids(&self) -> impl Iterator<Item = (u64, (u32, u32))> + '_ {
+        self.by_teid
+            .iter()
+            .chain(self.paged_teids.iter().map(|&(t, r)| (u64::from(t), r)))
+    }
+
+    /// The key slot of uplink TEID `teid` with candidate range `range` in this shard, with
+    /// its fast-path record: what its page slot holds.
+    pub fn uplink_slot(&self, teid: u32, range: (u32, u32)) -> KeySlot {
+        KeySlot::new(
+            u64::from(teid),
+            range,
+            self.fast_for(range, Direction::Uplink),
+        )
     }
 
     /// The flattened rules of candidate range `range` if it is one PDR of direction `dir`
@@ -383,6 +406,20 @@ impl UpfTables {
     #[inline]
     pub fn teid_shard(&self, teid: u32) -> &Shard {
         self.shards.at(self.shard_index(u64::from(teid)))
+    }
+
+    /// The shard holding uplink rules for `teid` and their candidate range, if it has any:
+    /// from its page slot, else its shard's map.
+    #[inline]
+    pub fn teid_candidates(&self, teid: u32) -> Option<(&Shard, (u32, u32))> {
+        let shard = self.teid_shard(teid);
+        if let Some((page, i)) = self.shards.teid_page(u64::from(teid)) {
+            let s = &page[i];
+            if s.is_used() && s.key() == u64::from(teid) {
+                return Some((shard, s.range()));
+            }
+        }
+        shard.by_teid.get(&teid).map(|&r| (shard, r))
     }
 
     /// The shard holding downlink rules for UE IPv4 address `ue`.

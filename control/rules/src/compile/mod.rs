@@ -616,6 +616,7 @@ impl Compiler {
             pdrs += sh.pdrs.len();
             shard_bytes += size_of::<Shard>()
                 + sh.by_teid.heap_bytes()
+                + sh.paged_teids.capacity() * size_of::<(u32, (u32, u32))>()
                 + sh.by_ue_v4.heap_bytes()
                 + sh.by_ue_v6.heap_bytes()
                 + sh.pdr_order.capacity() * 4
