@@ -101,23 +101,7 @@ pub(crate) fn patch_shard(
         copy_pdr(sc, old, &mut sh, i, session);
     }
     // Candidate lists: a key belongs to one session, so a list is kept or dropped whole.
-    keep(old, old.teids(), &sc.pdrs, &mut sc.teid, &mut sh, |_| true);
-    keep(
-        old,
-        old.by_ue_v4.iter(),
-        &sc.pdrs,
-        &mut sc.v4,
-        &mut sh,
-        |_| true,
-    );
-    keep(
-        old,
-        old.by_ue_v6.iter(),
-        &sc.pdrs,
-        &mut sc.v6,
-        &mut sh,
-        |_| true,
-    );
+    keep_lists(old, sc, &mut sh, |_| true);
 
     // 2. The changed sessions' new entries under their keys in this shard.
     add_sessions(&mut sh, &added, idx, bits, sc);
@@ -274,24 +258,16 @@ pub(crate) fn split_shard(old: &Shard, idx: usize, bits: u32, sc: &mut Scratch) 
         let session = remap(&mut sc.sessions, p.session, &old.sessions, &mut sh.sessions);
         copy_pdr(sc, old, &mut sh, i, session);
     }
-    keep(old, old.teids(), &sc.pdrs, &mut sc.teid, &mut sh, mine);
-    keep(
-        old,
-        old.by_ue_v4.iter(),
-        &sc.pdrs,
-        &mut sc.v4,
-        &mut sh,
-        mine,
-    );
-    keep(
-        old,
-        old.by_ue_v6.iter(),
-        &sc.pdrs,
-        &mut sc.v6,
-        &mut sh,
-        mine,
-    );
+    keep_lists(old, sc, &mut sh, mine);
     finish(sh, sc, bits)
+}
+
+/// [`keep`] of `old`'s TEIDs, UE IPv4 and UE IPv6 keys `want` takes, into `sc.teid`,
+/// `sc.v4` and `sc.v6`.
+fn keep_lists(old: &Shard, sc: &mut Scratch, sh: &mut Shard, want: impl Fn(u64) -> bool) {
+    keep(old, old.teids(), &sc.pdrs, &mut sc.teid, sh, &want);
+    keep(old, old.by_ue_v4.iter(), &sc.pdrs, &mut sc.v4, sh, &want);
+    keep(old, old.by_ue_v6.iter(), &sc.pdrs, &mut sc.v6, sh, &want);
 }
 
 /// The candidate lists of `entries` (a map's or list's (key, range)) whose PDRs were kept
