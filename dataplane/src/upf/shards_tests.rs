@@ -188,7 +188,8 @@ fn directory_slot_arrays_are_the_shards_maps() {
 }
 
 /// A shard holding, of `teids`, those filed at position `pos` of `positions` (ranges
-/// numbered from `base`, so two versions of a position differ).
+/// numbered from `base`, so two versions of a position differ), the even ones in its list
+/// of paged TEIDs, the odd ones in its map.
 fn filed(teids: &[u32], pos: usize, positions: usize, base: u32) -> Arc<Shard> {
     let mut s = Shard::default();
     for (n, &t) in teids
@@ -196,7 +197,14 @@ fn filed(teids: &[u32], pos: usize, positions: usize, base: u32) -> Arc<Shard> {
         .filter(|&&t| crate::upf::tables::shard_in(u64::from(t), positions) == pos)
         .enumerate()
     {
-        s.by_teid.insert(t, (base + n as u32, base + n as u32 + 1));
+        let r = (base + n as u32, base + n as u32 + 1);
+        // Both places a shard files TEIDs: its map, and (as the compiler does for paged
+        // ones) its list.
+        if t % 2 == 0 {
+            s.paged_teids.push((t, r));
+        } else {
+            s.by_teid.insert(t, r);
+        }
     }
     Arc::new(s)
 }
@@ -211,15 +219,18 @@ fn check_pages(t: &ShardTable, patched: &[bool]) {
     use crate::upf::tables::shard_in;
     let n = t.len();
     let mut want = 0;
-    for q in 0..n {
-        for s in t.at(q).by_teid.used_slots() {
-            let k = s.key();
+    for (q, sh) in t.iter().enumerate() {
+        for (k, r) in sh.teids() {
             if !(paged(k, n) && shard_in(k, n) == q) {
                 continue;
             }
+            let slot = match sh.by_teid.slot(k as u32) {
+                Some(s) => *s,
+                None => sh.uplink_slot(k as u32, r),
+            };
             match t.teid_page(k) {
                 Some((page, i)) if page[i].is_used() => {
-                    assert_eq!(&page[i], s, "TEID {k}");
+                    assert_eq!(page[i], slot, "TEID {k}");
                     want += 1;
                 }
                 _ => assert!(
