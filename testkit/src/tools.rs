@@ -121,6 +121,28 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Poll `probe` every `every` until it gives a value, and return it: a wait for a state the
+/// test reads (a metrics page showing counters, an API answering, a file holding records).
+/// `Err` carries what the probe saw; the wall clock is only a hang guard ([`START_GUARD`]);
+/// past it the test fails naming `what`, with the probe's last `Err`.
+pub fn wait_value<T>(
+    what: &str,
+    every: Duration,
+    mut probe: impl FnMut() -> Result<T, String>,
+) -> T {
+    let t0 = Instant::now();
+    loop {
+        match probe() {
+            Ok(v) => return v,
+            Err(last) => assert!(
+                t0.elapsed() < START_GUARD,
+                "timed out ({START_GUARD:?}): {what}; last seen:\n{last}"
+            ),
+        }
+        std::thread::sleep(every);
+    }
+}
+
 /// A UDP port free on 127.0.0.1 a moment ago.
 pub fn free_udp_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")
@@ -199,6 +221,20 @@ mod tests {
         let st = g.term().expect("status");
         assert!(!st.success());
         assert!(g.term().is_none());
+    }
+
+    #[test]
+    fn wait_value_returns_the_first_value() {
+        let mut n = 0;
+        let v = wait_value("n reaches 3", Duration::ZERO, || {
+            n += 1;
+            if n == 3 {
+                Ok(n * 10)
+            } else {
+                Err(format!("n = {n}"))
+            }
+        });
+        assert_eq!((v, n), (30, 3));
     }
 
     #[test]
