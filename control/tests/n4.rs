@@ -9,6 +9,8 @@ mod n4_daemon;
 
 use n4_daemon::*;
 use peregrine_testkit::mbr::{assert_windows_at_mbr, inner_lengths, offered_windows, qfi_row};
+use peregrine_testkit::pcap::Record;
+use peregrine_testkit::pfcp::header_in_frame;
 use peregrine_testkit::tools::wait_value;
 use peregrine_testkit::tshark::LiveCapture;
 use std::path::Path;
@@ -20,12 +22,6 @@ use std::time::{Duration, Instant};
 struct Capture {
     live: LiveCapture,
     port: u16,
-}
-
-/// The PFCP message type of a captured frame (Ethernet on `lo`, IPv4, UDP), if it is one.
-fn pfcp_type(f: &[u8]) -> Option<u8> {
-    let ihl = usize::from(f.get(14)? & 0x0f) * 4;
-    f.get(14 + ihl + 8 + 1).copied()
 }
 
 impl Capture {
@@ -57,9 +53,10 @@ impl Capture {
     /// them.
     fn finish(self, want: &[(u8, u64)]) -> (Vec<(u16, String)>, Vec<String>) {
         let what = format!("the N4 messages (type, at least) {want:?}");
-        self.live.wait_frames(&what, |frames| {
+        self.live.wait_records(&what, |records| {
             want.iter().all(|&(t, n)| {
-                frames.iter().filter(|f| pfcp_type(f) == Some(t)).count() as u64 >= n
+                let is = |r: &&Record| header_in_frame(&r.data).is_some_and(|h| h.0 == t);
+                records.iter().filter(is).count() as u64 >= n
             })
         });
         let file = self.live.file.clone();

@@ -2,7 +2,7 @@
 //! expert-info checks, PFCP datagrams decoded in a pcap, and live captures started and
 //! stopped on what tshark and its file show ([`LiveCapture`]).
 
-use crate::pcap::{parse_complete, pcap};
+use crate::pcap::{parse_complete, pcap, Record};
 use crate::tools::{collect_lines, Guard, Lines, START_GUARD, STOP_GUARD};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// A live capture: `tshark -i <iface> -f <filter> -F pcap -w <file>`, waited on by state,
 /// not by the clock. [`start`](Self::start) returns once tshark says it is capturing;
-/// [`wait_frames`](Self::wait_frames) waits until the packets a test expects are in the file
+/// [`wait_records`](Self::wait_records) waits until the packets a test expects are in the file
 /// (dumpcap writes them a fraction of a second after they pass, more under load); and
 /// [`stop`](Self::stop) interrupts tshark, which closes the file, and waits for it to exit.
 /// Dropped without `stop`, the capture is stopped by its [`Guard`].
@@ -74,21 +74,20 @@ impl LiveCapture {
         })
     }
 
-    /// The frames in the file so far (a record dumpcap is still writing is left out).
-    pub fn frames(&self) -> Vec<Vec<u8>> {
+    /// The records (capture time, frame) in the file so far (one dumpcap is still writing
+    /// is left out).
+    pub fn records(&self) -> Vec<Record> {
         let bytes = std::fs::read(&self.file).unwrap_or_default();
-        parse_complete(&bytes)
-            .map(|r| r.into_iter().map(|r| r.data).collect())
-            .unwrap_or_default()
+        parse_complete(&bytes).unwrap_or_default()
     }
 
-    /// Wait until `done` holds of the frames in the file: the packets the test expects have
+    /// Wait until `done` holds of the records in the file: the packets the test expects have
     /// been written. The wall clock is only a hang guard ([`START_GUARD`]; past it the test
     /// fails naming `what`, with the number of frames and tshark's output).
-    pub fn wait_frames(&self, what: &str, mut done: impl FnMut(&[Vec<u8>]) -> bool) {
+    pub fn wait_records(&self, what: &str, mut done: impl FnMut(&[Record]) -> bool) {
         let t0 = Instant::now();
         loop {
-            let frames = self.frames();
+            let frames = self.records();
             if done(&frames) {
                 return;
             }
