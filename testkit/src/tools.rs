@@ -143,6 +143,22 @@ pub fn wait_value<T>(
     }
 }
 
+/// Whether some socket of this network namespace has an established TCP connection to
+/// `port` (IPv4 or IPv6; `/proc/net/tcp`, `/proc/net/tcp6`): a client (a ZeroMQ SUB, a
+/// scraper) has connected to the server on `port`.
+pub fn tcp_connected_to(port: u16) -> bool {
+    let rem = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let c: Vec<&str> = l.split_whitespace().collect();
+                // sl local_address rem_address st ...; st 01 = ESTABLISHED.
+                c.get(2).is_some_and(|r| r.ends_with(&rem)) && c.get(3) == Some(&"01")
+            })
+        })
+    })
+}
+
 /// A UDP port free on 127.0.0.1 a moment ago.
 pub fn free_udp_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")
@@ -235,6 +251,15 @@ mod tests {
             }
         });
         assert_eq!((v, n), (30, 3));
+    }
+
+    #[test]
+    fn established_connections_are_seen() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert!(!tcp_connected_to(port));
+        let _c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        assert!(tcp_connected_to(port));
     }
 
     #[test]
