@@ -156,7 +156,7 @@ fn live_upf_in_namespaces_over_af_packet() {
     let dir = tempfile::tempdir().unwrap();
     let (pfcp, metrics) = (free_udp_port(), free_tcp_port());
 
-    // The oracle for N4: tshark on lo for the whole run (from when it says it captures).
+    // The oracle for N4: tshark on lo for the whole run (from when dumpcap captures).
     let n4_pcap = dir.path().join("n4.pcap");
     let tshark = have_tshark.then(|| {
         LiveCapture::start("lo", &format!("udp port {pfcp}"), &n4_pcap).expect("start tshark")

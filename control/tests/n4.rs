@@ -35,7 +35,7 @@ impl Capture {
             eprintln!("skipping the N4 capture: capturing on lo needs root");
             return None;
         }
-        // Returns once tshark says it is capturing.
+        // Returns once dumpcap captures (it wrote the file header).
         match LiveCapture::start("lo", &format!("udp port {port}"), &dir.join("n4.pcap")) {
             Ok(live) => Some(Capture { live, port }),
             Err(e) if !in_ci() => {

@@ -12,7 +12,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// A live capture: `tshark -i <iface> -f <filter> -F pcap -w <file>`, waited on by state,
-/// not by the clock. [`start`](Self::start) returns once tshark says it is capturing;
+/// not by the clock. [`start`](Self::start) returns once dumpcap captures;
 /// [`wait_records`](Self::wait_records) waits until the packets a test expects are in the file
 /// (dumpcap writes them a fraction of a second after they pass, more under load); and
 /// [`stop`](Self::stop) interrupts tshark, which closes the file, and waits for it to exit.
@@ -27,12 +27,16 @@ pub struct LiveCapture {
 
 impl LiveCapture {
     /// Start capturing on `iface` what the capture `filter` takes, into `file` (classic
-    /// pcap). Returns once tshark reports "Capturing on" on stderr: its capture filter is
-    /// in place and every later packet is captured. `Err` when tshark cannot be started
-    /// (the caller skips, or fails under `CI`); a tshark that exits before capturing (no
-    /// permission, no such interface) fails the test with what it printed. The wall clock
-    /// is only a hang guard ([`START_GUARD`]).
+    /// pcap). Returns once dumpcap has written the file's header, which it does after it
+    /// opened the interface and installed the filter (tshark then logs "Capture started."):
+    /// every later packet is captured. tshark's "Capturing on ..." line is not that signal:
+    /// tshark prints it before it starts dumpcap (it does so for an interface that does not
+    /// exist, too). `Err` when tshark cannot be started (the caller skips, or fails under
+    /// `CI`); a tshark that exits before capturing (no permission, no such interface) fails
+    /// the test with what it printed. The wall clock is only a hang guard ([`START_GUARD`]).
     pub fn start(iface: &str, filter: &str, file: &Path) -> std::io::Result<LiveCapture> {
+        // A header already there would not be this capture's.
+        let _ = std::fs::remove_file(file);
         let mut c = Command::new("tshark")
             .args(["-i", iface, "-q", "-f", filter, "-F", "pcap", "-w"])
             .arg(file)
@@ -45,12 +49,7 @@ impl LiveCapture {
         let mut guard = Guard(Some(c));
         let t0 = Instant::now();
         loop {
-            if stderr
-                .lock()
-                .unwrap()
-                .iter()
-                .any(|l| l.contains("Capturing on"))
-            {
+            if std::fs::read(file).is_ok_and(|b| parse_complete(&b).is_ok()) {
                 break;
             }
             let exited = guard.child().try_wait().ok().flatten();
