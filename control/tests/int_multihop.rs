@@ -22,7 +22,9 @@
 
 use peregrine_testkit::intnet::*;
 use peregrine_testkit::netns::{two_port_backend, Topology, VdevPort};
-use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, tcp_connected_to, wait_until};
+use peregrine_testkit::tools::{
+    free_tcp_port, is_root, run, skip, tcp_connected_to, wait_until, START_GUARD,
+};
 use std::net::Ipv6Addr;
 use std::time::{Duration, Instant};
 
@@ -212,7 +214,7 @@ fn int_multihop_with_a_linux_ioam_transit_in_namespaces() {
     let (_w3, sink_lines) = watch(nodes[2].reports);
     let (_w1, src_lines) = watch(nodes[0].reports);
     let (_cap, captured) = capture(&topo.ns("dst"), &topo.dev("d0"));
-    wait_for("the capture", Duration::from_secs(10), || {
+    wait_for("the capture", START_GUARD, || {
         captured
             .lock()
             .unwrap()
@@ -230,7 +232,7 @@ fn int_multihop_with_a_linux_ioam_transit_in_namespaces() {
             .collect()
     };
     let got_flow = |n: usize| {
-        wait_for("frames at dst", Duration::from_secs(10), || {
+        wait_for("frames at dst", START_GUARD, || {
             captured.lock().unwrap().len() > n
         })
     };
@@ -349,11 +351,9 @@ fn int_multihop_with_a_linux_ioam_transit_in_namespaces() {
         .map(|i| frame(MAC_DST, &mac(3, 'b'), DST, SRC, 4000, i))
         .collect();
     send(&topo.ns("dst"), &topo.dev("d0"), &back, 20);
-    wait_for(
-        "piggy-backed reports at p1",
-        Duration::from_secs(10),
-        || !reports(&src_lines).is_empty(),
-    );
+    wait_for("piggy-backed reports at p1", START_GUARD, || {
+        !reports(&src_lines).is_empty()
+    });
     let pb = reports(&src_lines);
     for r in &pb {
         assert_eq!(r["ns_id"], 7);

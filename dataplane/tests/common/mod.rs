@@ -181,8 +181,11 @@ pub fn start_ring_loop(
 
 /// Counter publishes (each worker publishes every 1,024 polls) the warm-up waits for.
 const WARM_PUBLISHES: u64 = 4;
+/// How far `progress` moves in the warm-up: every worker is in its loop and past its first
+/// passes.
+const WARM_PROGRESS: u64 = 10_000;
 /// Counter publishes a window covers at least: every worker's periodic work ran in it.
-const WINDOW_PUBLISHES: u64 = 16;
+const WINDOW_PUBLISHES: u64 = 4;
 
 /// Polls (bursts and idle polls) as the workers last published them: it moves only when a
 /// worker publishes, every 1,024 of its polls.
@@ -194,8 +197,9 @@ fn polls(c: &Counters) -> u64 {
 /// (how far `progress` moved in the window, allocations in the window).
 ///
 /// Both ends are states of the loop, not clock times (the wall clock is only testkit's hang
-/// guard): the warm-up lasts until the workers published their counters `WARM_PUBLISHES`
-/// times with `progress` moving, so first passes are behind us; the window lasts until
+/// guard): the warm-up lasts until `progress` moved `WARM_PROGRESS` and the workers published
+/// their counters `WARM_PUBLISHES` times, so first passes are behind us (with several
+/// workers, `progress` must be something each of them does); the window lasts until
 /// `progress` moved at least `min` more, the workers published `WINDOW_PUBLISHES` more
 /// times, and `more` holds of the counters. Reading the counters allocates on this thread:
 /// those allocations are the test's, not the workers', and are not counted.
@@ -209,7 +213,7 @@ pub fn window(
     let (p0, q0) = (progress(&c0), polls(&c0));
     wait_until("the loop warmed up", || {
         let c = run.counters();
-        progress(&c) > p0 && polls(&c) >= q0 + WARM_PUBLISHES * 1024
+        progress(&c) >= p0 + WARM_PROGRESS && polls(&c) >= q0 + WARM_PUBLISHES * 1024
     });
     let own = thread_allocs();
     let before = GLOBAL.allocs();
