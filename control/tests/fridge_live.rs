@@ -29,14 +29,17 @@
 
 use peregrine_control::fridge::{WindowReport, CBOR_VERSION};
 use peregrine_testkit::tcp_rig::{median_ns as median, missing_prerequisite, Dir, Rig, RigConfig};
-use peregrine_testkit::tools::skip;
+use peregrine_testkit::tools::{skip, wait_until};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 const RADIO: Duration = Duration::from_millis(20);
 const HANDSHAKES: usize = 60;
+/// The slices of [`FRIDGE`].
+const SLICES: [&str; 3] = ["n3-handshake", "n6-handshake", "n3-data"];
 /// A median read from the histogram is within one bin (1/64) of the samples' median.
 const BIN: f64 = 1.02;
 
@@ -67,19 +70,20 @@ m = 1024
 p = 1.0
 "#;
 
-/// Every report published on `endpoint` until `stop`, with its topic.
-fn subscribe(
-    endpoint: &'static str,
-    stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<Vec<(String, WindowReport)>> {
+/// Reports received so far, with their topics.
+type Received = Arc<Mutex<Vec<(String, WindowReport)>>>;
+
+/// Every report published on `endpoint` until `stop`, with its topic, as it arrives.
+fn subscribe(endpoint: &'static str, stop: Arc<AtomicBool>) -> (JoinHandle<()>, Received) {
     let ctx = zmq::Context::new();
     let sub = ctx.socket(zmq::SUB).expect("SUB socket");
     sub.set_subscribe(b"fridge.").unwrap();
     sub.set_rcvtimeo(200).unwrap();
     sub.connect(endpoint).unwrap();
-    std::thread::spawn(move || {
+    let got = Received::default();
+    let out = got.clone();
+    let h = std::thread::spawn(move || {
         let _ctx = ctx;
-        let mut got = Vec::new();
         while !stop.load(Relaxed) {
             let Ok(parts) = sub.recv_multipart(0) else {
                 continue;
@@ -88,9 +92,20 @@ fn subscribe(
                 panic!("a report of {} frames", parts.len());
             };
             let r: WindowReport = ciborium::from_reader(&body[..]).expect("CBOR window report");
-            got.push((String::from_utf8_lossy(topic).into_owned(), r));
+            got.lock()
+                .unwrap()
+                .push((String::from_utf8_lossy(topic).into_owned(), r));
         }
-        got
+    });
+    (h, out)
+}
+
+/// Whether every slice has a report in `got` that `is` takes.
+fn every_slice(got: &Received, is: impl Fn(&WindowReport) -> bool) -> bool {
+    let got = got.lock().unwrap();
+    SLICES.iter().all(|n| {
+        got.iter()
+            .any(|(t, r)| *t == format!("fridge.{n}") && is(r))
     })
 }
 
@@ -107,7 +122,7 @@ fn handshake_and_data_delays_from_kernel_tcp_at_both_vantages() {
     let dir = tempfile::tempdir().unwrap();
     // Connected before the daemon binds: ZeroMQ reconnects, so no window is missed.
     let stop = Arc::new(AtomicBool::new(false));
-    let reports = subscribe("tcp://127.0.0.1:5689", stop.clone());
+    let (subscriber, received) = subscribe("tcp://127.0.0.1:5689", stop.clone());
     let cfg = RigConfig {
         extra: FRIDGE.into(),
         ul_delay: RADIO,
@@ -123,13 +138,19 @@ fn handshake_and_data_delays_from_kernel_tcp_at_both_vantages() {
     let from_ue = rig
         .handshakes(Dir::Ul, HANDSHAKES, 443)
         .unwrap_or_else(|e| panic!("UE -> DN handshakes: {e}\n{}", rig.log()));
-    // Let the last window close and the exports merge.
-    std::thread::sleep(Duration::from_millis(1500));
+    // The handshakes spanned windows: wait until the control thread merged and exported a
+    // finished window of every slice.
+    wait_until("a finished window of every slice on ZeroMQ", || {
+        every_slice(&received, |r| r.window_start_ns != u64::MAX)
+    });
     let sum = rig.finish().expect("daemon summary");
     // The end-of-run report leaves as the daemon stops.
-    std::thread::sleep(Duration::from_millis(500));
+    wait_until("the end-of-run report of every slice on ZeroMQ", || {
+        every_slice(&received, |r| r.window_start_ns == u64::MAX)
+    });
     stop.store(true, Relaxed);
-    let reports = reports.join().expect("subscriber");
+    subscriber.join().expect("subscriber");
+    let reports = std::mem::take(&mut *received.lock().unwrap());
     let f = &sum["fridge"];
     let slice = |n: &str| {
         f["slices"]
@@ -183,7 +204,7 @@ fn handshake_and_data_delays_from_kernel_tcp_at_both_vantages() {
 
     // ZeroMQ: every slice's windows, their samples adding up to the summary's, and the
     // end-of-run report (window_start_ns = 2^64 - 1) with the summary's median.
-    for n in ["n3-handshake", "n6-handshake", "n3-data"] {
+    for n in SLICES {
         let s = slice(n);
         let mine: Vec<&WindowReport> = reports
             .iter()

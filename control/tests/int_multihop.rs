@@ -22,7 +22,9 @@
 
 use peregrine_testkit::intnet::*;
 use peregrine_testkit::netns::{two_port_backend, Topology, VdevPort};
-use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip};
+use peregrine_testkit::tools::{
+    free_tcp_port, is_root, run, skip, tcp_connected_to, wait_until, START_GUARD,
+};
 use std::net::Ipv6Addr;
 use std::time::{Duration, Instant};
 
@@ -139,13 +141,11 @@ source_ports = [{source_port}]
     )
 }
 
-/// Wait (up to 10 s, a loaded machine) until at least `n` reports have arrived, then 300 ms
-/// more so that any surplus shows up too before the caller counts exactly.
+/// Wait until at least `n` reports have arrived (the wall clock only a hang guard), then
+/// 300 ms more so that any surplus shows up too before the caller counts exactly.
 fn wait_reports(lines: &Lines, n: usize) {
-    let t0 = Instant::now();
-    while reports(lines).len() < n && t0.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(&format!("{n} reports"), || reports(lines).len() >= n);
+    // Pacing, not a wait: the quiet time in which a surplus report would show (none must).
     std::thread::sleep(Duration::from_millis(300));
 }
 
@@ -214,22 +214,25 @@ fn int_multihop_with_a_linux_ioam_transit_in_namespaces() {
     let (_w3, sink_lines) = watch(nodes[2].reports);
     let (_w1, src_lines) = watch(nodes[0].reports);
     let (_cap, captured) = capture(&topo.ns("dst"), &topo.dev("d0"));
-    wait_for("the capture", Duration::from_secs(10), || {
+    wait_for("the capture", START_GUARD, || {
         captured
             .lock()
             .unwrap()
             .first()
             .is_some_and(|l| l == "ready")
     });
-    // Let the ports come up and the SUB sockets connect.
-    std::thread::sleep(Duration::from_millis(1500));
+    // The ports are up (each node binds its rule API after them); the watchers' SUB sockets
+    // have connected once their TCP connections are established.
+    wait_until("the report watchers connected", || {
+        tcp_connected_to(nodes[2].reports) && tcp_connected_to(nodes[0].reports)
+    });
     let fwd = |from: u16, n: u16| -> Vec<Vec<u8>> {
         (from..from + n)
             .map(|i| frame(MAC_SRC, &mac(1, 'a'), SRC, DST, 5000, i))
             .collect()
     };
     let got_flow = |n: usize| {
-        wait_for("frames at dst", Duration::from_secs(10), || {
+        wait_for("frames at dst", START_GUARD, || {
             captured.lock().unwrap().len() > n
         })
     };
@@ -238,10 +241,7 @@ fn int_multihop_with_a_linux_ioam_transit_in_namespaces() {
     let sent = fwd(0, 20);
     send(&topo.ns("src"), &topo.dev("s0"), &sent, 20);
     got_flow(20);
-    wait_for("19 reports", Duration::from_secs(10), || {
-        reports(&sink_lines).len() >= 19
-    });
-    std::thread::sleep(Duration::from_millis(300));
+    wait_reports(&sink_lines, 19);
     let cap: Vec<Vec<u8>> = captured.lock().unwrap()[1..]
         .iter()
         .map(|l| {
@@ -339,18 +339,21 @@ fn int_multihop_with_a_linux_ioam_transit_in_namespaces() {
         &["mod", "--ns", NS_ID, "--piggyback", "true"],
     )
     .unwrap();
+    let before = reports(&sink_lines).len();
     send(&topo.ns("src"), &topo.dev("s0"), &fwd(300, 5), 20);
     got_flow(75);
-    std::thread::sleep(Duration::from_millis(300));
+    // p3 queues a report for the way back in the same step as it publishes it: wait until
+    // the five are published.
+    wait_until("p3's reports of the five frames", || {
+        reports(&sink_lines).len() >= before + 5
+    });
     let back: Vec<Vec<u8>> = (0..8)
         .map(|i| frame(MAC_DST, &mac(3, 'b'), DST, SRC, 4000, i))
         .collect();
     send(&topo.ns("dst"), &topo.dev("d0"), &back, 20);
-    wait_for(
-        "piggy-backed reports at p1",
-        Duration::from_secs(10),
-        || !reports(&src_lines).is_empty(),
-    );
+    wait_for("piggy-backed reports at p1", START_GUARD, || {
+        !reports(&src_lines).is_empty()
+    });
     let pb = reports(&src_lines);
     for r in &pb {
         assert_eq!(r["ns_id"], 7);

@@ -27,10 +27,12 @@ use peregrine_testkit::netns::{
     RIG_DN_V4 as DN_V4, RIG_GNB_V4 as GNB_V4, RIG_GNB_V6 as GNB_V6, RIG_N3_V4 as N3_V4,
     RIG_N3_V6 as N3_V6,
 };
-use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, START_GUARD};
+use peregrine_testkit::tools::{
+    free_tcp_port, is_root, run, skip, wait_until, wait_value, START_GUARD,
+};
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const UE_V4: &str = "10.45.0.2";
 const UL_TEID: u32 = 0x100;
@@ -84,8 +86,10 @@ fn kernel_fragments_through_the_live_upf() {
         &config(&topo, metrics),
     );
     daemon.wait_metrics(metrics, START_GUARD);
-    // libpcap needs a moment after the port starts before it captures.
-    std::thread::sleep(Duration::from_millis(500));
+    // N3's libpcap handle captures once its packet socket is bound to the veth.
+    wait_until("libpcap capturing on the N3 veth", || {
+        topo.captured(&topo.dev("n3"))
+    });
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/smf/frag_gnb.py");
     let traffic = Command::new("ip")
@@ -101,16 +105,25 @@ fn kernel_fragments_through_the_live_upf() {
         .args(["--ul-teid", &UL_TEID.to_string(), "--qfi", &QFI.to_string()])
         .output()
         .expect("run frag_gnb.py");
-    // The page is refreshed once a second: wait until it shows the traffic's counters.
-    let t0 = Instant::now();
-    let page = loop {
-        let page = scrape(metrics);
-        let seen = sample(&page, "peregrine_upf_fragments_made_total") >= Some(2.0)
-            && sample(&page, "peregrine_upf_datagrams_reassembled_total") >= Some(2.0);
-        if seen || t0.elapsed() > Duration::from_secs(5) {
-            break page;
-        }
-        std::thread::sleep(Duration::from_millis(200));
+    // The page is refreshed once a second: wait until it shows the traffic's counters (the
+    // test fails below, with the daemon's log, if frag_gnb.py did).
+    let page = if traffic.status.success() {
+        wait_value(
+            "the metrics page counting fragments",
+            Duration::from_millis(100),
+            || {
+                let page = scrape(metrics);
+                let seen = sample(&page, "peregrine_upf_fragments_made_total") >= Some(2.0)
+                    && sample(&page, "peregrine_upf_datagrams_reassembled_total") >= Some(2.0);
+                if seen {
+                    Ok(page)
+                } else {
+                    Err(page)
+                }
+            },
+        )
+    } else {
+        scrape(metrics)
     };
     let drops: Vec<&str> = page
         .lines()

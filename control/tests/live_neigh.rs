@@ -25,7 +25,7 @@ use peregrine_testkit::netns::{
     RIG_GNB_V6 as GNB_V6, RIG_N3_V4 as N3_V4,
 };
 use peregrine_testkit::tcp_rig::ue_on_tun;
-use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, START_GUARD};
+use peregrine_testkit::tools::{free_tcp_port, is_root, run, skip, wait_value, START_GUARD};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -147,7 +147,8 @@ impl Traffic {
         (self.ul.load(Relaxed), self.dl.load(Relaxed))
     }
 
-    /// Wait until both directions carried `n` more packets than `from`, at most `limit`.
+    /// Wait until both directions carried `n` more packets than `from`, at most `limit` (a
+    /// hang guard: [`START_GUARD`]).
     fn flows(&self, from: (u64, u64), n: u64, limit: Duration) -> bool {
         let t0 = Instant::now();
         while t0.elapsed() < limit {
@@ -155,7 +156,7 @@ impl Traffic {
             if u >= from.0 + n && d >= from.1 + n {
                 return true;
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(20));
         }
         false
     }
@@ -217,7 +218,7 @@ fn next_hops_resolve_from_kernel_neighbours_follow_a_new_mac_and_age_out() {
     // 1. Only gateway addresses are configured: traffic flows once the kernels answered.
     let traffic = Traffic::start(&gnb_ns, &dn_ns);
     assert!(
-        traffic.flows((0, 0), 10, Duration::from_secs(20)),
+        traffic.flows((0, 0), 10, START_GUARD),
         "no traffic through resolved next hops {:?}:\n{}",
         traffic.counts(),
         daemon.log()
@@ -231,9 +232,20 @@ fn next_hops_resolve_from_kernel_neighbours_follow_a_new_mac_and_age_out() {
     )
     .unwrap();
     let changed_at = traffic.counts();
-    std::thread::sleep(Duration::from_millis(100));
+    wait_value(
+        "the daemon using the new MAC",
+        Duration::from_millis(20),
+        || {
+            let log = daemon.log();
+            if log.contains(NEW_DN_MAC) {
+                Ok(())
+            } else {
+                Err(log)
+            }
+        },
+    );
     assert!(
-        traffic.flows(traffic.counts(), 10, Duration::from_secs(15)),
+        traffic.flows(traffic.counts(), 10, START_GUARD),
         "no traffic after the MAC change {changed_at:?} -> {:?}:\n{}",
         traffic.counts(),
         daemon.log()
@@ -244,13 +256,18 @@ fn next_hops_resolve_from_kernel_neighbours_follow_a_new_mac_and_age_out() {
     // uplink is dropped with the reason.
     // The neighbour families on the page (refreshed once a second): none unresolved now.
     let resolved = "peregrine_neighbour_next_hops{state=\"incomplete\"} 0";
-    let t0 = Instant::now();
-    let mut page = scrape(metrics);
-    while !page.contains(resolved) && t0.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(200));
-        page = scrape(metrics);
-    }
-    assert!(page.contains(resolved), "{page}");
+    let page = wait_value(
+        "no incomplete next hop on the page",
+        Duration::from_millis(100),
+        || {
+            let page = scrape(metrics);
+            if page.contains(resolved) {
+                Ok(page)
+            } else {
+                Err(page)
+            }
+        },
+    );
     assert!(
         page.contains("# TYPE peregrine_neighbour_solicitations counter"),
         "{page}"
@@ -261,18 +278,17 @@ fn next_hops_resolve_from_kernel_neighbours_follow_a_new_mac_and_age_out() {
         &["addr", "del", &format!("{DN_V4}/24"), "dev", &topo.dev("d")],
     )
     .unwrap();
-    let t0 = Instant::now();
-    let dropped = loop {
-        let n = drops(&scrape(metrics), "next_hop_unresolved");
-        if n >= before + 5.0 || t0.elapsed() > Duration::from_secs(15) {
-            break n;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    assert!(
-        dropped >= before + 5.0,
-        "no next_hop_unresolved drops ({before} -> {dropped}):\n{}",
-        daemon.log()
+    wait_value(
+        "next_hop_unresolved drops on the page",
+        Duration::from_millis(100),
+        || {
+            let n = drops(&scrape(metrics), "next_hop_unresolved");
+            if n >= before + 5.0 {
+                Ok(n)
+            } else {
+                Err(format!("{before} -> {n}:\n{}", daemon.log()))
+            }
+        },
     );
     drop(traffic);
     gnb.stop();

@@ -26,13 +26,15 @@ use peregrine_testkit::daemon::{sample, scrape, Live};
 use peregrine_testkit::netns::{
     gnb_dn, gnb_dn_backend, gnb_dn_routes, RigSide, Topology, DN_MAC, GNB_MAC, N3_MAC, N6_MAC,
 };
+use peregrine_testkit::pfcp::header_in_frame;
 use peregrine_testkit::tools::{
-    free_tcp_port, free_udp_port, is_root, run, skip, Guard, START_GUARD,
+    free_tcp_port, free_udp_port, is_root, run, skip, wait_value, Guard, START_GUARD,
 };
+use peregrine_testkit::tshark::LiveCapture;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const N3_V4: &str = "192.0.2.1";
 const N3_V6: &str = "2001:db8:3::1";
@@ -154,29 +156,11 @@ fn live_upf_in_namespaces_over_af_packet() {
     let dir = tempfile::tempdir().unwrap();
     let (pfcp, metrics) = (free_udp_port(), free_tcp_port());
 
-    // The oracle for N4: tshark on lo for the whole run.
-    let n4_pcap = dir.path().join("n4.pcapng");
-    let mut tshark = Guard(None);
-    if have_tshark {
-        let mut c = Command::new("tshark")
-            .args(["-i", "lo", "-f", &format!("udp port {pfcp}"), "-w"])
-            .arg(&n4_pcap)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start tshark");
-        let mut err = BufReader::new(c.stderr.take().unwrap());
-        let mut line = String::new();
-        while err.read_line(&mut line).unwrap_or(0) > 0 && !line.contains("Capturing on") {
-            line.clear();
-        }
-        assert!(line.contains("Capturing on"), "tshark did not start");
-        // Keep draining its stderr so it never blocks on a full pipe.
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut err, &mut std::io::sink());
-        });
-        tshark = Guard(Some(c));
-    }
+    // The oracle for N4: tshark on lo for the whole run (from when dumpcap captures).
+    let n4_pcap = dir.path().join("n4.pcap");
+    let tshark = have_tshark.then(|| {
+        LiveCapture::start("lo", &format!("udp port {pfcp}"), &n4_pcap).expect("start tshark")
+    });
 
     let mut daemon = Live::start(
         env!("CARGO_BIN_EXE_peregrine"),
@@ -243,6 +227,7 @@ fn live_upf_in_namespaces_over_af_packet() {
         String::from_utf8_lossy(&traffic.stdout),
         String::from_utf8_lossy(&traffic.stderr)
     );
+    let traffic_end = SystemTime::now();
     let obs: serde_json::Value = serde_json::from_slice(&traffic.stdout).expect("gnb_dn JSON");
     eprintln!("observed: {obs}");
     // The daemon's side of the story, for whoever reads a failure.
@@ -329,10 +314,62 @@ fn live_upf_in_namespaces_over_af_packet() {
     assert_eq!(ei[0]["udp_dport"], 2152);
     assert_eq!(ei[0]["gsn"], N3_V4, "GTP-U Peer Address IE: {ei:?}");
 
-    // Let at least one periodic usage report (1 s) cover the traffic, then scrape once.
-    std::thread::sleep(Duration::from_millis(1500));
-    let page = scrape(metrics);
+    // Wait for a periodic usage report (1 s period) of every session sent after the
+    // traffic ended (it covers all of it), as the N4 capture shows.
+    if let Some(cap) = &tshark {
+        let end_ns = traffic_end.duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;
+        let seids: Vec<u64> = est["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["cp_seid"].as_u64().expect("cp_seid"))
+            .collect();
+        cap.wait_records(
+            "a Session Report Request of every session after the traffic",
+            |r| {
+                seids.iter().all(|&seid| {
+                    r.iter().any(|r| {
+                        r.ts_ns > end_ns && header_in_frame(&r.data) == Some((56, Some(seid)))
+                    })
+                })
+            },
+        );
+    } else {
+        // Without tshark (allowed outside CI only) nothing shows the reports: one period
+        // and a half.
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    // The page refreshes once a second: wait until it shows the traffic's counters.
     let gate_sent = g["ul_sent"].as_u64().unwrap() + g["dl_sent"].as_u64().unwrap();
+    let qfi_rows = [
+        ("uplink", 9, "v4"),
+        ("downlink", 9, "v4"),
+        ("downlink", 6, "v6"),
+        ("downlink", 7, "qfi"),
+    ];
+    let qfi_packets = |page: &str, dir_: &str, qfi: u32| {
+        sample(
+            page,
+            &format!("peregrine_qfi_packets_total{{direction=\"{dir_}\",qfi=\"{qfi}\"}}"),
+        )
+    };
+    let page = wait_value(
+        "the metrics page counting the traffic",
+        Duration::from_millis(100),
+        || {
+            let page = scrape(metrics);
+            let counted = sample(&page, "peregrine_drops_total{reason=\"gate_closed\"}")
+                >= Some(gate_sent as f64)
+                && qfi_rows
+                    .iter()
+                    .all(|&(d, q, _)| qfi_packets(&page, d, q) >= Some(COUNT as f64));
+            if counted {
+                Ok(page)
+            } else {
+                Err(page)
+            }
+        },
+    );
     assert_eq!(
         sample(&page, "peregrine_drops_total{reason=\"gate_closed\"}"),
         Some(gate_sent as f64),
@@ -352,16 +389,8 @@ fn live_upf_in_namespaces_over_af_packet() {
         page.contains("peregrine_pfcp_responses_total{type="),
         "{page}"
     );
-    for (dir_, qfi, name) in [
-        ("uplink", 9, "v4"),
-        ("downlink", 9, "v4"),
-        ("downlink", 6, "v6"),
-        ("downlink", 7, "qfi"),
-    ] {
-        let v = sample(
-            &page,
-            &format!("peregrine_qfi_packets_total{{direction=\"{dir_}\",qfi=\"{qfi}\"}}"),
-        );
+    for (dir_, qfi, name) in qfi_rows {
+        let v = qfi_packets(&page, dir_, qfi);
         assert!(
             v >= Some(COUNT as f64),
             "{name}: QFI {qfi} {dir_}: {v:?}\n{page}"
@@ -420,8 +449,15 @@ fn live_upf_in_namespaces_over_af_packet() {
     assert_eq!(s["upf"]["error_indications_sent"], 1, "{s}");
 
     // tshark: every PFCP message either side sent decodes cleanly.
-    if have_tshark {
-        tshark.term();
+    if let Some(cap) = tshark {
+        // The daemon stopped: the deletions' answers are its last N4 messages.
+        cap.wait_records("the five Session Deletion Responses", |r| {
+            r.iter()
+                .filter(|r| header_in_frame(&r.data).is_some_and(|h| h.0 == 55))
+                .count()
+                >= 5
+        });
+        cap.stop();
         let decode = ["-d", &format!("udp.port=={pfcp},pfcp")];
         let all = run(&[
             "tshark",

@@ -2,7 +2,7 @@
 //! `l3fwd`, `int` and `upf` (pcap backend, replaying forever), scraped while it runs.
 
 use peregrine_testkit::daemon::{sample, ue_routes, write_dl};
-use peregrine_testkit::tools::{free_tcp_port, Guard};
+use peregrine_testkit::tools::{free_tcp_port, Guard, START_GUARD};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
@@ -105,10 +105,10 @@ fn every_pipeline_kind_serves_the_platform_metrics() {
                 panic!("{kind}: peregrine exited ({st}) before serving metrics: {err}");
             }
             assert!(
-                t0.elapsed() < Duration::from_secs(20),
+                t0.elapsed() < START_GUARD,
                 "{kind}: no page with traffic: {p}"
             );
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(50));
         };
         assert!(
             page.contains("Content-Type: application/openmetrics-text"),
@@ -158,10 +158,10 @@ fn every_pipeline_kind_serves_the_platform_metrics() {
                 .is_some_and(|v| v > 0.0)
             {
                 assert!(
-                    t0.elapsed() < Duration::from_secs(10),
+                    t0.elapsed() < START_GUARD,
                     "{kind}: classifier counters never moved"
                 );
-                std::thread::sleep(Duration::from_millis(200));
+                std::thread::sleep(Duration::from_millis(50));
             }
         }
         // INT's elements report their own counters: this node is sink and transit only.

@@ -9,15 +9,18 @@ mod n4_daemon;
 
 use n4_daemon::*;
 use peregrine_testkit::mbr::{assert_windows_at_mbr, inner_lengths, offered_windows, qfi_row};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use peregrine_testkit::pcap::Record;
+use peregrine_testkit::pfcp::header_in_frame;
+use peregrine_testkit::tools::wait_value;
+use peregrine_testkit::tshark::LiveCapture;
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// A tshark capture of `udp port P` on `lo`; `None` (skip with a message) when not root or
 /// tshark is missing outside CI.
 struct Capture {
-    child: Child,
-    file: PathBuf,
+    live: LiveCapture,
     port: u16,
 }
 
@@ -32,48 +35,37 @@ impl Capture {
             eprintln!("skipping the N4 capture: capturing on lo needs root");
             return None;
         }
-        let file = dir.join("n4.pcapng");
-        let child = match Command::new("tshark")
-            .args(["-i", "lo", "-q", "-f", &format!("udp port {port}"), "-w"])
-            .arg(&file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-        {
-            Ok(c) => c,
+        // Returns once dumpcap captures (it wrote the file header).
+        match LiveCapture::start("lo", &format!("udp port {port}"), &dir.join("n4.pcap")) {
+            Ok(live) => Some(Capture { live, port }),
             Err(e) if !in_ci() => {
                 eprintln!("skipping the N4 capture: tshark not found ({e})");
-                return None;
+                None
             }
             Err(e) => panic!("tshark is required in CI: {e}"),
-        };
-        // dumpcap writes the section header once it captures.
-        let t0 = Instant::now();
-        while std::fs::metadata(&file).map_or(0, |m| m.len()) == 0 {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "tshark did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
         }
-        std::thread::sleep(Duration::from_millis(300));
-        Some(Capture { child, file, port })
     }
 
-    /// Stop (SIGINT flushes the file) and decode, with the N4 port decoded as PFCP (tshark
-    /// dissects PFCP on 8805 only): (UDP source port, PFCP message type) of every datagram,
-    /// and the frames tshark flags (malformed or any expert info), with who sent them.
-    fn finish(mut self) -> (Vec<(u16, String)>, Vec<String>) {
-        std::thread::sleep(Duration::from_millis(500));
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
+    /// Wait until the file holds at least `want` messages of each (PFCP type, count), stop
+    /// (SIGINT: tshark closes the file) and decode, with the N4 port decoded as PFCP
+    /// (tshark dissects PFCP on 8805 only): (UDP source port, PFCP message type) of every
+    /// datagram, and the frames tshark flags (malformed or any expert info), with who sent
+    /// them.
+    fn finish(self, want: &[(u8, u64)]) -> (Vec<(u16, String)>, Vec<String>) {
+        let what = format!("the N4 messages (type, at least) {want:?}");
+        self.live.wait_records(&what, |records| {
+            want.iter().all(|&(t, n)| {
+                let is = |r: &&Record| header_in_frame(&r.data).is_some_and(|h| h.0 == t);
+                records.iter().filter(is).count() as u64 >= n
+            })
+        });
+        let file = self.live.file.clone();
+        self.live.stop();
         let decode_as = format!("udp.port=={},pfcp", self.port);
         let fields = |filter: &str, fields: &[&str]| -> Vec<String> {
             let mut c = Command::new("tshark");
             c.arg("-r")
-                .arg(&self.file)
+                .arg(&file)
                 .args(["-d", &decode_as, "-Y", filter, "-T", "fields"]);
             for f in fields {
                 c.args(["-e", f]);
@@ -163,20 +155,23 @@ fn smf_at_scale_1000_sessions() {
     assert_eq!(r["usage_report_triggers"]["TERMR"], 1000);
 
     // The page refreshes once a second: wait for it to show the deletions.
-    let t1 = Instant::now();
-    let page = loop {
-        let p = scrape(d.metrics).unwrap();
-        if metric(
-            &p,
-            "peregrine_pfcp_messages_received_total",
-            &[("type", "54")],
-        ) == Some(1000.0)
-            || t1.elapsed() > Duration::from_secs(5)
-        {
-            break p;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let page = wait_value(
+        "the metrics page counting 1,000 Session Deletion Requests",
+        Duration::from_millis(100),
+        || {
+            let p = scrape(d.metrics).unwrap_or_default();
+            let deletions = metric(
+                &p,
+                "peregrine_pfcp_messages_received_total",
+                &[("type", "54")],
+            );
+            if deletions == Some(1000.0) {
+                Ok(p)
+            } else {
+                Err(p)
+            }
+        },
+    );
     let rx = |t: &str| {
         metric(
             &page,
@@ -230,7 +225,8 @@ fn smf_at_scale_1000_sessions() {
     assert!(metric(&page, "peregrine_port_tx_packets_total", &[("port", "n6")]).unwrap() > 0.0);
 
     if let Some(cap) = cap {
-        let (msgs, bad) = cap.finish();
+        // Every message the counts below need; the daemon's last ones are a moment behind.
+        let (msgs, bad) = cap.finish(&[(50, 1000), (51, 1000), (55, 1000), (56, perio), (1, 2)]);
         // Both directions: what the daemon sent and what Scapy sent.
         assert!(bad.is_empty(), "tshark flags frames {bad:?}");
         let undecoded: Vec<_> = msgs.iter().filter(|m| m.1.is_empty()).collect();
@@ -296,7 +292,7 @@ fn mbr_is_enforced_per_second_from_the_first_second() {
         ),
     );
     // The replay plays each file once; the daemon stops when both are done.
-    let s = d.wait_exit(Duration::from_secs(60));
+    let s = d.wait_exit(START_GUARD);
     assert_eq!(
         s["packets_in"].as_f64(),
         Some(total_in),

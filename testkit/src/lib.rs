@@ -2,17 +2,25 @@
 //! share, so that no test includes another crate's file. A dev-dependency only: no
 //! production crate links it.
 //!
-//! * [`pcap`]: classic pcap files, written and read back;
-//! * [`tools`]: the CI / root / external-tool skip logic, running commands, free ports and a
-//!   child-process guard;
-//! * [`tshark`]: running tshark and walking its JSON;
-//! * [`netns`]: network-namespace topologies for tests that need the Linux stack;
+//! * [`pcap`]: classic pcap files, written and read back (also while a capture still writes
+//!   them);
+//! * [`tools`]: the CI / root / external-tool skip logic, running commands, free ports, a
+//!   child-process guard, and waits on states (`wait_until`, `wait_value`, `wait_line`,
+//!   `tcp_connected_to`) whose wall clock is only a hang guard (`START_GUARD`, `STOP_GUARD`):
+//!   a test waits for what it needs (a log line, a counter, a page, a file's records), never
+//!   a fixed pause;
+//! * [`tshark`]: running tshark and walking its JSON, and live captures (`LiveCapture`)
+//!   started once dumpcap wrote the file's header (it has opened the interface and set the
+//!   filter) and stopped once the expected packets are in the file;
+//! * [`netns`]: network-namespace topologies for tests that need the Linux stack (and whether
+//!   a packet socket captures on an interface);
 //! * [`frames`]: Ethernet / IPv4 / IPv6 / UDP / TCP / GTP-U frames built with the wire
 //!   crate's Reprs;
 //! * [`rng`]: the workspace's one PRNG (`rand_xoshiro`) and the draws tests need;
 //! * [`alloc`]: a counting global allocator;
 //! * [`dpdk`]: EAL arguments for an in-process DPDK backend on vdevs;
-//! * [`pfcp`]: PFCP sample messages and request builders (TS 29.244);
+//! * [`pfcp`]: PFCP sample messages and request builders (TS 29.244), and PFCP headers in
+//!   captured frames;
 //! * [`traffic`]: the deterministic 5G user-plane traffic generator;
 //! * `upf` (feature `dataplane`): UPF rule-table fixtures and a rig running the UPF stage;
 //! * `gnb`, `tcp_rig` (feature `gnb`): a GTP-U gNB on a TUN device carrying kernel traffic, and

@@ -131,6 +131,22 @@ impl Topology {
             .map(drop)
     }
 
+    /// Whether a running packet socket (libpcap's, a DPDK `net_pcap` or `net_af_packet`
+    /// port's) is bound to root-side interface `dev`: frames into `dev` are captured from
+    /// now on (`/proc/net/packet` of the root namespace, column `Iface`, `R` = running).
+    pub fn captured(&self, dev: &str) -> bool {
+        let Ok(ifindex) = std::fs::read_to_string(format!("/sys/class/net/{dev}/ifindex")) else {
+            return false;
+        };
+        let ifindex = ifindex.trim();
+        std::fs::read_to_string("/proc/net/packet").is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let c: Vec<&str> = l.split_whitespace().collect();
+                c.get(4) == Some(&ifindex) && c.get(5) == Some(&"1")
+            })
+        })
+    }
+
     /// Bring root-side interface `dev` up.
     pub fn up(&self, dev: &str) -> Result<(), String> {
         run(&["ip", "link", "set", dev, "up"]).map(drop)

@@ -110,6 +110,22 @@ pub fn read_pcap(path: impl AsRef<Path>) -> Vec<Vec<u8>> {
 
 /// Parse a classic little-endian pcap file from memory.
 pub fn parse(bytes: &[u8]) -> io::Result<Vec<Record>> {
+    let (out, rest) = parse_records(bytes)?;
+    match rest {
+        None => Ok(out),
+        Some(why) => Err(io::Error::new(io::ErrorKind::InvalidData, why)),
+    }
+}
+
+/// The complete records of a classic little-endian pcap file that a capture is still
+/// writing (`tshark -F pcap -w`): a record header or data cut short at the end is left out,
+/// not an error. An error only when the file header is not there (yet) or is not pcap.
+pub fn parse_complete(bytes: &[u8]) -> io::Result<Vec<Record>> {
+    parse_records(bytes).map(|(out, _)| out)
+}
+
+/// The records of `bytes`, and why the tail was cut short (if it was).
+fn parse_records(bytes: &[u8]) -> io::Result<(Vec<Record>, Option<&'static str>)> {
     let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidData, why.to_owned());
     let u32_at = |b: &[u8], at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
     if bytes.len() < 24 {
@@ -124,12 +140,12 @@ pub fn parse(bytes: &[u8]) -> io::Result<Vec<Record>> {
     let mut out = Vec::new();
     while !rest.is_empty() {
         if rest.len() < 16 {
-            return Err(bad("pcap record header truncated"));
+            return Ok((out, Some("pcap record header truncated")));
         }
         let incl = u32_at(rest, 8) as usize;
-        let data = rest
-            .get(16..16 + incl)
-            .ok_or_else(|| bad("pcap record data truncated"))?;
+        let Some(data) = rest.get(16..16 + incl) else {
+            return Ok((out, Some("pcap record data truncated")));
+        };
         out.push(Record {
             ts_ns: u64::from(u32_at(rest, 0)) * 1_000_000_000
                 + u64::from(u32_at(rest, 4)) * frac_ns,
@@ -137,7 +153,7 @@ pub fn parse(bytes: &[u8]) -> io::Result<Vec<Record>> {
         });
         rest = &rest[16 + incl..];
     }
-    Ok(out)
+    Ok((out, None))
 }
 
 #[cfg(test)]
@@ -171,5 +187,23 @@ mod tests {
             assert!(parse(&b[..n]).is_err(), "{n}");
         }
         assert!(parse(&[0u8; 24]).is_err());
+    }
+
+    #[test]
+    fn a_file_being_written_gives_its_complete_records() {
+        let b = pcap(&[vec![9u8; 60], vec![8u8; 61]]);
+        let first = 24 + 16 + 60;
+        for (n, want) in [
+            (24, 0),
+            (first - 1, 0),
+            (first, 1),
+            (first + 15, 1),
+            (b.len() - 1, 1),
+        ] {
+            assert_eq!(parse_complete(&b[..n]).unwrap().len(), want, "{n}");
+        }
+        assert_eq!(parse_complete(&b).unwrap().len(), 2);
+        assert!(parse_complete(&b[..23]).is_err());
+        assert!(parse_complete(&[0u8; 24]).is_err());
     }
 }

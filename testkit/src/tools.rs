@@ -121,6 +121,44 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Poll `probe` every `every` until it gives a value, and return it: a wait for a state the
+/// test reads (a metrics page showing counters, an API answering, a file holding records).
+/// `Err` carries what the probe saw; the wall clock is only a hang guard ([`START_GUARD`]);
+/// past it the test fails naming `what`, with the probe's last `Err`.
+pub fn wait_value<T>(
+    what: &str,
+    every: Duration,
+    mut probe: impl FnMut() -> Result<T, String>,
+) -> T {
+    let t0 = Instant::now();
+    loop {
+        match probe() {
+            Ok(v) => return v,
+            Err(last) => assert!(
+                t0.elapsed() < START_GUARD,
+                "timed out ({START_GUARD:?}): {what}; last seen:\n{last}"
+            ),
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// Whether some socket of this network namespace has an established TCP connection to
+/// `port` (IPv4 or IPv6; `/proc/net/tcp`, `/proc/net/tcp6`): a client (a ZeroMQ SUB, a
+/// scraper) has connected to the server on `port`.
+pub fn tcp_connected_to(port: u16) -> bool {
+    let rem = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let c: Vec<&str> = l.split_whitespace().collect();
+                // sl local_address rem_address st ...; st 01 = ESTABLISHED.
+                c.get(2).is_some_and(|r| r.ends_with(&rem)) && c.get(3) == Some(&"01")
+            })
+        })
+    })
+}
+
 /// A UDP port free on 127.0.0.1 a moment ago.
 pub fn free_udp_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")
@@ -199,6 +237,29 @@ mod tests {
         let st = g.term().expect("status");
         assert!(!st.success());
         assert!(g.term().is_none());
+    }
+
+    #[test]
+    fn wait_value_returns_the_first_value() {
+        let mut n = 0;
+        let v = wait_value("n reaches 3", Duration::ZERO, || {
+            n += 1;
+            if n == 3 {
+                Ok(n * 10)
+            } else {
+                Err(format!("n = {n}"))
+            }
+        });
+        assert_eq!((v, n), (30, 3));
+    }
+
+    #[test]
+    fn established_connections_are_seen() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert!(!tcp_connected_to(port));
+        let _c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        assert!(tcp_connected_to(port));
     }
 
     #[test]

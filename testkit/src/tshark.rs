@@ -1,11 +1,125 @@
 //! Running tshark and walking its JSON (`-T json`): field lookups, malformed-packet and
-//! expert-info checks, and PFCP datagrams decoded in a pcap.
+//! expert-info checks, PFCP datagrams decoded in a pcap, and live captures started and
+//! stopped on what tshark and its file show ([`LiveCapture`]).
 
-use crate::pcap::pcap;
+use crate::pcap::{parse_complete, pcap, Record};
+use crate::tools::{collect_lines, Guard, Lines, START_GUARD, STOP_GUARD};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A live capture: `tshark -i <iface> -f <filter> -F pcap -w <file>`, waited on by state,
+/// not by the clock. [`start`](Self::start) returns once dumpcap captures;
+/// [`wait_records`](Self::wait_records) waits until the packets a test expects are in the file
+/// (dumpcap writes them a fraction of a second after they pass, more under load); and
+/// [`stop`](Self::stop) interrupts tshark, which closes the file, and waits for it to exit.
+/// Dropped without `stop`, the capture is stopped by its [`Guard`].
+#[derive(Debug)]
+pub struct LiveCapture {
+    guard: Guard,
+    stderr: Lines,
+    /// The classic pcap file tshark writes.
+    pub file: PathBuf,
+}
+
+impl LiveCapture {
+    /// Start capturing on `iface` what the capture `filter` takes, into `file` (classic
+    /// pcap). Returns once dumpcap has written the file's header, which it does after it
+    /// opened the interface and installed the filter (tshark then logs "Capture started."):
+    /// every later packet is captured. tshark's "Capturing on ..." line is not that signal:
+    /// tshark prints it before it starts dumpcap (it does so for an interface that does not
+    /// exist, too). `Err` when tshark cannot be started (the caller skips, or fails under
+    /// `CI`); a tshark that exits before capturing (no permission, no such interface) fails
+    /// the test with what it printed. The wall clock is only a hang guard ([`START_GUARD`]).
+    pub fn start(iface: &str, filter: &str, file: &Path) -> std::io::Result<LiveCapture> {
+        // A header already there would not be this capture's.
+        let _ = std::fs::remove_file(file);
+        let mut c = Command::new("tshark")
+            .args(["-i", iface, "-q", "-f", filter, "-F", "pcap", "-w"])
+            .arg(file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        // Collected to the end, so tshark never blocks on a full pipe.
+        let stderr = collect_lines(c.stderr.take().expect("piped stderr"));
+        let mut guard = Guard(Some(c));
+        let t0 = Instant::now();
+        loop {
+            if std::fs::read(file).is_ok_and(|b| parse_complete(&b).is_ok()) {
+                break;
+            }
+            let exited = guard.child().try_wait().ok().flatten();
+            if exited.is_some() || t0.elapsed() > START_GUARD {
+                // Give the collector a moment for its last words (the failure path only).
+                std::thread::sleep(Duration::from_millis(100));
+                panic!(
+                    "tshark -i {iface} -f '{filter}' did not start capturing ({}):\n{}",
+                    exited.map_or(format!("hang guard {START_GUARD:?} passed"), |st| {
+                        format!("it exited: {st}")
+                    }),
+                    stderr.lock().unwrap().join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(LiveCapture {
+            guard,
+            stderr,
+            file: file.to_path_buf(),
+        })
+    }
+
+    /// The records (capture time, frame) in the file so far (one dumpcap is still writing
+    /// is left out).
+    pub fn records(&self) -> Vec<Record> {
+        let bytes = std::fs::read(&self.file).unwrap_or_default();
+        parse_complete(&bytes).unwrap_or_default()
+    }
+
+    /// Wait until `done` holds of the records in the file: the packets the test expects have
+    /// been written. The wall clock is only a hang guard ([`START_GUARD`]; past it the test
+    /// fails naming `what`, with the number of frames and tshark's output).
+    pub fn wait_records(&self, what: &str, mut done: impl FnMut(&[Record]) -> bool) {
+        let t0 = Instant::now();
+        loop {
+            let frames = self.records();
+            if done(&frames) {
+                return;
+            }
+            assert!(
+                t0.elapsed() < START_GUARD,
+                "the capture {} did not show {what} in {START_GUARD:?}: {} frames; tshark \
+                 printed:\n{}",
+                self.file.display(),
+                frames.len(),
+                self.stderr.lock().unwrap().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Interrupt tshark (SIGINT: it closes the file) and wait for it to exit; its status.
+    /// The wall clock is only a hang guard ([`STOP_GUARD`], then SIGKILL).
+    pub fn stop(mut self) -> Option<ExitStatus> {
+        let mut c = self.guard.0.take()?;
+        let _ = Command::new("kill")
+            .args(["-INT", &c.id().to_string()])
+            .status();
+        let t0 = Instant::now();
+        while t0.elapsed() < STOP_GUARD {
+            if let Ok(Some(st)) = c.try_wait() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill();
+        c.wait().ok()
+    }
+}
 
 /// Ethernet / IPv4 10.0.0.1 -> 10.0.0.2 / UDP 8805 -> 8805 around a PFCP `payload`
 /// (TS 29.244 section 4.2: PFCP over UDP port 8805), checksums filled.

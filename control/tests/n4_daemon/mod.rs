@@ -73,7 +73,7 @@ impl Daemon {
                     String::from_utf8_lossy(&out.stderr)
                 );
             }
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(20));
         }
         d
     }
@@ -160,6 +160,7 @@ metrics = "{metrics}"
 
 impl Daemon {
     /// Wait for a daemon whose replay ends (`loops = 1`) to exit by itself; the JSON summary.
+    /// `timeout` is a hang guard (pass [`START_GUARD`]), not a run-time budget.
     pub fn wait_exit(mut self, timeout: Duration) -> serde_json::Value {
         let mut child = self.child.take().unwrap();
         let t0 = Instant::now();
@@ -169,9 +170,9 @@ impl Daemon {
             }
             if t0.elapsed() > timeout {
                 let _ = child.kill();
-                panic!("the daemon did not stop after its replay");
+                panic!("the daemon did not stop after its replay ({timeout:?})");
             }
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(20));
         };
         let out = child.wait_with_output().unwrap();
         assert!(

@@ -10,11 +10,11 @@ use peregrine_dataplane::runtime::{
 };
 use peregrine_dataplane::stages::l3fwd::{L3Fwd, NextHop, RouteTable};
 use peregrine_dataplane::PacketBuf;
-use peregrine_testkit::alloc::CountingAlloc;
+use peregrine_testkit::alloc::{thread_allocs, CountingAlloc};
+use peregrine_testkit::tools::wait_until;
 use peregrine_wire::ethernet::{self, ethertype, Address as Mac};
 use peregrine_wire::{checksum, ipv4};
 use std::net::{IpAddr, Ipv4Addr};
-use std::time::Duration;
 
 /// Counts every allocation and reallocation of the test binary, in total and per thread.
 #[global_allocator]
@@ -179,16 +179,62 @@ pub fn start_ring_loop(
     (run, routes)
 }
 
-/// Let the loop warm up for 300 ms, then count packets and allocations over 700 ms; stop
-/// and return (packets forwarded in the window, allocations in the window, final counters).
-pub fn measure(run: Running) -> (u64, u64, Counters) {
-    std::thread::sleep(Duration::from_millis(300));
-    let before_pkts = run.counters().total_rx();
+/// Counter publishes (each worker publishes every 1,024 polls) the warm-up waits for.
+const WARM_PUBLISHES: u64 = 4;
+/// How far `progress` moves in the warm-up: every worker is in its loop and past its first
+/// passes.
+const WARM_PROGRESS: u64 = 10_000;
+/// Counter publishes a window covers at least: every worker's periodic work ran in it.
+const WINDOW_PUBLISHES: u64 = 4;
+
+/// Polls (bursts and idle polls) as the workers last published them: it moves only when a
+/// worker publishes, every 1,024 of its polls.
+fn polls(c: &Counters) -> u64 {
+    c.bursts + c.idle_polls
+}
+
+/// Watch a running loop for a window of steady forwarding and count the allocations in it:
+/// (how far `progress` moved in the window, allocations in the window).
+///
+/// Both ends are states of the loop, not clock times (the wall clock is only testkit's hang
+/// guard): the warm-up lasts until `progress` moved `WARM_PROGRESS` and the workers published
+/// their counters `WARM_PUBLISHES` times, so first passes are behind us (with several
+/// workers, `progress` must be something each of them does); the window lasts until
+/// `progress` moved at least `min` more, the workers published `WINDOW_PUBLISHES` more
+/// times, and `more` holds of the counters. Reading the counters allocates on this thread:
+/// those allocations are the test's, not the workers', and are not counted.
+pub fn window(
+    run: &Running,
+    progress: impl Fn(&Counters) -> u64,
+    min: u64,
+    more: impl Fn(&Counters) -> bool,
+) -> (u64, u64) {
+    let c0 = run.counters();
+    let (p0, q0) = (progress(&c0), polls(&c0));
+    wait_until("the loop warmed up", || {
+        let c = run.counters();
+        progress(&c) >= p0 + WARM_PROGRESS && polls(&c) >= q0 + WARM_PUBLISHES * 1024
+    });
+    let own = thread_allocs();
     let before = GLOBAL.allocs();
-    std::thread::sleep(Duration::from_millis(700));
-    let after = GLOBAL.allocs();
-    let after_pkts = run.counters().total_rx();
+    let c1 = run.counters();
+    let (p1, q1) = (progress(&c1), polls(&c1));
+    let mut moved = 0;
+    wait_until("a window of steady forwarding", || {
+        let c = run.counters();
+        moved = progress(&c) - p1;
+        moved >= min && polls(&c) >= q1 + WINDOW_PUBLISHES * 1024 && more(&c)
+    });
+    let allocs = GLOBAL.allocs() - before;
+    let own = thread_allocs() - own;
+    (moved, allocs - own)
+}
+
+/// [`window`] over forwarded packets (at least `min`); stop and return (packets forwarded
+/// in the window, allocations in the window, final counters).
+pub fn measure(run: Running, min: u64, more: impl Fn(&Counters) -> bool) -> (u64, u64, Counters) {
+    let (forwarded, allocs) = window(&run, Counters::total_rx, min, more);
     run.request_stop();
     let total = run.join();
-    (after_pkts - before_pkts, after - before, total)
+    (forwarded, allocs, total)
 }
