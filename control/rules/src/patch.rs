@@ -205,10 +205,12 @@ fn append(
     let positions = 1usize << bits;
     let hashed = sc.teid.iter().filter(|e| !paged(e.0, positions)).count();
     sh.by_teid = old.by_teid.with_room_loose(hashed);
-    sh.by_ue_v4 = old.by_ue_v4.with_room(sc.v4.len());
+    sh.by_ue_v4 = old.by_ue_v4.with_room_loose(sc.v4.len());
     sh.by_ue_v6 = old.by_ue_v6.with_room(sc.v6.len());
     sh.paged_teids = Vec::with_capacity(old.paged_teids.len() + sc.teid.len() - hashed);
     sh.paged_teids.extend_from_slice(&old.paged_teids);
+    // Their rules keep their indices: the page slots made from `old` stay right.
+    sh.paged_settled = old.paged_teids.len() as u32;
     for &(k, r) in &sc.teid {
         if paged(k, positions) {
             sh.paged_teids.push((k as u32, r));
@@ -314,7 +316,11 @@ fn finish(mut sh: Shard, sc: &Scratch, bits: u32) -> Shard {
         teids.insert(k as u32, r);
     }
     sh.by_teid = teids;
-    sh.by_ue_v4 = key_map(KeyMap::with_capacity(sc.v4.len()), &sc.v4, |k| k as u32);
+    // The downlink probes the UE IPv4 maps as the uplink probes the TEID maps: load factor
+    // 1/2 (fewer second lines); the IPv6 maps stay at 2/3.
+    sh.by_ue_v4 = key_map(KeyMap::with_capacity_loose(sc.v4.len()), &sc.v4, |k| {
+        k as u32
+    });
     sh.by_ue_v6 = key_map(KeyMap::with_capacity(sc.v6.len()), &sc.v6, |k| k);
     trim(&mut sh);
     sh.index_fast();

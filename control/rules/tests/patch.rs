@@ -339,7 +339,23 @@ fn patched_shards_equal_shards_built_from_scratch() {
 /// compiler's built from scratch; snapshots taken before a doubling stay as they were.
 #[test]
 fn grown_shards_equal_shards_built_from_scratch() {
-    let pool = mbr_pool(3000);
+    grown_shards_resolve_as_from_scratch(mbr_pool(3000));
+}
+
+/// [`grown_shards_equal_shards_built_from_scratch`] with the sessions' TEIDs numbered as
+/// F-TEID CHOOSE hands them out (1, 2, 3, ...): every TEID has a direct page slot
+/// (`upf::pages`), which must follow its shard through the doublings, the splits and the
+/// appends to split halves.
+#[test]
+fn grown_shards_with_paged_teids_equal_shards_built_from_scratch() {
+    let mut pool = mbr_pool(3000);
+    for (i, s) in pool.iter_mut().enumerate() {
+        s.ul_teid = i as u32 + 1;
+    }
+    grown_shards_resolve_as_from_scratch(pool);
+}
+
+fn grown_shards_resolve_as_from_scratch(pool: Vec<StaticSession>) {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let mut live: BTreeMap<u64, StaticSession> = BTreeMap::new();
     let mut c = compiler().grow_shards_above(2);

@@ -49,7 +49,8 @@ pub fn paged(teid: u64, positions: usize) -> bool {
 /// filed at `pos` whose page slot differs, and `(teid, None)` for every paged TEID of
 /// `old` filed at `pos` that `new` lacks. A shard's TEIDs are those of its map
 /// ([`Shard::by_teid`]) and of its list ([`Shard::paged_teids`], whose slots are made here
-/// with their fast-path records). TEIDs of `old` filed elsewhere (a doubled table's sibling
+/// with their fast-path records, but for the leading [`Shard::paged_settled`] ones, which
+/// `new` says are unchanged from `old`). TEIDs of `old` filed elsewhere (a doubled table's sibling
 /// position, which still holds `old`) are left alone. Appended to `out`.
 pub fn page_changes(
     old: &Shard,
@@ -61,19 +62,27 @@ pub fn page_changes(
 ) {
     let mine = |t: u64| paged(t, positions) && shard_in(t, positions) == pos;
     let mut kept: Vec<u64> = Vec::new();
+    // A slot identical to the one the page holds is not a change.
     let mut put = |s: KeySlot| {
-        let t = s.key();
-        kept.push(t);
-        // A slot identical to the one the page holds is not a change.
-        if page_of(pages, t).map(|(p, i)| &p[i]) != Some(&s) {
-            out.push((t, Some(s)));
+        if page_of(pages, s.key()).map(|(p, i)| &p[i]) != Some(&s) {
+            out.push((s.key(), Some(s)));
         }
     };
     for s in new.by_teid.used_slots().filter(|s| mine(s.key())) {
+        kept.push(s.key());
         put(*s);
     }
-    for &(t, r) in new.paged_teids.iter().filter(|e| mine(u64::from(e.0))) {
-        put(new.uplink_slot(t, r));
+    let settled = (new.paged_settled as usize).min(new.paged_teids.len());
+    for (n, &(t, r)) in new.paged_teids.iter().enumerate() {
+        if !mine(u64::from(t)) {
+            continue;
+        }
+        kept.push(u64::from(t));
+        // Past the settled ones: made again (a settled one's slot, made from the shard
+        // this one was appended to, is unchanged).
+        if n >= settled {
+            put(new.uplink_slot(t, r));
+        }
     }
     kept.sort_unstable();
     for (t, _) in old.teids().filter(|e| mine(e.0)) {

@@ -224,6 +224,13 @@ pub struct Shard {
     /// Uplink candidates of TEIDs with a direct page slot, (TEID, range), in no order: the
     /// packet path reads their page slots, built from these, so they need no hash map.
     pub paged_teids: Vec<(u32, (u32, u32))>,
+    /// How many leading entries of [`Self::paged_teids`] have, with their rules, the same
+    /// page slots as in the shard this one was made from, which is the one its table
+    /// position held (the compiler's append path, which copies the old entries and rules
+    /// whole): their slots are not made again when the position is updated
+    /// ([`super::pages::page_changes`]), which would read every entry's rules. 0 when not
+    /// known.
+    pub paged_settled: u32,
     /// Downlink candidates by UE IPv4 address.
     pub by_ue_v4: KeyMap<u32>,
     /// Downlink candidates by UE IPv6 /64 prefix (the upper 64 bits).

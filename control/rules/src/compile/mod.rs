@@ -517,18 +517,23 @@ impl Compiler {
             let seids = pending[i..j].iter().map(|p| p.1);
             let idx = shard as usize;
             let bits = self.tables.shard_bits;
-            let old = &self.tables.shards[idx];
+            let old: &Shard = &self.tables.shards[idx];
             let half;
-            let old = match self.unsplit.get_mut(idx) {
+            let (old, split) = match self.unsplit.get_mut(idx) {
                 Some(u) if *u => {
                     *u = false;
                     half = crate::patch::split_shard(old, idx, bits, &mut self.scratch);
-                    &half
+                    (&half, true)
                 }
-                _ => old,
+                _ => (old, false),
             };
-            let new =
+            let mut new =
                 crate::patch::patch_shard(old, idx, bits, seids, &self.staged, &mut self.scratch);
+            if split {
+                // The pages hold the slots of the shard the half was split from, not the
+                // half's: none of the new shard's paged TEIDs is settled.
+                new.paged_settled = 0;
+            }
             updates.push((idx, Arc::new(new)));
             i = j;
         }
