@@ -205,7 +205,7 @@ fn append(
     let positions = 1usize << bits;
     let hashed = sc.teid.iter().filter(|e| !paged(e.0, positions)).count();
     sh.by_teid = old.by_teid.with_room_loose(hashed);
-    sh.by_ue_v4 = old.by_ue_v4.with_room_loose(sc.v4.len());
+    sh.by_ue_v4 = old.by_ue_v4.with_room(sc.v4.len());
     sh.by_ue_v6 = old.by_ue_v6.with_room(sc.v6.len());
     sh.paged_teids = Vec::with_capacity(old.paged_teids.len() + sc.teid.len() - hashed);
     sh.paged_teids.extend_from_slice(&old.paged_teids);
