@@ -316,11 +316,7 @@ fn finish(mut sh: Shard, sc: &Scratch, bits: u32) -> Shard {
         teids.insert(k as u32, r);
     }
     sh.by_teid = teids;
-    // The downlink probes the UE IPv4 maps as the uplink probes the TEID maps: load factor
-    // 1/2 (fewer second lines); the IPv6 maps stay at 2/3.
-    sh.by_ue_v4 = key_map(KeyMap::with_capacity_loose(sc.v4.len()), &sc.v4, |k| {
-        k as u32
-    });
+    sh.by_ue_v4 = key_map(KeyMap::with_capacity(sc.v4.len()), &sc.v4, |k| k as u32);
     sh.by_ue_v6 = key_map(KeyMap::with_capacity(sc.v6.len()), &sc.v6, |k| k);
     trim(&mut sh);
     sh.index_fast();
