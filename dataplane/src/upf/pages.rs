@@ -5,8 +5,11 @@
 //! TEIDs that the UPF allocates itself (F-TEID CHOOSE, TS 29.244 section 5.5.3) are handed
 //! out from 1 upwards and reused once released (`control/n4`), so they stay below the
 //! limit; SMFs that number TEIDs themselves often do so from 1 too. A TEID at or above the
-//! limit (or in a page not built yet) is looked up in its shard's hash map as before: the
-//! pages are an index beside the maps, never the only copy.
+//! limit is looked up in its shard's hash map as before. A paged TEID is in no hash map: its
+//! shard lists it ([`Shard::paged_teids`]) and its page slot is what the lookup reads. One
+//! that became pageable when the table doubled stays in its shard's map until the shard is
+//! rebuilt: its page slot is empty, and the general path finds it in the map
+//! (`UpfTables::teid_candidates`).
 //!
 //! A page slot is a copy of the TEID's slot in the shard at position
 //! `shard_index(teid)` (its candidate range is into that shard's `pdr_order`, and the
