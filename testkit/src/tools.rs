@@ -190,12 +190,19 @@ pub struct Guard(pub Option<Child>);
 impl Guard {
     /// Stop the child (if still running) and return its exit status.
     pub fn term(&mut self) -> Option<ExitStatus> {
+        self.stop_with("-TERM")
+    }
+
+    /// Send the child (if still running) `signal` (`kill`'s form, e.g. `-INT`), wait for it
+    /// to exit (the wall clock only a hang guard, [`STOP_GUARD`], then SIGKILL) and return
+    /// its exit status.
+    pub fn stop_with(&mut self, signal: &str) -> Option<ExitStatus> {
         let mut c = self.0.take()?;
         if let Ok(Some(st)) = c.try_wait() {
             return Some(st);
         }
         let _ = Command::new("kill")
-            .args(["-TERM", &c.id().to_string()])
+            .args([signal, &c.id().to_string()])
             .status();
         let t0 = Instant::now();
         while t0.elapsed() < STOP_GUARD {

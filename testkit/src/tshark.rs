@@ -3,7 +3,7 @@
 //! stopped on what tshark and its file show ([`LiveCapture`]).
 
 use crate::pcap::{parse_complete, pcap, Record};
-use crate::tools::{collect_lines, Guard, Lines, START_GUARD, STOP_GUARD};
+use crate::tools::{collect_lines, Guard, Lines, START_GUARD};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -103,21 +103,9 @@ impl LiveCapture {
     }
 
     /// Interrupt tshark (SIGINT: it closes the file) and wait for it to exit; its status.
-    /// The wall clock is only a hang guard ([`STOP_GUARD`], then SIGKILL).
+    /// The wall clock is only a hang guard ([`STOP_GUARD`](crate::tools::STOP_GUARD), then SIGKILL).
     pub fn stop(mut self) -> Option<ExitStatus> {
-        let mut c = self.guard.0.take()?;
-        let _ = Command::new("kill")
-            .args(["-INT", &c.id().to_string()])
-            .status();
-        let t0 = Instant::now();
-        while t0.elapsed() < STOP_GUARD {
-            if let Ok(Some(st)) = c.try_wait() {
-                return Some(st);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = c.kill();
-        c.wait().ok()
+        self.guard.stop_with("-INT")
     }
 }
 

@@ -307,17 +307,6 @@ impl<K: Copy + Into<u64>> KeyMap<K> {
         slot_from_in(&self.slots, home, key.into())
     }
 
-    /// The slot holding the key whose `u64` is `key` (no `K` converts to a word above
-    /// its range: `None` for those).
-    #[inline]
-    pub fn slot_of(&self, key: u64) -> Option<&KeySlot> {
-        if self.slots.is_empty() {
-            return None;
-        }
-        let s = &self.slots[self.probe(key)];
-        s.used().then_some(s)
-    }
-
     /// Every used slot, in slot order.
     pub fn used_slots(&self) -> impl Iterator<Item = &KeySlot> + '_ {
         self.slots.iter().filter(|s| s.used())

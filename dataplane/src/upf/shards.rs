@@ -138,11 +138,11 @@ impl ShardTable {
         page_of(&self.pages, teid)
     }
 
-    /// Pages in use, and their heap bytes (each its own allocation with its `Arc` counts,
+    /// Heap bytes of the pages in use (each its own allocation with its `Arc` counts,
     /// padded to the slots' alignment).
-    pub fn page_bytes(&self) -> (usize, usize) {
+    pub fn page_bytes(&self) -> usize {
         let n = self.pages.iter().filter(|p| p.is_some()).count();
-        (n, n * (PAGE + 1) * std::mem::size_of::<KeySlot>())
+        n * (PAGE + 1) * std::mem::size_of::<KeySlot>()
     }
 
     /// The page changes of positions `updates` going from this table's shards to theirs,

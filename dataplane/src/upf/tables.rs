@@ -194,7 +194,7 @@ pub const MAX_SHARD_BITS: u32 = 18;
 /// UE addresses' shards, so one lookup touches one shard.
 #[inline]
 pub fn shard_of_in(key: u64, bits: u32) -> usize {
-    (key.wrapping_mul(FIB) >> (64 - bits)) as usize
+    shard_in(key, 1 << bits)
 }
 
 /// The position among `positions` of lookup key `key`: the high word of its Fibonacci hash
@@ -456,6 +456,9 @@ mod tests {
                 .chain([0, 1, u64::MAX, u64::from(u32::MAX)]);
             for k in keys {
                 assert_eq!(t.shard_index(k), shard_of_in(k, bits), "{bits} {k:#x}");
+                // Both are the top `bits` bits of the Fibonacci hash.
+                let top = (k.wrapping_mul(FIB) >> (64 - bits)) as usize;
+                assert_eq!(shard_of_in(k, bits), top, "{bits} {k:#x}");
             }
         }
     }

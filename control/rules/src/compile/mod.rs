@@ -635,7 +635,7 @@ impl Compiler {
         // current version and the earlier ones kept for recycling.
         shard_bytes += self.tables.shards.heap_bytes() * self.dirs.arrays().max(1);
         // The direct TEID pages (shared by the kept versions but for the few a build wrote).
-        shard_bytes += self.tables.shards.page_bytes().1;
+        shard_bytes += self.tables.shards.page_bytes();
         let index_bytes = map_bytes(self.owners.narrow.capacity(), 16)
             + map_bytes(self.owners.v6.capacity(), 16)
             + (self.meters.gens.capacity() + self.meters.free.capacity()) * 4

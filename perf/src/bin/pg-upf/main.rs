@@ -193,16 +193,17 @@ struct Args {
     /// CHOOSE allocator hands them out (1, 2, 3, ...: paged, `upf::pages`), or `smf` as an
     /// SMF that picks them itself at random would (the synthetic sessions' keyed 24-bit
     /// permutation, `0x01xxxxxx`: looked up in the hash maps). The `--n4` modes' static
-    /// sessions always take `smf` (their node allocates from 1 for its own sessions).
-    #[arg(long, value_enum, default_value_t = Teids::Upf)]
-    teids: Teids,
+    /// sessions take `smf` (their node allocates from 1 for its own sessions): `--teids upf`
+    /// is refused there. Default `upf`.
+    #[arg(long, value_enum)]
+    teids: Option<Teids>,
     /// The order the feed visits the sessions in: `session` (establishment order: the
     /// sessions' meter, usage and paged TEID slots are then read in address order, which the
     /// hardware prefetcher follows) or `shuffled` (a fixed random permutation, seed 1, as
-    /// traffic from many UEs arrives: every session's state is a random read). Every mode
-    /// but `--n4`.
-    #[arg(long, value_enum, default_value_t = Order::Session)]
-    order: Order,
+    /// traffic from many UEs arrives: every session's state is a random read). Default
+    /// `session`; the `--n4` modes refuse `shuffled`.
+    #[arg(long, value_enum)]
+    order: Option<Order>,
 }
 
 /// `--order`.
@@ -636,15 +637,15 @@ fn ours_child_opts(
             "--feed".to_string(),
             feed_name(a.feed).to_string(),
             "--order".to_string(),
-            match a.order {
-                Order::Session => "session",
-                Order::Shuffled => "shuffled",
+            match ORDER.get() {
+                Some(Order::Shuffled) => "shuffled",
+                _ => "session",
             }
             .to_string(),
             "--teids".to_string(),
-            match a.teids {
-                Teids::Upf => "upf",
-                Teids::Smf => "smf",
+            match TEIDS.get() {
+                Some(Teids::Smf) => "smf",
+                _ => "upf",
             }
             .to_string(),
         ])
@@ -710,18 +711,17 @@ fn main() {
     let a = Args::parse();
     // The N4 modes' node hands out CHOOSE TEIDs from 1 itself: their static sessions (the
     // traffic) keep theirs out of its way.
-    let teids = if a.n4.is_some() || a.n4_burst.is_some() {
-        Teids::Smf
-    } else {
-        a.teids
-    };
+    let n4 = a.n4.is_some() || a.n4_burst.is_some();
+    if n4 && a.teids == Some(Teids::Upf) {
+        fail("--teids upf: the --n4 modes' node hands out TEIDs from 1 to its own sessions; their static sessions take --teids smf");
+    }
+    if n4 && a.order == Some(Order::Shuffled) {
+        fail("--order shuffled: the --n4 modes feed their static sessions in session order only");
+    }
+    let teids = a.teids.unwrap_or(if n4 { Teids::Smf } else { Teids::Upf });
     TEIDS.set(teids).expect("set once");
     ORDER
-        .set(if a.n4.is_some() || a.n4_burst.is_some() {
-            Order::Session
-        } else {
-            a.order
-        })
+        .set(a.order.unwrap_or(Order::Session))
         .expect("set once");
     if let Some(case) = &a.stage {
         stage::stage_mode(case, a.batches, a.alternate_rx, a.feed);
@@ -818,8 +818,8 @@ fn main() {
         "ours": "peregrine worker runtime: rx -> feed (rewrites the buffer with the next session's frame, written whole: with --feed patched a base frame and the session's differing bytes, byte-identical to the stored frames of --feed stored) -> Upf stage (tables compiled from synthetic() sessions, QER with MBR on every session) -> tx",
         "baseline": "dpdk-testpmd --forward-mode=5tswap, one forwarding core, txonly frames of the same length",
         "feed": feed_name(a.feed),
-        "teids": format!("{:?}", a.teids).to_lowercase(),
-        "order": format!("{:?}", a.order).to_lowercase(),
+        "teids": format!("{:?}", TEIDS.get().copied().unwrap_or(Teids::Upf)).to_lowercase(),
+        "order": format!("{:?}", ORDER.get().copied().unwrap_or(Order::Session)).to_lowercase(),
         "inject_per_port": a.fwd.inject,
         "burst": a.fwd.burst,
         "core": a.fwd.core,
